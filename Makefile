@@ -1,0 +1,40 @@
+# The two commands of the README: `make run` and `make test`. Each makes its own venv.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test lint typecheck pytest bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	mkdir -p var
+	$(BIN)/qinglong-dispatcher --profile edge --database sqlite:///var/qinglong.db migrate
+	$(BIN)/qinglong-dispatcher --profile edge --database sqlite:///var/qinglong.db run
+
+lint: $(STAMP)
+	$(BIN)/ruff check qinglong_dispatcher tests
+	$(BIN)/ruff format --check qinglong_dispatcher tests
+	$(BIN)/lint-imports
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest
+
+test: lint typecheck pytest
+
+bench: $(STAMP)
+	$(BIN)/qinglong-dispatcher bench --profile edge
+	$(BIN)/qinglong-dispatcher bench --profile cluster
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,7 @@
+"""`python -m qinglong_dispatcher` is the console script."""
+
+from __future__ import annotations
+
+from qinglong_dispatcher import cli
+
+raise SystemExit(cli.main())

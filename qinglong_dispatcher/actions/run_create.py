@@ -1,0 +1,124 @@
+"""`run.create` (ADR-0034): inspect resolves the immutable plan; execute creates the Run.
+
+The effect, its receipt and the completion commit in one transaction, so `execute` returns
+`committed`. A rolled-back effect produced nothing and re-entry replays from the receipt, so a
+lost connection or a busy store is retried by the same execute while its deadline holds.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import anyio
+import structlog
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.domain import errors, fencing, plans, records, runs
+
+log = structlog.get_logger("qinglong_dispatcher.actions.run_create")
+
+ACTION_TYPE = "run.create"
+EFFECT_RETRY_FIRST_S = 0.02
+EFFECT_RETRY_MAX_S = 0.5
+
+
+def build_run(
+    plan: plans.ApprovedRunCreationPlan,
+    dispatch: records.Dispatch,
+    identity: records.ExecutionIdentity,
+    *,
+    run_id: str,
+    now_ms: int,
+) -> runs.Run:
+    """The queued Run a plan asks for, bound to its dispatch and start time."""
+    return runs.Run(
+        run_id=run_id,
+        project_id=plan.project_id,
+        task_id=plan.task_id,
+        task_revision=plan.task_revision,
+        executor_type=plan.executor_type,
+        priority=plan.priority,
+        task_name=plan.task_name,
+        task_snapshot_ref=plan.task_snapshot_ref,
+        input_ref=plan.input_ref,
+        status=runs.RunStatus.QUEUED,
+        trigger_type=runs.TRIGGER_TYPE,
+        execution_origin=runs.EXECUTION_ORIGIN,
+        execution_owner=runs.EXECUTION_OWNER,
+        request_id=dispatch.approval_request_id,
+        idempotency_key=dispatch.dispatch_id,
+        accepted_at_ms=identity.started_at_ms,
+        version=1,
+        event_seq=1,
+        created_at_ms=now_ms,
+    )
+
+
+class RunCreateHandler:
+    """The `run.create` action."""
+
+    action_type = ACTION_TYPE
+
+    def __init__(
+        self, plan_store: ports.PlanStore, repository: ports.RunCreateRepository, clock: ports.Clock
+    ) -> None:
+        self._plans = plan_store
+        self._repository = repository
+        self._clock = clock
+
+    async def _resolve(self, dispatch: records.Dispatch) -> plans.ApprovedRunCreationPlan:
+        stored = await self._plans.get_plan(dispatch.project_id, dispatch.action_ref)
+        if stored is None:
+            raise errors.PlanInvalid("no plan for this action", code="plan_missing")
+        plan = plans.parse_plan(stored.action_type, stored.plan_json.encode("utf-8"))
+        if not isinstance(plan, plans.ApprovedRunCreationPlan):
+            raise errors.PlanInvalid("plan is not a run.create plan", code="plan_type_mismatch")
+        if plan.project_id != dispatch.project_id or plan.action_ref != dispatch.action_ref:
+            raise errors.PlanInvalid("plan identity differs", code="plan_identity_mismatch")
+        return plan
+
+    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
+        """Parse the immutable plan and return its action digest; writes nothing."""
+        try:
+            plan = await self._resolve(dispatch)
+        except errors.InvalidInput as exc:
+            return ports.InspectResult(kind=ports.InspectKind.BLOCKED, code=exc.code)
+        return ports.InspectResult(
+            kind=ports.InspectKind.READY, action_digest=plans.plan_action_digest(plan)
+        )
+
+    async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
+        """Re-parse the same plan, then create the Run, its receipt and the completion at once."""
+        dispatch, identity = ctx.dispatch, ctx.identity
+        plan = await self._resolve(dispatch)
+        if plans.plan_action_digest(plan) != dispatch.action_digest:
+            # Nothing happened yet: an explicit failure, not an indeterminate one.
+            return ports.ExecuteResult(kind=ports.ExecuteKind.FAILED, code="digest_drift")
+        delay = EFFECT_RETRY_FIRST_S
+        while True:
+            now = self._clock.now_ms()
+            request = ports.RunCreateRequest(
+                dispatch=dispatch,
+                identity=identity,
+                run=build_run(plan, dispatch, identity, run_id=f"r-{uuid.uuid4().hex}", now_ms=now),
+                mutation_id=fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete"),
+                now_ms=now,
+            )
+            try:
+                result = await self._repository.create_run(request)
+                break
+            except errors.StoreError as exc:
+                if not exc.retryable or self._clock.now_ms() + delay * 1000 >= ctx.deadline_ms:
+                    raise
+                log.warning(
+                    "run_create.effect_retry", dispatch_id=dispatch.dispatch_id, code=exc.code
+                )
+                await anyio.sleep(delay)
+                delay = min(EFFECT_RETRY_MAX_S, delay * 2)
+        if result.outcome in (ports.RunCreateOutcome.CREATED, ports.RunCreateOutcome.EXISTING):
+            return ports.ExecuteResult(kind=ports.ExecuteKind.COMMITTED, code=result.outcome.value)
+        if result.outcome is ports.RunCreateOutcome.CONFLICT:
+            return ports.ExecuteResult(
+                kind=ports.ExecuteKind.FAILED, code=result.reason or "run_conflict"
+            )
+        raise errors.LeaseConflict(f"execution fenced: {result.reason}")

@@ -1,0 +1,3 @@
+"""The cluster store: PostgreSQL via asyncpg, schema `qinglong`, `FOR UPDATE SKIP LOCKED`."""
+
+from __future__ import annotations

@@ -1,0 +1,1 @@
+"""The edge store: one SQLite file, one connection, `BEGIN IMMEDIATE` short transactions."""

@@ -1,0 +1,125 @@
+"""The one SQLite connection, driven from one worker thread, one hop per transaction.
+
+Every transaction is a plain function over a stdlib `sqlite3.Connection`, run whole in a
+worker thread under a capacity limiter of one: every store operation of the process is
+serialised through the single connection, and a transaction costs one thread hop instead of
+one per statement (see README, "Why stdlib sqlite3 on a worker thread").
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+
+from qinglong_dispatcher.domain import errors
+
+T = TypeVar("T")
+
+Transaction = Callable[[sqlite3.Connection], T]
+
+
+def connect(path: Path, *, busy_timeout_s: float) -> sqlite3.Connection:
+    """Open the file with the production pragmas: WAL, synchronous=FULL, foreign keys."""
+    try:
+        conn = sqlite3.connect(
+            path,
+            isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
+            check_same_thread=False,  # one thread at a time, guaranteed by the limiter
+            timeout=busy_timeout_s,
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise errors.DurabilityRefused(f"SQLite refused WAL journal mode (got {mode})")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.Error as exc:
+        raise translate(exc) from exc
+    return conn
+
+
+def translate(exc: sqlite3.Error) -> errors.StoreError:
+    """Map a driver error to a typed store error; nothing above the adapter sees sqlite3."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return errors.StoreBusy()
+    if primary == sqlite3.SQLITE_FULL:
+        return errors.StoreFull()
+    if primary in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY):
+        return errors.StoreUnavailable(f"SQLite file cannot be used ({exc.__class__.__name__})")
+    if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        return errors.StoreCorrupted()
+    if primary == sqlite3.SQLITE_CONSTRAINT:
+        return errors.StoreError("a constraint refused the write", code="constraint_violation")
+    return errors.StoreError(f"SQLite error ({exc.__class__.__name__})")
+
+
+def in_transaction(conn: sqlite3.Connection, body: Transaction[T]) -> T:
+    """Run `body` inside BEGIN IMMEDIATE … COMMIT; roll back on any exception."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = body(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+class Database:
+    """The single connection and the limiter that serialises every use of it."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn: sqlite3.Connection | None = conn
+        self.path = path
+        self._limiter = anyio.CapacityLimiter(1)
+        self.commits = 0
+        """Write transactions committed through this connection (the bench counts them)."""
+
+    @classmethod
+    async def open(cls, path: Path, *, busy_timeout_s: float) -> Database:
+        """Open the file on a worker thread."""
+        conn = await anyio.to_thread.run_sync(lambda: connect(path, busy_timeout_s=busy_timeout_s))
+        return cls(conn, path)
+
+    async def read(self, body: Transaction[T]) -> T:
+        """Run a read-only body (autocommit reads see one consistent snapshot per statement)."""
+        return await self._run(body, write=False)
+
+    async def write(self, body: Transaction[T]) -> T:
+        """Run `body` as one BEGIN IMMEDIATE transaction, in one hop."""
+        return await self._run(body, write=True)
+
+    async def _run(self, body: Transaction[T], *, write: bool) -> T:
+        conn = self._conn
+        if conn is None:
+            raise errors.StoreUnavailable("the store is closed")
+
+        def hop() -> T:
+            try:
+                if write:
+                    return in_transaction(conn, body)
+                return body(conn)
+            except sqlite3.Error as exc:
+                raise translate(exc) from exc
+
+        # Not cancellable mid-transaction: a cancelled caller waits for the hop to finish,
+        # so a transaction is always either committed or rolled back when control returns.
+        result = await anyio.to_thread.run_sync(hop, limiter=self._limiter)
+        if write:
+            self.commits += 1
+        return result
+
+    async def close(self) -> None:
+        """Close the connection (checkpointing the WAL)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await anyio.to_thread.run_sync(conn.close, limiter=self._limiter)

@@ -1,0 +1,238 @@
+-- Named statements of the SQLite store. The PostgreSQL store has the same names.
+-- Every statement is parameterised; committed_at_ms columns use the database clock.
+
+-- execution_columns --
+e.dispatch_id, e.project_id, e.status, e.version, e.attempt, e.max_attempts,
+e.eligible_at_ms, e.retry_at_ms, e.lease_owner, e.lease_token, e.lease_expires_at_ms,
+e.started_at_ms, e.result_mutation_id, e.result_code, e.completed_at_ms,
+e.created_at_ms, e.updated_at_ms
+
+-- select_due --
+SELECT {execution_columns},
+       d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
+       d.created_at_ms AS dispatch_created_at_ms
+FROM approved_action_dispatch_executions AS e
+JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms
+  AND (e.eligible_at_ms, e.dispatch_id) > (:after_eligible_at_ms, :after_dispatch_id)
+ORDER BY e.eligible_at_ms, e.dispatch_id
+LIMIT :limit
+
+-- select_execution --
+SELECT {execution_columns},
+       d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
+       d.created_at_ms AS dispatch_created_at_ms
+FROM approved_action_dispatch_executions AS e
+JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+WHERE e.dispatch_id = :dispatch_id
+
+-- lease_row --
+UPDATE approved_action_dispatch_executions
+SET status = 'leased', version = version + 1, attempt = attempt + 1,
+    lease_owner = :owner, lease_token = :token, lease_expires_at_ms = :expires_at_ms,
+    eligible_at_ms = :expires_at_ms, retry_at_ms = NULL, started_at_ms = NULL,
+    updated_at_ms = :now_ms
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND status IN ('pending', 'leased', 'retry_wait') AND eligible_at_ms <= :now_ms
+  AND attempt < max_attempts
+RETURNING version, attempt
+
+-- exhaust_row --
+UPDATE approved_action_dispatch_executions
+SET status = 'blocked', version = version + 1, eligible_at_ms = NULL, retry_at_ms = NULL,
+    result_code = :result_code, completed_at_ms = :now_ms, updated_at_ms = :now_ms
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND status IN ('pending', 'leased', 'retry_wait') AND eligible_at_ms <= :now_ms
+  AND attempt >= max_attempts
+RETURNING version, attempt
+
+-- renew_lease --
+UPDATE approved_action_dispatch_executions
+SET lease_expires_at_ms = :expires_at_ms,
+    eligible_at_ms = CASE WHEN status = 'leased' THEN :expires_at_ms ELSE NULL END,
+    version = version + 1, updated_at_ms = :now_ms
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
+  AND status IN ('leased', 'executing') AND lease_expires_at_ms > :now_ms
+RETURNING version, lease_expires_at_ms
+
+-- start_row --
+UPDATE approved_action_dispatch_executions
+SET status = 'executing', started_at_ms = :now_ms, eligible_at_ms = NULL,
+    version = version + 1, updated_at_ms = :now_ms
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
+  AND status = 'leased' AND lease_expires_at_ms > :now_ms
+RETURNING version
+
+-- release_row --
+UPDATE approved_action_dispatch_executions
+SET status = :to_status, eligible_at_ms = :eligible_at_ms, retry_at_ms = :retry_at_ms,
+    attempt = attempt - :refund, result_mutation_id = :mutation_id,
+    result_code = :result_code, completed_at_ms = :completed_at_ms,
+    version = version + 1, updated_at_ms = :now_ms
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
+  AND status = 'leased'
+RETURNING version, attempt
+
+-- complete_row --
+UPDATE approved_action_dispatch_executions
+SET status = :to_status, result_mutation_id = :mutation_id, result_code = :result_code,
+    completed_at_ms = :now_ms, version = version + 1, updated_at_ms = :now_ms
+WHERE dispatch_id = :dispatch_id AND status = 'executing'
+  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
+  AND started_at_ms = :started_at_ms AND version >= :version
+RETURNING version, attempt
+
+-- insert_event --
+INSERT INTO execution_events (
+    dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
+    mutation_id, result_code, committed_at_ms
+) VALUES (
+    :dispatch_id, :version, :from_status, :to_status, :attempt, :lease_owner, :lease_token,
+    :mutation_id, :result_code, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+)
+
+-- select_event_by_mutation --
+SELECT dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
+       mutation_id, result_code, committed_at_ms
+FROM execution_events
+WHERE dispatch_id = :dispatch_id AND mutation_id = :mutation_id
+
+-- select_events --
+SELECT dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
+       mutation_id, result_code, committed_at_ms
+FROM execution_events
+WHERE dispatch_id = :dispatch_id
+ORDER BY version
+
+-- count_by_status --
+SELECT status, count(*) AS n
+FROM approved_action_dispatch_executions
+GROUP BY status
+
+-- count_recovery_required --
+SELECT count(*) AS n
+FROM approved_action_dispatch_executions
+WHERE status = 'executing' AND lease_expires_at_ms <= :now_ms
+
+-- due_summary --
+SELECT count(*) AS n, min(eligible_at_ms) AS oldest
+FROM approved_action_dispatch_executions
+WHERE eligible_at_ms IS NOT NULL AND eligible_at_ms <= :now_ms
+
+-- count_runs --
+SELECT count(*) AS n FROM runs
+
+-- select_dispatch --
+SELECT dispatch_id, approval_request_id, project_id, action_type, action_ref, action_digest,
+       approved_by, created_at_ms
+FROM approved_action_dispatches
+WHERE dispatch_id = :dispatch_id
+
+-- insert_plan --
+INSERT INTO action_plans (project_id, action_ref, action_type, plan_json, plan_digest,
+                          created_at_ms)
+VALUES (:project_id, :action_ref, :action_type, :plan_json, :plan_digest, :now_ms)
+
+-- select_plan --
+SELECT project_id, action_ref, action_type, plan_json, plan_digest
+FROM action_plans
+WHERE project_id = :project_id AND action_ref = :action_ref
+
+-- insert_approval --
+INSERT INTO approval_requests (
+    approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
+    requested_by, decided_by, expires_at_ms, created_at_ms, updated_at_ms
+) VALUES (
+    :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending', 1,
+    :requested_by, NULL, :expires_at_ms, :now_ms, :now_ms
+)
+
+-- select_approval --
+SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
+       requested_by, decided_by, expires_at_ms, created_at_ms, updated_at_ms
+FROM approval_requests
+WHERE approval_request_id = :approval_request_id
+
+-- approve_approval --
+UPDATE approval_requests
+SET status = 'approved', version = 2, decided_by = :decided_by, updated_at_ms = :now_ms
+WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
+  AND expires_at_ms > :now_ms
+RETURNING approval_request_id
+
+-- consume_approval --
+UPDATE approval_requests
+SET status = 'consumed', version = 3, consumed_at_ms = :now_ms, updated_at_ms = :now_ms
+WHERE approval_request_id = :approval_request_id AND status = 'approved' AND version = 2
+  AND expires_at_ms > :now_ms
+RETURNING project_id, action_type, action_ref, action_digest, decided_by
+
+-- insert_dispatch --
+INSERT INTO approved_action_dispatches (
+    dispatch_id, approval_request_id, project_id, action_type, action_ref, action_digest,
+    approved_by, created_at_ms
+) VALUES (
+    :dispatch_id, :approval_request_id, :project_id, :action_type, :action_ref, :action_digest,
+    :approved_by, :now_ms
+)
+
+-- insert_execution --
+INSERT INTO approved_action_dispatch_executions (
+    dispatch_id, project_id, status, version, attempt, max_attempts, eligible_at_ms,
+    created_at_ms, updated_at_ms
+) VALUES (
+    :dispatch_id, :project_id, 'pending', 0, 0, :max_attempts, :now_ms, :now_ms, :now_ms
+)
+
+-- select_receipt --
+SELECT dispatch_id, schema_version, approval_request_id, project_id, action_type,
+       action_digest, execution_attempt, execution_version, started_at_ms, idempotency_key,
+       outcome, result_code, resource_type, resource_id, created_at_ms, evidence_digest
+FROM approved_run_action_receipts
+WHERE dispatch_id = :dispatch_id
+
+-- run_columns --
+run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
+task_snapshot_ref, input_ref, status, trigger_type, execution_origin, execution_owner,
+request_id, idempotency_key, accepted_at_ms, version, event_seq, created_at_ms
+
+-- select_run --
+SELECT {run_columns} FROM runs WHERE run_id = :run_id
+
+-- select_run_by_key --
+SELECT {run_columns} FROM runs WHERE project_id = :project_id AND idempotency_key = :idempotency_key
+
+-- insert_run --
+INSERT INTO runs (
+    run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
+    task_snapshot_ref, input_ref, status, trigger_type, execution_origin, execution_owner,
+    request_id, idempotency_key, accepted_at_ms, version, event_seq, created_at_ms, updated_at_ms
+) VALUES (
+    :run_id, :project_id, :task_id, :task_revision, :executor_type, :priority, :task_name,
+    :task_snapshot_ref, :input_ref, :status, :trigger_type, :execution_origin, :execution_owner,
+    :request_id, :idempotency_key, :accepted_at_ms, :version, :event_seq, :created_at_ms,
+    :created_at_ms
+)
+
+-- insert_run_attempt --
+INSERT INTO run_attempts (run_id, attempt_no, status, created_at_ms)
+VALUES (:run_id, 1, :status, :created_at_ms)
+
+-- insert_run_event --
+INSERT INTO run_events (run_id, seq, event_type, run_version, committed_at_ms)
+VALUES (:run_id, :seq, :event_type, :run_version,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+
+-- insert_receipt --
+INSERT INTO approved_run_action_receipts (
+    dispatch_id, schema_version, approval_request_id, project_id, action_type, action_digest,
+    execution_attempt, execution_version, started_at_ms, idempotency_key, outcome, result_code,
+    resource_type, resource_id, created_at_ms, evidence_digest
+) VALUES (
+    :dispatch_id, :schema_version, :approval_request_id, :project_id, :action_type,
+    :action_digest, :execution_attempt, :execution_version, :started_at_ms, :idempotency_key,
+    :outcome, :result_code, :resource_type, :resource_id, :created_at_ms, :evidence_digest
+)

@@ -1,0 +1,269 @@
+"""`SqliteStore`: the edge implementation of every store port, over the one connection."""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.adapters.sqlite import approvals, database, executions, migrations, runs
+from qinglong_dispatcher.adapters.sqlite.queries import Q
+from qinglong_dispatcher.domain import approvals as approval_records
+from qinglong_dispatcher.domain import errors, records, schema, states
+from qinglong_dispatcher.domain import runs as run_records
+
+
+class SqliteStore:
+    """Every operation is one hop to the connection's thread; writes are BEGIN IMMEDIATE."""
+
+    dialect = "sqlite"
+
+    def __init__(self, db: database.Database) -> None:
+        self.db = db
+
+    @classmethod
+    async def open(cls, path: Path, *, busy_timeout_s: float = 5.0) -> SqliteStore:
+        """Open (creating if needed) the SQLite file with the production pragmas."""
+        return cls(await database.Database.open(path, busy_timeout_s=busy_timeout_s))
+
+    async def close(self) -> None:
+        """Close the connection."""
+        await self.db.close()
+
+    # -- schema --------------------------------------------------------------------------
+
+    async def migrate(self, *, now_ms: int) -> list[int]:
+        """Apply pending migrations; returns the versions applied now."""
+        return await self.db.read(functools.partial(migrations.migrate, now_ms=now_ms))
+
+    async def schema_state(self) -> schema.SchemaState:
+        """How the file's schema compares with this release."""
+        return await self.db.read(migrations.state)
+
+    async def check_durability(self) -> None:
+        """Refuse a connection that lost WAL or synchronous=FULL."""
+
+        def read(conn: sqlite3.Connection) -> tuple[str, int]:
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            sync = conn.execute("PRAGMA synchronous").fetchone()[0]
+            return str(mode), int(sync)
+
+        mode, sync = await self.db.read(read)
+        if mode.lower() != "wal" or sync < 2:
+            raise errors.DurabilityRefused(
+                f"SQLite must run WAL with synchronous=FULL (got {mode}, synchronous={sync})"
+            )
+
+    # -- executions ----------------------------------------------------------------------
+
+    async def claim_due(
+        self, *, now_ms: int, owner: str, limit: int, lease_ms: int
+    ) -> records.ClaimBatch:
+        """See `ports.ExecutionStore.claim_due`."""
+        return await self.db.write(
+            functools.partial(
+                executions.claim_due, now_ms=now_ms, owner=owner, limit=limit, lease_ms=lease_ms
+            )
+        )
+
+    async def claim(
+        self, dispatch_id: str, *, now_ms: int, owner: str, token: str, lease_ms: int
+    ) -> records.Claim:
+        """See `ports.ExecutionStore.claim`."""
+        return await self.db.write(
+            functools.partial(
+                executions.claim,
+                dispatch_id=dispatch_id,
+                now_ms=now_ms,
+                owner=owner,
+                token=token,
+                lease_ms=lease_ms,
+            )
+        )
+
+    async def renew(self, lease: records.Lease, *, now_ms: int, lease_ms: int) -> records.Renewal:
+        """See `ports.ExecutionStore.renew`."""
+        return await self.db.write(
+            functools.partial(executions.renew, lease=lease, now_ms=now_ms, lease_ms=lease_ms)
+        )
+
+    async def start(
+        self, requests: Sequence[records.StartRequest], *, now_ms: int
+    ) -> list[records.StartResult]:
+        """See `ports.ExecutionStore.start`."""
+        return await self.db.write(
+            functools.partial(executions.start, requests=tuple(requests), now_ms=now_ms)
+        )
+
+    async def release_preflight(
+        self,
+        lease: records.Lease,
+        *,
+        mutation_id: str,
+        kind: states.ReleaseKind,
+        result_code: str,
+        retry_at_ms: int | None,
+        now_ms: int,
+    ) -> records.Transition:
+        """See `ports.ExecutionStore.release_preflight`."""
+        return await self.db.write(
+            functools.partial(
+                executions.release_preflight,
+                lease=lease,
+                mutation_id=mutation_id,
+                kind=kind,
+                result_code=result_code,
+                retry_at_ms=retry_at_ms,
+                now_ms=now_ms,
+            )
+        )
+
+    async def complete(
+        self,
+        identity: records.ExecutionIdentity,
+        *,
+        mutation_id: str,
+        completion: states.Completion,
+        result_code: str,
+        now_ms: int,
+    ) -> records.Transition:
+        """See `ports.ExecutionStore.complete`."""
+        return await self.db.write(
+            functools.partial(
+                executions.complete,
+                identity=identity,
+                mutation_id=mutation_id,
+                completion=completion,
+                result_code=result_code,
+                now_ms=now_ms,
+            )
+        )
+
+    async def list_due(
+        self, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
+    ) -> list[records.Execution]:
+        """See `ports.ExecutionStore.list_due`."""
+        return await self.db.read(
+            functools.partial(executions.list_due, now_ms=now_ms, limit=limit, after=after)
+        )
+
+    async def counts(self, *, now_ms: int) -> records.StatusCounts:
+        """See `ports.ExecutionStore.counts`."""
+        return await self.db.read(functools.partial(executions.counts, now_ms=now_ms))
+
+    async def get_execution(self, dispatch_id: str) -> records.Execution | None:
+        """See `ports.ExecutionStore.get_execution`."""
+        found = await self.db.read(functools.partial(executions.read_row, dispatch_id=dispatch_id))
+        return None if found is None else found[0]
+
+    async def get_dispatch(self, dispatch_id: str) -> records.Dispatch | None:
+        """See `ports.ExecutionStore.get_dispatch`."""
+        found = await self.db.read(functools.partial(executions.read_row, dispatch_id=dispatch_id))
+        return None if found is None else found[1]
+
+    async def execution_events(self, dispatch_id: str) -> list[records.ExecutionEvent]:
+        """See `ports.ExecutionStore.execution_events`."""
+        return await self.db.read(functools.partial(executions.events, dispatch_id=dispatch_id))
+
+    # -- approvals -----------------------------------------------------------------------
+
+    async def create_approval(
+        self, new: approval_records.NewApproval, *, now_ms: int
+    ) -> approval_records.Approval:
+        """See `ports.ApprovalStore.create_approval`."""
+        return await self.db.write(functools.partial(approvals.create, new=new, now_ms=now_ms))
+
+    async def approve(
+        self, approval_request_id: str, *, decided_by: str, now_ms: int
+    ) -> approval_records.Approval:
+        """See `ports.ApprovalStore.approve`."""
+        return await self.db.write(
+            functools.partial(
+                approvals.approve,
+                approval_request_id=approval_request_id,
+                decided_by=decided_by,
+                now_ms=now_ms,
+            )
+        )
+
+    async def consume(
+        self, approval_request_id: str, *, now_ms: int, max_attempts: int
+    ) -> approval_records.Consumed:
+        """See `ports.ApprovalStore.consume`."""
+        return await self.db.write(
+            functools.partial(
+                approvals.consume,
+                approval_request_id=approval_request_id,
+                now_ms=now_ms,
+                max_attempts=max_attempts,
+            )
+        )
+
+    async def submit(
+        self,
+        items: Sequence[approval_records.NewApproval],
+        *,
+        approved_by: str,
+        now_ms: int,
+        max_attempts: int,
+    ) -> list[approval_records.Consumed]:
+        """See `ports.ApprovalStore.submit`."""
+        return await self.db.write(
+            functools.partial(
+                approvals.submit,
+                items=tuple(items),
+                approved_by=approved_by,
+                now_ms=now_ms,
+                max_attempts=max_attempts,
+            )
+        )
+
+    async def get_approval(self, approval_request_id: str) -> approval_records.Approval | None:
+        """See `ports.ApprovalStore.get_approval`."""
+        return await self.db.read(
+            functools.partial(approvals.get, approval_request_id=approval_request_id)
+        )
+
+    # -- plans and run.create ------------------------------------------------------------
+
+    async def get_plan(self, project_id: str, action_ref: str) -> ports.StoredPlan | None:
+        """See `ports.PlanStore.get_plan`."""
+
+        def read(conn: sqlite3.Connection) -> ports.StoredPlan | None:
+            row = conn.execute(
+                Q["select_plan"], {"project_id": project_id, "action_ref": action_ref}
+            ).fetchone()
+            if row is None:
+                return None
+            return ports.StoredPlan(
+                project_id=row["project_id"],
+                action_ref=row["action_ref"],
+                action_type=row["action_type"],
+                plan_json=row["plan_json"],
+                plan_digest=row["plan_digest"],
+            )
+
+        return await self.db.read(read)
+
+    async def create_run(self, request: ports.RunCreateRequest) -> ports.RunCreateResult:
+        """See `ports.RunCreateRepository.create_run`."""
+        try:
+            return await self.db.write(functools.partial(runs.create_run, request=request))
+        except runs.FencedEffect as fenced:
+            return ports.RunCreateResult(
+                outcome=ports.RunCreateOutcome.FENCED, reason=fenced.reason
+            )
+
+    async def get_receipt(self, dispatch_id: str) -> run_records.RunReceipt | None:
+        """See `ports.RunCreateRepository.get_receipt`."""
+        return await self.db.read(functools.partial(runs.get_receipt, dispatch_id=dispatch_id))
+
+    async def get_run_by_key(self, project_id: str, idempotency_key: str) -> run_records.Run | None:
+        """See `ports.RunCreateRepository.get_run_by_key`."""
+        return await self.db.read(
+            functools.partial(
+                runs.get_run_by_key, project_id=project_id, idempotency_key=idempotency_key
+            )
+        )

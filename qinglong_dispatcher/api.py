@@ -1,0 +1,113 @@
+"""The Python API a control plane embeds: create, approve and consume approvals; read status."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Mapping, Sequence
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.domain import approvals, canonical, digests, errors, plans, records
+
+MAX_SUBMIT_ITEMS = 10_000
+"""Upper bound of one all-or-nothing bulk submit."""
+
+
+def new_approval_request_id() -> str:
+    """An opaque approval request id."""
+    return f"a-{uuid.uuid4().hex}"
+
+
+def new_action_ref() -> str:
+    """A fresh opaque action ref."""
+    return f"act-{uuid.uuid4().hex}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Policy:
+    """What the API needs from the settings."""
+
+    approval_ttl_ms: int
+    max_attempts: int
+
+
+def run_create_plan(fields: Mapping[str, object]) -> plans.ApprovedRunCreationPlan:
+    """Validate a run.create plan object, filling `schemaVersion` and a fresh `actionRef`."""
+    data = {"schemaVersion": 1, "actionRef": new_action_ref(), "executorType": "shell"}
+    data.update({"priority": 0})
+    data.update(fields)
+    plan = plans.parse_plan("run.create", data)
+    assert isinstance(plan, plans.ApprovedRunCreationPlan)
+    return plan
+
+
+class Api:
+    """Approval and status operations over one store."""
+
+    def __init__(self, store: ports.Store, clock: ports.Clock, policy: Policy) -> None:
+        self._store = store
+        self._clock = clock
+        self._policy = policy
+
+    def _new_approval(
+        self, plan: plans.ActionPlan, *, requested_by: str, now_ms: int
+    ) -> approvals.NewApproval:
+        plans.require_identifier("requested-by", requested_by)
+        plan_dict = plan.to_canonical_dict()
+        plan_json = canonical.dumps(plan_dict).decode("utf-8")
+        return approvals.NewApproval(
+            approval_request_id=new_approval_request_id(),
+            project_id=plan.project_id,
+            action_type=plan.ACTION_TYPE,
+            action_ref=plan.action_ref,
+            plan_json=plan_json,
+            plan_digest=digests.plan_digest(plan_dict),
+            action_digest=plans.plan_action_digest(plan),
+            requested_by=requested_by,
+            expires_at_ms=now_ms + self._policy.approval_ttl_ms,
+        )
+
+    async def create_approval(
+        self, action_type: str, plan_data: Mapping[str, object] | bytes, *, requested_by: str
+    ) -> approvals.Approval:
+        """Validate the exact-shape plan and create a pending approval request for it."""
+        plan = plans.parse_plan(action_type, plan_data)
+        now = self._clock.now_ms()
+        new = self._new_approval(plan, requested_by=requested_by, now_ms=now)
+        return await self._store.create_approval(new, now_ms=now)
+
+    async def approve(self, approval_request_id: str, *, decided_by: str) -> approvals.Approval:
+        """Approve a pending request."""
+        plans.require_identifier("approved-by", decided_by)
+        return await self._store.approve(
+            approval_request_id, decided_by=decided_by, now_ms=self._clock.now_ms()
+        )
+
+    async def consume(self, approval_request_id: str) -> approvals.Consumed:
+        """Consume an approved request into an immutable dispatch and its execution."""
+        return await self._store.consume(
+            approval_request_id,
+            now_ms=self._clock.now_ms(),
+            max_attempts=self._policy.max_attempts,
+        )
+
+    async def submit(
+        self,
+        plan_list: Sequence[plans.ActionPlan],
+        *,
+        requested_by: str,
+        approved_by: str,
+    ) -> list[approvals.Consumed]:
+        """Create, approve and consume every plan in one transaction: all or nothing."""
+        if len(plan_list) > MAX_SUBMIT_ITEMS:
+            raise errors.InvalidInput(f"at most {MAX_SUBMIT_ITEMS} plans per submit")
+        plans.require_identifier("approved-by", approved_by)
+        now = self._clock.now_ms()
+        items = [self._new_approval(p, requested_by=requested_by, now_ms=now) for p in plan_list]
+        return await self._store.submit(
+            items, approved_by=approved_by, now_ms=now, max_attempts=self._policy.max_attempts
+        )
+
+    async def status(self) -> records.StatusCounts:
+        """Counts per effective status, due backlog and Runs."""
+        return await self._store.counts(now_ms=self._clock.now_ms())

@@ -1,0 +1,1 @@
+"""The pure core: states, canonical JSON, digests, plans, records and typed errors."""

@@ -1,0 +1,150 @@
+"""Typed errors. Each carries a low-sensitivity `code`; the docstring is the default message."""
+
+from __future__ import annotations
+
+
+class QinglongError(Exception):
+    """qinglong-dispatcher error."""
+
+    code = "error"
+
+    def __init__(self, message: str | None = None, *, code: str | None = None) -> None:
+        if code is not None:
+            self.code = code
+        super().__init__(message or (self.__doc__ or self.code).strip())
+
+
+class InvalidInput(QinglongError):
+    """The input is not valid."""
+
+    code = "invalid_input"
+
+
+class CanonicalJsonError(InvalidInput):
+    """The value cannot be written as canonical JSON."""
+
+    code = "canonical_json_invalid"
+
+
+class PlanInvalid(InvalidInput):
+    """The action plan does not have the exact shape of its version."""
+
+    code = "plan_invalid"
+
+
+class UnknownActionType(InvalidInput):
+    """No action of this type is known."""
+
+    code = "unknown_action_type"
+
+
+class ConfigurationError(QinglongError):
+    """The configuration is not valid."""
+
+    code = "configuration_invalid"
+
+
+class ApprovalError(QinglongError):
+    """The approval cannot take this step."""
+
+    code = "approval_refused"
+
+
+class ApprovalNotFound(ApprovalError):
+    """No approval request has this id."""
+
+    code = "approval_not_found"
+
+
+class ApprovalStateConflict(ApprovalError):
+    """The approval request is not in the state this step needs."""
+
+    code = "approval_state_conflict"
+
+
+class ApprovalExpired(ApprovalError):
+    """The approval request has expired."""
+
+    code = "approval_expired"
+
+
+class DigestDrift(QinglongError):
+    """The plan's digest differs from the approved action digest."""
+
+    code = "digest_drift"
+
+
+class LeaseConflict(QinglongError):
+    """The execution fence no longer matches: another owner, token or version holds the row."""
+
+    code = "lease_conflict"
+
+
+class RunConflict(QinglongError):
+    """A Run with this idempotency key exists without a matching receipt."""
+
+    code = "run_conflict"
+
+
+class StoreError(QinglongError):
+    """The store failed; nothing was assumed to have been written."""
+
+    code = "store_error"
+    retryable = False
+    """Whether the same transaction may simply be tried again (it rolled back whole)."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached."""
+
+    code = "store_unavailable"
+    retryable = True
+
+
+class StoreBusy(StoreError):
+    """The store is locked by another writer beyond the busy timeout."""
+
+    code = "store_busy"
+    retryable = True
+
+
+class StoreFull(StoreError):
+    """The store has no space left for this write."""
+
+    code = "store_full"
+
+
+class StoreCorrupted(StoreError):
+    """A stored row fails its own checks."""
+
+    code = "store_corrupted"
+
+
+class SchemaError(StoreError):
+    """The database schema does not match this release's migrations."""
+
+    code = "schema_mismatch"
+
+
+class SchemaNotMigrated(SchemaError):
+    """The database has pending migrations; run `qinglong-dispatcher migrate`."""
+
+    code = "schema_not_migrated"
+
+
+class SchemaTampered(SchemaError):
+    """An applied migration's checksum differs from its file."""
+
+    code = "schema_tampered"
+
+
+class SchemaTooNew(SchemaError):
+    """The database holds migrations this release does not know."""
+
+    code = "schema_too_new"
+
+
+class DurabilityRefused(ConfigurationError):
+    """The store is not configured for durable commits."""
+
+    code = "durability_refused"

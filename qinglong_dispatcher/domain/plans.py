@@ -1,0 +1,187 @@
+"""Action plans: exact-shape, versioned models parsed from outside and hashed for approval."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias
+
+import pydantic
+from pydantic import ConfigDict, Field, StringConstraints
+
+from qinglong_dispatcher.domain import canonical, digests, errors
+
+IDENTIFIER_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+"""Opaque identifiers: project, task, action ref, operator names, result and reason codes."""
+
+_IDENTIFIER_RULE: Final = "must match [A-Za-z0-9][A-Za-z0-9._:-]{0,127}"
+# fullmatch, because `$` in Python also matches before a trailing newline.
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN[1:-1])
+# Unknown keys are named in errors only when they look like field names.
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+Identifier = Annotated[str, StringConstraints(strict=True, pattern=IDENTIFIER_PATTERN)]
+"""An identifier field: a str matching IDENTIFIER_PATTERN, never coerced."""
+
+Revision = Annotated[int, Field(strict=True, ge=0, le=canonical.MAX_SAFE_INTEGER)]
+Priority = Annotated[int, Field(strict=True, ge=-1000, le=1000)]
+TaskName = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=200)]
+
+
+def is_identifier(value: object) -> bool:
+    """Whether `value` is a str matching IDENTIFIER_PATTERN."""
+    return isinstance(value, str) and _IDENTIFIER.fullmatch(value) is not None
+
+
+def require_identifier(name: str, value: str) -> str:
+    """Return `value` if it is an identifier, else raise `InvalidInput` naming `name`."""
+    if not is_identifier(value):
+        raise errors.InvalidInput(f"{name}: {_IDENTIFIER_RULE}")
+    return value
+
+
+class ApprovedRunCreationPlan(pydantic.BaseModel):
+    """Plan v1 of `run.create` (ADR-0034): which task revision to queue as a Run, and how."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=False)
+
+    ACTION_TYPE: ClassVar[str] = "run.create"
+
+    schema_version: Literal[1] = Field(alias="schemaVersion")
+    action_ref: Identifier = Field(alias="actionRef")
+    project_id: Identifier = Field(alias="projectId")
+    task_id: Identifier = Field(alias="taskId")
+    task_revision: Revision = Field(alias="taskRevision")
+    executor_type: Identifier = Field(alias="executorType")
+    priority: Priority = Field(alias="priority")
+    task_name: TaskName | None = Field(default=None, alias="taskName")
+    task_snapshot_ref: Identifier | None = Field(default=None, alias="taskSnapshotRef")
+    input_ref: Identifier | None = Field(default=None, alias="inputRef")
+
+    @pydantic.field_validator("schema_version", mode="before")
+    @classmethod
+    def _exact_version(cls, value: object) -> object:
+        # Literal[1] alone, even strict, accepts True and 1.0, which equal 1 in Python.
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError("must be 1")
+        return value
+
+    @pydantic.field_validator("task_name")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        # isprintable() refuses control, format, surrogate, unassigned and separator
+        # characters other than the ASCII space.
+        if value is not None and not value.isprintable():
+            raise ValueError("must be printable text without control characters")
+        return value
+
+    @property
+    def action_type(self) -> str:
+        """The action type this plan belongs to."""
+        return self.ACTION_TYPE
+
+    def to_canonical_dict(self) -> dict[str, object]:
+        """The plan as camelCase JSON members, with an explicit None for absent optionals."""
+        return self.model_dump(by_alias=True, mode="python")
+
+
+ActionPlan: TypeAlias = ApprovedRunCreationPlan
+"""Every plan model; becomes a union as action types are added."""
+
+PLAN_MODELS: Final[Mapping[str, type[ActionPlan]]] = MappingProxyType(
+    {ApprovedRunCreationPlan.ACTION_TYPE: ApprovedRunCreationPlan}
+)
+"""Plan model per action type."""
+
+
+def _field_name(loc: tuple[int | str, ...]) -> str:
+    if not loc:
+        return "plan"
+    parts = [part if isinstance(part, str) and _FIELD_NAME.fullmatch(part) else "?" for part in loc]
+    return ".".join(parts)
+
+
+def _reason(error: Mapping[str, Any]) -> str:
+    kind = error["type"]
+    ctx: Mapping[str, object] = error.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "model_type" or kind == "dict_type":
+        return "must be a JSON object"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return "must be an integer"
+    if kind == "greater_than_equal":
+        return f"must be an integer >= {ctx['ge']}"
+    if kind == "less_than_equal":
+        return f"must be an integer <= {ctx['le']}"
+    if kind == "literal_error":
+        return f"must be {ctx['expected']}"
+    if kind == "string_type":
+        return "must be a string"
+    if kind == "string_unicode":
+        return "must be valid Unicode text"
+    if kind == "string_pattern_mismatch":
+        return _IDENTIFIER_RULE
+    if kind == "string_too_short":
+        if ctx["min_length"] == 1:
+            return "must not be empty"
+        return f"must be at least {ctx['min_length']} characters long"
+    if kind == "string_too_long":
+        return f"must be at most {ctx['max_length']} characters long"
+    if kind == "invalid_key":
+        return "field names must be strings"
+    if kind == "value_error":
+        # Only our own validators raise ValueError, and their messages hold no input.
+        return str(ctx.get("error", "invalid value"))
+    return f"invalid value ({kind})"
+
+
+def _json_path_as_field(message: str) -> str:
+    # "$.taskRevision: …" reads as "taskRevision: …", "$: …" as "plan: …", like model errors.
+    if message.startswith("$."):
+        return message[2:]
+    return "plan" + message[1:] if message.startswith("$") else message
+
+
+def _plan_invalid(exc: pydantic.ValidationError) -> errors.PlanInvalid:
+    first = exc.errors(include_url=False, include_context=True, include_input=False)[0]
+    return errors.PlanInvalid(f"plan invalid: {_field_name(first['loc'])}: {_reason(first)}")
+
+
+def parse_plan(action_type: str, data: Mapping[str, object] | bytes) -> ActionPlan:
+    """Parse a plan of `action_type` from canonical-JSON bytes or an already-decoded mapping.
+
+    Raises `UnknownActionType` for a type without a model and `PlanInvalid` (one line,
+    naming the first failing field by its JSON name, never its value) for anything
+    else: malformed or non-strict JSON, unknown fields, wrong version, wrong types,
+    out-of-range values.
+    """
+    model = PLAN_MODELS.get(action_type) if isinstance(action_type, str) else None
+    if model is None:
+        shown = action_type if is_identifier(action_type) else "?"
+        raise errors.UnknownActionType(f"unknown action type: {shown}")
+    value: object = data
+    if isinstance(data, bytes | bytearray | str):
+        try:
+            value = canonical.loads(data)
+        except errors.CanonicalJsonError as exc:
+            raise errors.PlanInvalid(f"plan invalid: {_json_path_as_field(str(exc))}") from exc
+    if isinstance(value, Mapping) and not isinstance(value, dict):
+        value = dict(value)
+    try:
+        return model.model_validate(value, strict=True)
+    except pydantic.ValidationError as exc:
+        raise _plan_invalid(exc) from None
+
+
+def plan_canonical(plan: ActionPlan) -> bytes:
+    """The plan's canonical JSON bytes (what ActionPlans stores as `plan_json`)."""
+    return canonical.dumps(plan.to_canonical_dict())
+
+
+def plan_action_digest(plan: ActionPlan) -> str:
+    """The action digest an approval binds: action type and plan together."""
+    return digests.action_digest(plan.ACTION_TYPE, plan.to_canonical_dict())

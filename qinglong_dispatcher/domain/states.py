@@ -1,0 +1,117 @@
+"""Execution states of ADR-0032 and the transitions between them."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExecutionStatus(enum.StrEnum):
+    """The stored status of an execution row."""
+
+    PENDING = "pending"
+    """Due for a first claim once `eligible_at_ms` has passed."""
+    LEASED = "leased"
+    """Claimed, not yet started: an expired lease may be taken over."""
+    RETRY_WAIT = "retry_wait"
+    """Released before the barrier; claimable again at `eligible_at_ms`."""
+    EXECUTING = "executing"
+    """The start barrier committed: the handler may have had effects."""
+    SUCCEEDED = "succeeded"
+    """Terminal: the action's result was recorded as success."""
+    FAILED = "failed"
+    """Terminal: the action reported an explicit failure."""
+    BLOCKED = "blocked"
+    """Terminal: refused before the barrier, budget spent, or indeterminate after it."""
+
+
+class EffectiveStatus(enum.StrEnum):
+    """What operators see: `executing` whose lease expired is `recovery_required`."""
+
+    PENDING = "pending"
+    LEASED = "leased"
+    RETRY_WAIT = "retry_wait"
+    EXECUTING = "executing"
+    RECOVERY_REQUIRED = "recovery_required"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+
+
+TERMINAL = frozenset({ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.BLOCKED})
+"""States nothing leaves automatically."""
+
+DUE_STATES = frozenset(
+    {ExecutionStatus.PENDING, ExecutionStatus.LEASED, ExecutionStatus.RETRY_WAIT}
+)
+"""States that carry `eligible_at_ms` and so sit in the due index."""
+
+ALLOWED_TRANSITIONS: frozenset[tuple[ExecutionStatus | None, ExecutionStatus]] = frozenset(
+    {
+        (None, ExecutionStatus.PENDING),
+        (ExecutionStatus.PENDING, ExecutionStatus.LEASED),
+        (ExecutionStatus.RETRY_WAIT, ExecutionStatus.LEASED),
+        (ExecutionStatus.LEASED, ExecutionStatus.LEASED),  # takeover of an expired lease
+        (ExecutionStatus.PENDING, ExecutionStatus.BLOCKED),  # claim budget spent
+        (ExecutionStatus.RETRY_WAIT, ExecutionStatus.BLOCKED),
+        (ExecutionStatus.LEASED, ExecutionStatus.BLOCKED),
+        (ExecutionStatus.LEASED, ExecutionStatus.RETRY_WAIT),
+        (ExecutionStatus.LEASED, ExecutionStatus.PENDING),  # shutdown yield
+        (ExecutionStatus.LEASED, ExecutionStatus.EXECUTING),
+        (ExecutionStatus.EXECUTING, ExecutionStatus.SUCCEEDED),
+        (ExecutionStatus.EXECUTING, ExecutionStatus.FAILED),
+        (ExecutionStatus.EXECUTING, ExecutionStatus.BLOCKED),
+    }
+)
+"""Every status change the store may record; anything else is a bug or a tampered row."""
+
+
+def is_allowed(before: ExecutionStatus | None, after: ExecutionStatus) -> bool:
+    """Whether `before → after` is a transition of the state machine."""
+    return (before, after) in ALLOWED_TRANSITIONS
+
+
+def effective_status(
+    status: ExecutionStatus, lease_expires_at_ms: int | None, now_ms: int
+) -> EffectiveStatus:
+    """Derive the operator-facing status; recovery_required is never stored."""
+    if (
+        status is ExecutionStatus.EXECUTING
+        and lease_expires_at_ms is not None
+        and lease_expires_at_ms <= now_ms
+    ):
+        return EffectiveStatus.RECOVERY_REQUIRED
+    return EffectiveStatus(status.value)
+
+
+class ReleaseKind(enum.StrEnum):
+    """How a claim is given back before the barrier."""
+
+    RETRY = "retry"
+    """Transient failure before the barrier: wait, then claim again (budget permitting)."""
+    BLOCKED = "blocked"
+    """The action must not run (drift, invalid plan, explicit block): terminal."""
+    YIELD = "yield"
+    """Shutdown: back to pending, eligible now, the claim's attempt refunded."""
+
+
+class Completion(enum.StrEnum):
+    """Terminal result written after the barrier."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+
+
+def release_target(kind: ReleaseKind, attempt: int, max_attempts: int) -> ExecutionStatus:
+    """The status a release lands in; a retry with the budget spent is blocked."""
+    if kind is ReleaseKind.YIELD:
+        return ExecutionStatus.PENDING
+    if kind is ReleaseKind.RETRY and attempt < max_attempts:
+        return ExecutionStatus.RETRY_WAIT
+    return ExecutionStatus.BLOCKED
+
+
+def retry_delay_ms(first_backoff_ms: int, attempt: int, jitter: float, cap_ms: int = 60_000) -> int:
+    """Exponential backoff (×2 per attempt, capped), scaled by `jitter` in [0.5, 1.5]."""
+    base = min(cap_ms, first_backoff_ms * (2 ** max(0, attempt - 1)))
+    return max(1, int(base * jitter))

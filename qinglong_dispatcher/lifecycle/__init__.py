@@ -1,0 +1,1 @@
+"""The long-running process: cadence, shutdown, logging (and, later, metrics and systemd)."""

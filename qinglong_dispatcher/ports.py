@@ -1,0 +1,277 @@
+"""Ports: the store and handler protocols the dispatcher, actions and CLI are written against."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Sequence
+from typing import Protocol
+
+from qinglong_dispatcher.domain import approvals, records, runs, schema, states
+
+
+class Clock(Protocol):
+    """Milliseconds since the epoch; tests inject one they can move."""
+
+    def now_ms(self) -> int:
+        """The current time in milliseconds."""
+        ...
+
+
+class ExecutionStore(Protocol):
+    """Claim, renew, start, release and complete executions under fences (DESIGN.md §3)."""
+
+    async def claim_due(
+        self, *, now_ms: int, owner: str, limit: int, lease_ms: int
+    ) -> records.ClaimBatch:
+        """One due observation (≤ limit rows) and a fenced claim of each, in one transaction."""
+        ...
+
+    async def claim(
+        self, dispatch_id: str, *, now_ms: int, owner: str, token: str, lease_ms: int
+    ) -> records.Claim:
+        """Claim one row by id with the caller's token; replays an unexpired same-token lease."""
+        ...
+
+    async def renew(self, lease: records.Lease, *, now_ms: int, lease_ms: int) -> records.Renewal:
+        """Extend an unexpired lease carrying the exact current version."""
+        ...
+
+    async def start(
+        self, requests: Sequence[records.StartRequest], *, now_ms: int
+    ) -> list[records.StartResult]:
+        """Commit the start barrier (`leased → executing`) of each item; per-item results."""
+        ...
+
+    async def release_preflight(
+        self,
+        lease: records.Lease,
+        *,
+        mutation_id: str,
+        kind: states.ReleaseKind,
+        result_code: str,
+        retry_at_ms: int | None,
+        now_ms: int,
+    ) -> records.Transition:
+        """Give back a claim before the barrier: retry, blocked or the shutdown yield."""
+        ...
+
+    async def complete(
+        self,
+        identity: records.ExecutionIdentity,
+        *,
+        mutation_id: str,
+        completion: states.Completion,
+        result_code: str,
+        now_ms: int,
+    ) -> records.Transition:
+        """Record the terminal result of a started execution under its fence."""
+        ...
+
+    async def list_due(
+        self, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
+    ) -> list[records.Execution]:
+        """Read-only keyset page over the due index."""
+        ...
+
+    async def counts(self, *, now_ms: int) -> records.StatusCounts:
+        """Counts per effective status, the due backlog and the number of Runs."""
+        ...
+
+    async def get_execution(self, dispatch_id: str) -> records.Execution | None:
+        """One execution row."""
+        ...
+
+    async def get_dispatch(self, dispatch_id: str) -> records.Dispatch | None:
+        """One immutable dispatch."""
+        ...
+
+    async def execution_events(self, dispatch_id: str) -> list[records.ExecutionEvent]:
+        """The history of one execution, oldest first."""
+        ...
+
+
+class ApprovalStore(Protocol):
+    """Approval requests and their one-time consumption into a dispatch."""
+
+    async def create_approval(
+        self, new: approvals.NewApproval, *, now_ms: int
+    ) -> approvals.Approval:
+        """Insert the immutable plan and a `pending@v1` request."""
+        ...
+
+    async def approve(
+        self, approval_request_id: str, *, decided_by: str, now_ms: int
+    ) -> approvals.Approval:
+        """`pending@v1 → approved@v2`."""
+        ...
+
+    async def consume(
+        self, approval_request_id: str, *, now_ms: int, max_attempts: int
+    ) -> approvals.Consumed:
+        """`approved@v2 → consumed@v3` + dispatch + execution `pending@v0`, atomically."""
+        ...
+
+    async def submit(
+        self,
+        items: Sequence[approvals.NewApproval],
+        *,
+        approved_by: str,
+        now_ms: int,
+        max_attempts: int,
+    ) -> list[approvals.Consumed]:
+        """Create, approve and consume every item in one transaction: all or nothing."""
+        ...
+
+    async def get_approval(self, approval_request_id: str) -> approvals.Approval | None:
+        """One approval request."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class StoredPlan:
+    """An immutable action plan row."""
+
+    project_id: str
+    action_ref: str
+    action_type: str
+    plan_json: str
+    plan_digest: str
+
+
+class PlanStore(Protocol):
+    """The resolver behind `inspect`: immutable plans by (project, action ref)."""
+
+    async def get_plan(self, project_id: str, action_ref: str) -> StoredPlan | None:
+        """The plan row, or None."""
+        ...
+
+
+class RunCreateOutcome(enum.StrEnum):
+    """Results of the `run.create` effect transaction."""
+
+    CREATED = "created"
+    EXISTING = "existing"
+    CONFLICT = "conflict"
+    FENCED = "fenced"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class RunCreateRequest:
+    """Everything the `run.create` effect transaction binds."""
+
+    dispatch: records.Dispatch
+    identity: records.ExecutionIdentity
+    run: runs.Run
+    mutation_id: str
+    now_ms: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class RunCreateResult:
+    """The effect transaction's result; `run` and `receipt` are set when created or existing."""
+
+    outcome: RunCreateOutcome
+    run: runs.Run | None = None
+    receipt: runs.RunReceipt | None = None
+    reason: str | None = None
+
+
+class RunCreateRepository(Protocol):
+    """Run + attempt + event + receipt + completion in one transaction (ADR-0034)."""
+
+    async def create_run(self, request: RunCreateRequest) -> RunCreateResult:
+        """Create the Run or replay it from its receipt; never a Run without a receipt."""
+        ...
+
+    async def get_receipt(self, dispatch_id: str) -> runs.RunReceipt | None:
+        """The receipt of a dispatch, by primary key."""
+        ...
+
+    async def get_run_by_key(self, project_id: str, idempotency_key: str) -> runs.Run | None:
+        """The Run holding an idempotency key, by unique key."""
+        ...
+
+
+class Store(ExecutionStore, ApprovalStore, PlanStore, RunCreateRepository, Protocol):
+    """One dialect's whole store."""
+
+    dialect: str
+
+    async def migrate(self, *, now_ms: int) -> list[int]:
+        """Apply pending migrations (holding the dialect's migration lock); the versions applied."""
+        ...
+
+    async def schema_state(self) -> schema.SchemaState:
+        """How the database's applied migrations compare with this release."""
+        ...
+
+    async def check_durability(self) -> None:
+        """Raise `DurabilityRefused` unless commits are durable (DESIGN.md §1)."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+class InspectKind(enum.StrEnum):
+    """What `inspect` found."""
+
+    READY = "ready"
+    BLOCKED = "blocked"
+    TRANSIENT = "transient"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class InspectResult:
+    """`inspect`'s answer: the plan's action digest when ready, a low-sensitivity code otherwise."""
+
+    kind: InspectKind
+    action_digest: str | None = None
+    code: str | None = None
+
+
+class ExecuteKind(enum.StrEnum):
+    """What `execute` reports."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    COMMITTED = "committed"
+    """The action completed the execution inside its own effect transaction."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ExecuteResult:
+    """`execute`'s answer with a low-sensitivity result code."""
+
+    kind: ExecuteKind
+    code: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionContext:
+    """What `execute` gets: the dispatch (its id is the idempotency key) and the fence."""
+
+    dispatch: records.Dispatch
+    identity: records.ExecutionIdentity
+    deadline_ms: int
+
+    @property
+    def idempotency_key(self) -> str:
+        """Downstream systems key their idempotency on the dispatch id."""
+        return self.dispatch.dispatch_id
+
+
+class ApprovedActionHandler(Protocol):
+    """An action: side-effect-free `inspect`, then `execute` only after the barrier."""
+
+    action_type: str
+
+    async def inspect(self, dispatch: records.Dispatch) -> InspectResult:
+        """Resolve the immutable plan and return its digest; no side effects."""
+        ...
+
+    async def execute(self, ctx: ExecutionContext) -> ExecuteResult:
+        """Perform the action; called only once `start` has committed."""
+        ...

@@ -1,0 +1,398 @@
+"""Validated runtime settings: profile defaults < config file < QINGLONG_* env < CLI flags."""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import difflib
+import os
+import re
+import socket
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, get_args
+from urllib import parse
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+from pydantic_settings.sources import utils as source_utils
+
+from qinglong_dispatcher import resources
+from qinglong_dispatcher.domain import errors
+
+ENV_PREFIX = "QINGLONG_"
+"""Prefix of every environment variable that sets a field (`QINGLONG_PAGE_SIZE`)."""
+
+Profile = Literal["edge", "cluster"]
+LogFormat = Literal["json", "console"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+
+_OWNER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+_URL_FORMS = "sqlite:///relative.db, sqlite:////abs/path.db or postgresql://…"
+
+
+def env_name(field: str) -> str:
+    """Return the environment variable that sets `field` (`page_size` → `QINGLONG_PAGE_SIZE`)."""
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+def _default_owner_id(profile: object, environ: Mapping[str, str]) -> str:
+    """host:pid on edge; the pod name (`HOSTNAME`, else the host name) on cluster."""
+    host = socket.gethostname()
+    if profile == "cluster":
+        return environ.get("HOSTNAME") or host
+    return f"{host}:{os.getpid()}"
+
+
+def _owner_id_factory(data: dict[str, Any]) -> str:
+    return _default_owner_id(data.get("profile"), os.environ)
+
+
+def _tool_sandbox_factory(data: dict[str, Any]) -> Path | None:
+    # Cluster needs shared storage the operator names; a local default would split replicas.
+    return None if data.get("profile") == "cluster" else Path("var/tool-sandbox")
+
+
+def _redact(url: str) -> str:
+    """The URL with any password replaced, safe for an error message or a log line."""
+    try:
+        parts = parse.urlsplit(url)
+        if parts.password is None:
+            return url
+    except ValueError:
+        return "<unparsable URL>"
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def _split_database_url(url: str) -> tuple[resources.Dialect, Path | None]:
+    """Return the dialect of `url` and, for SQLite, the file path; ValueError if malformed."""
+    if url.startswith(("postgresql://", "postgres://")):
+        return "postgres", None
+    if not url.startswith("sqlite:"):
+        raise ValueError(f"must be {_URL_FORMS} (got {_redact(url)!r})")
+    raw = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else ""
+    # A file path only: no host, no query, no in-memory database (the store must be durable).
+    if not raw or raw.endswith("/") or raw == ":memory:" or any(c in raw for c in "?#"):
+        raise ValueError(
+            f"a SQLite URL must be sqlite:///relative.db or sqlite:////abs/path.db (got {url!r})"
+        )
+    return "sqlite", Path(raw)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Layers:
+    """The per-call inputs of `load_settings` below the explicit arguments."""
+
+    environ: Mapping[str, str]
+    files: Mapping[str, Any]
+
+
+# Set only while `load_settings` runs: how its environ and files reach the classmethod below.
+_LAYERS: contextvars.ContextVar[_Layers | None] = contextvars.ContextVar(
+    "qinglong_settings_layers", default=None
+)
+
+
+class _MappingEnvSource(EnvSettingsSource):
+    """`EnvSettingsSource` over a given mapping instead of `os.environ`."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return source_utils.parse_env_vars(
+            self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
+        )
+
+
+class Settings(BaseSettings):
+    """Every knob of the dispatcher, validated once at startup; defaults are the edge profile."""
+
+    model_config = SettingsConfigDict(
+        frozen=True,
+        extra="forbid",
+        env_prefix=ENV_PREFIX,
+        env_ignore_empty=True,
+        allow_inf_nan=False,
+    )
+
+    # `profile` comes first: the owner id and sandbox defaults below read it.
+    profile: Profile = Field("edge", description="edge or cluster")
+    database_url: str = Field("sqlite:///var/qinglong.db", description="store URL")
+    cadence_seconds: float = Field(5.0, gt=0, description="dispatch tick interval")
+    page_size: int = Field(16, ge=1, le=64, description="due page size")
+    max_pages_per_tick: int = Field(4, ge=1, description="page cap per tick")
+    concurrency: int = Field(1, ge=1, description="executes in flight")
+    lease_seconds: float = Field(30.0, gt=0, description="lease length")
+    max_attempts: int = Field(5, ge=1, le=1000, description="claim budget")
+    reconcile_seconds: float = Field(60.0, gt=0, description="recovery pass interval")
+    shutdown_grace_seconds: float = Field(20.0, ge=0, description="drain time on SIGTERM")
+    metrics_host: str = Field("127.0.0.1", description="metrics + health listener host")
+    metrics_port: int = Field(9464, ge=0, le=65535, description="metrics + health listener port")
+    owner_id: str = Field(default_factory=_owner_id_factory, description="lease owner name")
+    log_format: LogFormat = Field("json", description="json or console")
+    log_level: LogLevel = Field("info", description="debug, info, warning or error")
+    execute_timeout_seconds: float | None = Field(
+        None, gt=0, description="bound on one execute, below the lease (default lease / 2)"
+    )
+    retry_backoff_seconds: float = Field(1.0, gt=0, description="first pre-barrier retry wait")
+    sqlite_busy_timeout_seconds: float = Field(5.0, ge=0, description="SQLite busy timeout")
+    approval_ttl_seconds: float = Field(86400.0, gt=0, description="approval lifetime")
+    allow_async_commit: bool = Field(False, description="accept synchronous_commit off/local")
+    max_clock_skew_seconds: float = Field(2.0, gt=0, description="skew guard bound")
+    tool_sandbox_dir: Path | None = Field(
+        default_factory=_tool_sandbox_factory, description="root for builtin.file.write"
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Highest first: arguments, then env, then the merged profile + config file values."""
+        layers = _LAYERS.get()
+        if layers is None:
+            return init_settings, env_settings
+        return (
+            init_settings,
+            _MappingEnvSource(settings_cls, layers.environ),
+            InitSettingsSource(settings_cls, init_kwargs=dict(layers.files)),
+        )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower_log_level(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str) -> str:
+        _split_database_url(value)
+        return value
+
+    @field_validator("owner_id")
+    @classmethod
+    def _check_owner_id(cls, value: str) -> str:
+        if not _OWNER_ID.fullmatch(value):
+            raise ValueError(f"must match {_OWNER_ID.pattern} (got {value!r})")
+        return value
+
+    @model_validator(mode="after")
+    def _check_together(self) -> Settings:
+        url = env_name("database_url")
+        if self.profile == "cluster" and "database_url" not in self.model_fields_set:
+            raise ValueError(f"{url}: required on the cluster profile (postgresql://…)")
+        if self.profile == "cluster" and self.dialect == "sqlite":
+            raise ValueError(
+                f"{url}: the cluster profile needs postgresql://…, not a SQLite URL "
+                "(replicas must never share one SQLite file)"
+            )
+        if self.profile == "edge" and self.dialect == "postgres":
+            raise ValueError(
+                f"{url}: the edge profile needs sqlite:///…, not a PostgreSQL URL "
+                "(use the cluster profile)"
+            )
+        timeout = self.execute_timeout_seconds
+        if timeout is not None and timeout >= self.lease_seconds:
+            raise ValueError(
+                f"{env_name('execute_timeout_seconds')}: must be below "
+                f"{env_name('lease_seconds')} ({self.lease_seconds:g}) (got {timeout:g})"
+            )
+        return self
+
+    @property
+    def dialect(self) -> resources.Dialect:
+        """`sqlite` or `postgres`, from the database URL."""
+        return _split_database_url(self.database_url)[0]
+
+    @property
+    def sqlite_path(self) -> Path:
+        """The SQLite file: relative for `sqlite:///x.db`, absolute for `sqlite:////x.db`."""
+        path = _split_database_url(self.database_url)[1]
+        if path is None:
+            raise errors.ConfigurationError(f"{env_name('database_url')}: not a SQLite URL")
+        return path
+
+    @property
+    def redacted_database_url(self) -> str:
+        """The database URL with any password masked, for logs and status output."""
+        return _redact(self.database_url)
+
+    @property
+    def execute_timeout(self) -> float:
+        """Seconds one execute may take: the configured value, else half the lease."""
+        if self.execute_timeout_seconds is not None:
+            return self.execute_timeout_seconds
+        return self.lease_seconds / 2
+
+    @property
+    def lease_ms(self) -> int:
+        """The lease length in whole milliseconds, as stored in `lease_expires_at_ms`."""
+        return round(self.lease_seconds * 1000)
+
+
+def _show(value: object) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _bounds(field: FieldInfo) -> str:
+    """Describe a numeric field's range: `must be between 1 and 64`, `must be greater than 0`."""
+    limits: dict[str, object] = {}
+    for item in field.metadata:
+        for attr in ("gt", "ge", "lt", "le"):
+            if hasattr(item, attr):
+                limits[attr] = getattr(item, attr)
+    if limits.keys() == {"ge", "le"}:
+        return f"must be between {limits['ge']} and {limits['le']}"
+    words = {"gt": "greater than", "ge": "at least", "lt": "less than", "le": "at most"}
+    return "must be " + " and ".join(f"{words[k]} {v}" for k, v in limits.items())
+
+
+def _describe(error: ErrorDetails) -> str:
+    """One pydantic error as `QINGLONG_NAME: reason (got value)`."""
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind in ("value_error", "assertion_error"):
+        reason = str(ctx.get("error", error["msg"]))
+    else:
+        reason = error["msg"]
+    loc = error["loc"]
+    if not loc:  # model-level checks already name their setting
+        return reason
+    name = str(loc[0])
+    field = Settings.model_fields.get(name)
+    got = f" (got {_show(error['input'])})"
+    plain = f" (got {error['input']})"  # a number, even when it came in as env text
+    if kind == "extra_forbidden":
+        reason = "unknown setting"
+    elif kind == "missing":
+        reason = "required"
+    elif field is None:
+        pass
+    elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        reason = _bounds(field) + plain
+    elif kind == "literal_error":
+        choices = [str(c) for c in get_args(field.annotation)]
+        listed = " or ".join(choices) if len(choices) == 2 else "one of " + ", ".join(choices)
+        reason = f"must be {listed}{got}"
+    elif kind == "finite_number":
+        reason = "must be a finite number" + plain
+    elif kind.startswith("int_"):
+        reason = "must be a whole number" + got
+    elif kind.startswith("float_"):
+        reason = "must be a number" + got
+    elif kind.startswith("bool_"):
+        reason = "must be true or false" + got
+    elif kind in ("string_type", "path_type"):
+        reason = "must be a string" + got
+    return f"{env_name(name)}: {reason}"
+
+
+def _one_line(exc: ValidationError) -> str:
+    """Every distinct failing setting of `exc`, joined on one line."""
+    seen: set[object] = set()
+    parts: list[str] = []
+    for error in exc.errors(include_url=False):
+        key = error["loc"][:1]
+        # A data-reading default factory is skipped once an earlier field failed; that is
+        # a consequence, not a fault of its own.
+        if error["type"] == "default_factory_not_called":
+            continue
+        if key not in seen:
+            seen.add(key)
+            parts.append(_describe(error))
+    return "; ".join(" ".join(part.split()) for part in parts or [str(exc)])
+
+
+def _read_toml(path: Path, kind: str) -> dict[str, Any]:
+    """Read a flat settings table from `path`; every problem is one ConfigurationError line."""
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise errors.ConfigurationError(f"{kind} {path}: cannot be read ({reason})") from None
+    except ValueError as exc:  # TOMLDecodeError, or bytes that are not UTF-8
+        detail = " ".join(str(exc).split())
+        raise errors.ConfigurationError(f"{kind} {path}: not valid TOML ({detail})") from None
+    for key in data:
+        if key not in Settings.model_fields:
+            near = difflib.get_close_matches(key, Settings.model_fields, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise errors.ConfigurationError(f"{kind} {path}: unknown setting {key!r}{hint}")
+    return data
+
+
+def _lookup(environ: Mapping[str, str], name: str) -> str | None:
+    """A non-empty variable, matched without case as the env source matches it."""
+    for key, value in environ.items():
+        if key.upper() == name and value != "":
+            return value
+    return None
+
+
+def load_settings(
+    *,
+    profile: str | None = None,
+    config_file: Path | None = None,
+    database_url: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> Settings:
+    """Build the Settings of one process; raise ConfigurationError with one line on any fault.
+
+    Precedence, highest first: the arguments (`profile`, `database_url`, `overrides`: the
+    CLI flags; a None value in `overrides` counts as an unset flag), `QINGLONG_*` variables
+    of `environ` (default `os.environ`), `config_file`, the profile's `profiles/<name>.toml`,
+    the model defaults. The profile itself is decided first: argument, `QINGLONG_PROFILE`,
+    the config file's `profile` key, else `edge`.
+    """
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    explicit: dict[str, Any] = {k: v for k, v in (overrides or {}).items() if v is not None}
+    for key in explicit:
+        if key not in Settings.model_fields:
+            raise errors.ConfigurationError(f"unknown setting {key!r}")
+    if profile is not None:
+        explicit["profile"] = profile
+    if database_url is not None:
+        explicit["database_url"] = database_url
+
+    config = _read_toml(config_file, "config file") if config_file is not None else {}
+    chosen: object = explicit.get("profile")
+    if chosen is None:
+        chosen = _lookup(env, env_name("profile"))
+    if chosen is None:
+        chosen = config.get("profile", "edge")
+    if chosen not in get_args(Profile):
+        raise errors.ConfigurationError(
+            f"{env_name('profile')}: must be edge or cluster (got {_show(chosen)})"
+        )
+    name = str(chosen)
+    explicit["profile"] = name
+
+    defaults = _read_toml(resources.profile_file(name), "profile file")
+    if name == "cluster":
+        defaults.setdefault("owner_id", _default_owner_id(name, env))
+
+    token = _LAYERS.set(_Layers(environ=env, files={**defaults, **config}))
+    try:
+        return Settings(**explicit)
+    except ValidationError as exc:
+        raise errors.ConfigurationError(_one_line(exc)) from exc
+    finally:
+        _LAYERS.reset(token)

@@ -1,0 +1,135 @@
+"""Approval requests and the atomic consume, against every dialect's real store."""
+
+from __future__ import annotations
+
+import pytest
+
+from qinglong_dispatcher import api
+from qinglong_dispatcher.domain import approvals, errors, plans
+from tests.support import faults
+from tests.support.actions import make_api
+from tests.support.clock import ManualClock
+from tests.support.stores import Harness
+
+
+def plan_bytes(**changes: object) -> bytes:
+    plan = api.run_create_plan({"projectId": "proj-1", "taskId": "task-1", "taskRevision": 4})
+    data = plan.to_canonical_dict()
+    data.update(changes)
+    from qinglong_dispatcher.domain import canonical
+
+    return canonical.dumps(data)
+
+
+async def test_create_approve_consume_walks_the_versions(harness: Harness, clock: ManualClock):
+    the_api = make_api(harness.store, clock)
+    created = await the_api.create_approval("run.create", plan_bytes(), requested_by="alice")
+    assert (created.status, created.version) == (approvals.ApprovalStatus.PENDING, 1)
+    approved = await the_api.approve(created.approval_request_id, decided_by="bob")
+    assert (approved.status, approved.version, approved.decided_by) == (
+        approvals.ApprovalStatus.APPROVED,
+        2,
+        "bob",
+    )
+    consumed = await the_api.consume(created.approval_request_id)
+    final = await harness.store.get_approval(created.approval_request_id)
+    assert final is not None
+    assert (final.status, final.version) == (approvals.ApprovalStatus.CONSUMED, 3)
+    dispatch = await harness.store.get_dispatch(consumed.dispatch_id)
+    assert dispatch is not None
+    assert dispatch.approval_request_id == created.approval_request_id
+    assert dispatch.action_digest == created.action_digest
+    assert dispatch.approved_by == "bob"
+    stored = await harness.store.get_plan("proj-1", created.action_ref)
+    assert stored is not None
+    plan = plans.parse_plan("run.create", stored.plan_json.encode())
+    assert plans.plan_action_digest(plan) == dispatch.action_digest
+
+
+async def test_consume_twice_is_refused_and_writes_nothing(harness: Harness, clock: ManualClock):
+    the_api = make_api(harness.store, clock)
+    created = await the_api.create_approval("run.create", plan_bytes(), requested_by="alice")
+    await the_api.approve(created.approval_request_id, decided_by="bob")
+    await the_api.consume(created.approval_request_id)
+    with pytest.raises(errors.ApprovalStateConflict):
+        await the_api.consume(created.approval_request_id)
+    count = await harness.scalar(
+        f"SELECT count(*) AS n FROM {faults.table(harness, 'approved_action_dispatches')}"
+    )
+    assert count == 1
+
+
+async def test_consume_needs_approval_and_an_unknown_id_is_not_found(
+    harness: Harness, clock: ManualClock
+):
+    the_api = make_api(harness.store, clock)
+    created = await the_api.create_approval("run.create", plan_bytes(), requested_by="alice")
+    with pytest.raises(errors.ApprovalStateConflict):
+        await the_api.consume(created.approval_request_id)
+    with pytest.raises(errors.ApprovalNotFound):
+        await the_api.consume("a-unknown")
+    with pytest.raises(errors.ApprovalNotFound):
+        await the_api.approve("a-unknown", decided_by="bob")
+
+
+async def test_an_expired_approval_can_be_neither_approved_nor_consumed(
+    harness: Harness, clock: ManualClock
+):
+    the_api = make_api(harness.store, clock)
+    first = await the_api.create_approval("run.create", plan_bytes(), requested_by="alice")
+    second = await the_api.create_approval(
+        "run.create", plan_bytes(actionRef="act-second"), requested_by="alice"
+    )
+    await the_api.approve(second.approval_request_id, decided_by="bob")
+    clock.advance(ms=86_400_000)
+    with pytest.raises(errors.ApprovalExpired):
+        await the_api.approve(first.approval_request_id, decided_by="bob")
+    with pytest.raises(errors.ApprovalExpired):
+        await the_api.consume(second.approval_request_id)
+    still = await harness.store.get_approval(second.approval_request_id)
+    assert still is not None
+    assert still.status is approvals.ApprovalStatus.APPROVED
+
+
+async def test_consume_is_atomic_over_approval_dispatch_and_execution(
+    harness: Harness, clock: ManualClock
+):
+    the_api = make_api(harness.store, clock)
+    created = await the_api.create_approval("run.create", plan_bytes(), requested_by="alice")
+    await the_api.approve(created.approval_request_id, decided_by="bob")
+    await faults.fail_inserts_into(harness, "approved_action_dispatch_executions")
+    with pytest.raises(errors.StoreError):
+        await the_api.consume(created.approval_request_id)
+    approval = await harness.store.get_approval(created.approval_request_id)
+    assert approval is not None
+    assert (approval.status, approval.version) == (approvals.ApprovalStatus.APPROVED, 2)
+    for name in ("approved_action_dispatches", "approved_action_dispatch_executions"):
+        assert await harness.scalar(f"SELECT count(*) AS n FROM {faults.table(harness, name)}") == 0
+
+
+async def test_bulk_submit_is_all_or_nothing(harness: Harness, clock: ManualClock):
+    the_api = make_api(harness.store, clock)
+    good = api.run_create_plan({"projectId": "proj-1", "taskId": "t-1", "taskRevision": 1})
+    clash = api.run_create_plan(
+        {"projectId": "proj-1", "taskId": "t-2", "taskRevision": 1, "actionRef": good.action_ref}
+    )
+    with pytest.raises(errors.ApprovalStateConflict):
+        await the_api.submit([good, clash], requested_by="alice", approved_by="bob")
+    for name in ("action_plans", "approval_requests", "approved_action_dispatches"):
+        assert await harness.scalar(f"SELECT count(*) AS n FROM {faults.table(harness, name)}") == 0
+
+
+async def test_plans_are_exact_shape(harness: Harness, clock: ManualClock):
+    the_api = make_api(harness.store, clock)
+    with pytest.raises(errors.PlanInvalid):
+        await the_api.create_approval("run.create", plan_bytes(extra=1), requested_by="alice")
+    with pytest.raises(errors.UnknownActionType):
+        await the_api.create_approval("shell.exec", plan_bytes(), requested_by="alice")
+    with pytest.raises(errors.InvalidInput):
+        await the_api.create_approval("run.create", plan_bytes(), requested_by="bad name!")
+    assert (
+        await harness.scalar(
+            f"SELECT count(*) AS n FROM {faults.table(harness, 'approval_requests')}"
+        )
+        == 0
+    )

@@ -1,0 +1,1 @@
+"""Helpers for the test suites (not part of the product)."""
