@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from qinglong_dispatcher import bootstrap
 from tests.support import faults
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
+from tests.support.dispatching import make_dispatcher
 from tests.support.stores import Harness
 
 IMMUTABLE = {
@@ -21,22 +21,7 @@ IMMUTABLE = {
 
 async def _fill(harness: Harness, clock: ManualClock) -> None:
     await submit_runs(harness.store, clock, 1)
-    from qinglong_dispatcher import dispatcher
-
-    the_dispatcher = dispatcher.Dispatcher(
-        harness.store,
-        bootstrap.handlers(harness.store, clock),
-        clock,
-        dispatcher.DispatchConfig(
-            owner="w1",
-            page_size=8,
-            lease_ms=30_000,
-            concurrency=1,
-            retry_backoff_ms=1000,
-            execute_timeout_ms=15_000,
-        ),
-    )
-    report = await the_dispatcher.dispatch_batch()
+    report = await make_dispatcher(harness.store, clock).dispatch_batch()
     assert report.outcomes["succeeded"] == 1
 
 

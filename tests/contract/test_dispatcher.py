@@ -1,0 +1,175 @@
+"""`dispatch_batch` with real stores and test-only handlers (DESIGN.md §4)."""
+
+from __future__ import annotations
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
+from tests.support import faults
+from tests.support.actions import submit_runs
+from tests.support.clock import ManualClock
+from tests.support.dispatching import LEASE_MS, make_dispatcher
+from tests.support.handlers import RecordingHandler
+from tests.support.stores import Harness
+
+
+async def status_of(harness: Harness, dispatch_id: str) -> ExecutionStatus:
+    row = await harness.store.get_execution(dispatch_id)
+    assert row is not None
+    return row.status
+
+
+async def test_digest_drift_blocks_without_calling_execute(harness: Harness, clock: ManualClock):
+    (consumed,) = await submit_runs(harness.store, clock, 1)
+    handler = RecordingHandler(digest_override="e" * 64)
+    report = await make_dispatcher(
+        harness.store, clock, handlers={"run.create": handler}
+    ).dispatch_batch()
+    assert handler.inspected == [consumed.dispatch_id]
+    assert handler.executed == []
+    assert report.outcomes["blocked"] == 1
+    row = await harness.store.get_execution(consumed.dispatch_id)
+    assert row is not None
+    assert (row.status, row.result_code, row.started_at_ms) == (
+        ExecutionStatus.BLOCKED,
+        "digest_drift",
+        None,
+    )
+
+
+async def test_explicit_block_from_inspect_is_terminal(harness: Harness, clock: ManualClock):
+    (consumed,) = await submit_runs(harness.store, clock, 1)
+    handler = RecordingHandler(inspect_kind=ports.InspectKind.BLOCKED)
+    await make_dispatcher(harness.store, clock, handlers={"run.create": handler}).dispatch_batch()
+    assert handler.executed == []
+    assert await status_of(harness, consumed.dispatch_id) is ExecutionStatus.BLOCKED
+
+
+async def test_transient_inspect_failure_retries_with_backoff_until_the_budget(
+    harness: Harness, clock: ManualClock
+):
+    (consumed,) = await submit_runs(harness.store, clock, 1, max_attempts=3)
+    handler = RecordingHandler(inspect_raises=errors.StoreUnavailable())
+    the_dispatcher = make_dispatcher(harness.store, clock, handlers={"run.create": handler})
+    await the_dispatcher.dispatch_batch()
+    row = await harness.store.get_execution(consumed.dispatch_id)
+    assert row is not None
+    assert row.status is ExecutionStatus.RETRY_WAIT
+    assert row.retry_at_ms is not None
+    assert row.retry_at_ms > clock.now_ms()
+    again = await the_dispatcher.dispatch_batch()
+    assert again.observed == 0  # backoff: not due yet
+    for _ in range(2):
+        clock.advance(ms=120_000)
+        await the_dispatcher.dispatch_batch()
+    assert len(handler.inspected) == 3
+    assert handler.executed == []
+    row = await harness.store.get_execution(consumed.dispatch_id)
+    assert row is not None
+    assert (row.status, row.attempt) == (ExecutionStatus.BLOCKED, 3)
+
+
+async def test_a_missing_handler_is_a_bounded_retry(harness: Harness, clock: ManualClock):
+    (consumed,) = await submit_runs(harness.store, clock, 1)
+    await make_dispatcher(harness.store, clock, handlers={}).dispatch_batch()
+    row = await harness.store.get_execution(consumed.dispatch_id)
+    assert row is not None
+    assert (row.status, row.result_code) == (ExecutionStatus.RETRY_WAIT, "handler_missing")
+
+
+async def test_execute_raising_is_indeterminate_blocked_and_never_retried(
+    harness: Harness, clock: ManualClock
+):
+    (consumed,) = await submit_runs(harness.store, clock, 1)
+    handler = RecordingHandler(execute_raises=RuntimeError("boom"))
+    the_dispatcher = make_dispatcher(harness.store, clock, handlers={"run.create": handler})
+    report = await the_dispatcher.dispatch_batch()
+    assert report.outcomes["blocked"] == 1
+    row = await harness.store.get_execution(consumed.dispatch_id)
+    assert row is not None
+    assert row.status is ExecutionStatus.BLOCKED
+    assert row.result_code == "indeterminate:execute_raised"
+    clock.advance(ms=LEASE_MS * 10)
+    await the_dispatcher.dispatch_batch()
+    assert handler.executed == [consumed.dispatch_id]
+
+
+async def test_execute_timeout_is_indeterminate(harness: Harness, clock: ManualClock):
+    (consumed,) = await submit_runs(harness.store, clock, 1)
+    handler = RecordingHandler(execute_sleep_s=5)
+    await make_dispatcher(
+        harness.store,
+        clock,
+        handlers={"run.create": handler},
+        lease_ms=600,
+        execute_timeout_ms=100,
+    ).dispatch_batch()
+    row = await harness.store.get_execution(consumed.dispatch_id)
+    assert row is not None
+    assert (row.status, row.result_code) == (
+        ExecutionStatus.BLOCKED,
+        "indeterminate:execute_timeout",
+    )
+
+
+async def test_explicit_results_complete_the_execution(harness: Harness, clock: ManualClock):
+    consumed = await submit_runs(harness.store, clock, 2)
+    ok = RecordingHandler()
+    await make_dispatcher(
+        harness.store, clock, handlers={"run.create": ok}, page_size=1
+    ).dispatch_batch()
+    failing = RecordingHandler(result=ports.ExecuteKind.FAILED)
+    await make_dispatcher(
+        harness.store, clock, handlers={"run.create": failing}, page_size=1
+    ).dispatch_batch()
+    statuses = sorted([(await status_of(harness, c.dispatch_id)).value for c in consumed])
+    assert statuses == ["failed", "succeeded"]
+    ctx = ok.contexts[0]
+    assert ctx.idempotency_key == ctx.dispatch.dispatch_id
+    assert ctx.identity.owner == "w1"
+
+
+async def test_a_failed_completion_write_leaves_the_row_executing(
+    harness: Harness, clock: ManualClock
+):
+    (consumed,) = await submit_runs(harness.store, clock, 1)
+    await faults.fail_execution_status(harness, "succeeded")
+    handler = RecordingHandler()
+    the_dispatcher = make_dispatcher(harness.store, clock, handlers={"run.create": handler})
+    report = await the_dispatcher.dispatch_batch()
+    assert report.outcomes["completion_write_failed"] == 1
+    assert await status_of(harness, consumed.dispatch_id) is ExecutionStatus.EXECUTING
+    clock.advance(ms=LEASE_MS + 1)
+    again = await the_dispatcher.dispatch_batch()
+    assert again.observed == 0
+    assert handler.executed == [consumed.dispatch_id]
+    counts = await harness.store.counts(now_ms=clock.now_ms())
+    assert counts.executions[EffectiveStatus.RECOVERY_REQUIRED] == 1
+
+
+async def test_the_lease_is_renewed_while_a_slow_execute_runs(harness: Harness, clock: ManualClock):
+    (consumed,) = await submit_runs(harness.store, clock, 1)
+    handler = RecordingHandler(execute_sleep_s=0.45)
+    await make_dispatcher(
+        harness.store,
+        clock,
+        handlers={"run.create": handler},
+        lease_ms=600,
+        execute_timeout_ms=590,
+    ).dispatch_batch()
+    row = await harness.store.get_execution(consumed.dispatch_id)
+    assert row is not None
+    assert row.status is ExecutionStatus.SUCCEEDED
+    events = await harness.store.execution_events(consumed.dispatch_id)
+    executing_version = next(e.version for e in events if e.to_status is ExecutionStatus.EXECUTING)
+    assert events[-1].version > executing_version + 1  # renewals moved the version meanwhile
+
+
+async def test_concurrent_items_each_run_once(harness: Harness, clock: ManualClock):
+    consumed = await submit_runs(harness.store, clock, 12)
+    handler = RecordingHandler(execute_sleep_s=0.01)
+    report = await make_dispatcher(
+        harness.store, clock, handlers={"run.create": handler}, page_size=64, concurrency=4
+    ).dispatch_batch()
+    assert report.outcomes["succeeded"] == 12
+    assert sorted(handler.executed) == sorted(c.dispatch_id for c in consumed)

@@ -1,0 +1,257 @@
+"""The real console script on the edge profile, in a temporary directory."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import json_out, run_cli
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    result = run_cli("migrate", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "var" / "qinglong.db").exists()
+    return tmp_path
+
+
+def assert_one_line_error(result, code: int) -> None:  # type: ignore[no-untyped-def]
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def count(workdir: Path, sql: str) -> int:
+    conn = sqlite3.connect(workdir / "var" / "qinglong.db")
+    try:
+        return int(conn.execute(sql).fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_submit_twenty_drain_and_status(workdir: Path):
+    ids = set()
+    for i in range(20):
+        out = json_out(
+            run_cli(
+                "submit",
+                "run-create",
+                "--project",
+                "p1",
+                "--task",
+                f"t{i}",
+                "--revision",
+                "3",
+                "--json",
+                cwd=workdir,
+            )
+        )
+        assert set(out) == {"dispatch_id", "approval_request_id", "action_ref"}
+        ids.add(out["dispatch_id"])
+    assert len(ids) == 20
+    report = json_out(run_cli("tick", "--drain", "--json", cwd=workdir))
+    assert report["outcomes"]["succeeded"] == 20
+    status = json_out(run_cli("status", "--json", cwd=workdir))
+    assert status["profile"] == "edge"
+    assert status["executions"]["succeeded"] == 20
+    assert status["runs"] == 20
+    assert status["due"] == 0
+    assert set(status["executions"]) == {
+        "pending",
+        "leased",
+        "retry_wait",
+        "executing",
+        "recovery_required",
+        "succeeded",
+        "failed",
+        "blocked",
+    }
+    assert json_out(run_cli("health", "--json", cwd=workdir)) == {"ok": True, "reason": "ok"}
+
+
+def test_bulk_submit_validates_every_line_before_writing(workdir: Path):
+    good = {"projectId": "p1", "taskId": "t1", "taskRevision": 1}
+    path = workdir / "plans.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "taskRevision": -1}) + "\n")
+    result = run_cli("submit", "run-create", "--from-jsonl", str(path), cwd=workdir)
+    assert_one_line_error(result, 2)
+    assert ":2:" in result.stderr
+    assert count(workdir, "SELECT count(*) FROM approval_requests") == 0
+    path.write_text("\n".join(json.dumps({**good, "taskId": f"t{i}"}) for i in range(5)))
+    rows = json_out(
+        run_cli("submit", "run-create", "--from-jsonl", str(path), "--json", cwd=workdir)
+    )
+    assert len(rows) == 5
+    assert count(workdir, "SELECT count(*) FROM approved_action_dispatch_executions") == 5
+
+
+def test_approval_steps_and_their_errors(workdir: Path):
+    plan = {
+        "schemaVersion": 1,
+        "actionRef": "act-1",
+        "projectId": "p1",
+        "taskId": "t1",
+        "taskRevision": 2,
+        "executorType": "shell",
+        "priority": 0,
+    }
+    plan_file = workdir / "plan.json"
+    plan_file.write_text(json.dumps({**plan, "extra": True}))
+    bad = run_cli(
+        "approval",
+        "create",
+        "--action",
+        "run.create",
+        "--plan",
+        str(plan_file),
+        "--requested-by",
+        "alice",
+        cwd=workdir,
+    )
+    assert_one_line_error(bad, 2)
+    assert "extra" in bad.stderr
+    assert count(workdir, "SELECT count(*) FROM action_plans") == 0
+
+    plan_file.write_text(json.dumps(plan))
+    created = json_out(
+        run_cli(
+            "approval",
+            "create",
+            "--action",
+            "run.create",
+            "--plan",
+            str(plan_file),
+            "--requested-by",
+            "alice",
+            "--json",
+            cwd=workdir,
+        )
+    )
+    approval_id = created["approval_request_id"]
+    unapproved = run_cli("approval", "consume", approval_id, cwd=workdir)
+    assert_one_line_error(unapproved, 1)
+    assert run_cli("approval", "approve", approval_id, "--by", "bob", cwd=workdir).returncode == 0
+    consumed = json_out(run_cli("approval", "consume", approval_id, "--json", cwd=workdir))
+    assert consumed["approval_request_id"] == approval_id
+    twice = run_cli("approval", "consume", approval_id, cwd=workdir)
+    assert_one_line_error(twice, 1)
+    assert "consumed" in twice.stderr
+    unknown = run_cli("approval", "consume", "a-nope", cwd=workdir)
+    assert_one_line_error(unknown, 1)
+    assert count(workdir, "SELECT count(*) FROM approved_action_dispatches") == 1
+
+
+def test_an_expired_approval_is_refused(workdir: Path):
+    plan = {
+        "schemaVersion": 1,
+        "actionRef": "act-2",
+        "projectId": "p1",
+        "taskId": "t1",
+        "taskRevision": 2,
+        "executorType": "shell",
+        "priority": 0,
+    }
+    plan_file = workdir / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    env = {"QINGLONG_APPROVAL_TTL_SECONDS": "0.001"}
+    created = json_out(
+        run_cli(
+            "approval",
+            "create",
+            "--action",
+            "run.create",
+            "--plan",
+            str(plan_file),
+            "--requested-by",
+            "alice",
+            "--json",
+            cwd=workdir,
+            env=env,
+        )
+    )
+    expired = run_cli(
+        "approval", "approve", created["approval_request_id"], "--by", "bob", cwd=workdir
+    )
+    assert_one_line_error(expired, 1)
+    assert "expired" in expired.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["submit", "run-create", "--project", "p1", "--task", "t", "--revision", "abc"],
+        ["submit", "run-create", "--project", "p1", "--task", "t", "--revision", "-4"],
+        ["submit", "run-create", "--project", "../x", "--task", "t", "--revision", "1"],
+        ["submit", "run-create", "--task", "t", "--revision", "1"],
+        ["tick"],
+        ["nonsense"],
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(workdir: Path, args: list[str]):
+    result = run_cli(*args, cwd=workdir)
+    assert_one_line_error(result, 2)
+    assert count(workdir, "SELECT count(*) FROM approval_requests") == 0
+
+
+@pytest.mark.parametrize(
+    ("env", "code"),
+    [
+        ({"QINGLONG_PAGE_SIZE": "65"}, 78),
+        ({"QINGLONG_PROFILE": "mainframe"}, 78),
+        ({"QINGLONG_LEASE_SECONDS": "0"}, 78),
+    ],
+)
+def test_bad_configuration_exits_78(workdir: Path, env: dict[str, str], code: int):
+    result = run_cli("status", cwd=workdir, env=env)
+    assert_one_line_error(result, code)
+    assert next(iter(env)) in result.stderr
+
+
+def test_unmigrated_and_tampered_schemas_are_refused(tmp_path: Path):
+    fresh = run_cli("tick", "--once", cwd=tmp_path)
+    assert_one_line_error(fresh, 1)
+    assert "migrat" in fresh.stderr
+    assert run_cli("migrate", "--check", cwd=tmp_path).returncode == 1
+    assert run_cli("migrate", cwd=tmp_path).returncode == 0
+    assert run_cli("migrate", "--check", cwd=tmp_path).returncode == 0
+    conn = sqlite3.connect(tmp_path / "var" / "qinglong.db")
+    conn.execute("UPDATE schema_migrations SET checksum = 'x' WHERE version = 1")
+    conn.commit()
+    conn.close()
+    check = run_cli("migrate", "--check", cwd=tmp_path)
+    assert check.returncode == 1
+    assert "tampered" in check.stderr
+    refused = run_cli("tick", "--once", cwd=tmp_path)
+    assert_one_line_error(refused, 1)
+    assert "tampered" in refused.stderr
+    health = run_cli("health", "--json", cwd=tmp_path)
+    assert health.returncode == 1
+    assert json.loads(health.stdout) == {"ok": False, "reason": "schema_tampered"}
+
+
+def test_an_unopenable_store_exits_69(tmp_path: Path):
+    (tmp_path / "blocker").write_text("a file where a folder should be")
+    result = run_cli("--database", "sqlite:///blocker/q.db", "status", cwd=tmp_path)
+    assert_one_line_error(result, 69)
+
+
+def test_global_options_work_after_the_command(workdir: Path):
+    result = run_cli(
+        "status",
+        "--profile",
+        "edge",
+        "--database",
+        "sqlite:///var/qinglong.db",
+        "--json",
+        cwd=workdir,
+    )
+    assert json_out(result)["profile"] == "edge"
+    mismatch = run_cli(
+        "status", "--profile", "cluster", "--database", "sqlite:///x.db", cwd=workdir
+    )
+    assert_one_line_error(mismatch, 78)

@@ -1,0 +1,38 @@
+"""Building a real dispatcher over a test store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from qinglong_dispatcher import bootstrap, dispatcher, ports
+
+LEASE_MS = 30_000
+
+
+def make_dispatcher(
+    store: ports.Store,
+    clock: ports.Clock,
+    *,
+    owner: str = "w1",
+    handlers: Mapping[str, ports.ApprovedActionHandler] | None = None,
+    page_size: int = 16,
+    concurrency: int = 1,
+    lease_ms: int = LEASE_MS,
+    execute_timeout_ms: int | None = None,
+    fault_hook: dispatcher.FaultHook | None = None,
+) -> dispatcher.Dispatcher:
+    """A dispatcher with the built-in actions unless `handlers` replaces them."""
+    return dispatcher.Dispatcher(
+        store,
+        handlers if handlers is not None else bootstrap.handlers(store, clock),
+        clock,
+        dispatcher.DispatchConfig(
+            owner=owner,
+            page_size=page_size,
+            lease_ms=lease_ms,
+            concurrency=concurrency,
+            retry_backoff_ms=1000,
+            execute_timeout_ms=execute_timeout_ms or lease_ms // 2,
+        ),
+        fault_hook=fault_hook,
+    )
