@@ -7,7 +7,17 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.domain import approvals, canonical, digests, errors, plans, records
+from qinglong_dispatcher.domain import (
+    approvals,
+    canonical,
+    digests,
+    errors,
+    fencing,
+    plans,
+    records,
+    recovery,
+    states,
+)
 
 MAX_SUBMIT_ITEMS = 10_000
 """Upper bound of one all-or-nothing bulk submit."""
@@ -111,3 +121,43 @@ class Api:
     async def status(self) -> records.StatusCounts:
         """Counts per effective status, due backlog and Runs."""
         return await self._store.counts(now_ms=self._clock.now_ms())
+
+
+async def resolve_manually(
+    store: ports.Store,
+    clock: ports.Clock,
+    dispatch_id: str,
+    *,
+    resolution: states.Completion,
+    operator: str,
+    reason: str,
+) -> records.Transition:
+    """An operator settles one recovery_required execution (audited, fenced, one transaction)."""
+    plans.require_identifier("operator", operator)
+    plans.require_identifier("reason", reason)
+    now = clock.now_ms()
+    execution = await store.get_execution(dispatch_id)
+    if execution is None:
+        raise errors.RecoveryRefused(f"dispatch {dispatch_id} not found")
+    effective = execution.effective_status(now)
+    if effective is not states.EffectiveStatus.RECOVERY_REQUIRED:
+        raise errors.RecoveryRefused(
+            f"dispatch {dispatch_id} is {effective.value}, not recovery_required"
+        )
+    done = await store.resolve_recovery(
+        recovery.Resolution(
+            fence=fencing.identity_of(execution),
+            project_id=execution.project_id,
+            resolution=resolution,
+            source=recovery.Source.MANUAL,
+            evidence_digest=None,
+            resolved_by=operator,
+            reason_code=reason,
+        ),
+        now_ms=now,
+    )
+    if done.outcome is not records.Outcome.COMPLETED:
+        raise errors.RecoveryRefused(
+            f"dispatch {dispatch_id} changed while resolving ({done.reason})"
+        )
+    return done

@@ -7,6 +7,7 @@ import random
 from qinglong_dispatcher import api, dispatcher, ports
 from qinglong_dispatcher.actions import run_create
 from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.recovery import reconciler, run_create_evidence
 from qinglong_dispatcher.settings import Settings
 
 
@@ -29,6 +30,16 @@ async def open_store(settings: Settings) -> ports.Store:
 def handlers(store: ports.Store, clock: ports.Clock) -> dict[str, ports.ApprovedActionHandler]:
     """The built-in actions, keyed by action type."""
     return {run_create.ACTION_TYPE: run_create.RunCreateHandler(store, store, clock)}
+
+
+def evidence_providers(store: ports.Store) -> dict[str, ports.EvidenceProvider]:
+    """Evidence providers by action type; an action without one is manual-only."""
+    return {run_create.ACTION_TYPE: run_create_evidence.RunCreateEvidence(store)}
+
+
+def build_reconciler(store: ports.Store, clock: ports.Clock) -> reconciler.Reconciler:
+    """The reconciler: the store and the providers, and no handler at all."""
+    return reconciler.Reconciler(store, evidence_providers(store), clock)
 
 
 def build_dispatcher(

@@ -66,7 +66,10 @@ class BatchReport:
 
 
 FaultHook = Callable[[str, records.Dispatch], Awaitable[None]]
-"""Test-only seam called at each crash point; production passes none."""
+"""Test-only seam called at each crash point; production wiring (`bootstrap`) passes none.
+
+Points: `after_claim`, `after_inspect` (before the barrier), `after_start`, `after_execute`
+(the effect happened, the completion not yet written) and `after_complete`."""
 
 
 class Dispatcher:
@@ -245,7 +248,9 @@ class Dispatcher:
             if result.kind is ports.ExecuteKind.SUCCEEDED
             else states.Completion.FAILED
         )
-        return await self._complete(dispatch, identity, completion, result.code)
+        outcome = await self._complete(dispatch, identity, completion, result.code)
+        await self._fault("after_complete", dispatch)
+        return outcome
 
     async def _renew_while_running(self, lease: records.Lease) -> None:
         """Renew at a third of the lease while the execute runs; stop at the first refusal."""

@@ -7,7 +7,7 @@ import enum
 from collections.abc import Sequence
 from typing import Protocol
 
-from qinglong_dispatcher.domain import approvals, records, runs, schema, states
+from qinglong_dispatcher.domain import approvals, records, recovery, runs, schema, states
 
 
 class Clock(Protocol):
@@ -192,8 +192,57 @@ class RunCreateRepository(Protocol):
         """The Run holding an idempotency key, by unique key."""
         ...
 
+    async def get_run(self, run_id: str) -> runs.Run | None:
+        """One Run by primary key."""
+        ...
 
-class Store(ExecutionStore, ApprovalStore, PlanStore, RunCreateRepository, Protocol):
+
+class RecoveryStore(Protocol):
+    """Listing and settling `recovery_required` executions; nothing here can execute."""
+
+    async def list_recovery_required(
+        self, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
+    ) -> list[recovery.Snapshot]:
+        """A keyset page (by lease expiry) of executing rows whose lease expired."""
+        ...
+
+    async def resolve_recovery(
+        self, resolution: recovery.Resolution, *, now_ms: int
+    ) -> records.Transition:
+        """Settle one row if it still matches the snapshot fence; records who decided."""
+        ...
+
+    async def record_observation(
+        self,
+        dispatch_id: str,
+        *,
+        outcome: recovery.ObservationOutcome,
+        reason_code: str,
+        now_ms: int,
+    ) -> None:
+        """Upsert the last reconcile outcome of a dispatch."""
+        ...
+
+    async def get_resolution(self, dispatch_id: str) -> recovery.StoredResolution | None:
+        """The resolution of a dispatch, if one committed."""
+        ...
+
+    async def audit_events(self, subject_id: str) -> list[recovery.AuditEvent]:
+        """Security audit records about one subject (a dispatch id)."""
+        ...
+
+
+class EvidenceProvider(Protocol):
+    """Reads an action's trusted evidence; read-only, no way to execute."""
+
+    action_type: str
+
+    async def evidence(self, snapshot: recovery.Snapshot) -> recovery.Evidence:
+        """`verified_succeeded`, `missing` or `conflict`; raising means `unavailable`."""
+        ...
+
+
+class Store(ExecutionStore, ApprovalStore, PlanStore, RunCreateRepository, RecoveryStore, Protocol):
     """One dialect's whole store."""
 
     dialect: str

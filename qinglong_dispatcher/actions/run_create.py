@@ -8,6 +8,7 @@ lost connection or a busy store is retried by the same execute while its deadlin
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 
 import anyio
 import structlog
@@ -18,6 +19,9 @@ from qinglong_dispatcher.domain import errors, fencing, plans, records, runs
 log = structlog.get_logger("qinglong_dispatcher.actions.run_create")
 
 ACTION_TYPE = "run.create"
+
+FaultHook = Callable[[str, records.Dispatch], Awaitable[None]]
+"""Test-only seam (`before_effect`); production wiring passes none."""
 EFFECT_RETRY_FIRST_S = 0.02
 EFFECT_RETRY_MAX_S = 0.5
 
@@ -60,11 +64,17 @@ class RunCreateHandler:
     action_type = ACTION_TYPE
 
     def __init__(
-        self, plan_store: ports.PlanStore, repository: ports.RunCreateRepository, clock: ports.Clock
+        self,
+        plan_store: ports.PlanStore,
+        repository: ports.RunCreateRepository,
+        clock: ports.Clock,
+        *,
+        fault_hook: FaultHook | None = None,
     ) -> None:
         self._plans = plan_store
         self._repository = repository
         self._clock = clock
+        self._fault_hook = fault_hook
 
     async def _resolve(self, dispatch: records.Dispatch) -> plans.ApprovedRunCreationPlan:
         stored = await self._plans.get_plan(dispatch.project_id, dispatch.action_ref)
@@ -94,6 +104,8 @@ class RunCreateHandler:
         if plans.plan_action_digest(plan) != dispatch.action_digest:
             # Nothing happened yet: an explicit failure, not an indeterminate one.
             return ports.ExecuteResult(kind=ports.ExecuteKind.FAILED, code="digest_drift")
+        if self._fault_hook is not None:
+            await self._fault_hook("before_effect", dispatch)
         delay = EFFECT_RETRY_FIRST_S
         while True:
             now = self._clock.now_ms()

@@ -148,3 +148,9 @@ class DurabilityRefused(ConfigurationError):
     """The store is not configured for durable commits."""
 
     code = "durability_refused"
+
+
+class RecoveryRefused(QinglongError):
+    """The execution is not recovery_required, or changed while being resolved."""
+
+    code = "recovery_refused"

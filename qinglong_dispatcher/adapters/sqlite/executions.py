@@ -23,7 +23,8 @@ def new_token() -> str:
     return secrets.token_hex(16)
 
 
-def _dispatch(row: sqlite3.Row) -> records.Dispatch:
+def dispatch_of(row: sqlite3.Row) -> records.Dispatch:
+    """The dispatch columns of a joined execution row."""
     return records.Dispatch(
         dispatch_id=row["dispatch_id"],
         approval_request_id=row["approval_request_id"],
@@ -88,7 +89,7 @@ def read_row(
     row = conn.execute(Q["select_execution"], {"dispatch_id": dispatch_id}).fetchone()
     if row is None:
         return None
-    return records.Execution.from_row(row), _dispatch(row)
+    return records.Execution.from_row(row), dispatch_of(row)
 
 
 def _claim_row(
@@ -178,7 +179,7 @@ def claim_due(
         _claim_row(
             conn,
             records.Execution.from_row(row),
-            _dispatch(row),
+            dispatch_of(row),
             now_ms=now_ms,
             owner=owner,
             token=new_token(),

@@ -8,10 +8,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.sqlite import approvals, database, executions, migrations, runs
+from qinglong_dispatcher.adapters.sqlite import (
+    approvals,
+    database,
+    executions,
+    migrations,
+    recovery,
+    runs,
+)
 from qinglong_dispatcher.adapters.sqlite.queries import Q
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import errors, records, schema, states
+from qinglong_dispatcher.domain import recovery as recovery_records
 from qinglong_dispatcher.domain import runs as run_records
 
 
@@ -267,3 +275,56 @@ class SqliteStore:
                 runs.get_run_by_key, project_id=project_id, idempotency_key=idempotency_key
             )
         )
+
+    async def get_run(self, run_id: str) -> run_records.Run | None:
+        """See `ports.RunCreateRepository.get_run`."""
+        return await self.db.read(functools.partial(runs.get_run, run_id=run_id))
+
+    # -- recovery ------------------------------------------------------------------------
+
+    async def list_recovery_required(
+        self, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
+    ) -> list[recovery_records.Snapshot]:
+        """See `ports.RecoveryStore.list_recovery_required`."""
+        return await self.db.read(
+            functools.partial(
+                recovery.list_recovery_required, now_ms=now_ms, limit=limit, after=after
+            )
+        )
+
+    async def resolve_recovery(
+        self, resolution: recovery_records.Resolution, *, now_ms: int
+    ) -> records.Transition:
+        """See `ports.RecoveryStore.resolve_recovery`."""
+        return await self.db.write(
+            functools.partial(recovery.resolve, resolution=resolution, now_ms=now_ms)
+        )
+
+    async def record_observation(
+        self,
+        dispatch_id: str,
+        *,
+        outcome: recovery_records.ObservationOutcome,
+        reason_code: str,
+        now_ms: int,
+    ) -> None:
+        """See `ports.RecoveryStore.record_observation`."""
+        await self.db.write(
+            functools.partial(
+                recovery.record_observation,
+                dispatch_id=dispatch_id,
+                outcome=outcome,
+                reason_code=reason_code,
+                now_ms=now_ms,
+            )
+        )
+
+    async def get_resolution(self, dispatch_id: str) -> recovery_records.StoredResolution | None:
+        """See `ports.RecoveryStore.get_resolution`."""
+        return await self.db.read(
+            functools.partial(recovery.get_resolution, dispatch_id=dispatch_id)
+        )
+
+    async def audit_events(self, subject_id: str) -> list[recovery_records.AuditEvent]:
+        """See `ports.RecoveryStore.audit_events`."""
+        return await self.db.read(functools.partial(recovery.audit_events, subject_id=subject_id))

@@ -1,0 +1,77 @@
+"""Schema and store commands: `migrate`, `health`, `status`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from qinglong_dispatcher import bootstrap, clock
+from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.settings import Settings
+
+
+async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    """Apply pending migrations, or only verify them with --check."""
+    store = await common.open_store(settings, require_current=False)
+    try:
+        if args.check:
+            state = await store.schema_state()
+            if not state.current:
+                try:
+                    state.require_current()
+                except errors.SchemaError as exc:
+                    print(f"{common.PROG}: {exc}", file=sys.stderr)
+                return common.EXIT_REFUSED
+            print("schema is current")
+            return common.EXIT_OK
+        applied = await store.migrate(now_ms=clock.SystemClock().now_ms())
+        print(f"applied {len(applied)} migration(s)" if applied else "schema is current")
+        return common.EXIT_OK
+    finally:
+        await store.close()
+
+
+async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
+    """Counts per effective status, due backlog, oldest due age, Runs."""
+    store = await common.open_store(settings)
+    try:
+        counts = await store.counts(now_ms=clock.SystemClock().now_ms())
+    finally:
+        await store.close()
+    age = None if counts.oldest_due_age_ms is None else counts.oldest_due_age_ms / 1000
+    executions = {status.value: n for status, n in counts.executions.items()}
+    result = {
+        "profile": settings.profile,
+        "executions": executions,
+        "due": counts.due,
+        "oldest_due_age_seconds": age,
+        "runs": counts.runs,
+    }
+    if args.json:
+        common.print_json(result)
+    else:
+        for status, n in executions.items():
+            print(f"{status:<18} {n}")
+        print(f"{'due':<18} {counts.due}")
+        print(f"{'oldest due age':<18} {'-' if age is None else f'{age:.1f}s'}")
+        print(f"{'runs':<18} {counts.runs}")
+    return common.EXIT_OK
+
+
+async def cmd_health(settings: Settings, args: argparse.Namespace) -> int:
+    """Exit 0 when the store is reachable and migrated."""
+    ok, reason = True, "ok"
+    try:
+        store = await bootstrap.open_store(settings)
+        try:
+            (await store.schema_state()).require_current()
+        finally:
+            await store.close()
+    except errors.StoreError as exc:
+        ok, reason = False, exc.code
+    if args.json:
+        common.print_json({"ok": ok, "reason": reason})
+    else:
+        print("ok" if ok else f"not ok: {reason}")
+    return common.EXIT_OK if ok else common.EXIT_REFUSED

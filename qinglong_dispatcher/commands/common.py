@@ -1,0 +1,33 @@
+"""What every command shares: exit codes, one-line usage errors, JSON output, opening the store."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from qinglong_dispatcher import bootstrap, ports
+from qinglong_dispatcher.settings import Settings
+
+PROG = "qinglong-dispatcher"
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_CONFIG = 0, 1, 2, 69, 78
+
+
+class UsageError(Exception):
+    """Bad command-line usage, reported as one line with exit code 2."""
+
+
+def print_json(value: object) -> None:
+    """Exactly one line of JSON on stdout."""
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+async def open_store(settings: Settings, *, require_current: bool = True) -> ports.Store:
+    """Open the profile's store; refuse an unmigrated, tampered or newer schema."""
+    store = await bootstrap.open_store(settings)
+    if require_current:
+        try:
+            (await store.schema_state()).require_current()
+        except BaseException:
+            await store.close()
+            raise
+    return store

@@ -1,0 +1,118 @@
+"""Approval commands: `submit` (create, approve and consume in one go) and `approval` steps."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from qinglong_dispatcher import api, bootstrap, clock
+from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.domain import canonical, errors, plans
+from qinglong_dispatcher.settings import Settings
+
+
+def _read_jsonl(path: Path) -> list[plans.ActionPlan]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise errors.InvalidInput(f"{path}: cannot be read ({exc.__class__.__name__})") from None
+    result: list[plans.ActionPlan] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = canonical.loads(line)
+            if not isinstance(data, dict):
+                raise errors.PlanInvalid("plan invalid: a line must be one JSON object")
+            forbidden = {"schemaVersion", "actionRef"} & data.keys()
+            if forbidden:
+                raise errors.PlanInvalid(f"plan invalid: {sorted(forbidden)[0]}: filled by submit")
+            result.append(api.run_create_plan(data))
+        except errors.InvalidInput as exc:
+            raise errors.InvalidInput(f"{path}:{number}: {exc}") from None
+    if not result:
+        raise errors.InvalidInput(f"{path}: no plans")
+    return result
+
+
+async def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
+    """Create plan + approval, approve, consume; print the dispatch id(s)."""
+    if args.from_jsonl is not None:
+        plan_list = _read_jsonl(args.from_jsonl)
+    else:
+        missing = [n for n in ("project", "task", "revision") if getattr(args, n) is None]
+        if missing:
+            raise common.UsageError(f"--{missing[0]} is required without --from-jsonl")
+        fields: dict[str, object] = {
+            "projectId": args.project,
+            "taskId": args.task,
+            "taskRevision": args.revision,
+            "executorType": args.executor,
+            "priority": args.priority,
+        }
+        if args.task_name is not None:
+            fields["taskName"] = args.task_name
+        plan_list = [api.run_create_plan(fields)]
+    plans.require_identifier("requested-by", args.requested_by)
+    plans.require_identifier("approved-by", args.approved_by)
+    store = await common.open_store(settings)
+    try:
+        the_api = bootstrap.build_api(settings, store, clock.SystemClock())
+        consumed = await the_api.submit(
+            plan_list, requested_by=args.requested_by, approved_by=args.approved_by
+        )
+    finally:
+        await store.close()
+    rows = [
+        {
+            "dispatch_id": c.dispatch_id,
+            "approval_request_id": c.approval_request_id,
+            "action_ref": c.action_ref,
+        }
+        for c in consumed
+    ]
+    if args.json:
+        common.print_json(rows if args.from_jsonl is not None else rows[0])
+    else:
+        for row in rows:
+            print(row["dispatch_id"])
+    return common.EXIT_OK
+
+
+async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
+    """Create, approve or consume one approval request."""
+    store = await common.open_store(settings)
+    try:
+        the_api = bootstrap.build_api(settings, store, clock.SystemClock())
+        if args.approval_command == "create":
+            try:
+                data = args.plan.read_bytes()
+            except OSError as exc:
+                raise errors.InvalidInput(
+                    f"{args.plan}: cannot be read ({exc.__class__.__name__})"
+                ) from None
+            approval = await the_api.create_approval(
+                args.action, data, requested_by=args.requested_by
+            )
+            out: dict[str, object] = {
+                "approval_request_id": approval.approval_request_id,
+                "status": approval.status.value,
+                "action_ref": approval.action_ref,
+            }
+        elif args.approval_command == "approve":
+            approval = await the_api.approve(args.approval_request_id, decided_by=args.by)
+            out = {"approval_request_id": approval.approval_request_id, "status": "approved"}
+        else:
+            consumed = await the_api.consume(args.approval_request_id)
+            out = {
+                "dispatch_id": consumed.dispatch_id,
+                "approval_request_id": consumed.approval_request_id,
+                "action_ref": consumed.action_ref,
+            }
+    finally:
+        await store.close()
+    if args.json:
+        common.print_json(out)
+    else:
+        print(out.get("dispatch_id") or out["approval_request_id"])
+    return common.EXIT_OK

@@ -1,0 +1,138 @@
+"""Recovery of `recovery_required` executions: snapshots, evidence, observations, resolutions."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from qinglong_dispatcher.domain import fencing, records, states
+from qinglong_dispatcher.domain.states import ExecutionStatus
+
+
+class Source(enum.StrEnum):
+    """Who settled a recovery_required execution."""
+
+    EVIDENCE = "evidence"
+    """The action's evidence provider proved the effect committed."""
+    MANUAL = "manual"
+    """An authenticated operator decided."""
+
+
+class EvidenceKind(enum.StrEnum):
+    """What an evidence provider found (a raised error means `unavailable`)."""
+
+    VERIFIED_SUCCEEDED = "verified_succeeded"
+    MISSING = "missing"
+    CONFLICT = "conflict"
+
+
+class ObservationOutcome(enum.StrEnum):
+    """Why a reconcile pass left an execution recovery_required."""
+
+    MISSING = "missing"
+    CONFLICT = "conflict"
+    UNAVAILABLE = "unavailable"
+
+
+MANUAL_ONLY = "manual_only"
+"""Reason code of the `missing` observation for an action that has no evidence provider."""
+
+AUDIT_MANUAL_RESOLUTION = "recovery.manual_resolution"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Evidence:
+    """A provider's answer; `evidence_digest` is set only when verified."""
+
+    kind: EvidenceKind
+    evidence_digest: str | None = None
+    reason: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Observation:
+    """The last reconcile outcome of one dispatch."""
+
+    outcome: ObservationOutcome
+    reason_code: str
+    count: int
+    last_seen_at_ms: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Snapshot:
+    """A recovery_required execution as the reconciler saw it, with its fence."""
+
+    execution: records.Execution
+    dispatch: records.Dispatch
+    observation: Observation | None
+
+    @property
+    def fence(self) -> records.ExecutionIdentity:
+        """The execution identity a resolution must still find."""
+        return fencing.identity_of(self.execution)
+
+    @property
+    def since_ms(self) -> int:
+        """When the lease expired, i.e. since when the row needs recovery."""
+        assert self.execution.lease_expires_at_ms is not None
+        return self.execution.lease_expires_at_ms
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Resolution:
+    """A request to settle one recovery_required execution under its snapshot fence."""
+
+    fence: records.ExecutionIdentity
+    project_id: str
+    resolution: states.Completion
+    source: Source
+    evidence_digest: str | None
+    resolved_by: str
+    reason_code: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class StoredResolution:
+    """A committed resolution row."""
+
+    dispatch_id: str
+    source: Source
+    resolution: states.Completion
+    evidence_digest: str | None
+    resolved_by: str
+    principal: str
+    reason_code: str
+    committed_at_ms: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class AuditEvent:
+    """One immutable security audit record."""
+
+    kind: str
+    actor: str
+    principal: str
+    project_id: str
+    subject_id: str
+    detail_code: str
+    committed_at_ms: int
+
+
+def resolve_refusal(
+    row: records.Execution, fence: records.ExecutionIdentity, *, now_ms: int
+) -> str | None:
+    """Why a resolution may not commit, or None: the row must still be the snapshot."""
+    if row.status is not ExecutionStatus.EXECUTING:
+        return "not_recovery_required"
+    if row.lease_expires_at_ms is None or row.lease_expires_at_ms > now_ms:
+        return "lease_live"
+    if (
+        row.attempt != fence.attempt
+        or row.lease_owner != fence.owner
+        or row.lease_token != fence.token
+        or row.started_at_ms != fence.started_at_ms
+        or row.version != fence.version
+    ):
+        return "fence_changed"
+    return None

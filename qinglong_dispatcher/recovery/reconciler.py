@@ -1,0 +1,125 @@
+"""The evidence-only reconciler: one bounded pass over `recovery_required` executions.
+
+It holds the recovery store and the evidence providers, and no handler: nothing here can
+call `execute`. Verified evidence settles a row as `succeeded`; anything else is recorded as
+an observation and the row stays for the next pass or an operator.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Mapping
+
+import structlog
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.domain import errors, recovery, states
+from qinglong_dispatcher.domain.records import Outcome
+
+log = structlog.get_logger("qinglong_dispatcher.recovery")
+
+MAX_PAGE = 64
+
+
+@dataclasses.dataclass(kw_only=True)
+class ReconcileReport:
+    """What one pass saw and did."""
+
+    observed: int = 0
+    outcomes: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+
+    def as_dict(self) -> dict[str, object]:
+        """The JSON shape used by `tick --json`."""
+        return {"observed": self.observed, "outcomes": dict(sorted(self.outcomes.items()))}
+
+
+class Reconciler:
+    """Asks each row's evidence provider and settles or observes it."""
+
+    def __init__(
+        self,
+        store: ports.RecoveryStore,
+        providers: Mapping[str, ports.EvidenceProvider],
+        clock: ports.Clock,
+        *,
+        page_size: int = MAX_PAGE,
+    ) -> None:
+        if not 1 <= page_size <= MAX_PAGE:
+            raise errors.ConfigurationError(f"reconcile page must be 1…{MAX_PAGE}")
+        self._store = store
+        self._providers = dict(providers)
+        self._clock = clock
+        self._page_size = page_size
+        self._cursor: tuple[int, str] | None = None
+
+    async def reconcile_pass(self) -> ReconcileReport:
+        """One page; the cursor moves on so rows that stay stuck do not starve the rest."""
+        page = await self._store.list_recovery_required(
+            now_ms=self._clock.now_ms(), limit=self._page_size, after=self._cursor
+        )
+        if len(page) < self._page_size:
+            self._cursor = None
+        else:
+            self._cursor = (page[-1].since_ms, page[-1].dispatch.dispatch_id)
+        report = ReconcileReport(observed=len(page))
+        for snapshot in page:
+            report.outcomes[await self._settle(snapshot)] += 1
+        return report
+
+    async def _settle(self, snapshot: recovery.Snapshot) -> str:
+        dispatch = snapshot.dispatch
+        provider = self._providers.get(dispatch.action_type)
+        if provider is None:
+            return await self._observe(
+                snapshot, recovery.ObservationOutcome.MISSING, recovery.MANUAL_ONLY
+            )
+        try:
+            evidence = await provider.evidence(snapshot)
+        except Exception as exc:  # any provider failure means we could not look
+            code = exc.code if isinstance(exc, errors.QinglongError) else "provider_error"
+            return await self._observe(snapshot, recovery.ObservationOutcome.UNAVAILABLE, code)
+        if evidence.kind is not recovery.EvidenceKind.VERIFIED_SUCCEEDED:
+            outcome = recovery.ObservationOutcome(evidence.kind.value)
+            return await self._observe(snapshot, outcome, evidence.reason or outcome.value)
+        done = await self._store.resolve_recovery(
+            recovery.Resolution(
+                fence=snapshot.fence,
+                project_id=dispatch.project_id,
+                resolution=states.Completion.SUCCEEDED,
+                source=recovery.Source.EVIDENCE,
+                evidence_digest=evidence.evidence_digest,
+                resolved_by="reconciler",
+                reason_code="evidence_verified",
+            ),
+            now_ms=self._clock.now_ms(),
+        )
+        if done.outcome is Outcome.COMPLETED:
+            log.info(
+                "recovery.resolved",
+                dispatch_id=dispatch.dispatch_id,
+                attempt=snapshot.execution.attempt,
+                source="evidence",
+                outcome="succeeded",
+            )
+            return "resolved_succeeded"
+        log.info("recovery.resolve_lost", dispatch_id=dispatch.dispatch_id, reason=done.reason)
+        return "resolve_conflict"
+
+    async def _observe(
+        self, snapshot: recovery.Snapshot, outcome: recovery.ObservationOutcome, reason: str
+    ) -> str:
+        await self._store.record_observation(
+            snapshot.dispatch.dispatch_id,
+            outcome=outcome,
+            reason_code=reason[:128],
+            now_ms=self._clock.now_ms(),
+        )
+        log.warning(
+            "recovery.observed",
+            dispatch_id=snapshot.dispatch.dispatch_id,
+            attempt=snapshot.execution.attempt,
+            outcome=outcome.value,
+            reason=reason,
+        )
+        return outcome.value

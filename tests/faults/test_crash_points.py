@@ -1,0 +1,155 @@
+"""A crash at every point of the dispatcher: nothing lost, nothing run twice (DESIGN.md §3–6).
+
+A "crash" is a BaseException from the test-only fault hook: the dispatcher that hit it writes
+nothing more, exactly as a killed process would. A fresh dispatcher with a new owner and the
+reconciler then run with the clock moved past the lease.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from qinglong_dispatcher import bootstrap
+from qinglong_dispatcher.actions import run_create
+from qinglong_dispatcher.domain import records, recovery
+from qinglong_dispatcher.domain.states import ExecutionStatus
+from qinglong_dispatcher.recovery import reconciler
+from tests.support import faults
+from tests.support.actions import submit_runs
+from tests.support.clock import ManualClock
+from tests.support.dispatching import LEASE_MS, make_dispatcher
+from tests.support.marker import MarkerAction, MarkerEvidence
+from tests.support.stores import Harness
+
+
+class SimulatedCrash(BaseException):
+    """Stands for the process dying at a crash point."""
+
+
+def crash_at(point: str):  # type: ignore[no-untyped-def]
+    async def hook(where: str, dispatch: records.Dispatch) -> None:
+        if where == point:
+            raise SimulatedCrash(point)
+
+    return hook
+
+
+async def crash(dispatcher) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(BaseException) as info:
+        await dispatcher.dispatch_batch()
+    error = info.value
+    assert isinstance(error, SimulatedCrash) or (
+        isinstance(error, BaseExceptionGroup) and error.subgroup(SimulatedCrash) is not None
+    )
+
+
+async def starts(harness: Harness, dispatch_id: str) -> int:
+    events = await harness.store.execution_events(dispatch_id)
+    return sum(1 for e in events if e.to_status is ExecutionStatus.EXECUTING)
+
+
+MARKER_POINTS = {
+    "after_claim": "pre",
+    "after_inspect": "pre",
+    "after_start": "post_no_effect",
+    "after_execute": "post_effect",
+    "after_complete": "done",
+}
+
+
+@pytest.mark.parametrize("point", sorted(MARKER_POINTS))
+async def test_separate_completion_action_crash_points(
+    harness: Harness, clock: ManualClock, tmp_path: Path, point: str
+):
+    (consumed,) = await submit_runs(harness.store, clock, 1)
+    action = MarkerAction(tmp_path)
+    first = make_dispatcher(
+        harness.store,
+        clock,
+        owner="w1",
+        handlers={"run.create": action},
+        fault_hook=crash_at(point),
+    )
+    await crash(first)
+    clock.advance(ms=LEASE_MS + 1)
+    fresh_store = await harness.open_another()
+    second = make_dispatcher(fresh_store, clock, owner="w2", handlers={"run.create": action})
+    await second.dispatch_batch()
+    await reconciler.Reconciler(
+        fresh_store, {"run.create": MarkerEvidence(tmp_path)}, clock
+    ).reconcile_pass()
+
+    row = await harness.store.get_execution(consumed.dispatch_id)
+    assert row is not None
+    marker = tmp_path / consumed.dispatch_id
+    kind = MARKER_POINTS[point]
+    if kind == "pre":
+        assert action.executed == [(consumed.dispatch_id, "w2")]
+        assert row.status is ExecutionStatus.SUCCEEDED
+        assert row.attempt == 2
+    else:
+        assert action.executed == (
+            [] if kind == "post_no_effect" else [(consumed.dispatch_id, "w1")]
+        )
+    if kind == "post_no_effect":
+        assert row.status is ExecutionStatus.EXECUTING  # recovery_required, never re-executed
+        (snapshot,) = await harness.store.list_recovery_required(now_ms=clock.now_ms(), limit=8)
+        assert snapshot.observation is not None
+        assert snapshot.observation.outcome is recovery.ObservationOutcome.MISSING
+    if kind == "post_effect":
+        assert row.status is ExecutionStatus.SUCCEEDED
+        resolution = await harness.store.get_resolution(consumed.dispatch_id)
+        assert resolution is not None
+        assert resolution.source is recovery.Source.EVIDENCE
+    if kind == "done":
+        assert row.status is ExecutionStatus.SUCCEEDED
+        assert await harness.store.get_resolution(consumed.dispatch_id) is None
+    assert await starts(harness, consumed.dispatch_id) == 1
+    if marker.exists():
+        assert marker.read_text().count("\n") == 1
+
+
+RUN_CREATE_POINTS = {
+    "after_claim": "pre",
+    "after_inspect": "pre",
+    "after_start": "missing",
+    "before_effect": "missing",
+    "after_execute": "succeeded",  # the effect transaction had already completed it
+}
+
+
+@pytest.mark.parametrize("point", sorted(RUN_CREATE_POINTS))
+async def test_run_create_crash_points(harness: Harness, clock: ManualClock, point: str):
+    (consumed,) = await submit_runs(harness.store, clock, 1)
+    hook = crash_at(point)
+    handler = run_create.RunCreateHandler(harness.store, harness.store, clock, fault_hook=hook)
+    first = make_dispatcher(
+        harness.store, clock, owner="w1", handlers={"run.create": handler}, fault_hook=hook
+    )
+    await crash(first)
+    clock.advance(ms=LEASE_MS + 1)
+    fresh_store = await harness.open_another()
+    await make_dispatcher(fresh_store, clock, owner="w2").dispatch_batch()
+    await bootstrap.build_reconciler(fresh_store, clock).reconcile_pass()
+
+    row = await harness.store.get_execution(consumed.dispatch_id)
+    assert row is not None
+    runs = int(await harness.scalar(f"SELECT count(*) AS n FROM {faults.table(harness, 'runs')}"))
+    expected = RUN_CREATE_POINTS[point]
+    assert await starts(harness, consumed.dispatch_id) == 1
+    if expected == "pre":
+        assert row.status is ExecutionStatus.SUCCEEDED
+        assert row.lease_owner == "w2"
+        assert runs == 1
+    elif expected == "missing":
+        assert row.status is ExecutionStatus.EXECUTING
+        assert runs == 0
+        (snapshot,) = await harness.store.list_recovery_required(now_ms=clock.now_ms(), limit=8)
+        assert snapshot.observation is not None
+        assert snapshot.observation.outcome is recovery.ObservationOutcome.MISSING
+    else:
+        assert row.status is ExecutionStatus.SUCCEEDED
+        assert row.lease_owner == "w1"
+        assert runs == 1

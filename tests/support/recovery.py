@@ -1,0 +1,85 @@
+"""Building recovery_required states through the store (and planted evidence rows)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from qinglong_dispatcher.actions import run_create
+from qinglong_dispatcher.domain import plans, records, runs
+from tests.support import faults
+from tests.support.clock import ManualClock
+from tests.support.dispatching import LEASE_MS
+from tests.support.stores import Harness
+
+
+async def started_execution(
+    h: Harness, clock: ManualClock, owner: str = "w1"
+) -> tuple[records.Dispatch, records.ExecutionIdentity]:
+    """Claim and start the next due execution without executing it."""
+    batch = await h.store.claim_due(now_ms=clock.now_ms(), owner=owner, limit=1, lease_ms=LEASE_MS)
+    (claim,) = batch.claimed
+    assert claim.lease is not None
+    assert claim.dispatch is not None
+    (result,) = await h.store.start(
+        [
+            records.StartRequest(
+                lease=claim.lease,
+                approval_request_id=claim.dispatch.approval_request_id,
+                action_digest=claim.dispatch.action_digest,
+            )
+        ],
+        now_ms=clock.now_ms(),
+    )
+    assert result.identity is not None
+    return claim.dispatch, result.identity
+
+
+def _sql_value(value: object) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, int):
+        return str(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+async def insert_row(h: Harness, table: str, row: dict[str, Any]) -> None:
+    """Insert one row with raw SQL (values are test-controlled, quoted here)."""
+    columns = ", ".join(row)
+    values = ", ".join(_sql_value(v) for v in row.values())
+    await h.raw(f"INSERT INTO {faults.table(h, table)} ({columns}) VALUES ({values})")
+
+
+async def plant_run_and_receipt(
+    h: Harness,
+    clock: ManualClock,
+    dispatch: records.Dispatch,
+    identity: records.ExecutionIdentity,
+    *,
+    run_changes: dict[str, Any] | None = None,
+    receipt_changes: dict[str, Any] | None = None,
+    recompute_digest: bool = True,
+) -> runs.RunReceipt:
+    """Write a Run and its receipt as an effect that committed without its completion would."""
+    stored = await h.store.get_plan(dispatch.project_id, dispatch.action_ref)
+    assert stored is not None
+    plan = plans.parse_plan("run.create", stored.plan_json.encode())
+    assert isinstance(plan, plans.ApprovedRunCreationPlan)
+    run = run_create.build_run(plan, dispatch, identity, run_id="r-planted", now_ms=clock.now_ms())
+    run = dataclasses.replace(run, **(run_changes or {}))
+    receipt = runs.receipt_for(
+        dispatch=dispatch,
+        attempt=identity.attempt,
+        execution_version=identity.version,
+        started_at_ms=identity.started_at_ms,
+        run_id=run.run_id,
+        created_at_ms=clock.now_ms(),
+    )
+    receipt = dataclasses.replace(receipt, **(receipt_changes or {}))
+    if recompute_digest and receipt_changes:
+        receipt = dataclasses.replace(receipt, evidence_digest=receipt.computed_digest())
+    run_row = runs.run_row(run)
+    run_row["updated_at_ms"] = run.created_at_ms
+    await insert_row(h, "runs", run_row)
+    await insert_row(h, "approved_run_action_receipts", runs.receipt_row(receipt))
+    return receipt

@@ -1,0 +1,398 @@
+"""deploy/: every file parses, agrees with the profiles and metrics, and passes the real checkers.
+
+promtool (`promtool check rules`, `promtool test rules`, `promtool check metrics`) and
+`systemd-analyze verify` run when they are installed; otherwise those tests skip with a
+reason, except under `CI=true`, where a missing promtool fails (.ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tomllib
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from qinglong_dispatcher import settings
+from qinglong_dispatcher.lifecycle import http, metrics
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+ALERTS = DEPLOY / "prometheus" / "alerts.yml"
+UNIT = DEPLOY / "systemd" / "qinglong-dispatcher.service"
+YAML_FILES = sorted(p for p in DEPLOY.rglob("*") if p.suffix in {".yml", ".yaml"})
+METRIC_NAME = re.compile(r"qinglong_dispatcher_[a-z_]+")
+
+
+def _profile(name: str) -> dict[str, Any]:
+    with (ROOT / "profiles" / f"{name}.toml").open("rb") as f:
+        return tomllib.load(f)
+
+
+def _docs(path: Path) -> list[Any]:
+    with path.open(encoding="utf-8") as f:
+        return [doc for doc in yaml.safe_load_all(f) if doc is not None]
+
+
+def _kind(directory: str, kind: str) -> dict[str, Any]:
+    docs = [d for p in (DEPLOY / directory).glob("*.yaml") for d in _docs(p) if d["kind"] == kind]
+    assert len(docs) == 1, f"one {kind} expected under deploy/{directory}"
+    return docs[0]  # type: ignore[no-any-return]
+
+
+def _rules() -> list[dict[str, Any]]:
+    (doc,) = _docs(ALERTS)
+    return [rule for group in doc["groups"] for rule in group["rules"]]
+
+
+def _unit() -> dict[str, list[str]]:
+    """`Section.Key` → every value (systemd allows a key more than once)."""
+    values: dict[str, list[str]] = {}
+    section = ""
+    for line in UNIT.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            section = line.strip("[]")
+            continue
+        key, sep, value = line.partition("=")
+        assert sep, f"not a key=value line: {line!r}"
+        values.setdefault(f"{section}.{key}", []).append(value)
+    return values
+
+
+def _tool(name: str, *, required_in_ci: bool) -> str:
+    found = shutil.which(name)
+    if found is not None:
+        return found
+    if required_in_ci and os.environ.get("CI") == "true":
+        pytest.fail(f"{name} is required under CI=true (.ci/run installs Debian's prometheus)")
+    pytest.skip(f"{name} is not installed (Debian: apt-get install prometheus / systemd)")
+
+
+# --- every file parses ---------------------------------------------------------------------
+
+
+def test_deploy_has_yaml_files() -> None:
+    names = {p.relative_to(DEPLOY).as_posix() for p in YAML_FILES}
+    assert {"prometheus/alerts.yml", "prometheus/scrape.yml"} <= names
+    assert {"kubernetes/deployment.yaml", "kubernetes/pdb.yaml"} <= names
+
+
+@pytest.mark.parametrize("path", YAML_FILES, ids=lambda p: p.relative_to(DEPLOY).as_posix())
+def test_every_yaml_file_parses(path: Path) -> None:
+    docs = _docs(path)
+    assert docs, f"{path} is empty"
+    assert all(isinstance(doc, dict) for doc in docs)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "profiles").glob("*.toml")), ids=lambda p: p.name)
+def test_every_profile_parses_into_settings_fields(path: Path) -> None:
+    with path.open("rb") as f:
+        values = tomllib.load(f)
+    assert set(values) <= set(settings.Settings.model_fields)
+
+
+def test_env_example_names_real_settings() -> None:
+    text = (DEPLOY / "systemd" / "env.example").read_text(encoding="utf-8")
+    names = set(re.findall(r"^#?(QINGLONG_[A-Z_]+)=", text, flags=re.MULTILINE))
+    known = {settings.env_name(field) for field in settings.Settings.model_fields}
+    assert names, "env.example sets nothing"
+    assert names <= known
+    assert all(line.startswith("#") or not line.strip() for line in text.splitlines())
+
+
+# --- the files agree with the profiles and each other ---------------------------------------
+
+
+def test_systemd_unit_fits_the_edge_profile() -> None:
+    unit = _unit()
+    edge = _profile("edge")
+    assert unit["Service.Type"] == ["notify"]
+    assert unit["Service.NotifyAccess"] == ["main"]
+    assert unit["Service.ExecStart"] == ["/usr/local/bin/qinglong-dispatcher --profile edge run"]
+    assert unit["Service.ExecStartPre"] == [
+        "/usr/local/bin/qinglong-dispatcher --profile edge migrate"
+    ]
+    assert float(unit["Service.TimeoutStopSec"][0]) > edge["shutdown_grace_seconds"]
+    assert int(unit["Service.WatchdogSec"][0]) > 2 * edge["cadence_seconds"]
+    assert unit["Service.Restart"] == ["on-failure"]
+    assert unit["Service.DynamicUser"] == ["yes"]
+    assert unit["Service.StateDirectory"] == ["qinglong-dispatcher"]
+    assert (
+        "QINGLONG_DATABASE_URL=sqlite:////var/lib/qinglong-dispatcher/qinglong.db"
+        in (unit["Service.Environment"])
+    )
+    for key in ("NoNewPrivileges", "ProtectHome", "PrivateTmp"):
+        assert unit[f"Service.{key}"] == ["yes"], key
+    assert unit["Service.ProtectSystem"] == ["strict"]
+    assert unit["Service.MemoryMax"]
+
+
+def test_deployment_fits_the_cluster_profile() -> None:
+    cluster = _profile("cluster")
+    deployment = _kind("kubernetes", "Deployment")
+    assert deployment["spec"]["replicas"] == 3
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] > cluster["shutdown_grace_seconds"]
+    (container,) = pod["containers"]
+    assert container["args"] == ["--profile", "cluster", "run"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"metrics": cluster["metrics_port"]}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    env = {e["name"]: e for e in container["env"]}
+    assert "secretKeyRef" in env["QINGLONG_DATABASE_URL"]["valueFrom"]
+    owner = env["QINGLONG_OWNER_ID"]["valueFrom"]["fieldRef"]
+    assert owner == {"fieldPath": "metadata.name"}
+    # The schema is migrated by a Job (as an administrator); pods only wait for it.
+    job = _kind("kubernetes", "Job")
+    (migrate,) = job["spec"]["template"]["spec"]["containers"]
+    assert migrate["args"] == ["--profile", "cluster", "migrate"]
+    waits = [" ".join(c["command"]) for c in pod["initContainers"]]
+    assert any("migrate --check" in w for w in waits)
+
+
+def test_pdb_service_and_monitor_select_the_pods() -> None:
+    labels = _kind("kubernetes", "Deployment")["spec"]["template"]["metadata"]["labels"]
+
+    def selects(selector: dict[str, str]) -> bool:
+        return all(labels.get(k) == v for k, v in selector.items())
+
+    assert selects(_kind("kubernetes", "PodDisruptionBudget")["spec"]["selector"]["matchLabels"])
+    service = _kind("kubernetes", "Service")
+    assert selects(service["spec"]["selector"])
+    monitor = _kind("kubernetes", "ServiceMonitor")
+    assert all(
+        service["metadata"]["labels"].get(k) == v
+        for k, v in monitor["spec"]["selector"]["matchLabels"].items()
+    )
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} == {"metrics"}
+
+
+def test_containerfile_runs_the_cluster_profile_as_non_root() -> None:
+    text = (DEPLOY / "container" / "Containerfile").read_text(encoding="utf-8")
+    assert re.search(r"^FROM python:3\.11-slim\s*$", text, flags=re.MULTILINE)
+    users = re.findall(r"^USER\s+(\S+)", text, flags=re.MULTILINE)
+    assert users, "no USER"
+    assert users[-1].split(":")[0] not in {"0", "root"}
+    assert re.search(r"^HEALTHCHECK .*/healthz", text, flags=re.MULTILINE | re.DOTALL)
+    assert re.search(r"^EXPOSE 9464$", text, flags=re.MULTILINE)
+    assert 'ENTRYPOINT ["qinglong-dispatcher"]' in text
+    assert 'CMD ["--profile", "cluster", "run"]' in text
+
+
+# --- alerts ----------------------------------------------------------------------------------
+
+
+def test_every_alert_is_labelled_and_annotated() -> None:
+    rules = _rules()
+    assert len(rules) >= 5
+    for rule in rules:
+        assert rule["alert"].startswith("QinglongDispatcher"), rule
+        assert rule["labels"]["severity"] in {"critical", "warning"}, rule["alert"]
+        assert rule["annotations"]["summary"].strip(), rule["alert"]
+        assert rule["annotations"]["description"].strip(), rule["alert"]
+
+
+def test_alert_expressions_name_exported_metrics() -> None:
+    used = set()
+    for rule in _rules():
+        for name in METRIC_NAME.findall(rule["expr"]):
+            used.add(re.sub(r"_(bucket|sum|count)$", "", name))
+    assert used
+    assert used <= set(metrics.SERIES_NAMES), used - set(metrics.SERIES_NAMES)
+
+
+def test_promtool_check_rules() -> None:
+    promtool = _tool("promtool", required_in_ci=True)
+    done = subprocess.run(
+        [promtool, "check", "rules", str(ALERTS)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# Each scenario: series that differ from a healthy edge daemon, when to look, what fires.
+_HEALTHY = {
+    "up": "1x40",
+    "qinglong_dispatcher_cadence_seconds": "5x40",
+    "qinglong_dispatcher_last_successful_tick_timestamp_seconds": "0+60x40",
+    "qinglong_dispatcher_recovery_required": "0x40",
+    "qinglong_dispatcher_oldest_due_age_seconds": "0x40",
+    "qinglong_dispatcher_clock_skew_seconds": "0x40",
+    "qinglong_dispatcher_clock_skew_refusals_total": "0x40",
+    "qinglong_dispatcher_completion_write_failures_total": "0x40",
+    "qinglong_dispatcher_lease_renewals_total": "0x40",
+}
+_SCENARIOS: list[tuple[dict[str, str], str, set[str]]] = [
+    ({}, "30m", set()),
+    ({"up": "1x10 0x30"}, "15m", {"QinglongDispatcherDown"}),
+    (
+        {"qinglong_dispatcher_last_successful_tick_timestamp_seconds": "0+60x10 600x30"},
+        "11m",
+        set(),
+    ),
+    (
+        {"qinglong_dispatcher_last_successful_tick_timestamp_seconds": "0+60x10 600x30"},
+        "15m",
+        {"QinglongDispatcherNoSuccessfulTick"},
+    ),
+    # Never a successful tick since start: the timestamp stays 0.
+    (
+        {"qinglong_dispatcher_last_successful_tick_timestamp_seconds": "0x40"},
+        "5m",
+        {"QinglongDispatcherNoSuccessfulTick"},
+    ),
+    ({"qinglong_dispatcher_recovery_required": "0x5 1x35"}, "8m", set()),
+    (
+        {"qinglong_dispatcher_recovery_required": "0x5 1x35"},
+        "11m",
+        {"QinglongDispatcherRecoveryRequired"},
+    ),
+    (
+        {"qinglong_dispatcher_oldest_due_age_seconds": "0+60x40"},
+        "20m",
+        {"QinglongDispatcherBacklogStale"},
+    ),
+    ({"qinglong_dispatcher_clock_skew_seconds": "-3x40"}, "5m", {"QinglongDispatcherClockSkew"}),
+    (
+        {
+            "qinglong_dispatcher_clock_skew_seconds": "3x40",
+            "qinglong_dispatcher_clock_skew_refusals_total": "0x5 1+1x35",
+        },
+        "10m",
+        {"QinglongDispatcherClockSkew", "QinglongDispatcherClaimsRefusedForSkew"},
+    ),
+    (
+        {"qinglong_dispatcher_completion_write_failures_total": "0x5 1x35"},
+        "10m",
+        {"QinglongDispatcherCompletionWriteFailures"},
+    ),
+    (
+        {"qinglong_dispatcher_completion_write_failures_total": "0x5 1x35"},
+        "30m",
+        set(),
+    ),
+    (
+        {'qinglong_dispatcher_lease_renewals_total{result="expired"}': "0x5 1x35"},
+        "10m",
+        {"QinglongDispatcherLeaseRenewalsLost"},
+    ),
+]
+
+
+def _series(name: str) -> str:
+    labels = 'job="qinglong-dispatcher-edge",instance="router:9464"'
+    if name.endswith("}"):
+        return f"{name[:-1]},{labels}}}"
+    return f"{name}{{{labels}}}"
+
+
+def test_every_alert_has_a_firing_scenario() -> None:
+    fired = set().union(*(expected for _, _, expected in _SCENARIOS))
+    assert fired == {rule["alert"] for rule in _rules()}
+
+
+def test_promtool_test_rules(tmp_path: Path) -> None:
+    promtool = _tool("promtool", required_in_ci=True)
+    firing = 'count by (alertname) (ALERTS{alertstate="firing"})'
+    tests = []
+    for overrides, at, expected in _SCENARIOS:
+        values = {**_HEALTHY, **overrides}
+        if any(name.startswith("qinglong_dispatcher_lease_renewals_total{") for name in overrides):
+            del values["qinglong_dispatcher_lease_renewals_total"]
+        tests.append(
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": _series(name), "values": series} for name, series in values.items()
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": firing,
+                        "eval_time": at,
+                        "exp_samples": [
+                            {"labels": f'{{alertname="{name}"}}', "value": 1}
+                            for name in sorted(expected)
+                        ],
+                    }
+                ],
+            }
+        )
+    spec = {"rule_files": [str(ALERTS)], "evaluation_interval": "1m", "tests": tests}
+    spec_file = tmp_path / "alerts_test.yml"
+    spec_file.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    done = subprocess.run(
+        [promtool, "test", "rules", str(spec_file)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_promtool_check_metrics_on_a_live_scrape() -> None:
+    promtool = _tool("promtool", required_in_ci=True)
+    the_metrics = metrics.Metrics(profile="edge", cadence_s=5.0)
+    the_metrics.observe_batch(0.01, claims={"claimed": 1}, outcomes={"run.create": {"failed": 1}})
+    the_metrics.record_tick(ok=True)
+    the_metrics.record_renewal("renewed")
+    listener = http.Listener(
+        "127.0.0.1", 0, the_metrics=the_metrics, health=http.Health(cadence_s=5)
+    )
+    port = listener.start()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            scrape = response.read()
+    finally:
+        listener.stop()
+    done = subprocess.run(
+        [promtool, "check", "metrics"], input=scrape, capture_output=True, check=False
+    )
+    output = (done.stdout + done.stderr).decode()
+    # Exit 1 is a parse error: always a failure. Exit 3 is lint: accepted only for families
+    # we do not name (prometheus-client's own process_* collector), never for ours.
+    assert done.returncode in {0, 3}, output
+    ours = [line for line in output.splitlines() if metrics.PREFIX in line]
+    assert not ours, output
+
+
+# --- systemd-analyze -------------------------------------------------------------------------
+
+# A test machine does not have the binary installed; nothing else may be reported.
+_TOLERATED = (
+    re.compile(r"Command /usr/local/bin/qinglong-dispatcher is not executable"),
+    re.compile(r"Failed to (resolve|look up) user"),
+)
+
+
+def _verify(analyze: str, unit_text: str, tmp_path: Path) -> list[str]:
+    """Problems `systemd-analyze verify` reports for `unit_text`, tolerated ones left out."""
+    copy = tmp_path / UNIT.name
+    copy.write_text(unit_text, encoding="utf-8")
+    done = subprocess.run(
+        [analyze, "verify", "--man=no", str(copy)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "SYSTEMD_LOG_COLOR": "0"},
+    )
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    problems = [line for line in lines if not any(t.search(line) for t in _TOLERATED)]
+    if done.returncode != 0 and not problems and not lines:
+        problems.append(f"exit {done.returncode} without a message")
+    return problems
+
+
+def test_systemd_analyze_verify(tmp_path: Path) -> None:
+    analyze = _tool("systemd-analyze", required_in_ci=False)
+    # The checker must see a parse error, or a clean result below proves nothing.
+    broken = UNIT.read_text(encoding="utf-8").replace("Type=notify", "Type=notifyy")
+    (tmp_path / "broken").mkdir()
+    assert any("notifyy" in line for line in _verify(analyze, broken, tmp_path / "broken"))
+    problems = _verify(analyze, UNIT.read_text(encoding="utf-8"), tmp_path)
+    assert not problems, "\n".join(problems)
