@@ -255,3 +255,85 @@ def test_global_options_work_after_the_command(workdir: Path):
         "status", "--profile", "cluster", "--database", "sqlite:///x.db", cwd=workdir
     )
     assert_one_line_error(mismatch, 78)
+
+
+def test_tick_reconciles_and_recovery_commands_settle_by_hand(workdir: Path):
+    out = json_out(
+        run_cli(
+            "submit",
+            "run-create",
+            "--project",
+            "p1",
+            "--task",
+            "t1",
+            "--revision",
+            "1",
+            "--json",
+            cwd=workdir,
+        )
+    )
+    dispatch_id = out["dispatch_id"]
+    conn = sqlite3.connect(workdir / "var" / "qinglong.db")
+    # A dispatcher that died after the barrier: leased → executing, lease long gone.
+    with conn:
+        conn.execute(
+            "UPDATE approved_action_dispatch_executions SET status = 'executing', version = 2, "
+            "attempt = 1, lease_owner = 'dead:1', lease_token = 'tok', lease_expires_at_ms = 1, "
+            "started_at_ms = 1, eligible_at_ms = NULL WHERE dispatch_id = ?",
+            (dispatch_id,),
+        )
+    conn.close()
+    report = json_out(run_cli("tick", "--once", "--json", cwd=workdir))
+    assert report["reconcile"] == {"observed": 1, "outcomes": {"missing": 1}}
+    listed = json_out(run_cli("recovery", "list", "--json", cwd=workdir))
+    assert [row["dispatch_id"] for row in listed] == [dispatch_id]
+    assert listed[0]["action_type"] == "run.create"
+    assert listed[0]["last_observation"]["outcome"] == "missing"
+    no_reason = run_cli(
+        "recovery", "resolve", dispatch_id, "--as", "failed", "--operator", "ops", cwd=workdir
+    )
+    assert_one_line_error(no_reason, 2)
+    bad_operator = run_cli(
+        "recovery",
+        "resolve",
+        dispatch_id,
+        "--as",
+        "failed",
+        "--operator",
+        "a b",
+        "--reason",
+        "checked",
+        cwd=workdir,
+    )
+    assert_one_line_error(bad_operator, 2)
+    done = run_cli(
+        "recovery",
+        "resolve",
+        dispatch_id,
+        "--as",
+        "failed",
+        "--operator",
+        "ops",
+        "--reason",
+        "checked_downstream",
+        cwd=workdir,
+    )
+    assert done.returncode == 0, done.stderr
+    again = run_cli(
+        "recovery",
+        "resolve",
+        dispatch_id,
+        "--as",
+        "succeeded",
+        "--operator",
+        "ops",
+        "--reason",
+        "again",
+        cwd=workdir,
+    )
+    assert_one_line_error(again, 1)
+    assert json_out(run_cli("recovery", "list", "--json", cwd=workdir)) == []
+    assert count(workdir, "SELECT count(*) FROM security_audit_events") == 1
+    assert count(workdir, "SELECT count(*) FROM recovery_resolutions") == 1
+    status = json_out(run_cli("status", "--json", cwd=workdir))
+    assert status["executions"]["failed"] == 1
