@@ -7,6 +7,7 @@ import random
 from qinglong_dispatcher import api, dispatcher, ports
 from qinglong_dispatcher.actions import run_create
 from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.lifecycle import daemon, http, metrics, skew, systemd
 from qinglong_dispatcher.recovery import reconciler, run_create_evidence
 from qinglong_dispatcher.settings import Settings
 
@@ -16,14 +17,19 @@ async def open_store(settings: Settings) -> ports.Store:
     if settings.dialect == "sqlite":
         from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 
-        path = settings.sqlite_path
-        if not path.parent.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
         return await sqlite_store.SqliteStore.open(
-            path, busy_timeout_s=settings.sqlite_busy_timeout_seconds
+            settings.sqlite_path, busy_timeout_s=settings.sqlite_busy_timeout_seconds
         )
-    raise errors.ConfigurationError(
-        "QINGLONG_DATABASE_URL: the PostgreSQL store is not part of this build yet"
+    if settings.dialect != "postgres":  # pragma: no cover - settings admit only the two
+        raise errors.ConfigurationError(f"QINGLONG_DATABASE_URL: no store for {settings.dialect}")
+    from qinglong_dispatcher.adapters.postgres import store as postgres_store
+
+    # Executes in flight each hold a connection for their effect transaction; renewals and
+    # the next claim need a few more.
+    return await postgres_store.PostgresStore.open(
+        settings.database_url,
+        allow_async_commit=settings.allow_async_commit,
+        max_size=settings.concurrency + 4,
     )
 
 
@@ -48,6 +54,7 @@ def build_dispatcher(
     clock: ports.Clock,
     *,
     extra_handlers: dict[str, ports.ApprovedActionHandler] | None = None,
+    on_renewal: dispatcher.RenewalObserver | None = None,
 ) -> dispatcher.Dispatcher:
     """A dispatcher with the profile's budget and the built-in actions."""
     config = dispatcher.DispatchConfig(
@@ -64,7 +71,31 @@ def build_dispatcher(
         clock,
         config,
         rng=random.Random(),
+        on_renewal=on_renewal,
     )
+
+
+def build_daemon_parts(settings: Settings, store: ports.Store, clock: ports.Clock) -> daemon.Parts:
+    """Everything the daemon owns, wired for the profile."""
+    the_metrics = metrics.Metrics(profile=settings.profile, cadence_s=settings.cadence_seconds)
+    the_dispatcher = build_dispatcher(settings, store, clock, on_renewal=the_metrics.record_renewal)
+    # A tick waits for its executes, so liveness allows the execute timeout on top.
+    stale_after = max(
+        3 * settings.cadence_seconds, settings.execute_timeout + settings.cadence_seconds
+    )
+    parts = daemon.Parts(
+        settings=settings,
+        store=store,
+        clock=clock,
+        dispatcher=the_dispatcher,
+        reconciler=build_reconciler(store, clock),
+        metrics=the_metrics,
+        health=http.Health(cadence_s=settings.cadence_seconds, stale_after_s=stale_after),
+        notifier=systemd.Notifier(),
+    )
+    if settings.profile == "cluster":
+        parts.skew_guard = skew.SkewGuard(settings.max_clock_skew_seconds)
+    return parts
 
 
 def build_api(settings: Settings, store: ports.Store, clock: ports.Clock) -> api.Api:

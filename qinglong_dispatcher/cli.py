@@ -17,6 +17,7 @@ from qinglong_dispatcher.lifecycle import logging as log_setup
 from qinglong_dispatcher.settings import Settings, load_settings
 
 PROG = common.PROG
+EXIT_SOFTWARE = 70
 
 
 class _Parser(argparse.ArgumentParser):
@@ -181,3 +182,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_code_for(exc)
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug: one line for the user, never a traceback or a secret
+        print(f"{PROG}: internal error ({exc.__class__.__name__})", file=sys.stderr)
+        return EXIT_SOFTWARE

@@ -11,6 +11,7 @@ import collections
 import dataclasses
 import random
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
 
 import anyio
 import structlog
@@ -45,24 +46,31 @@ class DispatchConfig:
 
 @dataclasses.dataclass(kw_only=True)
 class BatchReport:
-    """What one batch did, counted per outcome."""
+    """What one batch did: claim results, and what became of each claimed item."""
 
     page_size: int
     observed: int = 0
+    claims: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     outcomes: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    by_action: dict[str, collections.Counter[str]] = dataclasses.field(default_factory=dict)
 
     @property
     def full_page(self) -> bool:
         """Whether the observation filled the page (more may be due)."""
         return self.observed >= self.page_size
 
-    def count(self, outcome: str) -> None:
-        """Add one to an outcome."""
+    def count(self, action_type: str, outcome: str) -> None:
+        """Add one item outcome."""
         self.outcomes[outcome] += 1
+        self.by_action.setdefault(action_type, collections.Counter())[outcome] += 1
 
-    def as_dict(self) -> dict[str, object]:
-        """The JSON shape of `tick --json`."""
-        return {"observed": self.observed, "outcomes": dict(sorted(self.outcomes.items()))}
+
+class RenewalObserver(Protocol):
+    """Told the result of every lease renewal (`renewed`, `expired`, `conflict`, `error`)."""
+
+    def __call__(self, result: str) -> None:
+        """Record one renewal result."""
+        ...
 
 
 FaultHook = Callable[[str, records.Dispatch], Awaitable[None]]
@@ -84,6 +92,7 @@ class Dispatcher:
         *,
         rng: random.Random | None = None,
         fault_hook: FaultHook | None = None,
+        on_renewal: RenewalObserver | None = None,
     ) -> None:
         self._store = store
         self._handlers = dict(handlers)
@@ -91,10 +100,23 @@ class Dispatcher:
         self._config = config
         self._rng = rng or random.Random()
         self._fault_hook = fault_hook
+        self._on_renewal = on_renewal
+        self._draining = anyio.Event()
+
+    def drain(self) -> None:
+        """Shutdown: claim nothing more; give back claimed items that have not started."""
+        self._draining.set()
+
+    @property
+    def draining(self) -> bool:
+        """Whether `drain` was called."""
+        return self._draining.is_set()
 
     async def dispatch_batch(self) -> BatchReport:
         """Claim one page of due executions and carry each as far as it may go."""
         config = self._config
+        if self.draining:
+            return BatchReport(page_size=config.page_size)
         batch = await self._store.claim_due(
             now_ms=self._clock.now_ms(),
             owner=config.owner,
@@ -103,7 +125,7 @@ class Dispatcher:
         )
         report = BatchReport(page_size=config.page_size, observed=batch.observed)
         for claim in batch.claims:
-            report.count(claim.outcome.value)
+            report.claims[claim.outcome.value] += 1
             if claim.outcome is Outcome.CLAIMED:
                 log.info(
                     "dispatch.claimed",
@@ -125,11 +147,43 @@ class Dispatcher:
     async def _carry(
         self, claim: records.Claim, limiter: anyio.CapacityLimiter, report: BatchReport
     ) -> None:
-        assert claim.lease is not None
-        assert claim.dispatch is not None
-        async with limiter:
-            outcome = await self._process(claim.lease, claim.dispatch)
-        report.count(outcome)
+        lease, dispatch = claim.lease, claim.dispatch
+        assert lease is not None
+        assert dispatch is not None
+        slot = object()  # the borrower of this item's execute slot
+        if await self._slot_or_drain(limiter, slot):
+            try:
+                outcome = await self._process(lease, dispatch)
+            finally:
+                limiter.release_on_behalf_of(slot)
+        else:
+            outcome = await self._yield(lease, dispatch)
+        report.count(dispatch.action_type, outcome)
+
+    async def _slot_or_drain(self, limiter: anyio.CapacityLimiter, slot: object) -> bool:
+        """Wait for an execute slot; False when shutdown begins first (nothing acquired)."""
+        acquired = False
+        async with anyio.create_task_group() as tg:
+
+            async def take() -> None:
+                nonlocal acquired
+                await limiter.acquire_on_behalf_of(slot)
+                acquired = True
+                tg.cancel_scope.cancel()
+
+            async def drained() -> None:
+                await self._draining.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(take)
+            tg.start_soon(drained)
+        if acquired and self.draining:
+            limiter.release_on_behalf_of(slot)
+            return False
+        return acquired
+
+    async def _yield(self, lease: records.Lease, dispatch: records.Dispatch) -> str:
+        return await self._release(lease, dispatch, states.ReleaseKind.YIELD, "shutdown")
 
     async def _process(self, lease: records.Lease, dispatch: records.Dispatch) -> str:
         """One claimed item, from inspect to its recorded result; returns the report key."""
@@ -151,6 +205,8 @@ class Dispatcher:
             return await self._release(lease, dispatch, states.ReleaseKind.BLOCKED, code)
         if inspected.action_digest != dispatch.action_digest:
             return await self._release(lease, dispatch, states.ReleaseKind.BLOCKED, "digest_drift")
+        if self.draining:
+            return await self._yield(lease, dispatch)
 
         identity = await self._start(lease, dispatch)
         if identity is None:
@@ -263,7 +319,13 @@ class Dispatcher:
                 )
             except errors.StoreError as exc:
                 log.warning("lease.renew_failed", dispatch_id=lease.dispatch_id, code=exc.code)
+                self._observe_renewal("error")
                 continue
+            self._observe_renewal(
+                "renewed"
+                if renewal.lease is not None
+                else ("expired" if renewal.outcome is Outcome.EXPIRED else "conflict")
+            )
             if renewal.lease is None:
                 log.info(
                     "lease.renew_refused",
@@ -273,6 +335,10 @@ class Dispatcher:
                 )
                 return
             lease = renewal.lease
+
+    def _observe_renewal(self, result: str) -> None:
+        if self._on_renewal is not None:
+            self._on_renewal(result)
 
     async def _complete(
         self,

@@ -9,6 +9,9 @@ from typing import Protocol
 
 from qinglong_dispatcher.domain import approvals, records, recovery, runs, schema, states
 
+BACKLOG_CAP = 100_000
+"""Where the due gauge saturates: a scrape never reads more of the due index than this."""
+
 
 class Clock(Protocol):
     """Milliseconds since the epoch; tests inject one they can move."""
@@ -76,6 +79,10 @@ class ExecutionStore(Protocol):
 
     async def counts(self, *, now_ms: int) -> records.StatusCounts:
         """Counts per effective status, the due backlog and the number of Runs."""
+        ...
+
+    async def backlog(self, *, now_ms: int, cap: int = BACKLOG_CAP) -> records.Backlog:
+        """Due count (saturating at `cap`), oldest due age, executing and recovery_required."""
         ...
 
     async def get_execution(self, dispatch_id: str) -> records.Execution | None:
@@ -257,6 +264,10 @@ class Store(ExecutionStore, ApprovalStore, PlanStore, RunCreateRepository, Recov
 
     async def check_durability(self) -> None:
         """Raise `DurabilityRefused` unless commits are durable (DESIGN.md §1)."""
+        ...
+
+    async def database_now_ms(self) -> int:
+        """The database's own clock (ledger `committed_at_ms` uses it; the skew guard reads it)."""
         ...
 
     async def close(self) -> None:

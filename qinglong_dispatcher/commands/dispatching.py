@@ -3,23 +3,46 @@
 from __future__ import annotations
 
 import argparse
+import collections
+
+import structlog
 
 from qinglong_dispatcher import bootstrap, clock
 from qinglong_dispatcher.commands import common
-from qinglong_dispatcher.lifecycle import daemon
+from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.lifecycle import daemon, http
 from qinglong_dispatcher.settings import Settings
+
+log = structlog.get_logger("qinglong_dispatcher.daemon")
 
 
 async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     """The daemon until SIGTERM/SIGINT."""
     store = await common.open_store(settings)
+    listener: http.Listener | None = None
     try:
         await store.check_durability()
-        the_clock = clock.SystemClock()
-        return await daemon.run(
-            settings, store, bootstrap.build_dispatcher(settings, store, the_clock)
+        parts = bootstrap.build_daemon_parts(settings, store, clock.SystemClock())
+        listener = http.Listener(
+            settings.metrics_host,
+            settings.metrics_port,
+            the_metrics=parts.metrics,
+            health=parts.health,
         )
+        try:
+            port = listener.start()
+        except OSError as exc:
+            listener = None
+            raise errors.ConfigurationError(
+                f"QINGLONG_METRICS_PORT: cannot listen on "
+                f"{settings.metrics_host}:{settings.metrics_port} ({exc.strerror})"
+            ) from None
+        parts.health.set_store(reachable=True, migrated=True)
+        log.info("daemon.listening", host=settings.metrics_host, port=port)
+        return await daemon.Daemon(parts).run()
     finally:
+        if listener is not None:
+            listener.stop()
         await store.close()
 
 
@@ -30,21 +53,23 @@ async def cmd_tick(settings: Settings, args: argparse.Namespace) -> int:
     try:
         await store.check_durability()
         the_dispatcher = bootstrap.build_dispatcher(settings, store, the_clock)
-        totals: dict[str, int] = {}
+        claims: collections.Counter[str] = collections.Counter()
+        totals: collections.Counter[str] = collections.Counter()
         observed = batches = 0
         max_pages = args.max_pages if args.drain else 1
         while batches < max_pages:
             report = await the_dispatcher.dispatch_batch()
             batches += 1
             observed += report.observed
-            for key, n in report.outcomes.items():
-                totals[key] = totals.get(key, 0) + n
+            claims.update(report.claims)
+            totals.update(report.outcomes)
             if report.observed == 0 or not args.drain:
                 break
         reconciled = await bootstrap.build_reconciler(store, the_clock).reconcile_pass()
         result = {
             "batches": batches,
             "observed": observed,
+            "claims": dict(sorted(claims.items())),
             "outcomes": dict(sorted(totals.items())),
             "reconcile": reconciled.as_dict(),
         }

@@ -206,3 +206,13 @@ class StatusCounts:
     due: int
     oldest_due_age_ms: int | None
     runs: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Backlog:
+    """The gauges a scrape needs, from bounded queries (`due` saturates at the cap)."""
+
+    due: int
+    oldest_due_age_ms: int | None
+    executing: int
+    recovery_required: int

@@ -1,56 +1,190 @@
-"""`run`: the dispatch loop on the profile's cadence until SIGTERM/SIGINT."""
+"""`run`: one async process owning the cadence, reconcile pass, renewals, metrics and shutdown.
+
+Ticks dispatch pages (a full page is followed at once, up to the per-tick cap); the
+reconciler runs on its own slower cadence; a watchdog loop pings systemd when the cadence is
+longer than half its timeout. An expected store fault is logged and the next tick tries
+again; anything else is a bug and stops the process. On SIGTERM the dispatcher drains:
+nothing more is claimed, claimed items that have not started are given back, and running
+executes get the grace period (their leases still renewed) before the process exits 0.
+"""
 
 from __future__ import annotations
 
-import random
-import signal
+import dataclasses
+import time
 
 import anyio
 import structlog
 
 from qinglong_dispatcher import dispatcher, ports
 from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.lifecycle import cadence, http, metrics, shutdown, skew, systemd
+from qinglong_dispatcher.recovery import reconciler
 from qinglong_dispatcher.settings import Settings
 
 log = structlog.get_logger("qinglong_dispatcher.daemon")
 
 
-async def tick(
-    the_dispatcher: dispatcher.Dispatcher, *, max_pages: int
-) -> list[dispatcher.BatchReport]:
-    """One tick: a batch, and the next at once while pages come back full, up to the cap."""
-    reports = []
-    for _ in range(max_pages):
-        report = await the_dispatcher.dispatch_batch()
-        reports.append(report)
-        if not report.full_page:
-            break
-    return reports
+@dataclasses.dataclass(kw_only=True)
+class Parts:
+    """What the composition root hands the daemon."""
+
+    settings: Settings
+    store: ports.Store
+    clock: ports.Clock
+    dispatcher: dispatcher.Dispatcher
+    reconciler: reconciler.Reconciler
+    metrics: metrics.Metrics
+    health: http.Health
+    notifier: systemd.Notifier
+    skew_guard: skew.SkewGuard | None = None
 
 
-async def run(settings: Settings, store: ports.Store, the_dispatcher: dispatcher.Dispatcher) -> int:
-    """Loop until a signal; an expected store fault is logged and the next tick tries again."""
-    rng = random.Random()
-    stop = anyio.Event()
+class Daemon:
+    """The lifecycle owner; `run` returns the exit status."""
 
-    async def watch_signals() -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                log.info("daemon.stopping", signal=signal.Signals(signum).name)
-                stop.set()
-                return
+    def __init__(self, parts: Parts) -> None:
+        self._p = parts
+        self._stop = anyio.Event()
+        self._dispatch_done = anyio.Event()
+        self._ready = False
+        self._status = ""
+        self.ticks = 0
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(watch_signals)
-        log.info("daemon.started", profile=settings.profile, owner=settings.owner_id)
-        while not stop.is_set():
+    def request_stop(self) -> None:
+        """Begin a graceful stop (what the first signal does)."""
+        self._stop.set()
+
+    async def run(self) -> int:
+        """Serve until stopped; exit 0 after a graceful drain."""
+        p = self._p
+        log.info(
+            "daemon.started",
+            profile=p.settings.profile,
+            owner=p.settings.owner_id,
+            cadence_s=p.settings.cadence_seconds,
+        )
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(shutdown.watch, self._stop)
+            tg.start_soon(self._dispatch_loop)
+            tg.start_soon(self._reconcile_loop)
+            if p.notifier.watchdog_interval_s is not None:
+                tg.start_soon(self._watchdog_loop, p.notifier.watchdog_interval_s)
+            await self._stop.wait()
+            await self._drain()
+            tg.cancel_scope.cancel()
+        log.info("daemon.stopped", ticks=self.ticks)
+        return 0
+
+    async def _drain(self) -> None:
+        p = self._p
+        grace = p.settings.shutdown_grace_seconds
+        p.health.set_draining()
+        p.notifier.stopping("draining")
+        p.notifier.extend_timeout(grace + 5)
+        p.dispatcher.drain()
+        with anyio.move_on_after(grace) as scope:
+            await self._dispatch_done.wait()
+        if scope.cancelled_caught:
+            log.warning("daemon.grace_expired", grace_s=grace)
+
+    async def _dispatch_loop(self) -> None:
+        try:
+            schedule = cadence.Cadence(self._p.settings.cadence_seconds)
+            while await schedule.wait(self._stop):
+                ok = await self.tick()
+                self._after_tick(ok)
+        finally:
+            self._dispatch_done.set()
+
+    def _after_tick(self, ok: bool) -> None:
+        p = self._p
+        p.health.beat()
+        if not ok:
+            return
+        if not self._ready:
+            self._ready = True
+            p.notifier.ready("dispatching")
+            log.info("daemon.ready")
+        p.notifier.watchdog()
+
+    async def tick(self) -> bool:
+        """One tick: the skew check (cluster), pages of dispatch, the backlog gauges."""
+        p = self._p
+        started = time.monotonic()
+        self.ticks += 1
+        try:
+            if not await self._skew_allows():
+                p.metrics.record_tick(ok=False)
+                return False
+            for _ in range(p.settings.max_pages_per_tick):
+                batch_start = time.monotonic()
+                report = await p.dispatcher.dispatch_batch()
+                p.metrics.observe_batch(
+                    time.monotonic() - batch_start,
+                    claims=dict(report.claims),
+                    outcomes={k: dict(v) for k, v in report.by_action.items()},
+                )
+                if not report.full_page or self._stop.is_set():
+                    break
+            backlog = await p.store.backlog(now_ms=p.clock.now_ms())
+        except errors.StoreError as exc:
+            log.warning("daemon.tick_failed", code=exc.code)
+            p.metrics.record_tick(ok=False)
+            p.health.set_store(reachable=not isinstance(exc, errors.StoreUnavailable))
+            return False
+        age = backlog.oldest_due_age_ms or 0
+        p.metrics.set_backlog(
+            due=backlog.due,
+            oldest_due_age_s=age / 1000,
+            executing=backlog.executing,
+            recovery_required=backlog.recovery_required,
+        )
+        p.metrics.record_tick(ok=True)
+        p.health.set_store(reachable=True, migrated=True)
+        summary = (
+            f"due={backlog.due} executing={backlog.executing} "
+            f"recovery_required={backlog.recovery_required}"
+        )
+        if summary != self._status:
+            self._status = summary
+            p.notifier.status(summary)
+        log.debug("daemon.tick", duration_s=round(time.monotonic() - started, 4), due=backlog.due)
+        return True
+
+    async def _skew_allows(self) -> bool:
+        p = self._p
+        if p.skew_guard is None:
+            return True  # edge: one machine, one clock
+        reading = await p.skew_guard.check(p.store)
+        p.metrics.set_clock_skew(-reading.skew_seconds)
+        if reading.allowed:
+            return True
+        p.metrics.record_clock_skew_refusal()
+        log.warning(
+            "daemon.clock_skew",
+            skew_s=round(reading.skew_seconds, 3),
+            bound_s=p.skew_guard.max_skew_seconds,
+        )
+        return False
+
+    async def _reconcile_loop(self) -> None:
+        p = self._p
+        schedule = cadence.Cadence(p.settings.reconcile_seconds)
+        while await schedule.wait(self._stop):
             try:
-                await tick(the_dispatcher, max_pages=settings.max_pages_per_tick)
+                report = await p.reconciler.reconcile_pass()
             except errors.StoreError as exc:
-                log.warning("daemon.tick_failed", code=exc.code)
-            delay = settings.cadence_seconds * rng.uniform(0.9, 1.1)
-            with anyio.move_on_after(delay):
-                await stop.wait()
-        tg.cancel_scope.cancel()
-    log.info("daemon.stopped")
-    return 0
+                log.warning("recovery.pass_failed", code=exc.code)
+                continue
+            p.metrics.record_reconcile_pass(
+                resolved_by_evidence=report.outcomes.get("resolved_succeeded", 0)
+            )
+
+    async def _watchdog_loop(self, interval_s: float) -> None:
+        p = self._p
+        while True:
+            await anyio.sleep(interval_s)
+            alive, _ = p.health.alive()
+            if alive and self._ready:
+                p.notifier.watchdog()

@@ -24,6 +24,7 @@ class RecordingHandler:
     inspected: list[str] = dataclasses.field(default_factory=list)
     executed: list[str] = dataclasses.field(default_factory=list)
     contexts: list[ports.ExecutionContext] = dataclasses.field(default_factory=list)
+    started: anyio.Event = dataclasses.field(default_factory=anyio.Event)
 
     async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
         self.inspected.append(dispatch.dispatch_id)
@@ -39,6 +40,7 @@ class RecordingHandler:
     async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
         self.executed.append(ctx.dispatch.dispatch_id)
         self.contexts.append(ctx)
+        self.started.set()
         if self.execute_sleep_s:
             await anyio.sleep(self.execute_sleep_s)
         if self.execute_raises is not None:

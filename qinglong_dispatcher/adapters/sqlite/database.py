@@ -26,6 +26,12 @@ Transaction = Callable[[sqlite3.Connection], T]
 def connect(path: Path, *, busy_timeout_s: float) -> sqlite3.Connection:
     """Open the file with the production pragmas: WAL, synchronous=FULL, foreign keys."""
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise errors.StoreUnavailable(
+            f"SQLite folder {path.parent} cannot be created ({exc.strerror})"
+        ) from exc
+    try:
         conn = sqlite3.connect(
             path,
             isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves

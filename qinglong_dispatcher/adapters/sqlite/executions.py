@@ -537,6 +537,19 @@ def counts(conn: sqlite3.Connection, *, now_ms: int) -> records.StatusCounts:
     )
 
 
+def backlog(conn: sqlite3.Connection, *, now_ms: int, cap: int) -> records.Backlog:
+    """The metrics gauges, from queries bounded by the due cap and the started rows."""
+    due = conn.execute(Q["backlog_due"], {"now_ms": now_ms, "cap": cap}).fetchone()
+    started = conn.execute(Q["backlog_started"], {"now_ms": now_ms}).fetchone()
+    oldest = due["oldest"]
+    return records.Backlog(
+        due=due["n"],
+        oldest_due_age_ms=None if oldest is None else max(0, now_ms - oldest),
+        executing=started["n"] - started["expired"],
+        recovery_required=started["expired"],
+    )
+
+
 def events(conn: sqlite3.Connection, dispatch_id: str) -> list[records.ExecutionEvent]:
     """The history of one execution."""
     return [_event(r) for r in conn.execute(Q["select_events"], {"dispatch_id": dispatch_id})]

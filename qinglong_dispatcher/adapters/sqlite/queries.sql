@@ -300,3 +300,23 @@ SELECT event_id, kind, actor, principal, project_id, subject_id, detail_code, co
 FROM security_audit_events
 WHERE subject_id = :subject_id
 ORDER BY event_id
+
+-- backlog_due --
+-- Bounded: the due index is read for at most :cap rows, whatever the table holds.
+SELECT count(*) AS n, min(eligible_at_ms) AS oldest
+FROM (
+    SELECT eligible_at_ms FROM approved_action_dispatch_executions
+    WHERE eligible_at_ms IS NOT NULL AND eligible_at_ms <= :now_ms
+    ORDER BY eligible_at_ms
+    LIMIT :cap
+) AS due
+
+-- backlog_started --
+-- Bounded by the started rows (the executing partial index), never the terminal ones.
+SELECT count(*) AS n,
+       coalesce(sum(CASE WHEN lease_expires_at_ms <= :now_ms THEN 1 ELSE 0 END), 0) AS expired
+FROM approved_action_dispatch_executions
+WHERE status = 'executing'
+
+-- database_now --
+SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) AS now_ms

@@ -64,6 +64,14 @@ class SqliteStore:
                 f"SQLite must run WAL with synchronous=FULL (got {mode}, synchronous={sync})"
             )
 
+    async def database_now_ms(self) -> int:
+        """SQLite's clock is this machine's system clock."""
+
+        def read(conn: sqlite3.Connection) -> int:
+            return int(conn.execute(Q["database_now"]).fetchone()[0])
+
+        return await self.db.read(read)
+
     # -- executions ----------------------------------------------------------------------
 
     async def claim_due(
@@ -160,6 +168,10 @@ class SqliteStore:
     async def counts(self, *, now_ms: int) -> records.StatusCounts:
         """See `ports.ExecutionStore.counts`."""
         return await self.db.read(functools.partial(executions.counts, now_ms=now_ms))
+
+    async def backlog(self, *, now_ms: int, cap: int = ports.BACKLOG_CAP) -> records.Backlog:
+        """See `ports.ExecutionStore.backlog`."""
+        return await self.db.read(functools.partial(executions.backlog, now_ms=now_ms, cap=cap))
 
     async def get_execution(self, dispatch_id: str) -> records.Execution | None:
         """See `ports.ExecutionStore.get_execution`."""

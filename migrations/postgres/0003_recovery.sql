@@ -1,0 +1,63 @@
+-- Recovery (ADR-0033/0034, DESIGN.md §6), in schema qinglong: one resolution per settled
+-- recovery_required execution, the last reconcile observation per dispatch, and the operator
+-- audit trail. Resolutions and audit events are immutable.
+
+CREATE TABLE qinglong.recovery_resolutions (
+    dispatch_id         TEXT PRIMARY KEY
+        REFERENCES qinglong.approved_action_dispatches (dispatch_id),
+    source              TEXT NOT NULL CHECK (source IN ('evidence', 'manual')),
+    resolution          TEXT NOT NULL CHECK (resolution IN ('succeeded', 'failed', 'blocked')),
+    evidence_digest     TEXT CHECK (evidence_digest IS NULL OR length(evidence_digest) = 64),
+    resolved_by         TEXT NOT NULL,
+    principal           TEXT NOT NULL,
+    reason_code         TEXT NOT NULL,
+    execution_attempt   INTEGER NOT NULL,
+    execution_version   BIGINT NOT NULL,
+    lease_owner         TEXT NOT NULL,
+    lease_token         TEXT NOT NULL,
+    started_at_ms       BIGINT NOT NULL,
+    committed_at_ms     BIGINT NOT NULL,
+    CHECK ((source = 'evidence') = (evidence_digest IS NOT NULL))
+);
+
+CREATE TABLE qinglong.recovery_observations (
+    dispatch_id       TEXT PRIMARY KEY
+        REFERENCES qinglong.approved_action_dispatches (dispatch_id),
+    outcome           TEXT NOT NULL CHECK (outcome IN ('missing', 'conflict', 'unavailable')),
+    reason_code       TEXT NOT NULL,
+    observation_count BIGINT NOT NULL CHECK (observation_count >= 1),
+    first_seen_at_ms  BIGINT NOT NULL,
+    last_seen_at_ms   BIGINT NOT NULL
+);
+
+CREATE TABLE qinglong.security_audit_events (
+    event_id        BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    kind            TEXT NOT NULL,
+    actor           TEXT NOT NULL,
+    principal       TEXT NOT NULL,
+    project_id      TEXT NOT NULL,
+    subject_id      TEXT NOT NULL,
+    detail_code     TEXT NOT NULL,
+    committed_at_ms BIGINT NOT NULL
+);
+
+CREATE INDEX security_audit_events_subject ON qinglong.security_audit_events (subject_id);
+
+CREATE TRIGGER recovery_resolutions_immutable
+    BEFORE UPDATE OR DELETE OR TRUNCATE ON qinglong.recovery_resolutions
+    FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
+CREATE TRIGGER security_audit_events_immutable
+    BEFORE UPDATE OR DELETE OR TRUNCATE ON qinglong.security_audit_events
+    FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
+
+-- Grants (DESIGN.md §2): see 0001. The runtime settles by evidence and keeps observations
+-- (an upsert: INSERT and UPDATE); the operator appends resolutions and audit records.
+GRANT SELECT, INSERT ON qinglong.recovery_resolutions, qinglong.security_audit_events
+    TO qinglong_runtime;
+GRANT SELECT, INSERT, UPDATE ON qinglong.recovery_observations TO qinglong_runtime;
+GRANT USAGE ON ALL SEQUENCES IN SCHEMA qinglong TO qinglong_runtime, qinglong_operator;
+
+GRANT SELECT ON qinglong.recovery_resolutions, qinglong.recovery_observations,
+    qinglong.security_audit_events TO qinglong_operator;
+GRANT INSERT ON qinglong.recovery_resolutions, qinglong.security_audit_events
+    TO qinglong_operator;

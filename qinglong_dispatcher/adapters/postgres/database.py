@@ -1,0 +1,224 @@
+"""The asyncpg pool: one short transaction per operation, a bounded retry, typed errors.
+
+Every store operation is one transaction on a pooled connection. A serialization failure or
+deadlock (SQLSTATE 40001/40P01) rolls the whole transaction back, and every body here is
+safe to run again from the start, so it is retried at most `MAX_ATTEMPTS` times; any other
+driver error is re-raised as a typed `errors.StoreError` and nothing above this module sees
+asyncpg.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+import anyio
+import asyncpg
+
+from qinglong_dispatcher.adapters.postgres.queries import Statement
+from qinglong_dispatcher.domain import errors
+
+T = TypeVar("T")
+
+Connection = Any
+"""An `asyncpg.Connection`; asyncpg ships no types, and this alias keeps `Any` in the adapter."""
+
+Row = Any
+"""An `asyncpg.Record`: addressable by column name, like `records.RowLike`."""
+
+Transaction = Callable[[Connection], Awaitable[T]]
+
+MAX_ATTEMPTS = 3
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+    OSError,
+    TimeoutError,
+)
+"""What asyncpg raises; anything else (a typed refusal, a rollback signal) passes through."""
+RETRY_SQLSTATES = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
+APPLICATION_NAME = "qinglong-dispatcher"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class PoolConfig:
+    """Pool size and the server-side timeouts every session runs with."""
+
+    min_size: int = 1
+    max_size: int = 10
+    statement_timeout_s: float = 30.0
+    lock_timeout_s: float = 5.0
+    idle_in_transaction_timeout_s: float = 60.0
+    connect_timeout_s: float = 10.0
+    acquire_timeout_s: float = 30.0
+
+    def server_settings(self) -> dict[str, str]:
+        """Startup parameters: they are also what `RESET ALL` returns a pooled session to."""
+        return {
+            "application_name": APPLICATION_NAME,
+            "statement_timeout": str(int(self.statement_timeout_s * 1000)),
+            "lock_timeout": str(int(self.lock_timeout_s * 1000)),
+            "idle_in_transaction_session_timeout": str(
+                int(self.idle_in_transaction_timeout_s * 1000)
+            ),
+            # Short OLTP statements: JIT compilation would only add latency spikes.
+            "jit": "off",
+        }
+
+
+def translate(exc: BaseException) -> errors.StoreError:
+    """Map a driver error to a typed store error (messages carry no row contents)."""
+    if isinstance(exc, asyncpg.PostgresError):
+        return _translate_sqlstate(exc)
+    if isinstance(exc, asyncpg.exceptions.DataError):
+        return errors.StoreError("a value does not fit its column", code="invalid_value")
+    if isinstance(exc, asyncpg.InterfaceError | OSError | asyncpg.exceptions.InternalClientError):
+        return errors.StoreUnavailable(f"PostgreSQL cannot be used ({exc.__class__.__name__})")
+    if isinstance(exc, TimeoutError):
+        return errors.StoreUnavailable("PostgreSQL did not answer in time")
+    return errors.StoreError(f"PostgreSQL driver error ({exc.__class__.__name__})")
+
+
+def _translate_sqlstate(exc: Any) -> errors.StoreError:
+    state = str(getattr(exc, "sqlstate", "") or "")
+    name = exc.__class__.__name__
+    if state in RETRY_SQLSTATES or state in ("55P03", "57014"):
+        # Retries spent, a lock wait beyond lock_timeout, or statement_timeout: all rolled back.
+        return errors.StoreBusy(f"PostgreSQL is busy ({state} {name})")
+    if state.startswith(("08", "28")) or state in ("57P01", "57P02", "57P03", "53300", "3D000"):
+        return errors.StoreUnavailable(f"PostgreSQL cannot be used ({state} {name})")
+    if state == "25P03":  # idle_in_transaction_session_timeout ended the session
+        return errors.StoreUnavailable(f"PostgreSQL ended the session ({state} {name})")
+    if state == "53100":
+        return errors.StoreFull()
+    if state in ("XX001", "XX002"):
+        return errors.StoreCorrupted()
+    if state.startswith("23"):
+        return errors.StoreError("a constraint refused the write", code="constraint_violation")
+    if state == "42501":
+        return errors.StoreError(
+            f"PostgreSQL refused the privilege: {exc.args[0] if exc.args else name}",
+            code="permission_denied",
+        )
+    if state in ("42P01", "42703", "3F000"):
+        return errors.SchemaError(
+            f"the database schema does not match this release ({state}); run migrate"
+        )
+    return errors.StoreError(f"PostgreSQL error ({state} {name})")
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, asyncpg.PostgresError) and getattr(exc, "sqlstate", "") in (
+        RETRY_SQLSTATES
+    )
+
+
+class Database:
+    """A small pool; `read` and `write` run one transaction each."""
+
+    def __init__(self, pool: Any, config: PoolConfig) -> None:
+        self._pool: Any = pool
+        self.config = config
+        self.commits = 0
+        """Write transactions committed through this pool (the bench counts them)."""
+
+    @classmethod
+    async def open(cls, url: str, config: PoolConfig) -> Database:
+        """Create the pool and its first connection, so a bad URL fails here, typed."""
+        try:
+            pool = await asyncpg.create_pool(
+                url,
+                min_size=config.min_size,
+                max_size=config.max_size,
+                timeout=config.connect_timeout_s,
+                # A client-side bound just above the server's, for a network that goes silent.
+                command_timeout=config.statement_timeout_s + 5,
+                server_settings=config.server_settings(),
+            )
+        except (asyncpg.exceptions.ClientConfigurationError, ValueError) as exc:
+            raise errors.ConfigurationError(
+                f"the PostgreSQL URL is not usable ({exc.__class__.__name__})"
+            ) from exc
+        except DRIVER_ERRORS as exc:
+            raise translate(exc) from exc
+        return cls(pool, config)
+
+    async def read(self, body: Transaction[T]) -> T:
+        """Run a read-only body on one snapshot (REPEATABLE READ, READ ONLY)."""
+        return await self._run(body, isolation="repeatable_read", readonly=True)
+
+    async def write(self, body: Transaction[T]) -> T:
+        """Run `body` as one READ COMMITTED transaction; row locks and fenced updates decide."""
+        result = await self._run(body, isolation="read_committed", readonly=False)
+        self.commits += 1
+        return result
+
+    async def _run(self, body: Transaction[T], *, isolation: str, readonly: bool) -> T:
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                async with self._connection() as conn:
+                    # Shielded: a cancelled caller waits for COMMIT or ROLLBACK (bounded by the
+                    # statement timeouts), so control never returns mid-transaction.
+                    with anyio.CancelScope(shield=True):
+                        async with conn.transaction(isolation=isolation, readonly=readonly):
+                            return await body(conn)
+            except DRIVER_ERRORS as exc:
+                if _retryable(exc) and attempt < MAX_ATTEMPTS:
+                    await anyio.sleep(random.uniform(0.005, 0.02) * attempt)
+                    continue
+                raise translate(exc) from exc
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Connection]:
+        pool = self._pool
+        if pool is None:
+            raise errors.StoreUnavailable("the store is closed")
+        try:
+            conn = await pool.acquire(timeout=self.config.acquire_timeout_s)
+        except TimeoutError as exc:
+            raise errors.StoreBusy("no PostgreSQL connection became free in time") from exc
+        try:
+            yield conn
+        finally:
+            with anyio.CancelScope(shield=True):
+                await pool.release(conn)
+
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[Connection]:
+        """One connection for several transactions (the migration runner); errors typed."""
+        try:
+            async with self._connection() as conn:
+                yield conn
+        except DRIVER_ERRORS as exc:
+            raise translate(exc) from exc
+
+    async def close(self) -> None:
+        """Close the pool, terminating connections that do not return in time."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        with anyio.move_on_after(5, shield=True) as scope:
+            await pool.close()
+        if scope.cancelled_caught:
+            pool.terminate()
+
+
+async def fetchrow(conn: Connection, statement: Statement, params: Mapping[str, object]) -> Row:
+    """The first row, or None."""
+    return await conn.fetchrow(statement.text, *statement.args(params))
+
+
+async def fetch(conn: Connection, statement: Statement, params: Mapping[str, object]) -> list[Row]:
+    """Every row."""
+    rows: list[Row] = await conn.fetch(statement.text, *statement.args(params))
+    return rows
+
+
+async def execute(conn: Connection, statement: Statement, params: Mapping[str, object]) -> None:
+    """Run a statement for its effect."""
+    await conn.execute(statement.text, *statement.args(params))

@@ -1,0 +1,62 @@
+"""The PostgreSQL dialect's named statements, loaded once and bound positionally for asyncpg.
+
+The blocks keep SQLite's `:name` parameters so the two files read alike; each block is
+compiled once into `$n` text plus the order of its names, and the call site passes the same
+mapping the SQLite adapter passes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from qinglong_dispatcher.adapters import named_sql
+
+# `:name` but not the `::type` of a cast (the first colon of `::` follows a word character).
+_PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Statement:
+    """A block compiled to asyncpg's `$n` placeholders."""
+
+    text: str
+    names: tuple[str, ...]
+
+    def args(self, params: Mapping[str, object]) -> list[object]:
+        """The positional arguments, in `$n` order; a missing name is a programming error."""
+        return [params[name] for name in self.names]
+
+    def suffixed(self, clause: str) -> Statement:
+        """The same statement with a trailing clause (a locking clause) that adds no names."""
+        return Statement(f"{self.text}\n{clause}", self.names)
+
+
+def compile_block(sql: str) -> Statement:
+    """Replace each distinct `:name` with `$n`, numbering names by first appearance."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    return Statement(_PARAMETER.sub(number, sql), tuple(names))
+
+
+SOURCE = Path(__file__).with_name("queries.sql")
+
+BLOCKS = named_sql.load(SOURCE)
+"""Block text by name, as written (the block-name test compares these with SQLite's)."""
+
+Q = {name: compile_block(sql) for name, sql in BLOCKS.items()}
+"""Compiled statements by name; the SQLite store has the same names."""
+
+CLAIM_DUE = Q["select_due"].suffixed("FOR UPDATE OF e SKIP LOCKED")
+"""The due observation of `claim_due`: rows another replica holds are skipped, not waited on."""
+
+LOCK_EXECUTION = Q["select_execution"].suffixed("FOR UPDATE OF e")
+"""Read one execution under a row lock, so the fencing decision and its update see one row."""

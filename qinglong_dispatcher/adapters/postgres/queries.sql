@@ -1,0 +1,336 @@
+-- Named statements of the PostgreSQL store: the same names as the SQLite store's.
+-- Parameters are written `:name` and bound positionally by `queries.py`; every table is
+-- schema-qualified so search_path never decides what a statement touches. committed_at_ms
+-- columns use the database clock (transaction_timestamp(): one instant per transaction).
+-- `claim_due` and the row-locking reads append a locking clause in `queries.py` to
+-- `select_due` / `select_execution`, so one text serves the locked and the read-only path.
+
+-- execution_columns --
+e.dispatch_id, e.project_id, e.status, e.version, e.attempt, e.max_attempts,
+e.eligible_at_ms, e.retry_at_ms, e.lease_owner, e.lease_token, e.lease_expires_at_ms,
+e.started_at_ms, e.result_mutation_id, e.result_code, e.completed_at_ms,
+e.created_at_ms, e.updated_at_ms
+
+-- select_due --
+SELECT {execution_columns},
+       d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
+       d.created_at_ms AS dispatch_created_at_ms
+FROM qinglong.approved_action_dispatch_executions AS e
+JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms::bigint
+  AND (e.eligible_at_ms, e.dispatch_id) > (:after_eligible_at_ms::bigint, :after_dispatch_id::text)
+ORDER BY e.eligible_at_ms, e.dispatch_id
+LIMIT :limit::bigint
+
+-- select_execution --
+SELECT {execution_columns},
+       d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
+       d.created_at_ms AS dispatch_created_at_ms
+FROM qinglong.approved_action_dispatch_executions AS e
+JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+WHERE e.dispatch_id = :dispatch_id
+
+-- lease_row --
+UPDATE qinglong.approved_action_dispatch_executions
+SET status = 'leased', version = version + 1, attempt = attempt + 1,
+    lease_owner = :owner, lease_token = :token, lease_expires_at_ms = :expires_at_ms::bigint,
+    eligible_at_ms = :expires_at_ms::bigint, retry_at_ms = NULL, started_at_ms = NULL,
+    updated_at_ms = :now_ms::bigint
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND status IN ('pending', 'leased', 'retry_wait') AND eligible_at_ms <= :now_ms::bigint
+  AND attempt < max_attempts
+RETURNING version, attempt
+
+-- exhaust_row --
+UPDATE qinglong.approved_action_dispatch_executions
+SET status = 'blocked', version = version + 1, eligible_at_ms = NULL, retry_at_ms = NULL,
+    result_code = :result_code, completed_at_ms = :now_ms::bigint,
+    updated_at_ms = :now_ms::bigint
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND status IN ('pending', 'leased', 'retry_wait') AND eligible_at_ms <= :now_ms::bigint
+  AND attempt >= max_attempts
+RETURNING version, attempt
+
+-- renew_lease --
+UPDATE qinglong.approved_action_dispatch_executions
+SET lease_expires_at_ms = :expires_at_ms::bigint,
+    eligible_at_ms = CASE WHEN status = 'leased' THEN :expires_at_ms::bigint ELSE NULL END,
+    version = version + 1, updated_at_ms = :now_ms::bigint
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
+  AND status IN ('leased', 'executing') AND lease_expires_at_ms > :now_ms::bigint
+RETURNING version, lease_expires_at_ms
+
+-- start_row --
+UPDATE qinglong.approved_action_dispatch_executions
+SET status = 'executing', started_at_ms = :now_ms::bigint, eligible_at_ms = NULL,
+    version = version + 1, updated_at_ms = :now_ms::bigint
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
+  AND status = 'leased' AND lease_expires_at_ms > :now_ms::bigint
+RETURNING version
+
+-- release_row --
+UPDATE qinglong.approved_action_dispatch_executions
+SET status = :to_status, eligible_at_ms = :eligible_at_ms::bigint,
+    retry_at_ms = :retry_at_ms::bigint, attempt = attempt - :refund::integer,
+    result_mutation_id = :mutation_id, result_code = :result_code,
+    completed_at_ms = :completed_at_ms::bigint, version = version + 1,
+    updated_at_ms = :now_ms::bigint
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
+  AND status = 'leased'
+RETURNING version, attempt
+
+-- complete_row --
+UPDATE qinglong.approved_action_dispatch_executions
+SET status = :to_status, result_mutation_id = :mutation_id, result_code = :result_code,
+    completed_at_ms = :now_ms::bigint, version = version + 1, updated_at_ms = :now_ms::bigint
+WHERE dispatch_id = :dispatch_id AND status = 'executing'
+  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
+  AND started_at_ms = :started_at_ms AND version >= :version
+RETURNING version, attempt
+
+-- insert_event --
+INSERT INTO qinglong.execution_events (
+    dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
+    mutation_id, result_code, committed_at_ms
+) VALUES (
+    :dispatch_id, :version, :from_status, :to_status, :attempt, :lease_owner, :lease_token,
+    :mutation_id, :result_code, (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
+)
+
+-- select_event_by_mutation --
+SELECT dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
+       mutation_id, result_code, committed_at_ms
+FROM qinglong.execution_events
+WHERE dispatch_id = :dispatch_id AND mutation_id = :mutation_id
+
+-- select_events --
+SELECT dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
+       mutation_id, result_code, committed_at_ms
+FROM qinglong.execution_events
+WHERE dispatch_id = :dispatch_id
+ORDER BY version
+
+-- count_by_status --
+SELECT status, count(*) AS n
+FROM qinglong.approved_action_dispatch_executions
+GROUP BY status
+
+-- count_recovery_required --
+SELECT count(*) AS n
+FROM qinglong.approved_action_dispatch_executions
+WHERE status = 'executing' AND lease_expires_at_ms <= :now_ms::bigint
+
+-- due_summary --
+SELECT count(*) AS n, min(eligible_at_ms) AS oldest
+FROM qinglong.approved_action_dispatch_executions
+WHERE eligible_at_ms IS NOT NULL AND eligible_at_ms <= :now_ms::bigint
+
+-- count_runs --
+SELECT count(*) AS n FROM qinglong.runs
+
+-- select_dispatch --
+SELECT dispatch_id, approval_request_id, project_id, action_type, action_ref, action_digest,
+       approved_by, created_at_ms
+FROM qinglong.approved_action_dispatches
+WHERE dispatch_id = :dispatch_id
+
+-- insert_plan --
+INSERT INTO qinglong.action_plans (project_id, action_ref, action_type, plan_json, plan_digest,
+                                   created_at_ms)
+VALUES (:project_id, :action_ref, :action_type, :plan_json, :plan_digest, :now_ms)
+
+-- select_plan --
+SELECT project_id, action_ref, action_type, plan_json, plan_digest
+FROM qinglong.action_plans
+WHERE project_id = :project_id AND action_ref = :action_ref
+
+-- insert_approval --
+INSERT INTO qinglong.approval_requests (
+    approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
+    requested_by, decided_by, expires_at_ms, created_at_ms, updated_at_ms
+) VALUES (
+    :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending', 1,
+    :requested_by, NULL, :expires_at_ms, :now_ms::bigint, :now_ms::bigint
+)
+
+-- select_approval --
+SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
+       requested_by, decided_by, expires_at_ms, created_at_ms, updated_at_ms
+FROM qinglong.approval_requests
+WHERE approval_request_id = :approval_request_id
+
+-- approve_approval --
+UPDATE qinglong.approval_requests
+SET status = 'approved', version = 2, decided_by = :decided_by, updated_at_ms = :now_ms::bigint
+WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
+  AND expires_at_ms > :now_ms::bigint
+RETURNING approval_request_id
+
+-- consume_approval --
+UPDATE qinglong.approval_requests
+SET status = 'consumed', version = 3, consumed_at_ms = :now_ms::bigint,
+    updated_at_ms = :now_ms::bigint
+WHERE approval_request_id = :approval_request_id AND status = 'approved' AND version = 2
+  AND expires_at_ms > :now_ms::bigint
+RETURNING project_id, action_type, action_ref, action_digest, decided_by
+
+-- insert_dispatch --
+INSERT INTO qinglong.approved_action_dispatches (
+    dispatch_id, approval_request_id, project_id, action_type, action_ref, action_digest,
+    approved_by, created_at_ms
+) VALUES (
+    :dispatch_id, :approval_request_id, :project_id, :action_type, :action_ref, :action_digest,
+    :approved_by, :now_ms
+)
+
+-- insert_execution --
+INSERT INTO qinglong.approved_action_dispatch_executions (
+    dispatch_id, project_id, status, version, attempt, max_attempts, eligible_at_ms,
+    created_at_ms, updated_at_ms
+) VALUES (
+    :dispatch_id, :project_id, 'pending', 0, 0, :max_attempts, :now_ms::bigint,
+    :now_ms::bigint, :now_ms::bigint
+)
+
+-- select_receipt --
+SELECT dispatch_id, schema_version, approval_request_id, project_id, action_type,
+       action_digest, execution_attempt, execution_version, started_at_ms, idempotency_key,
+       outcome, result_code, resource_type, resource_id, created_at_ms, evidence_digest
+FROM qinglong.approved_run_action_receipts
+WHERE dispatch_id = :dispatch_id
+
+-- run_columns --
+run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
+task_snapshot_ref, input_ref, status, trigger_type, execution_origin, execution_owner,
+request_id, idempotency_key, accepted_at_ms, version, event_seq, created_at_ms
+
+-- select_run --
+SELECT {run_columns} FROM qinglong.runs WHERE run_id = :run_id
+
+-- select_run_by_key --
+SELECT {run_columns} FROM qinglong.runs
+WHERE project_id = :project_id AND idempotency_key = :idempotency_key
+
+-- insert_run --
+INSERT INTO qinglong.runs (
+    run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
+    task_snapshot_ref, input_ref, status, trigger_type, execution_origin, execution_owner,
+    request_id, idempotency_key, accepted_at_ms, version, event_seq, created_at_ms, updated_at_ms
+) VALUES (
+    :run_id, :project_id, :task_id, :task_revision, :executor_type, :priority, :task_name,
+    :task_snapshot_ref, :input_ref, :status, :trigger_type, :execution_origin, :execution_owner,
+    :request_id, :idempotency_key, :accepted_at_ms, :version, :event_seq, :created_at_ms::bigint,
+    :created_at_ms::bigint
+)
+
+-- insert_run_attempt --
+INSERT INTO qinglong.run_attempts (run_id, attempt_no, status, created_at_ms)
+VALUES (:run_id, 1, :status, :created_at_ms)
+
+-- insert_run_event --
+INSERT INTO qinglong.run_events (run_id, seq, event_type, run_version, committed_at_ms)
+VALUES (:run_id, :seq, :event_type, :run_version,
+        (extract(epoch FROM transaction_timestamp()) * 1000)::bigint)
+
+-- insert_receipt --
+INSERT INTO qinglong.approved_run_action_receipts (
+    dispatch_id, schema_version, approval_request_id, project_id, action_type, action_digest,
+    execution_attempt, execution_version, started_at_ms, idempotency_key, outcome, result_code,
+    resource_type, resource_id, created_at_ms, evidence_digest
+) VALUES (
+    :dispatch_id, :schema_version, :approval_request_id, :project_id, :action_type,
+    :action_digest, :execution_attempt, :execution_version, :started_at_ms, :idempotency_key,
+    :outcome, :result_code, :resource_type, :resource_id, :created_at_ms, :evidence_digest
+)
+
+-- select_recovery_required --
+SELECT {execution_columns},
+       d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
+       d.created_at_ms AS dispatch_created_at_ms,
+       o.outcome AS observation_outcome, o.reason_code AS observation_reason,
+       o.observation_count, o.last_seen_at_ms AS observation_last_seen_at_ms
+FROM qinglong.approved_action_dispatch_executions AS e
+JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+LEFT JOIN qinglong.recovery_observations AS o ON o.dispatch_id = e.dispatch_id
+WHERE e.status = 'executing' AND e.lease_expires_at_ms <= :now_ms::bigint
+  AND (e.lease_expires_at_ms, e.dispatch_id)
+      > (:after_expires_at_ms::bigint, :after_dispatch_id::text)
+ORDER BY e.lease_expires_at_ms, e.dispatch_id
+LIMIT :limit::bigint
+
+-- resolve_row --
+UPDATE qinglong.approved_action_dispatch_executions
+SET status = :to_status, result_mutation_id = :mutation_id, result_code = :result_code,
+    completed_at_ms = :now_ms::bigint, version = version + 1, updated_at_ms = :now_ms::bigint
+WHERE dispatch_id = :dispatch_id AND status = 'executing' AND version = :version
+  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
+  AND started_at_ms = :started_at_ms AND lease_expires_at_ms <= :now_ms::bigint
+RETURNING version
+
+-- insert_resolution --
+-- The principal is the session's own login (session_user), decided by the server, never
+-- passed by the client.
+INSERT INTO qinglong.recovery_resolutions (
+    dispatch_id, source, resolution, evidence_digest, resolved_by, principal, reason_code,
+    execution_attempt, execution_version, lease_owner, lease_token, started_at_ms,
+    committed_at_ms
+) VALUES (
+    :dispatch_id, :source, :resolution, :evidence_digest, :resolved_by, session_user,
+    :reason_code, :attempt, :version, :owner, :token, :started_at_ms,
+    (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
+)
+
+-- select_resolution --
+SELECT dispatch_id, source, resolution, evidence_digest, resolved_by, principal, reason_code,
+       execution_attempt, execution_version, lease_owner, lease_token, started_at_ms,
+       committed_at_ms
+FROM qinglong.recovery_resolutions
+WHERE dispatch_id = :dispatch_id
+
+-- upsert_observation --
+INSERT INTO qinglong.recovery_observations AS o (
+    dispatch_id, outcome, reason_code, observation_count, first_seen_at_ms, last_seen_at_ms
+) VALUES (:dispatch_id, :outcome, :reason_code, 1, :now_ms::bigint, :now_ms::bigint)
+ON CONFLICT (dispatch_id) DO UPDATE
+SET outcome = excluded.outcome, reason_code = excluded.reason_code,
+    observation_count = o.observation_count + 1,
+    last_seen_at_ms = excluded.last_seen_at_ms
+
+-- insert_audit_event --
+INSERT INTO qinglong.security_audit_events (
+    kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
+) VALUES (
+    :kind, :actor, session_user, :project_id, :subject_id, :detail_code,
+    (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
+)
+
+-- select_audit_events --
+SELECT event_id, kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
+FROM qinglong.security_audit_events
+WHERE subject_id = :subject_id
+ORDER BY event_id
+
+-- backlog_due --
+-- Bounded: the due index is read for at most :cap rows, whatever the table holds.
+SELECT count(*) AS n, min(eligible_at_ms) AS oldest
+FROM (
+    SELECT eligible_at_ms FROM qinglong.approved_action_dispatch_executions
+    WHERE eligible_at_ms IS NOT NULL AND eligible_at_ms <= :now_ms::bigint
+    ORDER BY eligible_at_ms
+    LIMIT :cap::bigint
+) AS due
+
+-- backlog_started --
+-- Bounded by the started rows (the executing partial index), never the terminal ones.
+SELECT count(*) AS n,
+       coalesce(sum(CASE WHEN lease_expires_at_ms <= :now_ms::bigint THEN 1 ELSE 0 END), 0)
+           AS expired
+FROM qinglong.approved_action_dispatch_executions
+WHERE status = 'executing'
+
+-- database_now --
+-- The server's wall clock now (clock_timestamp, not the transaction's start): the skew guard.
+SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms

@@ -1,0 +1,195 @@
+"""Recovery transactions on PostgreSQL: list, resolve under the snapshot fence, observe, audit.
+
+The principal recorded beside the operator's name is the session's login (`session_user`),
+written by the server itself in `insert_resolution` and `insert_audit_event`.
+"""
+
+from __future__ import annotations
+
+from qinglong_dispatcher.adapters.postgres import database as db
+from qinglong_dispatcher.adapters.postgres import executions
+from qinglong_dispatcher.adapters.postgres.queries import Q
+from qinglong_dispatcher.domain import fencing, records, recovery, states
+from qinglong_dispatcher.domain.records import Outcome
+from qinglong_dispatcher.domain.states import ExecutionStatus
+
+_BEFORE_ALL = (-(2**63), "")
+
+
+def _snapshot(row: db.Row) -> recovery.Snapshot:
+    observation = None
+    if row["observation_outcome"] is not None:
+        observation = recovery.Observation(
+            outcome=recovery.ObservationOutcome(row["observation_outcome"]),
+            reason_code=row["observation_reason"],
+            count=row["observation_count"],
+            last_seen_at_ms=row["observation_last_seen_at_ms"],
+        )
+    return recovery.Snapshot(
+        execution=records.Execution.from_row(row),
+        dispatch=executions.dispatch_of(row),
+        observation=observation,
+    )
+
+
+async def list_recovery_required(
+    conn: db.Connection, *, now_ms: int, limit: int, after: tuple[int, str] | None
+) -> list[recovery.Snapshot]:
+    """A keyset page over the executing index: rows whose lease expired."""
+    first = after or _BEFORE_ALL
+    rows = await db.fetch(
+        conn,
+        Q["select_recovery_required"],
+        {
+            "now_ms": now_ms,
+            "limit": limit,
+            "after_expires_at_ms": first[0],
+            "after_dispatch_id": first[1],
+        },
+    )
+    return [_snapshot(row) for row in rows]
+
+
+async def resolve(
+    conn: db.Connection, resolution: recovery.Resolution, *, now_ms: int
+) -> records.Transition:
+    """Settle the row if it still matches the snapshot; the first committed writer wins."""
+    fence = resolution.fence
+    # Locked: a late complete from another replica either committed before (and we refuse)
+    # or waits for this transaction (and is refused by its own fence).
+    found = await executions.read_row(conn, fence.dispatch_id, lock=True)
+    if found is None:
+        return records.Transition(
+            outcome=Outcome.NOT_FOUND, dispatch_id=fence.dispatch_id, reason="not_found"
+        )
+    execution, _ = found
+    refusal = recovery.resolve_refusal(execution, fence, now_ms=now_ms)
+    if refusal is not None:
+        return records.Transition(
+            outcome=Outcome.CONFLICT,
+            dispatch_id=fence.dispatch_id,
+            status=execution.status,
+            reason=refusal,
+        )
+    target = ExecutionStatus(resolution.resolution.value)
+    mutation = fencing.mutation_id(fence.dispatch_id, fence.attempt, "recovery")
+    params = {
+        "dispatch_id": fence.dispatch_id,
+        "version": fence.version,
+        "owner": fence.owner,
+        "token": fence.token,
+        "attempt": fence.attempt,
+        "started_at_ms": fence.started_at_ms,
+        "now_ms": now_ms,
+    }
+    done = await db.fetchrow(
+        conn,
+        Q["resolve_row"],
+        {
+            **params,
+            "to_status": target.value,
+            "mutation_id": mutation,
+            "result_code": resolution.reason_code,
+        },
+    )
+    if done is None:
+        return records.Transition(
+            outcome=Outcome.CONFLICT, dispatch_id=fence.dispatch_id, reason="raced"
+        )
+    await db.execute(
+        conn,
+        Q["insert_resolution"],
+        {
+            **params,
+            "source": resolution.source.value,
+            "resolution": resolution.resolution.value,
+            "evidence_digest": resolution.evidence_digest,
+            "resolved_by": resolution.resolved_by,
+            "reason_code": resolution.reason_code,
+        },
+    )
+    await executions.record_event(
+        conn,
+        dispatch_id=fence.dispatch_id,
+        version=done["version"],
+        from_status=ExecutionStatus.EXECUTING,
+        to_status=target,
+        attempt=fence.attempt,
+        owner=fence.owner,
+        token=fence.token,
+        mutation_id=mutation,
+        result_code=resolution.reason_code,
+    )
+    if resolution.source is recovery.Source.MANUAL:
+        await db.execute(
+            conn,
+            Q["insert_audit_event"],
+            {
+                "kind": recovery.AUDIT_MANUAL_RESOLUTION,
+                "actor": resolution.resolved_by,
+                "project_id": resolution.project_id,
+                "subject_id": fence.dispatch_id,
+                "detail_code": f"{resolution.resolution.value}:{resolution.reason_code}"[:128],
+            },
+        )
+    return records.Transition(
+        outcome=Outcome.COMPLETED,
+        dispatch_id=fence.dispatch_id,
+        status=target,
+        version=done["version"],
+    )
+
+
+async def record_observation(
+    conn: db.Connection,
+    *,
+    dispatch_id: str,
+    outcome: recovery.ObservationOutcome,
+    reason_code: str,
+    now_ms: int,
+) -> None:
+    """Upsert the last reconcile outcome."""
+    await db.execute(
+        conn,
+        Q["upsert_observation"],
+        {
+            "dispatch_id": dispatch_id,
+            "outcome": outcome.value,
+            "reason_code": reason_code,
+            "now_ms": now_ms,
+        },
+    )
+
+
+async def get_resolution(conn: db.Connection, dispatch_id: str) -> recovery.StoredResolution | None:
+    """The resolution row of a dispatch."""
+    row = await db.fetchrow(conn, Q["select_resolution"], {"dispatch_id": dispatch_id})
+    if row is None:
+        return None
+    return recovery.StoredResolution(
+        dispatch_id=row["dispatch_id"],
+        source=recovery.Source(row["source"]),
+        resolution=states.Completion(row["resolution"]),
+        evidence_digest=row["evidence_digest"],
+        resolved_by=row["resolved_by"],
+        principal=row["principal"],
+        reason_code=row["reason_code"],
+        committed_at_ms=row["committed_at_ms"],
+    )
+
+
+async def audit_events(conn: db.Connection, subject_id: str) -> list[recovery.AuditEvent]:
+    """Audit records about one subject."""
+    rows = await db.fetch(conn, Q["select_audit_events"], {"subject_id": subject_id})
+    return [
+        recovery.AuditEvent(
+            kind=row["kind"],
+            actor=row["actor"],
+            principal=row["principal"],
+            project_id=row["project_id"],
+            subject_id=row["subject_id"],
+            detail_code=row["detail_code"],
+            committed_at_ms=row["committed_at_ms"],
+        )
+        for row in rows
+    ]

@@ -1,0 +1,399 @@
+"""`PostgresStore`: the cluster implementation of every store port, over a small asyncpg pool."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.adapters.postgres import (
+    approvals,
+    completions,
+    executions,
+    migrations,
+    recovery,
+    runs,
+)
+from qinglong_dispatcher.adapters.postgres import database as db
+from qinglong_dispatcher.adapters.postgres.queries import Q
+from qinglong_dispatcher.domain import approvals as approval_records
+from qinglong_dispatcher.domain import errors, records, schema, states
+from qinglong_dispatcher.domain import recovery as recovery_records
+from qinglong_dispatcher.domain import runs as run_records
+
+ASYNC_COMMIT_LEVELS = frozenset({"off", "local"})
+"""`synchronous_commit` values that can lose an acknowledged commit (a start barrier)."""
+
+_DDL_CAPABILITIES = f"""
+SELECT r.rolsuper AS superuser,
+       CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '{migrations.MIGRATOR}')
+            THEN pg_catalog.pg_has_role(current_user, '{migrations.MIGRATOR}', 'MEMBER')
+            ELSE false END AS migrator,
+       COALESCE((SELECT pg_catalog.pg_has_role(current_user, n.nspowner, 'USAGE')
+                        OR pg_catalog.has_schema_privilege(n.oid, 'CREATE')
+                 FROM pg_catalog.pg_namespace AS n
+                 WHERE n.nspname = '{migrations.SCHEMA}'), false) AS schema_create,
+       pg_catalog.has_database_privilege(current_database(), 'CREATE') AS database_create
+FROM pg_catalog.pg_roles AS r
+WHERE r.rolname = current_user
+"""
+
+
+class PostgresStore:
+    """Every operation is one short transaction on a pooled connection."""
+
+    dialect = "postgres"
+
+    def __init__(self, database: db.Database, *, allow_async_commit: bool = False) -> None:
+        self.db = database
+        self.allow_async_commit = allow_async_commit
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        allow_async_commit: bool = False,
+        min_size: int = 1,
+        max_size: int = 10,
+        statement_timeout_s: float = 30.0,
+        lock_timeout_s: float = 5.0,
+        idle_in_transaction_timeout_s: float = 60.0,
+        connect_timeout_s: float = 10.0,
+    ) -> PostgresStore:
+        """Open a pool on `url` (postgresql://…); fails typed when the server cannot be used."""
+        config = db.PoolConfig(
+            min_size=min_size,
+            max_size=max_size,
+            statement_timeout_s=statement_timeout_s,
+            lock_timeout_s=lock_timeout_s,
+            idle_in_transaction_timeout_s=idle_in_transaction_timeout_s,
+            connect_timeout_s=connect_timeout_s,
+        )
+        return cls(await db.Database.open(url, config), allow_async_commit=allow_async_commit)
+
+    async def close(self) -> None:
+        """Close the pool."""
+        await self.db.close()
+
+    # -- schema and startup checks ---------------------------------------------------------
+
+    async def migrate(self, *, now_ms: int) -> list[int]:
+        """Apply pending migrations as the migrator; needs an administrator connection."""
+        async with self.db.session() as conn:
+            return await migrations.migrate(conn, now_ms=now_ms)
+
+    async def schema_state(self) -> schema.SchemaState:
+        """How the database's schema compares with this release."""
+        return await self.db.read(migrations.state)
+
+    async def check_durability(self) -> None:
+        """Refuse `synchronous_commit` off/local unless the operator opted out explicitly."""
+
+        async def read(conn: db.Connection) -> str:
+            return str(await conn.fetchval("SHOW synchronous_commit"))
+
+        level = await self.db.read(read)
+        if level.lower() in ASYNC_COMMIT_LEVELS and not self.allow_async_commit:
+            raise errors.DurabilityRefused(
+                f"PostgreSQL synchronous_commit is {level}: an acknowledged start barrier could "
+                "be lost; fix the server setting or set QINGLONG_ALLOW_ASYNC_COMMIT=true"
+            )
+
+    async def database_now_ms(self) -> int:
+        """The database server's wall clock (for the skew guard), in epoch milliseconds."""
+
+        async def read(conn: db.Connection) -> int:
+            return int((await db.fetchrow(conn, Q["database_now"], {}))["now_ms"])
+
+        return await self.db.read(read)
+
+    async def ddl_capabilities(self) -> tuple[str, ...]:
+        """Why the connected role could change the schema; empty for a proper runtime role.
+
+        `run` should connect as a login role that is a member of `qinglong_runtime` only; any
+        reason returned here deserves a warning at startup (it is not a refusal).
+        """
+
+        async def read(conn: db.Connection) -> tuple[str, ...]:
+            row = await conn.fetchrow(_DDL_CAPABILITIES)
+            if row is None:
+                return ()
+            reasons = {
+                "superuser": "superuser",
+                "migrator": f"member of {migrations.MIGRATOR}",
+                "schema_create": f"CREATE on schema {migrations.SCHEMA}",
+                "database_create": "CREATE on the database",
+            }
+            return tuple(text for column, text in reasons.items() if row[column])
+
+        return await self.db.read(read)
+
+    # -- executions ----------------------------------------------------------------------
+
+    async def claim_due(
+        self, *, now_ms: int, owner: str, limit: int, lease_ms: int
+    ) -> records.ClaimBatch:
+        """See `ports.ExecutionStore.claim_due`."""
+        return await self.db.write(
+            functools.partial(
+                executions.claim_due, now_ms=now_ms, owner=owner, limit=limit, lease_ms=lease_ms
+            )
+        )
+
+    async def claim(
+        self, dispatch_id: str, *, now_ms: int, owner: str, token: str, lease_ms: int
+    ) -> records.Claim:
+        """See `ports.ExecutionStore.claim`."""
+        return await self.db.write(
+            functools.partial(
+                executions.claim,
+                dispatch_id=dispatch_id,
+                now_ms=now_ms,
+                owner=owner,
+                token=token,
+                lease_ms=lease_ms,
+            )
+        )
+
+    async def renew(self, lease: records.Lease, *, now_ms: int, lease_ms: int) -> records.Renewal:
+        """See `ports.ExecutionStore.renew`."""
+        return await self.db.write(
+            functools.partial(executions.renew, lease=lease, now_ms=now_ms, lease_ms=lease_ms)
+        )
+
+    async def start(
+        self, requests: Sequence[records.StartRequest], *, now_ms: int
+    ) -> list[records.StartResult]:
+        """See `ports.ExecutionStore.start`."""
+        return await self.db.write(
+            functools.partial(executions.start, requests=tuple(requests), now_ms=now_ms)
+        )
+
+    async def release_preflight(
+        self,
+        lease: records.Lease,
+        *,
+        mutation_id: str,
+        kind: states.ReleaseKind,
+        result_code: str,
+        retry_at_ms: int | None,
+        now_ms: int,
+    ) -> records.Transition:
+        """See `ports.ExecutionStore.release_preflight`."""
+        return await self.db.write(
+            functools.partial(
+                completions.release_preflight,
+                lease=lease,
+                mutation_id=mutation_id,
+                kind=kind,
+                result_code=result_code,
+                retry_at_ms=retry_at_ms,
+                now_ms=now_ms,
+            )
+        )
+
+    async def complete(
+        self,
+        identity: records.ExecutionIdentity,
+        *,
+        mutation_id: str,
+        completion: states.Completion,
+        result_code: str,
+        now_ms: int,
+    ) -> records.Transition:
+        """See `ports.ExecutionStore.complete`."""
+        return await self.db.write(
+            functools.partial(
+                completions.complete,
+                identity=identity,
+                mutation_id=mutation_id,
+                completion=completion,
+                result_code=result_code,
+                now_ms=now_ms,
+            )
+        )
+
+    async def list_due(
+        self, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
+    ) -> list[records.Execution]:
+        """See `ports.ExecutionStore.list_due`."""
+        return await self.db.read(
+            functools.partial(executions.list_due, now_ms=now_ms, limit=limit, after=after)
+        )
+
+    async def counts(self, *, now_ms: int) -> records.StatusCounts:
+        """See `ports.ExecutionStore.counts`."""
+        return await self.db.read(functools.partial(executions.counts, now_ms=now_ms))
+
+    async def backlog(self, *, now_ms: int, cap: int = ports.BACKLOG_CAP) -> records.Backlog:
+        """See `ports.ExecutionStore.backlog`."""
+        return await self.db.read(functools.partial(executions.backlog, now_ms=now_ms, cap=cap))
+
+    async def get_execution(self, dispatch_id: str) -> records.Execution | None:
+        """See `ports.ExecutionStore.get_execution`."""
+        found = await self.db.read(functools.partial(executions.read_row, dispatch_id=dispatch_id))
+        return None if found is None else found[0]
+
+    async def get_dispatch(self, dispatch_id: str) -> records.Dispatch | None:
+        """See `ports.ExecutionStore.get_dispatch`."""
+        found = await self.db.read(functools.partial(executions.read_row, dispatch_id=dispatch_id))
+        return None if found is None else found[1]
+
+    async def execution_events(self, dispatch_id: str) -> list[records.ExecutionEvent]:
+        """See `ports.ExecutionStore.execution_events`."""
+        return await self.db.read(functools.partial(executions.events, dispatch_id=dispatch_id))
+
+    # -- approvals -----------------------------------------------------------------------
+
+    async def create_approval(
+        self, new: approval_records.NewApproval, *, now_ms: int
+    ) -> approval_records.Approval:
+        """See `ports.ApprovalStore.create_approval`."""
+        return await self.db.write(functools.partial(approvals.create, new=new, now_ms=now_ms))
+
+    async def approve(
+        self, approval_request_id: str, *, decided_by: str, now_ms: int
+    ) -> approval_records.Approval:
+        """See `ports.ApprovalStore.approve`."""
+        return await self.db.write(
+            functools.partial(
+                approvals.approve,
+                approval_request_id=approval_request_id,
+                decided_by=decided_by,
+                now_ms=now_ms,
+            )
+        )
+
+    async def consume(
+        self, approval_request_id: str, *, now_ms: int, max_attempts: int
+    ) -> approval_records.Consumed:
+        """See `ports.ApprovalStore.consume`."""
+        return await self.db.write(
+            functools.partial(
+                approvals.consume,
+                approval_request_id=approval_request_id,
+                now_ms=now_ms,
+                max_attempts=max_attempts,
+            )
+        )
+
+    async def submit(
+        self,
+        items: Sequence[approval_records.NewApproval],
+        *,
+        approved_by: str,
+        now_ms: int,
+        max_attempts: int,
+    ) -> list[approval_records.Consumed]:
+        """See `ports.ApprovalStore.submit`."""
+        return await self.db.write(
+            functools.partial(
+                approvals.submit,
+                items=tuple(items),
+                approved_by=approved_by,
+                now_ms=now_ms,
+                max_attempts=max_attempts,
+            )
+        )
+
+    async def get_approval(self, approval_request_id: str) -> approval_records.Approval | None:
+        """See `ports.ApprovalStore.get_approval`."""
+        return await self.db.read(
+            functools.partial(approvals.get, approval_request_id=approval_request_id)
+        )
+
+    # -- plans and run.create ------------------------------------------------------------
+
+    async def get_plan(self, project_id: str, action_ref: str) -> ports.StoredPlan | None:
+        """See `ports.PlanStore.get_plan`."""
+
+        async def read(conn: db.Connection) -> ports.StoredPlan | None:
+            row = await db.fetchrow(
+                conn, Q["select_plan"], {"project_id": project_id, "action_ref": action_ref}
+            )
+            if row is None:
+                return None
+            return ports.StoredPlan(
+                project_id=row["project_id"],
+                action_ref=row["action_ref"],
+                action_type=row["action_type"],
+                plan_json=row["plan_json"],
+                plan_digest=row["plan_digest"],
+            )
+
+        return await self.db.read(read)
+
+    async def create_run(self, request: ports.RunCreateRequest) -> ports.RunCreateResult:
+        """See `ports.RunCreateRepository.create_run`."""
+        try:
+            return await self.db.write(functools.partial(runs.create_run, request=request))
+        except runs.FencedEffect as fenced:
+            return ports.RunCreateResult(
+                outcome=ports.RunCreateOutcome.FENCED, reason=fenced.reason
+            )
+
+    async def get_receipt(self, dispatch_id: str) -> run_records.RunReceipt | None:
+        """See `ports.RunCreateRepository.get_receipt`."""
+        return await self.db.read(functools.partial(runs.get_receipt, dispatch_id=dispatch_id))
+
+    async def get_run_by_key(self, project_id: str, idempotency_key: str) -> run_records.Run | None:
+        """See `ports.RunCreateRepository.get_run_by_key`."""
+        return await self.db.read(
+            functools.partial(
+                runs.get_run_by_key, project_id=project_id, idempotency_key=idempotency_key
+            )
+        )
+
+    async def get_run(self, run_id: str) -> run_records.Run | None:
+        """See `ports.RunCreateRepository.get_run`."""
+        return await self.db.read(functools.partial(runs.get_run, run_id=run_id))
+
+    # -- recovery ------------------------------------------------------------------------
+
+    async def list_recovery_required(
+        self, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
+    ) -> list[recovery_records.Snapshot]:
+        """See `ports.RecoveryStore.list_recovery_required`."""
+        return await self.db.read(
+            functools.partial(
+                recovery.list_recovery_required, now_ms=now_ms, limit=limit, after=after
+            )
+        )
+
+    async def resolve_recovery(
+        self, resolution: recovery_records.Resolution, *, now_ms: int
+    ) -> records.Transition:
+        """See `ports.RecoveryStore.resolve_recovery`."""
+        return await self.db.write(
+            functools.partial(recovery.resolve, resolution=resolution, now_ms=now_ms)
+        )
+
+    async def record_observation(
+        self,
+        dispatch_id: str,
+        *,
+        outcome: recovery_records.ObservationOutcome,
+        reason_code: str,
+        now_ms: int,
+    ) -> None:
+        """See `ports.RecoveryStore.record_observation`."""
+        await self.db.write(
+            functools.partial(
+                recovery.record_observation,
+                dispatch_id=dispatch_id,
+                outcome=outcome,
+                reason_code=reason_code,
+                now_ms=now_ms,
+            )
+        )
+
+    async def get_resolution(self, dispatch_id: str) -> recovery_records.StoredResolution | None:
+        """See `ports.RecoveryStore.get_resolution`."""
+        return await self.db.read(
+            functools.partial(recovery.get_resolution, dispatch_id=dispatch_id)
+        )
+
+    async def audit_events(self, subject_id: str) -> list[recovery_records.AuditEvent]:
+        """See `ports.RecoveryStore.audit_events`."""
+        return await self.db.read(functools.partial(recovery.audit_events, subject_id=subject_id))

@@ -1,0 +1,80 @@
+"""Graceful shutdown of the daemon with a slow execute in flight, on every dialect."""
+
+from __future__ import annotations
+
+import anyio
+
+from qinglong_dispatcher import clock as system_clock
+from qinglong_dispatcher import dispatcher
+from qinglong_dispatcher.domain.states import ExecutionStatus
+from qinglong_dispatcher.lifecycle import daemon, http, metrics, systemd
+from qinglong_dispatcher.recovery import reconciler
+from qinglong_dispatcher.settings import load_settings
+from tests.support.actions import submit_runs
+from tests.support.handlers import RecordingHandler
+from tests.support.stores import Harness
+
+
+async def test_shutdown_lets_the_running_execute_finish_and_yields_the_rest(harness: Harness):
+    the_clock = system_clock.SystemClock()
+    consumed = await submit_runs(harness.store, the_clock, 3)
+    settings = load_settings(
+        environ={
+            "QINGLONG_CADENCE_SECONDS": "0.05",
+            "QINGLONG_LEASE_SECONDS": "1.5",
+            "QINGLONG_EXECUTE_TIMEOUT_SECONDS": "1.4",
+            "QINGLONG_SHUTDOWN_GRACE_SECONDS": "5",
+        }
+    )
+    handler = RecordingHandler(execute_sleep_s=1.0)
+    renewals: list[str] = []
+    the_dispatcher = dispatcher.Dispatcher(
+        harness.store,
+        {"run.create": handler},
+        the_clock,
+        dispatcher.DispatchConfig(
+            owner="w1",
+            page_size=16,
+            lease_ms=1500,
+            concurrency=1,
+            retry_backoff_ms=1000,
+            execute_timeout_ms=1400,
+        ),
+        on_renewal=renewals.append,
+    )
+    the_daemon = daemon.Daemon(
+        daemon.Parts(
+            settings=settings,
+            store=harness.store,
+            clock=the_clock,
+            dispatcher=the_dispatcher,
+            reconciler=reconciler.Reconciler(harness.store, {}, the_clock),
+            metrics=metrics.Metrics(profile="edge", cadence_s=0.05, process_metrics=False),
+            health=http.Health(cadence_s=0.05),
+            notifier=systemd.Notifier(environ={}),
+        )
+    )
+    status: list[int] = []
+
+    async def run() -> None:
+        status.append(await the_daemon.run())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        with anyio.fail_after(10):
+            await handler.started.wait()
+        the_daemon.request_stop()
+    assert status == [0]
+    assert len(handler.executed) == 1
+    assert "renewed" in renewals
+    rows = {c.dispatch_id: await harness.store.get_execution(c.dispatch_id) for c in consumed}
+    finished = rows[handler.executed[0]]
+    assert finished is not None
+    assert finished.status is ExecutionStatus.SUCCEEDED
+    given_back = [r for k, r in rows.items() if k != handler.executed[0]]
+    for row in given_back:
+        assert row is not None
+        assert (row.status, row.attempt) == (ExecutionStatus.PENDING, 0)
+        assert row.eligible_at_ms is not None
+        assert row.eligible_at_ms <= the_clock.now_ms()
+        assert row.result_code == "shutdown"

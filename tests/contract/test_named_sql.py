@@ -1,0 +1,47 @@
+"""Both dialects name the same statements, and PostgreSQL binds only what SQLite is given."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from qinglong_dispatcher.adapters import named_sql
+from qinglong_dispatcher.adapters.postgres import queries as postgres_queries
+from qinglong_dispatcher.adapters.sqlite import queries as sqlite_queries
+
+_FUNCTIONS = {"transaction_timestamp", "clock_timestamp"}  # `extract(epoch FROM …())`
+_SQLITE_PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
+
+
+def _sqlite_blocks() -> dict[str, str]:
+    return named_sql.load(Path(sqlite_queries.__file__).with_name("queries.sql"))
+
+
+def test_both_dialects_have_the_same_block_names() -> None:
+    sqlite_names = set(_sqlite_blocks())
+    postgres_names = set(postgres_queries.BLOCKS)
+    assert sqlite_names - postgres_names == set(), "blocks missing on PostgreSQL"
+    assert postgres_names - sqlite_names == set(), "blocks missing on SQLite"
+
+
+@pytest.mark.parametrize("name", sorted(postgres_queries.BLOCKS))
+def test_postgres_parameters_are_a_subset_of_the_sqlite_ones(name: str) -> None:
+    # The call sites pass the SQLite mapping: a name only PostgreSQL wants would be missing.
+    sqlite_names = set(_SQLITE_PARAMETER.findall(_sqlite_blocks().get(name, "")))
+    assert set(postgres_queries.Q[name].names) <= sqlite_names
+
+
+def test_placeholders_are_numbered_once_per_name_and_casts_survive() -> None:
+    statement = postgres_queries.compile_block("SELECT :a::bigint, :b, :a WHERE y::text = :b")
+    assert statement.names == ("a", "b")
+    assert statement.text.startswith("SELECT $1::bigint, $2, $1")
+    assert statement.args({"a": 1, "b": "x", "unused": 3}) == [1, "x"]
+
+
+def test_every_postgres_table_is_schema_qualified() -> None:
+    for name, sql in postgres_queries.BLOCKS.items():
+        for table in re.findall(r"\b(?:FROM|JOIN|INTO|UPDATE)\s+([a-z_.]+)", sql):
+            if table not in _FUNCTIONS:
+                assert table.startswith("qinglong."), f"{name}: {table}"

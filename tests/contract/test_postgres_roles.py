@@ -1,0 +1,139 @@
+"""PostgreSQL least privilege (DESIGN.md §2): what the runtime and operator roles may not do."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+from qinglong_dispatcher.adapters.postgres import store as postgres_store
+from tests.support import stores
+from tests.support.actions import submit_runs
+from tests.support.clock import ManualClock
+
+pytestmark = pytest.mark.postgres
+
+IMMUTABLE = {
+    "approved_action_dispatches": "approved_by = approved_by",
+    "approved_run_action_receipts": "result_code = result_code",
+    "run_events": "event_type = event_type",
+    "action_plans": "plan_digest = plan_digest",
+    "execution_events": "result_code = result_code",
+    "recovery_resolutions": "reason_code = reason_code",
+    "security_audit_events": "detail_code = detail_code",
+}
+MUTABLE = ["approval_requests", "approved_action_dispatch_executions", "runs", "run_attempts"]
+ROLES = ("qinglong_migrator", "qinglong_runtime", "qinglong_operator")
+
+
+@pytest.fixture
+async def database() -> AsyncIterator[str]:
+    async with stores.fresh_database() as name:
+        yield name
+
+
+async def _as(url: str, sql: str) -> list[Any]:
+    conn = await asyncpg.connect(url, timeout=5)
+    try:
+        rows: list[Any] = await conn.fetch(sql)
+        return rows
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("table", sorted(IMMUTABLE))
+async def test_runtime_may_not_update_delete_or_truncate_immutable_tables(
+    database: str, table: str
+):
+    url = stores.runtime_url(database)
+    for sql in (
+        f"UPDATE qinglong.{table} SET {IMMUTABLE[table]}",
+        f"DELETE FROM qinglong.{table}",
+        f"TRUNCATE qinglong.{table}",
+    ):
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
+            await _as(url, sql)
+    assert await _as(url, f"SELECT count(*) FROM qinglong.{table}") is not None
+
+
+@pytest.mark.parametrize("table", MUTABLE)
+async def test_runtime_may_never_delete(database: str, table: str):
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
+        await _as(stores.runtime_url(database), f"DELETE FROM qinglong.{table}")
+
+
+@pytest.mark.parametrize(
+    "ddl",
+    [
+        "CREATE TABLE qinglong.intruder (a integer)",
+        "ALTER TABLE qinglong.runs ADD COLUMN intruder integer",
+        "DROP TABLE qinglong.run_events",
+        "CREATE INDEX intruder ON qinglong.runs (task_id)",
+        "DROP TRIGGER run_events_immutable ON qinglong.run_events",
+        "CREATE SCHEMA intruder",
+        "CREATE FUNCTION qinglong.intruder() RETURNS integer LANGUAGE sql AS 'SELECT 1'",
+        "ALTER TABLE qinglong.run_events DISABLE TRIGGER ALL",
+    ],
+)
+async def test_runtime_may_not_do_ddl(database: str, ddl: str):
+    with pytest.raises(asyncpg.InsufficientPrivilegeError):
+        await _as(stores.runtime_url(database), ddl)
+
+
+async def test_operator_updates_only_state_columns_and_appends_bookkeeping(
+    database: str, clock: ManualClock
+):
+    store = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=2)
+    try:
+        (consumed,) = await submit_runs(store, clock, 1)
+    finally:
+        await store.close()
+    url = stores.operator_url(database)
+    table = "qinglong.approved_action_dispatch_executions"
+    where = f"WHERE dispatch_id = '{consumed.dispatch_id}'"
+    await _as(url, f"UPDATE {table} SET version = version + 1, updated_at_ms = 1 {where}")
+    for forbidden in (
+        f"UPDATE {table} SET lease_token = 'forged' {where}",
+        f"UPDATE {table} SET attempt = 0 {where}",
+        f"DELETE FROM {table}",
+        "UPDATE qinglong.runs SET task_id = 'x'",
+        "INSERT INTO qinglong.approved_action_dispatches SELECT * FROM "
+        "qinglong.approved_action_dispatches",
+        "CREATE TABLE qinglong.intruder (a integer)",
+    ):
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await _as(url, forbidden)
+    count = await _as(url, f"SELECT count(*) AS n FROM qinglong.execution_events {where}")
+    assert count[0]["n"] == 1
+
+
+async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: str):
+    roles = await stores.raw(
+        database,
+        "SELECT rolname, rolcanlogin, rolsuper, rolcreaterole, rolcreatedb FROM pg_roles "
+        "WHERE rolname LIKE 'qinglong\\_%' AND rolname NOT LIKE 'qinglong\\_test\\_%'",
+    )
+    assert {r["rolname"] for r in roles} == set(ROLES)
+    assert not any(r["rolcanlogin"] or r["rolsuper"] or r["rolcreaterole"] for r in roles)
+    owners = await stores.raw(
+        database,
+        "SELECT DISTINCT pg_get_userbyid(c.relowner) AS owner FROM pg_class AS c "
+        "JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = 'qinglong' "
+        "UNION SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = 'qinglong' "
+        "UNION SELECT pg_get_userbyid(p.proowner) FROM pg_proc AS p "
+        "JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = 'qinglong'",
+    )
+    assert {r["owner"] for r in owners} == {"qinglong_migrator"}
+
+
+async def test_ddl_capabilities_flags_an_administrator_but_not_the_runtime(database: str):
+    runtime = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=1)
+    admin = await postgres_store.PostgresStore.open(stores.pg_url(database), max_size=1)
+    try:
+        assert await runtime.ddl_capabilities() == ()
+        assert "superuser" in await admin.ddl_capabilities()
+    finally:
+        await runtime.close()
+        await admin.close()

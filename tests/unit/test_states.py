@@ -1,0 +1,103 @@
+"""The pure state machine and fencing decisions."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from qinglong_dispatcher.domain import fencing, records, states
+from qinglong_dispatcher.domain.records import Outcome
+from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus, ReleaseKind
+
+NOW = 1_000_000
+
+
+def row(**changes: object) -> records.Execution:
+    base = records.Execution(
+        dispatch_id="d-1",
+        project_id="p",
+        status=ExecutionStatus.LEASED,
+        version=3,
+        attempt=1,
+        max_attempts=3,
+        eligible_at_ms=NOW + 10,
+        retry_at_ms=None,
+        lease_owner="w1",
+        lease_token="t1",
+        lease_expires_at_ms=NOW + 10,
+        started_at_ms=None,
+        result_mutation_id=None,
+        result_code=None,
+        completed_at_ms=None,
+        created_at_ms=0,
+        updated_at_ms=0,
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_recovery_required_is_derived_from_an_expired_executing_lease():
+    executing = row(status=ExecutionStatus.EXECUTING, eligible_at_ms=None, started_at_ms=5)
+    assert executing.effective_status(NOW) is EffectiveStatus.EXECUTING
+    assert executing.effective_status(NOW + 10) is EffectiveStatus.RECOVERY_REQUIRED
+    assert row().effective_status(NOW + 100) is EffectiveStatus.LEASED
+
+
+def test_transitions_follow_the_machine():
+    assert states.is_allowed(None, ExecutionStatus.PENDING)
+    assert states.is_allowed(ExecutionStatus.LEASED, ExecutionStatus.EXECUTING)
+    assert not states.is_allowed(ExecutionStatus.EXECUTING, ExecutionStatus.LEASED)
+    assert not states.is_allowed(ExecutionStatus.EXECUTING, ExecutionStatus.PENDING)
+    for terminal in states.TERMINAL:
+        assert not any(states.is_allowed(terminal, after) for after in ExecutionStatus)
+
+
+@pytest.mark.parametrize(
+    ("kind", "attempt", "expected"),
+    [
+        (ReleaseKind.YIELD, 3, ExecutionStatus.PENDING),
+        (ReleaseKind.RETRY, 1, ExecutionStatus.RETRY_WAIT),
+        (ReleaseKind.RETRY, 3, ExecutionStatus.BLOCKED),
+        (ReleaseKind.BLOCKED, 1, ExecutionStatus.BLOCKED),
+    ],
+)
+def test_release_targets(kind: ReleaseKind, attempt: int, expected: ExecutionStatus):
+    assert states.release_target(kind, attempt, 3) is expected
+
+
+@given(
+    first=st.integers(1, 10_000),
+    attempt=st.integers(1, 40),
+    jitter=st.floats(0.5, 1.5),
+)
+def test_backoff_doubles_is_capped_and_positive(first: int, attempt: int, jitter: float):
+    delay = states.retry_delay_ms(first, attempt, jitter)
+    assert 1 <= delay <= int(60_000 * 1.5)
+
+
+def test_claim_steps():
+    live = row()
+    assert fencing.claim_step(live, now_ms=NOW, owner="w2", token=None)[1] is Outcome.LIVE_LEASE
+    assert fencing.claim_step(live, now_ms=NOW, owner="w1", token="t1")[1] is Outcome.REPLAYED
+    expired = fencing.claim_step(live, now_ms=NOW + 10, owner="w2", token=None)
+    assert expired[:2] == (fencing.ClaimStep.LEASE, Outcome.CLAIMED)
+    spent = row(attempt=3)
+    assert fencing.claim_step(spent, now_ms=NOW + 10, owner="w2", token=None)[1] is (
+        Outcome.EXHAUSTED
+    )
+    started = row(status=ExecutionStatus.EXECUTING, eligible_at_ms=None, started_at_ms=1)
+    assert fencing.claim_step(started, now_ms=NOW + 99, owner="w2", token=None)[2] == "started"
+
+
+def test_complete_accepts_a_grown_version_only_for_the_same_identity():
+    executing = row(
+        status=ExecutionStatus.EXECUTING, eligible_at_ms=None, started_at_ms=7, version=9
+    )
+    identity = fencing.identity_of(dataclasses.replace(executing, version=5))
+    assert fencing.complete_refusal(executing, identity) is None
+    ahead = dataclasses.replace(identity, version=10)
+    assert fencing.complete_refusal(executing, ahead) == "version_regressed"
+    other = dataclasses.replace(identity, token="t2")
+    assert fencing.complete_refusal(executing, other) == "identity_mismatch"
