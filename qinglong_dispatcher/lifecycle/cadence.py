@@ -30,7 +30,7 @@ class Cadence:
         self._jitter = jitter
         self._rng = rng or random.Random()
         self._clock = clock
-        self._due = clock()
+        self._due: float | None = None  # the first tick is due at once
 
     def _step(self) -> float:
         return self.interval_s * self._rng.uniform(1 - self._jitter, 1 + self._jitter)
@@ -38,7 +38,7 @@ class Cadence:
     def delay(self) -> float:
         """Seconds until the next tick is due (0 when overdue); advances the schedule."""
         now = self._clock()
-        self._due = max(self._due + self._step(), now)
+        self._due = now if self._due is None else max(self._due + self._step(), now)
         return self._due - now
 
     async def wait(self, stop: anyio.Event) -> bool:

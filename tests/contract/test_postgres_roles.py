@@ -8,7 +8,9 @@ from typing import Any
 import asyncpg
 import pytest
 
+from qinglong_dispatcher import api
 from qinglong_dispatcher.adapters.postgres import store as postgres_store
+from qinglong_dispatcher.domain import records, states
 from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
@@ -137,3 +139,45 @@ async def test_ddl_capabilities_flags_an_administrator_but_not_the_runtime(datab
     finally:
         await runtime.close()
         await admin.close()
+
+
+async def test_an_operator_login_can_resolve_recovery_and_is_the_recorded_principal(
+    database: str, clock: ManualClock
+):
+    runtime = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=2)
+    operator = await postgres_store.PostgresStore.open(stores.operator_url(database), max_size=2)
+    try:
+        (consumed,) = await submit_runs(runtime, clock, 1)
+        batch = await runtime.claim_due(now_ms=clock.now_ms(), owner="w1", limit=1, lease_ms=1000)
+        (claim,) = batch.claimed
+        assert claim.lease is not None
+        assert claim.dispatch is not None
+        (started,) = await runtime.start(
+            [
+                records.StartRequest(
+                    lease=claim.lease,
+                    approval_request_id=claim.dispatch.approval_request_id,
+                    action_digest=claim.dispatch.action_digest,
+                )
+            ],
+            now_ms=clock.now_ms(),
+        )
+        assert started.identity is not None
+        clock.advance(ms=1000)
+        done = await api.resolve_manually(
+            operator,
+            clock,
+            consumed.dispatch_id,
+            resolution=states.Completion.FAILED,
+            operator="oncall-1",
+            reason="checked_downstream",
+        )
+        assert done.status is states.ExecutionStatus.FAILED
+        stored = await runtime.get_resolution(consumed.dispatch_id)
+        assert stored is not None
+        assert (stored.resolved_by, stored.principal) == ("oncall-1", stores.OPERATOR_LOGIN)
+        (audit,) = await runtime.audit_events(consumed.dispatch_id)
+        assert audit.principal == stores.OPERATOR_LOGIN
+    finally:
+        await runtime.close()
+        await operator.close()

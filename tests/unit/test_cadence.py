@@ -18,6 +18,7 @@ class FakeTime:
 def test_the_schedule_keeps_absolute_time_and_never_bunches():
     clock = FakeTime()
     schedule = cadence.Cadence(1.0, jitter=0.0, clock=clock)
+    assert schedule.delay() == 0  # the first tick runs at once
     assert schedule.delay() == 1.0
     clock.now += 0.3  # a tick took 0.3 s: the next is still due at t=102
     assert abs(schedule.delay() - 1.7) < 1e-9
@@ -29,6 +30,7 @@ def test_the_schedule_keeps_absolute_time_and_never_bunches():
 def test_jitter_stays_within_ten_percent():
     clock = FakeTime()
     schedule = cadence.Cadence(2.0, clock=clock, rng=random.Random(7))
+    assert schedule.delay() == 0
     delays = []
     for _ in range(200):
         delay = schedule.delay()
