@@ -270,6 +270,15 @@ class Store(ExecutionStore, ApprovalStore, PlanStore, RunCreateRepository, Recov
         """The database's own clock (ledger `committed_at_ms` uses it; the skew guard reads it)."""
         ...
 
+    async def ddl_capabilities(self) -> tuple[str, ...]:
+        """Why the connected role could change the schema (empty: it cannot; `run` warns)."""
+        ...
+
+    @property
+    def commits(self) -> int:
+        """Write transactions committed through this store (the benchmark counts them)."""
+        ...
+
     async def close(self) -> None:
         """Release connections."""
         ...

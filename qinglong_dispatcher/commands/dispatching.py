@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import collections
+import sys
 
 import structlog
 
 from qinglong_dispatcher import bootstrap, clock
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.domain import errors
-from qinglong_dispatcher.lifecycle import daemon, http
+from qinglong_dispatcher.lifecycle import daemon, http, skew
 from qinglong_dispatcher.settings import Settings
 
 log = structlog.get_logger("qinglong_dispatcher.daemon")
@@ -22,6 +23,8 @@ async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     listener: http.Listener | None = None
     try:
         await store.check_durability()
+        if reasons := await store.ddl_capabilities():
+            log.warning("store.ddl_capable_role", reasons=list(reasons))
         parts = bootstrap.build_daemon_parts(settings, store, clock.SystemClock())
         listener = http.Listener(
             settings.metrics_host,
@@ -57,7 +60,20 @@ async def cmd_tick(settings: Settings, args: argparse.Namespace) -> int:
         totals: collections.Counter[str] = collections.Counter()
         observed = batches = 0
         max_pages = args.max_pages if args.drain else 1
+        guard = (
+            skew.SkewGuard(settings.max_clock_skew_seconds)
+            if settings.profile == "cluster"
+            else None
+        )
         while batches < max_pages:
+            if guard is not None and not (reading := await guard.check(store)).allowed:
+                print(
+                    f"{common.PROG}: error: clock skew {reading.skew_seconds:+.3f}s exceeds "
+                    f"QINGLONG_MAX_CLOCK_SKEW_SECONDS ({settings.max_clock_skew_seconds}); "
+                    "not claiming",
+                    file=sys.stderr,
+                )
+                return common.EXIT_REFUSED
             report = await the_dispatcher.dispatch_batch()
             batches += 1
             observed += report.observed

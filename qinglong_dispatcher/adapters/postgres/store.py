@@ -76,6 +76,11 @@ class PostgresStore:
         """Close the pool."""
         await self.db.close()
 
+    @property
+    def commits(self) -> int:
+        """Write transactions committed through the pool."""
+        return self.db.commits
+
     # -- schema and startup checks ---------------------------------------------------------
 
     async def migrate(self, *, now_ms: int) -> list[int]:

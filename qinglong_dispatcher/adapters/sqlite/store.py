@@ -64,6 +64,15 @@ class SqliteStore:
                 f"SQLite must run WAL with synchronous=FULL (got {mode}, synchronous={sync})"
             )
 
+    async def ddl_capabilities(self) -> tuple[str, ...]:
+        """None to report: on an edge device file permissions are the only authority."""
+        return ()
+
+    @property
+    def commits(self) -> int:
+        """Write transactions committed through the connection."""
+        return self.db.commits
+
     async def database_now_ms(self) -> int:
         """SQLite's clock is this machine's system clock."""
 

@@ -1,0 +1,82 @@
+"""What the benchmark needs from a scratch SQLite store: raw commit loops and seeded rows."""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+from qinglong_dispatcher.adapters import named_sql
+from qinglong_dispatcher.adapters.sqlite import database
+from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
+
+B = named_sql.load(Path(__file__).with_name("bench.sql"))
+
+
+def scratch_url() -> tuple[str, Path]:
+    """A fresh file in a temporary folder: `sqlite:////abs/path.db` and the folder."""
+    folder = Path(tempfile.mkdtemp(prefix="qinglong-bench-"))
+    return f"sqlite:///{folder / 'bench.db'}", folder
+
+
+def _prepare(conn: sqlite3.Connection) -> None:
+    conn.execute(B["create_counter"])
+    conn.execute(B["seed_counter"])
+
+
+async def raw_commits_per_s(store: sqlite_store.SqliteStore, seconds: float) -> float:
+    """BEGIN IMMEDIATE / one-row UPDATE / COMMIT through the store's own hop, for `seconds`."""
+    await store.db.write(_prepare)
+    bump = B["bump_counter"]
+
+    def one(conn: sqlite3.Connection) -> None:
+        conn.execute(bump)
+
+    count = 0
+    started = time.perf_counter()
+    deadline = started + seconds
+    while time.perf_counter() < deadline:
+        await store.db.write(one)
+        count += 1
+    return count / (time.perf_counter() - started)
+
+
+def raw_commits_per_s_stdlib(path: Path, seconds: float, *, busy_timeout_s: float) -> float:
+    """The same loop on a plain stdlib connection in this thread: closer to the disk's limit."""
+    conn = database.connect(path, busy_timeout_s=busy_timeout_s)
+    try:
+        database.in_transaction(conn, _prepare)
+        bump = B["bump_counter"]
+        count = 0
+        started = time.perf_counter()
+        deadline = started + seconds
+        while time.perf_counter() < deadline:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(bump)
+            conn.execute("COMMIT")
+            count += 1
+        return count / (time.perf_counter() - started)
+    finally:
+        conn.close()
+
+
+async def seed_terminal_rows(store: sqlite_store.SqliteStore, rows: int, now_ms: int) -> None:
+    """`rows` succeeded executions (and their dispatches) in one transaction."""
+
+    def seed(conn: sqlite3.Connection, *, rows: int, now_ms: int) -> None:
+        # Bench-only rows carry no approval request: their foreign key is not the point here.
+        conn.execute("PRAGMA foreign_keys = OFF")
+        try:
+            database.in_transaction(
+                conn,
+                lambda c: (
+                    c.execute(B["seed_terminal_dispatches"], {"rows": rows, "now_ms": now_ms}),
+                    c.execute(B["seed_terminal_executions"], {"now_ms": now_ms}),
+                ),
+            )
+        finally:
+            conn.execute("PRAGMA foreign_keys = ON")
+
+    await store.db.read(functools.partial(seed, rows=rows, now_ms=now_ms))
