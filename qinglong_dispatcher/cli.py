@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 import anyio
 
 from qinglong_dispatcher import __version__
-from qinglong_dispatcher.commands import admin, common, dispatching, recovery, submitting
+from qinglong_dispatcher.commands import admin, bench, common, dispatching, recovery, submitting
 from qinglong_dispatcher.domain import errors, plans, states
 from qinglong_dispatcher.lifecycle import logging as log_setup
 from qinglong_dispatcher.settings import Settings, load_settings
@@ -150,6 +150,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--operator", required=True, metavar="W", help="operator name (audited)")
     r.add_argument("--reason", required=True, metavar="CODE", help="low-sensitivity reason code")
     p.set_defaults(handler=recovery.cmd_recovery)
+
+    p = command("bench", "measure throughput, latency, cost per dispatch and idle footprint")
+    p.add_argument("--dispatches", type=int, default=5_000, metavar="N")
+    p.add_argument(
+        "--replicas", type=int, metavar="R", help="replica processes (edge 1, cluster 4)"
+    )
+    p.add_argument("--scan-rows", type=int, default=1_000_000, metavar="N")
+    p.add_argument("--idle-seconds", type=float, default=30.0, metavar="S")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=bench.cmd_bench)
 
     p = command("health", "exit 0 when the store is reachable and migrated")
     p.add_argument("--json", action="store_true")

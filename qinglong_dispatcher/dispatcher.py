@@ -134,53 +134,45 @@ class Dispatcher:
                 )
             elif claim.outcome is Outcome.EXHAUSTED:
                 log.warning("dispatch.exhausted", dispatch_id=claim.dispatch_id)
-        limiter = anyio.CapacityLimiter(config.concurrency)
+        queue = collections.deque(batch.claimed)
+        waiting = anyio.CancelScope()
+
+        async def work() -> None:
+            while queue:
+                claim = queue.popleft()
+                assert claim.lease is not None
+                assert claim.dispatch is not None
+                if self.draining:
+                    outcome = await self._yield(claim.lease, claim.dispatch)
+                else:
+                    outcome = await self._process(claim.lease, claim.dispatch)
+                report.count(claim.dispatch.action_type, outcome)
+
+        async def give_back_on_drain() -> None:
+            # Claimed items still queued when shutdown begins go back at once, not after the
+            # executes in front of them: another replica can take them now.
+            with waiting:
+                await self._draining.wait()
+            if waiting.cancel_called:
+                return
+            while queue:
+                claim = queue.popleft()
+                assert claim.lease is not None
+                assert claim.dispatch is not None
+                outcome = await self._yield(claim.lease, claim.dispatch)
+                report.count(claim.dispatch.action_type, outcome)
+
         async with anyio.create_task_group() as tg:
-            for claim in batch.claimed:
-                tg.start_soon(self._carry, claim, limiter, report)
+            tg.start_soon(give_back_on_drain)
+            async with anyio.create_task_group() as workers:
+                for _ in range(min(config.concurrency, len(queue))):
+                    workers.start_soon(work)
+            waiting.cancel()
         return report
 
     async def _fault(self, point: str, dispatch: records.Dispatch) -> None:
         if self._fault_hook is not None:
             await self._fault_hook(point, dispatch)
-
-    async def _carry(
-        self, claim: records.Claim, limiter: anyio.CapacityLimiter, report: BatchReport
-    ) -> None:
-        lease, dispatch = claim.lease, claim.dispatch
-        assert lease is not None
-        assert dispatch is not None
-        slot = object()  # the borrower of this item's execute slot
-        if await self._slot_or_drain(limiter, slot):
-            try:
-                outcome = await self._process(lease, dispatch)
-            finally:
-                limiter.release_on_behalf_of(slot)
-        else:
-            outcome = await self._yield(lease, dispatch)
-        report.count(dispatch.action_type, outcome)
-
-    async def _slot_or_drain(self, limiter: anyio.CapacityLimiter, slot: object) -> bool:
-        """Wait for an execute slot; False when shutdown begins first (nothing acquired)."""
-        acquired = False
-        async with anyio.create_task_group() as tg:
-
-            async def take() -> None:
-                nonlocal acquired
-                await limiter.acquire_on_behalf_of(slot)
-                acquired = True
-                tg.cancel_scope.cancel()
-
-            async def drained() -> None:
-                await self._draining.wait()
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(take)
-            tg.start_soon(drained)
-        if acquired and self.draining:
-            limiter.release_on_behalf_of(slot)
-            return False
-        return acquired
 
     async def _yield(self, lease: records.Lease, dispatch: records.Dispatch) -> str:
         return await self._release(lease, dispatch, states.ReleaseKind.YIELD, "shutdown")

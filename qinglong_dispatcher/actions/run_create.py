@@ -7,6 +7,7 @@ lost connection or a busy store is retried by the same execute while its deadlin
 
 from __future__ import annotations
 
+import collections
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -22,6 +23,7 @@ ACTION_TYPE = "run.create"
 
 FaultHook = Callable[[str, records.Dispatch], Awaitable[None]]
 """Test-only seam (`before_effect`); production wiring passes none."""
+PLAN_CACHE_SIZE = 256
 EFFECT_RETRY_FIRST_S = 0.02
 EFFECT_RETRY_MAX_S = 0.5
 
@@ -75,9 +77,26 @@ class RunCreateHandler:
         self._repository = repository
         self._clock = clock
         self._fault_hook = fault_hook
+        # Plans are immutable (the database refuses UPDATE and DELETE), so a row read once is
+        # the row forever: execute re-parses the bytes inspect read without another read.
+        self._plan_rows: collections.OrderedDict[tuple[str, str], ports.StoredPlan] = (
+            collections.OrderedDict()
+        )
+
+    async def _plan_row(self, dispatch: records.Dispatch) -> ports.StoredPlan | None:
+        key = (dispatch.project_id, dispatch.action_ref)
+        stored = self._plan_rows.get(key)
+        if stored is None:
+            stored = await self._plans.get_plan(*key)
+            if stored is None:
+                return None
+            self._plan_rows[key] = stored
+            if len(self._plan_rows) > PLAN_CACHE_SIZE:
+                self._plan_rows.popitem(last=False)
+        return stored
 
     async def _resolve(self, dispatch: records.Dispatch) -> plans.ApprovedRunCreationPlan:
-        stored = await self._plans.get_plan(dispatch.project_id, dispatch.action_ref)
+        stored = await self._plan_row(dispatch)
         if stored is None:
             raise errors.PlanInvalid("no plan for this action", code="plan_missing")
         plan = plans.parse_plan(stored.action_type, stored.plan_json.encode("utf-8"))

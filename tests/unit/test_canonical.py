@@ -303,3 +303,14 @@ def test_loads_of_stdlib_json_raises_only_canonical_error(value: object) -> None
         canonical.loads(text)
     except Exception as exc:
         _error_message(exc)
+
+
+@settings(max_examples=200)
+@given(json_values)
+def test_the_fast_path_writes_exactly_what_the_validating_walk_writes(value: object):
+    walker = canonical._Encoder(canonical.PLAN_MAX_BYTES)
+    try:
+        walker.value(value, "$", 0)
+    except errors.CanonicalJsonError:
+        return
+    assert canonical.dumps(value) == b"".join(walker.parts)

@@ -1,0 +1,252 @@
+"""The bench's measurements, each on a scratch store: raw commits, enqueue, dispatch by
+replica processes, the trickle latency of the real daemon, the due-scan cost, idle cost."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+
+from qinglong_dispatcher import api, bootstrap, clock, ports
+from qinglong_dispatcher.bench import procstat
+from qinglong_dispatcher.bench.scratch import Scratch
+from qinglong_dispatcher.domain import errors, plans
+from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
+
+SUBMIT_CHUNK = 1_000
+SCAN_PAGES = 5
+PAGE = 64
+
+
+def _child_env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QINGLONG_")}
+    env.pop("NOTIFY_SOCKET", None)
+    env.update(extra)
+    return env
+
+
+def run_create_plans(count: int, *, project: str = "bench") -> list[plans.ActionPlan]:
+    """`count` valid run.create plans."""
+    return [
+        api.run_create_plan({"projectId": project, "taskId": f"t-{i}", "taskRevision": i})
+        for i in range(count)
+    ]
+
+
+async def raw_commits(made: Scratch, seconds: float) -> tuple[float, float | None]:
+    """(through the adapter's driver, through stdlib sqlite3 or None on PostgreSQL)."""
+    if made.sqlite_path is not None:
+        from qinglong_dispatcher.adapters.sqlite import bench as sqlite_bench
+        from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
+
+        store = await sqlite_store.SqliteStore.open(
+            made.sqlite_path, busy_timeout_s=made.settings.sqlite_busy_timeout_seconds
+        )
+        try:
+            driver = await sqlite_bench.raw_commits_per_s(store, seconds)
+        finally:
+            await store.close()
+        stdlib = await anyio.to_thread.run_sync(
+            lambda: sqlite_bench.raw_commits_per_s_stdlib(
+                made.sqlite_path,  # type: ignore[arg-type]
+                seconds,
+                busy_timeout_s=made.settings.sqlite_busy_timeout_seconds,
+            )
+        )
+        return driver, stdlib
+    from qinglong_dispatcher.adapters.postgres import bench as postgres_bench
+
+    return await postgres_bench.raw_commits_per_s(made.url, seconds), None
+
+
+async def enqueue(made: Scratch, count: int) -> float:
+    """Approvals created, approved and consumed through the real API, per second."""
+    store = await made.open()
+    try:
+        the_api = bootstrap.build_api(made.settings, store, clock.SystemClock())
+        plan_list = run_create_plans(count)
+        started = time.perf_counter()
+        for first in range(0, count, SUBMIT_CHUNK):
+            await the_api.submit(
+                plan_list[first : first + SUBMIT_CHUNK], requested_by="bench", approved_by="bench"
+            )
+        return count / (time.perf_counter() - started)
+    finally:
+        await store.close()
+
+
+async def dispatch(made: Scratch, count: int, replicas: int) -> dict[str, float]:
+    """R replica processes drain everything; every dispatch verified succeeded with one Run."""
+    start_at = time.time() + 1.5  # imports and pools first, then all begin together
+    results: list[dict[str, float]] = []
+
+    async def replica(n: int) -> None:
+        done = await anyio.run_process(
+            [sys.executable, "-m", "qinglong_dispatcher.bench.replica", str(start_at)],
+            env=_child_env(made.env(owner_id=f"bench-{n}")),
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise errors.StoreError("a bench replica failed", code="bench_replica_failed")
+        results.append(json.loads(done.stdout))
+
+    async with anyio.create_task_group() as tg:
+        for n in range(replicas):
+            tg.start_soon(replica, n)
+    elapsed = max(r["ended"] for r in results) - min(r["began"] for r in results)
+    store = await made.open()
+    try:
+        counts = await store.counts(now_ms=clock.SystemClock().now_ms())
+    finally:
+        await store.close()
+    succeeded = counts.executions[EffectiveStatus.SUCCEEDED]
+    if succeeded != count or counts.runs != count:
+        raise errors.StoreError(
+            f"bench verification failed: {succeeded} succeeded, {counts.runs} runs of {count}",
+            code="bench_unverified",
+        )
+    dispatched = sum(r["dispatched"] for r in results)
+    return {
+        "dispatch_per_s": count / elapsed,
+        "commits_per_dispatch": sum(r["commits"] for r in results) / count,
+        "cpu_s_per_1000": max(
+            r["cpu_s"] / max(r["dispatched"], 1) * 1000 for r in results if r["dispatched"]
+        )
+        if dispatched
+        else 0.0,
+        "rss_mib_peak": max(r["rss_mib"] for r in results),
+    }
+
+
+def _start_daemon(made: Scratch, log: Path, **settings: str) -> subprocess.Popen[bytes]:
+    with log.open("wb") as handle:
+        return subprocess.Popen(
+            [sys.executable, "-m", "qinglong_dispatcher", "run"],
+            env=_child_env(made.env(metrics_port="0", **settings)),
+            stdout=subprocess.DEVNULL,
+            stderr=handle,
+        )
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+async def trickle(made: Scratch, workdir: Path, *, seconds: float, rate: float) -> dict[str, float]:
+    """The real daemon at a 0.05 s cadence, fed at a steady rate; latencies from the ledger."""
+    daemon = _start_daemon(made, workdir / "trickle.log", cadence_seconds="0.05")
+    store = await made.open()
+    try:
+        the_api = bootstrap.build_api(made.settings, store, clock.SystemClock())
+        await anyio.sleep(1.5)  # the daemon is up and ticking
+        ids: list[str] = []
+        begun = time.monotonic()
+        for n in range(max(1, int(seconds * rate))):
+            await anyio.sleep(max(0.0, begun + n / rate - time.monotonic()))
+            (consumed,) = await the_api.submit(
+                run_create_plans(1, project="trickle"), requested_by="bench", approved_by="bench"
+            )
+            ids.append(consumed.dispatch_id)
+        with anyio.fail_after(60):
+            while True:
+                rows = [await store.get_execution(i) for i in ids]
+                if all(r is not None and r.status is ExecutionStatus.SUCCEEDED for r in rows):
+                    break
+                await anyio.sleep(0.05)
+        starts, completes = [], []
+        for dispatch_id in ids:
+            events = {
+                e.to_status: e.committed_at_ms for e in await store.execution_events(dispatch_id)
+            }
+            eligible = events[ExecutionStatus.PENDING]
+            starts.append(events[ExecutionStatus.EXECUTING] - eligible)
+            completes.append(events[ExecutionStatus.SUCCEEDED] - eligible)
+    finally:
+        await store.close()
+        await anyio.to_thread.run_sync(_stop, daemon)
+    return {
+        "start_p50": _percentile(starts, 0.50),
+        "start_p99": _percentile(starts, 0.99),
+        "complete_p50": _percentile(completes, 0.50),
+        "complete_p99": _percentile(completes, 0.99),
+    }
+
+
+async def idle(made: Scratch, workdir: Path, *, seconds: float) -> dict[str, float]:
+    """CPU percent of one core and RSS of the real daemon with nothing to do."""
+    daemon = _start_daemon(made, workdir / "idle.log")
+    try:
+        await anyio.sleep(2.0)  # past start-up and the first tick
+        if daemon.poll() is not None:
+            raise errors.StoreError("the idle daemon exited", code="bench_daemon_failed")
+        before = procstat.of_pid(daemon.pid)
+        begun = time.monotonic()
+        await anyio.sleep(seconds)
+        after = procstat.of_pid(daemon.pid)
+        wall = time.monotonic() - begun
+    finally:
+        await anyio.to_thread.run_sync(_stop, daemon)
+    return {"cpu_percent": (after.cpu_s - before.cpu_s) / wall * 100, "rss_mib": after.rss_mib}
+
+
+async def _time_claim_pages(store: ports.Store, made: Scratch) -> float:
+    """Median wall time of one `claim_due` of a full page (pages submitted just before)."""
+    the_api = bootstrap.build_api(made.settings, store, clock.SystemClock())
+    await the_api.submit(
+        run_create_plans(PAGE * SCAN_PAGES, project="scan"),
+        requested_by="bench",
+        approved_by="bench",
+    )
+    the_clock = clock.SystemClock()
+    timings = []
+    for _ in range(SCAN_PAGES):
+        started = time.perf_counter()
+        batch = await store.claim_due(
+            now_ms=the_clock.now_ms(), owner="bench-scan", limit=PAGE, lease_ms=60_000
+        )
+        timings.append(time.perf_counter() - started)
+        if len(batch.claimed) != PAGE:
+            raise errors.StoreError("scan page not full", code="bench_unverified")
+    return statistics.median(timings)
+
+
+async def scan_cost(made: Scratch, rows: int) -> float:
+    """claim_due of a page with `rows` terminal rows present, over the same on an empty table."""
+    store = await made.open()
+    try:
+        empty = await _time_claim_pages(store, made)
+        now = clock.SystemClock().now_ms()
+        if made.sqlite_path is not None:
+            from qinglong_dispatcher.adapters.sqlite import bench as sqlite_bench
+            from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
+
+            assert isinstance(store, sqlite_store.SqliteStore)
+            await sqlite_bench.seed_terminal_rows(store, rows, now)
+        else:
+            from qinglong_dispatcher.adapters.postgres import bench as postgres_bench
+
+            await postgres_bench.seed_terminal_rows(made.url, rows, now)
+        full = await _time_claim_pages(store, made)
+    finally:
+        await store.close()
+    return full / empty

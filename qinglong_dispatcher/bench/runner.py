@@ -1,0 +1,77 @@
+"""Runs the bench phases in one process and assembles the report (exactly the issue's keys)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from qinglong_dispatcher.bench import phases, scratch
+from qinglong_dispatcher.settings import Settings
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Options:
+    """What `bench` was asked to do."""
+
+    dispatches: int = 5_000
+    replicas: int = 1
+    scan_rows: int = 1_000_000
+    idle_seconds: float = 30.0
+    raw_seconds: float = 2.0
+    trickle_seconds: float = 3.0
+    trickle_rate: float = 20.0
+
+
+def _progress(text: str) -> None:
+    if sys.stderr.isatty():
+        print(f"bench: {text}", file=sys.stderr, flush=True)
+
+
+async def run(settings: Settings, options: Options) -> dict[str, Any]:
+    """Every measurement, each phase on scratch stores created and removed here."""
+    with tempfile.TemporaryDirectory(prefix="qinglong-bench-") as tmp:
+        workdir = Path(tmp)
+        async with scratch.scratch(settings) as made:
+            _progress("raw commit loop")
+            raw, raw_stdlib = await phases.raw_commits(made, options.raw_seconds)
+            _progress(f"enqueue {options.dispatches}")
+            enqueue_per_s = await phases.enqueue(made, options.dispatches)
+            _progress(f"dispatch with {options.replicas} replica(s)")
+            dispatched = await phases.dispatch(made, options.dispatches, options.replicas)
+            _progress("trickle latency")
+            latency = await phases.trickle(
+                made, workdir, seconds=options.trickle_seconds, rate=options.trickle_rate
+            )
+            _progress(f"idle for {options.idle_seconds:g} s")
+            idle = await phases.idle(made, workdir, seconds=options.idle_seconds)
+        async with scratch.scratch(settings) as made:
+            _progress(f"scan cost with {options.scan_rows} terminal rows")
+            scan_ratio = await phases.scan_cost(made, options.scan_rows)
+    return {
+        "raw_commits_per_s": round(raw, 1),
+        "raw_commits_per_s_stdlib": None if raw_stdlib is None else round(raw_stdlib, 1),
+        "enqueue_per_s": round(enqueue_per_s, 1),
+        "dispatch_per_s": round(dispatched["dispatch_per_s"], 1),
+        "ratio_to_raw_commit": round(dispatched["dispatch_per_s"] / raw, 3),
+        "commits_per_dispatch": round(dispatched["commits_per_dispatch"], 3),
+        "latency_ms": {k: round(v, 1) for k, v in latency.items()},
+        "cpu_s_per_1000": round(dispatched["cpu_s_per_1000"], 3),
+        "rss_mib_peak": round(dispatched["rss_mib_peak"], 1),
+        "scan_cost_ratio": round(scan_ratio, 3),
+        "idle": {k: round(v, 3) for k, v in idle.items()},
+    }
+
+
+def table(report: dict[str, Any]) -> str:
+    """A short human-readable table."""
+    lines = []
+    for key, value in report.items():
+        if isinstance(value, dict):
+            for sub, inner in value.items():
+                lines.append(f"{key}.{sub:<16} {inner}")
+        else:
+            lines.append(f"{key:<27} {value}")
+    return "\n".join(lines)

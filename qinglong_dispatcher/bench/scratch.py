@@ -1,0 +1,70 @@
+"""Scratch stores the bench creates and removes: a temp SQLite file, or a scratch database."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from qinglong_dispatcher import bootstrap, clock, ports
+from qinglong_dispatcher.settings import Settings, load_settings
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Scratch:
+    """A migrated scratch store's settings (same profile, its own URL)."""
+
+    settings: Settings
+    url: str
+    sqlite_path: Path | None
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """`QINGLONG_*` variables that point a subprocess at this store."""
+        return {
+            "QINGLONG_PROFILE": self.settings.profile,
+            "QINGLONG_DATABASE_URL": self.url,
+            **{f"QINGLONG_{k.upper()}": v for k, v in extra.items()},
+        }
+
+    async def open(self) -> ports.Store:
+        """A store on the scratch database."""
+        return await bootstrap.open_store(self.settings)
+
+
+@contextlib.asynccontextmanager
+async def scratch(settings: Settings) -> AsyncIterator[Scratch]:
+    """Create, migrate, yield and remove one scratch store of the profile's dialect."""
+    folder: Path | None = None
+    admin_url = settings.database_url
+    if settings.dialect == "sqlite":
+        from qinglong_dispatcher.adapters.sqlite import bench as sqlite_bench
+
+        url, folder = sqlite_bench.scratch_url()
+    else:
+        from qinglong_dispatcher.adapters.postgres import bench as postgres_bench
+
+        url = await postgres_bench.create_scratch(admin_url)
+    scratch_settings = load_settings(
+        profile=settings.profile, database_url=url, overrides={"owner_id": "bench"}
+    )
+    made = Scratch(
+        settings=scratch_settings,
+        url=url,
+        sqlite_path=scratch_settings.sqlite_path if folder is not None else None,
+    )
+    try:
+        store = await made.open()
+        try:
+            await store.migrate(now_ms=clock.SystemClock().now_ms())
+        finally:
+            await store.close()
+        yield made
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            from qinglong_dispatcher.adapters.postgres import bench as postgres_bench
+
+            await postgres_bench.drop_scratch(admin_url, url)

@@ -1,0 +1,43 @@
+"""`bench`: the benchmark a user runs on their own hardware (see README, Performance)."""
+
+from __future__ import annotations
+
+import argparse
+
+from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.settings import Settings
+
+
+async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
+    """Measure on scratch stores; print one JSON line with --json, else a short table."""
+    from qinglong_dispatcher.bench import runner  # only the bench pays for its imports
+
+    replicas = (
+        args.replicas if args.replicas is not None else (4 if settings.profile == "cluster" else 1)
+    )
+    if settings.profile == "edge" and replicas != 1:
+        raise errors.ConfigurationError("--replicas: the edge profile has one store owner (1)")
+    for name, value in (("--dispatches", args.dispatches), ("--replicas", replicas)):
+        if value < 1:
+            raise common.UsageError(f"{name} must be at least 1")
+    if args.scan_rows < 0 or args.idle_seconds <= 0:
+        raise common.UsageError("--scan-rows must be ≥ 0 and --idle-seconds > 0")
+    report = await runner.run(
+        settings,
+        runner.Options(
+            dispatches=args.dispatches,
+            replicas=replicas,
+            scan_rows=args.scan_rows,
+            idle_seconds=args.idle_seconds,
+        ),
+    )
+    if args.json:
+        common.print_json(report)
+    else:
+        print(
+            f"qinglong-dispatcher bench ({settings.profile}, {args.dispatches} dispatches, "
+            f"{replicas} replica(s))"
+        )
+        print(runner.table(report))
+    return common.EXIT_OK
