@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 import anyio
@@ -135,6 +135,7 @@ class Dispatcher:
             elif claim.outcome is Outcome.EXHAUSTED:
                 log.warning("dispatch.exhausted", dispatch_id=claim.dispatch_id)
         queue = collections.deque(batch.claimed)
+        await self._prefetch(queue)
         waiting = anyio.CancelScope()
 
         async def work() -> None:
@@ -169,6 +170,20 @@ class Dispatcher:
                     workers.start_soon(work)
             waiting.cancel()
         return report
+
+    async def _prefetch(self, claims: Sequence[records.Claim]) -> None:
+        """Let handlers read what the page's inspects need in one go (saves a read per item)."""
+        by_type: dict[str, list[records.Dispatch]] = {}
+        for claim in claims:
+            if claim.dispatch is not None:
+                by_type.setdefault(claim.dispatch.action_type, []).append(claim.dispatch)
+        for action_type, dispatches in by_type.items():
+            handler = self._handlers.get(action_type)
+            if isinstance(handler, ports.PrefetchingHandler):
+                try:
+                    await handler.prefetch(dispatches)
+                except errors.StoreError as exc:
+                    log.warning("dispatch.prefetch_failed", action_type=action_type, code=exc.code)
 
     async def _fault(self, point: str, dispatch: records.Dispatch) -> None:
         if self._fault_hook is not None:

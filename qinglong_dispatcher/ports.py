@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from qinglong_dispatcher.domain import approvals, records, recovery, runs, schema, states
 
@@ -151,6 +151,10 @@ class PlanStore(Protocol):
 
     async def get_plan(self, project_id: str, action_ref: str) -> StoredPlan | None:
         """The plan row, or None."""
+        ...
+
+    async def get_plans(self, keys: Sequence[tuple[str, str]]) -> list[StoredPlan]:
+        """The plan rows of many (project, action ref) keys in one read; missing ones left out."""
         ...
 
 
@@ -330,6 +334,15 @@ class ExecutionContext:
     def idempotency_key(self) -> str:
         """Downstream systems key their idempotency on the dispatch id."""
         return self.dispatch.dispatch_id
+
+
+@runtime_checkable
+class PrefetchingHandler(Protocol):
+    """A handler that can read what a whole page's `inspect`s need in one go (optional)."""
+
+    async def prefetch(self, dispatches: Sequence[records.Dispatch]) -> None:
+        """Warm whatever `inspect` will read; a failure here only costs the later reads."""
+        ...
 
 
 class ApprovedActionHandler(Protocol):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import collections
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 import structlog
@@ -83,6 +83,22 @@ class RunCreateHandler:
             collections.OrderedDict()
         )
 
+    def _remember(self, stored: ports.StoredPlan) -> None:
+        self._plan_rows[(stored.project_id, stored.action_ref)] = stored
+        if len(self._plan_rows) > PLAN_CACHE_SIZE:
+            self._plan_rows.popitem(last=False)
+
+    async def prefetch(self, dispatches: Sequence[records.Dispatch]) -> None:
+        """Read a page's plans in one go, so each inspect finds its plan already here."""
+        keys = [
+            (d.project_id, d.action_ref)
+            for d in dispatches
+            if (d.project_id, d.action_ref) not in self._plan_rows
+        ]
+        if keys:
+            for stored in await self._plans.get_plans(keys):
+                self._remember(stored)
+
     async def _plan_row(self, dispatch: records.Dispatch) -> ports.StoredPlan | None:
         key = (dispatch.project_id, dispatch.action_ref)
         stored = self._plan_rows.get(key)
@@ -90,9 +106,7 @@ class RunCreateHandler:
             stored = await self._plans.get_plan(*key)
             if stored is None:
                 return None
-            self._plan_rows[key] = stored
-            if len(self._plan_rows) > PLAN_CACHE_SIZE:
-                self._plan_rows.popitem(last=False)
+            self._remember(stored)
         return stored
 
     async def _resolve(self, dispatch: records.Dispatch) -> plans.ApprovedRunCreationPlan:

@@ -133,3 +133,15 @@ async def test_plans_are_exact_shape(harness: Harness, clock: ManualClock):
         )
         == 0
     )
+
+
+async def test_plans_of_a_page_are_read_in_one_go(harness: Harness, clock: ManualClock):
+    from tests.support.actions import submit_runs
+
+    consumed = await submit_runs(harness.store, clock, 3)
+    dispatches = [await harness.store.get_dispatch(c.dispatch_id) for c in consumed]
+    keys = [(d.project_id, d.action_ref) for d in dispatches if d is not None]
+    found = await harness.store.get_plans([*keys, ("proj-1", "act-missing")])
+    assert sorted((p.project_id, p.action_ref) for p in found) == sorted(keys)
+    assert all(p.action_type == "run.create" for p in found)
+    assert await harness.store.get_plans([]) == []

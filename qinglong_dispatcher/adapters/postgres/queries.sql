@@ -334,3 +334,10 @@ WHERE status = 'executing'
 -- database_now --
 -- The server's wall clock now (clock_timestamp, not the transaction's start): the skew guard.
 SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+
+-- select_plans --
+-- One read for a page of dispatches: the keys arrive as two arrays of equal length.
+SELECT p.project_id, p.action_ref, p.action_type, p.plan_json, p.plan_digest
+FROM unnest(:project_ids::text[], :action_refs::text[]) AS k (project_id, action_ref)
+JOIN qinglong.action_plans AS p
+  ON p.project_id = k.project_id AND p.action_ref = k.action_ref

@@ -329,6 +329,24 @@ class PostgresStore:
 
         return await self.db.read(read)
 
+    async def get_plans(self, keys: Sequence[tuple[str, str]]) -> list[ports.StoredPlan]:
+        """See `ports.PlanStore.get_plans`."""
+        params = {"project_ids": [k[0] for k in keys], "action_refs": [k[1] for k in keys]}
+
+        async def read(conn: db.Connection) -> list[ports.StoredPlan]:
+            return [
+                ports.StoredPlan(
+                    project_id=row["project_id"],
+                    action_ref=row["action_ref"],
+                    action_type=row["action_type"],
+                    plan_json=row["plan_json"],
+                    plan_digest=row["plan_digest"],
+                )
+                for row in await db.fetch(conn, Q["select_plans"], params)
+            ]
+
+        return await self.db.read(read)
+
     async def create_run(self, request: ports.RunCreateRequest) -> ports.RunCreateResult:
         """See `ports.RunCreateRepository.create_run`."""
         try:

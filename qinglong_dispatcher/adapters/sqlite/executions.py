@@ -461,6 +461,28 @@ def complete(
         return records.Transition(
             outcome=Outcome.CONFLICT, dispatch_id=identity.dispatch_id, reason=refusal
         )
+    return complete_checked(
+        conn,
+        identity,
+        mutation_id=mutation_id,
+        completion=completion,
+        result_code=result_code,
+        now_ms=now_ms,
+    )
+
+
+def complete_checked(
+    conn: sqlite3.Connection,
+    identity: records.ExecutionIdentity,
+    *,
+    mutation_id: str,
+    completion: states.Completion,
+    result_code: str,
+    now_ms: int,
+) -> records.Transition:
+    """The completion write itself, for a caller that already read and fenced the row in this
+    transaction (the update still repeats every condition)."""
+    target = ExecutionStatus(completion.value)
     done = conn.execute(
         Q["complete_row"],
         {

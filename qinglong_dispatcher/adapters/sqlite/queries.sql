@@ -320,3 +320,10 @@ WHERE status = 'executing'
 
 -- database_now --
 SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) AS now_ms
+
+-- select_plans --
+-- One read for a page of dispatches: the keys arrive as two JSON arrays of equal length.
+SELECT p.project_id, p.action_ref, p.action_type, p.plan_json, p.plan_digest
+FROM json_each(:project_ids) AS k
+JOIN json_each(:action_refs) AS r ON r.key = k.key
+JOIN action_plans AS p ON p.project_id = k.value AND p.action_ref = r.value

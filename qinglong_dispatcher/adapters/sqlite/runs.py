@@ -94,7 +94,7 @@ def create_run(conn: sqlite3.Connection, request: ports.RunCreateRequest) -> por
         created_at_ms=request.now_ms,
     )
     conn.execute(Q["insert_receipt"], runs.receipt_row(receipt))
-    done = executions.complete(
+    done = executions.complete_checked(
         conn,
         identity,
         mutation_id=request.mutation_id,

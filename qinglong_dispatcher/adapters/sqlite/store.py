@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -273,6 +274,27 @@ class SqliteStore:
                 plan_json=row["plan_json"],
                 plan_digest=row["plan_digest"],
             )
+
+        return await self.db.read(read)
+
+    async def get_plans(self, keys: Sequence[tuple[str, str]]) -> list[ports.StoredPlan]:
+        """See `ports.PlanStore.get_plans`."""
+        params = {
+            "project_ids": json.dumps([k[0] for k in keys]),
+            "action_refs": json.dumps([k[1] for k in keys]),
+        }
+
+        def read(conn: sqlite3.Connection) -> list[ports.StoredPlan]:
+            return [
+                ports.StoredPlan(
+                    project_id=row["project_id"],
+                    action_ref=row["action_ref"],
+                    action_type=row["action_type"],
+                    plan_json=row["plan_json"],
+                    plan_digest=row["plan_digest"],
+                )
+                for row in conn.execute(Q["select_plans"], params)
+            ]
 
         return await self.db.read(read)
 
