@@ -32,9 +32,11 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
+BENCH_PG_URL ?= $(or $(QINGLONG_BENCH_PG_URL),postgresql://postgres@127.0.0.1:5432/postgres)
+
 bench: $(STAMP)
 	$(BIN)/qinglong-dispatcher bench --profile edge
-	$(BIN)/qinglong-dispatcher bench --profile cluster
+	$(BIN)/qinglong-dispatcher bench --profile cluster --database $(BENCH_PG_URL)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 from qinglong_dispatcher import api, dispatcher, ports
-from qinglong_dispatcher.actions import run_create
+from qinglong_dispatcher.actions import run_create, tool_invoke
+from qinglong_dispatcher.actions.tools import file_write
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.lifecycle import daemon, http, metrics, skew, systemd
-from qinglong_dispatcher.recovery import reconciler, run_create_evidence
+from qinglong_dispatcher.recovery import reconciler, run_create_evidence, tool_invoke_evidence
 from qinglong_dispatcher.settings import Settings
 
 
@@ -33,19 +35,54 @@ async def open_store(settings: Settings) -> ports.Store:
     )
 
 
-def handlers(store: ports.Store, clock: ports.Clock) -> dict[str, ports.ApprovedActionHandler]:
-    """The built-in actions, keyed by action type."""
-    return {run_create.ACTION_TYPE: run_create.RunCreateHandler(store, store, clock)}
+def handlers(
+    store: ports.Store,
+    clock: ports.Clock,
+    *,
+    tool_sandbox_dir: Path | None = None,
+    profile: str = "edge",
+) -> dict[str, ports.ApprovedActionHandler]:
+    """The built-in actions, keyed by action type.
+
+    `tool.invoke` is registered only with a sandbox directory (`QINGLONG_TOOL_SANDBOX_DIR`);
+    without one its dispatches find no handler and are retried, then blocked.
+    """
+    built: dict[str, ports.ApprovedActionHandler] = {
+        run_create.ACTION_TYPE: run_create.RunCreateHandler(store, store, clock)
+    }
+    if tool_sandbox_dir is not None:
+        built[tool_invoke.ACTION_TYPE] = tool_invoke.ToolInvokeHandler(
+            store,
+            clock,
+            adapter=file_write.FileWriteAdapter(tool_sandbox_dir),
+            profile=profile,
+        )
+    return built
 
 
-def evidence_providers(store: ports.Store) -> dict[str, ports.EvidenceProvider]:
-    """Evidence providers by action type; an action without one is manual-only."""
-    return {run_create.ACTION_TYPE: run_create_evidence.RunCreateEvidence(store)}
+def evidence_providers(
+    store: ports.Store, *, tool_sandbox_dir: Path | None = None
+) -> dict[str, ports.EvidenceProvider]:
+    """Evidence providers by action type; an action without one is manual-only.
+
+    The `tool.invoke` provider is always there: without a visible sandbox it answers
+    `unavailable`, never `missing`.
+    """
+    return {
+        run_create.ACTION_TYPE: run_create_evidence.RunCreateEvidence(store),
+        tool_invoke.ACTION_TYPE: tool_invoke_evidence.ToolInvokeEvidence(
+            store, store, tool_sandbox_dir
+        ),
+    }
 
 
-def build_reconciler(store: ports.Store, clock: ports.Clock) -> reconciler.Reconciler:
+def build_reconciler(
+    store: ports.Store, clock: ports.Clock, *, tool_sandbox_dir: Path | None = None
+) -> reconciler.Reconciler:
     """The reconciler: the store and the providers, and no handler at all."""
-    return reconciler.Reconciler(store, evidence_providers(store), clock)
+    return reconciler.Reconciler(
+        store, evidence_providers(store, tool_sandbox_dir=tool_sandbox_dir), clock
+    )
 
 
 def build_dispatcher(
@@ -67,7 +104,15 @@ def build_dispatcher(
     )
     return dispatcher.Dispatcher(
         store,
-        {**handlers(store, clock), **(extra_handlers or {})},
+        {
+            **handlers(
+                store,
+                clock,
+                tool_sandbox_dir=settings.tool_sandbox_dir,
+                profile=settings.profile,
+            ),
+            **(extra_handlers or {}),
+        },
         clock,
         config,
         rng=random.Random(),
@@ -88,7 +133,7 @@ def build_daemon_parts(settings: Settings, store: ports.Store, clock: ports.Cloc
         store=store,
         clock=clock,
         dispatcher=the_dispatcher,
-        reconciler=build_reconciler(store, clock),
+        reconciler=build_reconciler(store, clock, tool_sandbox_dir=settings.tool_sandbox_dir),
         metrics=the_metrics,
         health=http.Health(cadence_s=settings.cadence_seconds, stale_after_s=stale_after),
         notifier=systemd.Notifier(),

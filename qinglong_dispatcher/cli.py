@@ -117,6 +117,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--from-jsonl", type=Path, metavar="FILE", help="one plan object per line")
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=submitting.cmd_submit)
+    t: argparse.ArgumentParser = submit_sub.add_parser(
+        "tool-invoke",
+        parents=[shared],
+        help="submit a tool.invoke step (a StepRun waiting for its approval, then approved)",
+    )
+    t.add_argument("--project", required=True, metavar="P", help="project id")
+    t.add_argument("--run", required=True, metavar="RUN_ID", help="a queued or running Run")
+    t.add_argument(
+        "--tool", required=True, metavar="TOOL", help="reviewed built-in tool (builtin.file.write)"
+    )
+    t.add_argument(
+        "--content-file", required=True, type=Path, metavar="F", help="UTF-8 content, ≤ 32 KiB"
+    )
+    t.add_argument("--requested-by", default="cli", metavar="W", help="requester (cli)")
+    t.add_argument("--approved-by", default="cli", metavar="W", help="approver (cli)")
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(handler=submitting.cmd_submit_tool)
 
     p = command("approval", "create, approve or consume one approval request")
     approval_sub = p.add_subparsers(dest="approval_command", metavar="STEP", required=True)

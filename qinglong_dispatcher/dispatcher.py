@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import random
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
@@ -22,8 +23,8 @@ from qinglong_dispatcher.domain.records import Outcome
 
 log = structlog.get_logger("qinglong_dispatcher.dispatcher")
 
-START_REPLAY_TRIES = 3
-"""How often an unacknowledged `start` is replayed under its fence before giving up."""
+START_REPLAY_MAX_WAIT_S = 0.5
+"""Longest pause between replays of an unacknowledged `start` (they go on until the lease ends)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -229,7 +230,14 @@ class Dispatcher:
             approval_request_id=dispatch.approval_request_id,
             action_digest=dispatch.action_digest,
         )
-        for attempt in range(1, START_REPLAY_TRIES + 1):
+        attempt = 0
+        # An unacknowledged start may have committed: replay it under the same fence until the
+        # lease is gone (after that the store refuses it anyway), so a committed barrier whose
+        # answer was lost is executed by its owner instead of waiting for an operator. The
+        # monotonic bound keeps an injected clock that stands still from looping forever.
+        give_up_at = time.monotonic() + self._config.lease_ms / 1000
+        while self._clock.now_ms() < lease.expires_at_ms and time.monotonic() < give_up_at:
+            attempt += 1
             try:
                 (result,) = await self._store.start([request], now_ms=self._clock.now_ms())
             except errors.StoreError as exc:
@@ -241,7 +249,7 @@ class Dispatcher:
                     code=exc.code,
                     try_=attempt,
                 )
-                await anyio.sleep(0.05 * attempt)
+                await anyio.sleep(min(START_REPLAY_MAX_WAIT_S, 0.05 * attempt))
                 continue
             if result.identity is not None:
                 log.info(
@@ -302,10 +310,10 @@ class Dispatcher:
                 "dispatch.completed",
                 dispatch_id=dispatch.dispatch_id,
                 attempt=identity.attempt,
-                outcome="succeeded",
+                outcome=result.committed_as.value,
                 code=result.code,
             )
-            return "succeeded"
+            return result.committed_as.value
         completion = (
             states.Completion.SUCCEEDED
             if result.kind is ports.ExecuteKind.SUCCEEDED

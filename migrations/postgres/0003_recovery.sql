@@ -43,6 +43,30 @@ CREATE TABLE qinglong.security_audit_events (
 
 CREATE INDEX security_audit_events_subject ON qinglong.security_audit_events (subject_id);
 
+-- DESIGN.md §6: the database itself refuses a manual resolution from a session whose login is
+-- not a member of qinglong_operator (the runtime may settle by evidence only), and the recorded
+-- principal must be the session's own login: nobody writes another role's name there.
+CREATE FUNCTION qinglong.check_resolution_principal() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+    IF NEW.principal IS DISTINCT FROM session_user::text THEN
+        RAISE EXCEPTION 'the recorded principal must be the session login'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF NEW.source = 'manual'
+            AND NOT pg_has_role(session_user, 'qinglong_operator', 'MEMBER') THEN
+        RAISE EXCEPTION 'a manual recovery resolution needs a qinglong_operator login'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NEW;
+END
+$$;
+REVOKE ALL ON FUNCTION qinglong.check_resolution_principal() FROM PUBLIC;
+
+CREATE TRIGGER recovery_resolutions_principal
+    BEFORE INSERT ON qinglong.recovery_resolutions
+    FOR EACH ROW EXECUTE FUNCTION qinglong.check_resolution_principal();
+
 CREATE TRIGGER recovery_resolutions_immutable
     BEFORE UPDATE OR DELETE OR TRUNCATE ON qinglong.recovery_resolutions
     FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();

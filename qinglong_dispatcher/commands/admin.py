@@ -33,7 +33,7 @@ async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
-    """Counts per effective status, due backlog, oldest due age, Runs."""
+    """Counts per effective status, due backlog, oldest due age, Runs, StepRuns per state."""
     store = await common.open_store(settings)
     try:
         counts = await store.counts(now_ms=clock.SystemClock().now_ms())
@@ -47,6 +47,7 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         "due": counts.due,
         "oldest_due_age_seconds": age,
         "runs": counts.runs,
+        "step_runs": dict(counts.step_runs),
     }
     if args.json:
         common.print_json(result)
@@ -56,6 +57,8 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{'due':<18} {counts.due}")
         print(f"{'oldest due age':<18} {'-' if age is None else f'{age:.1f}s'}")
         print(f"{'runs':<18} {counts.runs}")
+        for state, n in counts.step_runs.items():
+            print(f"{'step_runs ' + state:<18} {n}")
     return common.EXIT_OK
 
 

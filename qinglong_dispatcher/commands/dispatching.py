@@ -81,7 +81,9 @@ async def cmd_tick(settings: Settings, args: argparse.Namespace) -> int:
             totals.update(report.outcomes)
             if report.observed == 0 or not args.drain:
                 break
-        reconciled = await bootstrap.build_reconciler(store, the_clock).reconcile_pass()
+        reconciled = await bootstrap.build_reconciler(
+            store, the_clock, tool_sandbox_dir=settings.tool_sandbox_dir
+        ).reconcile_pass()
         result = {
             "batches": batches,
             "observed": observed,

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from qinglong_dispatcher import api, bootstrap, clock
+import anyio.to_thread
+
+from qinglong_dispatcher import api, bootstrap, clock, sandbox, tool_api
 from qinglong_dispatcher.commands import common
-from qinglong_dispatcher.domain import canonical, errors, plans
+from qinglong_dispatcher.domain import canonical, errors, plans, tool_registry
 from qinglong_dispatcher.settings import Settings
 
 
@@ -76,6 +78,72 @@ async def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     else:
         for row in rows:
             print(row["dispatch_id"])
+    return common.EXIT_OK
+
+
+def _read_content(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(tool_registry.MAX_CONTENT_BYTES + 1)
+    except OSError as exc:
+        raise errors.InvalidInput(f"{path}: cannot be read ({exc.__class__.__name__})") from None
+    if len(data) > tool_registry.MAX_CONTENT_BYTES:
+        raise errors.InvalidInput(
+            f"{path}: content is larger than {tool_registry.MAX_CONTENT_BYTES} bytes"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise errors.InvalidInput(f"{path}: content must be UTF-8 text") from None
+
+
+async def cmd_submit_tool(settings: Settings, args: argparse.Namespace) -> int:
+    """Create the waiting StepRun, plan and approval, approve and consume: one transaction.
+
+    Everything that can be refused without the store is refused first (identifiers, content
+    size and encoding, the sandbox directory), so a refusal writes nothing at all.
+    """
+    plans.require_identifier("project", args.project)
+    plans.require_identifier("run", args.run)
+    content = await anyio.to_thread.run_sync(_read_content, args.content_file)
+    tool_api.tool_invoke_plan(
+        project_id=args.project,
+        run_id=args.run,
+        step_run_id=tool_api.new_step_run_id(),
+        tool_id=args.tool,
+        content=content,
+    )
+    await anyio.to_thread.run_sync(sandbox.root, settings.tool_sandbox_dir)
+    store = await common.open_store(settings)
+    try:
+        submitted = await tool_api.submit_tool_invocation(
+            store,
+            clock.SystemClock(),
+            api.Policy(
+                approval_ttl_ms=int(settings.approval_ttl_seconds * 1000),
+                max_attempts=settings.max_attempts,
+            ),
+            project_id=args.project,
+            run_id=args.run,
+            tool_id=args.tool,
+            content=content,
+            requested_by=args.requested_by,
+            approved_by=args.approved_by,
+        )
+    finally:
+        await store.close()
+    consumed = submitted.consumed
+    if args.json:
+        common.print_json(
+            {
+                "dispatch_id": consumed.dispatch_id,
+                "approval_request_id": consumed.approval_request_id,
+                "action_ref": consumed.action_ref,
+                "step_run_id": submitted.step_run_id,
+            }
+        )
+    else:
+        print(consumed.dispatch_id)
     return common.EXIT_OK
 
 

@@ -154,3 +154,15 @@ class RecoveryRefused(QinglongError):
     """The execution is not recovery_required, or changed while being resolved."""
 
     code = "recovery_refused"
+
+
+class StepRunRefused(QinglongError):
+    """The StepRun cannot be created or moved: its Run, state or binding does not allow it."""
+
+    code = "step_run_refused"
+
+
+class SandboxUnavailable(ConfigurationError):
+    """The tool sandbox directory is missing, not a directory, or cannot be used."""
+
+    code = "sandbox_unavailable"

@@ -10,7 +10,7 @@ from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias
 import pydantic
 from pydantic import ConfigDict, Field, StringConstraints
 
-from qinglong_dispatcher.domain import canonical, digests, errors
+from qinglong_dispatcher.domain import canonical, digests, errors, tool_registry
 
 IDENTIFIER_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 """Opaque identifiers: project, task, action ref, operator names, result and reason codes."""
@@ -86,11 +86,77 @@ class ApprovedRunCreationPlan(pydantic.BaseModel):
         return self.model_dump(by_alias=True, mode="python")
 
 
-ActionPlan: TypeAlias = ApprovedRunCreationPlan
-"""Every plan model; becomes a union as action types are added."""
+class ToolInvocationPlan(pydantic.BaseModel):
+    """Plan v1 of `tool.invoke` (ADR-0158): which Tool StepRun of which Run runs which tool.
+
+    The only input is bounded inline content for `builtin.file.write`; there is no path, URL
+    or secret field, and `extra="forbid"` refuses any such member.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=False)
+
+    ACTION_TYPE: ClassVar[str] = "tool.invoke"
+
+    schema_version: Literal[1] = Field(alias="schemaVersion")
+    action_ref: Identifier = Field(alias="actionRef")
+    project_id: Identifier = Field(alias="projectId")
+    run_id: Identifier = Field(alias="runId")
+    step_run_id: Identifier = Field(alias="stepRunId")
+    tool_id: Literal["builtin.file.write"] = Field(alias="toolId")
+    tool_version: Annotated[int, Field(strict=True, ge=1, le=1000)] = Field(alias="toolVersion")
+    content: Annotated[str, StringConstraints(strict=True)] = Field(alias="content")
+
+    @pydantic.field_validator("schema_version", mode="before")
+    @classmethod
+    def _exact_version(cls, value: object) -> object:
+        # As in run.create: Literal[1] alone accepts True and 1.0.
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError("must be 1")
+        return value
+
+    @pydantic.field_validator("content")
+    @classmethod
+    def _bounded_text(cls, value: str) -> str:
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ValueError("must be valid Unicode text") from None
+        if size > tool_registry.MAX_CONTENT_BYTES:
+            raise ValueError(
+                f"must be at most {tool_registry.MAX_CONTENT_BYTES} bytes of UTF-8 text"
+            )
+        return value
+
+    @pydantic.model_validator(mode="after")
+    def _known_tool_within_cap(self) -> ToolInvocationPlan:
+        if tool_registry.lookup(self.tool_id, self.tool_version) is None:
+            raise ValueError("toolId and toolVersion name no reviewed built-in tool")
+        try:
+            canonical.dumps(self.to_canonical_dict())
+        except errors.CanonicalJsonError:
+            raise ValueError(
+                f"larger than {canonical.PLAN_MAX_BYTES} bytes as canonical JSON"
+            ) from None
+        return self
+
+    @property
+    def action_type(self) -> str:
+        """The action type this plan belongs to."""
+        return self.ACTION_TYPE
+
+    def to_canonical_dict(self) -> dict[str, object]:
+        """The plan as camelCase JSON members."""
+        return self.model_dump(by_alias=True, mode="python")
+
+
+ActionPlan: TypeAlias = ApprovedRunCreationPlan | ToolInvocationPlan
+"""Every plan model."""
 
 PLAN_MODELS: Final[Mapping[str, type[ActionPlan]]] = MappingProxyType(
-    {ApprovedRunCreationPlan.ACTION_TYPE: ApprovedRunCreationPlan}
+    {
+        ApprovedRunCreationPlan.ACTION_TYPE: ApprovedRunCreationPlan,
+        ToolInvocationPlan.ACTION_TYPE: ToolInvocationPlan,
+    }
 )
 """Plan model per action type."""
 

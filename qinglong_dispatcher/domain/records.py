@@ -206,6 +206,8 @@ class StatusCounts:
     due: int
     oldest_due_age_ms: int | None
     runs: int
+    step_runs: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Tool StepRuns per status (every status present, 0 when none)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

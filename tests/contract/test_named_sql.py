@@ -26,7 +26,12 @@ def test_both_dialects_have_the_same_block_names() -> None:
     assert postgres_names - sqlite_names == set(), "blocks missing on SQLite"
 
 
-@pytest.mark.parametrize("name", sorted(postgres_queries.BLOCKS))
+ONE_STATEMENT_PATHS = {"create_run_fast"}
+"""PostgreSQL writes the whole run.create effect in one data-modifying CTE; SQLite has none,
+so its block of that name only reads the fence and its call site passes other names."""
+
+
+@pytest.mark.parametrize("name", sorted(set(postgres_queries.BLOCKS) - ONE_STATEMENT_PATHS))
 def test_postgres_parameters_are_a_subset_of_the_sqlite_ones(name: str) -> None:
     # The call sites pass the SQLite mapping: a name only PostgreSQL wants would be missing.
     sqlite_names = set(_SQLITE_PARAMETER.findall(_sqlite_blocks().get(name, "")))
@@ -42,6 +47,7 @@ def test_placeholders_are_numbered_once_per_name_and_casts_survive() -> None:
 
 def test_every_postgres_table_is_schema_qualified() -> None:
     for name, sql in postgres_queries.BLOCKS.items():
+        ctes = set(re.findall(r"(?:WITH|,)\s*([a-z_]+)\s+AS\s*\(", sql))
         for table in re.findall(r"\b(?:FROM|JOIN|INTO|UPDATE)\s+([a-z_.]+)", sql):
-            if table not in _FUNCTIONS:
+            if table not in _FUNCTIONS and table not in ctes:
                 assert table.startswith("qinglong."), f"{name}: {table}"

@@ -51,7 +51,7 @@ async def test_manual_resolution_is_fenced_audited_and_final(harness: Harness, c
     dispatch, identity = await started_execution(harness, clock)
     with pytest.raises(errors.RecoveryRefused):
         await api.resolve_manually(
-            harness.store,
+            harness.operator_store,
             clock,
             dispatch.dispatch_id,
             resolution=states.Completion.FAILED,
@@ -60,7 +60,7 @@ async def test_manual_resolution_is_fenced_audited_and_final(harness: Harness, c
         )
     clock.advance(ms=LEASE_MS)
     await api.resolve_manually(
-        harness.store,
+        harness.operator_store,
         clock,
         dispatch.dispatch_id,
         resolution=states.Completion.FAILED,
@@ -89,7 +89,7 @@ async def test_manual_resolution_is_fenced_audited_and_final(harness: Harness, c
     )
     with pytest.raises(errors.RecoveryRefused):
         await api.resolve_manually(
-            harness.store,
+            harness.operator_store,
             clock,
             dispatch.dispatch_id,
             resolution=states.Completion.SUCCEEDED,
@@ -121,7 +121,7 @@ async def test_a_late_complete_committed_first_wins_over_the_resolution(
         now_ms=clock.now_ms(),
     )
     assert done.outcome is Outcome.COMPLETED
-    lost = await harness.store.resolve_recovery(
+    lost = await harness.operator_store.resolve_recovery(
         manual(snapshot.fence, dispatch.project_id), now_ms=clock.now_ms()
     )
     assert (lost.outcome, lost.reason) == (Outcome.CONFLICT, "not_recovery_required")
@@ -134,7 +134,7 @@ async def test_late_complete_and_resolution_race_from_two_connections(
     await submit_runs(harness.store, clock, 8)
     pairs = [await started_execution(harness, clock) for _ in range(8)]
     clock.advance(ms=LEASE_MS)
-    other = await harness.open_another()
+    other = await harness.open_operator()
     results: dict[str, tuple[Outcome, Outcome]] = {}
 
     async def race(dispatch_id: str, identity) -> None:  # type: ignore[no-untyped-def]

@@ -5,15 +5,22 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
+import asyncpg
 import pytest
 
+from qinglong_dispatcher import api, ports
+from qinglong_dispatcher.adapters.postgres import store as postgres_store
+from qinglong_dispatcher.domain import errors, records, states
 from tests.support import stores
+from tests.support.actions import submit_runs
 from tests.support.cli import SCRIPT, json_out, run_cli
+from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.postgres
 
@@ -99,3 +106,144 @@ async def test_migrate_submit_two_concurrent_drains_and_status(database: str, tm
     )
     assert sorted(r["dispatch_id"] for r in starts) == sorted(ids)
     assert {r["n"] for r in starts} == {1}
+
+
+# -- manual resolution: the database checks the login (DESIGN.md §6) ------------------------
+
+
+def _resolve_args(url: str, dispatch_id: str) -> list[str]:
+    return _cluster(
+        url,
+        "recovery",
+        "resolve",
+        dispatch_id,
+        "--as",
+        "failed",
+        "--operator",
+        "oncall-1",
+        "--reason",
+        "checked_downstream",
+    )
+
+
+async def _start_one(store: ports.Store, clock: ManualClock) -> None:
+    """Claim and start the next due execution without executing it (a dispatcher that died)."""
+    batch = await store.claim_due(now_ms=clock.now_ms(), owner="dead", limit=1, lease_ms=1000)
+    (claim,) = batch.claimed
+    assert claim.lease is not None
+    assert claim.dispatch is not None
+    request = records.StartRequest(
+        lease=claim.lease,
+        approval_request_id=claim.dispatch.approval_request_id,
+        action_digest=claim.dispatch.action_digest,
+    )
+    (started,) = await store.start([request], now_ms=clock.now_ms())
+    assert started.identity is not None
+
+
+async def _bookkeeping(database: str, dispatch_id: str) -> dict[str, Any]:
+    (row,) = await stores.raw(
+        database,
+        "SELECT e.status, e.version, "
+        "(SELECT count(*) FROM qinglong.recovery_resolutions r "
+        f" WHERE r.dispatch_id = '{dispatch_id}') AS resolutions, "
+        "(SELECT count(*) FROM qinglong.security_audit_events a "
+        f" WHERE a.subject_id = '{dispatch_id}') AS audits, "
+        "(SELECT count(*) FROM qinglong.execution_events v "
+        f" WHERE v.dispatch_id = '{dispatch_id}') AS events "
+        "FROM qinglong.approved_action_dispatch_executions e "
+        f"WHERE e.dispatch_id = '{dispatch_id}'",
+    )
+    return row
+
+
+async def test_the_database_refuses_a_manual_resolution_from_the_runtime_login(tmp_path: Path):
+    # Recovery_required in real time too: the lease expired a minute before the CLI runs.
+    clock = ManualClock(int(time.time() * 1000) - 60_000)
+    async with stores.fresh_database() as database:
+        runtime = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=2)
+        try:
+            (first,) = await submit_runs(runtime, clock, 1)
+            await _start_one(runtime, clock)
+            clock.advance(ms=1000)
+            before = await _bookkeeping(database, first.dispatch_id)
+            assert before["status"] == "executing"
+            with pytest.raises(errors.StoreError) as refused:
+                await api.resolve_manually(
+                    runtime,
+                    clock,
+                    first.dispatch_id,
+                    resolution=states.Completion.FAILED,
+                    operator="oncall-1",
+                    reason="checked_downstream",
+                )
+            assert refused.value.code == "permission_denied"
+            assert "qinglong_operator" in str(refused.value)
+            # Nothing written: the execution change, its event and the audit row rolled back.
+            assert await _bookkeeping(database, first.dispatch_id) == {
+                **before,
+                "resolutions": 0,
+                "audits": 0,
+            }
+            # Nor can the runtime forge another login as the principal of an evidence row.
+            forged = await stores.raw(
+                database,
+                f"SELECT attempt, lease_owner, lease_token, started_at_ms, version "
+                f"FROM qinglong.approved_action_dispatch_executions "
+                f"WHERE dispatch_id = '{first.dispatch_id}'",
+            )
+            conn = await asyncpg.connect(stores.runtime_url(database), timeout=5)
+            try:
+                with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                    await conn.execute(
+                        "INSERT INTO qinglong.recovery_resolutions (dispatch_id, source, "
+                        "resolution, evidence_digest, resolved_by, principal, reason_code, "
+                        "execution_attempt, execution_version, lease_owner, lease_token, "
+                        "started_at_ms, committed_at_ms) VALUES "
+                        "($1, 'evidence', 'succeeded', repeat('a', 64), 'reconciler', $2, "
+                        "'x', $3, $4, $5, $6, $7, 0)",
+                        first.dispatch_id,
+                        stores.OPERATOR_LOGIN,
+                        forged[0]["attempt"],
+                        forged[0]["version"],
+                        forged[0]["lease_owner"],
+                        forged[0]["lease_token"],
+                        forged[0]["started_at_ms"],
+                    )
+            finally:
+                await conn.close()
+        finally:
+            await runtime.close()
+
+        # The same through the CLI: the runtime URL is refused in one line, exit 1 …
+        as_runtime = await anyio.to_thread.run_sync(
+            lambda: run_cli(
+                *_resolve_args(stores.runtime_url(database), first.dispatch_id), cwd=tmp_path
+            )
+        )
+        assert as_runtime.returncode == 1, as_runtime.stderr
+        assert len(as_runtime.stderr.strip().splitlines()) == 1, as_runtime.stderr
+        assert "Traceback" not in as_runtime.stderr
+        assert "qinglong_operator" in as_runtime.stderr
+        assert (await _bookkeeping(database, first.dispatch_id))["resolutions"] == 0
+
+        # … and the operator login succeeds, with its own name as the principal.
+        as_operator = await anyio.to_thread.run_sync(
+            lambda: run_cli(
+                *_resolve_args(stores.operator_url(database), first.dispatch_id), cwd=tmp_path
+            )
+        )
+        assert as_operator.returncode == 0, as_operator.stderr
+        resolutions = await stores.raw(
+            database,
+            "SELECT source, resolved_by, principal FROM qinglong.recovery_resolutions",
+        )
+        assert [tuple(r.values()) for r in resolutions] == [
+            ("manual", "oncall-1", stores.OPERATOR_LOGIN)
+        ]
+        audits = await stores.raw(
+            database, "SELECT actor, principal FROM qinglong.security_audit_events"
+        )
+        assert [tuple(r.values()) for r in audits] == [("oncall-1", stores.OPERATOR_LOGIN)]
+        after = await _bookkeeping(database, first.dispatch_id)
+        assert (after["status"], after["events"]) == ("failed", before["events"] + 1)

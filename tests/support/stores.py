@@ -28,12 +28,20 @@ DIALECTS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 @dataclasses.dataclass
 class Harness:
-    """A store plus raw SQL for setting up faults the product must survive."""
+    """A store plus raw SQL for setting up faults the product must survive.
+
+    `store` is the daemon's (the runtime login on PostgreSQL); `operator_store` is what an
+    operator resolving recovery by hand uses: on PostgreSQL a pool opened with the operator
+    login on the same database (DESIGN.md §6), on SQLite the same store (the OS user is the
+    principal there). `open_operator` opens one more operator connection, for races.
+    """
 
     dialect: str
     store: ports.Store
     raw: Callable[[str], Awaitable[list[dict[str, Any]]]]
     open_another: Callable[[], Awaitable[ports.Store]]
+    operator_store: ports.Store
+    open_operator: Callable[[], Awaitable[ports.Store]]
 
     async def scalar(self, sql: str) -> Any:
         """First column of the first row."""
@@ -65,7 +73,7 @@ async def _sqlite(tmp_path_factory: pytest.TempPathFactory) -> tuple[Harness, li
         opened.append(other)
         return other
 
-    return Harness("sqlite", store, raw, another), opened
+    return Harness("sqlite", store, raw, another, store, another), opened
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------
@@ -273,6 +281,12 @@ async def _postgres() -> AsyncIterator[tuple[Harness, list[ports.Store]]]:
         url = runtime_url(database)
         store = await postgres_store.PostgresStore.open(url, max_size=4)
         opened: list[ports.Store] = [store]
+        try:
+            operator = await postgres_store.PostgresStore.open(operator_url(database), max_size=2)
+        except BaseException:
+            await store.close()
+            raise
+        opened.append(operator)
 
         async def raw_sql(sql: str) -> list[dict[str, Any]]:
             return await raw(database, sql)
@@ -282,8 +296,16 @@ async def _postgres() -> AsyncIterator[tuple[Harness, list[ports.Store]]]:
             opened.append(other)
             return other
 
+        async def another_operator() -> ports.Store:
+            other = await postgres_store.PostgresStore.open(operator_url(database), max_size=2)
+            opened.append(other)
+            return other
+
         try:
-            yield Harness("postgres", store, raw_sql, another), opened
+            yield (
+                Harness("postgres", store, raw_sql, another, operator, another_operator),
+                opened,
+            )
         finally:
             # Close before the database is dropped, even when a test failed.
             for each in opened:

@@ -263,7 +263,7 @@ def test_float_in_bytes_is_refused_even_when_integral() -> None:
     assert _plan_error(data) == "plan invalid: taskRevision: floats are not allowed"
 
 
-@pytest.mark.parametrize("action_type", ["tool.invoke", "", "run.create ", 7, None])
+@pytest.mark.parametrize("action_type", ["tool.unknown", "", "run.create ", 7, None])
 def test_unknown_action_type(action_type: object) -> None:
     with pytest.raises(errors.UnknownActionType) as info:
         plans.parse_plan(action_type, GOOD)  # type: ignore[arg-type]

@@ -117,6 +117,19 @@ def _retryable(exc: BaseException) -> bool:
     )
 
 
+def _connection_lost(exc: BaseException) -> bool:
+    """The session ended under us (terminated backend, reset socket, a pooled connection that
+    died while idle); a timeout is not one: retrying it would only multiply the wait."""
+    if isinstance(exc, TimeoutError):
+        return False
+    if isinstance(exc, asyncpg.PostgresError):
+        state = str(getattr(exc, "sqlstate", "") or "")
+        return state.startswith("08") or state in ("57P01", "57P02", "57P03")
+    return isinstance(
+        exc, OSError | asyncpg.InterfaceError | asyncpg.exceptions.InternalClientError
+    )
+
+
 class Database:
     """A small pool; `read` and `write` run one transaction each."""
 
@@ -151,9 +164,13 @@ class Database:
         """Run a read-only body on one snapshot (REPEATABLE READ, READ ONLY)."""
         return await self._run(body, isolation="repeatable_read", readonly=True)
 
-    async def write(self, body: Transaction[T]) -> T:
-        """Run `body` as one READ COMMITTED transaction; row locks and fenced updates decide."""
-        result = await self._run(body, isolation="read_committed", readonly=False)
+    async def write(self, body: Transaction[T], *, isolation: str = "read_committed") -> T:
+        """Run `body` as one READ COMMITTED transaction; row locks and fenced updates decide.
+
+        `isolation="serializable"` is for the tool start barrier (ADR-0158 §4): its
+        serialization failures are retried like deadlocks, at most `MAX_ATTEMPTS` times.
+        """
+        result = await self._run(body, isolation=isolation, readonly=False)
         self.commits += 1
         return result
 
@@ -167,10 +184,39 @@ class Database:
                         async with conn.transaction(isolation=isolation, readonly=readonly):
                             return await body(conn)
             except DRIVER_ERRORS as exc:
-                if _retryable(exc) and attempt < MAX_ATTEMPTS:
+                # A read that lost its connection wrote nothing: read again on a fresh one. A
+                # write learns it, typed (its COMMIT may or may not have landed), and the
+                # caller replays under its fence (DESIGN.md §4).
+                again = _retryable(exc) or (readonly and _connection_lost(exc))
+                if again and attempt < MAX_ATTEMPTS:
                     await anyio.sleep(random.uniform(0.005, 0.02) * attempt)
                     continue
                 raise translate(exc) from exc
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def statement(self, statement: Statement, params: Mapping[str, object]) -> Row:
+        """One write statement as its own transaction: one round trip (the happy paths).
+
+        A row back means it wrote and committed; None means it matched nothing and wrote
+        nothing, and the caller falls back to its diagnosing transaction.
+        """
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                async with self._connection() as conn:
+                    with anyio.CancelScope(shield=True):
+                        row = await conn.fetchrow(statement.text, *statement.args(params))
+            except DRIVER_ERRORS as exc:
+                # A lost connection leaves it unknown whether the statement committed; running
+                # it again is a replay: if the first one committed, the fenced statement now
+                # matches nothing, returns None, and the caller's diagnosing transaction
+                # recognises its own earlier write.
+                if (_retryable(exc) or _connection_lost(exc)) and attempt < MAX_ATTEMPTS:
+                    await anyio.sleep(random.uniform(0.005, 0.02) * attempt)
+                    continue
+                raise translate(exc) from exc
+            if row is not None:
+                self.commits += 1
+            return row
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     @contextlib.asynccontextmanager

@@ -326,6 +326,40 @@ async def _start_one(
     )
 
 
+async def start_fast(
+    database: db.Database, request: records.StartRequest, *, now_ms: int
+) -> records.StartResult | None:
+    """The barrier in one statement when everything matches; None sends the caller to `start`."""
+    lease = request.lease
+    done = await database.statement(
+        Q["start_fast"],
+        {
+            "dispatch_id": lease.dispatch_id,
+            "approval_request_id": request.approval_request_id,
+            "action_digest": request.action_digest,
+            "version": lease.version,
+            "owner": lease.owner,
+            "token": lease.token,
+            "attempt": lease.attempt,
+            "now_ms": now_ms,
+        },
+    )
+    if done is None:
+        return None
+    identity = records.ExecutionIdentity(
+        dispatch_id=lease.dispatch_id,
+        attempt=lease.attempt,
+        owner=lease.owner,
+        token=lease.token,
+        started_at_ms=now_ms,
+        version=done["version"],
+        lease_expires_at_ms=lease.expires_at_ms,
+    )
+    return records.StartResult(
+        outcome=Outcome.STARTED, dispatch_id=lease.dispatch_id, identity=identity
+    )
+
+
 async def start(
     conn: db.Connection, requests: Sequence[records.StartRequest], *, now_ms: int
 ) -> list[records.StartResult]:

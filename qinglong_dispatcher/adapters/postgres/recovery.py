@@ -7,9 +7,9 @@ written by the server itself in `insert_resolution` and `insert_audit_event`.
 from __future__ import annotations
 
 from qinglong_dispatcher.adapters.postgres import database as db
-from qinglong_dispatcher.adapters.postgres import executions
+from qinglong_dispatcher.adapters.postgres import executions, tool_steps
 from qinglong_dispatcher.adapters.postgres.queries import Q
-from qinglong_dispatcher.domain import fencing, records, recovery, states
+from qinglong_dispatcher.domain import fencing, records, recovery, states, tool_start
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
 
@@ -62,7 +62,7 @@ async def resolve(
         return records.Transition(
             outcome=Outcome.NOT_FOUND, dispatch_id=fence.dispatch_id, reason="not_found"
         )
-    execution, _ = found
+    execution, dispatch = found
     refusal = recovery.resolve_refusal(execution, fence, now_ms=now_ms)
     if refusal is not None:
         return records.Transition(
@@ -120,6 +120,15 @@ async def resolve(
         mutation_id=mutation,
         result_code=resolution.reason_code,
     )
+    if dispatch.action_type == tool_start.TOOL_INVOKE:
+        # Bookkeeping only, in this transaction: the StepRun follows its dispatch.
+        await tool_steps.settle(
+            conn,
+            dispatch,
+            resolution=resolution.resolution.value,
+            reason_code=resolution.reason_code,
+            now_ms=now_ms,
+        )
     if resolution.source is recovery.Source.MANUAL:
         await db.execute(
             conn,

@@ -53,6 +53,40 @@ async def _replay(
     return ports.RunCreateResult(outcome=ports.RunCreateOutcome.EXISTING, run=run, receipt=receipt)
 
 
+async def create_run_fast(
+    database: db.Database, request: ports.RunCreateRequest
+) -> ports.RunCreateResult | None:
+    """Everything in one statement when the fence holds at exactly the started version (no
+    renew), no receipt and no Run holds the key; None sends the caller to `create_run`."""
+    dispatch, identity, run = request.dispatch, request.identity, request.run
+    receipt = runs.receipt_for(
+        dispatch=dispatch,
+        attempt=identity.attempt,
+        execution_version=identity.version,
+        started_at_ms=identity.started_at_ms,
+        run_id=run.run_id,
+        created_at_ms=request.now_ms,
+    )
+    params = {
+        **runs.run_row(run),
+        "run_status": run.status.value,
+        "run_version": run.version,
+        "event_type": runs.RUN_CREATED_EVENT,
+        **runs.receipt_row(receipt),
+        "dispatch_id": dispatch.dispatch_id,
+        "attempt": identity.attempt,
+        "version": identity.version,
+        "owner": identity.owner,
+        "token": identity.token,
+        "mutation_id": request.mutation_id,
+        "now_ms": request.now_ms,
+    }
+    done = await database.statement(Q["create_run_fast"], params)
+    if done is None:
+        return None
+    return ports.RunCreateResult(outcome=ports.RunCreateOutcome.CREATED, run=run, receipt=receipt)
+
+
 async def create_run(conn: db.Connection, request: ports.RunCreateRequest) -> ports.RunCreateResult:
     """Replay from the receipt, or re-verify the fence and write everything in this transaction.
 

@@ -259,25 +259,12 @@ def _start_one(
     conn: sqlite3.Connection, request: records.StartRequest, *, now_ms: int
 ) -> records.StartResult:
     lease = request.lease
-    found = read_row(conn, lease.dispatch_id)
-    if found is None:
-        return records.StartResult(
-            outcome=Outcome.NOT_FOUND, dispatch_id=lease.dispatch_id, reason="not_found"
-        )
-    execution, dispatch = found
-    outcome, reason = fencing.start_check(execution, dispatch, request, now_ms=now_ms)
-    if outcome is Outcome.REPLAYED:
-        return records.StartResult(
-            outcome=outcome,
-            dispatch_id=lease.dispatch_id,
-            identity=fencing.identity_of(execution),
-        )
-    if outcome is not None:
-        return records.StartResult(outcome=outcome, dispatch_id=lease.dispatch_id, reason=reason)
     done = conn.execute(
-        Q["start_row"],
+        Q["start_fast"],
         {
             "dispatch_id": lease.dispatch_id,
+            "approval_request_id": request.approval_request_id,
+            "action_digest": request.action_digest,
             "version": lease.version,
             "owner": lease.owner,
             "token": lease.token,
@@ -286,9 +273,7 @@ def _start_one(
         },
     ).fetchone()
     if done is None:
-        return records.StartResult(
-            outcome=Outcome.CONFLICT, dispatch_id=lease.dispatch_id, reason="raced"
-        )
+        return _start_refused(conn, request, now_ms=now_ms)
     record_event(
         conn,
         dispatch_id=lease.dispatch_id,
@@ -310,6 +295,30 @@ def _start_one(
     )
     return records.StartResult(
         outcome=Outcome.STARTED, dispatch_id=lease.dispatch_id, identity=identity
+    )
+
+
+def _start_refused(
+    conn: sqlite3.Connection, request: records.StartRequest, *, now_ms: int
+) -> records.StartResult:
+    """The fenced update matched nothing: read the row and let the domain say why."""
+    lease = request.lease
+    found = read_row(conn, lease.dispatch_id)
+    if found is None:
+        return records.StartResult(
+            outcome=Outcome.NOT_FOUND, dispatch_id=lease.dispatch_id, reason="not_found"
+        )
+    execution, dispatch = found
+    outcome, reason = fencing.start_check(execution, dispatch, request, now_ms=now_ms)
+    if outcome is Outcome.REPLAYED:
+        return records.StartResult(
+            outcome=outcome,
+            dispatch_id=lease.dispatch_id,
+            identity=fencing.identity_of(execution),
+        )
+    # In one BEGIN IMMEDIATE nothing changed since the update: start_check must refuse too.
+    return records.StartResult(
+        outcome=outcome or Outcome.CONFLICT, dispatch_id=lease.dispatch_id, reason=reason
     )
 
 

@@ -6,9 +6,9 @@ import getpass
 import os
 import sqlite3
 
-from qinglong_dispatcher.adapters.sqlite import executions
+from qinglong_dispatcher.adapters.sqlite import executions, tool_steps
 from qinglong_dispatcher.adapters.sqlite.queries import Q
-from qinglong_dispatcher.domain import fencing, records, recovery, states
+from qinglong_dispatcher.domain import fencing, records, recovery, states, tool_start
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
 
@@ -66,7 +66,7 @@ def resolve(
         return records.Transition(
             outcome=Outcome.NOT_FOUND, dispatch_id=fence.dispatch_id, reason="not_found"
         )
-    execution, _ = found
+    execution, dispatch = found
     refusal = recovery.resolve_refusal(execution, fence, now_ms=now_ms)
     if refusal is not None:
         return records.Transition(
@@ -124,6 +124,15 @@ def resolve(
         mutation_id=mutation,
         result_code=resolution.reason_code,
     )
+    if dispatch.action_type == tool_start.TOOL_INVOKE:
+        # Bookkeeping only, in this transaction: the StepRun follows its dispatch.
+        tool_steps.settle(
+            conn,
+            dispatch,
+            resolution=resolution.resolution.value,
+            reason_code=resolution.reason_code,
+            now_ms=now_ms,
+        )
     if resolution.source is recovery.Source.MANUAL:
         conn.execute(
             Q["insert_audit_event"],

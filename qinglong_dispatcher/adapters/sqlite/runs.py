@@ -52,9 +52,12 @@ def _replay(
     return ports.RunCreateResult(outcome=ports.RunCreateOutcome.EXISTING, run=run, receipt=receipt)
 
 
-def create_run(conn: sqlite3.Connection, request: ports.RunCreateRequest) -> ports.RunCreateResult:
-    """Replay from the receipt, or re-verify the fence and write everything in this transaction."""
-    dispatch, identity, run = request.dispatch, request.identity, request.run
+def _diagnose(
+    conn: sqlite3.Connection, request: ports.RunCreateRequest
+) -> ports.RunCreateResult | int:
+    """Not the happy path: a replay, a fenced handler, a collision — or a renewed version,
+    which may still write (the result is then the version the receipt binds)."""
+    dispatch, identity = request.dispatch, request.identity
     receipt = get_receipt(conn, dispatch.dispatch_id)
     if receipt is not None:
         return _replay(conn, request, receipt)
@@ -71,6 +74,31 @@ def create_run(conn: sqlite3.Connection, request: ports.RunCreateRequest) -> por
         return ports.RunCreateResult(
             outcome=ports.RunCreateOutcome.CONFLICT, reason="idempotency_key_collision"
         )
+    return execution.version
+
+
+def create_run(conn: sqlite3.Connection, request: ports.RunCreateRequest) -> ports.RunCreateResult:
+    """Replay from the receipt, or re-verify the fence and write everything in this transaction."""
+    dispatch, identity, run = request.dispatch, request.identity, request.run
+    fence = conn.execute(
+        Q["create_run_fast"],
+        {
+            "dispatch_id": dispatch.dispatch_id,
+            "project_id": dispatch.project_id,
+            "owner": identity.owner,
+            "token": identity.token,
+            "attempt": identity.attempt,
+            "started_at_ms": identity.started_at_ms,
+            "version": identity.version,
+        },
+    ).fetchone()
+    if fence is not None:
+        execution_version = identity.version  # the happy path: one read checked it all
+    else:
+        refused = _diagnose(conn, request)
+        if isinstance(refused, ports.RunCreateResult):
+            return refused
+        execution_version = refused
     conn.execute(Q["insert_run"], runs.run_row(run))
     conn.execute(
         Q["insert_run_attempt"],
@@ -88,7 +116,7 @@ def create_run(conn: sqlite3.Connection, request: ports.RunCreateRequest) -> por
     receipt = runs.receipt_for(
         dispatch=dispatch,
         attempt=identity.attempt,
-        execution_version=execution.version,
+        execution_version=execution_version,
         started_at_ms=identity.started_at_ms,
         run_id=run.run_id,
         created_at_ms=request.now_ms,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import sqlite3
@@ -16,10 +17,20 @@ from qinglong_dispatcher.adapters.sqlite import (
     migrations,
     recovery,
     runs,
+    tool_barriers,
+    tool_steps,
 )
 from qinglong_dispatcher.adapters.sqlite.queries import Q
 from qinglong_dispatcher.domain import approvals as approval_records
-from qinglong_dispatcher.domain import errors, records, schema, states
+from qinglong_dispatcher.domain import (
+    errors,
+    records,
+    schema,
+    states,
+    steps,
+    tool_barrier_checks,
+    tool_start,
+)
 from qinglong_dispatcher.domain import recovery as recovery_records
 from qinglong_dispatcher.domain import runs as run_records
 
@@ -176,8 +187,13 @@ class SqliteStore:
         )
 
     async def counts(self, *, now_ms: int) -> records.StatusCounts:
-        """See `ports.ExecutionStore.counts`."""
-        return await self.db.read(functools.partial(executions.counts, now_ms=now_ms))
+        """See `ports.ExecutionStore.counts` (with StepRuns per status)."""
+
+        def read(conn: sqlite3.Connection) -> records.StatusCounts:
+            counts = executions.counts(conn, now_ms=now_ms)
+            return dataclasses.replace(counts, step_runs=tool_steps.count_by_status(conn))
+
+        return await self.db.read(read)
 
     async def backlog(self, *, now_ms: int, cap: int = ports.BACKLOG_CAP) -> records.Backlog:
         """See `ports.ExecutionStore.backlog`."""
@@ -371,3 +387,77 @@ class SqliteStore:
     async def audit_events(self, subject_id: str) -> list[recovery_records.AuditEvent]:
         """See `ports.RecoveryStore.audit_events`."""
         return await self.db.read(functools.partial(recovery.audit_events, subject_id=subject_id))
+
+    # -- tool steps and the start barrier (ADR-0158) --------------------------------------
+
+    async def create_step_run(self, step: steps.NewStepRun, *, now_ms: int) -> steps.StepRun:
+        """See `ports.ToolStepRepository.create_step_run`."""
+        return await self.db.write(functools.partial(tool_steps.create, new=step, now_ms=now_ms))
+
+    async def get_step_run(self, step_run_id: str) -> steps.StepRun | None:
+        """See `ports.ToolStepRepository.get_step_run`."""
+        return await self.db.read(functools.partial(tool_steps.get, step_run_id=step_run_id))
+
+    async def step_run_mutations(self, step_run_id: str) -> list[steps.Mutation]:
+        """See `ports.ToolStepRepository.step_run_mutations`."""
+        return await self.db.read(functools.partial(tool_steps.mutations, step_run_id=step_run_id))
+
+    async def submit_tool_invocation(
+        self,
+        new: approval_records.NewApproval,
+        step: steps.NewStepRun,
+        *,
+        approved_by: str,
+        now_ms: int,
+        max_attempts: int,
+    ) -> approval_records.Consumed:
+        """See `ports.ToolStepRepository.submit_tool_invocation`."""
+        return await self.db.write(
+            functools.partial(
+                tool_steps.submit,
+                new=new,
+                step=step,
+                approved_by=approved_by,
+                now_ms=now_ms,
+                max_attempts=max_attempts,
+            )
+        )
+
+    async def complete_tool_step(
+        self, request: ports.ToolStepCompletion
+    ) -> ports.ToolStepCompletionResult:
+        """See `ports.ToolStepRepository.complete_tool_step`."""
+        try:
+            return await self.db.write(functools.partial(tool_steps.complete, request=request))
+        except tool_steps.Refused as refused:
+            return ports.ToolStepCompletionResult(
+                outcome=ports.ToolStepOutcome.FENCED, reason=refused.reason
+            )
+
+    async def prepare(self, command: tool_start.StartCommand) -> ports.StartBarrierResult:
+        """See `ports.ToolExecutionStartBarrierRepository.prepare`: one BEGIN IMMEDIATE."""
+        try:
+            return await self.db.write(functools.partial(tool_barriers.prepare, command=command))
+        except tool_steps.Refused as refused:
+            return ports.StartBarrierResult(
+                outcome=ports.StartOutcome.CONFLICT, reason=refused.reason
+            )
+
+    async def get_by_start_id(self, start_id: str) -> tool_barrier_checks.StoredBarrier | None:
+        """See `ports.ToolExecutionStartBarrierRepository.get_by_start_id`."""
+        return await self.db.read(
+            functools.partial(tool_barriers.get_by_start_id, start_id=start_id)
+        )
+
+    async def get_by_started_step_run_version(
+        self, run_id: str, step_run_id: str, started_version: int
+    ) -> tool_barrier_checks.StoredBarrier | None:
+        """See `ports.ToolExecutionStartBarrierRepository.get_by_started_step_run_version`."""
+        return await self.db.read(
+            functools.partial(
+                tool_barriers.get_by_started_version,
+                run_id=run_id,
+                step_run_id=step_run_id,
+                started_version=started_version,
+            )
+        )

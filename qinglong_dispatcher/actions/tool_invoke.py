@@ -1,0 +1,243 @@
+"""`tool.invoke` (ADR-0158): the start barrier commits before the adapter runs, once.
+
+`inspect` resolves the plan and checks the StepRun waits for this very approval. `execute`
+builds the start command once and calls `prepare`, retrying it (jittered backoff, within the
+execute deadline) while it fails with a retryable store error: a rolled-back prepare wrote
+nothing and ran nothing, so giving up is an explicit failure. Only a `created`/`existing`
+barrier lets the adapter run, with the dispatch id as idempotency key; its explicit result
+settles the StepRun and completes the execution in one transaction (`committed`). Anything
+the adapter leaves unexplained raises: the dispatcher records it as indeterminate.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
+
+import anyio
+import structlog
+
+from qinglong_dispatcher import ports, sandbox
+from qinglong_dispatcher.actions.tools import file_write
+from qinglong_dispatcher.domain import (
+    errors,
+    plans,
+    records,
+    states,
+    tool_invocations,
+    tool_registry,
+)
+
+log = structlog.get_logger("qinglong_dispatcher.actions.tool_invoke")
+
+ACTION_TYPE = "tool.invoke"
+RETRY_FIRST_S = 0.02
+RETRY_MAX_S = 0.5
+PREPARE_SHARE = 0.6
+"""Share of the execute budget `prepare` may spend retrying; the rest is for the adapter."""
+
+T = TypeVar("T")
+
+FaultHook = Callable[[str, records.Dispatch], Awaitable[None]]
+"""Test-only seam at `after_barrier` and `after_adapter` (the file written, nothing settled
+yet: the crash window evidence closes); production wiring passes none."""
+
+
+class ToolInvokeStore(
+    ports.PlanStore,
+    ports.ToolStepRepository,
+    ports.ToolExecutionStartBarrierRepository,
+    Protocol,
+):
+    """What the action reads and writes."""
+
+
+class ToolInvokeHandler:
+    """The `tool.invoke` action over the reviewed built-in adapters."""
+
+    action_type = ACTION_TYPE
+
+    def __init__(
+        self,
+        store: ToolInvokeStore,
+        clock: ports.Clock,
+        *,
+        adapter: file_write.FileWriteAdapter,
+        profile: str,
+        rng: random.Random | None = None,
+        fault_hook: FaultHook | None = None,
+    ) -> None:
+        self._store = store
+        self._fault_hook = fault_hook
+        self._clock = clock
+        self._adapter = adapter
+        self._profile = profile
+        self._rng = rng or random.Random()
+        self._policy = tool_registry.ToolPolicy(
+            sandbox_root=sandbox.policy_root(adapter.sandbox_dir)
+        )
+
+    async def _resolve(self, dispatch: records.Dispatch) -> plans.ToolInvocationPlan:
+        stored = await self._store.get_plan(dispatch.project_id, dispatch.action_ref)
+        if stored is None:
+            raise errors.PlanInvalid("no plan for this action", code="plan_missing")
+        plan = plans.parse_plan(stored.action_type, stored.plan_json.encode("utf-8"))
+        if not isinstance(plan, plans.ToolInvocationPlan):
+            raise errors.PlanInvalid("plan is not a tool.invoke plan", code="plan_type_mismatch")
+        if plan.project_id != dispatch.project_id or plan.action_ref != dispatch.action_ref:
+            raise errors.PlanInvalid("plan identity differs", code="plan_identity_mismatch")
+        if len(plan.content.encode("utf-8")) > self._policy.max_content_bytes:
+            raise errors.PlanInvalid("content exceeds the tool policy", code="content_too_large")
+        return plan
+
+    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
+        """Plan, policy, sandbox and StepRun checks; writes nothing."""
+        try:
+            plan = await self._resolve(dispatch)
+        except errors.InvalidInput as exc:
+            return ports.InspectResult(kind=ports.InspectKind.BLOCKED, code=exc.code)
+        if not await self._adapter.sandbox_ready():
+            # Perhaps an unmounted share: retried with backoff, blocked once the budget is spent.
+            return ports.InspectResult(
+                kind=ports.InspectKind.TRANSIENT, code=errors.SandboxUnavailable.code
+            )
+        step = await self._store.get_step_run(plan.step_run_id)
+        refusal = tool_invocations.step_refusal(step, plan, dispatch)
+        if refusal is not None:
+            return ports.InspectResult(kind=ports.InspectKind.BLOCKED, code=refusal)
+        return ports.InspectResult(
+            kind=ports.InspectKind.READY, action_digest=plans.plan_action_digest(plan)
+        )
+
+    async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
+        """Barrier, adapter, then StepRun and execution settled together."""
+        dispatch = ctx.dispatch
+        budget_s = max(0.0, (ctx.deadline_ms - self._clock.now_ms()) / 1000)
+        started = anyio.current_time()
+        end = started + budget_s
+        failed = states.Completion.FAILED
+        try:
+            plan = await self._resolve(dispatch)
+        except errors.InvalidInput as exc:
+            return await self._finish(ctx, None, failed, exc.code, end)
+        if plans.plan_action_digest(plan) != dispatch.action_digest:
+            return await self._finish(ctx, plan, failed, "digest_drift", end)
+        step = await self._store.get_step_run(plan.step_run_id)
+        refusal = tool_invocations.step_refusal(step, plan, dispatch)
+        if refusal is not None or step is None:
+            return await self._finish(ctx, plan, failed, refusal or "step_run_missing", end)
+        command = tool_invocations.build_command(
+            ids=tool_invocations.ids_for(dispatch.dispatch_id),
+            plan=plan,
+            step=step,
+            policy=self._policy,
+            profile=self._profile,
+            actor=dispatch.approved_by,
+            dispatch=dispatch,
+        )
+        try:
+            barrier = await self._retrying(
+                lambda: self._store.prepare(command),
+                ctx,
+                give_up_at=started + budget_s * PREPARE_SHARE,
+                what="prepare",
+            )
+        except errors.StoreError as exc:
+            # Every prepare rolled back whole (or replays as `existing` if one did commit
+            # unacknowledged — the adapter has not run either way): an explicit failure.
+            log.warning("tool.start_gave_up", dispatch_id=dispatch.dispatch_id, code=exc.code)
+            return await self._finish(ctx, plan, failed, "start_unavailable", end)
+        if barrier.outcome is ports.StartOutcome.CONFLICT:
+            log.warning(
+                "tool.start_refused", dispatch_id=dispatch.dispatch_id, reason=barrier.reason
+            )
+            code = f"start_{barrier.reason or 'conflict'}"[:128]
+            return await self._finish(ctx, plan, failed, code, end)
+        log.info(
+            "tool.started",
+            dispatch_id=dispatch.dispatch_id,
+            step_run_id=plan.step_run_id,
+            start_id=command.start_id,
+            outcome=barrier.outcome.value,
+        )
+        await self._fault("after_barrier", dispatch)
+        result = await self._adapter.write(
+            project_id=plan.project_id,
+            dispatch_id=ctx.idempotency_key,
+            content=plan.content.encode("utf-8"),
+        )
+        await self._fault("after_adapter", dispatch)
+        completion = states.Completion.SUCCEEDED if result.succeeded else states.Completion.FAILED
+        return await self._finish(ctx, plan, completion, result.code.value, end)
+
+    async def _fault(self, point: str, dispatch: records.Dispatch) -> None:
+        if self._fault_hook is not None:
+            await self._fault_hook(point, dispatch)
+
+    async def _finish(
+        self,
+        ctx: ports.ExecutionContext,
+        plan: plans.ToolInvocationPlan | None,
+        completion: states.Completion,
+        code: str,
+        give_up_at: float,
+    ) -> ports.ExecuteResult:
+        """StepRun result and execution completion in one transaction, retried while it may."""
+        request = ports.ToolStepCompletion(
+            dispatch=ctx.dispatch,
+            identity=ctx.identity,
+            step_run_id=plan.step_run_id if plan is not None else None,
+            completion=completion,
+            result_code=code,
+            now_ms=self._clock.now_ms(),
+        )
+        done = await self._retrying(
+            lambda: self._store.complete_tool_step(request),
+            ctx,
+            give_up_at=give_up_at,
+            what="finish",
+        )
+        if done.outcome is ports.ToolStepOutcome.FENCED:
+            raise errors.LeaseConflict(f"execution fenced: {done.reason}")
+        log.info(
+            "tool.finished",
+            dispatch_id=ctx.dispatch.dispatch_id,
+            completion=completion.value,
+            code=code,
+            step_status=done.step_status.value if done.step_status else None,
+        )
+        return ports.ExecuteResult(
+            kind=ports.ExecuteKind.COMMITTED, code=code, committed_as=completion
+        )
+
+    async def _retrying(
+        self,
+        operation: Callable[[], Awaitable[T]],
+        ctx: ports.ExecutionContext,
+        *,
+        give_up_at: float,
+        what: str,
+    ) -> T:
+        """Run a whole-transaction store operation, retrying retryable failures until the
+        deadline (the injected clock's, and the real-time share given by `give_up_at`)."""
+        delay = RETRY_FIRST_S
+        while True:
+            try:
+                return await operation()
+            except errors.StoreError as exc:
+                pause = delay * self._rng.uniform(0.5, 1.5)
+                late = (
+                    self._clock.now_ms() + pause * 1000 >= ctx.deadline_ms
+                    or anyio.current_time() + pause >= give_up_at
+                )
+                if not exc.retryable or late:
+                    raise
+                log.info(
+                    "tool.store_retry",
+                    dispatch_id=ctx.dispatch.dispatch_id,
+                    operation=what,
+                    code=exc.code,
+                )
+                await anyio.sleep(pause)
+                delay = min(RETRY_MAX_S, delay * 2)

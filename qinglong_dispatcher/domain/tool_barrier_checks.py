@@ -1,0 +1,211 @@
+"""Building a start barrier inside its transaction, and re-checking a stored one on every read.
+
+A stored barrier is trusted only after its JSON re-normalises to the stored bytes, its digest
+matches, every mirror column equals its JSON member, and the ledger line, RunEvent, Trace
+anchor, Audit event and receipt it references still hash to what it recorded (ADR-0158 §4).
+Anything else is `StoreCorrupted`: a read fails closed, it never returns a doubtful barrier.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Final
+
+from qinglong_dispatcher.domain import errors, records, steps, tool_start
+
+MUTATION_COLUMNS: Final = (
+    "mutation_id",
+    "step_run_id",
+    "run_id",
+    "project_id",
+    "from_status",
+    "to_status",
+    "from_version",
+    "to_version",
+    "run_event_seq",
+    "run_version",
+    "reason_code",
+    "mutation_digest",
+    "committed_at_ms",
+)
+"""Ledger columns; the barrier read selects them prefixed `m_`."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class StoredBarrier:
+    """A barrier that passed every check, with the digest it is stored under."""
+
+    barrier: tool_start.StartBarrier
+    barrier_digest: str
+    barrier_json: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Evidence:
+    """What the transaction wrote before the barrier, as the barrier must bind it."""
+
+    mutation: steps.Mutation
+    started_step_run_digest: str
+    trace_digest: str
+    audit_event_id: int
+    audit_receipt_digest: str
+    run_event_seq: int
+    run_version: int
+    committed_at_ms: int
+
+
+def build(command: tool_start.StartCommand, evidence: Evidence) -> StoredBarrier:
+    """The barrier of a start whose evidence has just been written."""
+    step, approval = command.step_run, command.approval
+    barrier = tool_start.StartBarrier.model_validate(
+        {
+            "schema": tool_start.BARRIER_SCHEMA,
+            "startId": command.start_id,
+            "projectId": command.project_id,
+            "runId": step.run_id,
+            "stepRunId": step.step_run_id,
+            "startedStepRunVersion": step.started_version,
+            "startedStepRunDigest": evidence.started_step_run_digest,
+            "commandDigest": command.digest,
+            "snapshotDigest": command.snapshot_digest,
+            "toolId": command.tool.tool_id,
+            "toolVersion": command.tool.tool_version,
+            "definitionDigest": command.tool.definition_digest,
+            "policyFence": command.policy_fence,
+            "actionDigest": command.action.action_digest,
+            "admissionDigest": command.admission.admission_digest,
+            "approvalRequestId": approval.approval_request_id if approval else None,
+            "dispatchId": approval.dispatch_id if approval else None,
+            "mutationId": evidence.mutation.mutation_id,
+            "mutationDigest": evidence.mutation.mutation_digest,
+            "runEventSeq": evidence.run_event_seq,
+            "runVersion": evidence.run_version,
+            "traceId": command.evidence.trace_id,
+            "traceDigest": evidence.trace_digest,
+            "auditEventId": evidence.audit_event_id,
+            "auditReceiptId": command.evidence.audit_receipt_id,
+            "auditReceiptDigest": evidence.audit_receipt_digest,
+            "committedAtMs": evidence.committed_at_ms,
+        },
+        strict=True,
+    )
+    return StoredBarrier(
+        barrier=barrier,
+        barrier_digest=barrier.digest,
+        barrier_json=barrier.canonical_bytes().decode("utf-8"),
+    )
+
+
+def _corrupted(start_id: object, check: str) -> errors.StoreCorrupted:
+    shown = start_id if isinstance(start_id, str) and len(start_id) <= 128 else "?"
+    return errors.StoreCorrupted(
+        f"tool start barrier {shown}: {check} fails its checks", code="barrier_corrupted"
+    )
+
+
+def _prefixed(row: records.RowLike, prefix: str, names: tuple[str, ...]) -> dict[str, object]:
+    return {name: row[f"{prefix}{name}"] for name in names}
+
+
+def _check_mutation(row: records.RowLike, barrier: tool_start.StartBarrier) -> None:
+    if row["m_mutation_id"] is None:
+        raise _corrupted(barrier.start_id, "ledger line (missing)")
+    try:
+        mutation = steps.Mutation.from_row(_prefixed(row, "m_", MUTATION_COLUMNS))
+    except errors.StoreCorrupted:
+        raise _corrupted(barrier.start_id, "ledger line") from None
+    expected = (
+        barrier.mutation_id,
+        barrier.mutation_digest,
+        barrier.step_run_id,
+        barrier.run_id,
+        barrier.project_id,
+        steps.StepRunStatus.RUNNING,
+        barrier.started_step_run_version,
+        barrier.run_event_seq,
+        barrier.run_version,
+        barrier.committed_at_ms,
+    )
+    found = (
+        mutation.mutation_id,
+        mutation.mutation_digest,
+        mutation.step_run_id,
+        mutation.run_id,
+        mutation.project_id,
+        mutation.to_status,
+        mutation.to_version,
+        mutation.run_event_seq,
+        mutation.run_version,
+        mutation.committed_at_ms,
+    )
+    if found != expected or mutation.from_status not in steps.STARTABLE:
+        raise _corrupted(barrier.start_id, "ledger line")
+
+
+def _check_evidence(row: records.RowLike, barrier: tool_start.StartBarrier) -> None:
+    if (row["e_event_type"], row["e_run_version"]) != (steps.EVENT_STARTED, barrier.run_version):
+        raise _corrupted(barrier.start_id, "run event")
+    binding_digest = row["s_binding_digest"]
+    if binding_digest is None or barrier.started_step_run_digest != steps.started_digest(
+        binding_digest,
+        step_run_id=barrier.step_run_id,
+        run_id=barrier.run_id,
+        project_id=barrier.project_id,
+        started_version=barrier.started_step_run_version,
+    ):
+        raise _corrupted(barrier.start_id, "started step run digest")
+    trace = tool_start.trace_digest(
+        trace_id=row["t_trace_id"] or "",
+        project_id=row["t_project_id"] or "",
+        run_id=row["t_run_id"] or "",
+        step_run_id=row["t_step_run_id"] or "",
+        start_id=row["t_start_id"] or "",
+        command_digest=row["t_command_digest"] or "",
+    )
+    if not (trace == row["t_trace_digest"] == barrier.trace_digest) or (
+        row["t_trace_id"] != barrier.trace_id or row["t_start_id"] != barrier.start_id
+    ):
+        raise _corrupted(barrier.start_id, "trace anchor")
+    receipt = tool_start.receipt_digest(
+        receipt_id=row["r_receipt_id"] or "",
+        audit_event_id=row["a_event_id"] or 0,
+        kind=row["a_kind"] or "",
+        actor=row["a_actor"] or "",
+        principal=row["a_principal"] or "",
+        project_id=row["a_project_id"] or "",
+        subject_id=row["a_subject_id"] or "",
+        detail_code=row["a_detail_code"] or "",
+        trace_id=row["r_trace_id"] or "",
+        trace_digest=row["t_trace_digest"] or "",
+        start_id=row["r_start_id"] or "",
+    )
+    if (
+        not (receipt == row["r_receipt_digest"] == barrier.audit_receipt_digest)
+        or row["r_audit_event_id"] != barrier.audit_event_id
+        or row["a_event_id"] != barrier.audit_event_id
+        or row["r_trace_id"] != barrier.trace_id
+        or row["r_start_id"] != barrier.start_id
+    ):
+        raise _corrupted(barrier.start_id, "audit receipt")
+
+
+def verify_row(row: records.RowLike) -> StoredBarrier:
+    """Re-normalise and re-check one joined barrier row (see the module docstring)."""
+    start_id = row["start_id"]
+    text = row["barrier_json"]
+    try:
+        barrier = tool_start.parse_barrier(text)
+    except errors.InvalidInput:
+        raise _corrupted(start_id, "barrier JSON") from None
+    if barrier.canonical_bytes().decode("utf-8") != text:
+        raise _corrupted(start_id, "canonical form")
+    if row["barrier_digest"] != barrier.digest or row["schema_version"] != 1:
+        raise _corrupted(start_id, "barrier digest")
+    mirrors: Mapping[str, object] = barrier.columns()
+    for name, value in mirrors.items():
+        if row[name] != value:
+            raise _corrupted(start_id, f"column {name}")
+    _check_mutation(row, barrier)
+    _check_evidence(row, barrier)
+    return StoredBarrier(barrier=barrier, barrier_digest=barrier.digest, barrier_json=text)

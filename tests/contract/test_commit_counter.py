@@ -1,0 +1,105 @@
+"""The store's commit counter (the bench's commits_per_dispatch) counts what the database
+itself committed: checked against SQLite's data_version and PostgreSQL's transaction status."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from qinglong_dispatcher import api
+from qinglong_dispatcher.domain import canonical, errors
+from tests.support import faults
+from tests.support.actions import make_api, submit_runs
+from tests.support.clock import ManualClock
+from tests.support.dispatching import make_dispatcher
+from tests.support.stores import Harness
+
+
+async def committed_by(harness: Harness, operation: Callable[[], Awaitable[object]]) -> int:
+    """How many write transactions the database committed while `operation` ran."""
+    if harness.dialect == "sqlite":
+        path = harness.store.db.path  # type: ignore[attr-defined]
+        observer = sqlite3.connect(path, isolation_level=None)
+        try:
+            # data_version moves once per commit by another connection; one op at a time here,
+            # so a move means exactly one commit.
+            before = observer.execute("PRAGMA data_version").fetchone()[0]
+            await _run(operation)
+            after = observer.execute("PRAGMA data_version").fetchone()[0]
+        finally:
+            observer.close()
+        return 0 if after == before else 1
+    first = int(
+        await harness.scalar("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
+    )
+    await _run(operation)
+    last = int(await harness.scalar("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"))
+    # Every write transaction got an xid in [first, last); count the ones that committed
+    # (the harness's own reads assign none).
+    statuses = await harness.raw(
+        f"SELECT pg_xact_status(x::text::xid8) AS s FROM generate_series({first}, {last - 1}) AS x"
+    )
+    return sum(1 for row in statuses if row["s"] == "committed")
+
+
+async def _run(operation: Callable[[], Awaitable[object]]) -> None:
+    with contextlib.suppress(errors.StoreError):  # a refused write is part of what we count
+        await operation()
+
+
+async def test_the_commit_counter_matches_the_database(harness: Harness, clock: ManualClock):
+    store = harness.store
+    the_api = make_api(store, clock)
+
+    async def submit() -> object:
+        return await submit_runs(store, clock, 2)
+
+    async def read_only() -> object:
+        return await store.counts(now_ms=clock.now_ms())
+
+    async def dispatch_one() -> object:
+        return await make_dispatcher(store, clock, page_size=1).dispatch_batch()
+
+    for operation in (submit, read_only, submit):
+        before = store.commits
+        committed = await committed_by(harness, operation)
+        assert store.commits - before == committed
+    before = store.commits
+    committed = await committed_by(harness, dispatch_one)
+    if harness.dialect == "postgres":  # xids count every transaction; data_version only "some"
+        assert store.commits - before == committed == 3
+    else:
+        assert store.commits - before == 3
+        assert committed == 1
+
+    # A write that fails commits nothing and counts nothing.
+    plan = api.run_create_plan({"projectId": "proj-1", "taskId": "t-x", "taskRevision": 1})
+    approval = await the_api.create_approval(
+        "run.create", canonical.dumps(plan.to_canonical_dict()), requested_by="alice"
+    )
+    await the_api.approve(approval.approval_request_id, decided_by="bob")
+    await faults.fail_inserts_into(harness, "approved_action_dispatch_executions")
+    before = store.commits
+
+    async def failing_consume() -> object:
+        return await the_api.consume(approval.approval_request_id)
+
+    assert await committed_by(harness, failing_consume) == 0
+    assert store.commits == before
+
+
+@pytest.mark.parametrize("pages", [1, 3])
+async def test_a_drain_counts_claim_start_and_effect(
+    harness: Harness, clock: ManualClock, pages: int
+):
+    await submit_runs(harness.store, clock, pages)
+    the_dispatcher = make_dispatcher(harness.store, clock, page_size=1)
+    for _ in range(pages):
+        before = harness.store.commits
+        report = await the_dispatcher.dispatch_batch()
+        assert report.outcomes["succeeded"] == 1
+        # claim_due, start, and the run.create effect with its completion: three commits
+        assert harness.store.commits - before == 3
