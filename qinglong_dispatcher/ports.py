@@ -155,6 +155,17 @@ class StoredPlan:
     plan_json: str
     plan_digest: str
 
+    @classmethod
+    def from_row(cls, row: records.RowLike) -> StoredPlan:
+        """An `action_plans` row."""
+        return cls(
+            project_id=row["project_id"],
+            action_ref=row["action_ref"],
+            action_type=row["action_type"],
+            plan_json=row["plan_json"],
+            plan_digest=row["plan_digest"],
+        )
+
 
 class PlanStore(Protocol):
     """The resolver behind `inspect`: immutable plans by (project, action ref)."""

@@ -48,6 +48,20 @@ class Dispatch:
     approved_by: str
     created_at_ms: int
 
+    @classmethod
+    def from_joined_row(cls, row: RowLike) -> Dispatch:
+        """The dispatch columns of an execution row joined with its dispatch."""
+        return cls(
+            dispatch_id=row["dispatch_id"],
+            approval_request_id=row["approval_request_id"],
+            project_id=row["project_id"],
+            action_type=row["action_type"],
+            action_ref=row["action_ref"],
+            action_digest=row["action_digest"],
+            approved_by=row["approved_by"],
+            created_at_ms=row["dispatch_created_at_ms"],
+        )
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Execution:
@@ -196,6 +210,23 @@ class ExecutionEvent:
     mutation_id: str | None
     result_code: str | None
     committed_at_ms: int
+
+    @classmethod
+    def from_row(cls, row: RowLike) -> ExecutionEvent:
+        """An `execution_events` row."""
+        from_status = row["from_status"]
+        return cls(
+            dispatch_id=row["dispatch_id"],
+            version=row["version"],
+            from_status=states.ExecutionStatus(from_status) if from_status else None,
+            to_status=states.ExecutionStatus(row["to_status"]),
+            attempt=row["attempt"],
+            lease_owner=row["lease_owner"],
+            lease_token=row["lease_token"],
+            mutation_id=row["mutation_id"],
+            result_code=row["result_code"],
+            committed_at_ms=row["committed_at_ms"],
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -32,7 +32,7 @@ async def _replayed_mutation(
     )
     if row is None:
         return None
-    event = executions.event_of(row)
+    event = records.ExecutionEvent.from_row(row)
     outcome, reason = fencing.mutation_replay(
         event, to_status=to_status, result_code=result_code, owner=owner, token=token
     )

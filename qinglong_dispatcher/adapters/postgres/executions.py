@@ -26,36 +26,6 @@ def new_token() -> str:
     return secrets.token_hex(16)
 
 
-def dispatch_of(row: db.Row) -> records.Dispatch:
-    """The dispatch columns of a joined execution row."""
-    return records.Dispatch(
-        dispatch_id=row["dispatch_id"],
-        approval_request_id=row["approval_request_id"],
-        project_id=row["project_id"],
-        action_type=row["action_type"],
-        action_ref=row["action_ref"],
-        action_digest=row["action_digest"],
-        approved_by=row["approved_by"],
-        created_at_ms=row["dispatch_created_at_ms"],
-    )
-
-
-def event_of(row: db.Row) -> records.ExecutionEvent:
-    """An `execution_events` row."""
-    return records.ExecutionEvent(
-        dispatch_id=row["dispatch_id"],
-        version=row["version"],
-        from_status=ExecutionStatus(row["from_status"]) if row["from_status"] else None,
-        to_status=ExecutionStatus(row["to_status"]),
-        attempt=row["attempt"],
-        lease_owner=row["lease_owner"],
-        lease_token=row["lease_token"],
-        mutation_id=row["mutation_id"],
-        result_code=row["result_code"],
-        committed_at_ms=row["committed_at_ms"],
-    )
-
-
 async def record_event(
     conn: db.Connection,
     *,
@@ -95,7 +65,7 @@ async def read_row(
     row = await db.fetchrow(conn, statement, {"dispatch_id": dispatch_id})
     if row is None:
         return None
-    return records.Execution.from_row(row), dispatch_of(row)
+    return records.Execution.from_row(row), records.Dispatch.from_joined_row(row)
 
 
 async def _claim_row(
@@ -191,7 +161,7 @@ async def claim_due(
             await _claim_row(
                 conn,
                 records.Execution.from_row(row),
-                dispatch_of(row),
+                records.Dispatch.from_joined_row(row),
                 now_ms=now_ms,
                 owner=owner,
                 token=new_token(),
@@ -421,4 +391,4 @@ async def backlog(conn: db.Connection, *, now_ms: int, cap: int) -> records.Back
 async def events(conn: db.Connection, dispatch_id: str) -> list[records.ExecutionEvent]:
     """The history of one execution."""
     rows = await db.fetch(conn, Q["select_events"], {"dispatch_id": dispatch_id})
-    return [event_of(r) for r in rows]
+    return [records.ExecutionEvent.from_row(r) for r in rows]

@@ -27,7 +27,7 @@ def _snapshot(row: db.Row) -> recovery.Snapshot:
         )
     return recovery.Snapshot(
         execution=records.Execution.from_row(row),
-        dispatch=executions.dispatch_of(row),
+        dispatch=records.Dispatch.from_joined_row(row),
         observation=observation,
     )
 

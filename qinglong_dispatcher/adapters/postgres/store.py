@@ -343,13 +343,7 @@ class PostgresStore:
             )
             if row is None:
                 return None
-            return ports.StoredPlan(
-                project_id=row["project_id"],
-                action_ref=row["action_ref"],
-                action_type=row["action_type"],
-                plan_json=row["plan_json"],
-                plan_digest=row["plan_digest"],
-            )
+            return ports.StoredPlan.from_row(row)
 
         return await self.db.read(read)
 
@@ -359,13 +353,7 @@ class PostgresStore:
 
         async def read(conn: db.Connection) -> list[ports.StoredPlan]:
             return [
-                ports.StoredPlan(
-                    project_id=row["project_id"],
-                    action_ref=row["action_ref"],
-                    action_type=row["action_type"],
-                    plan_json=row["plan_json"],
-                    plan_digest=row["plan_digest"],
-                )
+                ports.StoredPlan.from_row(row)
                 for row in await db.fetch(conn, Q["select_plans"], params)
             ]
 

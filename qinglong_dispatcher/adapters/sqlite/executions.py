@@ -23,35 +23,6 @@ def new_token() -> str:
     return secrets.token_hex(16)
 
 
-def dispatch_of(row: sqlite3.Row) -> records.Dispatch:
-    """The dispatch columns of a joined execution row."""
-    return records.Dispatch(
-        dispatch_id=row["dispatch_id"],
-        approval_request_id=row["approval_request_id"],
-        project_id=row["project_id"],
-        action_type=row["action_type"],
-        action_ref=row["action_ref"],
-        action_digest=row["action_digest"],
-        approved_by=row["approved_by"],
-        created_at_ms=row["dispatch_created_at_ms"],
-    )
-
-
-def _event(row: sqlite3.Row) -> records.ExecutionEvent:
-    return records.ExecutionEvent(
-        dispatch_id=row["dispatch_id"],
-        version=row["version"],
-        from_status=ExecutionStatus(row["from_status"]) if row["from_status"] else None,
-        to_status=ExecutionStatus(row["to_status"]),
-        attempt=row["attempt"],
-        lease_owner=row["lease_owner"],
-        lease_token=row["lease_token"],
-        mutation_id=row["mutation_id"],
-        result_code=row["result_code"],
-        committed_at_ms=row["committed_at_ms"],
-    )
-
-
 def record_event(
     conn: sqlite3.Connection,
     *,
@@ -89,7 +60,7 @@ def read_row(
     row = conn.execute(Q["select_execution"], {"dispatch_id": dispatch_id}).fetchone()
     if row is None:
         return None
-    return records.Execution.from_row(row), dispatch_of(row)
+    return records.Execution.from_row(row), records.Dispatch.from_joined_row(row)
 
 
 def _claim_row(
@@ -179,7 +150,7 @@ def claim_due(
         _claim_row(
             conn,
             records.Execution.from_row(row),
-            dispatch_of(row),
+            records.Dispatch.from_joined_row(row),
             now_ms=now_ms,
             owner=owner,
             token=new_token(),
@@ -344,7 +315,7 @@ def _replayed_mutation(
     ).fetchone()
     if row is None:
         return None
-    event = _event(row)
+    event = records.ExecutionEvent.from_row(row)
     outcome, reason = fencing.mutation_replay(
         event, to_status=to_status, result_code=result_code, owner=owner, token=token
     )
@@ -583,4 +554,7 @@ def backlog(conn: sqlite3.Connection, *, now_ms: int, cap: int) -> records.Backl
 
 def events(conn: sqlite3.Connection, dispatch_id: str) -> list[records.ExecutionEvent]:
     """The history of one execution."""
-    return [_event(r) for r in conn.execute(Q["select_events"], {"dispatch_id": dispatch_id})]
+    return [
+        records.ExecutionEvent.from_row(r)
+        for r in conn.execute(Q["select_events"], {"dispatch_id": dispatch_id})
+    ]

@@ -34,7 +34,7 @@ def _snapshot(row: sqlite3.Row) -> recovery.Snapshot:
         )
     return recovery.Snapshot(
         execution=records.Execution.from_row(row),
-        dispatch=executions.dispatch_of(row),
+        dispatch=records.Dispatch.from_joined_row(row),
         observation=observation,
     )
 

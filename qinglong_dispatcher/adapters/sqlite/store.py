@@ -283,13 +283,7 @@ class SqliteStore:
             ).fetchone()
             if row is None:
                 return None
-            return ports.StoredPlan(
-                project_id=row["project_id"],
-                action_ref=row["action_ref"],
-                action_type=row["action_type"],
-                plan_json=row["plan_json"],
-                plan_digest=row["plan_digest"],
-            )
+            return ports.StoredPlan.from_row(row)
 
         return await self.db.read(read)
 
@@ -302,14 +296,7 @@ class SqliteStore:
 
         def read(conn: sqlite3.Connection) -> list[ports.StoredPlan]:
             return [
-                ports.StoredPlan(
-                    project_id=row["project_id"],
-                    action_ref=row["action_ref"],
-                    action_type=row["action_type"],
-                    plan_json=row["plan_json"],
-                    plan_digest=row["plan_digest"],
-                )
-                for row in conn.execute(Q["select_plans"], params)
+                ports.StoredPlan.from_row(row) for row in conn.execute(Q["select_plans"], params)
             ]
 
         return await self.db.read(read)
