@@ -22,6 +22,7 @@ from qinglong_dispatcher.domain import errors, plans
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
 
 SUBMIT_CHUNK = 1_000
+TRICKLE_WAIT_S = 180
 SCAN_PAGES = 5
 PAGE = 64
 
@@ -167,12 +168,17 @@ async def trickle(made: Scratch, workdir: Path, *, seconds: float, rate: float) 
                 run_create_plans(1, project="trickle"), requested_by="bench", approved_by="bench"
             )
             ids.append(consumed.dispatch_id)
-        with anyio.fail_after(60):
+        with anyio.move_on_after(TRICKLE_WAIT_S):
             while True:
                 rows = [await store.get_execution(i) for i in ids]
                 if all(r is not None and r.status is ExecutionStatus.SUCCEEDED for r in rows):
                     break
                 await anyio.sleep(0.05)
+        if not all(r is not None and r.status is ExecutionStatus.SUCCEEDED for r in rows):
+            raise errors.StoreError(
+                f"the trickle daemon did not finish {len(ids)} dispatches in {TRICKLE_WAIT_S} s",
+                code="bench_unverified",
+            )
         starts, completes = [], []
         for dispatch_id in ids:
             events = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.sqlite import executions
+from qinglong_dispatcher.adapters.sqlite import completions, executions
 from qinglong_dispatcher.adapters.sqlite.queries import Q
 from qinglong_dispatcher.domain import fencing, runs, states
 from qinglong_dispatcher.domain.records import Outcome
@@ -122,7 +122,7 @@ def create_run(conn: sqlite3.Connection, request: ports.RunCreateRequest) -> por
         created_at_ms=request.now_ms,
     )
     conn.execute(Q["insert_receipt"], runs.receipt_row(receipt))
-    done = executions.complete_checked(
+    done = completions.complete_checked(
         conn,
         identity,
         mutation_id=request.mutation_id,

@@ -12,6 +12,7 @@ from pathlib import Path
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sqlite import (
     approvals,
+    completions,
     database,
     executions,
     migrations,
@@ -147,7 +148,7 @@ class SqliteStore:
         """See `ports.ExecutionStore.release_preflight`."""
         return await self.db.write(
             functools.partial(
-                executions.release_preflight,
+                completions.release_preflight,
                 lease=lease,
                 mutation_id=mutation_id,
                 kind=kind,
@@ -169,7 +170,7 @@ class SqliteStore:
         """See `ports.ExecutionStore.complete`."""
         return await self.db.write(
             functools.partial(
-                executions.complete,
+                completions.complete,
                 identity=identity,
                 mutation_id=mutation_id,
                 completion=completion,

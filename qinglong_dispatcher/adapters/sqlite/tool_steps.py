@@ -12,7 +12,7 @@ import dataclasses
 import sqlite3
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.sqlite import approvals, executions
+from qinglong_dispatcher.adapters.sqlite import approvals, completions, executions
 from qinglong_dispatcher.adapters.sqlite import runs as run_rows
 from qinglong_dispatcher.adapters.sqlite.queries import Q
 from qinglong_dispatcher.domain import approvals as approval_records
@@ -248,7 +248,7 @@ def complete(
             reason_code=request.result_code,
             now_ms=request.now_ms,
         )
-    done = executions.complete(
+    done = completions.complete(
         conn,
         identity,
         mutation_id=fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete"),
