@@ -162,11 +162,19 @@ class ToolInvokeHandler:
             outcome=barrier.outcome.value,
         )
         await self._fault("after_barrier", dispatch)
-        result = await self._adapter.write(
-            project_id=plan.project_id,
-            dispatch_id=ctx.idempotency_key,
-            content=plan.content.encode("utf-8"),
-        )
+        try:
+            result = await self._adapter.write(
+                project_id=plan.project_id,
+                dispatch_id=ctx.idempotency_key,
+                content=plan.content.encode("utf-8"),
+            )
+        except Exception as exc:  # after the barrier an unexplained failure is indeterminate
+            # Settle here, in one transaction: the execution `blocked` and its StepRun `lost`
+            # (never left `running`), instead of leaving the step to nobody.
+            code = exc.code if isinstance(exc, errors.QinglongError) else "adapter_raised"
+            log.warning("tool.adapter_raised", dispatch_id=dispatch.dispatch_id, code=code)
+            blocked = states.Completion.BLOCKED
+            return await self._finish(ctx, plan, blocked, f"indeterminate:{code}"[:128], end)
         await self._fault("after_adapter", dispatch)
         completion = states.Completion.SUCCEEDED if result.succeeded else states.Completion.FAILED
         return await self._finish(ctx, plan, completion, result.code.value, end)

@@ -322,3 +322,35 @@ def test_paths_are_derived_from_identifiers_and_never_leave_the_sandbox(tmp_path
         sandbox.root(tmp_path / "absent")
     with pytest.raises(errors.SandboxUnavailable):
         sandbox.root(None)
+
+
+class _RaisingAdapter(file_write.FileWriteAdapter):
+    """A reviewed adapter that fails in a way it cannot explain (after the barrier)."""
+
+    async def write(
+        self, *, project_id: str, dispatch_id: str, content: bytes
+    ) -> file_write.Result:
+        raise OSError("device went away")
+
+
+async def test_an_adapter_that_raises_blocks_the_execution_and_loses_the_step_together(
+    harness: Harness, clock: ManualClock, sandbox_dir: Path
+):
+    run = await tools.live_run(harness, clock)
+    submitted = await tools.submit_tool(harness, clock, run, content="never explained\n")
+    handler = tool_invoke.ToolInvokeHandler(
+        harness.store, clock, adapter=_RaisingAdapter(sandbox_dir), profile="edge"
+    )
+    report = await make_dispatcher(
+        harness.store, clock, handlers={tool_invoke.ACTION_TYPE: handler}
+    ).dispatch_batch()
+    assert report.outcomes["blocked"] == 1
+    execution = await harness.store.get_execution(submitted.consumed.dispatch_id)
+    assert execution is not None
+    assert (execution.status, execution.result_code) == (
+        ExecutionStatus.BLOCKED,
+        "indeterminate:adapter_raised",
+    )
+    step = await harness.store.get_step_run(submitted.step_run_id)
+    assert step is not None
+    assert step.status is Status.LOST
