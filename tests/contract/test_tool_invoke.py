@@ -300,10 +300,10 @@ async def test_a_write_failing_before_the_rename_fails_and_after_it_is_indetermi
         )
         assert step.status is Status.FAILED
         assert written == []
-    else:  # renamed, durability unknown: indeterminate, the StepRun stays started
+    else:  # renamed, durability unknown: indeterminate; the StepRun is lost, not left running
         assert execution.status is ExecutionStatus.BLOCKED
-        assert execution.result_code == "indeterminate:execute_raised"
-        assert step.status is Status.RUNNING
+        assert execution.result_code == "indeterminate:adapter_raised"
+        assert step.status is Status.LOST
         assert written == [submitted.consumed.dispatch_id]
 
 
