@@ -149,13 +149,14 @@ async def test_a_failed_completion_write_leaves_the_row_executing(
 
 async def test_the_lease_is_renewed_while_a_slow_execute_runs(harness: Harness, clock: ManualClock):
     (consumed,) = await submit_runs(harness.store, clock, 1)
-    handler = RecordingHandler(execute_sleep_s=0.45)
+    # Renewals every 500 ms during a 1.1 s execute, inside its 1.45 s timeout.
+    handler = RecordingHandler(execute_sleep_s=1.1)
     await make_dispatcher(
         harness.store,
         clock,
         handlers={"run.create": handler},
-        lease_ms=600,
-        execute_timeout_ms=590,
+        lease_ms=1500,
+        execute_timeout_ms=1450,
     ).dispatch_batch()
     row = await harness.store.get_execution(consumed.dispatch_id)
     assert row is not None

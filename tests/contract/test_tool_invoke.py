@@ -146,7 +146,7 @@ async def test_a_prepare_that_never_succeeds_ends_failed_not_indeterminate(
     busy = BusyBarrier(harness.store)
     handlers = bootstrap.handlers(busy, clock, tool_sandbox_dir=sandbox_dir)  # type: ignore[arg-type]
     the_dispatcher = make_dispatcher(
-        harness.store, clock, handlers=handlers, lease_ms=900, execute_timeout_ms=400
+        harness.store, clock, handlers=handlers, lease_ms=3000, execute_timeout_ms=1500
     )
     report = await the_dispatcher.dispatch_batch()
     assert busy.prepares > 1  # retried with backoff within the execute budget
