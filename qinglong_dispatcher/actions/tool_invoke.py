@@ -18,7 +18,7 @@ from typing import Protocol, TypeVar
 import anyio
 import structlog
 
-from qinglong_dispatcher import ports, sandbox
+from qinglong_dispatcher import ports, sandbox, tool_ports
 from qinglong_dispatcher.actions.tools import file_write
 from qinglong_dispatcher.domain import (
     errors,
@@ -46,8 +46,8 @@ yet: the crash window evidence closes); production wiring passes none."""
 
 class ToolInvokeStore(
     ports.PlanStore,
-    ports.ToolStepRepository,
-    ports.ToolExecutionStartBarrierRepository,
+    tool_ports.ToolStepRepository,
+    tool_ports.ToolExecutionStartBarrierRepository,
     Protocol,
 ):
     """What the action reads and writes."""
@@ -148,7 +148,7 @@ class ToolInvokeHandler:
             # unacknowledged — the adapter has not run either way): an explicit failure.
             log.warning("tool.start_gave_up", dispatch_id=dispatch.dispatch_id, code=exc.code)
             return await self._finish(ctx, plan, failed, "start_unavailable", end)
-        if barrier.outcome is ports.StartOutcome.CONFLICT:
+        if barrier.outcome is tool_ports.StartOutcome.CONFLICT:
             log.warning(
                 "tool.start_refused", dispatch_id=dispatch.dispatch_id, reason=barrier.reason
             )
@@ -192,7 +192,7 @@ class ToolInvokeHandler:
         give_up_at: float,
     ) -> ports.ExecuteResult:
         """StepRun result and execution completion in one transaction, retried while it may."""
-        request = ports.ToolStepCompletion(
+        request = tool_ports.ToolStepCompletion(
             dispatch=ctx.dispatch,
             identity=ctx.identity,
             step_run_id=plan.step_run_id if plan is not None else None,
@@ -206,7 +206,7 @@ class ToolInvokeHandler:
             give_up_at=give_up_at,
             what="finish",
         )
-        if done.outcome is ports.ToolStepOutcome.FENCED:
+        if done.outcome is tool_ports.ToolStepOutcome.FENCED:
             raise errors.LeaseConflict(f"execution fenced: {done.reason}")
         log.info(
             "tool.finished",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from qinglong_dispatcher import ports, sandbox
+from qinglong_dispatcher import ports, sandbox, tool_ports
 from qinglong_dispatcher.domain import (
     digests,
     errors,
@@ -56,7 +56,7 @@ class ToolInvokeEvidence:
     def __init__(
         self,
         plan_store: ports.PlanStore,
-        barriers: ports.ToolExecutionStartBarrierRepository,
+        barriers: tool_ports.ToolExecutionStartBarrierRepository,
         sandbox_dir: Path | None,
     ) -> None:
         self._plans = plan_store

@@ -7,13 +7,13 @@ import time
 import anyio
 import pytest
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import ports, tool_ports
 from qinglong_dispatcher.domain import errors, steps, tool_registry, tool_start
 from tests.support import faults, tools
 from tests.support.clock import ManualClock
 from tests.support.stores import Harness
 
-Outcome = ports.StartOutcome
+Outcome = tool_ports.StartOutcome
 
 
 async def test_prepare_commits_every_fact_and_both_entry_points_return_the_barrier(
@@ -271,7 +271,7 @@ async def test_two_connections_preparing_the_same_start_commit_one_barrier(
     started = await tools.started_tool(harness, clock, run)
     other_store = await harness.open_another()
     commands = [started.command(), started.command(key=None if same_command else "rival")]
-    results: list[ports.StartBarrierResult] = []
+    results: list[tool_ports.StartBarrierResult] = []
 
     async def prepare(store: ports.Store, command: tool_start.StartCommand) -> None:
         results.append(await store.prepare(command))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher import bootstrap, ports, sandbox
+from qinglong_dispatcher import bootstrap, ports, sandbox, tool_ports
 from qinglong_dispatcher.actions import tool_invoke
 from qinglong_dispatcher.actions.tools import file_write
 from qinglong_dispatcher.domain import errors, records, recovery, steps, tool_start
@@ -133,7 +133,7 @@ class BusyBarrier:
     def __getattr__(self, name: str) -> object:
         return getattr(self.store, name)
 
-    async def prepare(self, command: tool_start.StartCommand) -> ports.StartBarrierResult:
+    async def prepare(self, command: tool_start.StartCommand) -> tool_ports.StartBarrierResult:
         self.prepares += 1
         raise errors.StoreBusy("injected: the Run row is locked")
 

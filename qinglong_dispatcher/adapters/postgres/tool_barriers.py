@@ -10,7 +10,7 @@ and ledger line; (7) the immutable barrier. Any failure rolls every fact back.
 
 from __future__ import annotations
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import tool_ports
 from qinglong_dispatcher.adapters.postgres import database as db
 from qinglong_dispatcher.adapters.postgres import executions, tool_steps
 from qinglong_dispatcher.adapters.postgres.queries import Q
@@ -50,7 +50,7 @@ async def get_by_started_version(
 
 async def _replay(
     conn: db.Connection, command: tool_start.StartCommand
-) -> ports.StartBarrierResult | None:
+) -> tool_ports.StartBarrierResult | None:
     """Step 1: None when no identity of the command is taken yet."""
     step, evidence = command.step_run, command.evidence
     rows = await db.fetch(
@@ -71,12 +71,16 @@ async def _replay(
         return None
     if len(rows) == 1 and rows[0]["start_id"] == command.start_id:
         if rows[0]["command_digest"] != command.digest:
-            return ports.StartBarrierResult(
-                outcome=ports.StartOutcome.CONFLICT, reason="start_id_reused"
+            return tool_ports.StartBarrierResult(
+                outcome=tool_ports.StartOutcome.CONFLICT, reason="start_id_reused"
             )
         stored = await get_by_start_id(conn, command.start_id)
-        return ports.StartBarrierResult(outcome=ports.StartOutcome.EXISTING, barrier=stored)
-    return ports.StartBarrierResult(outcome=ports.StartOutcome.CONFLICT, reason="identity_in_use")
+        return tool_ports.StartBarrierResult(
+            outcome=tool_ports.StartOutcome.EXISTING, barrier=stored
+        )
+    return tool_ports.StartBarrierResult(
+        outcome=tool_ports.StartOutcome.CONFLICT, reason="identity_in_use"
+    )
 
 
 async def verify_refusal(
@@ -138,7 +142,7 @@ async def verify_refusal(
 
 async def prepare(
     conn: db.Connection, command: tool_start.StartCommand
-) -> ports.StartBarrierResult:
+) -> tool_ports.StartBarrierResult:
     """The seven steps of ADR-0158 §2 in the caller's SERIALIZABLE transaction."""
     await db.fetchrow(conn, Q["barrier_timeouts"], TIMEOUTS)
     replay = await _replay(conn, command)  # 1
@@ -149,7 +153,9 @@ async def prepare(
     step = await tool_steps.get(conn, wanted.step_run_id, lock=True)
     refusal = await verify_refusal(conn, command, run, step)
     if refusal is not None:
-        return ports.StartBarrierResult(outcome=ports.StartOutcome.CONFLICT, reason=refusal)
+        return tool_ports.StartBarrierResult(
+            outcome=tool_ports.StartOutcome.CONFLICT, reason=refusal
+        )
     assert run is not None
     assert step is not None
     now_ms = int((await db.fetchrow(conn, Q["database_now"], {}))["now_ms"])
@@ -250,4 +256,4 @@ async def prepare(
             "barrier_digest": stored.barrier_digest,
         },
     )
-    return ports.StartBarrierResult(outcome=ports.StartOutcome.CREATED, barrier=stored)
+    return tool_ports.StartBarrierResult(outcome=tool_ports.StartOutcome.CREATED, barrier=stored)

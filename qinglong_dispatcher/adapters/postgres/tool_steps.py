@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import tool_ports
 from qinglong_dispatcher.adapters.postgres import approvals, completions, executions
 from qinglong_dispatcher.adapters.postgres import database as db
 from qinglong_dispatcher.adapters.postgres.queries import Q
@@ -243,8 +243,8 @@ async def settle(
 
 
 async def complete(
-    conn: db.Connection, request: ports.ToolStepCompletion
-) -> ports.ToolStepCompletionResult:
+    conn: db.Connection, request: tool_ports.ToolStepCompletion
+) -> tool_ports.ToolStepCompletionResult:
     """The StepRun's result and the execution's completion in this one transaction."""
     dispatch, identity = request.dispatch, request.identity
     found = await executions.read_row(conn, dispatch.dispatch_id, lock=True)
@@ -274,9 +274,9 @@ async def complete(
     if done.outcome not in (Outcome.COMPLETED, Outcome.EXISTING):
         raise Refused(done.reason or "complete_refused")
     after = await get_by_approval(conn, dispatch.approval_request_id)
-    return ports.ToolStepCompletionResult(
-        outcome=ports.ToolStepOutcome.COMPLETED
+    return tool_ports.ToolStepCompletionResult(
+        outcome=tool_ports.ToolStepOutcome.COMPLETED
         if done.outcome is Outcome.COMPLETED
-        else ports.ToolStepOutcome.EXISTING,
+        else tool_ports.ToolStepOutcome.EXISTING,
         step_status=after.status if after else None,
     )

@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import ports, tool_ports
 from qinglong_dispatcher.adapters.sqlite import (
     approvals,
     completions,
@@ -379,15 +379,15 @@ class SqliteStore:
     # -- tool steps and the start barrier (ADR-0158) --------------------------------------
 
     async def create_step_run(self, step: steps.NewStepRun, *, now_ms: int) -> steps.StepRun:
-        """See `ports.ToolStepRepository.create_step_run`."""
+        """See `tool_ports.ToolStepRepository.create_step_run`."""
         return await self.db.write(functools.partial(tool_steps.create, new=step, now_ms=now_ms))
 
     async def get_step_run(self, step_run_id: str) -> steps.StepRun | None:
-        """See `ports.ToolStepRepository.get_step_run`."""
+        """See `tool_ports.ToolStepRepository.get_step_run`."""
         return await self.db.read(functools.partial(tool_steps.get, step_run_id=step_run_id))
 
     async def step_run_mutations(self, step_run_id: str) -> list[steps.Mutation]:
-        """See `ports.ToolStepRepository.step_run_mutations`."""
+        """See `tool_ports.ToolStepRepository.step_run_mutations`."""
         return await self.db.read(functools.partial(tool_steps.mutations, step_run_id=step_run_id))
 
     async def submit_tool_invocation(
@@ -399,7 +399,7 @@ class SqliteStore:
         now_ms: int,
         max_attempts: int,
     ) -> approval_records.Consumed:
-        """See `ports.ToolStepRepository.submit_tool_invocation`."""
+        """See `tool_ports.ToolStepRepository.submit_tool_invocation`."""
         return await self.db.write(
             functools.partial(
                 tool_steps.submit,
@@ -412,27 +412,27 @@ class SqliteStore:
         )
 
     async def complete_tool_step(
-        self, request: ports.ToolStepCompletion
-    ) -> ports.ToolStepCompletionResult:
-        """See `ports.ToolStepRepository.complete_tool_step`."""
+        self, request: tool_ports.ToolStepCompletion
+    ) -> tool_ports.ToolStepCompletionResult:
+        """See `tool_ports.ToolStepRepository.complete_tool_step`."""
         try:
             return await self.db.write(functools.partial(tool_steps.complete, request=request))
         except tool_steps.Refused as refused:
-            return ports.ToolStepCompletionResult(
-                outcome=ports.ToolStepOutcome.FENCED, reason=refused.reason
+            return tool_ports.ToolStepCompletionResult(
+                outcome=tool_ports.ToolStepOutcome.FENCED, reason=refused.reason
             )
 
-    async def prepare(self, command: tool_start.StartCommand) -> ports.StartBarrierResult:
-        """See `ports.ToolExecutionStartBarrierRepository.prepare`: one BEGIN IMMEDIATE."""
+    async def prepare(self, command: tool_start.StartCommand) -> tool_ports.StartBarrierResult:
+        """See `tool_ports.ToolExecutionStartBarrierRepository.prepare`: one BEGIN IMMEDIATE."""
         try:
             return await self.db.write(functools.partial(tool_barriers.prepare, command=command))
         except tool_steps.Refused as refused:
-            return ports.StartBarrierResult(
-                outcome=ports.StartOutcome.CONFLICT, reason=refused.reason
+            return tool_ports.StartBarrierResult(
+                outcome=tool_ports.StartOutcome.CONFLICT, reason=refused.reason
             )
 
     async def get_by_start_id(self, start_id: str) -> tool_barrier_checks.StoredBarrier | None:
-        """See `ports.ToolExecutionStartBarrierRepository.get_by_start_id`."""
+        """See `tool_ports.ToolExecutionStartBarrierRepository.get_by_start_id`."""
         return await self.db.read(
             functools.partial(tool_barriers.get_by_start_id, start_id=start_id)
         )
@@ -440,7 +440,7 @@ class SqliteStore:
     async def get_by_started_step_run_version(
         self, run_id: str, step_run_id: str, started_version: int
     ) -> tool_barrier_checks.StoredBarrier | None:
-        """See `ports.ToolExecutionStartBarrierRepository.get_by_started_step_run_version`."""
+        """See `tool_ports.ToolExecutionStartBarrierRepository.get_by_started_step_run_version`."""
         return await self.db.read(
             functools.partial(
                 tool_barriers.get_by_started_version,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import tool_ports
 from qinglong_dispatcher.adapters.sqlite import executions, recovery, tool_steps
 from qinglong_dispatcher.adapters.sqlite import runs as run_rows
 from qinglong_dispatcher.adapters.sqlite.queries import Q
@@ -47,7 +47,7 @@ def get_by_started_version(
 
 def _replay(
     conn: sqlite3.Connection, command: tool_start.StartCommand
-) -> ports.StartBarrierResult | None:
+) -> tool_ports.StartBarrierResult | None:
     """Step 1: None when no identity of the command is taken yet."""
     step, evidence = command.step_run, command.evidence
     rows = conn.execute(
@@ -67,12 +67,16 @@ def _replay(
         return None
     if len(rows) == 1 and rows[0]["start_id"] == command.start_id:
         if rows[0]["command_digest"] != command.digest:
-            return ports.StartBarrierResult(
-                outcome=ports.StartOutcome.CONFLICT, reason="start_id_reused"
+            return tool_ports.StartBarrierResult(
+                outcome=tool_ports.StartOutcome.CONFLICT, reason="start_id_reused"
             )
         stored = get_by_start_id(conn, command.start_id)
-        return ports.StartBarrierResult(outcome=ports.StartOutcome.EXISTING, barrier=stored)
-    return ports.StartBarrierResult(outcome=ports.StartOutcome.CONFLICT, reason="identity_in_use")
+        return tool_ports.StartBarrierResult(
+            outcome=tool_ports.StartOutcome.EXISTING, barrier=stored
+        )
+    return tool_ports.StartBarrierResult(
+        outcome=tool_ports.StartOutcome.CONFLICT, reason="identity_in_use"
+    )
 
 
 def verify_refusal(
@@ -132,7 +136,9 @@ def verify_refusal(
     return None
 
 
-def prepare(conn: sqlite3.Connection, command: tool_start.StartCommand) -> ports.StartBarrierResult:
+def prepare(
+    conn: sqlite3.Connection, command: tool_start.StartCommand
+) -> tool_ports.StartBarrierResult:
     """The seven steps of ADR-0158 §2 in the caller's BEGIN IMMEDIATE transaction."""
     replay = _replay(conn, command)  # 1
     if replay is not None:
@@ -142,7 +148,9 @@ def prepare(conn: sqlite3.Connection, command: tool_start.StartCommand) -> ports
     step = tool_steps.get(conn, wanted.step_run_id)
     refusal = verify_refusal(conn, command, run, step)
     if refusal is not None:
-        return ports.StartBarrierResult(outcome=ports.StartOutcome.CONFLICT, reason=refusal)
+        return tool_ports.StartBarrierResult(
+            outcome=tool_ports.StartOutcome.CONFLICT, reason=refusal
+        )
     assert run is not None
     assert step is not None
     now_ms = int(conn.execute(Q["database_now"]).fetchone()["now_ms"])
@@ -240,4 +248,4 @@ def prepare(conn: sqlite3.Connection, command: tool_start.StartCommand) -> ports
             "barrier_digest": stored.barrier_digest,
         },
     )
-    return ports.StartBarrierResult(outcome=ports.StartOutcome.CREATED, barrier=stored)
+    return tool_ports.StartBarrierResult(outcome=tool_ports.StartOutcome.CREATED, barrier=stored)

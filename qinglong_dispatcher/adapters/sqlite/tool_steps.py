@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import tool_ports
 from qinglong_dispatcher.adapters.sqlite import approvals, completions, executions
 from qinglong_dispatcher.adapters.sqlite import runs as run_rows
 from qinglong_dispatcher.adapters.sqlite.queries import Q
@@ -228,8 +228,8 @@ def settle(
 
 
 def complete(
-    conn: sqlite3.Connection, request: ports.ToolStepCompletion
-) -> ports.ToolStepCompletionResult:
+    conn: sqlite3.Connection, request: tool_ports.ToolStepCompletion
+) -> tool_ports.ToolStepCompletionResult:
     """The StepRun's result and the execution's completion in this one transaction."""
     dispatch, identity = request.dispatch, request.identity
     finish = tool_invocations.finish_mutation_id(dispatch.dispatch_id)
@@ -259,9 +259,9 @@ def complete(
     if done.outcome not in (Outcome.COMPLETED, Outcome.EXISTING):
         raise Refused(done.reason or "complete_refused")
     after = get_by_approval(conn, dispatch.approval_request_id)
-    return ports.ToolStepCompletionResult(
-        outcome=ports.ToolStepOutcome.COMPLETED
+    return tool_ports.ToolStepCompletionResult(
+        outcome=tool_ports.ToolStepOutcome.COMPLETED
         if done.outcome is Outcome.COMPLETED
-        else ports.ToolStepOutcome.EXISTING,
+        else tool_ports.ToolStepOutcome.EXISTING,
         step_status=after.status if after else None,
     )
