@@ -26,6 +26,34 @@ def new_token() -> str:
     return secrets.token_hex(16)
 
 
+def event_args(
+    *,
+    dispatch_id: str,
+    version: int,
+    from_status: ExecutionStatus | None,
+    to_status: ExecutionStatus,
+    attempt: int,
+    owner: str | None,
+    token: str | None,
+    mutation_id: str | None = None,
+    result_code: str | None = None,
+) -> list[object]:
+    """The positional arguments of one `insert_event`."""
+    return Q["insert_event"].args(
+        {
+            "dispatch_id": dispatch_id,
+            "version": version,
+            "from_status": from_status.value if from_status else None,
+            "to_status": to_status.value,
+            "attempt": attempt,
+            "lease_owner": owner,
+            "lease_token": token,
+            "mutation_id": mutation_id,
+            "result_code": result_code,
+        }
+    )
+
+
 async def record_event(
     conn: db.Connection,
     *,
@@ -40,20 +68,19 @@ async def record_event(
     result_code: str | None = None,
 ) -> None:
     """Append the status change to `execution_events` in the caller's transaction."""
-    await db.execute(
-        conn,
-        Q["insert_event"],
-        {
-            "dispatch_id": dispatch_id,
-            "version": version,
-            "from_status": from_status.value if from_status else None,
-            "to_status": to_status.value,
-            "attempt": attempt,
-            "lease_owner": owner,
-            "lease_token": token,
-            "mutation_id": mutation_id,
-            "result_code": result_code,
-        },
+    await conn.execute(
+        Q["insert_event"].text,
+        *event_args(
+            dispatch_id=dispatch_id,
+            version=version,
+            from_status=from_status,
+            to_status=to_status,
+            attempt=attempt,
+            owner=owner,
+            token=token,
+            mutation_id=mutation_id,
+            result_code=result_code,
+        ),
     )
 
 
@@ -144,7 +171,12 @@ async def claim_due(
     conn: db.Connection, *, now_ms: int, owner: str, limit: int, lease_ms: int
 ) -> records.ClaimBatch:
     """One due observation that locks what it sees (skipping rows other replicas hold), and a
-    fenced claim of each observed row, in this transaction."""
+    fenced claim of each observed row, in this transaction.
+
+    The domain decides each row as for a single claim; the page's lease updates then go to the
+    server as one pipelined batch (`fetchmany`) and their ledger events as another
+    (`executemany`): two round trips for the page instead of two per row.
+    """
     rows = await db.fetch(
         conn,
         CLAIM_DUE,
@@ -155,21 +187,83 @@ async def claim_due(
             "after_dispatch_id": _BEFORE_ALL[1],
         },
     )
-    claims = []
+    claims: dict[str, records.Claim] = {}
+    to_lease: list[tuple[records.Execution, records.Dispatch, str]] = []
     for row in rows:
-        claims.append(
-            await _claim_row(
+        execution = records.Execution.from_row(row)
+        dispatch = records.Dispatch.from_joined_row(row)
+        step, _, _ = fencing.claim_step(execution, now_ms=now_ms, owner=owner, token=None)
+        if step is fencing.ClaimStep.LEASE:
+            to_lease.append((execution, dispatch, new_token()))
+        else:  # exhausted (rare) or not claimable: the single-row path decides and writes
+            claims[execution.dispatch_id] = await _claim_row(
                 conn,
-                records.Execution.from_row(row),
-                records.Dispatch.from_joined_row(row),
+                execution,
+                dispatch,
                 now_ms=now_ms,
                 owner=owner,
                 token=new_token(),
                 lease_ms=lease_ms,
                 replay_token=None,
             )
-        )
-    return records.ClaimBatch(claims=tuple(claims), observed=len(rows))
+    if to_lease:
+        expires = now_ms + lease_ms
+        statement = Q["lease_row"]
+        done = {
+            r["dispatch_id"]: r
+            for r in await conn.fetchmany(
+                statement.text,
+                [
+                    statement.args(
+                        {
+                            "dispatch_id": execution.dispatch_id,
+                            "version": execution.version,
+                            "now_ms": now_ms,
+                            "owner": owner,
+                            "token": token,
+                            "expires_at_ms": expires,
+                        }
+                    )
+                    for execution, _, token in to_lease
+                ],
+            )
+        }
+        events = []
+        for execution, dispatch, token in to_lease:
+            leased = done.get(execution.dispatch_id)
+            if leased is None:
+                claims[execution.dispatch_id] = records.Claim(
+                    outcome=Outcome.CONFLICT, dispatch_id=execution.dispatch_id, reason="raced"
+                )
+                continue
+            events.append(
+                event_args(
+                    dispatch_id=execution.dispatch_id,
+                    version=leased["version"],
+                    from_status=execution.status,
+                    to_status=ExecutionStatus.LEASED,
+                    attempt=leased["attempt"],
+                    owner=owner,
+                    token=token,
+                )
+            )
+            claims[execution.dispatch_id] = records.Claim(
+                outcome=Outcome.CLAIMED,
+                dispatch_id=execution.dispatch_id,
+                lease=records.Lease(
+                    dispatch_id=execution.dispatch_id,
+                    attempt=leased["attempt"],
+                    owner=owner,
+                    token=token,
+                    version=leased["version"],
+                    expires_at_ms=expires,
+                ),
+                dispatch=dispatch,
+            )
+        if events:
+            await conn.executemany(Q["insert_event"].text, events)
+    ordered = tuple(claims[row["dispatch_id"]] for row in rows)
+    return records.ClaimBatch(claims=ordered, observed=len(rows))
 
 
 async def claim(

@@ -39,7 +39,7 @@ SET status = 'leased', version = version + 1, attempt = attempt + 1,
 WHERE dispatch_id = :dispatch_id AND version = :version
   AND status IN ('pending', 'leased', 'retry_wait') AND eligible_at_ms <= :now_ms::bigint
   AND attempt < max_attempts
-RETURNING version, attempt
+RETURNING dispatch_id, version, attempt
 
 -- exhaust_row --
 UPDATE qinglong.approved_action_dispatch_executions
