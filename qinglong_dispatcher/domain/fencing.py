@@ -78,6 +78,21 @@ def identity_of(row: records.Execution) -> records.ExecutionIdentity:
     )
 
 
+def started_identity(
+    lease: records.Lease, *, started_at_ms: int, version: int
+) -> records.ExecutionIdentity:
+    """The execution identity a lease becomes once its start barrier committed."""
+    return records.ExecutionIdentity(
+        dispatch_id=lease.dispatch_id,
+        attempt=lease.attempt,
+        owner=lease.owner,
+        token=lease.token,
+        started_at_ms=started_at_ms,
+        version=version,
+        lease_expires_at_ms=lease.expires_at_ms,
+    )
+
+
 def holds_lease(row: records.Execution, lease: records.Lease) -> bool:
     """Same owner, token and attempt: the version is checked separately."""
     return (

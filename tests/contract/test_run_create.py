@@ -15,34 +15,12 @@ from tests.support import faults
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS, make_dispatcher
+from tests.support.recovery import started_execution
 from tests.support.stores import Harness
 
 
 async def count(harness: Harness, name: str) -> int:
     return int(await harness.scalar(f"SELECT count(*) AS n FROM {faults.table(harness, name)}"))
-
-
-async def start_one(
-    harness: Harness, clock: ManualClock
-) -> tuple[records.Dispatch, records.ExecutionIdentity]:
-    batch = await harness.store.claim_due(
-        now_ms=clock.now_ms(), owner="w1", limit=1, lease_ms=LEASE_MS
-    )
-    (claim,) = batch.claimed
-    assert claim.lease is not None
-    assert claim.dispatch is not None
-    (result,) = await harness.store.start(
-        [
-            records.StartRequest(
-                lease=claim.lease,
-                approval_request_id=claim.dispatch.approval_request_id,
-                action_digest=claim.dispatch.action_digest,
-            )
-        ],
-        now_ms=clock.now_ms(),
-    )
-    assert result.identity is not None
-    return claim.dispatch, result.identity
 
 
 async def request_for(
@@ -110,7 +88,7 @@ async def test_replay_returns_the_original_run_and_writes_nothing(
     harness: Harness, clock: ManualClock
 ):
     await submit_runs(harness.store, clock, 1)
-    dispatch, identity = await start_one(harness, clock)
+    dispatch, identity = await started_execution(harness, clock)
     first = await harness.store.create_run(await request_for(harness, clock, dispatch, identity))
     assert first.outcome is ports.RunCreateOutcome.CREATED
     again = await harness.store.create_run(
@@ -137,7 +115,7 @@ async def test_an_idempotency_key_collision_without_receipt_is_a_stable_conflict
         "created_at_ms, updated_at_ms) VALUES ('r-squatter', 'proj-1', 'other', 1, 'shell', 0, "
         f"'queued', 'manual', 'user', 'user', NULL, '{consumed.dispatch_id}', 1, 1, 1, 1, 1)"
     )
-    dispatch, identity = await start_one(harness, clock)
+    dispatch, identity = await started_execution(harness, clock)
     for run_id in ("r-1", "r-2"):
         result = await harness.store.create_run(
             await request_for(harness, clock, dispatch, identity, run_id=run_id)
@@ -178,7 +156,7 @@ async def test_a_renewed_version_is_accepted_and_recorded_in_the_receipt(
     harness: Harness, clock: ManualClock
 ):
     await submit_runs(harness.store, clock, 1)
-    dispatch, identity = await start_one(harness, clock)
+    dispatch, identity = await started_execution(harness, clock)
     renewal = await harness.store.renew(
         identity.as_lease(), now_ms=clock.now_ms(), lease_ms=LEASE_MS
     )
@@ -191,7 +169,7 @@ async def test_a_renewed_version_is_accepted_and_recorded_in_the_receipt(
 
 async def test_a_stale_handler_is_fenced_before_any_run_write(harness: Harness, clock: ManualClock):
     await submit_runs(harness.store, clock, 1)
-    dispatch, identity = await start_one(harness, clock)
+    dispatch, identity = await started_execution(harness, clock)
     from qinglong_dispatcher.domain import states
 
     done = await harness.store.complete(
@@ -206,7 +184,7 @@ async def test_a_stale_handler_is_fenced_before_any_run_write(harness: Harness, 
     assert (result.outcome, result.reason) == (ports.RunCreateOutcome.FENCED, "not_executing")
     other = dataclasses.replace(identity, token="t-other")
     await submit_runs(harness.store, clock, 1)
-    dispatch2, identity2 = await start_one(harness, clock)
+    dispatch2, identity2 = await started_execution(harness, clock)
     forged = dataclasses.replace(identity2, token=other.token)
     result2 = await harness.store.create_run(await request_for(harness, clock, dispatch2, forged))
     assert (result2.outcome, result2.reason) == (ports.RunCreateOutcome.FENCED, "identity_mismatch")
@@ -221,7 +199,7 @@ async def test_a_failure_anywhere_in_the_effect_rolls_back_every_fact(
     harness: Harness, clock: ManualClock, table: str
 ):
     await submit_runs(harness.store, clock, 1)
-    dispatch, identity = await start_one(harness, clock)
+    dispatch, identity = await started_execution(harness, clock)
     events_before = len(await harness.store.execution_events(dispatch.dispatch_id))
     await faults.fail_inserts_into(harness, table)
     with pytest.raises(errors.StoreError):

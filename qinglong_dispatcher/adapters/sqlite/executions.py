@@ -255,15 +255,7 @@ def _start_one(
         owner=lease.owner,
         token=lease.token,
     )
-    identity = records.ExecutionIdentity(
-        dispatch_id=lease.dispatch_id,
-        attempt=lease.attempt,
-        owner=lease.owner,
-        token=lease.token,
-        started_at_ms=now_ms,
-        version=done["version"],
-        lease_expires_at_ms=lease.expires_at_ms,
-    )
+    identity = fencing.started_identity(lease, started_at_ms=now_ms, version=done["version"])
     return records.StartResult(
         outcome=Outcome.STARTED, dispatch_id=lease.dispatch_id, identity=identity
     )
