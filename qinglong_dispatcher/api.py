@@ -93,6 +93,13 @@ class Api:
             approval_request_id, decided_by=decided_by, now_ms=self._clock.now_ms()
         )
 
+    async def reject(self, approval_request_id: str, *, decided_by: str) -> approvals.Approval:
+        """Reject (cancel) a pending request: it can never be approved or consumed."""
+        plans.require_identifier("by", decided_by)
+        return await self._store.reject(
+            approval_request_id, decided_by=decided_by, now_ms=self._clock.now_ms()
+        )
+
     async def consume(self, approval_request_id: str) -> approvals.Consumed:
         """Consume an approved request into an immutable dispatch and its execution."""
         return await self._store.consume(
@@ -108,7 +115,11 @@ class Api:
         requested_by: str,
         approved_by: str,
     ) -> list[approvals.Consumed]:
-        """Create, approve and consume every plan in one transaction: all or nothing."""
+        """Create, approve and consume every plan in one transaction: all or nothing.
+
+        A self-approval: where the principal may not approve its own requests the store
+        refuses (`SelfApprovalRefused`, or `ApprovalNotPermitted`) and nothing is written.
+        """
         if len(plan_list) > MAX_SUBMIT_ITEMS:
             raise errors.InvalidInput(f"at most {MAX_SUBMIT_ITEMS} plans per submit")
         plans.require_identifier("approved-by", approved_by)
@@ -139,10 +150,13 @@ async def resolve_manually(
     execution = await store.get_execution(dispatch_id)
     if execution is None:
         raise errors.RecoveryRefused(f"dispatch {dispatch_id} not found")
-    effective = execution.effective_status(now)
+    # The store decides on both clocks again inside its transaction; this only words the refusal.
+    settling = recovery.settling_now_ms(now, await store.database_now_ms())
+    effective = execution.effective_status(settling)
     if effective is not states.EffectiveStatus.RECOVERY_REQUIRED:
+        by_clock = " by the database clock" if execution.effective_status(now) != effective else ""
         raise errors.RecoveryRefused(
-            f"dispatch {dispatch_id} is {effective.value}, not recovery_required"
+            f"dispatch {dispatch_id} is {effective.value}{by_clock}, not recovery_required"
         )
     done = await store.resolve_recovery(
         recovery.Resolution(

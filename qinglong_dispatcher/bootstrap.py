@@ -20,7 +20,9 @@ async def open_store(settings: Settings) -> ports.Store:
         from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 
         return await sqlite_store.SqliteStore.open(
-            settings.sqlite_path, busy_timeout_s=settings.sqlite_busy_timeout_seconds
+            settings.sqlite_path,
+            busy_timeout_s=settings.sqlite_busy_timeout_seconds,
+            self_approval=settings.self_approval,
         )
     if settings.dialect != "postgres":  # pragma: no cover - settings admit only the two
         raise errors.ConfigurationError(f"QINGLONG_DATABASE_URL: no store for {settings.dialect}")

@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true")
     t.set_defaults(handler=submitting.cmd_submit_tool)
 
-    p = command("approval", "create, approve or consume one approval request")
+    p = command("approval", "create, approve, reject or consume one approval request")
     approval_sub = p.add_subparsers(dest="approval_command", metavar="STEP", required=True)
     a: argparse.ArgumentParser = approval_sub.add_parser("create", parents=[shared])
     a.add_argument("--action", required=True, choices=sorted(plans.PLAN_MODELS))
@@ -143,6 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--requested-by", required=True, metavar="W")
     a.add_argument("--json", action="store_true")
     a = approval_sub.add_parser("approve", parents=[shared])
+    a.add_argument("approval_request_id", metavar="ID")
+    a.add_argument("--by", required=True, metavar="W")
+    a.add_argument("--json", action="store_true")
+    a = approval_sub.add_parser(
+        "reject", parents=[shared], help="cancel a pending request: it is never dispatched"
+    )
     a.add_argument("approval_request_id", metavar="ID")
     a.add_argument("--by", required=True, metavar="W")
     a.add_argument("--json", action="store_true")

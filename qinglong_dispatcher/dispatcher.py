@@ -137,11 +137,18 @@ class Dispatcher:
                 log.warning("dispatch.exhausted", dispatch_id=claim.dispatch_id)
         queue = collections.deque(batch.claimed)
         await self._prefetch(queue)
+        # Taking an item from the queue and renewing the queued ones exclude each other, so a
+        # worker never starts with a version the renewal has just made stale.
+        queue_lock = anyio.Lock()
         waiting = anyio.CancelScope()
+        keeping = anyio.CancelScope()
+
+        async def next_claim() -> records.Claim | None:
+            async with queue_lock:
+                return queue.popleft() if queue else None
 
         async def work() -> None:
-            while queue:
-                claim = queue.popleft()
+            while (claim := await next_claim()) is not None:
                 assert claim.lease is not None
                 assert claim.dispatch is not None
                 if self.draining:
@@ -157,20 +164,67 @@ class Dispatcher:
                 await self._draining.wait()
             if waiting.cancel_called:
                 return
-            while queue:
-                claim = queue.popleft()
+            while (claim := await next_claim()) is not None:
                 assert claim.lease is not None
                 assert claim.dispatch is not None
                 outcome = await self._yield(claim.lease, claim.dispatch)
                 report.count(claim.dispatch.action_type, outcome)
 
+        async def keep_queued_leases() -> None:
+            with keeping:
+                while True:
+                    await anyio.sleep(config.lease_ms / 3000)
+                    async with queue_lock:
+                        await self._renew_queued(queue, report)
+
         async with anyio.create_task_group() as tg:
             tg.start_soon(give_back_on_drain)
+            tg.start_soon(keep_queued_leases)
             async with anyio.create_task_group() as workers:
                 for _ in range(min(config.concurrency, len(queue))):
                     workers.start_soon(work)
             waiting.cancel()
+            keeping.cancel()
         return report
+
+    async def _renew_queued(
+        self, queue: collections.deque[records.Claim], report: BatchReport
+    ) -> None:
+        """Renew every claimed item still waiting for a worker; drop those whose lease is lost.
+
+        A page is claimed at once but executed `concurrency` at a time: without this, items at
+        the back of a slow page would reach their start barrier on an expired lease.
+        """
+        kept: list[records.Claim] = []
+        while queue:
+            claim = queue.popleft()
+            assert claim.lease is not None
+            assert claim.dispatch is not None
+            try:
+                renewal = await self._store.renew(
+                    claim.lease, now_ms=self._clock.now_ms(), lease_ms=self._config.lease_ms
+                )
+            except errors.StoreError as exc:
+                # Kept as it is: its start will find out whether the lease still holds.
+                log.warning("lease.renew_failed", dispatch_id=claim.dispatch_id, code=exc.code)
+                self._observe_renewal("error")
+                kept.append(claim)
+                continue
+            if renewal.lease is None:
+                self._observe_renewal(
+                    "expired" if renewal.outcome is Outcome.EXPIRED else "conflict"
+                )
+                log.info(
+                    "lease.renew_refused",
+                    dispatch_id=claim.dispatch_id,
+                    outcome=renewal.outcome.value,
+                    reason=renewal.reason,
+                )
+                report.count(claim.dispatch.action_type, "lease_lost")
+                continue
+            self._observe_renewal("renewed")
+            kept.append(dataclasses.replace(claim, lease=renewal.lease))
+        queue.extend(kept)
 
     async def _prefetch(self, claims: Sequence[records.Claim]) -> None:
         """Let handlers read what the page's inspects need in one go (saves a read per item)."""
@@ -239,7 +293,9 @@ class Dispatcher:
         while self._clock.now_ms() < lease.expires_at_ms and time.monotonic() < give_up_at:
             attempt += 1
             try:
-                (result,) = await self._store.start([request], now_ms=self._clock.now_ms())
+                (result,) = await self._store.start(
+                    [request], now_ms=self._clock.now_ms(), lease_ms=self._config.lease_ms
+                )
             except errors.StoreError as exc:
                 # The commit may or may not have happened: replay under the same fence.
                 log.warning(
@@ -408,7 +464,7 @@ class Dispatcher:
         try:
             done = await self._store.release_preflight(
                 lease,
-                mutation_id=fencing.mutation_id(dispatch.dispatch_id, lease.attempt, "release"),
+                mutation_id=fencing.release_mutation_id(lease),
                 kind=kind,
                 result_code=code,
                 retry_at_ms=retry_at,

@@ -49,9 +49,13 @@ class ExecutionStore(Protocol):
         ...
 
     async def start(
-        self, requests: Sequence[records.StartRequest], *, now_ms: int
+        self, requests: Sequence[records.StartRequest], *, now_ms: int, lease_ms: int
     ) -> list[records.StartResult]:
-        """Commit the start barrier (`leased → executing`) of each item; per-item results."""
+        """Commit the start barrier (`leased → executing`) of each item; per-item results.
+
+        The barrier also grants the item a fresh lease of `lease_ms` from `now_ms` (never a
+        shorter one than it holds), so an execute never begins on the tail of a lease.
+        """
         ...
 
     async def release_preflight(
@@ -118,7 +122,17 @@ class ApprovalStore(Protocol):
     async def approve(
         self, approval_request_id: str, *, decided_by: str, now_ms: int
     ) -> approvals.Approval:
-        """`pending@v1 → approved@v2`."""
+        """`pending@v1 → approved@v2` by the store's authenticated principal.
+
+        Refused (`ApprovalNotPermitted`, `SelfApprovalRefused`) when that principal may not
+        approve, or may not approve a request it made itself.
+        """
+        ...
+
+    async def reject(
+        self, approval_request_id: str, *, decided_by: str, now_ms: int
+    ) -> approvals.Approval:
+        """`pending@v1 → rejected@v2`: the request can never be approved or consumed."""
         ...
 
     async def consume(
@@ -135,7 +149,10 @@ class ApprovalStore(Protocol):
         now_ms: int,
         max_attempts: int,
     ) -> list[approvals.Consumed]:
-        """Create, approve and consume every item in one transaction: all or nothing."""
+        """Create, approve and consume every item in one transaction: all or nothing.
+
+        A self-approval: refused whole, like `approve`, where it is not allowed.
+        """
         ...
 
     async def get_approval(self, approval_request_id: str) -> approvals.Approval | None:

@@ -149,6 +149,11 @@ class Settings(BaseSettings):
     retry_backoff_seconds: float = Field(1.0, gt=0, description="first pre-barrier retry wait")
     sqlite_busy_timeout_seconds: float = Field(5.0, ge=0, description="SQLite busy timeout")
     approval_ttl_seconds: float = Field(86400.0, gt=0, description="approval lifetime")
+    self_approval: bool = Field(
+        True,
+        description="SQLite: may the OS user approve its own requests (PostgreSQL decides by "
+        "the qinglong_self_approver role)",
+    )
     allow_async_commit: bool = Field(False, description="accept synchronous_commit off/local")
     max_clock_skew_seconds: float = Field(2.0, gt=0, description="skew guard bound")
     tool_sandbox_dir: Path | None = Field(
@@ -206,6 +211,12 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"{url}: the edge profile needs sqlite:///…, not a PostgreSQL URL "
                 "(use the cluster profile)"
+            )
+        if self.profile == "cluster" and not self.self_approval:
+            # Refused rather than ignored: on PostgreSQL the database alone decides.
+            raise ValueError(
+                f"{env_name('self_approval')}: applies to the edge profile only; on PostgreSQL "
+                "self-approval is the qinglong_self_approver role (revoke it instead)"
             )
         timeout = self.execute_timeout_seconds
         if timeout is not None and timeout >= self.lease_seconds:

@@ -108,7 +108,10 @@ class ToolStepRepository(Protocol):
         now_ms: int,
         max_attempts: int,
     ) -> approvals.Consumed:
-        """Plan, approval, `waiting_approval` StepRun, approve and consume: one transaction."""
+        """Plan, approval, `waiting_approval` StepRun, approve and consume: one transaction.
+
+        A self-approval: refused whole where the principal may not self-approve.
+        """
         ...
 
     async def complete_tool_step(self, request: ToolStepCompletion) -> ToolStepCompletionResult:

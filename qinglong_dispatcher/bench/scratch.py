@@ -46,8 +46,12 @@ async def scratch(settings: Settings) -> AsyncIterator[Scratch]:
         from qinglong_dispatcher.adapters.postgres import bench as postgres_bench
 
         url = await postgres_bench.create_scratch(admin_url)
+    # The bench submits (a self-approval) into its own scratch store, whatever the policy of the
+    # real one; on PostgreSQL its administrator login is a superuser, a member of every role.
     scratch_settings = load_settings(
-        profile=settings.profile, database_url=url, overrides={"owner_id": "bench"}
+        profile=settings.profile,
+        database_url=url,
+        overrides={"owner_id": "bench", "self_approval": True},
     )
     made = Scratch(
         settings=scratch_settings,

@@ -12,6 +12,25 @@ from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.domain import canonical, errors, plans, tool_registry
 from qinglong_dispatcher.settings import Settings
 
+STEPS_HINT = (
+    "use `approval create`, then `approval approve ID --by W` as another approver, "
+    "then `approval consume ID`"
+)
+
+
+def _as_steps(exc: errors.ApprovalError) -> errors.ApprovalError:
+    """`submit` approves its own request; where that is refused, point at the single steps."""
+    if isinstance(exc, errors.SelfApprovalRefused):
+        return errors.SelfApprovalRefused(
+            f"submit approves its own request and self-approval is not allowed here: {STEPS_HINT}"
+        )
+    if isinstance(exc, errors.ApprovalNotPermitted):
+        return errors.ApprovalNotPermitted(
+            f"submit approves, and this login may not approve (not a qinglong_approver): "
+            f"{STEPS_HINT}"
+        )
+    return exc
+
 
 def _read_jsonl(path: Path) -> list[plans.ActionPlan]:
     try:
@@ -63,6 +82,8 @@ async def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
         consumed = await the_api.submit(
             plan_list, requested_by=args.requested_by, approved_by=args.approved_by
         )
+    except (errors.SelfApprovalRefused, errors.ApprovalNotPermitted) as exc:
+        raise _as_steps(exc) from None
     finally:
         await store.close()
     rows = [
@@ -130,6 +151,8 @@ async def cmd_submit_tool(settings: Settings, args: argparse.Namespace) -> int:
             requested_by=args.requested_by,
             approved_by=args.approved_by,
         )
+    except (errors.SelfApprovalRefused, errors.ApprovalNotPermitted) as exc:
+        raise _as_steps(exc) from None
     finally:
         await store.close()
     consumed = submitted.consumed
@@ -148,7 +171,7 @@ async def cmd_submit_tool(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
-    """Create, approve or consume one approval request."""
+    """Create, approve, reject or consume one approval request."""
     store = await common.open_store(settings)
     try:
         the_api = bootstrap.build_api(settings, store, clock.SystemClock())
@@ -167,9 +190,13 @@ async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
                 "status": approval.status.value,
                 "action_ref": approval.action_ref,
             }
-        elif args.approval_command == "approve":
-            approval = await the_api.approve(args.approval_request_id, decided_by=args.by)
-            out = {"approval_request_id": approval.approval_request_id, "status": "approved"}
+        elif args.approval_command in ("approve", "reject"):
+            decide = the_api.approve if args.approval_command == "approve" else the_api.reject
+            approval = await decide(args.approval_request_id, decided_by=args.by)
+            out = {
+                "approval_request_id": approval.approval_request_id,
+                "status": approval.status.value,
+            }
         else:
             consumed = await the_api.consume(args.approval_request_id)
             out = {

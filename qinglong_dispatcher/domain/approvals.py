@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from qinglong_dispatcher.domain import records
+from qinglong_dispatcher.domain import errors, records
 
 
 class ApprovalStatus(enum.StrEnum):
@@ -21,9 +21,47 @@ class ApprovalStatus(enum.StrEnum):
 VERSION_OF = {
     ApprovalStatus.PENDING: 1,
     ApprovalStatus.APPROVED: 2,
+    ApprovalStatus.REJECTED: 2,
+    ApprovalStatus.EXPIRED: 2,
     ApprovalStatus.CONSUMED: 3,
 }
-"""The version each state of the happy path carries (ADR-0031)."""
+"""The version each state carries (ADR-0031): one step from pending, two to consumed."""
+
+TRANSITIONS = frozenset(
+    {
+        (ApprovalStatus.PENDING, ApprovalStatus.APPROVED),
+        (ApprovalStatus.PENDING, ApprovalStatus.REJECTED),
+        (ApprovalStatus.PENDING, ApprovalStatus.EXPIRED),
+        (ApprovalStatus.APPROVED, ApprovalStatus.CONSUMED),
+    }
+)
+"""Every change the stores (and the PostgreSQL trigger) allow. `approved → expired` is not
+one: an approved request past its expiry is dead by time (consume refuses it) and keeps the
+approver's decision columns as they were."""
+
+TERMINAL = frozenset({ApprovalStatus.CONSUMED, ApprovalStatus.REJECTED, ApprovalStatus.EXPIRED})
+"""States nothing leaves."""
+
+AUDIT_KIND_CREATED = "approval.created"
+"""The `security_audit_events.kind` of a new request; a change writes `approval.<status>`."""
+
+
+def audit_kind(status: ApprovalStatus) -> str:
+    """The audit kind the database writes when a request enters `status`."""
+    return AUDIT_KIND_CREATED if status is ApprovalStatus.PENDING else f"approval.{status.value}"
+
+
+def check_self_approval(*, requester: str, approver: str, self_approval: bool) -> None:
+    """Separation of duties: the approver must not be the requester unless that is allowed.
+
+    Both are authenticated principals (never the free-text labels). On PostgreSQL the
+    database applies the same rule with `qinglong_self_approver` in place of the setting.
+    """
+    if approver == requester and not self_approval:
+        raise errors.SelfApprovalRefused(
+            f"principal {approver} requested this approval and may not approve it "
+            "(self-approval is off)"
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -39,6 +77,12 @@ class Approval:
     version: int
     requested_by: str
     decided_by: str | None
+    requested_principal: str
+    """The authenticated principal that created the request (`requested_by` is a label)."""
+    decided_principal: str | None
+    """Who approved, rejected or expired it; None while pending."""
+    consumed_principal: str | None
+    """Who consumed it into its dispatch; None until consumed."""
     expires_at_ms: int
     created_at_ms: int
     updated_at_ms: int

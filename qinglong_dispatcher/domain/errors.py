@@ -68,6 +68,24 @@ class ApprovalExpired(ApprovalError):
     code = "approval_expired"
 
 
+class ApprovalNotPermitted(ApprovalError):
+    """This principal may not take this approval step (not a qinglong_approver login)."""
+
+    code = "approval_not_permitted"
+
+
+class SelfApprovalRefused(ApprovalError):
+    """The approver is the requester, and self-approval is not allowed for this principal."""
+
+    code = "self_approval_refused"
+
+
+class ApprovalTransitionRefused(ApprovalError):
+    """The store refused this change of an approval request (not a permitted transition)."""
+
+    code = "approval_transition_refused"
+
+
 class DigestDrift(QinglongError):
     """The plan's digest differs from the approved action digest."""
 
@@ -166,3 +184,9 @@ class SandboxUnavailable(ConfigurationError):
     """The tool sandbox directory is missing, not a directory, or cannot be used."""
 
     code = "sandbox_unavailable"
+
+
+class TransitionRefused(StoreError):
+    """The database refused a row change its state machine does not allow (migration 0006)."""
+
+    code = "transition_refused"

@@ -79,9 +79,13 @@ def identity_of(row: records.Execution) -> records.ExecutionIdentity:
 
 
 def started_identity(
-    lease: records.Lease, *, started_at_ms: int, version: int
+    lease: records.Lease, *, started_at_ms: int, version: int, lease_expires_at_ms: int
 ) -> records.ExecutionIdentity:
-    """The execution identity a lease becomes once its start barrier committed."""
+    """The execution identity a lease becomes once its start barrier committed.
+
+    `lease_expires_at_ms` is the lease the barrier granted (`start_lease_expiry`), which is
+    never shorter than the claim's.
+    """
     return records.ExecutionIdentity(
         dispatch_id=lease.dispatch_id,
         attempt=lease.attempt,
@@ -89,8 +93,17 @@ def started_identity(
         token=lease.token,
         started_at_ms=started_at_ms,
         version=version,
-        lease_expires_at_ms=lease.expires_at_ms,
+        lease_expires_at_ms=lease_expires_at_ms,
     )
+
+
+def start_lease_expiry(lease: records.Lease, *, now_ms: int, lease_ms: int) -> int:
+    """The lease a start barrier grants: a whole fresh lease from now, never a shorter one.
+
+    Without it an item that waited in its page could start with milliseconds left and read
+    `recovery_required` while its execute still runs.
+    """
+    return max(lease.expires_at_ms, now_ms + lease_ms)
 
 
 def holds_lease(row: records.Execution, lease: records.Lease) -> bool:
@@ -192,5 +205,21 @@ def mutation_replay(
 
 
 def mutation_id(dispatch_id: str, attempt: int, what: str) -> str:
-    """Deterministic per attempt, so a write whose commit was not acknowledged replays."""
+    """Deterministic per attempt, so a write whose commit was not acknowledged replays.
+
+    Only for writes that happen at most once per attempt number (complete, recovery): a
+    release uses `release_mutation_id`, because a yield refunds the attempt number.
+    """
     return f"{dispatch_id}:{attempt}:{what}"
+
+
+def release_mutation_id(lease: records.Lease) -> str:
+    """Deterministic per row version released, so an unacknowledged release replays.
+
+    A yield gives the attempt back (N → N−1), so the next claim is attempt N again; a release
+    keyed by the attempt alone would then collide with the yield's ledger event and be refused
+    as `mutation_reused`, leaving the row leased until its lease ran out. The version the
+    release starts from never repeats (even when a caller reuses its token for a new claim),
+    and a replay of the same release carries the same lease, hence the same id.
+    """
+    return f"{lease.dispatch_id}:{lease.attempt}:v{lease.version}:release"

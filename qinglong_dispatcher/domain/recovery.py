@@ -119,13 +119,26 @@ class AuditEvent:
     committed_at_ms: int
 
 
+def settling_now_ms(caller_ms: int, database_ms: int) -> int:
+    """The instant a settling decision uses: the earlier of the caller's and the database's.
+
+    Deciding that a started lease has expired settles an execution that may still be running,
+    so both clocks must agree: an operator (or a replica) whose clock runs ahead can never
+    declare a live execution expired, and a database clock cannot be argued with.
+    """
+    return min(caller_ms, database_ms)
+
+
 def resolve_refusal(
-    row: records.Execution, fence: records.ExecutionIdentity, *, now_ms: int
+    row: records.Execution, fence: records.ExecutionIdentity, *, settling_ms: int
 ) -> str | None:
-    """Why a resolution may not commit, or None: the row must still be the snapshot."""
+    """Why a resolution may not commit, or None: the row must still be the snapshot.
+
+    `settling_ms` comes from `settling_now_ms`, never from the caller's clock alone.
+    """
     if row.status is not ExecutionStatus.EXECUTING:
         return "not_recovery_required"
-    if row.lease_expires_at_ms is None or row.lease_expires_at_ms > now_ms:
+    if row.lease_expires_at_ms is None or row.lease_expires_at_ms > settling_ms:
         return "lease_live"
     if (
         row.attempt != fence.attempt

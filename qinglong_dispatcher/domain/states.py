@@ -62,7 +62,21 @@ ALLOWED_TRANSITIONS: frozenset[tuple[ExecutionStatus | None, ExecutionStatus]] =
         (ExecutionStatus.EXECUTING, ExecutionStatus.BLOCKED),
     }
 )
-"""Every status change the store may record; anything else is a bug or a tampered row."""
+"""Every status change the store records in the ledger; anything else is a bug or tampering."""
+
+ROW_UPDATES: frozenset[tuple[ExecutionStatus, ExecutionStatus]] = frozenset(
+    {(before, after) for before, after in ALLOWED_TRANSITIONS if before is not None}
+    | {
+        (ExecutionStatus.LEASED, ExecutionStatus.LEASED),  # renew of an unstarted lease
+        (ExecutionStatus.EXECUTING, ExecutionStatus.EXECUTING),  # renew of a started lease
+    }
+)
+"""Every (old, new) status pair an UPDATE of an execution row may have.
+
+The ledger's transitions plus the same-status renewals, which write no event. The database
+triggers of migration 0006 allow exactly these pairs (a contract test proves it on both
+dialects); an insert is the `(None, pending)` transition and is checked on its own.
+"""
 
 
 def is_allowed(before: ExecutionStatus | None, after: ExecutionStatus) -> bool:

@@ -58,6 +58,20 @@ ALLOWED_TRANSITIONS: Final = frozenset(
 )
 """Every mutation the product writes. `lost → ready` is an operator's decision, never ours."""
 
+TERMINAL: Final = frozenset({StepRunStatus.SUCCEEDED, StepRunStatus.FAILED})
+"""States a StepRun never leaves (`lost` is not one: an operator may re-arm it)."""
+
+OPERATOR_REARM: Final = (StepRunStatus.LOST, StepRunStatus.READY)
+"""The one row change only an operator makes (ADR-0158: a new attempt gets a new version)."""
+
+ROW_UPDATES: Final = ALLOWED_TRANSITIONS | {OPERATOR_REARM}
+"""Every (old, new) status pair an UPDATE of a StepRun row may have.
+
+The product never updates a StepRun without changing its status, so there is no same-status
+pair. The database triggers of migration 0006 allow exactly these pairs (on PostgreSQL the
+re-arm only for a `qinglong_operator` login); a contract test proves it on both dialects.
+"""
+
 
 def _corrupted(step_run_id: str, what: str) -> errors.StoreCorrupted:
     return errors.StoreCorrupted(

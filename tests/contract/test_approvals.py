@@ -22,7 +22,7 @@ def plan_bytes(**changes: object) -> bytes:
 
 
 async def test_create_approve_consume_walks_the_versions(harness: Harness, clock: ManualClock):
-    the_api = make_api(harness.store, clock)
+    the_api = make_api(harness.approver_store, clock)
     created = await the_api.create_approval("run.create", plan_bytes(), requested_by="alice")
     assert (created.status, created.version) == (approvals.ApprovalStatus.PENDING, 1)
     approved = await the_api.approve(created.approval_request_id, decided_by="bob")
@@ -47,7 +47,7 @@ async def test_create_approve_consume_walks_the_versions(harness: Harness, clock
 
 
 async def test_consume_twice_is_refused_and_writes_nothing(harness: Harness, clock: ManualClock):
-    the_api = make_api(harness.store, clock)
+    the_api = make_api(harness.approver_store, clock)
     created = await the_api.create_approval("run.create", plan_bytes(), requested_by="alice")
     await the_api.approve(created.approval_request_id, decided_by="bob")
     await the_api.consume(created.approval_request_id)
@@ -62,7 +62,7 @@ async def test_consume_twice_is_refused_and_writes_nothing(harness: Harness, clo
 async def test_consume_needs_approval_and_an_unknown_id_is_not_found(
     harness: Harness, clock: ManualClock
 ):
-    the_api = make_api(harness.store, clock)
+    the_api = make_api(harness.approver_store, clock)
     created = await the_api.create_approval("run.create", plan_bytes(), requested_by="alice")
     with pytest.raises(errors.ApprovalStateConflict):
         await the_api.consume(created.approval_request_id)
@@ -75,7 +75,7 @@ async def test_consume_needs_approval_and_an_unknown_id_is_not_found(
 async def test_an_expired_approval_can_be_neither_approved_nor_consumed(
     harness: Harness, clock: ManualClock
 ):
-    the_api = make_api(harness.store, clock)
+    the_api = make_api(harness.approver_store, clock)
     first = await the_api.create_approval("run.create", plan_bytes(), requested_by="alice")
     second = await the_api.create_approval(
         "run.create", plan_bytes(actionRef="act-second"), requested_by="alice"
@@ -94,7 +94,7 @@ async def test_an_expired_approval_can_be_neither_approved_nor_consumed(
 async def test_consume_is_atomic_over_approval_dispatch_and_execution(
     harness: Harness, clock: ManualClock
 ):
-    the_api = make_api(harness.store, clock)
+    the_api = make_api(harness.approver_store, clock)
     created = await the_api.create_approval("run.create", plan_bytes(), requested_by="alice")
     await the_api.approve(created.approval_request_id, decided_by="bob")
     await faults.fail_inserts_into(harness, "approved_action_dispatch_executions")
@@ -108,7 +108,7 @@ async def test_consume_is_atomic_over_approval_dispatch_and_execution(
 
 
 async def test_bulk_submit_is_all_or_nothing(harness: Harness, clock: ManualClock):
-    the_api = make_api(harness.store, clock)
+    the_api = make_api(harness.approver_store, clock)
     good = api.run_create_plan({"projectId": "proj-1", "taskId": "t-1", "taskRevision": 1})
     clash = api.run_create_plan(
         {"projectId": "proj-1", "taskId": "t-2", "taskRevision": 1, "actionRef": good.action_ref}
@@ -120,7 +120,7 @@ async def test_bulk_submit_is_all_or_nothing(harness: Harness, clock: ManualCloc
 
 
 async def test_plans_are_exact_shape(harness: Harness, clock: ManualClock):
-    the_api = make_api(harness.store, clock)
+    the_api = make_api(harness.approver_store, clock)
     with pytest.raises(errors.PlanInvalid):
         await the_api.create_approval("run.create", plan_bytes(extra=1), requested_by="alice")
     with pytest.raises(errors.UnknownActionType):
@@ -138,7 +138,7 @@ async def test_plans_are_exact_shape(harness: Harness, clock: ManualClock):
 async def test_plans_of_a_page_are_read_in_one_go(harness: Harness, clock: ManualClock):
     from tests.support.actions import submit_runs
 
-    consumed = await submit_runs(harness.store, clock, 3)
+    consumed = await submit_runs(harness.approver_store, clock, 3)
     dispatches = [await harness.store.get_dispatch(c.dispatch_id) for c in consumed]
     keys = [(d.project_id, d.action_ref) for d in dispatches if d is not None]
     found = await harness.store.get_plans([*keys, ("proj-1", "act-missing")])

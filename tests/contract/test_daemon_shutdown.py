@@ -17,7 +17,7 @@ from tests.support.stores import Harness
 
 async def test_shutdown_lets_the_running_execute_finish_and_yields_the_rest(harness: Harness):
     the_clock = system_clock.SystemClock()
-    consumed = await submit_runs(harness.store, the_clock, 3)
+    consumed = await submit_runs(harness.approver_store, the_clock, 3)
     settings = load_settings(
         environ={
             "QINGLONG_CADENCE_SECONDS": "0.05",

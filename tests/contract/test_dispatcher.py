@@ -20,7 +20,7 @@ async def status_of(harness: Harness, dispatch_id: str) -> ExecutionStatus:
 
 
 async def test_digest_drift_blocks_without_calling_execute(harness: Harness, clock: ManualClock):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     handler = RecordingHandler(digest_override="e" * 64)
     report = await make_dispatcher(
         harness.store, clock, handlers={"run.create": handler}
@@ -38,7 +38,7 @@ async def test_digest_drift_blocks_without_calling_execute(harness: Harness, clo
 
 
 async def test_explicit_block_from_inspect_is_terminal(harness: Harness, clock: ManualClock):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     handler = RecordingHandler(inspect_kind=ports.InspectKind.BLOCKED)
     await make_dispatcher(harness.store, clock, handlers={"run.create": handler}).dispatch_batch()
     assert handler.executed == []
@@ -48,7 +48,7 @@ async def test_explicit_block_from_inspect_is_terminal(harness: Harness, clock: 
 async def test_transient_inspect_failure_retries_with_backoff_until_the_budget(
     harness: Harness, clock: ManualClock
 ):
-    (consumed,) = await submit_runs(harness.store, clock, 1, max_attempts=3)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1, max_attempts=3)
     handler = RecordingHandler(inspect_raises=errors.StoreUnavailable())
     the_dispatcher = make_dispatcher(harness.store, clock, handlers={"run.create": handler})
     await the_dispatcher.dispatch_batch()
@@ -70,7 +70,7 @@ async def test_transient_inspect_failure_retries_with_backoff_until_the_budget(
 
 
 async def test_a_missing_handler_is_a_bounded_retry(harness: Harness, clock: ManualClock):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     await make_dispatcher(harness.store, clock, handlers={}).dispatch_batch()
     row = await harness.store.get_execution(consumed.dispatch_id)
     assert row is not None
@@ -80,7 +80,7 @@ async def test_a_missing_handler_is_a_bounded_retry(harness: Harness, clock: Man
 async def test_execute_raising_is_indeterminate_blocked_and_never_retried(
     harness: Harness, clock: ManualClock
 ):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     handler = RecordingHandler(execute_raises=RuntimeError("boom"))
     the_dispatcher = make_dispatcher(harness.store, clock, handlers={"run.create": handler})
     report = await the_dispatcher.dispatch_batch()
@@ -95,7 +95,7 @@ async def test_execute_raising_is_indeterminate_blocked_and_never_retried(
 
 
 async def test_execute_timeout_is_indeterminate(harness: Harness, clock: ManualClock):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     handler = RecordingHandler(execute_sleep_s=5)
     await make_dispatcher(
         harness.store,
@@ -113,7 +113,7 @@ async def test_execute_timeout_is_indeterminate(harness: Harness, clock: ManualC
 
 
 async def test_explicit_results_complete_the_execution(harness: Harness, clock: ManualClock):
-    consumed = await submit_runs(harness.store, clock, 2)
+    consumed = await submit_runs(harness.approver_store, clock, 2)
     ok = RecordingHandler()
     await make_dispatcher(
         harness.store, clock, handlers={"run.create": ok}, page_size=1
@@ -132,7 +132,7 @@ async def test_explicit_results_complete_the_execution(harness: Harness, clock: 
 async def test_a_failed_completion_write_leaves_the_row_executing(
     harness: Harness, clock: ManualClock
 ):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     await faults.fail_execution_status(harness, "succeeded")
     handler = RecordingHandler()
     the_dispatcher = make_dispatcher(harness.store, clock, handlers={"run.create": handler})
@@ -148,7 +148,7 @@ async def test_a_failed_completion_write_leaves_the_row_executing(
 
 
 async def test_the_lease_is_renewed_while_a_slow_execute_runs(harness: Harness, clock: ManualClock):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     # Renewals every 500 ms during a 1.1 s execute, inside its 1.45 s timeout.
     handler = RecordingHandler(execute_sleep_s=1.1)
     await make_dispatcher(
@@ -167,7 +167,7 @@ async def test_the_lease_is_renewed_while_a_slow_execute_runs(harness: Harness, 
 
 
 async def test_concurrent_items_each_run_once(harness: Harness, clock: ManualClock):
-    consumed = await submit_runs(harness.store, clock, 12)
+    consumed = await submit_runs(harness.approver_store, clock, 12)
     handler = RecordingHandler(execute_sleep_s=0.01)
     report = await make_dispatcher(
         harness.store, clock, handlers={"run.create": handler}, page_size=64, concurrency=4

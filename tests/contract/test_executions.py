@@ -35,14 +35,16 @@ def start_request(claim: records.Claim, **changes: object) -> records.StartReque
 
 async def started(h: Harness, clock: ManualClock, owner: str = "w1") -> records.ExecutionIdentity:
     claim = await claim_one(h, clock, owner)
-    (result,) = await h.store.start([start_request(claim)], now_ms=clock.now_ms())
+    (result,) = await h.store.start(
+        [start_request(claim)], now_ms=clock.now_ms(), lease_ms=LEASE_MS
+    )
     assert result.outcome is Outcome.STARTED
     assert result.identity is not None
     return result.identity
 
 
 async def test_consume_creates_pending_execution_and_event(harness: Harness, clock: ManualClock):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     execution = await harness.store.get_execution(consumed.dispatch_id)
     assert execution is not None
     assert (execution.status, execution.version, execution.attempt) == (
@@ -58,7 +60,7 @@ async def test_consume_creates_pending_execution_and_event(harness: Harness, clo
 async def test_claim_due_leases_with_own_token_and_records_events(
     harness: Harness, clock: ManualClock
 ):
-    await submit_runs(harness.store, clock, 3)
+    await submit_runs(harness.approver_store, clock, 3)
     batch = await harness.store.claim_due(
         now_ms=clock.now_ms(), owner="w1", limit=64, lease_ms=LEASE_MS
     )
@@ -84,7 +86,7 @@ async def test_claim_due_leases_with_own_token_and_records_events(
 
 
 async def test_claim_due_respects_page_limit_and_eligibility(harness: Harness, clock: ManualClock):
-    await submit_runs(harness.store, clock, 5)
+    await submit_runs(harness.approver_store, clock, 5)
     batch = await harness.store.claim_due(
         now_ms=clock.now_ms() - 1, owner="w1", limit=64, lease_ms=LEASE_MS
     )
@@ -98,7 +100,7 @@ async def test_claim_due_respects_page_limit_and_eligibility(harness: Harness, c
 async def test_keyset_paging_never_returns_executing_or_terminal(
     harness: Harness, clock: ManualClock
 ):
-    consumed = await submit_runs(harness.store, clock, 10)
+    consumed = await submit_runs(harness.approver_store, clock, 10)
     ids = {c.dispatch_id for c in consumed}
     identity = await started(harness, clock)  # one executing
     done = await started(harness, clock)  # one terminal
@@ -126,7 +128,7 @@ async def test_keyset_paging_never_returns_executing_or_terminal(
 
 
 async def test_two_connections_race_for_one_due_dispatch(harness: Harness, clock: ManualClock):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     other = await harness.open_another()
     results: list[records.ClaimBatch] = []
 
@@ -153,7 +155,7 @@ async def test_two_connections_race_for_one_due_dispatch(harness: Harness, clock
 
 
 async def test_same_owner_and_token_claim_replays_the_lease(harness: Harness, clock: ManualClock):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     first = await harness.store.claim(
         consumed.dispatch_id, now_ms=clock.now_ms(), owner="w1", token="tok-1", lease_ms=LEASE_MS
     )
@@ -175,7 +177,7 @@ async def test_same_owner_and_token_claim_replays_the_lease(harness: Harness, cl
 
 
 async def test_expired_leased_is_taken_over_by_another_token(harness: Harness, clock: ManualClock):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     first = await claim_one(harness, clock, "w1")
     clock.advance(ms=LEASE_MS)
     second = await claim_one(harness, clock, "w2")
@@ -183,9 +185,13 @@ async def test_expired_leased_is_taken_over_by_another_token(harness: Harness, c
     assert first.lease is not None
     assert second.lease.token != first.lease.token
     assert second.lease.attempt == 2
-    (stale,) = await harness.store.start([start_request(first)], now_ms=clock.now_ms())
+    (stale,) = await harness.store.start(
+        [start_request(first)], now_ms=clock.now_ms(), lease_ms=LEASE_MS
+    )
     assert (stale.outcome, stale.reason) == (Outcome.CONFLICT, "lease_lost")
-    (fresh,) = await harness.store.start([start_request(second)], now_ms=clock.now_ms())
+    (fresh,) = await harness.store.start(
+        [start_request(second)], now_ms=clock.now_ms(), lease_ms=LEASE_MS
+    )
     assert fresh.outcome is Outcome.STARTED
     events = await harness.store.execution_events(consumed.dispatch_id)
     assert [(e.from_status, e.to_status) for e in events][1:] == [
@@ -198,7 +204,7 @@ async def test_expired_leased_is_taken_over_by_another_token(harness: Harness, c
 async def test_expired_executing_is_never_claimable_and_counts_as_recovery_required(
     harness: Harness, clock: ManualClock
 ):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     identity = await started(harness, clock)
     before = await harness.store.counts(now_ms=clock.now_ms())
     assert before.executions[EffectiveStatus.EXECUTING] == 1
@@ -237,14 +243,14 @@ async def test_expired_executing_is_never_claimable_and_counts_as_recovery_requi
 async def test_start_rejects_a_wrong_binding_or_fence(
     harness: Harness, clock: ManualClock, change: dict[str, object], outcome: Outcome, reason: str
 ):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     claim = await claim_one(harness, clock)
     assert claim.lease is not None
     lease_fields = {k: v for k, v in change.items() if k in ("owner", "token", "version")}
     other = {k: v for k, v in change.items() if k not in lease_fields}
     lease = records.Lease(**{**_lease_dict(claim.lease), **lease_fields})  # type: ignore[arg-type]
     (result,) = await harness.store.start(
-        [start_request(claim, lease=lease, **other)], now_ms=clock.now_ms()
+        [start_request(claim, lease=lease, **other)], now_ms=clock.now_ms(), lease_ms=LEASE_MS
     )
     assert (result.outcome, result.reason) == (outcome, reason)
     row = await harness.store.get_execution(claim.dispatch_id)
@@ -264,21 +270,27 @@ def _lease_dict(lease: records.Lease) -> dict[str, object]:
 
 
 async def test_start_rejects_an_expired_lease(harness: Harness, clock: ManualClock):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     claim = await claim_one(harness, clock)
     clock.advance(ms=LEASE_MS)
-    (result,) = await harness.store.start([start_request(claim)], now_ms=clock.now_ms())
+    (result,) = await harness.store.start(
+        [start_request(claim)], now_ms=clock.now_ms(), lease_ms=LEASE_MS
+    )
     assert (result.outcome, result.reason) == (Outcome.EXPIRED, "lease_expired")
 
 
 async def test_start_replays_an_unacknowledged_barrier_under_the_same_fence(
     harness: Harness, clock: ManualClock
 ):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     claim = await claim_one(harness, clock)
-    (first,) = await harness.store.start([start_request(claim)], now_ms=clock.now_ms())
+    (first,) = await harness.store.start(
+        [start_request(claim)], now_ms=clock.now_ms(), lease_ms=LEASE_MS
+    )
     clock.advance(ms=5)
-    (again,) = await harness.store.start([start_request(claim)], now_ms=clock.now_ms())
+    (again,) = await harness.store.start(
+        [start_request(claim)], now_ms=clock.now_ms(), lease_ms=LEASE_MS
+    )
     assert first.outcome is Outcome.STARTED
     assert again.outcome is Outcome.REPLAYED
     assert again.identity == first.identity
@@ -289,7 +301,7 @@ async def test_start_replays_an_unacknowledged_barrier_under_the_same_fence(
 async def test_start_takes_several_items_with_per_item_results(
     harness: Harness, clock: ManualClock
 ):
-    await submit_runs(harness.store, clock, 3)
+    await submit_runs(harness.approver_store, clock, 3)
     batch = await harness.store.claim_due(
         now_ms=clock.now_ms(), owner="w1", limit=3, lease_ms=LEASE_MS
     )
@@ -297,6 +309,7 @@ async def test_start_takes_several_items_with_per_item_results(
     results = await harness.store.start(
         [start_request(good), start_request(bad, action_digest="f" * 64), start_request(good2)],
         now_ms=clock.now_ms(),
+        lease_ms=LEASE_MS,
     )
     assert [r.outcome for r in results] == [Outcome.STARTED, Outcome.CONFLICT, Outcome.STARTED]
     assert [r.dispatch_id for r in results] == [
@@ -307,7 +320,7 @@ async def test_start_takes_several_items_with_per_item_results(
 
 
 async def test_renew_needs_the_exact_unexpired_fence(harness: Harness, clock: ManualClock):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     claim = await claim_one(harness, clock)
     assert claim.lease is not None
     clock.advance(ms=1000)
@@ -326,7 +339,7 @@ async def test_renew_needs_the_exact_unexpired_fence(harness: Harness, clock: Ma
 
 
 async def test_attempt_budget_ends_in_blocked(harness: Harness, clock: ManualClock):
-    (consumed,) = await submit_runs(harness.store, clock, 1, max_attempts=2)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1, max_attempts=2)
     for attempt in (1, 2):
         claim = await claim_one(harness, clock)
         assert claim.lease is not None
@@ -348,7 +361,7 @@ async def test_attempt_budget_ends_in_blocked(harness: Harness, clock: ManualClo
 
 
 async def test_repeated_takeovers_exhaust_the_budget(harness: Harness, clock: ManualClock):
-    (consumed,) = await submit_runs(harness.store, clock, 1, max_attempts=2)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1, max_attempts=2)
     await claim_one(harness, clock, "w1")
     clock.advance(ms=LEASE_MS)
     await claim_one(harness, clock, "w2")
@@ -365,7 +378,7 @@ async def test_repeated_takeovers_exhaust_the_budget(harness: Harness, clock: Ma
 async def test_yield_returns_the_claim_to_pending_and_refunds_the_attempt(
     harness: Harness, clock: ManualClock
 ):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     claim = await claim_one(harness, clock)
     assert claim.lease is not None
     clock.advance(ms=50)
@@ -391,7 +404,7 @@ async def test_yield_returns_the_claim_to_pending_and_refunds_the_attempt(
 
 
 async def test_release_replay_by_mutation_id(harness: Harness, clock: ManualClock):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     claim = await claim_one(harness, clock)
     assert claim.lease is not None
 
@@ -416,7 +429,7 @@ async def test_release_replay_by_mutation_id(harness: Harness, clock: ManualCloc
 
 
 async def test_complete_replay_by_mutation_id(harness: Harness, clock: ManualClock):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     identity = await started(harness, clock)
 
     async def complete(
@@ -445,7 +458,7 @@ async def test_complete_replay_by_mutation_id(harness: Harness, clock: ManualClo
 async def test_late_but_fenced_complete_after_lease_expiry_is_accepted(
     harness: Harness, clock: ManualClock
 ):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     identity = await started(harness, clock)
     clock.advance(ms=LEASE_MS * 3)
     done = await harness.store.complete(
@@ -461,7 +474,7 @@ async def test_late_but_fenced_complete_after_lease_expiry_is_accepted(
 async def test_complete_accepts_a_renewed_version_but_not_another_identity(
     harness: Harness, clock: ManualClock
 ):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     identity = await started(harness, clock)
     renewal = await harness.store.renew(
         identity.as_lease(), now_ms=clock.now_ms(), lease_ms=LEASE_MS
@@ -499,7 +512,7 @@ async def test_events_use_the_database_clock_and_record_every_transition(
 ):
     import time
 
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     identity = await started(harness, clock)
     await harness.store.complete(
         identity,

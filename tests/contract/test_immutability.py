@@ -20,7 +20,7 @@ IMMUTABLE = {
 
 
 async def _fill(harness: Harness, clock: ManualClock) -> None:
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     report = await make_dispatcher(harness.store, clock).dispatch_batch()
     assert report.outcomes["succeeded"] == 1
 

@@ -13,7 +13,7 @@ import pytest
 from qinglong_dispatcher.adapters.postgres import store as postgres_store
 from qinglong_dispatcher.domain import errors
 from tests.support import stores
-from tests.support.actions import submit_runs
+from tests.support.actions import submit_runs, submit_runs_as_approver
 from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.postgres
@@ -61,7 +61,7 @@ async def test_serialization_failure_and_deadlock_are_retried_up_to_three_times(
 ):
     store = await _runtime(database)
     try:
-        await submit_runs(store, clock, 2)
+        await submit_runs_as_approver(database, clock, 2)
         await _flaky_event_inserts(database, 2, sqlstate)
         batch = await store.claim_due(now_ms=clock.now_ms(), owner="w1", limit=1, lease_ms=LEASE_MS)
         assert len(batch.claimed) == 1  # the third attempt committed
@@ -93,7 +93,7 @@ async def test_a_lock_wait_beyond_lock_timeout_is_store_busy(database: str, cloc
     store = await _runtime(database, lock_timeout_s=0.2)
     holder = await asyncpg.connect(stores.pg_url(database))
     try:
-        (consumed,) = await submit_runs(store, clock, 1)
+        (consumed,) = await submit_runs_as_approver(database, clock, 1)
         transaction = holder.transaction()
         await transaction.start()
         await holder.execute(
@@ -147,7 +147,7 @@ async def test_a_connection_lost_mid_transaction_is_store_unavailable_and_the_po
     store = await _runtime(database)
     holder = await asyncpg.connect(stores.pg_url(database))
     try:
-        (consumed,) = await submit_runs(store, clock, 1)
+        (consumed,) = await submit_runs_as_approver(database, clock, 1)
         # An idle pooled connection that dies is replaced silently on the next acquire.
         await _terminate_runtime_sessions(database)
         assert (await store.counts(now_ms=clock.now_ms())).due == 1

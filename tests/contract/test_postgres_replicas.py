@@ -15,7 +15,7 @@ from qinglong_dispatcher.domain import records, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
 from tests.support import stores
-from tests.support.actions import submit_runs
+from tests.support.actions import submit_runs_as_approver
 from tests.support.clock import ManualClock
 from tests.support.dispatching import make_dispatcher
 
@@ -49,7 +49,7 @@ async def test_four_replicas_race_over_two_thousand_run_creates(database: str):
     claims: collections.Counter[str] = collections.Counter()
     outcomes: collections.Counter[str] = collections.Counter()
     try:
-        await submit_runs(replicas[0], the_clock, DISPATCHES)
+        await submit_runs_as_approver(database, the_clock, DISPATCHES)
         started = time.monotonic()
 
         async def replica_loop(index: int) -> None:
@@ -138,7 +138,7 @@ def _start_request(claim: records.Claim) -> records.StartRequest:
 async def test_an_expired_lease_is_taken_over_by_another_pool(database: str, clock: ManualClock):
     one, two = await _replica(database), await _replica(database)
     try:
-        (consumed,) = await submit_runs(one, clock, 1)
+        (consumed,) = await submit_runs_as_approver(database, clock, 1)
         first = await _claim(one, clock, "replica-1")
         clock.advance(ms=LEASE_MS - 1)
         assert (
@@ -151,9 +151,13 @@ async def test_an_expired_lease_is_taken_over_by_another_pool(database: str, clo
         assert second.lease is not None
         assert first.lease is not None
         assert (second.lease.attempt, second.lease.owner) == (2, "replica-2")
-        (stale,) = await one.start([_start_request(first)], now_ms=clock.now_ms())
+        (stale,) = await one.start(
+            [_start_request(first)], now_ms=clock.now_ms(), lease_ms=LEASE_MS
+        )
         assert (stale.outcome, stale.reason) == (Outcome.CONFLICT, "lease_lost")
-        (fresh,) = await two.start([_start_request(second)], now_ms=clock.now_ms())
+        (fresh,) = await two.start(
+            [_start_request(second)], now_ms=clock.now_ms(), lease_ms=LEASE_MS
+        )
         assert fresh.outcome is Outcome.STARTED
         events = await one.execution_events(consumed.dispatch_id)
         assert [(e.to_status, e.lease_owner) for e in events][1:] == [
@@ -171,9 +175,11 @@ async def test_an_expired_executing_row_becomes_recovery_required_for_every_pool
 ):
     one, two = await _replica(database), await _replica(database)
     try:
-        (consumed,) = await submit_runs(one, clock, 1)
+        (consumed,) = await submit_runs_as_approver(database, clock, 1)
         claim = await _claim(one, clock, "replica-1")
-        (started,) = await one.start([_start_request(claim)], now_ms=clock.now_ms())
+        (started,) = await one.start(
+            [_start_request(claim)], now_ms=clock.now_ms(), lease_ms=LEASE_MS
+        )
         assert started.identity is not None
         clock.advance(ms=LEASE_MS)
         batch = await two.claim_due(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import asyncpg
 import pytest
@@ -27,22 +26,19 @@ IMMUTABLE = {
     "security_audit_events": "detail_code = detail_code",
 }
 MUTABLE = ["approval_requests", "approved_action_dispatch_executions", "runs", "run_attempts"]
-ROLES = ("qinglong_migrator", "qinglong_runtime", "qinglong_operator")
+ROLES = (
+    "qinglong_migrator",
+    "qinglong_runtime",
+    "qinglong_operator",
+    "qinglong_approver",
+    "qinglong_self_approver",
+)
 
 
 @pytest.fixture
 async def database() -> AsyncIterator[str]:
     async with stores.fresh_database() as name:
         yield name
-
-
-async def _as(url: str, sql: str) -> list[Any]:
-    conn = await asyncpg.connect(url, timeout=5)
-    try:
-        rows: list[Any] = await conn.fetch(sql)
-        return rows
-    finally:
-        await conn.close()
 
 
 @pytest.mark.parametrize("table", sorted(IMMUTABLE))
@@ -56,14 +52,14 @@ async def test_runtime_may_not_update_delete_or_truncate_immutable_tables(
         f"TRUNCATE qinglong.{table}",
     ):
         with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
-            await _as(url, sql)
-    assert await _as(url, f"SELECT count(*) FROM qinglong.{table}") is not None
+            await stores.as_login(url, sql)
+    assert await stores.as_login(url, f"SELECT count(*) FROM qinglong.{table}") is not None
 
 
 @pytest.mark.parametrize("table", MUTABLE)
 async def test_runtime_may_never_delete(database: str, table: str):
     with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
-        await _as(stores.runtime_url(database), f"DELETE FROM qinglong.{table}")
+        await stores.as_login(stores.runtime_url(database), f"DELETE FROM qinglong.{table}")
 
 
 @pytest.mark.parametrize(
@@ -81,13 +77,13 @@ async def test_runtime_may_never_delete(database: str, table: str):
 )
 async def test_runtime_may_not_do_ddl(database: str, ddl: str):
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
-        await _as(stores.runtime_url(database), ddl)
+        await stores.as_login(stores.runtime_url(database), ddl)
 
 
 async def test_operator_updates_only_state_columns_and_appends_bookkeeping(
     database: str, clock: ManualClock
 ):
-    store = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=2)
+    store = await postgres_store.PostgresStore.open(stores.approver_url(database), max_size=2)
     try:
         (consumed,) = await submit_runs(store, clock, 1)
     finally:
@@ -95,7 +91,13 @@ async def test_operator_updates_only_state_columns_and_appends_bookkeeping(
     url = stores.operator_url(database)
     table = "qinglong.approved_action_dispatch_executions"
     where = f"WHERE dispatch_id = '{consumed.dispatch_id}'"
-    await _as(url, f"UPDATE {table} SET version = version + 1, updated_at_ms = 1 {where}")
+    # The column grants admit an update of state columns; the state machine (migration 0006)
+    # then refuses pending → pending, a change no resolution makes.
+    with pytest.raises(asyncpg.PostgresError, match="transition_refused") as refused:
+        await stores.as_login(
+            url, f"UPDATE {table} SET version = version + 1, updated_at_ms = 1 {where}"
+        )
+    assert refused.value.sqlstate == "QLT01"
     for forbidden in (
         f"UPDATE {table} SET lease_token = 'forged' {where}",
         f"UPDATE {table} SET attempt = 0 {where}",
@@ -106,8 +108,10 @@ async def test_operator_updates_only_state_columns_and_appends_bookkeeping(
         "CREATE TABLE qinglong.intruder (a integer)",
     ):
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
-            await _as(url, forbidden)
-    count = await _as(url, f"SELECT count(*) AS n FROM qinglong.execution_events {where}")
+            await stores.as_login(url, forbidden)
+    count = await stores.as_login(
+        url, f"SELECT count(*) AS n FROM qinglong.execution_events {where}"
+    )
     assert count[0]["n"] == 1
 
 
@@ -146,8 +150,9 @@ async def test_an_operator_login_can_resolve_recovery_and_is_the_recorded_princi
 ):
     runtime = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=2)
     operator = await postgres_store.PostgresStore.open(stores.operator_url(database), max_size=2)
+    approver = await postgres_store.PostgresStore.open(stores.approver_url(database), max_size=1)
     try:
-        (consumed,) = await submit_runs(runtime, clock, 1)
+        (consumed,) = await submit_runs(approver, clock, 1)
         batch = await runtime.claim_due(now_ms=clock.now_ms(), owner="w1", limit=1, lease_ms=1000)
         (claim,) = batch.claimed
         assert claim.lease is not None
@@ -161,6 +166,7 @@ async def test_an_operator_login_can_resolve_recovery_and_is_the_recorded_princi
                 )
             ],
             now_ms=clock.now_ms(),
+            lease_ms=1000,
         )
         assert started.identity is not None
         clock.advance(ms=1000)
@@ -181,3 +187,4 @@ async def test_an_operator_login_can_resolve_recovery_and_is_the_recorded_princi
     finally:
         await runtime.close()
         await operator.close()
+        await approver.close()

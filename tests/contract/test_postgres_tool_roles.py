@@ -23,27 +23,21 @@ APPEND_ONLY = {
 }
 
 
-async def _as(url: str, sql: str) -> list[Any]:
-    conn = await asyncpg.connect(url, timeout=5)
-    try:
-        rows: list[Any] = await conn.fetch(sql)
-        return rows
-    finally:
-        await conn.close()
-
-
 @pytest.fixture
 async def started(clock: ManualClock) -> AsyncIterator[tuple[str, tools.Started]]:
     """A database with one committed start barrier, made by the runtime login."""
     async with stores.fresh_database() as name:
         store = await postgres_store.PostgresStore.open(stores.runtime_url(name), max_size=2)
+        approver = await postgres_store.PostgresStore.open(stores.approver_url(name), max_size=1)
         try:
-            harness: Any = types.SimpleNamespace(store=store)  # the helpers need only the store
+            # The helpers need only the stores: submitting approves, so it is the approver's.
+            harness: Any = types.SimpleNamespace(store=store, approver_store=approver)
             run = await tools.live_run(harness, clock)
             one = await tools.started_tool(harness, clock, run)
             assert (await store.prepare(one.command())).barrier is not None
         finally:
             await store.close()
+            await approver.close()
         yield name, one
 
 
@@ -59,8 +53,8 @@ async def test_runtime_may_not_update_delete_or_truncate_barrier_ledger_or_audit
         f"TRUNCATE qinglong.{table} CASCADE",
     ):
         with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
-            await _as(url, sql)
-    assert (await _as(url, f"SELECT count(*) AS n FROM qinglong.{table}"))[0]["n"] == 1
+            await stores.as_login(url, sql)
+    assert (await stores.as_login(url, f"SELECT count(*) AS n FROM qinglong.{table}"))[0]["n"] == 1
 
 
 async def test_even_the_owner_cannot_rewrite_a_barrier(started: tuple[str, tools.Started]):
@@ -75,9 +69,14 @@ async def test_operator_reads_no_barrier_and_moves_only_step_run_state_columns(
     name, one = started
     url = stores.operator_url(name)
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
-        await _as(url, "SELECT count(*) FROM qinglong.tool_execution_start_barriers")
+        await stores.as_login(url, "SELECT count(*) FROM qinglong.tool_execution_start_barriers")
     where = f"WHERE step_run_id = '{one.step.step_run_id}'"
-    await _as(url, f"UPDATE qinglong.step_runs SET updated_at_ms = updated_at_ms {where}")
+    # What a blocked resolution writes (running → lost): state columns only.
+    await stores.as_login(
+        url,
+        "UPDATE qinglong.step_runs SET status = 'lost', version = version + 1, "
+        f"updated_at_ms = updated_at_ms {where}",
+    )
     for forbidden in (
         f"UPDATE qinglong.step_runs SET action_digest = action_digest {where}",
         f"UPDATE qinglong.step_runs SET approval_request_id = NULL {where}",
@@ -85,6 +84,6 @@ async def test_operator_reads_no_barrier_and_moves_only_step_run_state_columns(
         "INSERT INTO qinglong.trace_anchors SELECT * FROM qinglong.trace_anchors",
     ):
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
-            await _as(url, forbidden)
+            await stores.as_login(url, forbidden)
     for readable in ("step_runs", "step_run_mutations", "trace_anchors", "audit_receipts"):
-        assert await _as(url, f"SELECT count(*) FROM qinglong.{readable}")
+        assert await stores.as_login(url, f"SELECT count(*) FROM qinglong.{readable}")

@@ -32,7 +32,7 @@ def manual(fence, project_id: str, resolution=states.Completion.FAILED) -> recov
 async def test_list_recovery_required_pages_only_expired_executing_rows(
     harness: Harness, clock: ManualClock
 ):
-    await submit_runs(harness.store, clock, 5)
+    await submit_runs(harness.approver_store, clock, 5)
     started = [await started_execution(harness, clock) for _ in range(3)]
     assert await harness.store.list_recovery_required(now_ms=clock.now_ms(), limit=64) == []
     clock.advance(ms=LEASE_MS)
@@ -47,7 +47,7 @@ async def test_list_recovery_required_pages_only_expired_executing_rows(
 
 
 async def test_manual_resolution_is_fenced_audited_and_final(harness: Harness, clock: ManualClock):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     with pytest.raises(errors.RecoveryRefused):
         await api.resolve_manually(
@@ -109,7 +109,7 @@ async def test_manual_resolution_is_fenced_audited_and_final(harness: Harness, c
 async def test_a_late_complete_committed_first_wins_over_the_resolution(
     harness: Harness, clock: ManualClock
 ):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     clock.advance(ms=LEASE_MS)
     (snapshot,) = await harness.store.list_recovery_required(now_ms=clock.now_ms(), limit=64)
@@ -131,7 +131,7 @@ async def test_a_late_complete_committed_first_wins_over_the_resolution(
 async def test_late_complete_and_resolution_race_from_two_connections(
     harness: Harness, clock: ManualClock
 ):
-    await submit_runs(harness.store, clock, 8)
+    await submit_runs(harness.approver_store, clock, 8)
     pairs = [await started_execution(harness, clock) for _ in range(8)]
     clock.advance(ms=LEASE_MS)
     other = await harness.open_operator()
@@ -182,7 +182,7 @@ async def test_late_complete_and_resolution_race_from_two_connections(
 async def test_reconciler_settles_verified_evidence_and_observes_the_rest(
     harness: Harness, clock: ManualClock
 ):
-    await submit_runs(harness.store, clock, 2)
+    await submit_runs(harness.approver_store, clock, 2)
     with_receipt = await started_execution(harness, clock)
     without = await started_execution(harness, clock)
     receipt = await plant_run_and_receipt(harness, clock, *with_receipt)
@@ -223,7 +223,7 @@ class _Unavailable:
 
 
 async def test_reconciler_records_unavailable_and_manual_only(harness: Harness, clock: ManualClock):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     dispatch, _ = await started_execution(harness, clock)
     clock.advance(ms=LEASE_MS)
     failing = reconciler.Reconciler(harness.store, {"run.create": _Unavailable()}, clock)
@@ -246,7 +246,7 @@ async def test_reconciler_records_unavailable_and_manual_only(harness: Harness, 
 
 
 async def test_reconciler_pages_past_stuck_rows(harness: Harness, clock: ManualClock):
-    await submit_runs(harness.store, clock, 5)
+    await submit_runs(harness.approver_store, clock, 5)
     for _ in range(5):
         await started_execution(harness, clock)
     clock.advance(ms=LEASE_MS)

@@ -8,14 +8,14 @@ import pytest
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import run_create
-from qinglong_dispatcher.domain import errors, fencing, plans, records, runs
+from qinglong_dispatcher.domain import errors, runs
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from tests.support import faults
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS, make_dispatcher
-from tests.support.recovery import started_execution
+from tests.support.recovery import request_for, started_execution
 from tests.support.stores import Harness
 
 
@@ -23,30 +23,10 @@ async def count(harness: Harness, name: str) -> int:
     return int(await harness.scalar(f"SELECT count(*) AS n FROM {faults.table(harness, name)}"))
 
 
-async def request_for(
-    harness: Harness,
-    clock: ManualClock,
-    dispatch: records.Dispatch,
-    identity: records.ExecutionIdentity,
-    run_id: str = "r-1",
-) -> ports.RunCreateRequest:
-    stored = await harness.store.get_plan(dispatch.project_id, dispatch.action_ref)
-    assert stored is not None
-    plan = plans.parse_plan("run.create", stored.plan_json.encode())
-    assert isinstance(plan, plans.ApprovedRunCreationPlan)
-    return ports.RunCreateRequest(
-        dispatch=dispatch,
-        identity=identity,
-        run=run_create.build_run(plan, dispatch, identity, run_id=run_id, now_ms=clock.now_ms()),
-        mutation_id=fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete"),
-        now_ms=clock.now_ms(),
-    )
-
-
 async def test_dispatching_creates_one_run_with_its_receipt_in_the_completion_commit(
     harness: Harness, clock: ManualClock
 ):
-    consumed = await submit_runs(harness.store, clock, 3)
+    consumed = await submit_runs(harness.approver_store, clock, 3)
     report = await make_dispatcher(harness.store, clock).dispatch_batch()
     assert report.outcomes["succeeded"] == 3
     for c in consumed:
@@ -87,7 +67,7 @@ async def test_dispatching_creates_one_run_with_its_receipt_in_the_completion_co
 async def test_replay_returns_the_original_run_and_writes_nothing(
     harness: Harness, clock: ManualClock
 ):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     first = await harness.store.create_run(await request_for(harness, clock, dispatch, identity))
     assert first.outcome is ports.RunCreateOutcome.CREATED
@@ -107,7 +87,7 @@ async def test_replay_returns_the_original_run_and_writes_nothing(
 async def test_an_idempotency_key_collision_without_receipt_is_a_stable_conflict(
     harness: Harness, clock: ManualClock
 ):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     await harness.raw(
         f"INSERT INTO {faults.table(harness, 'runs')} (run_id, project_id, task_id, "
         "task_revision, executor_type, priority, status, trigger_type, execution_origin, "
@@ -134,7 +114,7 @@ async def test_an_idempotency_key_collision_without_receipt_is_a_stable_conflict
 async def test_the_dispatcher_fails_a_collided_dispatch_without_a_second_run(
     harness: Harness, clock: ManualClock
 ):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     await harness.raw(
         f"INSERT INTO {faults.table(harness, 'runs')} (run_id, project_id, task_id, "
         "task_revision, executor_type, priority, status, trigger_type, execution_origin, "
@@ -155,7 +135,7 @@ async def test_the_dispatcher_fails_a_collided_dispatch_without_a_second_run(
 async def test_a_renewed_version_is_accepted_and_recorded_in_the_receipt(
     harness: Harness, clock: ManualClock
 ):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     renewal = await harness.store.renew(
         identity.as_lease(), now_ms=clock.now_ms(), lease_ms=LEASE_MS
@@ -168,7 +148,7 @@ async def test_a_renewed_version_is_accepted_and_recorded_in_the_receipt(
 
 
 async def test_a_stale_handler_is_fenced_before_any_run_write(harness: Harness, clock: ManualClock):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     from qinglong_dispatcher.domain import states
 
@@ -183,7 +163,7 @@ async def test_a_stale_handler_is_fenced_before_any_run_write(harness: Harness, 
     result = await harness.store.create_run(await request_for(harness, clock, dispatch, identity))
     assert (result.outcome, result.reason) == (ports.RunCreateOutcome.FENCED, "not_executing")
     other = dataclasses.replace(identity, token="t-other")
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     dispatch2, identity2 = await started_execution(harness, clock)
     forged = dataclasses.replace(identity2, token=other.token)
     result2 = await harness.store.create_run(await request_for(harness, clock, dispatch2, forged))
@@ -198,7 +178,7 @@ async def test_a_stale_handler_is_fenced_before_any_run_write(harness: Harness, 
 async def test_a_failure_anywhere_in_the_effect_rolls_back_every_fact(
     harness: Harness, clock: ManualClock, table: str
 ):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     events_before = len(await harness.store.execution_events(dispatch.dispatch_id))
     await faults.fail_inserts_into(harness, table)
@@ -213,7 +193,7 @@ async def test_a_failure_anywhere_in_the_effect_rolls_back_every_fact(
 
 
 async def test_inspect_resolves_the_plan_without_writing(harness: Harness, clock: ManualClock):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     dispatch = await harness.store.get_dispatch(consumed.dispatch_id)
     assert dispatch is not None
     handler = run_create.RunCreateHandler(harness.store, harness.store, clock)

@@ -28,7 +28,7 @@ async def evidence(harness: Harness, snapshot: recovery.Snapshot) -> recovery.Ev
 
 
 async def test_a_matching_receipt_and_run_are_verified(harness: Harness, clock: ManualClock):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     pair = await started_execution(harness, clock)
     receipt = await plant_run_and_receipt(harness, clock, *pair)
     found = await evidence(harness, await snapshot_after_expiry(harness, clock))
@@ -36,14 +36,14 @@ async def test_a_matching_receipt_and_run_are_verified(harness: Harness, clock: 
 
 
 async def test_no_receipt_and_no_run_is_missing(harness: Harness, clock: ManualClock):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     await started_execution(harness, clock)
     found = await evidence(harness, await snapshot_after_expiry(harness, clock))
     assert (found.kind, found.reason) == (Kind.MISSING, "receipt_missing")
 
 
 async def test_a_key_collision_without_receipt_is_a_conflict(harness: Harness, clock: ManualClock):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     await started_execution(harness, clock)
     await insert_row(
         harness,
@@ -75,7 +75,7 @@ async def test_a_key_collision_without_receipt_is_a_conflict(harness: Harness, c
 async def test_a_receipt_below_the_snapshot_version_is_fine_after_a_renew(
     harness: Harness, clock: ManualClock
 ):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     receipt = await plant_run_and_receipt(harness, clock, dispatch, identity)
     renewal = await harness.store.renew(
@@ -91,7 +91,7 @@ async def test_a_receipt_below_the_snapshot_version_is_fine_after_a_renew(
 async def test_a_receipt_above_the_snapshot_version_is_a_conflict(
     harness: Harness, clock: ManualClock
 ):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     await plant_run_and_receipt(
         harness,
@@ -121,7 +121,7 @@ async def test_a_receipt_above_the_snapshot_version_is_a_conflict(
 async def test_a_receipt_bound_to_anything_else_is_a_conflict(
     harness: Harness, clock: ManualClock, changes: dict[str, Any], reason: str
 ):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     pair = await started_execution(harness, clock)
     await plant_run_and_receipt(harness, clock, *pair, receipt_changes=changes)
     found = await evidence(harness, await snapshot_after_expiry(harness, clock))
@@ -129,7 +129,7 @@ async def test_a_receipt_bound_to_anything_else_is_a_conflict(
 
 
 async def test_a_tampered_receipt_digest_is_a_conflict(harness: Harness, clock: ManualClock):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     pair = await started_execution(harness, clock)
     await plant_run_and_receipt(
         harness, clock, *pair, receipt_changes={"result_code": "edited"}, recompute_digest=False
@@ -153,7 +153,7 @@ async def test_a_tampered_receipt_digest_is_a_conflict(harness: Harness, clock: 
 async def test_a_run_that_differs_from_its_receipt_is_a_conflict(
     harness: Harness, clock: ManualClock, changes: dict[str, Any], reason: str
 ):
-    await submit_runs(harness.store, clock, 1)
+    await submit_runs(harness.approver_store, clock, 1)
     pair = await started_execution(harness, clock)
     await plant_run_and_receipt(harness, clock, *pair, run_changes=changes)
     found = await evidence(harness, await snapshot_after_expiry(harness, clock))

@@ -126,9 +126,9 @@ async def test_a_step_run_that_moved_or_a_finished_run_refuses_and_writes_nothin
     result = await harness.store.prepare(started.command())
     assert (result.outcome, result.reason) == (Outcome.CONFLICT, "run_not_active")
     await harness.raw(f"UPDATE {runs_table} SET status = 'running' WHERE run_id = '{run.run_id}'")
-    await harness.raw(
-        f"UPDATE {faults.table(harness, 'step_runs')} SET version = 7 "
-        f"WHERE step_run_id = '{started.step.step_run_id}'"
+    # Not a change the state machine allows (same status): only a tampered row moves so.
+    await faults.tamper_mutable(
+        harness, "step_runs", "version = 7", f"step_run_id = '{started.step.step_run_id}'"
     )
     result = await harness.store.prepare(started.command())
     assert (result.outcome, result.reason) == (Outcome.CONFLICT, "step_run_version_moved")
@@ -173,9 +173,11 @@ async def test_step_2_a_step_run_failing_its_binding_check_fails_closed(
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     counts = await tools.fact_counts(harness)
-    await harness.raw(
-        f"UPDATE {faults.table(harness, 'step_runs')} SET action_ref = 'act-forged' "
-        f"WHERE step_run_id = '{started.step.step_run_id}'"
+    await faults.tamper_mutable(
+        harness,
+        "step_runs",
+        "action_ref = 'act-forged'",
+        f"step_run_id = '{started.step.step_run_id}'",
     )
     position = await tools.positions(harness, run.run_id, started.step.step_run_id)
     with pytest.raises(errors.StoreCorrupted):

@@ -18,7 +18,7 @@ from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.adapters.postgres import store as postgres_store
 from qinglong_dispatcher.domain import errors, records, states
 from tests.support import stores
-from tests.support.actions import submit_runs
+from tests.support.actions import submit_runs_as_approver
 from tests.support.cli import SCRIPT, json_out, run_cli
 from tests.support.clock import ManualClock
 
@@ -48,10 +48,10 @@ def _migrate(admin: str, runtime: str, cwd: Path) -> None:
     assert run_cli(*_cluster(runtime, "migrate", "--check"), cwd=cwd).returncode == 0
 
 
-def _submit(runtime: str, cwd: Path) -> set[str]:
+def _submit(approver: str, cwd: Path) -> set[str]:
     def one(i: int) -> str:
         args = ("submit", "run-create", "--project", "p", "--task", f"t{i}", "--revision", "1")
-        out = json_out(run_cli(*_cluster(runtime, *args, "--json"), cwd=cwd))
+        out = json_out(run_cli(*_cluster(approver, *args, "--json"), cwd=cwd))
         return str(out["dispatch_id"])
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=5) as pool:
@@ -84,7 +84,8 @@ def _drain_from_two_processes(runtime: str, cwd: Path) -> list[Any]:
 async def test_migrate_submit_two_concurrent_drains_and_status(database: str, tmp_path: Path):
     admin, runtime = stores.pg_url(database), stores.runtime_url(database)
     await anyio.to_thread.run_sync(_migrate, admin, runtime, tmp_path)
-    ids = await anyio.to_thread.run_sync(_submit, runtime, tmp_path)
+    # `submit` approves its own requests: a login in qinglong_approver and qinglong_self_approver.
+    ids = await anyio.to_thread.run_sync(_submit, stores.approver_url(database), tmp_path)
     assert len(ids) == TASKS
 
     reports = await anyio.to_thread.run_sync(_drain_from_two_processes, runtime, tmp_path)
@@ -137,7 +138,7 @@ async def _start_one(store: ports.Store, clock: ManualClock) -> None:
         approval_request_id=claim.dispatch.approval_request_id,
         action_digest=claim.dispatch.action_digest,
     )
-    (started,) = await store.start([request], now_ms=clock.now_ms())
+    (started,) = await store.start([request], now_ms=clock.now_ms(), lease_ms=1000)
     assert started.identity is not None
 
 
@@ -163,7 +164,7 @@ async def test_the_database_refuses_a_manual_resolution_from_the_runtime_login(t
     async with stores.fresh_database() as database:
         runtime = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=2)
         try:
-            (first,) = await submit_runs(runtime, clock, 1)
+            (first,) = await submit_runs_as_approver(database, clock, 1)
             await _start_one(runtime, clock)
             clock.advance(ms=1000)
             before = await _bookkeeping(database, first.dispatch_id)
@@ -242,7 +243,9 @@ async def test_the_database_refuses_a_manual_resolution_from_the_runtime_login(t
             ("manual", "oncall-1", stores.OPERATOR_LOGIN)
         ]
         audits = await stores.raw(
-            database, "SELECT actor, principal FROM qinglong.security_audit_events"
+            database,
+            "SELECT actor, principal FROM qinglong.security_audit_events "
+            "WHERE kind = 'recovery.manual_resolution'",
         )
         assert [tuple(r.values()) for r in audits] == [("oncall-1", stores.OPERATOR_LOGIN)]
         after = await _bookkeeping(database, first.dispatch_id)

@@ -274,11 +274,17 @@ def test_tick_reconciles_and_recovery_commands_settle_by_hand(workdir: Path):
     )
     dispatch_id = out["dispatch_id"]
     conn = sqlite3.connect(workdir / "var" / "qinglong.db")
-    # A dispatcher that died after the barrier: leased → executing, lease long gone.
+    # A dispatcher that died after the barrier: claimed, started, lease long gone (two steps:
+    # the database allows only the state machine's own row changes).
     with conn:
         conn.execute(
-            "UPDATE approved_action_dispatch_executions SET status = 'executing', version = 2, "
+            "UPDATE approved_action_dispatch_executions SET status = 'leased', version = 1, "
             "attempt = 1, lease_owner = 'dead:1', lease_token = 'tok', lease_expires_at_ms = 1, "
+            "eligible_at_ms = 1 WHERE dispatch_id = ?",
+            (dispatch_id,),
+        )
+        conn.execute(
+            "UPDATE approved_action_dispatch_executions SET status = 'executing', version = 2, "
             "started_at_ms = 1, eligible_at_ms = NULL WHERE dispatch_id = ?",
             (dispatch_id,),
         )
@@ -333,7 +339,8 @@ def test_tick_reconciles_and_recovery_commands_settle_by_hand(workdir: Path):
     )
     assert_one_line_error(again, 1)
     assert json_out(run_cli("recovery", "list", "--json", cwd=workdir)) == []
-    assert count(workdir, "SELECT count(*) FROM security_audit_events") == 1
+    manual = "SELECT count(*) FROM security_audit_events WHERE kind = 'recovery.manual_resolution'"
+    assert count(workdir, manual) == 1
     assert count(workdir, "SELECT count(*) FROM recovery_resolutions") == 1
     status = json_out(run_cli("status", "--json", cwd=workdir))
     assert status["executions"]["failed"] == 1

@@ -39,8 +39,9 @@ def _env(url: str, *, owner: str = "replica-x", port: int | None = None) -> dict
     }
 
 
-def _share(url: str, cwd: Path) -> tuple[float, list[str]]:
-    """Start two daemons, submit, wait for every dispatch to succeed, SIGTERM both."""
+def _share(url: str, approver: str, cwd: Path) -> tuple[float, list[str]]:
+    """Start two daemons (runtime login), submit (approver login), wait for every dispatch to
+    succeed, SIGTERM both."""
     ports = {owner: free_port() for owner in OWNERS}
     with (
         running(cwd, _env(url, owner="replica-a", port=ports["replica-a"]), name="a") as a,
@@ -54,7 +55,7 @@ def _share(url: str, cwd: Path) -> tuple[float, list[str]]:
         (cwd / "plans.jsonl").write_text("\n".join(lines))
         started = time.monotonic()
         submitted = run_cli(
-            "submit", "run-create", "--from-jsonl", "plans.jsonl", cwd=cwd, env=_env(url)
+            "submit", "run-create", "--from-jsonl", "plans.jsonl", cwd=cwd, env=_env(approver)
         )
         assert submitted.returncode == 0, submitted.stderr
 
@@ -77,7 +78,9 @@ def _share(url: str, cwd: Path) -> tuple[float, list[str]]:
 
 
 async def test_two_daemons_share_500_dispatches_and_start_each_once(database: str, tmp_path: Path):
-    elapsed, _ = await anyio.to_thread.run_sync(_share, stores.runtime_url(database), tmp_path)
+    elapsed, _ = await anyio.to_thread.run_sync(
+        _share, stores.runtime_url(database), stores.approver_url(database), tmp_path
+    )
     starts = await stores.raw(
         database,
         "SELECT dispatch_id, count(*) AS n FROM qinglong.execution_events "

@@ -63,7 +63,7 @@ MARKER_POINTS = {
 async def test_separate_completion_action_crash_points(
     harness: Harness, clock: ManualClock, tmp_path: Path, point: str
 ):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     action = MarkerAction(tmp_path)
     first = make_dispatcher(
         harness.store,
@@ -122,7 +122,7 @@ RUN_CREATE_POINTS = {
 
 @pytest.mark.parametrize("point", sorted(RUN_CREATE_POINTS))
 async def test_run_create_crash_points(harness: Harness, clock: ManualClock, point: str):
-    (consumed,) = await submit_runs(harness.store, clock, 1)
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     hook = crash_at(point)
     handler = run_create.RunCreateHandler(harness.store, harness.store, clock, fault_hook=hook)
     first = make_dispatcher(

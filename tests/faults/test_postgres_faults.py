@@ -34,7 +34,7 @@ from qinglong_dispatcher.adapters.postgres import database as pg_database
 from qinglong_dispatcher.adapters.postgres import store as postgres_store
 from qinglong_dispatcher.domain import errors
 from tests.support import stores
-from tests.support.actions import submit_runs
+from tests.support.actions import submit_runs_as_approver
 from tests.support.cli import SCRIPT, run_cli
 from tests.support.clock import START_MS
 from tests.support.dispatching import LEASE_MS, make_dispatcher
@@ -153,7 +153,7 @@ async def test_terminated_backends_mid_batch_leave_nothing_for_an_operator(
         stores.runtime_url(database), max_size=8, connect_timeout_s=5
     )
     try:
-        await submit_runs(store, moving, DISPATCHES)
+        await submit_runs_as_approver(database, moving, DISPATCHES)
         the_dispatcher = make_dispatcher(
             store, moving, owner="replica-a", page_size=64, concurrency=8
         )
@@ -289,12 +289,8 @@ def _kill_one_of_two(database: str, cwd: Path, rng: random.Random) -> dict[str, 
 async def test_sigkill_of_one_of_two_replicas_loses_nothing_and_runs_nothing_twice(
     database: str, tmp_path: Path, seed: int
 ):
-    store = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=2)
-    try:
-        # The subprocesses run on the system clock, so the rows are due by it.
-        await submit_runs(store, clock.SystemClock(), DISPATCHES)
-    finally:
-        await store.close()
+    # The subprocesses run on the system clock, so the rows are due by it.
+    await submit_runs_as_approver(database, clock.SystemClock(), DISPATCHES)
     info = await anyio.to_thread.run_sync(_kill_one_of_two, database, tmp_path, random.Random(seed))
     counts = await invariants(database, now_ms=int(time.time() * 1000))
     print(f"seed={seed} killed after {info['threshold']} succeeded: {counts}")

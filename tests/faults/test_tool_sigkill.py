@@ -28,6 +28,8 @@ class Target:
     def __init__(self, dialect: str, cwd: Path, args: list[str], env: dict[str, str]) -> None:
         self.dialect, self.cwd, self.args, self.env = dialect, cwd, args, env
         self.query: Callable[[str], Any] = lambda sql: None
+        self.approver_env: dict[str, str] = {}
+        """What `submit` (a self-approval) runs with instead: an approver login on PostgreSQL."""
 
     def table(self, name: str) -> str:
         return name if self.dialect == "sqlite" else f"qinglong.{name}"
@@ -35,6 +37,12 @@ class Target:
     async def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return await anyio.to_thread.run_sync(
             lambda: run_cli(*args, *self.args, cwd=self.cwd, env=self.env)
+        )
+
+    async def submit(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**self.env, **self.approver_env}
+        return await anyio.to_thread.run_sync(
+            lambda: run_cli("submit", *args, *self.args, cwd=self.cwd, env=env)
         )
 
     async def rows(self, sql: str) -> list[tuple[Any, ...]]:
@@ -79,6 +87,7 @@ async def _target(dialect: str, tmp_path: Path) -> AsyncIterator[Target]:
             return [tuple(r.values()) for r in await stores.raw(name, sql)]
 
         target.query = pg_query
+        target.approver_env = {"QINGLONG_DATABASE_URL": stores.approver_url(name)}
         yield target
 
 
@@ -90,8 +99,8 @@ async def test_sigkill_after_the_file_then_recovery_settles_by_evidence_once(
     tmp_path: Path, dialect: str
 ):
     async with _target(dialect, tmp_path) as target:
-        made = await target.cli(
-            "submit", "run-create", "--project", "p1", "--task", "t", "--revision", "1"
+        made = await target.submit(
+            "run-create", "--project", "p1", "--task", "t", "--revision", "1"
         )
         assert made.returncode == 0, made.stderr
         assert (await target.cli("tick", "--once")).returncode == 0
@@ -99,8 +108,7 @@ async def test_sigkill_after_the_file_then_recovery_settles_by_evidence_once(
         content = tmp_path / "content.txt"
         content.write_text("written exactly once\n")
         out = json_out(
-            await target.cli(
-                "submit",
+            await target.submit(
                 "tool-invoke",
                 "--project",
                 "p1",

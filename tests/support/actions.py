@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.domain import approvals
 
@@ -31,3 +33,21 @@ async def submit_runs(
     return await make_api(store, clock, max_attempts=max_attempts).submit(
         plans, requested_by="tester", approved_by="approver"
     )
+
+
+async def submit_runs_as_approver(
+    database: str, clock: ports.Clock, count: int, **kwargs: Any
+) -> list[approvals.Consumed]:
+    """`submit_runs` on a PostgreSQL test database through a short-lived approver pool.
+
+    `submit` approves its own requests, which the runtime login may never do (migration 0005).
+    """
+    # Imported here so that a SQLite-only run never imports the PostgreSQL adapter.
+    from qinglong_dispatcher.adapters.postgres import store as postgres_store
+    from tests.support import stores
+
+    approver = await postgres_store.PostgresStore.open(stores.approver_url(database), max_size=1)
+    try:
+        return await submit_runs(approver, clock, count, **kwargs)
+    finally:
+        await approver.close()

@@ -45,3 +45,17 @@ async def fail_execution_status(h: Harness, status: str) -> None:
 def table(h: Harness, name: str) -> str:
     """The qualified table name in this dialect."""
     return name if h.dialect == "sqlite" else f"qinglong.{name}"
+
+
+async def tamper_mutable(h: Harness, table: str, assignment: str, where: str) -> None:
+    """Change a mutable row past its state-machine trigger, as file or superuser access could."""
+    trigger = f"{table}_state_machine"
+    if h.dialect == "sqlite":
+        (saved,) = await h.raw(f"SELECT sql FROM sqlite_master WHERE name = '{trigger}'")
+        await h.raw(f"DROP TRIGGER {trigger}")
+        await h.raw(f"UPDATE {table} SET {assignment} WHERE {where}")
+        await h.raw(saved["sql"])
+        return
+    await h.raw(f"ALTER TABLE qinglong.{table} DISABLE TRIGGER {trigger}")
+    await h.raw(f"UPDATE qinglong.{table} SET {assignment} WHERE {where}")
+    await h.raw(f"ALTER TABLE qinglong.{table} ENABLE TRIGGER {trigger}")

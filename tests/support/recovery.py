@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import run_create
-from qinglong_dispatcher.domain import plans, records, runs
+from qinglong_dispatcher.domain import fencing, plans, records, runs
 from tests.support import faults
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS
@@ -30,9 +31,31 @@ async def started_execution(
             )
         ],
         now_ms=clock.now_ms(),
+        lease_ms=LEASE_MS,
     )
     assert result.identity is not None
     return claim.dispatch, result.identity
+
+
+async def request_for(
+    harness: Harness,
+    clock: ManualClock,
+    dispatch: records.Dispatch,
+    identity: records.ExecutionIdentity,
+    run_id: str = "r-1",
+) -> ports.RunCreateRequest:
+    """The run.create effect request an execute of this started execution would send."""
+    stored = await harness.store.get_plan(dispatch.project_id, dispatch.action_ref)
+    assert stored is not None
+    plan = plans.parse_plan("run.create", stored.plan_json.encode())
+    assert isinstance(plan, plans.ApprovedRunCreationPlan)
+    return ports.RunCreateRequest(
+        dispatch=dispatch,
+        identity=identity,
+        run=run_create.build_run(plan, dispatch, identity, run_id=run_id, now_ms=clock.now_ms()),
+        mutation_id=fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete"),
+        now_ms=clock.now_ms(),
+    )
 
 
 def _sql_value(value: object) -> str:

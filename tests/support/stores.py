@@ -34,6 +34,9 @@ class Harness:
     operator resolving recovery by hand uses: on PostgreSQL a pool opened with the operator
     login on the same database (DESIGN.md §6), on SQLite the same store (the OS user is the
     principal there). `open_operator` opens one more operator connection, for races.
+    `approver_store` seeds dispatches (`submit` is a self-approval, which the runtime login
+    may never make): on PostgreSQL a login in `qinglong_approver` and
+    `qinglong_self_approver`, on SQLite the same store.
     """
 
     dialect: str
@@ -42,6 +45,7 @@ class Harness:
     open_another: Callable[[], Awaitable[ports.Store]]
     operator_store: ports.Store
     open_operator: Callable[[], Awaitable[ports.Store]]
+    approver_store: ports.Store
 
     async def scalar(self, sql: str) -> Any:
         """First column of the first row."""
@@ -73,7 +77,7 @@ async def _sqlite(tmp_path_factory: pytest.TempPathFactory) -> tuple[Harness, li
         opened.append(other)
         return other
 
-    return Harness("sqlite", store, raw, another, store, another), opened
+    return Harness("sqlite", store, raw, another, store, another, store), opened
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------
@@ -82,6 +86,10 @@ PG_DSN_ENV = "QINGLONG_TEST_PG_DSN"
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 RUNTIME_LOGIN = "qinglong_test_runtime"
 OPERATOR_LOGIN = "qinglong_test_operator"
+APPROVER_LOGIN = "qinglong_test_approver"
+"""In `qinglong_approver` and `qinglong_self_approver`: may approve its own requests."""
+STRICT_APPROVER_LOGIN = "qinglong_test_strict_approver"
+"""In `qinglong_approver` only: separation of duties applies to it."""
 _LOGIN_PASSWORD = "qinglong-test-only"
 _OURS = re.compile(r"^qinglong_(?:tpl|t)_(\d+)(?:_\d+)?$")
 
@@ -109,6 +117,16 @@ def runtime_url(database: str) -> str:
 def operator_url(database: str) -> str:
     """A login that is a member of `qinglong_operator` only."""
     return pg_url(database, login=OPERATOR_LOGIN)
+
+
+def approver_url(database: str) -> str:
+    """A login in `qinglong_approver` and `qinglong_self_approver`: it may `submit`."""
+    return pg_url(database, login=APPROVER_LOGIN)
+
+
+def strict_approver_url(database: str) -> str:
+    """A login in `qinglong_approver` only: it may approve others' requests, not its own."""
+    return pg_url(database, login=STRICT_APPROVER_LOGIN)
 
 
 @dataclasses.dataclass
@@ -186,6 +204,9 @@ async def _set_up_session() -> str:
             await store.close()
         await conn.execute(_login_sql(RUNTIME_LOGIN, "qinglong_runtime"))
         await conn.execute(_login_sql(OPERATOR_LOGIN, "qinglong_operator"))
+        await conn.execute(_login_sql(APPROVER_LOGIN, "qinglong_approver"))
+        await conn.execute(_login_sql(APPROVER_LOGIN, "qinglong_self_approver"))
+        await conn.execute(_login_sql(STRICT_APPROVER_LOGIN, "qinglong_approver"))
         return template
     finally:
         await conn.close()
@@ -263,6 +284,16 @@ async def fresh_database(*, migrated: bool = True) -> AsyncIterator[str]:
             await conn.close()
 
 
+async def as_login(url: str, sql: str) -> list[Any]:
+    """Run SQL on a fresh connection as whoever `url` names; driver errors reach the caller."""
+    conn = await asyncpg.connect(url, timeout=5)
+    try:
+        rows: list[Any] = await conn.fetch(sql)
+        return rows
+    finally:
+        await conn.close()
+
+
 async def raw(database: str, sql: str) -> list[dict[str, Any]]:
     """Run SQL as the administrator on its own connection; driver errors reach the caller."""
     conn = await _admin_connect(database)
@@ -287,6 +318,13 @@ async def _postgres() -> AsyncIterator[tuple[Harness, list[ports.Store]]]:
             await store.close()
             raise
         opened.append(operator)
+        try:
+            approver = await postgres_store.PostgresStore.open(approver_url(database), max_size=2)
+        except BaseException:
+            for each in opened:
+                await each.close()
+            raise
+        opened.append(approver)
 
         async def raw_sql(sql: str) -> list[dict[str, Any]]:
             return await raw(database, sql)
@@ -303,7 +341,7 @@ async def _postgres() -> AsyncIterator[tuple[Harness, list[ports.Store]]]:
 
         try:
             yield (
-                Harness("postgres", store, raw_sql, another, operator, another_operator),
+                Harness("postgres", store, raw_sql, another, operator, another_operator, approver),
                 opened,
             )
         finally:

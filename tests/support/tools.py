@@ -38,7 +38,7 @@ POLICY = tool_registry.ToolPolicy(sandbox_root="/srv/qinglong/tool-sandbox")
 
 async def live_run(h: Harness, clock: ManualClock, project: str = "proj-1") -> runs.Run:
     """A queued Run created through `run.create`."""
-    (consumed,) = await submit_runs(h.store, clock, 1, project=project)
+    (consumed,) = await submit_runs(h.approver_store, clock, 1, project=project)
     report = await make_dispatcher(h.store, clock).dispatch_batch()
     assert report.outcomes["succeeded"] == 1
     run = await h.store.get_run_by_key(project, consumed.dispatch_id)
@@ -51,7 +51,7 @@ async def submit_tool(
 ) -> tool_api.ToolSubmission:
     """A `builtin.file.write` step waiting for its (approved and consumed) approval."""
     return await tool_api.submit_tool_invocation(
-        h.store,
+        h.approver_store,
         clock,
         api.Policy(approval_ttl_ms=DEFAULT_TTL_MS, max_attempts=5),
         project_id=run.project_id,
@@ -106,6 +106,7 @@ async def started_tool(
             )
         ],
         now_ms=clock.now_ms(),
+        lease_ms=LEASE_MS,
     )
     assert result.identity is not None
     stored = await h.store.get_plan(claim.dispatch.project_id, claim.dispatch.action_ref)

@@ -41,6 +41,7 @@ def test_edge_defaults() -> None:
     assert loaded.retry_backoff_seconds == 1.0
     assert loaded.sqlite_busy_timeout_seconds == 5.0
     assert loaded.approval_ttl_seconds == 86400.0
+    assert loaded.self_approval is True
     assert loaded.tool_sandbox_dir == Path("var/tool-sandbox")
     assert loaded.owner_id.rsplit(":", 1)[1].isdigit()
 
@@ -195,6 +196,29 @@ def test_sqlite_path_of_postgres_url_is_an_error() -> None:
 def test_postgres_scheme_alias_accepted() -> None:
     loaded = settings.load_settings(profile="cluster", database_url="postgres://h/db", environ={})
     assert loaded.dialect == "postgres"
+
+
+@pytest.mark.parametrize(("value", "expected"), [("false", False), ("0", False), ("true", True)])
+def test_self_approval_from_env(value: str, expected: bool) -> None:
+    loaded = settings.load_settings(environ={"QINGLONG_SELF_APPROVAL": value})
+    assert loaded.self_approval is expected
+
+
+def test_self_approval_from_config_file(tmp_path: Path) -> None:
+    config = _config(tmp_path, "self_approval = false\n")
+    assert settings.load_settings(config_file=config, environ={}).self_approval is False
+
+
+def test_self_approval_not_a_boolean_is_one_line() -> None:
+    message = _error(environ={"QINGLONG_SELF_APPROVAL": "maybe"})
+    assert message.startswith("QINGLONG_SELF_APPROVAL: must be true or false")
+
+
+def test_self_approval_off_on_cluster_is_refused_not_ignored() -> None:
+    # On PostgreSQL the database decides (qinglong_self_approver); a setting would be a lie.
+    message = _error(environ={**CLUSTER, "QINGLONG_SELF_APPROVAL": "false"})
+    assert message.startswith("QINGLONG_SELF_APPROVAL: applies to the edge profile only")
+    assert settings.load_settings(environ=CLUSTER).self_approval is True
 
 
 def test_execute_timeout_defaults_to_half_the_lease() -> None:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qinglong_dispatcher.domain import fencing, records, states
+from qinglong_dispatcher.domain import fencing, records, states, steps
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus, ReleaseKind
 
@@ -52,6 +52,28 @@ def test_transitions_follow_the_machine():
     assert not states.is_allowed(ExecutionStatus.EXECUTING, ExecutionStatus.PENDING)
     for terminal in states.TERMINAL:
         assert not any(states.is_allowed(terminal, after) for after in ExecutionStatus)
+
+
+def test_row_updates_are_the_ledger_transitions_plus_the_renews():
+    moves = {(before, after) for before, after in states.ROW_UPDATES if before is not after}
+    ledger = {pair for pair in states.ALLOWED_TRANSITIONS if pair[0] is not None}
+    assert moves == {(before, after) for before, after in ledger if before is not after}
+    assert {before for before, after in states.ROW_UPDATES if before is after} == {
+        ExecutionStatus.LEASED,
+        ExecutionStatus.EXECUTING,
+    }
+    assert not any(before in states.TERMINAL for before, _ in states.ROW_UPDATES)
+    # Every status is reachable from a fresh row: the insert makes it pending.
+    reached = {after for _, after in states.ROW_UPDATES} | {ExecutionStatus.PENDING}
+    assert reached == set(ExecutionStatus)
+
+
+def test_step_run_row_updates_are_the_mutations_plus_the_operator_re_arm():
+    beyond_the_ledger = steps.ROW_UPDATES - steps.ALLOWED_TRANSITIONS
+    assert beyond_the_ledger == {(steps.StepRunStatus.LOST, steps.StepRunStatus.READY)}
+    assert not any(before is after for before, after in steps.ROW_UPDATES)
+    assert not any(before in steps.TERMINAL for before, _ in steps.ROW_UPDATES)
+    assert steps.TERMINAL.isdisjoint(steps.STARTABLE)
 
 
 @pytest.mark.parametrize(

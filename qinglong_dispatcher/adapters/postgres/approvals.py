@@ -1,4 +1,10 @@
-"""Approval transactions on PostgreSQL: create, approve, and the atomic consume."""
+"""Approval transactions on PostgreSQL: create, approve, reject, and the atomic consume.
+
+The principal of each step is the session's login (`session_user`, written by the server).
+The database decides who may approve and whether a requester may approve its own request
+(migration 0005's trigger: `qinglong_approver`, `qinglong_self_approver`); its refusals reach
+the caller typed (`database.translate`), with the whole transaction rolled back.
+"""
 
 from __future__ import annotations
 
@@ -85,7 +91,7 @@ async def create(
 async def approve(
     conn: db.Connection, approval_request_id: str, *, decided_by: str, now_ms: int
 ) -> approvals.Approval:
-    """`pending@v1 → approved@v2` while unexpired."""
+    """`pending@v1 → approved@v2` while unexpired; the trigger checks the login's roles."""
     done = await db.fetchrow(
         conn,
         Q["approve_approval"],
@@ -98,6 +104,24 @@ async def approve(
     approved = await get(conn, approval_request_id)
     assert approved is not None
     return approved
+
+
+async def reject(
+    conn: db.Connection, approval_request_id: str, *, decided_by: str, now_ms: int
+) -> approvals.Approval:
+    """`pending@v1 → rejected@v2`, by an approver or the requester itself (the trigger)."""
+    done = await db.fetchrow(
+        conn,
+        Q["reject_approval"],
+        {"approval_request_id": approval_request_id, "decided_by": decided_by, "now_ms": now_ms},
+    )
+    if done is None:
+        raise await _refusal(
+            conn, approval_request_id, wanted=ApprovalStatus.PENDING, now_ms=now_ms
+        )
+    rejected = await get(conn, approval_request_id)
+    assert rejected is not None
+    return rejected
 
 
 async def consume(
@@ -163,7 +187,11 @@ async def submit(
     now_ms: int,
     max_attempts: int,
 ) -> list[approvals.Consumed]:
-    """Create, approve and consume each item, all in the caller's one transaction."""
+    """Create, approve and consume each item, all in the caller's one transaction.
+
+    A self-approval: the trigger refuses it (and so the whole transaction) unless the login
+    is in `qinglong_approver` and `qinglong_self_approver`.
+    """
     consumed = []
     for new in items:
         await create(conn, new, now_ms=now_ms)

@@ -81,8 +81,8 @@ async def seed_terminal_rows(url: str, rows: int, now_ms: int) -> None:
     conn = await _admin(url)
     try:
         async with conn.transaction():
-            # Superuser-only: skips the foreign-key triggers for rows that exist only to be
-            # ignored by the due scan.
+            # Superuser-only: skips the foreign-key, approval (0005) and state-machine (0006)
+            # triggers for rows that exist only to be ignored by the due scan.
             await conn.execute("SET LOCAL session_replication_role = replica")
             await conn.execute(B["seed_terminal_dispatches"], rows, now_ms)
             await conn.execute(B["seed_terminal_executions"], now_ms)

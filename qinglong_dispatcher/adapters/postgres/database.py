@@ -3,8 +3,8 @@
 Every store operation is one transaction on a pooled connection. A serialization failure or
 deadlock (SQLSTATE 40001/40P01) rolls the whole transaction back, and every body here is
 safe to run again from the start, so it is retried at most `MAX_ATTEMPTS` times; any other
-driver error is re-raised as a typed `errors.StoreError` and nothing above this module sees
-asyncpg.
+driver error is re-raised as a typed `errors.StoreError` (or, for the approval trigger's own
+SQLSTATEs, a typed `errors.ApprovalError`) and nothing above this module sees asyncpg.
 """
 
 from __future__ import annotations
@@ -43,6 +43,19 @@ DRIVER_ERRORS: tuple[type[BaseException], ...] = (
 RETRY_SQLSTATES = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
 APPLICATION_NAME = "qinglong-dispatcher"
 
+APPROVAL_SQLSTATES: dict[str, type[errors.ApprovalError]] = {
+    "QLA01": errors.ApprovalNotPermitted,
+    "QLA02": errors.SelfApprovalRefused,
+    "QLA03": errors.ApprovalTransitionRefused,
+}
+"""The refusals of the approval trigger (migration 0005): decisions, not store faults."""
+
+TRANSITION_REFUSED = "QLT01"
+"""SQLSTATE of the state-machine triggers (migration 0006)."""
+
+Translated = errors.StoreError | errors.ApprovalError
+"""What a driver error becomes: a store fault, or the database's refusal of an approval step."""
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class PoolConfig:
@@ -70,7 +83,7 @@ class PoolConfig:
         }
 
 
-def translate(exc: BaseException) -> errors.StoreError:
+def translate(exc: BaseException) -> Translated:
     """Map a driver error to a typed store error (messages carry no row contents)."""
     if isinstance(exc, asyncpg.PostgresError):
         return _translate_sqlstate(exc)
@@ -83,9 +96,13 @@ def translate(exc: BaseException) -> errors.StoreError:
     return errors.StoreError(f"PostgreSQL driver error ({exc.__class__.__name__})")
 
 
-def _translate_sqlstate(exc: Any) -> errors.StoreError:
+def _translate_sqlstate(exc: Any) -> Translated:
     state = str(getattr(exc, "sqlstate", "") or "")
     name = exc.__class__.__name__
+    refusal = APPROVAL_SQLSTATES.get(state)
+    if refusal is not None:
+        # The trigger's message names no row contents beyond the request id and states.
+        return refusal(exc.args[0] if exc.args else None)
     if state in RETRY_SQLSTATES or state in ("55P03", "57014"):
         # Retries spent, a lock wait beyond lock_timeout, or statement_timeout: all rolled back.
         return errors.StoreBusy(f"PostgreSQL is busy ({state} {name})")
@@ -97,6 +114,9 @@ def _translate_sqlstate(exc: Any) -> errors.StoreError:
         return errors.StoreFull()
     if state in ("XX001", "XX002"):
         return errors.StoreCorrupted()
+    if state == TRANSITION_REFUSED:
+        # The trigger's message names the rule and the two statuses, never row contents.
+        return errors.TransitionRefused(exc.args[0] if exc.args else None)
     if state.startswith("23"):
         return errors.StoreError("a constraint refused the write", code="constraint_violation")
     if state == "42501":

@@ -332,7 +332,7 @@ async def renew(
 
 
 async def _start_one(
-    conn: db.Connection, request: records.StartRequest, *, now_ms: int
+    conn: db.Connection, request: records.StartRequest, *, now_ms: int, lease_ms: int
 ) -> records.StartResult:
     lease = request.lease
     found = await read_row(conn, lease.dispatch_id, lock=True)
@@ -360,6 +360,7 @@ async def _start_one(
             "token": lease.token,
             "attempt": lease.attempt,
             "now_ms": now_ms,
+            "expires_at_ms": fencing.start_lease_expiry(lease, now_ms=now_ms, lease_ms=lease_ms),
         },
     )
     if done is None:
@@ -376,14 +377,19 @@ async def _start_one(
         owner=lease.owner,
         token=lease.token,
     )
-    identity = fencing.started_identity(lease, started_at_ms=now_ms, version=done["version"])
+    identity = fencing.started_identity(
+        lease,
+        started_at_ms=now_ms,
+        version=done["version"],
+        lease_expires_at_ms=done["lease_expires_at_ms"],
+    )
     return records.StartResult(
         outcome=Outcome.STARTED, dispatch_id=lease.dispatch_id, identity=identity
     )
 
 
 async def start_fast(
-    database: db.Database, request: records.StartRequest, *, now_ms: int
+    database: db.Database, request: records.StartRequest, *, now_ms: int, lease_ms: int
 ) -> records.StartResult | None:
     """The barrier in one statement when everything matches; None sends the caller to `start`."""
     lease = request.lease
@@ -398,21 +404,29 @@ async def start_fast(
             "token": lease.token,
             "attempt": lease.attempt,
             "now_ms": now_ms,
+            "expires_at_ms": fencing.start_lease_expiry(lease, now_ms=now_ms, lease_ms=lease_ms),
         },
     )
     if done is None:
         return None
-    identity = fencing.started_identity(lease, started_at_ms=now_ms, version=done["version"])
+    identity = fencing.started_identity(
+        lease,
+        started_at_ms=now_ms,
+        version=done["version"],
+        lease_expires_at_ms=done["lease_expires_at_ms"],
+    )
     return records.StartResult(
         outcome=Outcome.STARTED, dispatch_id=lease.dispatch_id, identity=identity
     )
 
 
 async def start(
-    conn: db.Connection, requests: Sequence[records.StartRequest], *, now_ms: int
+    conn: db.Connection, requests: Sequence[records.StartRequest], *, now_ms: int, lease_ms: int
 ) -> list[records.StartResult]:
     """Commit the start barrier of each request; each item stands or falls on its own fence."""
-    return [await _start_one(conn, request, now_ms=now_ms) for request in requests]
+    return [
+        await _start_one(conn, request, now_ms=now_ms, lease_ms=lease_ms) for request in requests
+    ]
 
 
 async def list_due(

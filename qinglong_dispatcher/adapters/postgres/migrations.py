@@ -2,7 +2,7 @@
 
 `migrate` connects as an administrator (a superuser, or the database owner with CREATEROLE).
 It holds a session advisory lock for the whole run, so two `migrate` of one database take
-turns; creates the three NOLOGIN roles if missing (roles are cluster-wide, so two databases
+turns; creates the NOLOGIN roles if missing (roles are cluster-wide, so two databases
 of one server may race to create them: the loser's duplicate is swallowed); creates the
 schema owned by `qinglong_migrator`; and runs every file with `SET LOCAL ROLE
 qinglong_migrator`, so the migrator owns every object it creates.
@@ -19,7 +19,9 @@ from qinglong_dispatcher.domain import errors, schema
 
 SCHEMA = "qinglong"
 MIGRATOR, RUNTIME, OPERATOR = "qinglong_migrator", "qinglong_runtime", "qinglong_operator"
-ROLES = (MIGRATOR, RUNTIME, OPERATOR)
+APPROVER, SELF_APPROVER = "qinglong_approver", "qinglong_self_approver"
+ROLES = (MIGRATOR, RUNTIME, OPERATOR, APPROVER, SELF_APPROVER)
+"""`qinglong_self_approver` holds no privilege: the approval trigger reads the membership."""
 
 LOCK_KEY = 0x716C_6D69_6772
 """The advisory lock key of `migrate` ("qlmigr"); advisory locks are per database."""
@@ -39,10 +41,10 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.schema_migrations (
     checksum      TEXT NOT NULL,
     applied_at_ms BIGINT NOT NULL
 );
--- The runtime and operators read the ledger (`run` refuses an unmigrated schema) and need the
--- schema itself; table privileges come with each migration file.
-GRANT USAGE ON SCHEMA {SCHEMA} TO {RUNTIME}, {OPERATOR};
-GRANT SELECT ON {SCHEMA}.schema_migrations TO {RUNTIME}, {OPERATOR};
+-- The runtime, operators and approvers read the ledger (every command refuses an unmigrated
+-- schema) and need the schema itself; table privileges come with each migration file.
+GRANT USAGE ON SCHEMA {SCHEMA} TO {RUNTIME}, {OPERATOR}, {APPROVER};
+GRANT SELECT ON {SCHEMA}.schema_migrations TO {RUNTIME}, {OPERATOR}, {APPROVER};
 """
 
 _LEDGER_EXISTS = (

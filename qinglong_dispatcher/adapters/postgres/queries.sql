@@ -62,13 +62,16 @@ WHERE dispatch_id = :dispatch_id AND version = :version
 RETURNING version, lease_expires_at_ms
 
 -- start_row --
+-- The barrier grants a fresh lease (never a shorter one): an item that waited in its page
+-- starts with a whole lease ahead of its execute, not with what the wait left of it.
 UPDATE qinglong.approved_action_dispatch_executions
 SET status = 'executing', started_at_ms = :now_ms::bigint, eligible_at_ms = NULL,
+    lease_expires_at_ms = greatest(lease_expires_at_ms, :expires_at_ms::bigint),
     version = version + 1, updated_at_ms = :now_ms::bigint
 WHERE dispatch_id = :dispatch_id AND version = :version
   AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
   AND status = 'leased' AND lease_expires_at_ms > :now_ms::bigint
-RETURNING version
+RETURNING version, lease_expires_at_ms
 
 -- release_row --
 UPDATE qinglong.approved_action_dispatch_executions
@@ -121,7 +124,10 @@ GROUP BY status
 -- count_recovery_required --
 SELECT count(*) AS n
 FROM qinglong.approved_action_dispatch_executions
-WHERE status = 'executing' AND lease_expires_at_ms <= :now_ms::bigint
+-- A started lease has expired only when the caller's clock and the database's both say so.
+WHERE status = 'executing'
+  AND lease_expires_at_ms <= least(:now_ms::bigint,
+      (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
 
 -- due_summary --
 SELECT count(*) AS n, min(eligible_at_ms) AS oldest
@@ -148,31 +154,44 @@ FROM qinglong.action_plans
 WHERE project_id = :project_id AND action_ref = :action_ref
 
 -- insert_approval --
+-- Every principal column is the session's own login (session_user), written by the server:
+-- the approval trigger refuses any other name, and applies the approver and self-approval
+-- rules to `approve_approval` (SQLSTATE QLA01/QLA02/QLA03, typed in `database.translate`).
 INSERT INTO qinglong.approval_requests (
     approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
-    requested_by, decided_by, expires_at_ms, created_at_ms, updated_at_ms
+    requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms
 ) VALUES (
     :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending', 1,
-    :requested_by, NULL, :expires_at_ms, :now_ms::bigint, :now_ms::bigint
+    :requested_by, NULL, session_user, :expires_at_ms, :now_ms::bigint, :now_ms::bigint
 )
 
 -- select_approval --
 SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
-       requested_by, decided_by, expires_at_ms, created_at_ms, updated_at_ms
+       requested_by, decided_by, requested_principal, decided_principal, consumed_principal,
+       expires_at_ms, created_at_ms, updated_at_ms
 FROM qinglong.approval_requests
 WHERE approval_request_id = :approval_request_id
 
 -- approve_approval --
 UPDATE qinglong.approval_requests
-SET status = 'approved', version = 2, decided_by = :decided_by, updated_at_ms = :now_ms::bigint
+SET status = 'approved', version = 2, decided_by = :decided_by,
+    decided_principal = session_user, updated_at_ms = :now_ms::bigint
 WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
   AND expires_at_ms > :now_ms::bigint
-RETURNING approval_request_id
+RETURNING approval_request_id, requested_principal
+
+-- reject_approval --
+-- No expiry condition: withdrawing authority is always allowed while pending.
+UPDATE qinglong.approval_requests
+SET status = 'rejected', version = 2, decided_by = :decided_by,
+    decided_principal = session_user, updated_at_ms = :now_ms::bigint
+WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
+RETURNING approval_request_id, requested_principal
 
 -- consume_approval --
 UPDATE qinglong.approval_requests
 SET status = 'consumed', version = 3, consumed_at_ms = :now_ms::bigint,
-    updated_at_ms = :now_ms::bigint
+    consumed_principal = session_user, updated_at_ms = :now_ms::bigint
 WHERE approval_request_id = :approval_request_id AND status = 'approved' AND version = 2
   AND expires_at_ms > :now_ms::bigint
 RETURNING project_id, action_type, action_ref, action_digest, decided_by
@@ -255,7 +274,10 @@ SELECT {execution_columns},
 FROM qinglong.approved_action_dispatch_executions AS e
 JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
 LEFT JOIN qinglong.recovery_observations AS o ON o.dispatch_id = e.dispatch_id
-WHERE e.status = 'executing' AND e.lease_expires_at_ms <= :now_ms::bigint
+-- Expired by the earlier of the caller's clock and the database's (see count_recovery_required).
+WHERE e.status = 'executing'
+  AND e.lease_expires_at_ms <= least(:now_ms::bigint,
+      (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
   AND (e.lease_expires_at_ms, e.dispatch_id)
       > (:after_expires_at_ms::bigint, :after_dispatch_id::text)
 ORDER BY e.lease_expires_at_ms, e.dispatch_id
@@ -267,7 +289,7 @@ SET status = :to_status, result_mutation_id = :mutation_id, result_code = :resul
     completed_at_ms = :now_ms::bigint, version = version + 1, updated_at_ms = :now_ms::bigint
 WHERE dispatch_id = :dispatch_id AND status = 'executing' AND version = :version
   AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
-  AND started_at_ms = :started_at_ms AND lease_expires_at_ms <= :now_ms::bigint
+  AND started_at_ms = :started_at_ms AND lease_expires_at_ms <= :expired_by_ms::bigint
 RETURNING version
 
 -- insert_resolution --
@@ -326,7 +348,10 @@ FROM (
 -- backlog_started --
 -- Bounded by the started rows (the executing partial index), never the terminal ones.
 SELECT count(*) AS n,
-       coalesce(sum(CASE WHEN lease_expires_at_ms <= :now_ms::bigint THEN 1 ELSE 0 END), 0)
+       coalesce(sum(CASE
+           WHEN lease_expires_at_ms <= least(:now_ms::bigint,
+               (extract(epoch FROM clock_timestamp()) * 1000)::bigint) THEN 1
+           ELSE 0 END), 0)
            AS expired
 FROM qinglong.approved_action_dispatch_executions
 WHERE status = 'executing'
@@ -349,6 +374,7 @@ JOIN qinglong.action_plans AS p
 WITH started AS (
     UPDATE qinglong.approved_action_dispatch_executions AS e
     SET status = 'executing', started_at_ms = :now_ms::bigint, eligible_at_ms = NULL,
+        lease_expires_at_ms = greatest(e.lease_expires_at_ms, :expires_at_ms::bigint),
         version = e.version + 1, updated_at_ms = :now_ms::bigint
     FROM qinglong.approved_action_dispatches AS d
     WHERE e.dispatch_id = :dispatch_id::text AND d.dispatch_id = e.dispatch_id
@@ -357,7 +383,8 @@ WITH started AS (
       AND e.version = :version::bigint AND e.lease_owner = :owner::text
       AND e.lease_token = :token::text AND e.attempt = :attempt::integer
       AND e.status = 'leased' AND e.lease_expires_at_ms > :now_ms::bigint
-    RETURNING e.dispatch_id, e.version, e.attempt, e.lease_owner, e.lease_token
+    RETURNING e.dispatch_id, e.version, e.attempt, e.lease_owner, e.lease_token,
+              e.lease_expires_at_ms
 ), event AS (
     INSERT INTO qinglong.execution_events (
         dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
@@ -367,7 +394,7 @@ WITH started AS (
            NULL, NULL, (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
     FROM started
 )
-SELECT version FROM started
+SELECT version, lease_expires_at_ms FROM started
 
 -- create_run_fast --
 -- The run.create effect's happy path as ONE statement: the fence (locked, version exactly

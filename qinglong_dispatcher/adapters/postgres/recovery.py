@@ -63,7 +63,9 @@ async def resolve(
             outcome=Outcome.NOT_FOUND, dispatch_id=fence.dispatch_id, reason="not_found"
         )
     execution, dispatch = found
-    refusal = recovery.resolve_refusal(execution, fence, now_ms=now_ms)
+    database_ms = int((await db.fetchrow(conn, Q["database_now"], {}))["now_ms"])
+    settling_ms = recovery.settling_now_ms(now_ms, database_ms)
+    refusal = recovery.resolve_refusal(execution, fence, settling_ms=settling_ms)
     if refusal is not None:
         return records.Transition(
             outcome=Outcome.CONFLICT,
@@ -90,6 +92,7 @@ async def resolve(
             "to_status": target.value,
             "mutation_id": mutation,
             "result_code": resolution.reason_code,
+            "expired_by_ms": settling_ms,
         },
     )
     if done is None:

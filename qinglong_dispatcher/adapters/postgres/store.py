@@ -179,7 +179,7 @@ class PostgresStore:
         )
 
     async def start(
-        self, requests: Sequence[records.StartRequest], *, now_ms: int
+        self, requests: Sequence[records.StartRequest], *, now_ms: int, lease_ms: int
     ) -> list[records.StartResult]:
         """See `ports.ExecutionStore.start`.
 
@@ -187,11 +187,15 @@ class PostgresStore:
         else — a replay, a lost lease, a wrong binding — goes to the diagnosing transaction.
         """
         if len(requests) == 1:
-            started = await executions.start_fast(self.db, requests[0], now_ms=now_ms)
+            started = await executions.start_fast(
+                self.db, requests[0], now_ms=now_ms, lease_ms=lease_ms
+            )
             if started is not None:
                 return [started]
         return await self.db.write(
-            functools.partial(executions.start, requests=tuple(requests), now_ms=now_ms)
+            functools.partial(
+                executions.start, requests=tuple(requests), now_ms=now_ms, lease_ms=lease_ms
+            )
         )
 
     async def release_preflight(
@@ -288,6 +292,19 @@ class PostgresStore:
         return await self.db.write(
             functools.partial(
                 approvals.approve,
+                approval_request_id=approval_request_id,
+                decided_by=decided_by,
+                now_ms=now_ms,
+            )
+        )
+
+    async def reject(
+        self, approval_request_id: str, *, decided_by: str, now_ms: int
+    ) -> approval_records.Approval:
+        """See `ports.ApprovalStore.reject`."""
+        return await self.db.write(
+            functools.partial(
+                approvals.reject,
                 approval_request_id=approval_request_id,
                 decided_by=decided_by,
                 now_ms=now_ms,

@@ -1,7 +1,13 @@
-"""Approval transactions on SQLite: create, approve, and the atomic consume."""
+"""Approval transactions on SQLite: create, approve, reject, and the atomic consume.
+
+The principal is the OS user running the store (`Principal`): file permissions are the
+authority on an edge device. The triggers of migration 0005 allow only the transitions of
+`domain/approvals.py` and audit each change; separation of duties is `Principal.self_approval`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import uuid
 from collections.abc import Sequence
@@ -11,6 +17,14 @@ from qinglong_dispatcher.adapters.sqlite.queries import Q
 from qinglong_dispatcher.domain import approvals, errors, states
 
 ApprovalStatus = approvals.ApprovalStatus
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Principal:
+    """Who acts on the approvals of this store, and whether it may approve its own requests."""
+
+    name: str
+    self_approval: bool = True
 
 
 def new_dispatch_id() -> str:
@@ -41,7 +55,7 @@ def _refusal(
 
 
 def create(
-    conn: sqlite3.Connection, new: approvals.NewApproval, *, now_ms: int
+    conn: sqlite3.Connection, new: approvals.NewApproval, *, principal: Principal, now_ms: int
 ) -> approvals.Approval:
     """Insert the immutable plan and the pending request."""
     if conn.execute(
@@ -70,6 +84,7 @@ def create(
             "action_ref": new.action_ref,
             "action_digest": new.action_digest,
             "requested_by": new.requested_by,
+            "principal": principal.name,
             "expires_at_ms": new.expires_at_ms,
             "now_ms": now_ms,
         },
@@ -80,26 +95,77 @@ def create(
 
 
 def approve(
-    conn: sqlite3.Connection, approval_request_id: str, *, decided_by: str, now_ms: int
+    conn: sqlite3.Connection,
+    approval_request_id: str,
+    *,
+    decided_by: str,
+    principal: Principal,
+    now_ms: int,
 ) -> approvals.Approval:
-    """`pending@v1 → approved@v2` while unexpired."""
+    """`pending@v1 → approved@v2` while unexpired, by another principal unless allowed."""
     done = conn.execute(
         Q["approve_approval"],
-        {"approval_request_id": approval_request_id, "decided_by": decided_by, "now_ms": now_ms},
+        {
+            "approval_request_id": approval_request_id,
+            "decided_by": decided_by,
+            "principal": principal.name,
+            "now_ms": now_ms,
+        },
     ).fetchone()
     if done is None:
         raise _refusal(conn, approval_request_id, wanted=ApprovalStatus.PENDING, now_ms=now_ms)
+    # Raising rolls the caller's whole transaction back, the update above included.
+    approvals.check_self_approval(
+        requester=done["requested_principal"],
+        approver=principal.name,
+        self_approval=principal.self_approval,
+    )
     approved = get(conn, approval_request_id)
     assert approved is not None
     return approved
 
 
+def reject(
+    conn: sqlite3.Connection,
+    approval_request_id: str,
+    *,
+    decided_by: str,
+    principal: Principal,
+    now_ms: int,
+) -> approvals.Approval:
+    """`pending@v1 → rejected@v2`: the request can never be approved or consumed."""
+    done = conn.execute(
+        Q["reject_approval"],
+        {
+            "approval_request_id": approval_request_id,
+            "decided_by": decided_by,
+            "principal": principal.name,
+            "now_ms": now_ms,
+        },
+    ).fetchone()
+    if done is None:
+        raise _refusal(conn, approval_request_id, wanted=ApprovalStatus.PENDING, now_ms=now_ms)
+    rejected = get(conn, approval_request_id)
+    assert rejected is not None
+    return rejected
+
+
 def consume(
-    conn: sqlite3.Connection, approval_request_id: str, *, now_ms: int, max_attempts: int
+    conn: sqlite3.Connection,
+    approval_request_id: str,
+    *,
+    principal: Principal,
+    now_ms: int,
+    max_attempts: int,
 ) -> approvals.Consumed:
     """`approved@v2 → consumed@v3`, the immutable dispatch and the `pending@v0` execution."""
     done = conn.execute(
-        Q["consume_approval"], {"approval_request_id": approval_request_id, "now_ms": now_ms}
+        Q["consume_approval"],
+        {
+            "approval_request_id": approval_request_id,
+            "principal": principal.name,
+            "now_ms": now_ms,
+        },
     ).fetchone()
     if done is None:
         raise _refusal(conn, approval_request_id, wanted=ApprovalStatus.APPROVED, now_ms=now_ms)
@@ -148,15 +214,31 @@ def submit(
     items: Sequence[approvals.NewApproval],
     *,
     approved_by: str,
+    principal: Principal,
     now_ms: int,
     max_attempts: int,
 ) -> list[approvals.Consumed]:
-    """Create, approve and consume each item, all in the caller's one transaction."""
+    """Create, approve and consume each item, all in the caller's one transaction.
+
+    A self-approval: refused whole (nothing written) when the principal may not self-approve.
+    """
     consumed = []
     for new in items:
-        create(conn, new, now_ms=now_ms)
-        approve(conn, new.approval_request_id, decided_by=approved_by, now_ms=now_ms)
+        create(conn, new, principal=principal, now_ms=now_ms)
+        approve(
+            conn,
+            new.approval_request_id,
+            decided_by=approved_by,
+            principal=principal,
+            now_ms=now_ms,
+        )
         consumed.append(
-            consume(conn, new.approval_request_id, now_ms=now_ms, max_attempts=max_attempts)
+            consume(
+                conn,
+                new.approval_request_id,
+                principal=principal,
+                now_ms=now_ms,
+                max_attempts=max_attempts,
+            )
         )
     return consumed

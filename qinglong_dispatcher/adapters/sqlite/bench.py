@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import sqlite3
 import tempfile
 import time
@@ -13,6 +12,12 @@ from qinglong_dispatcher.adapters.sqlite import database
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 
 B = named_sql.load(Path(__file__).with_name("bench.sql"))
+
+DISPATCH_GUARD = "approved_action_dispatches_insert_guard"
+"""The trigger of migration 0005 that admits a dispatch only for its consumed approval."""
+
+EXECUTION_GUARD = "approved_action_dispatch_executions_insert_state"
+"""The trigger of migration 0006 that admits an execution only as pending@v0."""
 
 
 def scratch_url() -> tuple[str, Path]:
@@ -65,18 +70,29 @@ def raw_commits_per_s_stdlib(path: Path, seconds: float, *, busy_timeout_s: floa
 async def seed_terminal_rows(store: sqlite_store.SqliteStore, rows: int, now_ms: int) -> None:
     """`rows` succeeded executions (and their dispatches) in one transaction."""
 
-    def seed(conn: sqlite3.Connection, *, rows: int, now_ms: int) -> None:
+    def body(c: sqlite3.Connection) -> None:
+        # Like PostgreSQL's replica mode: bench-only dispatches have no consumed approval and
+        # their executions are born terminal, so the dispatch guard (migration 0005) and the
+        # execution insert check (0006) step aside inside this one transaction only.
+        guards = [
+            c.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", (name,)
+            ).fetchone()[0]
+            for name in (DISPATCH_GUARD, EXECUTION_GUARD)
+        ]
+        for name in (DISPATCH_GUARD, EXECUTION_GUARD):
+            c.execute(f"DROP TRIGGER {name}")
+        c.execute(B["seed_terminal_dispatches"], {"rows": rows, "now_ms": now_ms})
+        c.execute(B["seed_terminal_executions"], {"now_ms": now_ms})
+        for guard in guards:
+            c.execute(guard)
+
+    def seed(conn: sqlite3.Connection) -> None:
         # Bench-only rows carry no approval request: their foreign key is not the point here.
         conn.execute("PRAGMA foreign_keys = OFF")
         try:
-            database.in_transaction(
-                conn,
-                lambda c: (
-                    c.execute(B["seed_terminal_dispatches"], {"rows": rows, "now_ms": now_ms}),
-                    c.execute(B["seed_terminal_executions"], {"now_ms": now_ms}),
-                ),
-            )
+            database.in_transaction(conn, body)
         finally:
             conn.execute("PRAGMA foreign_keys = ON")
 
-    await store.db.read(functools.partial(seed, rows=rows, now_ms=now_ms))
+    await store.db.read(seed)

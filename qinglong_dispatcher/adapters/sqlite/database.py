@@ -22,6 +22,9 @@ T = TypeVar("T")
 
 Transaction = Callable[[sqlite3.Connection], T]
 
+TRANSITION_REFUSED = "qinglong:transition_refused"
+"""Prefix of the state-machine triggers' RAISE(ABORT) messages (migration 0006)."""
+
 
 def connect(path: Path, *, busy_timeout_s: float) -> sqlite3.Connection:
     """Open the file with the production pragmas: WAL, synchronous=FULL, foreign keys."""
@@ -62,6 +65,9 @@ def translate(exc: sqlite3.Error) -> errors.StoreError:
         return errors.StoreUnavailable(f"SQLite file cannot be used ({exc.__class__.__name__})")
     if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
         return errors.StoreCorrupted()
+    if code == sqlite3.SQLITE_CONSTRAINT_TRIGGER and str(exc).startswith(TRANSITION_REFUSED):
+        # The trigger's message names the rule it broke, never row contents.
+        return errors.TransitionRefused(str(exc))
     if primary == sqlite3.SQLITE_CONSTRAINT:
         return errors.StoreError("a constraint refused the write", code="constraint_violation")
     return errors.StoreError(f"SQLite error ({exc.__class__.__name__})")

@@ -227,7 +227,7 @@ def renew(
 
 
 def _start_one(
-    conn: sqlite3.Connection, request: records.StartRequest, *, now_ms: int
+    conn: sqlite3.Connection, request: records.StartRequest, *, now_ms: int, lease_ms: int
 ) -> records.StartResult:
     lease = request.lease
     done = conn.execute(
@@ -241,6 +241,7 @@ def _start_one(
             "token": lease.token,
             "attempt": lease.attempt,
             "now_ms": now_ms,
+            "expires_at_ms": fencing.start_lease_expiry(lease, now_ms=now_ms, lease_ms=lease_ms),
         },
     ).fetchone()
     if done is None:
@@ -255,7 +256,12 @@ def _start_one(
         owner=lease.owner,
         token=lease.token,
     )
-    identity = fencing.started_identity(lease, started_at_ms=now_ms, version=done["version"])
+    identity = fencing.started_identity(
+        lease,
+        started_at_ms=now_ms,
+        version=done["version"],
+        lease_expires_at_ms=done["lease_expires_at_ms"],
+    )
     return records.StartResult(
         outcome=Outcome.STARTED, dispatch_id=lease.dispatch_id, identity=identity
     )
@@ -286,10 +292,14 @@ def _start_refused(
 
 
 def start(
-    conn: sqlite3.Connection, requests: Sequence[records.StartRequest], *, now_ms: int
+    conn: sqlite3.Connection,
+    requests: Sequence[records.StartRequest],
+    *,
+    now_ms: int,
+    lease_ms: int,
 ) -> list[records.StartResult]:
     """Commit the start barrier of each request; each item stands or falls on its own fence."""
-    return [_start_one(conn, request, now_ms=now_ms) for request in requests]
+    return [_start_one(conn, request, now_ms=now_ms, lease_ms=lease_ms) for request in requests]
 
 
 def list_due(

@@ -57,13 +57,16 @@ WHERE dispatch_id = :dispatch_id AND version = :version
 RETURNING version, lease_expires_at_ms
 
 -- start_row --
+-- The barrier grants a fresh lease (never a shorter one): an item that waited in its page
+-- starts with a whole lease ahead of its execute, not with what the wait left of it.
 UPDATE approved_action_dispatch_executions
 SET status = 'executing', started_at_ms = :now_ms, eligible_at_ms = NULL,
+    lease_expires_at_ms = max(lease_expires_at_ms, :expires_at_ms),
     version = version + 1, updated_at_ms = :now_ms
 WHERE dispatch_id = :dispatch_id AND version = :version
   AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
   AND status = 'leased' AND lease_expires_at_ms > :now_ms
-RETURNING version
+RETURNING version, lease_expires_at_ms
 
 -- release_row --
 UPDATE approved_action_dispatch_executions
@@ -113,9 +116,12 @@ FROM approved_action_dispatch_executions
 GROUP BY status
 
 -- count_recovery_required --
+-- A started lease has expired only when the caller's clock and the database's both say so.
 SELECT count(*) AS n
 FROM approved_action_dispatch_executions
-WHERE status = 'executing' AND lease_expires_at_ms <= :now_ms
+WHERE status = 'executing'
+  AND lease_expires_at_ms <= min(:now_ms,
+      CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
 
 -- due_summary --
 SELECT count(*) AS n, min(eligible_at_ms) AS oldest
@@ -142,30 +148,42 @@ FROM action_plans
 WHERE project_id = :project_id AND action_ref = :action_ref
 
 -- insert_approval --
+-- :principal is the OS user running the store (file permissions are the authority on edge).
 INSERT INTO approval_requests (
     approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
-    requested_by, decided_by, expires_at_ms, created_at_ms, updated_at_ms
+    requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms
 ) VALUES (
     :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending', 1,
-    :requested_by, NULL, :expires_at_ms, :now_ms, :now_ms
+    :requested_by, NULL, :principal, :expires_at_ms, :now_ms, :now_ms
 )
 
 -- select_approval --
 SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
-       requested_by, decided_by, expires_at_ms, created_at_ms, updated_at_ms
+       requested_by, decided_by, requested_principal, decided_principal, consumed_principal,
+       expires_at_ms, created_at_ms, updated_at_ms
 FROM approval_requests
 WHERE approval_request_id = :approval_request_id
 
 -- approve_approval --
 UPDATE approval_requests
-SET status = 'approved', version = 2, decided_by = :decided_by, updated_at_ms = :now_ms
+SET status = 'approved', version = 2, decided_by = :decided_by,
+    decided_principal = :principal, updated_at_ms = :now_ms
 WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
   AND expires_at_ms > :now_ms
-RETURNING approval_request_id
+RETURNING approval_request_id, requested_principal
+
+-- reject_approval --
+-- No expiry condition: withdrawing authority is always allowed while pending.
+UPDATE approval_requests
+SET status = 'rejected', version = 2, decided_by = :decided_by,
+    decided_principal = :principal, updated_at_ms = :now_ms
+WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
+RETURNING approval_request_id, requested_principal
 
 -- consume_approval --
 UPDATE approval_requests
-SET status = 'consumed', version = 3, consumed_at_ms = :now_ms, updated_at_ms = :now_ms
+SET status = 'consumed', version = 3, consumed_at_ms = :now_ms,
+    consumed_principal = :principal, updated_at_ms = :now_ms
 WHERE approval_request_id = :approval_request_id AND status = 'approved' AND version = 2
   AND expires_at_ms > :now_ms
 RETURNING project_id, action_type, action_ref, action_digest, decided_by
@@ -246,7 +264,10 @@ SELECT {execution_columns},
 FROM approved_action_dispatch_executions AS e
 JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
 LEFT JOIN recovery_observations AS o ON o.dispatch_id = e.dispatch_id
-WHERE e.status = 'executing' AND e.lease_expires_at_ms <= :now_ms
+-- Expired by the earlier of the caller's clock and the database's (see count_recovery_required).
+WHERE e.status = 'executing'
+  AND e.lease_expires_at_ms <= min(:now_ms,
+      CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
   AND (e.lease_expires_at_ms, e.dispatch_id) > (:after_expires_at_ms, :after_dispatch_id)
 ORDER BY e.lease_expires_at_ms, e.dispatch_id
 LIMIT :limit
@@ -257,7 +278,7 @@ SET status = :to_status, result_mutation_id = :mutation_id, result_code = :resul
     completed_at_ms = :now_ms, version = version + 1, updated_at_ms = :now_ms
 WHERE dispatch_id = :dispatch_id AND status = 'executing' AND version = :version
   AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
-  AND started_at_ms = :started_at_ms AND lease_expires_at_ms <= :now_ms
+  AND started_at_ms = :started_at_ms AND lease_expires_at_ms <= :expired_by_ms
 RETURNING version
 
 -- insert_resolution --
@@ -314,7 +335,10 @@ FROM (
 -- backlog_started --
 -- Bounded by the started rows (the executing partial index), never the terminal ones.
 SELECT count(*) AS n,
-       coalesce(sum(CASE WHEN lease_expires_at_ms <= :now_ms THEN 1 ELSE 0 END), 0) AS expired
+       coalesce(sum(CASE
+           WHEN lease_expires_at_ms <= min(:now_ms,
+               CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)) THEN 1
+           ELSE 0 END), 0) AS expired
 FROM approved_action_dispatch_executions
 WHERE status = 'executing'
 
@@ -334,13 +358,14 @@ JOIN action_plans AS p
 -- path" and the store diagnoses with `select_execution` (same transaction).
 UPDATE approved_action_dispatch_executions AS e
 SET status = 'executing', started_at_ms = :now_ms, eligible_at_ms = NULL,
+    lease_expires_at_ms = max(e.lease_expires_at_ms, :expires_at_ms),
     version = e.version + 1, updated_at_ms = :now_ms
 FROM approved_action_dispatches AS d
 WHERE e.dispatch_id = :dispatch_id AND d.dispatch_id = e.dispatch_id
   AND d.approval_request_id = :approval_request_id AND d.action_digest = :action_digest
   AND e.version = :version AND e.lease_owner = :owner AND e.lease_token = :token
   AND e.attempt = :attempt AND e.status = 'leased' AND e.lease_expires_at_ms > :now_ms
-RETURNING version
+RETURNING version, lease_expires_at_ms
 
 -- create_run_fast --
 -- The run.create effect's fence in one read: the execution as the receipt will bind it, no

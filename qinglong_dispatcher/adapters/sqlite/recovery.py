@@ -67,7 +67,9 @@ def resolve(
             outcome=Outcome.NOT_FOUND, dispatch_id=fence.dispatch_id, reason="not_found"
         )
     execution, dispatch = found
-    refusal = recovery.resolve_refusal(execution, fence, now_ms=now_ms)
+    database_ms = int(conn.execute(Q["database_now"]).fetchone()[0])
+    settling_ms = recovery.settling_now_ms(now_ms, database_ms)
+    refusal = recovery.resolve_refusal(execution, fence, settling_ms=settling_ms)
     if refusal is not None:
         return records.Transition(
             outcome=Outcome.CONFLICT,
@@ -93,6 +95,7 @@ def resolve(
             "to_status": target.value,
             "mutation_id": mutation,
             "result_code": resolution.reason_code,
+            "expired_by_ms": settling_ms,
         },
     ).fetchone()
     if done is None:

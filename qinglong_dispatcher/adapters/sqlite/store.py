@@ -41,13 +41,36 @@ class SqliteStore:
 
     dialect = "sqlite"
 
-    def __init__(self, db: database.Database) -> None:
+    def __init__(
+        self,
+        db: database.Database,
+        *,
+        self_approval: bool = True,
+        principal: str | None = None,
+    ) -> None:
         self.db = db
+        self.approver = approvals.Principal(
+            name=recovery.os_principal() if principal is None else principal,
+            self_approval=self_approval,
+        )
+        """Who creates, decides and consumes approvals here (the OS user unless a test names
+        one), and `QINGLONG_SELF_APPROVAL`."""
 
     @classmethod
-    async def open(cls, path: Path, *, busy_timeout_s: float = 5.0) -> SqliteStore:
+    async def open(
+        cls,
+        path: Path,
+        *,
+        busy_timeout_s: float = 5.0,
+        self_approval: bool = True,
+        principal: str | None = None,
+    ) -> SqliteStore:
         """Open (creating if needed) the SQLite file with the production pragmas."""
-        return cls(await database.Database.open(path, busy_timeout_s=busy_timeout_s))
+        return cls(
+            await database.Database.open(path, busy_timeout_s=busy_timeout_s),
+            self_approval=self_approval,
+            principal=principal,
+        )
 
     async def close(self) -> None:
         """Close the connection."""
@@ -128,11 +151,13 @@ class SqliteStore:
         )
 
     async def start(
-        self, requests: Sequence[records.StartRequest], *, now_ms: int
+        self, requests: Sequence[records.StartRequest], *, now_ms: int, lease_ms: int
     ) -> list[records.StartResult]:
         """See `ports.ExecutionStore.start`."""
         return await self.db.write(
-            functools.partial(executions.start, requests=tuple(requests), now_ms=now_ms)
+            functools.partial(
+                executions.start, requests=tuple(requests), now_ms=now_ms, lease_ms=lease_ms
+            )
         )
 
     async def release_preflight(
@@ -220,7 +245,9 @@ class SqliteStore:
         self, new: approval_records.NewApproval, *, now_ms: int
     ) -> approval_records.Approval:
         """See `ports.ApprovalStore.create_approval`."""
-        return await self.db.write(functools.partial(approvals.create, new=new, now_ms=now_ms))
+        return await self.db.write(
+            functools.partial(approvals.create, new=new, principal=self.approver, now_ms=now_ms)
+        )
 
     async def approve(
         self, approval_request_id: str, *, decided_by: str, now_ms: int
@@ -231,6 +258,21 @@ class SqliteStore:
                 approvals.approve,
                 approval_request_id=approval_request_id,
                 decided_by=decided_by,
+                principal=self.approver,
+                now_ms=now_ms,
+            )
+        )
+
+    async def reject(
+        self, approval_request_id: str, *, decided_by: str, now_ms: int
+    ) -> approval_records.Approval:
+        """See `ports.ApprovalStore.reject`."""
+        return await self.db.write(
+            functools.partial(
+                approvals.reject,
+                approval_request_id=approval_request_id,
+                decided_by=decided_by,
+                principal=self.approver,
                 now_ms=now_ms,
             )
         )
@@ -243,6 +285,7 @@ class SqliteStore:
             functools.partial(
                 approvals.consume,
                 approval_request_id=approval_request_id,
+                principal=self.approver,
                 now_ms=now_ms,
                 max_attempts=max_attempts,
             )
@@ -262,6 +305,7 @@ class SqliteStore:
                 approvals.submit,
                 items=tuple(items),
                 approved_by=approved_by,
+                principal=self.approver,
                 now_ms=now_ms,
                 max_attempts=max_attempts,
             )
@@ -406,6 +450,7 @@ class SqliteStore:
                 new=new,
                 step=step,
                 approved_by=approved_by,
+                principal=self.approver,
                 now_ms=now_ms,
                 max_attempts=max_attempts,
             )

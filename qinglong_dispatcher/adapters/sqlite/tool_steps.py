@@ -111,15 +111,29 @@ def submit(
     step: steps.NewStepRun,
     *,
     approved_by: str,
+    principal: approvals.Principal,
     now_ms: int,
     max_attempts: int,
 ) -> approval_records.Consumed:
-    """Plan + pending approval, the StepRun waiting for it, approve and consume: one transaction."""
-    approvals.create(conn, new, now_ms=now_ms)
+    """Plan + pending approval, the StepRun waiting for it, approve and consume: one transaction.
+
+    A self-approval: refused whole when the principal may not self-approve.
+    """
+    approvals.create(conn, new, principal=principal, now_ms=now_ms)
     create(conn, step, now_ms=now_ms)
-    approvals.approve(conn, new.approval_request_id, decided_by=approved_by, now_ms=now_ms)
+    approvals.approve(
+        conn,
+        new.approval_request_id,
+        decided_by=approved_by,
+        principal=principal,
+        now_ms=now_ms,
+    )
     return approvals.consume(
-        conn, new.approval_request_id, now_ms=now_ms, max_attempts=max_attempts
+        conn,
+        new.approval_request_id,
+        principal=principal,
+        now_ms=now_ms,
+        max_attempts=max_attempts,
     )
 
 

@@ -1,0 +1,299 @@
+"""The database itself holds the execution and StepRun state machines (migration 0006)."""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+
+import asyncpg
+import pytest
+
+from qinglong_dispatcher.adapters.postgres import database as postgres_database
+from qinglong_dispatcher.adapters.sqlite import database as sqlite_database
+from qinglong_dispatcher.domain import errors, states, steps
+from qinglong_dispatcher.domain.states import ExecutionStatus
+from tests.support import faults, recovery, tools
+from tests.support import state_machine as sm
+from tests.support.clock import ManualClock
+from tests.support.dispatching import LEASE_MS
+from tests.support.stores import Harness
+
+# Raw SQL, not the store: the writes a buggy daemon or a direct SQL session could make. The
+# store's own writes pass: the whole contract suite runs with the triggers in place.
+E = ExecutionStatus
+S = steps.StepRunStatus
+
+
+# -- executions ----------------------------------------------------------------------------
+
+
+async def test_the_trigger_allows_exactly_the_domain_execution_row_updates(
+    harness: Harness, clock: ManualClock
+):
+    pairs = list(itertools.product(ExecutionStatus, repeat=2))
+    ids = await sm.executions_in(harness, clock, [before for before, _ in pairs])
+    allowed = set()
+    for dispatch_id, (before, after) in zip(ids, pairs, strict=True):
+        move = sm.execution_move(before, after, clock.now_ms())
+        rule = await sm.update_execution(harness, dispatch_id, move)
+        if rule is None:
+            allowed.add((before, after))
+        elif before in states.TERMINAL:
+            assert rule == "terminal", (before, after)
+        else:
+            # The pair itself is refused, not some incidental column of the attempt.
+            assert rule == "transition", (before, after, rule)
+    assert allowed == set(states.ROW_UPDATES)
+
+
+async def test_a_terminal_execution_refuses_every_change(harness: Harness, clock: ManualClock):
+    terminal = sorted(states.TERMINAL)
+    ids = await sm.executions_in(harness, clock, terminal)
+    now = clock.now_ms()
+    for dispatch_id, status in zip(ids, terminal, strict=True):
+        for sets in (
+            sm.execution_move(E.EXECUTING, E.SUCCEEDED, now),  # settled again
+            sm.execution_move(E.LEASED, E.PENDING, now),  # made to run again
+            sm.execution_move(E.PENDING, E.LEASED, now),
+            {"version": "version + 1", "result_code": "'rewritten'"},
+            {"version": "version + 1", "updated_at_ms": str(now)},
+        ):
+            assert await sm.update_execution(harness, dispatch_id, sets) == "terminal", (
+                status,
+                sets,
+            )
+
+
+async def test_identity_columns_never_change(harness: Harness, clock: ManualClock):
+    dispatch_id = await sm.execution_in(harness, clock, E.LEASED)
+    renew = {"version": "version + 1", "lease_expires_at_ms": str(clock.now_ms() + LEASE_MS)}
+    for column, value in (
+        ("dispatch_id", "'d-other'"),
+        ("project_id", "'proj-other'"),
+        ("max_attempts", "max_attempts + 1"),
+        ("created_at_ms", "created_at_ms - 1"),
+    ):
+        assert (
+            await sm.update_execution(harness, dispatch_id, renew | {column: value}) == "identity"
+        )
+    assert await sm.update_execution(harness, dispatch_id, renew) is None
+
+
+async def test_the_version_must_grow(harness: Harness, clock: ManualClock):
+    leased, executing = await sm.executions_in(harness, clock, [E.LEASED, E.EXECUTING])
+    renew = {"version": "version + 1", "lease_expires_at_ms": str(clock.now_ms() + LEASE_MS)}
+    for dispatch_id in (leased, executing):
+        for version in ("version", "version - 1", "NULL"):
+            stale = renew | {"version": version}
+            assert await sm.update_execution(harness, dispatch_id, stale) == "version"
+        assert await sm.update_execution(harness, dispatch_id, renew) is None
+    settle = sm.execution_move(E.EXECUTING, E.FAILED, clock.now_ms()) | {"version": "version"}
+    assert await sm.update_execution(harness, executing, settle) == "version"
+
+
+async def test_attempt_grows_by_one_on_a_claim_shrinks_by_one_on_yield_and_else_stays(
+    harness: Harness, clock: ManualClock
+):
+    now = clock.now_ms()
+    pending, retry_wait, leased, taken_over, yielded, released = await sm.executions_in(
+        harness, clock, [E.PENDING, E.RETRY_WAIT, E.LEASED, E.LEASED, E.LEASED, E.LEASED]
+    )
+    claim = sm.execution_move(E.PENDING, E.LEASED, now)
+    for dispatch_id in (pending, retry_wait):
+        for wrong in ("attempt", "attempt + 2"):
+            assert await sm.update_execution(harness, dispatch_id, claim | {"attempt": wrong}) == (
+                "attempt"
+            )
+        assert await sm.update_execution(harness, dispatch_id, claim) is None
+    # leased → leased: a takeover takes the next attempt; a renew keeps attempt, owner, token.
+    assert await sm.update_execution(harness, taken_over, claim) is None
+    renew = {"version": "version + 1", "lease_expires_at_ms": str(now + LEASE_MS)}
+    for column, value in (("lease_token", "'t-forged'"), ("lease_owner", "'w-forged'")):
+        assert await sm.update_execution(harness, leased, renew | {column: value}) == "fence"
+    yield_ = sm.execution_move(E.LEASED, E.PENDING, now)
+    for wrong in ("attempt", "attempt - 2", "attempt + 1"):
+        assert await sm.update_execution(harness, yielded, yield_ | {"attempt": wrong}) == "attempt"
+    assert await sm.update_execution(harness, yielded, yield_) is None
+    retry = sm.execution_move(E.LEASED, E.RETRY_WAIT, now)
+    for wrong in ("attempt - 1", "attempt + 1"):
+        assert await sm.update_execution(harness, released, retry | {"attempt": wrong}) == "attempt"
+    assert await sm.update_execution(harness, released, retry) is None
+
+
+async def test_a_claim_never_goes_beyond_the_attempt_budget(harness: Harness, clock: ManualClock):
+    (spent,) = await sm.executions_in(harness, clock, [E.RETRY_WAIT], max_attempts=1)
+    now = clock.now_ms()
+    claim = sm.execution_move(E.RETRY_WAIT, E.LEASED, now)
+    assert await sm.update_execution(harness, spent, claim) == "attempt"
+    exhaust = sm.execution_move(E.RETRY_WAIT, E.BLOCKED, now)
+    assert await sm.update_execution(harness, spent, exhaust) is None
+
+
+async def test_a_started_identity_never_changes(harness: Harness, clock: ManualClock):
+    dispatch_id = await sm.execution_in(harness, clock, E.EXECUTING)
+    now = clock.now_ms()
+    renew = {"version": "version + 1", "lease_expires_at_ms": str(now + LEASE_MS)}
+    complete = sm.execution_move(E.EXECUTING, E.SUCCEEDED, now)
+    for column, value, rule in (
+        ("attempt", "attempt + 1", "attempt"),
+        ("attempt", "attempt - 1", "attempt"),
+        ("lease_owner", "'w-forged'", "fence"),
+        ("lease_token", "'t-forged'", "fence"),
+        ("started_at_ms", "started_at_ms + 1", "fence"),
+    ):
+        for sets in (renew, complete):
+            assert await sm.update_execution(harness, dispatch_id, sets | {column: value}) == rule
+    assert await sm.update_execution(harness, dispatch_id, renew) is None
+    assert await sm.update_execution(harness, dispatch_id, complete) is None
+
+
+async def test_the_start_barrier_alone_sets_started_at_and_keeps_the_lease_holder(
+    harness: Harness, clock: ManualClock
+):
+    leased, released = await sm.executions_in(harness, clock, [E.LEASED, E.LEASED])
+    now = clock.now_ms()
+    renew = {"version": "version + 1", "started_at_ms": str(now)}
+    assert await sm.update_execution(harness, leased, renew) == "fence"
+    release = sm.execution_move(E.LEASED, E.RETRY_WAIT, now) | {"started_at_ms": str(now)}
+    assert await sm.update_execution(harness, released, release) == "fence"
+    takeover = sm.execution_move(E.PENDING, E.LEASED, now) | {"started_at_ms": str(now)}
+    assert await sm.update_execution(harness, leased, takeover) == "attempt"
+    start = sm.execution_move(E.LEASED, E.EXECUTING, now)
+    for column, value, rule in (
+        ("attempt", "attempt + 1", "attempt"),
+        ("lease_owner", "'w-forged'", "fence"),
+        ("lease_token", "'t-forged'", "fence"),
+    ):
+        assert await sm.update_execution(harness, leased, start | {column: value}) == rule
+    # The start barrier grants a fresh lease: the expiry may move with it.
+    assert await sm.update_execution(harness, leased, start) is None
+
+
+async def test_an_execution_is_inserted_only_pending_at_version_zero(
+    harness: Harness, clock: ManualClock
+):
+    # The dispatch already has its row: the trigger refuses before the primary key would.
+    dispatch_id = await sm.execution_in(harness, clock, E.PENDING)
+    table = faults.table(harness, sm.EXECUTIONS)
+    fresh = {
+        "dispatch_id": f"'{dispatch_id}'",
+        "project_id": "'proj-1'",
+        "max_attempts": "5",
+        "created_at_ms": "1",
+        "updated_at_ms": "1",
+        "status": "'pending'",
+        "version": "0",
+        "attempt": "0",
+        "eligible_at_ms": str(clock.now_ms()),
+    }
+    for change in (
+        {"status": "'leased'", "lease_owner": "'w1'", "lease_token": "'t1'"},
+        {"version": "1"},
+        {"attempt": "1"},
+        {"lease_owner": "'w1'", "lease_token": "'t1'", "lease_expires_at_ms": "1"},
+        {"started_at_ms": "1"},
+        {"result_code": "'forged'"},
+        {"status": "'succeeded'", "eligible_at_ms": "NULL", "completed_at_ms": "1"},
+    ):
+        values = fresh | change
+        sql = (
+            f"INSERT INTO {table} ({', '.join(values)}) VALUES ({', '.join(values.values())}) "
+            "RETURNING version"
+        )
+        assert await sm.refusal(harness, sql) == "insert", change
+
+
+async def test_a_refusal_leaves_the_adapter_as_transition_refused(
+    harness: Harness, clock: ManualClock
+):
+    dispatch_id = await sm.execution_in(harness, clock, E.SUCCEEDED)
+    with pytest.raises((sqlite3.IntegrityError, asyncpg.PostgresError)) as caught:
+        await harness.raw(
+            f"UPDATE {faults.table(harness, sm.EXECUTIONS)} "
+            f"SET {sm.set_list(sm.execution_move(E.LEASED, E.PENDING, clock.now_ms()))} "
+            f"WHERE dispatch_id = '{dispatch_id}'"
+        )
+    if isinstance(caught.value, sqlite3.Error):
+        translated = sqlite_database.translate(caught.value)
+    else:
+        translated = postgres_database.translate(caught.value)
+    assert isinstance(translated, errors.TransitionRefused)
+    assert translated.code == "transition_refused"
+    assert "terminal" in str(translated)
+    assert dispatch_id not in str(translated)
+
+
+# -- StepRuns ------------------------------------------------------------------------------
+
+
+async def test_the_trigger_allows_exactly_the_domain_step_run_row_updates(
+    harness: Harness, clock: ManualClock
+):
+    pairs = list(itertools.product(steps.StepRunStatus, repeat=2))
+    ids = await sm.step_runs_in(harness, clock, [before for before, _ in pairs])
+    allowed = set()
+    for step_run_id, (before, after) in zip(ids, pairs, strict=True):
+        rule = await sm.update_step_run(harness, step_run_id, sm.step_move(after, clock.now_ms()))
+        if rule is None:
+            allowed.add((before, after))
+        elif before in steps.TERMINAL:
+            assert rule == "terminal", (before, after)
+        else:
+            assert rule == "transition", (before, after, rule)
+    # The administrator (PostgreSQL) or the file's owner (SQLite) may re-arm a lost StepRun.
+    assert allowed == set(steps.ROW_UPDATES)
+
+
+async def test_a_step_run_keeps_its_binding_grows_its_version_and_never_leaves_an_end(
+    harness: Harness, clock: ManualClock
+):
+    ready, succeeded, failed = await sm.step_runs_in(
+        harness, clock, [S.READY, S.SUCCEEDED, S.FAILED]
+    )
+    start = sm.step_move(S.RUNNING, clock.now_ms())
+    for column, value in (
+        ("step_run_id", "'s-other'"),
+        ("run_id", "'r-other'"),
+        ("project_id", "'proj-other'"),
+        ("step_kind", "'other'"),
+        ("tool_id", "'builtin.other'"),
+        ("tool_version", "2"),
+        ("definition_digest", f"'{'e' * 64}'"),
+        ("action_type", "'run.create'"),
+        ("action_ref", "'act-forged'"),
+        ("action_digest", f"'{'e' * 64}'"),
+        ("approval_request_id", "'a-forged'"),
+        ("binding_digest", f"'{'e' * 64}'"),
+        ("created_at_ms", "0"),
+    ):
+        assert await sm.update_step_run(harness, ready, start | {column: value}) == "identity"
+    for version in ("version", "version - 1", "NULL"):
+        assert await sm.update_step_run(harness, ready, start | {"version": version}) == "version"
+    for ended in (succeeded, failed):
+        for after in steps.StepRunStatus:
+            assert await sm.update_step_run(harness, ended, sm.step_move(after, 1)) == "terminal"
+    assert await sm.update_step_run(harness, ready, start) is None
+
+
+async def test_a_step_run_is_inserted_only_ready_or_waiting_at_version_one(
+    harness: Harness, clock: ManualClock
+):
+    run = await tools.live_run(harness, clock)
+    refused: list[tuple[steps.StepRunStatus, dict[str, object]]] = [
+        (S.RUNNING, {}),
+        (S.SUCCEEDED, {}),
+        (S.LOST, {}),
+        (S.READY, {"version": 2}),
+        (S.READY, {"result_code": "forged"}),
+    ]
+    for i, (status, changes) in enumerate(refused):
+        row = sm.new_step_run(f"s-bad-{i}", run.run_id, status, None, clock.now_ms()) | changes
+        columns = ", ".join(row)
+        values = ", ".join(sm.literal(v) for v in row.values())
+        sql = (
+            f"INSERT INTO {faults.table(harness, 'step_runs')} ({columns}) VALUES ({values}) "
+            "RETURNING version"
+        )
+        assert await sm.refusal(harness, sql) == "insert", (status, changes)
+    ok = sm.new_step_run("s-good", run.run_id, S.READY, None, clock.now_ms())
+    await recovery.insert_row(harness, "step_runs", ok)

@@ -1,0 +1,231 @@
+"""Rows walked into every state by raw SQL; raw writes that name the trigger rule refusing them."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import asyncpg
+
+from qinglong_dispatcher.domain import states, steps
+from qinglong_dispatcher.domain.states import ExecutionStatus
+from tests.support import faults, recovery, tools
+from tests.support.actions import submit_runs
+from tests.support.clock import ManualClock
+from tests.support.dispatching import LEASE_MS
+from tests.support.stores import Harness
+
+E = ExecutionStatus
+S = steps.StepRunStatus
+EXECUTIONS = "approved_action_dispatch_executions"
+REFUSED = re.compile(r"qinglong:transition_refused: (\w+)")
+
+Sets = dict[str, str]
+"""Column → SQL expression of one UPDATE."""
+
+EXECUTION_PATHS: dict[ExecutionStatus, tuple[ExecutionStatus, ...]] = {
+    E.PENDING: (),
+    E.LEASED: (E.LEASED,),
+    E.RETRY_WAIT: (E.LEASED, E.RETRY_WAIT),
+    E.EXECUTING: (E.LEASED, E.EXECUTING),
+    E.SUCCEEDED: (E.LEASED, E.EXECUTING, E.SUCCEEDED),
+    E.FAILED: (E.LEASED, E.EXECUTING, E.FAILED),
+    E.BLOCKED: (E.LEASED, E.EXECUTING, E.BLOCKED),
+}
+"""The shortest walk of allowed row changes from a fresh execution into each status."""
+
+STEP_PATHS: dict[steps.StepRunStatus, tuple[steps.StepRunStatus, ...]] = {
+    S.READY: (),
+    S.WAITING_APPROVAL: (),
+    S.RUNNING: (S.RUNNING,),
+    S.SUCCEEDED: (S.RUNNING, S.SUCCEEDED),
+    S.FAILED: (S.RUNNING, S.FAILED),
+    S.LOST: (S.RUNNING, S.LOST),
+}
+"""The same for StepRuns (`waiting_approval` is inserted so: nothing moves back into it)."""
+
+
+async def refusal(h: Harness, sql: str) -> str | None:
+    """Run one raw write of one row: the rule that refused it, or None when it was applied."""
+    try:
+        rows = await h.raw(sql)
+    except (sqlite3.IntegrityError, asyncpg.PostgresError) as exc:
+        match = REFUSED.search(str(exc))
+        if match is None:
+            raise
+        # SQLite's RAISE(ABORT) has no SQLSTATE; PostgreSQL's refusal must carry ours.
+        sqlstate = getattr(exc, "sqlstate", None) if h.dialect == "postgres" else "QLT01"
+        rule = match.group(1)
+    else:
+        assert len(rows) == 1, sql
+        return None
+    assert sqlstate == "QLT01"
+    return rule
+
+
+def in_list(ids: list[str]) -> str:
+    """An SQL `IN` list of test-made ids."""
+    return "(" + ", ".join(f"'{i}'" for i in ids) + ")"
+
+
+def literal(value: object) -> str:
+    """An SQL literal of a test-made value."""
+    if value is None:
+        return "NULL"
+    return str(value) if isinstance(value, int) else f"'{value}'"
+
+
+def execution_move(before: ExecutionStatus, after: ExecutionStatus, now_ms: int) -> Sets:
+    """`before → after` as the store would write it: CHECK-valid, version + 1.
+
+    A claim takes the next attempt and a fresh lease; a yield refunds the attempt;
+    leased → leased is the renew; anything else keeps the fence.
+    """
+    due = (E.PENDING, E.LEASED, E.RETRY_WAIT)
+    sets = {
+        "status": f"'{after}'",
+        "version": "version + 1",
+        "updated_at_ms": str(now_ms),
+        "eligible_at_ms": str(now_ms + LEASE_MS) if after in due else "NULL",
+    }
+    if after is E.RETRY_WAIT:
+        sets["retry_at_ms"] = str(now_ms + LEASE_MS)
+    if after is E.LEASED and before is not E.LEASED:
+        sets |= {
+            "attempt": "attempt + 1",
+            "lease_owner": "'w-claim'",
+            "lease_token": "'t' || (version + 1)",
+            "started_at_ms": "NULL",
+        }
+    elif (before, after) == (E.LEASED, E.PENDING):
+        sets["attempt"] = "attempt - 1"
+    elif after in (E.LEASED, E.EXECUTING):
+        # Only a row without a lease changes here, by pairs the domain refuses anyway.
+        sets |= {
+            "lease_owner": "COALESCE(lease_owner, 'w1')",
+            "lease_token": "COALESCE(lease_token, 't1')",
+        }
+    if after in (E.LEASED, E.EXECUTING):
+        sets["lease_expires_at_ms"] = str(now_ms + LEASE_MS)
+    if after is E.EXECUTING:
+        sets["started_at_ms"] = f"COALESCE(started_at_ms, {now_ms})"
+    if after in states.TERMINAL:
+        sets |= {"completed_at_ms": str(now_ms), "result_code": "'test'"}
+    return sets
+
+
+def set_list(sets: Sets) -> str:
+    """The SET list of an UPDATE."""
+    return ", ".join(f"{column} = {value}" for column, value in sets.items())
+
+
+async def executions_in(
+    h: Harness, clock: ManualClock, wanted: list[ExecutionStatus], *, max_attempts: int = 5
+) -> list[str]:
+    """One fresh execution per entry of `wanted`, walked there by allowed raw changes."""
+    consumed = await submit_runs(h.approver_store, clock, len(wanted), max_attempts=max_attempts)
+    ids = [c.dispatch_id for c in consumed]
+    table = faults.table(h, EXECUTIONS)
+    for step in range(max(len(path) for path in EXECUTION_PATHS.values())):
+        moves: dict[tuple[ExecutionStatus, ExecutionStatus], list[str]] = {}
+        for dispatch_id, status in zip(ids, wanted, strict=True):
+            path = (E.PENDING, *EXECUTION_PATHS[status])
+            if step + 1 < len(path):
+                moves.setdefault((path[step], path[step + 1]), []).append(dispatch_id)
+        for (before, after), group in moves.items():
+            await h.raw(
+                f"UPDATE {table} SET {set_list(execution_move(before, after, clock.now_ms()))} "
+                f"WHERE dispatch_id IN {in_list(group)}"
+            )
+    rows = await h.raw(
+        f"SELECT dispatch_id, status FROM {table} WHERE dispatch_id IN {in_list(ids)}"
+    )
+    assert {r["dispatch_id"]: r["status"] for r in rows} == {
+        dispatch_id: status.value for dispatch_id, status in zip(ids, wanted, strict=True)
+    }
+    return ids
+
+
+async def execution_in(h: Harness, clock: ManualClock, status: ExecutionStatus) -> str:
+    """One fresh execution in `status`."""
+    (dispatch_id,) = await executions_in(h, clock, [status])
+    return dispatch_id
+
+
+async def update_execution(h: Harness, dispatch_id: str, sets: Sets) -> str | None:
+    """The rule that refuses `sets` on the row, or None when they were applied."""
+    return await refusal(
+        h,
+        f"UPDATE {faults.table(h, EXECUTIONS)} SET {set_list(sets)} "
+        f"WHERE dispatch_id = '{dispatch_id}' RETURNING version",
+    )
+
+
+def step_move(after: steps.StepRunStatus, now_ms: int) -> Sets:
+    """A StepRun change to `after` as `advance_step_run` writes it (version + 1)."""
+    return {
+        "status": f"'{after}'",
+        "version": "version + 1",
+        "result_code": "'test'" if after in (S.SUCCEEDED, S.FAILED, S.LOST) else "result_code",
+        "updated_at_ms": str(now_ms),
+    }
+
+
+def new_step_run(
+    step_run_id: str, run_id: str, status: steps.StepRunStatus, approval: str | None, now_ms: int
+) -> dict[str, object]:
+    """A StepRun row as `insert_step_run` writes it (digests are not what is tested here)."""
+    return {
+        "step_run_id": step_run_id,
+        "run_id": run_id,
+        "project_id": "proj-1",
+        "step_kind": "tool",
+        "tool_id": "builtin.file.write",
+        "tool_version": 1,
+        "definition_digest": "d" * 64,
+        "action_type": "tool.invoke",
+        "action_ref": f"act-{step_run_id}",
+        "action_digest": "a" * 64,
+        "approval_request_id": approval,
+        "binding_digest": "b" * 64,
+        "status": status.value,
+        "version": 1,
+        "result_code": None,
+        "created_at_ms": now_ms,
+        "updated_at_ms": now_ms,
+    }
+
+
+async def step_runs_in(
+    h: Harness, clock: ManualClock, wanted: list[steps.StepRunStatus]
+) -> list[str]:
+    """One fresh StepRun per entry of `wanted` under one live Run, walked there by raw SQL."""
+    run = await tools.live_run(h, clock)
+    waiting = sum(status is S.WAITING_APPROVAL for status in wanted)
+    approvals = iter(
+        [c.approval_request_id for c in await submit_runs(h.approver_store, clock, waiting)]
+        if waiting
+        else []
+    )
+    table = faults.table(h, "step_runs")
+    ids = [f"s-{i}-{status}" for i, status in enumerate(wanted)]
+    for step_run_id, status in zip(ids, wanted, strict=True):
+        first = S.WAITING_APPROVAL if status is S.WAITING_APPROVAL else S.READY
+        approval = next(approvals) if first is S.WAITING_APPROVAL else None
+        row = new_step_run(step_run_id, run.run_id, first, approval, clock.now_ms())
+        await recovery.insert_row(h, "step_runs", row)
+        for after in STEP_PATHS[status]:
+            await h.raw(
+                f"UPDATE {table} SET {set_list(step_move(after, clock.now_ms()))} "
+                f"WHERE step_run_id = '{step_run_id}'"
+            )
+    return ids
+
+
+async def update_step_run(h: Harness, step_run_id: str, sets: Sets) -> str | None:
+    """The rule that refuses `sets` on the StepRun, or None when they were applied."""
+    return await refusal(
+        h,
+        f"UPDATE {faults.table(h, 'step_runs')} SET {set_list(sets)} "
+        f"WHERE step_run_id = '{step_run_id}' RETURNING version",
+    )
