@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Mapping, Sequence
 
 from qinglong_dispatcher import ports
@@ -13,6 +12,7 @@ from qinglong_dispatcher.domain import (
     digests,
     errors,
     fencing,
+    ids,
     plans,
     records,
     recovery,
@@ -21,16 +21,6 @@ from qinglong_dispatcher.domain import (
 
 MAX_SUBMIT_ITEMS = 10_000
 """Upper bound of one all-or-nothing bulk submit."""
-
-
-def new_approval_request_id() -> str:
-    """An opaque approval request id."""
-    return f"a-{uuid.uuid4().hex}"
-
-
-def new_action_ref() -> str:
-    """A fresh opaque action ref."""
-    return f"act-{uuid.uuid4().hex}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -43,7 +33,7 @@ class Policy:
 
 def run_create_plan(fields: Mapping[str, object]) -> plans.ApprovedRunCreationPlan:
     """Validate a run.create plan object, filling `schemaVersion` and a fresh `actionRef`."""
-    data = {"schemaVersion": 1, "actionRef": new_action_ref(), "executorType": "shell"}
+    data = {"schemaVersion": 1, "actionRef": ids.new_action_ref(), "executorType": "shell"}
     data.update({"priority": 0})
     data.update(fields)
     plan = plans.parse_plan("run.create", data)
@@ -66,7 +56,7 @@ class Api:
         plan_dict = plan.to_canonical_dict()
         plan_json = canonical.dumps(plan_dict).decode("utf-8")
         return approvals.NewApproval(
-            approval_request_id=new_approval_request_id(),
+            approval_request_id=ids.new_approval_request_id(),
             project_id=plan.project_id,
             action_type=plan.ACTION_TYPE,
             action_ref=plan.action_ref,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import uuid
 
 from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.domain import (
@@ -11,6 +10,7 @@ from qinglong_dispatcher.domain import (
     canonical,
     digests,
     errors,
+    ids,
     plans,
     steps,
     tool_registry,
@@ -25,11 +25,6 @@ class ToolSubmission:
     step_run_id: str
 
 
-def new_step_run_id() -> str:
-    """An opaque StepRun id."""
-    return f"s-{uuid.uuid4().hex}"
-
-
 def tool_invoke_plan(
     *, project_id: str, run_id: str, step_run_id: str, tool_id: str, content: str
 ) -> plans.ToolInvocationPlan:
@@ -42,7 +37,7 @@ def tool_invoke_plan(
         "tool.invoke",
         {
             "schemaVersion": 1,
-            "actionRef": api.new_action_ref(),
+            "actionRef": ids.new_action_ref(),
             "projectId": project_id,
             "runId": run_id,
             "stepRunId": step_run_id,
@@ -71,7 +66,7 @@ async def submit_tool_invocation(
     in one transaction: all or nothing (a missing or finished Run writes nothing)."""
     plans.require_identifier("requested-by", requested_by)
     plans.require_identifier("approved-by", approved_by)
-    step_run_id = new_step_run_id()
+    step_run_id = ids.new_step_run_id()
     plan = tool_invoke_plan(
         project_id=project_id,
         run_id=run_id,
@@ -84,7 +79,7 @@ async def submit_tool_invocation(
     now = clock.now_ms()
     plan_dict = plan.to_canonical_dict()
     new = approvals.NewApproval(
-        approval_request_id=api.new_approval_request_id(),
+        approval_request_id=ids.new_approval_request_id(),
         project_id=plan.project_id,
         action_type=plan.ACTION_TYPE,
         action_ref=plan.action_ref,

@@ -20,7 +20,15 @@ def load(path: Path) -> dict[str, str]:
         if name in blocks:
             raise ValueError(f"{path.name}: block {name!r} is defined twice")
         blocks[name] = body.strip().rstrip(";")
-    # A block may splice in another with `{name}` (shared column lists); one level deep.
+    # A block may splice in another with `{name}` (shared column lists, a statement and its
+    # locking variant); a spliced block may splice in turn, a few levels deep at most.
+    for _ in range(3):
+        blocks = _spliced(blocks)
+    return blocks
+
+
+def _spliced(blocks: dict[str, str]) -> dict[str, str]:
+    """Every `{name}` of a known block replaced by that block's text (one level)."""
     return {
         name: _REFERENCE.sub(lambda m: blocks.get(m.group(1), m.group(0)), body)
         for name, body in blocks.items()

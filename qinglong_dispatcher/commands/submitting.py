@@ -9,7 +9,7 @@ import anyio.to_thread
 
 from qinglong_dispatcher import api, bootstrap, clock, sandbox, tool_api
 from qinglong_dispatcher.commands import common
-from qinglong_dispatcher.domain import canonical, errors, plans, tool_registry
+from qinglong_dispatcher.domain import canonical, errors, ids, plans, tool_registry
 from qinglong_dispatcher.settings import Settings
 
 STEPS_HINT = (
@@ -130,7 +130,7 @@ async def cmd_submit_tool(settings: Settings, args: argparse.Namespace) -> int:
     tool_api.tool_invoke_plan(
         project_id=args.project,
         run_id=args.run,
-        step_run_id=tool_api.new_step_run_id(),
+        step_run_id=ids.new_step_run_id(),
         tool_id=args.tool,
         content=content,
     )

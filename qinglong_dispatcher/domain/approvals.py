@@ -65,6 +65,30 @@ def check_self_approval(*, requester: str, approver: str, self_approval: bool) -
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Principal:
+    """Who acts on approvals through a store, and who applies separation of duties.
+
+    `name` is None where the database names the session's login itself (PostgreSQL writes
+    `session_user` and its trigger applies the roles); a store that knows its principal
+    (SQLite: the OS user) names it and applies `self_approval` (`QINGLONG_SELF_APPROVAL`).
+    """
+
+    name: str | None
+    self_approval: bool = True
+
+    def check_may_approve(self, requester: str) -> None:
+        """Refuse an approval of `requester`'s own request unless self-approval is allowed."""
+        if self.name is not None:
+            check_self_approval(
+                requester=requester, approver=self.name, self_approval=self.self_approval
+            )
+
+
+DATABASE_PRINCIPAL = Principal(name=None)
+"""The database authenticates the session and decides (PostgreSQL)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Approval:
     """An approval request as stored."""
 

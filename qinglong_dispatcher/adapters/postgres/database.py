@@ -12,13 +12,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import anyio
 import asyncpg
 
-from qinglong_dispatcher.adapters.postgres.queries import Statement
+from qinglong_dispatcher.adapters.postgres.queries import Q, Statement
+from qinglong_dispatcher.adapters.sql import query
 from qinglong_dispatcher.domain import errors
 
 T = TypeVar("T")
@@ -150,6 +151,30 @@ def _connection_lost(exc: BaseException) -> bool:
     )
 
 
+class PgQuery:
+    """`query.Query` over one pooled connection inside its transaction."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    async def one(self, name: str, params: query.Params = query.NO_PARAMS) -> Row:
+        """See `query.Query.one`."""
+        return await fetchrow(self._conn, Q[name], params)
+
+    async def all(self, name: str, params: query.Params = query.NO_PARAMS) -> list[Row]:
+        """See `query.Query.all`."""
+        return await fetch(self._conn, Q[name], params)
+
+    async def run(self, name: str, params: query.Params = query.NO_PARAMS) -> None:
+        """See `query.Query.run`."""
+        await execute(self._conn, Q[name], params)
+
+    async def many(self, name: str, param_sets: Sequence[query.Params]) -> None:
+        """See `query.Query.many`: one pipelined round trip (`executemany`)."""
+        statement = Q[name]
+        await self._conn.executemany(statement.text, [statement.args(p) for p in param_sets])
+
+
 class Database:
     """A small pool; `read` and `write` run one transaction each."""
 
@@ -193,6 +218,14 @@ class Database:
         result = await self._run(body, isolation=isolation, readonly=False)
         self.commits += 1
         return result
+
+    async def transaction(
+        self, work: query.Work[T], *, write: bool = True, isolation: str = "read_committed"
+    ) -> T:
+        """Run a shared transaction (`adapters/sql`): a write (at `isolation`) or a read."""
+        if not write:
+            return await self.read(lambda conn: work(PgQuery(conn)))
+        return await self.write(lambda conn: work(PgQuery(conn)), isolation=isolation)
 
     async def _run(self, body: Transaction[T], *, isolation: str, readonly: bool) -> T:
         for attempt in range(1, MAX_ATTEMPTS + 1):

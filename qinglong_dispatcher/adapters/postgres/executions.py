@@ -9,21 +9,15 @@ so a replica that raced in between is never overwritten. Releases and completion
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Sequence
 
 from qinglong_dispatcher.adapters.postgres import database as db
 from qinglong_dispatcher.adapters.postgres.queries import CLAIM_DUE, LOCK_EXECUTION, Q
-from qinglong_dispatcher.domain import fencing, records, states
+from qinglong_dispatcher.domain import fencing, ids, records, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
 
 _BEFORE_ALL = (-(2**63), "")
-
-
-def new_token() -> str:
-    """A lease token: unguessable, so a stale worker can never forge the fence."""
-    return secrets.token_hex(16)
 
 
 def event_args(
@@ -194,7 +188,7 @@ async def claim_due(
         dispatch = records.Dispatch.from_joined_row(row)
         step, _, _ = fencing.claim_step(execution, now_ms=now_ms, owner=owner, token=None)
         if step is fencing.ClaimStep.LEASE:
-            to_lease.append((execution, dispatch, new_token()))
+            to_lease.append((execution, dispatch, ids.new_lease_token()))
         else:  # exhausted (rare) or not claimable: the single-row path decides and writes
             claims[execution.dispatch_id] = await _claim_row(
                 conn,
@@ -202,7 +196,7 @@ async def claim_due(
                 dispatch,
                 now_ms=now_ms,
                 owner=owner,
-                token=new_token(),
+                token=ids.new_lease_token(),
                 lease_ms=lease_ms,
                 replay_token=None,
             )

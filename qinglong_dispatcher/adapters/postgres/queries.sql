@@ -30,6 +30,11 @@ FROM qinglong.approved_action_dispatch_executions AS e
 JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
 WHERE e.dispatch_id = :dispatch_id
 
+-- lock_execution --
+-- The same read under a row lock, so a fencing decision and its update see one row.
+{select_execution}
+FOR UPDATE OF e
+
 -- lease_row --
 UPDATE qinglong.approved_action_dispatch_executions
 SET status = 'leased', version = version + 1, attempt = attempt + 1,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.postgres import completions, executions
 from qinglong_dispatcher.adapters.postgres import database as db
+from qinglong_dispatcher.adapters.postgres import executions
 from qinglong_dispatcher.adapters.postgres.queries import Q
+from qinglong_dispatcher.adapters.sql import completions
 from qinglong_dispatcher.domain import fencing, runs, states
 from qinglong_dispatcher.domain.records import Outcome
 
@@ -137,7 +138,7 @@ async def create_run(conn: db.Connection, request: ports.RunCreateRequest) -> po
     )
     await db.execute(conn, Q["insert_receipt"], runs.receipt_row(receipt))
     done = await completions.complete(
-        conn,
+        db.PgQuery(conn),
         identity,
         mutation_id=request.mutation_id,
         completion=states.Completion.SUCCEEDED,

@@ -7,9 +7,8 @@ import functools
 from collections.abc import Sequence
 
 from qinglong_dispatcher import ports, tool_ports
+from qinglong_dispatcher.adapters.postgres import database as db
 from qinglong_dispatcher.adapters.postgres import (
-    approvals,
-    completions,
     executions,
     migrations,
     recovery,
@@ -17,14 +16,13 @@ from qinglong_dispatcher.adapters.postgres import (
     tool_barriers,
     tool_steps,
 )
-from qinglong_dispatcher.adapters.postgres import database as db
 from qinglong_dispatcher.adapters.postgres.queries import Q
+from qinglong_dispatcher.adapters.sql import store as sql_store
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import (
     errors,
     records,
     schema,
-    states,
     steps,
     tool_barrier_checks,
     tool_start,
@@ -50,13 +48,14 @@ WHERE r.rolname = current_user
 """
 
 
-class PostgresStore:
+class PostgresStore(sql_store.SqlStore):
     """Every operation is one short transaction on a pooled connection."""
 
     dialect = "postgres"
 
     def __init__(self, database: db.Database, *, allow_async_commit: bool = False) -> None:
         self.db = database
+        super().__init__(database, approval_records.DATABASE_PRINCIPAL)
         self.allow_async_commit = allow_async_commit
 
     @classmethod
@@ -198,50 +197,6 @@ class PostgresStore:
             )
         )
 
-    async def release_preflight(
-        self,
-        lease: records.Lease,
-        *,
-        mutation_id: str,
-        kind: states.ReleaseKind,
-        result_code: str,
-        retry_at_ms: int | None,
-        now_ms: int,
-    ) -> records.Transition:
-        """See `ports.ExecutionStore.release_preflight`."""
-        return await self.db.write(
-            functools.partial(
-                completions.release_preflight,
-                lease=lease,
-                mutation_id=mutation_id,
-                kind=kind,
-                result_code=result_code,
-                retry_at_ms=retry_at_ms,
-                now_ms=now_ms,
-            )
-        )
-
-    async def complete(
-        self,
-        identity: records.ExecutionIdentity,
-        *,
-        mutation_id: str,
-        completion: states.Completion,
-        result_code: str,
-        now_ms: int,
-    ) -> records.Transition:
-        """See `ports.ExecutionStore.complete`."""
-        return await self.db.write(
-            functools.partial(
-                completions.complete,
-                identity=identity,
-                mutation_id=mutation_id,
-                completion=completion,
-                result_code=result_code,
-                now_ms=now_ms,
-            )
-        )
-
     async def list_due(
         self, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
     ) -> list[records.Execution]:
@@ -276,78 +231,6 @@ class PostgresStore:
     async def execution_events(self, dispatch_id: str) -> list[records.ExecutionEvent]:
         """See `ports.ExecutionStore.execution_events`."""
         return await self.db.read(functools.partial(executions.events, dispatch_id=dispatch_id))
-
-    # -- approvals -----------------------------------------------------------------------
-
-    async def create_approval(
-        self, new: approval_records.NewApproval, *, now_ms: int
-    ) -> approval_records.Approval:
-        """See `ports.ApprovalStore.create_approval`."""
-        return await self.db.write(functools.partial(approvals.create, new=new, now_ms=now_ms))
-
-    async def approve(
-        self, approval_request_id: str, *, decided_by: str, now_ms: int
-    ) -> approval_records.Approval:
-        """See `ports.ApprovalStore.approve`."""
-        return await self.db.write(
-            functools.partial(
-                approvals.approve,
-                approval_request_id=approval_request_id,
-                decided_by=decided_by,
-                now_ms=now_ms,
-            )
-        )
-
-    async def reject(
-        self, approval_request_id: str, *, decided_by: str, now_ms: int
-    ) -> approval_records.Approval:
-        """See `ports.ApprovalStore.reject`."""
-        return await self.db.write(
-            functools.partial(
-                approvals.reject,
-                approval_request_id=approval_request_id,
-                decided_by=decided_by,
-                now_ms=now_ms,
-            )
-        )
-
-    async def consume(
-        self, approval_request_id: str, *, now_ms: int, max_attempts: int
-    ) -> approval_records.Consumed:
-        """See `ports.ApprovalStore.consume`."""
-        return await self.db.write(
-            functools.partial(
-                approvals.consume,
-                approval_request_id=approval_request_id,
-                now_ms=now_ms,
-                max_attempts=max_attempts,
-            )
-        )
-
-    async def submit(
-        self,
-        items: Sequence[approval_records.NewApproval],
-        *,
-        approved_by: str,
-        now_ms: int,
-        max_attempts: int,
-    ) -> list[approval_records.Consumed]:
-        """See `ports.ApprovalStore.submit`."""
-        return await self.db.write(
-            functools.partial(
-                approvals.submit,
-                items=tuple(items),
-                approved_by=approved_by,
-                now_ms=now_ms,
-                max_attempts=max_attempts,
-            )
-        )
-
-    async def get_approval(self, approval_request_id: str) -> approval_records.Approval | None:
-        """See `ports.ApprovalStore.get_approval`."""
-        return await self.db.read(
-            functools.partial(approvals.get, approval_request_id=approval_request_id)
-        )
 
     # -- plans and run.create ------------------------------------------------------------
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 
 from qinglong_dispatcher import tool_ports
-from qinglong_dispatcher.adapters.postgres import approvals, completions, executions
 from qinglong_dispatcher.adapters.postgres import database as db
+from qinglong_dispatcher.adapters.postgres import executions
 from qinglong_dispatcher.adapters.postgres.queries import Q
+from qinglong_dispatcher.adapters.sql import approvals, completions
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import errors, fencing, records, runs, steps, tool_invocations
 from qinglong_dispatcher.domain.records import Outcome
@@ -125,11 +126,15 @@ async def submit(
     max_attempts: int,
 ) -> approval_records.Consumed:
     """Plan + pending approval, the StepRun waiting for it, approve and consume: one transaction."""
-    await approvals.create(conn, new, now_ms=now_ms)
+    q = db.PgQuery(conn)
+    principal = approval_records.DATABASE_PRINCIPAL
+    await approvals.create(q, new, principal=principal, now_ms=now_ms)
     await create(conn, step, now_ms=now_ms)
-    await approvals.approve(conn, new.approval_request_id, decided_by=approved_by, now_ms=now_ms)
+    await approvals.approve(
+        q, new.approval_request_id, decided_by=approved_by, principal=principal, now_ms=now_ms
+    )
     return await approvals.consume(
-        conn, new.approval_request_id, now_ms=now_ms, max_attempts=max_attempts
+        q, new.approval_request_id, principal=principal, now_ms=now_ms, max_attempts=max_attempts
     )
 
 
@@ -264,7 +269,7 @@ async def complete(
             now_ms=request.now_ms,
         )
     done = await completions.complete(
-        conn,
+        db.PgQuery(conn),
         identity,
         mutation_id=fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete"),
         completion=request.completion,

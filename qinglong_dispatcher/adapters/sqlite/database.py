@@ -9,13 +9,15 @@ one per statement (see README, "Why stdlib sqlite3 on a worker thread").
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 
+from qinglong_dispatcher.adapters.sql import query
+from qinglong_dispatcher.adapters.sqlite.queries import Q
 from qinglong_dispatcher.domain import errors
 
 T = TypeVar("T")
@@ -73,6 +75,44 @@ def translate(exc: sqlite3.Error) -> errors.StoreError:
     return errors.StoreError(f"SQLite error ({exc.__class__.__name__})")
 
 
+class SqliteQuery:
+    """`query.Query` over the one connection: every method returns without suspending."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    async def one(self, name: str, params: query.Params = query.NO_PARAMS) -> Any:
+        """See `query.Query.one`."""
+        return self._conn.execute(Q[name], params).fetchone()
+
+    async def all(self, name: str, params: query.Params = query.NO_PARAMS) -> list[Any]:
+        """See `query.Query.all`."""
+        return self._conn.execute(Q[name], params).fetchall()
+
+    async def run(self, name: str, params: query.Params = query.NO_PARAMS) -> None:
+        """See `query.Query.run`."""
+        self._conn.execute(Q[name], params)
+
+    async def many(self, name: str, param_sets: Sequence[query.Params]) -> None:
+        """See `query.Query.many`."""
+        self._conn.executemany(Q[name], param_sets)
+
+
+def drive(work: Coroutine[Any, Any, T]) -> T:
+    """Run a shared transaction's coroutine to its end on this thread, in one step.
+
+    Its only awaits are `SqliteQuery` methods, which never suspend, so the first `send`
+    finishes it: the whole transaction stays one hop, with no event loop on the worker thread.
+    """
+    try:
+        work.send(None)
+    except StopIteration as finished:
+        result: T = finished.value
+        return result
+    work.close()
+    raise RuntimeError("a SQLite transaction awaited something other than its queries")
+
+
 def in_transaction(conn: sqlite3.Connection, body: Transaction[T]) -> T:
     """Run `body` inside BEGIN IMMEDIATE … COMMIT; roll back on any exception."""
     conn.execute("BEGIN IMMEDIATE")
@@ -109,6 +149,10 @@ class Database:
     async def write(self, body: Transaction[T]) -> T:
         """Run `body` as one BEGIN IMMEDIATE transaction, in one hop."""
         return await self._run(body, write=True)
+
+    async def transaction(self, work: query.Work[T], *, write: bool = True) -> T:
+        """Run a shared transaction (`adapters/sql`) whole, in one hop."""
+        return await self._run(lambda conn: drive(work(SqliteQuery(conn))), write=write)
 
     async def _run(self, body: Transaction[T], *, write: bool) -> T:
         conn = self._conn

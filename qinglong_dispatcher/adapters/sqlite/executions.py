@@ -6,21 +6,15 @@ come from `domain.fencing`, and every UPDATE repeats its conditions in SQL.
 
 from __future__ import annotations
 
-import secrets
 import sqlite3
 from collections.abc import Sequence
 
 from qinglong_dispatcher.adapters.sqlite.queries import Q
-from qinglong_dispatcher.domain import fencing, records, states
+from qinglong_dispatcher.domain import fencing, ids, records, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
 
 _BEFORE_ALL = (-(2**63), "")
-
-
-def new_token() -> str:
-    """A lease token: unguessable, so a stale worker can never forge the fence."""
-    return secrets.token_hex(16)
 
 
 def record_event(
@@ -153,7 +147,7 @@ def claim_due(
             records.Dispatch.from_joined_row(row),
             now_ms=now_ms,
             owner=owner,
-            token=new_token(),
+            token=ids.new_lease_token(),
             lease_ms=lease_ms,
             replay_token=None,
         )

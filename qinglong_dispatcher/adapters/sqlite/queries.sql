@@ -26,6 +26,10 @@ FROM approved_action_dispatch_executions AS e
 JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
 WHERE e.dispatch_id = :dispatch_id
 
+-- lock_execution --
+-- BEGIN IMMEDIATE already holds the database's one write lock: the plain read is the locked one.
+{select_execution}
+
 -- lease_row --
 UPDATE approved_action_dispatch_executions
 SET status = 'leased', version = version + 1, attempt = attempt + 1,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.sqlite import completions, executions
+from qinglong_dispatcher.adapters.sql import completions
+from qinglong_dispatcher.adapters.sqlite import database, executions
 from qinglong_dispatcher.adapters.sqlite.queries import Q
 from qinglong_dispatcher.domain import fencing, runs, states
 from qinglong_dispatcher.domain.records import Outcome
@@ -122,13 +123,15 @@ def create_run(conn: sqlite3.Connection, request: ports.RunCreateRequest) -> por
         created_at_ms=request.now_ms,
     )
     conn.execute(Q["insert_receipt"], runs.receipt_row(receipt))
-    done = completions.complete_checked(
-        conn,
-        identity,
-        mutation_id=request.mutation_id,
-        completion=states.Completion.SUCCEEDED,
-        result_code=runs.RESULT_CODE_RUN_CREATED,
-        now_ms=request.now_ms,
+    done = database.drive(
+        completions.complete_checked(
+            database.SqliteQuery(conn),
+            identity,
+            mutation_id=request.mutation_id,
+            completion=states.Completion.SUCCEEDED,
+            result_code=runs.RESULT_CODE_RUN_CREATED,
+            now_ms=request.now_ms,
+        )
     )
     if done.outcome is not Outcome.COMPLETED:
         # Roll the whole effect back: a Run must never commit without its completion fence.

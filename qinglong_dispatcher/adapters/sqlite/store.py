@@ -10,9 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from qinglong_dispatcher import ports, tool_ports
+from qinglong_dispatcher.adapters.sql import store as sql_store
 from qinglong_dispatcher.adapters.sqlite import (
-    approvals,
-    completions,
     database,
     executions,
     migrations,
@@ -27,7 +26,6 @@ from qinglong_dispatcher.domain import (
     errors,
     records,
     schema,
-    states,
     steps,
     tool_barrier_checks,
     tool_start,
@@ -36,7 +34,7 @@ from qinglong_dispatcher.domain import recovery as recovery_records
 from qinglong_dispatcher.domain import runs as run_records
 
 
-class SqliteStore:
+class SqliteStore(sql_store.SqlStore):
     """Every operation is one hop to the connection's thread; writes are BEGIN IMMEDIATE."""
 
     dialect = "sqlite"
@@ -49,12 +47,13 @@ class SqliteStore:
         principal: str | None = None,
     ) -> None:
         self.db = db
-        self.approver = approvals.Principal(
-            name=recovery.os_principal() if principal is None else principal,
-            self_approval=self_approval,
+        super().__init__(
+            db,
+            approval_records.Principal(
+                name=recovery.os_principal() if principal is None else principal,
+                self_approval=self_approval,
+            ),
         )
-        """Who creates, decides and consumes approvals here (the OS user unless a test names
-        one), and `QINGLONG_SELF_APPROVAL`."""
 
     @classmethod
     async def open(
@@ -160,50 +159,6 @@ class SqliteStore:
             )
         )
 
-    async def release_preflight(
-        self,
-        lease: records.Lease,
-        *,
-        mutation_id: str,
-        kind: states.ReleaseKind,
-        result_code: str,
-        retry_at_ms: int | None,
-        now_ms: int,
-    ) -> records.Transition:
-        """See `ports.ExecutionStore.release_preflight`."""
-        return await self.db.write(
-            functools.partial(
-                completions.release_preflight,
-                lease=lease,
-                mutation_id=mutation_id,
-                kind=kind,
-                result_code=result_code,
-                retry_at_ms=retry_at_ms,
-                now_ms=now_ms,
-            )
-        )
-
-    async def complete(
-        self,
-        identity: records.ExecutionIdentity,
-        *,
-        mutation_id: str,
-        completion: states.Completion,
-        result_code: str,
-        now_ms: int,
-    ) -> records.Transition:
-        """See `ports.ExecutionStore.complete`."""
-        return await self.db.write(
-            functools.partial(
-                completions.complete,
-                identity=identity,
-                mutation_id=mutation_id,
-                completion=completion,
-                result_code=result_code,
-                now_ms=now_ms,
-            )
-        )
-
     async def list_due(
         self, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
     ) -> list[records.Execution]:
@@ -238,84 +193,6 @@ class SqliteStore:
     async def execution_events(self, dispatch_id: str) -> list[records.ExecutionEvent]:
         """See `ports.ExecutionStore.execution_events`."""
         return await self.db.read(functools.partial(executions.events, dispatch_id=dispatch_id))
-
-    # -- approvals -----------------------------------------------------------------------
-
-    async def create_approval(
-        self, new: approval_records.NewApproval, *, now_ms: int
-    ) -> approval_records.Approval:
-        """See `ports.ApprovalStore.create_approval`."""
-        return await self.db.write(
-            functools.partial(approvals.create, new=new, principal=self.approver, now_ms=now_ms)
-        )
-
-    async def approve(
-        self, approval_request_id: str, *, decided_by: str, now_ms: int
-    ) -> approval_records.Approval:
-        """See `ports.ApprovalStore.approve`."""
-        return await self.db.write(
-            functools.partial(
-                approvals.approve,
-                approval_request_id=approval_request_id,
-                decided_by=decided_by,
-                principal=self.approver,
-                now_ms=now_ms,
-            )
-        )
-
-    async def reject(
-        self, approval_request_id: str, *, decided_by: str, now_ms: int
-    ) -> approval_records.Approval:
-        """See `ports.ApprovalStore.reject`."""
-        return await self.db.write(
-            functools.partial(
-                approvals.reject,
-                approval_request_id=approval_request_id,
-                decided_by=decided_by,
-                principal=self.approver,
-                now_ms=now_ms,
-            )
-        )
-
-    async def consume(
-        self, approval_request_id: str, *, now_ms: int, max_attempts: int
-    ) -> approval_records.Consumed:
-        """See `ports.ApprovalStore.consume`."""
-        return await self.db.write(
-            functools.partial(
-                approvals.consume,
-                approval_request_id=approval_request_id,
-                principal=self.approver,
-                now_ms=now_ms,
-                max_attempts=max_attempts,
-            )
-        )
-
-    async def submit(
-        self,
-        items: Sequence[approval_records.NewApproval],
-        *,
-        approved_by: str,
-        now_ms: int,
-        max_attempts: int,
-    ) -> list[approval_records.Consumed]:
-        """See `ports.ApprovalStore.submit`."""
-        return await self.db.write(
-            functools.partial(
-                approvals.submit,
-                items=tuple(items),
-                approved_by=approved_by,
-                principal=self.approver,
-                now_ms=now_ms,
-                max_attempts=max_attempts,
-            )
-        )
-
-    async def get_approval(self, approval_request_id: str) -> approval_records.Approval | None:
-        """See `ports.ApprovalStore.get_approval`."""
-        return await self.db.read(
-            functools.partial(approvals.get, approval_request_id=approval_request_id)
-        )
 
     # -- plans and run.create ------------------------------------------------------------
 

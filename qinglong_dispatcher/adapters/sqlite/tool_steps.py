@@ -12,7 +12,8 @@ import dataclasses
 import sqlite3
 
 from qinglong_dispatcher import tool_ports
-from qinglong_dispatcher.adapters.sqlite import approvals, completions, executions
+from qinglong_dispatcher.adapters.sql import approvals, completions
+from qinglong_dispatcher.adapters.sqlite import database, executions
 from qinglong_dispatcher.adapters.sqlite import runs as run_rows
 from qinglong_dispatcher.adapters.sqlite.queries import Q
 from qinglong_dispatcher.domain import approvals as approval_records
@@ -111,7 +112,7 @@ def submit(
     step: steps.NewStepRun,
     *,
     approved_by: str,
-    principal: approvals.Principal,
+    principal: approval_records.Principal,
     now_ms: int,
     max_attempts: int,
 ) -> approval_records.Consumed:
@@ -119,21 +120,22 @@ def submit(
 
     A self-approval: refused whole when the principal may not self-approve.
     """
-    approvals.create(conn, new, principal=principal, now_ms=now_ms)
+    q = database.SqliteQuery(conn)
+    database.drive(approvals.create(q, new, principal=principal, now_ms=now_ms))
     create(conn, step, now_ms=now_ms)
-    approvals.approve(
-        conn,
-        new.approval_request_id,
-        decided_by=approved_by,
-        principal=principal,
-        now_ms=now_ms,
+    database.drive(
+        approvals.approve(
+            q, new.approval_request_id, decided_by=approved_by, principal=principal, now_ms=now_ms
+        )
     )
-    return approvals.consume(
-        conn,
-        new.approval_request_id,
-        principal=principal,
-        now_ms=now_ms,
-        max_attempts=max_attempts,
+    return database.drive(
+        approvals.consume(
+            q,
+            new.approval_request_id,
+            principal=principal,
+            now_ms=now_ms,
+            max_attempts=max_attempts,
+        )
     )
 
 
@@ -262,13 +264,15 @@ def complete(
             reason_code=request.result_code,
             now_ms=request.now_ms,
         )
-    done = completions.complete(
-        conn,
-        identity,
-        mutation_id=fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete"),
-        completion=request.completion,
-        result_code=request.result_code,
-        now_ms=request.now_ms,
+    done = database.drive(
+        completions.complete(
+            database.SqliteQuery(conn),
+            identity,
+            mutation_id=fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete"),
+            completion=request.completion,
+            result_code=request.result_code,
+            now_ms=request.now_ms,
+        )
     )
     if done.outcome not in (Outcome.COMPLETED, Outcome.EXISTING):
         raise Refused(done.reason or "complete_refused")

@@ -1,22 +1,22 @@
-"""Pre-barrier releases and completions on SQLite, replayed by mutation id (DESIGN.md §3).
+"""Ending a claim: the pre-barrier release and the fenced completion (DESIGN.md §3).
 
-Each function is one transaction body over the single connection; the fencing decisions come
-from `domain.fencing`, and every UPDATE repeats its conditions in SQL.
+Both replay by mutation id (the same content is `existing`, other content a conflict) and both
+read the execution row locked first, so a concurrent replay of the same mutation waits for the
+first and then finds its event. The fencing decisions come from `domain.fencing`, and every
+UPDATE repeats their conditions in SQL.
 """
 
 from __future__ import annotations
 
-import sqlite3
-
-from qinglong_dispatcher.adapters.sqlite.executions import read_row, record_event
-from qinglong_dispatcher.adapters.sqlite.queries import Q
+from qinglong_dispatcher.adapters.sql import query
+from qinglong_dispatcher.adapters.sql.rows import read_row, record_event
 from qinglong_dispatcher.domain import fencing, records, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
 
 
-def _replayed_mutation(
-    conn: sqlite3.Connection,
+async def _replayed_mutation(
+    q: query.Query,
     dispatch_id: str,
     mutation_id: str,
     *,
@@ -25,9 +25,9 @@ def _replayed_mutation(
     owner: str,
     token: str,
 ) -> records.Transition | None:
-    row = conn.execute(
-        Q["select_event_by_mutation"], {"dispatch_id": dispatch_id, "mutation_id": mutation_id}
-    ).fetchone()
+    row = await q.one(
+        "select_event_by_mutation", {"dispatch_id": dispatch_id, "mutation_id": mutation_id}
+    )
     if row is None:
         return None
     event = records.ExecutionEvent.from_row(row)
@@ -43,8 +43,8 @@ def _replayed_mutation(
     )
 
 
-def release_preflight(
-    conn: sqlite3.Connection,
+async def release_preflight(
+    q: query.Query,
     lease: records.Lease,
     *,
     mutation_id: str,
@@ -54,15 +54,15 @@ def release_preflight(
     now_ms: int,
 ) -> records.Transition:
     """Give a claim back before the barrier; replays by mutation id."""
-    found = read_row(conn, lease.dispatch_id)
+    found = await read_row(q, lease.dispatch_id, lock=True)
     if found is None:
         return records.Transition(
             outcome=Outcome.NOT_FOUND, dispatch_id=lease.dispatch_id, reason="not_found"
         )
     execution, _ = found
     target = states.release_target(kind, lease.attempt, execution.max_attempts)
-    replay = _replayed_mutation(
-        conn,
+    replay = await _replayed_mutation(
+        q,
         lease.dispatch_id,
         mutation_id,
         to_status=target,
@@ -81,8 +81,8 @@ def release_preflight(
         ExecutionStatus.PENDING: now_ms,
         ExecutionStatus.RETRY_WAIT: retry_at_ms if retry_at_ms is not None else now_ms,
     }.get(target)
-    done = conn.execute(
-        Q["release_row"],
+    done = await q.one(
+        "release_row",
         {
             "dispatch_id": lease.dispatch_id,
             "version": lease.version,
@@ -98,13 +98,13 @@ def release_preflight(
             "completed_at_ms": now_ms if target is ExecutionStatus.BLOCKED else None,
             "now_ms": now_ms,
         },
-    ).fetchone()
+    )
     if done is None:
         return records.Transition(
             outcome=Outcome.CONFLICT, dispatch_id=lease.dispatch_id, reason="raced"
         )
-    record_event(
-        conn,
+    await record_event(
+        q,
         dispatch_id=lease.dispatch_id,
         version=done["version"],
         from_status=ExecutionStatus.LEASED,
@@ -123,8 +123,8 @@ def release_preflight(
     )
 
 
-def complete(
-    conn: sqlite3.Connection,
+async def complete(
+    q: query.Query,
     identity: records.ExecutionIdentity,
     *,
     mutation_id: str,
@@ -134,8 +134,10 @@ def complete(
 ) -> records.Transition:
     """Record the terminal result under the execution identity; a renewed version is fine."""
     target = ExecutionStatus(completion.value)
-    replay = _replayed_mutation(
-        conn,
+    # Locked first: a concurrent complete of the same mutation then finds its event committed.
+    found = await read_row(q, identity.dispatch_id, lock=True)
+    replay = await _replayed_mutation(
+        q,
         identity.dispatch_id,
         mutation_id,
         to_status=target,
@@ -145,7 +147,6 @@ def complete(
     )
     if replay is not None:
         return replay
-    found = read_row(conn, identity.dispatch_id)
     if found is None:
         return records.Transition(
             outcome=Outcome.NOT_FOUND, dispatch_id=identity.dispatch_id, reason="not_found"
@@ -156,8 +157,8 @@ def complete(
         return records.Transition(
             outcome=Outcome.CONFLICT, dispatch_id=identity.dispatch_id, reason=refusal
         )
-    return complete_checked(
-        conn,
+    return await complete_checked(
+        q,
         identity,
         mutation_id=mutation_id,
         completion=completion,
@@ -166,8 +167,8 @@ def complete(
     )
 
 
-def complete_checked(
-    conn: sqlite3.Connection,
+async def complete_checked(
+    q: query.Query,
     identity: records.ExecutionIdentity,
     *,
     mutation_id: str,
@@ -178,8 +179,8 @@ def complete_checked(
     """The completion write itself, for a caller that already read and fenced the row in this
     transaction (the update still repeats every condition)."""
     target = ExecutionStatus(completion.value)
-    done = conn.execute(
-        Q["complete_row"],
+    done = await q.one(
+        "complete_row",
         {
             "dispatch_id": identity.dispatch_id,
             "version": identity.version,
@@ -192,13 +193,13 @@ def complete_checked(
             "result_code": result_code,
             "now_ms": now_ms,
         },
-    ).fetchone()
+    )
     if done is None:
         return records.Transition(
             outcome=Outcome.CONFLICT, dispatch_id=identity.dispatch_id, reason="raced"
         )
-    record_event(
-        conn,
+    await record_event(
+        q,
         dispatch_id=identity.dispatch_id,
         version=done["version"],
         from_status=ExecutionStatus.EXECUTING,

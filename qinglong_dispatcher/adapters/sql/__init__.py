@@ -1,0 +1,1 @@
+"""Store transactions written once for both dialects, against the `query.Query` interface."""

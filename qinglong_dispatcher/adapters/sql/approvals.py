@@ -1,0 +1,253 @@
+"""Approval transactions: create, approve, reject, and the atomic consume (both dialects).
+
+The principal is the one the system authenticated (`approvals.Principal`): on PostgreSQL the
+statements write `session_user` and migration 0005's trigger applies the roles; on SQLite the
+store names the OS user and applies separation of duties itself. On both, the triggers allow
+only the transitions of `domain/approvals.py` and audit every change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from qinglong_dispatcher.adapters.sql import query, rows
+from qinglong_dispatcher.domain import approvals, errors, ids, states
+
+ApprovalStatus = approvals.ApprovalStatus
+
+
+async def get(q: query.Query, approval_request_id: str) -> approvals.Approval | None:
+    """One approval request."""
+    row = await q.one("select_approval", {"approval_request_id": approval_request_id})
+    return None if row is None else approvals.Approval.from_row(row)
+
+
+async def _refusal(
+    q: query.Query, approval_request_id: str, *, wanted: ApprovalStatus, now_ms: int
+) -> errors.ApprovalError:
+    """Explain why a conditional approval update matched nothing."""
+    current = await get(q, approval_request_id)
+    if current is None:
+        return errors.ApprovalNotFound(f"approval request {approval_request_id} not found")
+    if current.status is wanted and current.is_expired(now_ms):
+        return errors.ApprovalExpired(f"approval request {approval_request_id} has expired")
+    return errors.ApprovalStateConflict(
+        f"approval request {approval_request_id} is {current.status.value}, not {wanted.value}"
+    )
+
+
+async def create(
+    q: query.Query, new: approvals.NewApproval, *, principal: approvals.Principal, now_ms: int
+) -> approvals.Approval:
+    """Insert the immutable plan and the pending request."""
+    if await q.one("select_plan", {"project_id": new.project_id, "action_ref": new.action_ref}):
+        raise errors.ApprovalStateConflict(
+            f"action {new.action_ref} already has a plan in project {new.project_id}"
+        )
+    await q.run(
+        "insert_plan",
+        {
+            "project_id": new.project_id,
+            "action_ref": new.action_ref,
+            "action_type": new.action_type,
+            "plan_json": new.plan_json,
+            "plan_digest": new.plan_digest,
+            "now_ms": now_ms,
+        },
+    )
+    await q.run(
+        "insert_approval",
+        {
+            "approval_request_id": new.approval_request_id,
+            "project_id": new.project_id,
+            "action_type": new.action_type,
+            "action_ref": new.action_ref,
+            "action_digest": new.action_digest,
+            "requested_by": new.requested_by,
+            "principal": principal.name,
+            "expires_at_ms": new.expires_at_ms,
+            "now_ms": now_ms,
+        },
+    )
+    created = await get(q, new.approval_request_id)
+    assert created is not None
+    return created
+
+
+async def _decide(
+    q: query.Query,
+    statement: str,
+    approval_request_id: str,
+    *,
+    decided_by: str,
+    principal: approvals.Principal,
+    now_ms: int,
+) -> Any:
+    """`pending@v1 → <decision>@v2` while unexpired; the refusal explained when it matched none."""
+    done = await q.one(
+        statement,
+        {
+            "approval_request_id": approval_request_id,
+            "decided_by": decided_by,
+            "principal": principal.name,
+            "now_ms": now_ms,
+        },
+    )
+    if done is None:
+        raise await _refusal(q, approval_request_id, wanted=ApprovalStatus.PENDING, now_ms=now_ms)
+    return done
+
+
+async def approve(
+    q: query.Query,
+    approval_request_id: str,
+    *,
+    decided_by: str,
+    principal: approvals.Principal,
+    now_ms: int,
+) -> approvals.Approval:
+    """`pending@v1 → approved@v2`, by another principal unless self-approval is allowed."""
+    done = await _decide(
+        q,
+        "approve_approval",
+        approval_request_id,
+        decided_by=decided_by,
+        principal=principal,
+        now_ms=now_ms,
+    )
+    # Raising rolls the caller's whole transaction back, the update above included.
+    principal.check_may_approve(done["requested_principal"])
+    approved = await get(q, approval_request_id)
+    assert approved is not None
+    return approved
+
+
+async def reject(
+    q: query.Query,
+    approval_request_id: str,
+    *,
+    decided_by: str,
+    principal: approvals.Principal,
+    now_ms: int,
+) -> approvals.Approval:
+    """`pending@v1 → rejected@v2`: the request can never be approved or consumed."""
+    await _decide(
+        q,
+        "reject_approval",
+        approval_request_id,
+        decided_by=decided_by,
+        principal=principal,
+        now_ms=now_ms,
+    )
+    rejected = await get(q, approval_request_id)
+    assert rejected is not None
+    return rejected
+
+
+async def consume(
+    q: query.Query,
+    approval_request_id: str,
+    *,
+    principal: approvals.Principal,
+    now_ms: int,
+    max_attempts: int,
+) -> approvals.Consumed:
+    """`approved@v2 → consumed@v3`, the immutable dispatch and the `pending@v0` execution."""
+    done = await q.one(
+        "consume_approval",
+        {
+            "approval_request_id": approval_request_id,
+            "principal": principal.name,
+            "now_ms": now_ms,
+        },
+    )
+    if done is None:
+        raise await _refusal(q, approval_request_id, wanted=ApprovalStatus.APPROVED, now_ms=now_ms)
+    dispatch_id = ids.new_dispatch_id()
+    await q.run(
+        "insert_dispatch",
+        {
+            "dispatch_id": dispatch_id,
+            "approval_request_id": approval_request_id,
+            "project_id": done["project_id"],
+            "action_type": done["action_type"],
+            "action_ref": done["action_ref"],
+            "action_digest": done["action_digest"],
+            "approved_by": done["decided_by"],
+            "now_ms": now_ms,
+        },
+    )
+    await q.run(
+        "insert_execution",
+        {
+            "dispatch_id": dispatch_id,
+            "project_id": done["project_id"],
+            "max_attempts": max_attempts,
+            "now_ms": now_ms,
+        },
+    )
+    await rows.record_event(
+        q,
+        dispatch_id=dispatch_id,
+        version=0,
+        from_status=None,
+        to_status=states.ExecutionStatus.PENDING,
+        attempt=0,
+        owner=None,
+        token=None,
+    )
+    return approvals.Consumed(
+        approval_request_id=approval_request_id,
+        dispatch_id=dispatch_id,
+        action_ref=done["action_ref"],
+    )
+
+
+async def create_approve_consume(
+    q: query.Query,
+    new: approvals.NewApproval,
+    *,
+    approved_by: str,
+    principal: approvals.Principal,
+    now_ms: int,
+    max_attempts: int,
+) -> approvals.Consumed:
+    """One self-approved action, in the caller's transaction (`submit`, tool steps)."""
+    await create(q, new, principal=principal, now_ms=now_ms)
+    await approve(
+        q, new.approval_request_id, decided_by=approved_by, principal=principal, now_ms=now_ms
+    )
+    return await consume(
+        q,
+        new.approval_request_id,
+        principal=principal,
+        now_ms=now_ms,
+        max_attempts=max_attempts,
+    )
+
+
+async def submit(
+    q: query.Query,
+    items: Sequence[approvals.NewApproval],
+    *,
+    approved_by: str,
+    principal: approvals.Principal,
+    now_ms: int,
+    max_attempts: int,
+) -> list[approvals.Consumed]:
+    """Create, approve and consume each item, all in one transaction.
+
+    A self-approval: refused whole (nothing written) when the principal may not self-approve.
+    """
+    return [
+        await create_approve_consume(
+            q,
+            new,
+            approved_by=approved_by,
+            principal=principal,
+            now_ms=now_ms,
+            max_attempts=max_attempts,
+        )
+        for new in items
+    ]

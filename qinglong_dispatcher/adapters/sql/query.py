@@ -1,0 +1,56 @@
+"""The small query interface every store transaction is written against, once for both dialects.
+
+A transaction is an `async def` taking a `Query`. It runs named statements — the same names
+in `adapters/sqlite/queries.sql` and `adapters/postgres/queries.sql` — and never anything
+else: connecting, isolation, retries and error translation belong to the dialect's runner.
+On SQLite the query methods never suspend, so the runner drives the whole coroutine to its
+end inside one worker-thread hop (`adapters/sqlite/database.drive`); asyncpg awaits it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+from qinglong_dispatcher.domain import records
+
+T = TypeVar("T")
+
+Params = Mapping[str, object]
+"""Named parameters. A statement reads the names it uses; extra names are ignored."""
+
+NO_PARAMS: Params = {}
+
+Row = records.RowLike
+
+
+class Query(Protocol):
+    """Run one named statement inside the caller's transaction."""
+
+    async def one(self, name: str, params: Params = NO_PARAMS) -> Any:
+        """The first row (addressable by column name), or None."""
+        ...
+
+    async def all(self, name: str, params: Params = NO_PARAMS) -> list[Any]:
+        """Every row."""
+        ...
+
+    async def run(self, name: str, params: Params = NO_PARAMS) -> None:
+        """Run a statement for its effect."""
+        ...
+
+    async def many(self, name: str, param_sets: Sequence[Params]) -> None:
+        """Run one statement once per parameter set (one round trip where the driver can)."""
+        ...
+
+
+Work = Callable[[Query], Coroutine[Any, Any, T]]
+"""A whole transaction: the runner begins it, runs the body, and commits or rolls back."""
+
+
+class Runner(Protocol):
+    """What a dialect provides to run one shared transaction."""
+
+    async def transaction(self, work: Work[T], *, write: bool = True) -> T:
+        """Begin, run `work`, commit (a write) or end (a read); roll back on any exception."""
+        ...
