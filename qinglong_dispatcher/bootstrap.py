@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from qinglong_dispatcher import api, dispatcher, ports
@@ -155,3 +157,62 @@ def build_api(settings: Settings, store: ports.Store, clock: ports.Clock) -> api
             max_attempts=settings.max_attempts,
         ),
     )
+
+
+# -- the bench's scratch stores: the bench reaches a dialect's bench tools only through here --
+
+
+@contextlib.asynccontextmanager
+async def scratch_database(settings: Settings) -> AsyncIterator[str]:
+    """A fresh, empty database of the profile's dialect: its URL, removed on exit.
+
+    SQLite: a file in a new temporary folder. PostgreSQL: a database created through
+    `settings.database_url` (an administrator URL) and dropped with its sessions.
+    """
+    if settings.dialect == "sqlite":
+        from qinglong_dispatcher.adapters.sqlite import bench as sqlite_bench
+
+        url, path = sqlite_bench.create_scratch()
+        try:
+            yield url
+        finally:
+            sqlite_bench.drop_scratch(path)
+        return
+    from qinglong_dispatcher.adapters.postgres import bench as postgres_bench
+
+    url = await postgres_bench.create_scratch(settings.database_url)
+    try:
+        yield url
+    finally:
+        await postgres_bench.drop_scratch(settings.database_url, url)
+
+
+async def raw_commits(settings: Settings, seconds: float) -> tuple[float, float | None]:
+    """The smallest durable write in a loop: (through the store's own path, through plain stdlib
+    sqlite3 — None on PostgreSQL)."""
+    if settings.dialect == "sqlite":
+        from qinglong_dispatcher.adapters.sqlite import bench as sqlite_bench
+
+        return await sqlite_bench.raw_commits(
+            settings.sqlite_path, seconds, busy_timeout_s=settings.sqlite_busy_timeout_seconds
+        )
+    from qinglong_dispatcher.adapters.postgres import bench as postgres_bench
+
+    return await postgres_bench.raw_commits_per_s(settings.database_url, seconds), None
+
+
+async def seed_terminal_rows(
+    settings: Settings, store: ports.Store, rows: int, now_ms: int
+) -> None:
+    """`rows` bench-only succeeded executions in `store` (opened by `open_store(settings)`)."""
+    if settings.dialect == "sqlite":
+        from qinglong_dispatcher.adapters.sqlite import bench as sqlite_bench
+        from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
+
+        if not isinstance(store, sqlite_store.SqliteStore):
+            raise errors.ConfigurationError("the SQLite bench seeds only a SQLite store")
+        await sqlite_bench.seed_terminal_rows(store, rows, now_ms)
+        return
+    from qinglong_dispatcher.adapters.postgres import bench as postgres_bench
+
+    await postgres_bench.seed_terminal_rows(settings.database_url, rows, now_ms)

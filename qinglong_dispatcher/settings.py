@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextvars
-import dataclasses
 import difflib
+import errno
 import os
 import re
 import socket
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -19,12 +17,10 @@ from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
-    EnvSettingsSource,
-    InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    TomlConfigSettingsSource,
 )
-from pydantic_settings.sources import utils as source_utils
 
 from qinglong_dispatcher import resources
 from qinglong_dispatcher.domain import errors
@@ -89,41 +85,12 @@ def _split_database_url(url: str) -> tuple[resources.Dialect, Path | None]:
     return "sqlite", Path(raw)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Layers:
-    """The per-call inputs of `load_settings` below the explicit arguments."""
-
-    environ: Mapping[str, str]
-    files: Mapping[str, Any]
-
-
-# Set only while `load_settings` runs: how its environ and files reach the classmethod below.
-_LAYERS: contextvars.ContextVar[_Layers | None] = contextvars.ContextVar(
-    "qinglong_settings_layers", default=None
-)
-
-
-class _MappingEnvSource(EnvSettingsSource):
-    """`EnvSettingsSource` over a given mapping instead of `os.environ`."""
-
-    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
-        self._environ = environ
-        super().__init__(settings_cls)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return source_utils.parse_env_vars(
-            self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
-        )
-
-
 class Settings(BaseSettings):
     """Every knob of the dispatcher, validated once at startup; defaults are the edge profile."""
 
     model_config = SettingsConfigDict(
         frozen=True,
         extra="forbid",
-        env_prefix=ENV_PREFIX,
-        env_ignore_empty=True,
         allow_inf_nan=False,
     )
 
@@ -169,15 +136,10 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Highest first: arguments, then env, then the merged profile + config file values."""
-        layers = _LAYERS.get()
-        if layers is None:
-            return init_settings, env_settings
-        return (
-            init_settings,
-            _MappingEnvSource(settings_cls, layers.environ),
-            InitSettingsSource(settings_cls, init_kwargs=dict(layers.files)),
-        )
+        """Only the keyword arguments: `load_settings` layers env and files per call."""
+        # A classmethod cannot see one call's environ and config file, and the default env
+        # source would read os.environ behind a caller's explicit `environ`.
+        return (init_settings,)
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -330,31 +292,38 @@ def _one_line(exc: ValidationError) -> str:
     return "; ".join(" ".join(part.split()) for part in parts or [str(exc)])
 
 
-def _read_toml(path: Path, kind: str) -> dict[str, Any]:
-    """Read a flat settings table from `path`; every problem is one ConfigurationError line."""
+def _file_layer(path: Path, kind: str) -> dict[str, Any]:
+    """The settings of a flat TOML file; every problem is one ConfigurationError line."""
+    path = path.expanduser()  # as the TOML source does, so the check below sees its file
+    # The TOML source skips a file it cannot find; a named one that is absent is an error.
+    if not path.is_file():
+        reason = "not a regular file" if path.exists() else os.strerror(errno.ENOENT)
+        raise errors.ConfigurationError(f"{kind} {path}: cannot be read ({reason})")
     try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
+        source = TomlConfigSettingsSource(Settings, toml_file=path)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise errors.ConfigurationError(f"{kind} {path}: cannot be read ({reason})") from None
     except ValueError as exc:  # TOMLDecodeError, or bytes that are not UTF-8
         detail = " ".join(str(exc).split())
         raise errors.ConfigurationError(f"{kind} {path}: not valid TOML ({detail})") from None
-    for key in data:
+    # Checked here, not by extra="forbid", so the message names the file and the key as written.
+    for key in source.toml_data:
         if key not in Settings.model_fields:
             near = difflib.get_close_matches(key, Settings.model_fields, n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
             raise errors.ConfigurationError(f"{kind} {path}: unknown setting {key!r}{hint}")
-    return data
+    return source()
 
 
-def _lookup(environ: Mapping[str, str], name: str) -> str | None:
-    """A non-empty variable, matched without case as the env source matches it."""
-    for key, value in environ.items():
-        if key.upper() == name and value != "":
-            return value
-    return None
+def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The fields set by `QINGLONG_*` variables of `environ`, names matched without case."""
+    # The library's env source reads only os.environ; `environ` is an argument here. Every
+    # field is a scalar, so the raw text is what that source would pass on too.
+    named = {key.upper(): value for key, value in environ.items() if value != ""}
+    return {
+        field: named[env_name(field)] for field in Settings.model_fields if env_name(field) in named
+    }
 
 
 def load_settings(
@@ -370,8 +339,8 @@ def load_settings(
     Precedence, highest first: the arguments (`profile`, `database_url`, `overrides`: the
     CLI flags; a None value in `overrides` counts as an unset flag), `QINGLONG_*` variables
     of `environ` (default `os.environ`), `config_file`, the profile's `profiles/<name>.toml`,
-    the model defaults. The profile itself is decided first: argument, `QINGLONG_PROFILE`,
-    the config file's `profile` key, else `edge`.
+    the model defaults. The profile itself is decided first, by the layers above its file:
+    argument, `QINGLONG_PROFILE`, the config file's `profile` key, else `edge`.
     """
     env: Mapping[str, str] = os.environ if environ is None else environ
     explicit: dict[str, Any] = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -383,27 +352,21 @@ def load_settings(
     if database_url is not None:
         explicit["database_url"] = database_url
 
-    config = _read_toml(config_file, "config file") if config_file is not None else {}
-    chosen: object = explicit.get("profile")
-    if chosen is None:
-        chosen = _lookup(env, env_name("profile"))
-    if chosen is None:
-        chosen = config.get("profile", "edge")
+    config = _file_layer(config_file, "config file") if config_file is not None else {}
+    # Lowest first, so each layer overrides the ones before it.
+    above_profile = {**config, **_env_layer(env), **explicit}
+    chosen = above_profile.get("profile", "edge")
     if chosen not in get_args(Profile):
         raise errors.ConfigurationError(
             f"{env_name('profile')}: must be edge or cluster (got {_show(chosen)})"
         )
     name = str(chosen)
-    explicit["profile"] = name
-
-    defaults = _read_toml(resources.profile_file(name), "profile file")
+    defaults = _file_layer(resources.profile_file(name), "profile file")
     if name == "cluster":
+        # The pod name comes from `environ`, which the model's default factory cannot see.
         defaults.setdefault("owner_id", _default_owner_id(name, env))
 
-    token = _LAYERS.set(_Layers(environ=env, files={**defaults, **config}))
     try:
-        return Settings(**explicit)
+        return Settings(**{**defaults, **above_profile})
     except ValidationError as exc:
         raise errors.ConfigurationError(_one_line(exc)) from exc
-    finally:
-        _LAYERS.reset(token)

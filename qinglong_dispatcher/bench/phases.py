@@ -43,29 +43,8 @@ def run_create_plans(count: int, *, project: str = "bench") -> list[plans.Action
 
 
 async def raw_commits(made: Scratch, seconds: float) -> tuple[float, float | None]:
-    """(through the adapter's driver, through stdlib sqlite3 or None on PostgreSQL)."""
-    if made.sqlite_path is not None:
-        from qinglong_dispatcher.adapters.sqlite import bench as sqlite_bench
-        from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
-
-        store = await sqlite_store.SqliteStore.open(
-            made.sqlite_path, busy_timeout_s=made.settings.sqlite_busy_timeout_seconds
-        )
-        try:
-            driver = await sqlite_bench.raw_commits_per_s(store, seconds)
-        finally:
-            await store.close()
-        stdlib = await anyio.to_thread.run_sync(
-            lambda: sqlite_bench.raw_commits_per_s_stdlib(
-                made.sqlite_path,  # type: ignore[arg-type]
-                seconds,
-                busy_timeout_s=made.settings.sqlite_busy_timeout_seconds,
-            )
-        )
-        return driver, stdlib
-    from qinglong_dispatcher.adapters.postgres import bench as postgres_bench
-
-    return await postgres_bench.raw_commits_per_s(made.url, seconds), None
+    """(through the store's own path, through stdlib sqlite3 or None on PostgreSQL)."""
+    return await bootstrap.raw_commits(made.settings, seconds)
 
 
 async def enqueue(made: Scratch, count: int) -> float:
@@ -241,17 +220,7 @@ async def scan_cost(made: Scratch, rows: int) -> float:
     store = await made.open()
     try:
         empty = await _time_claim_pages(store, made)
-        now = clock.SystemClock().now_ms()
-        if made.sqlite_path is not None:
-            from qinglong_dispatcher.adapters.sqlite import bench as sqlite_bench
-            from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
-
-            assert isinstance(store, sqlite_store.SqliteStore)
-            await sqlite_bench.seed_terminal_rows(store, rows, now)
-        else:
-            from qinglong_dispatcher.adapters.postgres import bench as postgres_bench
-
-            await postgres_bench.seed_terminal_rows(made.url, rows, now)
+        await bootstrap.seed_terminal_rows(made.settings, store, rows, clock.SystemClock().now_ms())
         full = await _time_claim_pages(store, made)
     finally:
         await store.close()

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import shutil
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 from qinglong_dispatcher import bootstrap, clock, ports
 from qinglong_dispatcher.settings import Settings, load_settings
@@ -18,7 +16,6 @@ class Scratch:
 
     settings: Settings
     url: str
-    sqlite_path: Path | None
 
     def env(self, **extra: str) -> dict[str, str]:
         """`QINGLONG_*` variables that point a subprocess at this store."""
@@ -36,39 +33,21 @@ class Scratch:
 @contextlib.asynccontextmanager
 async def scratch(settings: Settings) -> AsyncIterator[Scratch]:
     """Create, migrate, yield and remove one scratch store of the profile's dialect."""
-    folder: Path | None = None
-    admin_url = settings.database_url
-    if settings.dialect == "sqlite":
-        from qinglong_dispatcher.adapters.sqlite import bench as sqlite_bench
-
-        url, folder = sqlite_bench.scratch_url()
-    else:
-        from qinglong_dispatcher.adapters.postgres import bench as postgres_bench
-
-        url = await postgres_bench.create_scratch(admin_url)
-    # The bench submits (a self-approval) into its own scratch store, whatever the policy of the
-    # real one; on PostgreSQL its administrator login is a superuser, a member of every role.
-    scratch_settings = load_settings(
-        profile=settings.profile,
-        database_url=url,
-        overrides={"owner_id": "bench", "self_approval": True},
-    )
-    made = Scratch(
-        settings=scratch_settings,
-        url=url,
-        sqlite_path=scratch_settings.sqlite_path if folder is not None else None,
-    )
-    try:
+    async with bootstrap.scratch_database(settings) as url:
+        # The bench submits (a self-approval) into its own scratch store, whatever the policy
+        # of the real one; on PostgreSQL its administrator login is a superuser, a member of
+        # every role.
+        made = Scratch(
+            settings=load_settings(
+                profile=settings.profile,
+                database_url=url,
+                overrides={"owner_id": "bench", "self_approval": True},
+            ),
+            url=url,
+        )
         store = await made.open()
         try:
             await store.migrate(now_ms=clock.SystemClock().now_ms())
         finally:
             await store.close()
         yield made
-    finally:
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
-        else:
-            from qinglong_dispatcher.adapters.postgres import bench as postgres_bench
-
-            await postgres_bench.drop_scratch(admin_url, url)

@@ -1,9 +1,11 @@
-"""Building a start barrier inside its transaction, and re-checking a stored one on every read.
+"""The start barrier's rules: refusing a start, building the barrier, re-checking a stored one.
 
-A stored barrier is trusted only after its JSON re-normalises to the stored bytes, its digest
-matches, every mirror column equals its JSON member, and the ledger line, RunEvent, Trace
-anchor, Audit event and receipt it references still hash to what it recorded (ADR-0158 §4).
-Anything else is `StoreCorrupted`: a read fails closed, it never returns a doubtful barrier.
+`start_refusal` decides step 2 of ADR-0158 §2 on the rows the barrier transaction holds, the
+same function for both dialects. A stored barrier is trusted only after its JSON re-normalises
+to the stored bytes, its digest matches, every mirror column equals its JSON member, and the
+ledger line, RunEvent, Trace anchor, Audit event and receipt it references still hash to what
+it recorded (ADR-0158 §4). Anything else is `StoreCorrupted`: a read fails closed, it never
+returns a doubtful barrier.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Final
 
-from qinglong_dispatcher.domain import errors, records, steps, tool_start
+from qinglong_dispatcher.domain import errors, records, runs, steps, tool_start
+
+ACTIVE_RUN: Final = frozenset({runs.RunStatus.QUEUED, runs.RunStatus.RUNNING})
+"""Run statuses under which a StepRun may be created or started."""
 
 MUTATION_COLUMNS: Final = (
     "mutation_id",
@@ -53,6 +58,65 @@ class Evidence:
     run_event_seq: int
     run_version: int
     committed_at_ms: int
+
+
+def start_refusal(
+    command: tool_start.StartCommand,
+    run: runs.Run | None,
+    step: steps.StepRun | None,
+    dispatch: records.Dispatch | None,
+) -> str | None:
+    """Why the start may not go ahead on these rows (step 2), or None.
+
+    `run` and `step` are the rows the transaction holds; `dispatch` is the one the command's
+    approval names (read only when it carries one). Every reason is a low-sensitivity code.
+    """
+    wanted = command.step_run
+    if run is None or run.project_id != command.project_id:
+        return "run_missing"
+    if run.status not in ACTIVE_RUN:
+        return "run_not_active"
+    if step is None:
+        return "step_run_missing"
+    binding = step.binding
+    if (binding.run_id, binding.project_id) != (run.run_id, command.project_id):
+        return "step_run_not_in_run"
+    if step.status.value != wanted.expected_status:
+        return "step_run_status_moved"
+    if step.version != wanted.expected_version:
+        return "step_run_version_moved"
+    if (binding.tool_id, binding.tool_version, binding.definition_digest) != (
+        command.tool.tool_id,
+        command.tool.tool_version,
+        command.tool.definition_digest,
+    ):
+        return "definition_mismatch"
+    if tool_start.registry_mismatch(command) is not None:
+        return "definition_drift"
+    if (binding.action_type, binding.action_ref, binding.action_digest) != (
+        command.action.action_type,
+        command.action.action_ref,
+        command.action.action_digest,
+    ):
+        return "action_mismatch"
+    approval = command.approval
+    if approval is None:
+        return None
+    if binding.approval_request_id != approval.approval_request_id:
+        return "approval_mismatch"
+    if dispatch is None or (
+        dispatch.approval_request_id,
+        dispatch.action_digest,
+        dispatch.project_id,
+        dispatch.action_type,
+    ) != (
+        approval.approval_request_id,
+        approval.action_digest,
+        command.project_id,
+        tool_start.TOOL_INVOKE,
+    ):
+        return "dispatch_mismatch"
+    return None
 
 
 def build(command: tool_start.StartCommand, evidence: Evidence) -> StoredBarrier:

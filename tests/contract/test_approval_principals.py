@@ -27,9 +27,9 @@ def principals(h: Harness) -> tuple[str, str]:
     """(runtime, approver) as the database authenticates them."""
     if h.dialect == "postgres":
         return stores.RUNTIME_LOGIN, stores.APPROVER_LOGIN
-    from qinglong_dispatcher.adapters.sqlite import recovery
+    from qinglong_dispatcher.adapters.sqlite import os_user
 
-    return recovery.os_principal(), recovery.os_principal()
+    return os_user.os_principal(), os_user.os_principal()
 
 
 async def test_each_step_stores_its_authenticated_principal_beside_the_label(

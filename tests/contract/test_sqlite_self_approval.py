@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher.adapters.sqlite import recovery
+from qinglong_dispatcher.adapters.sqlite import os_user
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from qinglong_dispatcher.domain import approvals, errors
 from tests.contract.test_approvals import plan_bytes
@@ -58,8 +58,8 @@ async def test_the_store_defaults_to_the_os_user_and_allows_self_approval(
     finally:
         await store.close()
     assert approval is not None
-    assert approval.requested_principal == recovery.os_principal()
-    assert approval.decided_principal == approval.consumed_principal == recovery.os_principal()
+    assert approval.requested_principal == os_user.os_principal()
+    assert approval.decided_principal == approval.consumed_principal == os_user.os_principal()
 
 
 async def test_self_approval_off_refuses_the_requester_and_allows_another_user(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from typing import Any
 
+import pydantic_settings
 import pytest
 
 from qinglong_dispatcher import resources, settings
@@ -276,3 +278,78 @@ def test_missing_config_file_names_the_file(tmp_path: Path) -> None:
 
 def test_unknown_override_rejected() -> None:
     assert "'pages'" in _error(environ={}, overrides={"pages": 3})
+
+
+def test_config_file_that_is_a_folder_names_it(tmp_path: Path) -> None:
+    assert str(tmp_path) in _error(config_file=tmp_path, environ={})
+
+
+def test_environ_argument_replaces_the_process_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("QINGLONG_PAGE_SIZE", "3")
+    assert settings.load_settings(environ={}).page_size == 16
+    assert settings.load_settings().page_size == 3
+
+
+def test_env_names_match_without_case() -> None:
+    assert settings.load_settings(environ={"qinglong_page_size": "8"}).page_size == 8
+
+
+def _private_imports(path: Path) -> list[str]:
+    """Imports in `path` of a library's private module or name, or below pydantic_settings."""
+    public = set(pydantic_settings.__all__)
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules, names = [alias.name for alias in node.names], []
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules, names = [node.module], [alias.name for alias in node.names]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id == "pydantic_settings" and node.attr not in public:
+                found.append(f"pydantic_settings.{node.attr}")
+            continue
+        else:
+            continue
+        for module in modules:
+            parts = module.split(".")
+            ours = parts[0] in ("qinglong_dispatcher", "__future__")
+            if (parts[0] == "pydantic_settings" and len(parts) > 1) or (
+                not ours and any(part.startswith("_") for part in parts)
+            ):
+                found.append(module)
+            elif module == "pydantic_settings":
+                found += [f"{module}.{name}" for name in names if name not in public]
+            elif not ours:
+                found += [f"{module}.{name}" for name in names if name.startswith("_")]
+    return found
+
+
+def test_package_uses_only_public_library_names() -> None:
+    # pydantic_settings.sources.utils did not exist in the pinned minimum (2.3); its
+    # internals move between releases, so only names in `pydantic_settings.__all__` are used.
+    package = Path(settings.__file__).parent
+    found = {
+        f"{path.relative_to(package)}: {name}"
+        for path in sorted(package.rglob("*.py"))
+        for name in _private_imports(path)
+    }
+    assert found == set()
+
+
+def test_private_import_check_sees_what_it_forbids(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import pydantic_settings\n"
+        "from pydantic_settings.sources import utils\n"
+        "from pydantic._internal import _utils\n"
+        "from pydantic_settings import BaseSettings, _private\n"
+        "x = pydantic_settings.sources\n",
+        encoding="utf-8",
+    )
+    assert sorted(_private_imports(sample)) == [
+        "pydantic._internal",
+        "pydantic_settings._private",
+        "pydantic_settings.sources",
+        "pydantic_settings.sources",
+    ]

@@ -29,10 +29,6 @@ class Statement:
         """The positional arguments, in `$n` order; a missing name is a programming error."""
         return [params[name] for name in self.names]
 
-    def suffixed(self, clause: str) -> Statement:
-        """The same statement with a trailing clause (a locking clause) that adds no names."""
-        return Statement(f"{self.text}\n{clause}", self.names)
-
 
 def compile_block(sql: str) -> Statement:
     """Replace each distinct `:name` with `$n`, numbering names by first appearance."""
@@ -54,9 +50,3 @@ BLOCKS = named_sql.load(SOURCE)
 
 Q = {name: compile_block(sql) for name, sql in BLOCKS.items()}
 """Compiled statements by name; the SQLite store has the same names."""
-
-CLAIM_DUE = Q["select_due"].suffixed("FOR UPDATE OF e SKIP LOCKED")
-"""The due observation of `claim_due`: rows another replica holds are skipped, not waited on."""
-
-LOCK_EXECUTION = Q["select_execution"].suffixed("FOR UPDATE OF e")
-"""Read one execution under a row lock, so the fencing decision and its update see one row."""

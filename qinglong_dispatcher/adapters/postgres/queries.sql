@@ -2,8 +2,8 @@
 -- Parameters are written `:name` and bound positionally by `queries.py`; every table is
 -- schema-qualified so search_path never decides what a statement touches. committed_at_ms
 -- columns use the database clock (transaction_timestamp(): one instant per transaction).
--- `claim_due` and the row-locking reads append a locking clause in `queries.py` to
--- `select_due` / `select_execution`, so one text serves the locked and the read-only path.
+-- A locking read splices the plain one and adds its clause (`claim_due_rows`,
+-- `lock_execution`), so one text serves the locked and the read-only path.
 
 -- execution_columns --
 e.dispatch_id, e.project_id, e.status, e.version, e.attempt, e.max_attempts,
@@ -21,6 +21,12 @@ WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms::bigint
   AND (e.eligible_at_ms, e.dispatch_id) > (:after_eligible_at_ms::bigint, :after_dispatch_id::text)
 ORDER BY e.eligible_at_ms, e.dispatch_id
 LIMIT :limit::bigint
+
+-- claim_due_rows --
+-- The due observation of `claim_due` locks what it sees, and skips (never waits for) the
+-- rows another replica holds: their claims are that replica's.
+{select_due}
+FOR UPDATE OF e SKIP LOCKED
 
 -- select_execution --
 SELECT {execution_columns},
@@ -44,6 +50,31 @@ SET status = 'leased', version = version + 1, attempt = attempt + 1,
 WHERE dispatch_id = :dispatch_id AND version = :version
   AND status IN ('pending', 'leased', 'retry_wait') AND eligible_at_ms <= :now_ms::bigint
   AND attempt < max_attempts
+
+-- insert_lease_events --
+-- The ledger events of a page of `lease_row` updates, one statement for the page: an event
+-- only for a row that now holds the claim's own fresh token at the version it leased, and
+-- RETURNING names those rows, so a lease that did not take is reported, never assumed. The
+-- page is a JSON array of {dispatch_id, version, token, from_status}: the version each update
+-- leaves, the token it wrote, and the status it left (each update's ledger line). The lateral
+-- reads by primary key only, and its LIMIT 1 keeps the fence conditions out of it, so each
+-- element is one primary-key probe: offered them, the planner picked the status index.
+INSERT INTO qinglong.execution_events (
+    dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
+    mutation_id, result_code, committed_at_ms
+)
+SELECT e.dispatch_id, e.version, k.from_status, 'leased', e.attempt, e.lease_owner,
+       e.lease_token, NULL, NULL, (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
+FROM ROWS FROM (jsonb_to_recordset(:page::jsonb)
+                AS (dispatch_id text, version bigint, token text, from_status text)) AS k
+CROSS JOIN LATERAL (
+    SELECT x.dispatch_id, x.version, x.attempt, x.lease_owner, x.lease_token, x.status
+    FROM qinglong.approved_action_dispatch_executions AS x
+    WHERE x.dispatch_id = k.dispatch_id
+    LIMIT 1
+) AS e
+WHERE e.version = k.version AND e.lease_token = k.token AND e.lease_owner = :owner
+  AND e.status = 'leased'
 RETURNING dispatch_id, version, attempt
 
 -- exhaust_row --
@@ -69,14 +100,21 @@ RETURNING version, lease_expires_at_ms
 -- start_row --
 -- The barrier grants a fresh lease (never a shorter one): an item that waited in its page
 -- starts with a whole lease ahead of its execute, not with what the wait left of it.
-UPDATE qinglong.approved_action_dispatch_executions
+-- The fence and the binding (the approval and action digest the dispatch was created for) in
+-- the update itself: no row back and the caller diagnoses with `lock_execution`.
+UPDATE qinglong.approved_action_dispatch_executions AS e
 SET status = 'executing', started_at_ms = :now_ms::bigint, eligible_at_ms = NULL,
-    lease_expires_at_ms = greatest(lease_expires_at_ms, :expires_at_ms::bigint),
-    version = version + 1, updated_at_ms = :now_ms::bigint
-WHERE dispatch_id = :dispatch_id AND version = :version
-  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
-  AND status = 'leased' AND lease_expires_at_ms > :now_ms::bigint
-RETURNING version, lease_expires_at_ms
+    lease_expires_at_ms = greatest(e.lease_expires_at_ms, :expires_at_ms::bigint),
+    version = e.version + 1, updated_at_ms = :now_ms::bigint
+FROM qinglong.approved_action_dispatches AS d
+WHERE e.dispatch_id = :dispatch_id::text AND d.dispatch_id = e.dispatch_id
+  AND d.approval_request_id = :approval_request_id::text
+  AND d.action_digest = :action_digest::text
+  AND e.version = :version::bigint AND e.lease_owner = :owner::text
+  AND e.lease_token = :token::text AND e.attempt = :attempt::integer
+  AND e.status = 'leased' AND e.lease_expires_at_ms > :now_ms::bigint
+RETURNING e.dispatch_id, e.version, e.attempt, e.lease_owner, e.lease_token,
+          e.lease_expires_at_ms
 
 -- release_row --
 UPDATE qinglong.approved_action_dispatch_executions
@@ -366,30 +404,26 @@ WHERE status = 'executing'
 SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
 
 -- select_plans --
--- One read for a page of dispatches: the keys arrive as two arrays of equal length.
+-- One read for a page of dispatches: the keys arrive as two JSON arrays of equal length (the
+-- one list form SQLite binds too), zipped element by element. The lateral LIMIT 1 (the key
+-- is the primary key) keeps each key one primary-key probe: the planner guesses 100 keys from
+-- a JSON array and would otherwise hash-join over a full scan of a table of some 10k plans.
 SELECT p.project_id, p.action_ref, p.action_type, p.plan_json, p.plan_digest
-FROM unnest(:project_ids::text[], :action_refs::text[]) AS k (project_id, action_ref)
-JOIN qinglong.action_plans AS p
-  ON p.project_id = k.project_id AND p.action_ref = k.action_ref
+FROM ROWS FROM (jsonb_array_elements_text(:project_ids::jsonb),
+                jsonb_array_elements_text(:action_refs::jsonb)) AS k (project_id, action_ref)
+CROSS JOIN LATERAL (
+    SELECT x.project_id, x.action_ref, x.action_type, x.plan_json, x.plan_digest
+    FROM qinglong.action_plans AS x
+    WHERE x.project_id = k.project_id AND x.action_ref = k.action_ref
+    LIMIT 1
+) AS p
 
 -- start_fast --
 -- The start barrier's happy path as ONE statement (one round trip, its own transaction):
--- the fenced update and its ledger event. No row back means "not the happy path": the store
--- then runs the diagnosing transaction (`select_execution` + `start_row`), which decides.
+-- `start_row` and its ledger event. No row back means "not the happy path": the store then
+-- runs the shared transaction (`start_row`, diagnosed with `lock_execution`), which decides.
 WITH started AS (
-    UPDATE qinglong.approved_action_dispatch_executions AS e
-    SET status = 'executing', started_at_ms = :now_ms::bigint, eligible_at_ms = NULL,
-        lease_expires_at_ms = greatest(e.lease_expires_at_ms, :expires_at_ms::bigint),
-        version = e.version + 1, updated_at_ms = :now_ms::bigint
-    FROM qinglong.approved_action_dispatches AS d
-    WHERE e.dispatch_id = :dispatch_id::text AND d.dispatch_id = e.dispatch_id
-      AND d.approval_request_id = :approval_request_id::text
-      AND d.action_digest = :action_digest::text
-      AND e.version = :version::bigint AND e.lease_owner = :owner::text
-      AND e.lease_token = :token::text AND e.attempt = :attempt::integer
-      AND e.status = 'leased' AND e.lease_expires_at_ms > :now_ms::bigint
-    RETURNING e.dispatch_id, e.version, e.attempt, e.lease_owner, e.lease_token,
-              e.lease_expires_at_ms
+    {start_row}
 ), event AS (
     INSERT INTO qinglong.execution_events (
         dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
@@ -402,12 +436,18 @@ WITH started AS (
 SELECT version, lease_expires_at_ms FROM started
 
 -- create_run_fast --
--- The run.create effect's happy path as ONE statement: the fence (locked, version exactly
--- the one the receipt binds, no receipt, no Run holding the key), Run, attempt, RunEvent,
--- receipt, completion and its ledger event. No row back: the diagnosing transaction decides.
-WITH fence AS (
-    SELECT e.dispatch_id
-    FROM qinglong.approved_action_dispatch_executions AS e
+-- The run.create effect's happy path as ONE statement: Run, attempt, RunEvent, receipt,
+-- completion and its ledger event. The completion itself is the fence (the shared
+-- transaction's conditions: executing, project, owner, token, attempt, started_at, the
+-- version the receipt binds; no receipt, no Run holding the key) and takes the row lock:
+-- a concurrent change makes READ COMMITTED re-check these conditions on the newest row
+-- version. Every insert reads from it, so a refused fence writes nothing. No row back: the
+-- shared transaction decides.
+WITH done AS (
+    UPDATE qinglong.approved_action_dispatch_executions AS e
+    SET status = 'succeeded', result_mutation_id = :mutation_id::text,
+        result_code = :result_code::text, completed_at_ms = :now_ms::bigint,
+        version = e.version + 1, updated_at_ms = :now_ms::bigint
     WHERE e.dispatch_id = :dispatch_id::text AND e.status = 'executing'
       AND e.project_id = :project_id::text AND e.lease_owner = :owner::text
       AND e.lease_token = :token::text AND e.attempt = :attempt::integer
@@ -418,7 +458,7 @@ WITH fence AS (
       AND NOT EXISTS (
           SELECT 1 FROM qinglong.runs AS x
           WHERE x.project_id = :project_id::text AND x.idempotency_key = :dispatch_id::text)
-    FOR UPDATE OF e
+    RETURNING e.dispatch_id, e.version
 ), run AS (
     INSERT INTO qinglong.runs (
         run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
@@ -432,7 +472,7 @@ WITH fence AS (
            :execution_origin::text, :execution_owner::text, :request_id::text,
            :dispatch_id::text, :accepted_at_ms::bigint, :run_version::bigint,
            :event_seq::bigint, :created_at_ms::bigint, :created_at_ms::bigint
-    FROM fence
+    FROM done
     RETURNING run_id
 ), attempt AS (
     INSERT INTO qinglong.run_attempts (run_id, attempt_no, status, created_at_ms)
@@ -454,15 +494,6 @@ WITH fence AS (
            :result_code::text, :resource_type::text, run_id, :now_ms::bigint,
            :evidence_digest::text
     FROM run
-    RETURNING dispatch_id
-), done AS (
-    UPDATE qinglong.approved_action_dispatch_executions AS e
-    SET status = 'succeeded', result_mutation_id = :mutation_id::text,
-        result_code = :result_code::text, completed_at_ms = :now_ms::bigint,
-        version = e.version + 1, updated_at_ms = :now_ms::bigint
-    FROM receipt
-    WHERE e.dispatch_id = receipt.dispatch_id
-    RETURNING e.dispatch_id, e.version
 ), event AS (
     INSERT INTO qinglong.execution_events (
         dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
@@ -493,6 +524,16 @@ INSERT INTO qinglong.step_runs (
 
 -- select_step_run --
 SELECT {step_run_columns} FROM qinglong.step_runs WHERE step_run_id = :step_run_id
+
+-- lock_step_run --
+-- The same read under a row lock (taken after the Run's: one order, no lock cycle).
+{select_step_run}
+FOR UPDATE
+
+-- lock_run --
+-- The Run a step moves, locked for its compare-and-set (before the StepRun, always).
+{select_run}
+FOR UPDATE
 
 -- select_step_run_by_approval --
 SELECT {step_run_columns} FROM qinglong.step_runs WHERE approval_request_id = :approval_request_id

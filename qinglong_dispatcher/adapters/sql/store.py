@@ -10,12 +10,24 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from qinglong_dispatcher.adapters.sql import approvals, completions, query
+from qinglong_dispatcher import ports, tool_ports
+from qinglong_dispatcher.adapters.sql import (
+    approvals,
+    completions,
+    execution_store,
+    query,
+    recovery,
+    runs,
+    tool_barriers,
+    tool_steps,
+)
 from qinglong_dispatcher.domain import approvals as approval_records
-from qinglong_dispatcher.domain import records, states
+from qinglong_dispatcher.domain import records, states, steps, tool_barrier_checks, tool_start
+from qinglong_dispatcher.domain import recovery as recovery_records
+from qinglong_dispatcher.domain import runs as run_records
 
 
-class SqlStore:
+class SqlStore(execution_store.ExecutionOperations):
     """The operations whose transactions are shared (the rest move here as they are)."""
 
     def __init__(self, runner: query.Runner, approver: approval_records.Principal) -> None:
@@ -141,5 +153,201 @@ class SqlStore:
         """See `ports.ApprovalStore.get_approval`."""
         return await self.runner.transaction(
             functools.partial(approvals.get, approval_request_id=approval_request_id),
+            write=False,
+        )
+
+    # -- plans and run.create ------------------------------------------------------------
+
+    async def get_plan(self, project_id: str, action_ref: str) -> ports.StoredPlan | None:
+        """See `ports.PlanStore.get_plan`."""
+        return await self.runner.transaction(
+            functools.partial(runs.get_plan, project_id=project_id, action_ref=action_ref),
+            write=False,
+        )
+
+    async def get_plans(self, keys: Sequence[tuple[str, str]]) -> list[ports.StoredPlan]:
+        """See `ports.PlanStore.get_plans`."""
+        return await self.runner.transaction(
+            functools.partial(runs.get_plans, keys=tuple(keys)), write=False
+        )
+
+    async def create_run(self, request: ports.RunCreateRequest) -> ports.RunCreateResult:
+        """See `ports.RunCreateRepository.create_run`."""
+        try:
+            return await self.runner.transaction(functools.partial(runs.create, request=request))
+        except runs.FencedEffect as fenced:
+            return ports.RunCreateResult(
+                outcome=ports.RunCreateOutcome.FENCED, reason=fenced.reason
+            )
+
+    async def get_receipt(self, dispatch_id: str) -> run_records.RunReceipt | None:
+        """See `ports.RunCreateRepository.get_receipt`."""
+        return await self.runner.transaction(
+            functools.partial(runs.get_receipt, dispatch_id=dispatch_id), write=False
+        )
+
+    async def get_run_by_key(self, project_id: str, idempotency_key: str) -> run_records.Run | None:
+        """See `ports.RunCreateRepository.get_run_by_key`."""
+        return await self.runner.transaction(
+            functools.partial(
+                runs.get_run_by_key, project_id=project_id, idempotency_key=idempotency_key
+            ),
+            write=False,
+        )
+
+    async def get_run(self, run_id: str) -> run_records.Run | None:
+        """See `ports.RunCreateRepository.get_run`."""
+        return await self.runner.transaction(
+            functools.partial(runs.get_run, run_id=run_id), write=False
+        )
+
+    # -- recovery (DESIGN.md §6) ---------------------------------------------------------
+
+    async def list_recovery_required(
+        self, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
+    ) -> list[recovery_records.Snapshot]:
+        """See `ports.RecoveryStore.list_recovery_required`."""
+        return await self.runner.transaction(
+            functools.partial(
+                recovery.list_recovery_required, now_ms=now_ms, limit=limit, after=after
+            ),
+            write=False,
+        )
+
+    async def resolve_recovery(
+        self, resolution: recovery_records.Resolution, *, now_ms: int
+    ) -> records.Transition:
+        """See `ports.RecoveryStore.resolve_recovery`."""
+        return await self.runner.transaction(
+            functools.partial(
+                recovery.resolve,
+                resolution=resolution,
+                principal=self.approver.name,
+                now_ms=now_ms,
+            )
+        )
+
+    async def record_observation(
+        self,
+        dispatch_id: str,
+        *,
+        outcome: recovery_records.ObservationOutcome,
+        reason_code: str,
+        now_ms: int,
+    ) -> None:
+        """See `ports.RecoveryStore.record_observation`."""
+        await self.runner.transaction(
+            functools.partial(
+                recovery.record_observation,
+                dispatch_id=dispatch_id,
+                outcome=outcome,
+                reason_code=reason_code,
+                now_ms=now_ms,
+            )
+        )
+
+    async def get_resolution(self, dispatch_id: str) -> recovery_records.StoredResolution | None:
+        """See `ports.RecoveryStore.get_resolution`."""
+        return await self.runner.transaction(
+            functools.partial(recovery.get_resolution, dispatch_id=dispatch_id), write=False
+        )
+
+    async def audit_events(self, subject_id: str) -> list[recovery_records.AuditEvent]:
+        """See `ports.RecoveryStore.audit_events`."""
+        return await self.runner.transaction(
+            functools.partial(recovery.audit_events, subject_id=subject_id), write=False
+        )
+
+    # -- tool steps and the start barrier (ADR-0158) --------------------------------------
+
+    async def create_step_run(self, step: steps.NewStepRun, *, now_ms: int) -> steps.StepRun:
+        """See `tool_ports.ToolStepRepository.create_step_run`."""
+        return await self.runner.transaction(
+            functools.partial(tool_steps.create, new=step, now_ms=now_ms)
+        )
+
+    async def get_step_run(self, step_run_id: str) -> steps.StepRun | None:
+        """See `tool_ports.ToolStepRepository.get_step_run`."""
+        return await self.runner.transaction(
+            functools.partial(tool_steps.get, step_run_id=step_run_id), write=False
+        )
+
+    async def step_run_mutations(self, step_run_id: str) -> list[steps.Mutation]:
+        """See `tool_ports.ToolStepRepository.step_run_mutations`."""
+        return await self.runner.transaction(
+            functools.partial(tool_steps.mutations, step_run_id=step_run_id), write=False
+        )
+
+    async def submit_tool_invocation(
+        self,
+        new: approval_records.NewApproval,
+        step: steps.NewStepRun,
+        *,
+        approved_by: str,
+        now_ms: int,
+        max_attempts: int,
+    ) -> approval_records.Consumed:
+        """See `tool_ports.ToolStepRepository.submit_tool_invocation`."""
+        return await self.runner.transaction(
+            functools.partial(
+                tool_steps.submit,
+                new=new,
+                step=step,
+                approved_by=approved_by,
+                principal=self.approver,
+                now_ms=now_ms,
+                max_attempts=max_attempts,
+            )
+        )
+
+    async def complete_tool_step(
+        self, request: tool_ports.ToolStepCompletion
+    ) -> tool_ports.ToolStepCompletionResult:
+        """See `tool_ports.ToolStepRepository.complete_tool_step`."""
+        try:
+            return await self.runner.transaction(
+                functools.partial(tool_steps.complete, request=request)
+            )
+        except tool_steps.Refused as refused:
+            return tool_ports.ToolStepCompletionResult(
+                outcome=tool_ports.ToolStepOutcome.FENCED, reason=refused.reason
+            )
+
+    async def prepare(self, command: tool_start.StartCommand) -> tool_ports.StartBarrierResult:
+        """See `tool_ports.ToolExecutionStartBarrierRepository.prepare`."""
+        try:
+            return await self.barrier_transaction(
+                functools.partial(
+                    tool_barriers.prepare, command=command, principal=self.approver.name
+                )
+            )
+        except tool_steps.Refused as refused:
+            return tool_ports.StartBarrierResult(
+                outcome=tool_ports.StartOutcome.CONFLICT, reason=refused.reason
+            )
+
+    async def barrier_transaction(
+        self, work: query.Work[tool_ports.StartBarrierResult]
+    ) -> tool_ports.StartBarrierResult:
+        """Run the start barrier's transaction (a dialect may give it a stricter isolation)."""
+        return await self.runner.transaction(work)
+
+    async def get_by_start_id(self, start_id: str) -> tool_barrier_checks.StoredBarrier | None:
+        """See `tool_ports.ToolExecutionStartBarrierRepository.get_by_start_id`."""
+        return await self.runner.transaction(
+            functools.partial(tool_barriers.get_by_start_id, start_id=start_id), write=False
+        )
+
+    async def get_by_started_step_run_version(
+        self, run_id: str, step_run_id: str, started_version: int
+    ) -> tool_barrier_checks.StoredBarrier | None:
+        """See `tool_ports.ToolExecutionStartBarrierRepository.get_by_started_step_run_version`."""
+        return await self.runner.transaction(
+            functools.partial(
+                tool_barriers.get_by_started_version,
+                run_id=run_id,
+                step_run_id=step_run_id,
+                started_version=started_version,
+            ),
             write=False,
         )

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import tempfile
 import time
 from pathlib import Path
 
+import anyio.to_thread
+
 from qinglong_dispatcher.adapters import named_sql
 from qinglong_dispatcher.adapters.sqlite import database
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
+from qinglong_dispatcher.domain import errors
 
 B = named_sql.load(Path(__file__).with_name("bench.sql"))
 
@@ -20,15 +24,40 @@ EXECUTION_GUARD = "approved_action_dispatch_executions_insert_state"
 """The trigger of migration 0006 that admits an execution only as pending@v0."""
 
 
-def scratch_url() -> tuple[str, Path]:
-    """A fresh file in a temporary folder: `sqlite:////abs/path.db` and the folder."""
-    folder = Path(tempfile.mkdtemp(prefix="qinglong-bench-"))
-    return f"sqlite:///{folder / 'bench.db'}", folder
+SCRATCH_PREFIX = "qinglong-bench-"
+SCRATCH_FILE = "bench.db"
+
+
+def create_scratch() -> tuple[str, Path]:
+    """A fresh file in a new temporary folder: its `sqlite:////abs/path.db` URL and path."""
+    path = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX)) / SCRATCH_FILE
+    return f"sqlite:///{path}", path
+
+
+def drop_scratch(path: Path) -> None:
+    """Remove a scratch file's folder, and only one `create_scratch` made."""
+    folder = path.parent
+    if path.name != SCRATCH_FILE or not folder.name.startswith(SCRATCH_PREFIX):
+        raise errors.InvalidInput("refusing to remove a folder the bench did not create")
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _prepare(conn: sqlite3.Connection) -> None:
     conn.execute(B["create_counter"])
     conn.execute(B["seed_counter"])
+
+
+async def raw_commits(path: Path, seconds: float, *, busy_timeout_s: float) -> tuple[float, float]:
+    """Commits per second through the store's own hop, then through plain stdlib sqlite3."""
+    store = await sqlite_store.SqliteStore.open(path, busy_timeout_s=busy_timeout_s)
+    try:
+        driver = await raw_commits_per_s(store, seconds)
+    finally:
+        await store.close()
+    stdlib = await anyio.to_thread.run_sync(
+        lambda: raw_commits_per_s_stdlib(path, seconds, busy_timeout_s=busy_timeout_s)
+    )
+    return driver, stdlib
 
 
 async def raw_commits_per_s(store: sqlite_store.SqliteStore, seconds: float) -> float:

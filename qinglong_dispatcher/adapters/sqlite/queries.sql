@@ -18,6 +18,11 @@ WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms
 ORDER BY e.eligible_at_ms, e.dispatch_id
 LIMIT :limit
 
+-- claim_due_rows --
+-- The due observation of `claim_due`. BEGIN IMMEDIATE already holds the database's one write
+-- lock, so no other writer can take an observed row: the plain due read is the locked one.
+{select_due}
+
 -- select_execution --
 SELECT {execution_columns},
        d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
@@ -39,6 +44,26 @@ SET status = 'leased', version = version + 1, attempt = attempt + 1,
 WHERE dispatch_id = :dispatch_id AND version = :version
   AND status IN ('pending', 'leased', 'retry_wait') AND eligible_at_ms <= :now_ms
   AND attempt < max_attempts
+
+-- insert_lease_events --
+-- The ledger events of a page of `lease_row` updates, one statement for the page: an event
+-- only for a row that now holds the claim's own fresh token at the version it leased, and
+-- RETURNING names those rows, so a lease that did not take is reported, never assumed. The
+-- page is a JSON array of {dispatch_id, version, token, from_status}: the version each update
+-- leaves, the token it wrote, and the status it left (each update's ledger line). CROSS JOIN
+-- fixes the order (SQLite's documented hint): each element is one primary-key probe, where the
+-- planner would otherwise walk the status index and scan the page for every leased row.
+INSERT INTO execution_events (
+    dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
+    mutation_id, result_code, committed_at_ms
+)
+SELECT e.dispatch_id, e.version, k.value ->> 'from_status', 'leased', e.attempt,
+       e.lease_owner, e.lease_token, NULL, NULL,
+       CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+FROM json_each(:page) AS k
+CROSS JOIN approved_action_dispatch_executions AS e ON e.dispatch_id = k.value ->> 'dispatch_id'
+WHERE e.version = k.value ->> 'version' AND e.lease_token = k.value ->> 'token'
+  AND e.lease_owner = :owner AND e.status = 'leased'
 RETURNING dispatch_id, version, attempt
 
 -- exhaust_row --
@@ -63,13 +88,17 @@ RETURNING version, lease_expires_at_ms
 -- start_row --
 -- The barrier grants a fresh lease (never a shorter one): an item that waited in its page
 -- starts with a whole lease ahead of its execute, not with what the wait left of it.
-UPDATE approved_action_dispatch_executions
+-- The fence and the binding (the approval and action digest the dispatch was created for) in
+-- the update itself: no row back and the caller diagnoses with `lock_execution`.
+UPDATE approved_action_dispatch_executions AS e
 SET status = 'executing', started_at_ms = :now_ms, eligible_at_ms = NULL,
-    lease_expires_at_ms = max(lease_expires_at_ms, :expires_at_ms),
-    version = version + 1, updated_at_ms = :now_ms
-WHERE dispatch_id = :dispatch_id AND version = :version
-  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
-  AND status = 'leased' AND lease_expires_at_ms > :now_ms
+    lease_expires_at_ms = max(e.lease_expires_at_ms, :expires_at_ms),
+    version = e.version + 1, updated_at_ms = :now_ms
+FROM approved_action_dispatches AS d
+WHERE e.dispatch_id = :dispatch_id AND d.dispatch_id = e.dispatch_id
+  AND d.approval_request_id = :approval_request_id AND d.action_digest = :action_digest
+  AND e.version = :version AND e.lease_owner = :owner AND e.lease_token = :token
+  AND e.attempt = :attempt AND e.status = 'leased' AND e.lease_expires_at_ms > :now_ms
 RETURNING version, lease_expires_at_ms
 
 -- release_row --
@@ -358,32 +387,21 @@ JOIN action_plans AS p
   ON p.project_id = k.value AND p.action_ref = json_extract(:action_refs, '$[' || k.key || ']')
 
 -- start_fast --
--- The start barrier's happy path: the fenced update first; no row back means "not the happy
--- path" and the store diagnoses with `select_execution` (same transaction).
-UPDATE approved_action_dispatch_executions AS e
-SET status = 'executing', started_at_ms = :now_ms, eligible_at_ms = NULL,
-    lease_expires_at_ms = max(e.lease_expires_at_ms, :expires_at_ms),
-    version = e.version + 1, updated_at_ms = :now_ms
-FROM approved_action_dispatches AS d
-WHERE e.dispatch_id = :dispatch_id AND d.dispatch_id = e.dispatch_id
-  AND d.approval_request_id = :approval_request_id AND d.action_digest = :action_digest
-  AND e.version = :version AND e.lease_owner = :owner AND e.lease_token = :token
-  AND e.attempt = :attempt AND e.status = 'leased' AND e.lease_expires_at_ms > :now_ms
-RETURNING version, lease_expires_at_ms
+-- PostgreSQL's one-statement start barrier: a data-modifying CTE writes `start_row` and its
+-- ledger event together. SQLite has no data-modifying CTE and no round trip to save: its
+-- barrier is the shared transaction (`start_row`, then `insert_event`), one hop. The name
+-- stays so both files name the same blocks; nothing runs this one. It matches no row, and it
+-- names the parameters of PostgreSQL's block, because the two files bind the same names.
+SELECT NULL AS version, NULL AS lease_expires_at_ms
+WHERE 0 AND coalesce(:dispatch_id, :approval_request_id, :action_digest, :version, :owner,
+                     :token, :attempt, :now_ms, :expires_at_ms) IS NOT NULL
 
 -- create_run_fast --
--- The run.create effect's fence in one read: the execution as the receipt will bind it, no
--- receipt yet, no Run holding the key. No row back: the store diagnoses the slow way.
-SELECT e.version
-FROM approved_action_dispatch_executions AS e
-WHERE e.dispatch_id = :dispatch_id AND e.status = 'executing'
-  AND e.project_id = :project_id AND e.lease_owner = :owner AND e.lease_token = :token
-  AND e.attempt = :attempt AND e.started_at_ms = :started_at_ms AND e.version = :version
-  AND NOT EXISTS (
-      SELECT 1 FROM approved_run_action_receipts AS r WHERE r.dispatch_id = :dispatch_id)
-  AND NOT EXISTS (
-      SELECT 1 FROM runs AS x
-      WHERE x.project_id = :project_id AND x.idempotency_key = :dispatch_id)
+-- PostgreSQL's one-statement run.create (a data-modifying CTE saves it round trips). SQLite
+-- has no data-modifying CTE and no round trip to save: its happy path is the shared
+-- transaction (`adapters/sql/runs.create`), one hop. The name stays so both files name the
+-- same blocks; nothing runs this one.
+SELECT NULL AS version WHERE 0
 
 -- step_run_columns --
 step_run_id, run_id, project_id, step_kind, tool_id, tool_version, definition_digest,
@@ -403,6 +421,14 @@ INSERT INTO step_runs (
 
 -- select_step_run --
 SELECT {step_run_columns} FROM step_runs WHERE step_run_id = :step_run_id
+
+-- lock_step_run --
+-- BEGIN IMMEDIATE already holds the database's one write lock: the plain read is the locked one.
+{select_step_run}
+
+-- lock_run --
+-- The Run a step moves, read for its compare-and-set; SQLite's write lock is already held.
+{select_run}
 
 -- select_step_run_by_approval --
 SELECT {step_run_columns} FROM step_runs WHERE approval_request_id = :approval_request_id
@@ -450,8 +476,8 @@ SELECT status, count(*) AS n FROM step_runs GROUP BY status
 
 -- barrier_timeouts --
 -- PostgreSQL sets short timeouts for the barrier transaction here. SQLite has none to set
--- (the one connection's busy timeout bounds every wait) and never runs this block; it
--- exists so that both dialects name the same statements.
+-- (the one connection's busy timeout bounds every wait): the barrier runs this block on both
+-- dialects, and here it only selects its parameters back.
 SELECT :statement_timeout AS statement_timeout, :lock_timeout AS lock_timeout,
        :idle_timeout AS idle_timeout
 

@@ -1,13 +1,13 @@
-"""Recovery transactions on SQLite: list, resolve under the snapshot fence, observe, audit."""
+"""Recovery transactions: list, resolve under the snapshot fence, observe, audit (DESIGN.md §6).
+
+The principal recorded beside the operator's name is the one the system authenticated: on
+SQLite the store passes the OS user; PostgreSQL's `insert_resolution` and `insert_audit_event`
+write the session's login (`session_user`) and ignore the parameter.
+"""
 
 from __future__ import annotations
 
-import getpass
-import os
-import sqlite3
-
-from qinglong_dispatcher.adapters.sqlite import executions, tool_steps
-from qinglong_dispatcher.adapters.sqlite.queries import Q
+from qinglong_dispatcher.adapters.sql import query, rows, tool_steps
 from qinglong_dispatcher.domain import fencing, records, recovery, states, tool_start
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
@@ -15,15 +15,7 @@ from qinglong_dispatcher.domain.states import ExecutionStatus
 _BEFORE_ALL = (-(2**63), "")
 
 
-def os_principal() -> str:
-    """On an edge device file permissions are the authority: the OS user is the principal."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return f"uid:{os.geteuid()}"
-
-
-def _snapshot(row: sqlite3.Row) -> recovery.Snapshot:
+def _snapshot(row: query.Row) -> recovery.Snapshot:
     observation = None
     if row["observation_outcome"] is not None:
         observation = recovery.Observation(
@@ -39,35 +31,37 @@ def _snapshot(row: sqlite3.Row) -> recovery.Snapshot:
     )
 
 
-def list_recovery_required(
-    conn: sqlite3.Connection, *, now_ms: int, limit: int, after: tuple[int, str] | None
+async def list_recovery_required(
+    q: query.Query, *, now_ms: int, limit: int, after: tuple[int, str] | None
 ) -> list[recovery.Snapshot]:
     """A keyset page over the executing index: rows whose lease expired."""
     first = after or _BEFORE_ALL
-    rows = conn.execute(
-        Q["select_recovery_required"],
+    found = await q.all(
+        "select_recovery_required",
         {
             "now_ms": now_ms,
             "limit": limit,
             "after_expires_at_ms": first[0],
             "after_dispatch_id": first[1],
         },
-    ).fetchall()
-    return [_snapshot(row) for row in rows]
+    )
+    return [_snapshot(row) for row in found]
 
 
-def resolve(
-    conn: sqlite3.Connection, resolution: recovery.Resolution, *, now_ms: int
+async def resolve(
+    q: query.Query, resolution: recovery.Resolution, *, principal: str | None, now_ms: int
 ) -> records.Transition:
     """Settle the row if it still matches the snapshot; the first committed writer wins."""
     fence = resolution.fence
-    found = executions.read_row(conn, fence.dispatch_id)
+    # Locked: a late complete from another replica either committed before (and we refuse)
+    # or waits for this transaction (and is refused by its own fence).
+    found = await rows.read_row(q, fence.dispatch_id, lock=True)
     if found is None:
         return records.Transition(
             outcome=Outcome.NOT_FOUND, dispatch_id=fence.dispatch_id, reason="not_found"
         )
     execution, dispatch = found
-    database_ms = int(conn.execute(Q["database_now"]).fetchone()[0])
+    database_ms = int((await q.one("database_now"))["now_ms"])
     settling_ms = recovery.settling_now_ms(now_ms, database_ms)
     refusal = recovery.resolve_refusal(execution, fence, settling_ms=settling_ms)
     if refusal is not None:
@@ -87,9 +81,10 @@ def resolve(
         "attempt": fence.attempt,
         "started_at_ms": fence.started_at_ms,
         "now_ms": now_ms,
+        "principal": principal,
     }
-    done = conn.execute(
-        Q["resolve_row"],
+    done = await q.one(
+        "resolve_row",
         {
             **params,
             "to_status": target.value,
@@ -97,26 +92,24 @@ def resolve(
             "result_code": resolution.reason_code,
             "expired_by_ms": settling_ms,
         },
-    ).fetchone()
+    )
     if done is None:
         return records.Transition(
             outcome=Outcome.CONFLICT, dispatch_id=fence.dispatch_id, reason="raced"
         )
-    principal = os_principal()
-    conn.execute(
-        Q["insert_resolution"],
+    await q.run(
+        "insert_resolution",
         {
             **params,
             "source": resolution.source.value,
             "resolution": resolution.resolution.value,
             "evidence_digest": resolution.evidence_digest,
             "resolved_by": resolution.resolved_by,
-            "principal": principal,
             "reason_code": resolution.reason_code,
         },
     )
-    executions.record_event(
-        conn,
+    await rows.record_event(
+        q,
         dispatch_id=fence.dispatch_id,
         version=done["version"],
         from_status=ExecutionStatus.EXECUTING,
@@ -129,16 +122,16 @@ def resolve(
     )
     if dispatch.action_type == tool_start.TOOL_INVOKE:
         # Bookkeeping only, in this transaction: the StepRun follows its dispatch.
-        tool_steps.settle(
-            conn,
+        await tool_steps.settle(
+            q,
             dispatch,
             resolution=resolution.resolution.value,
             reason_code=resolution.reason_code,
             now_ms=now_ms,
         )
     if resolution.source is recovery.Source.MANUAL:
-        conn.execute(
-            Q["insert_audit_event"],
+        await q.run(
+            "insert_audit_event",
             {
                 "kind": recovery.AUDIT_MANUAL_RESOLUTION,
                 "actor": resolution.resolved_by,
@@ -156,8 +149,8 @@ def resolve(
     )
 
 
-def record_observation(
-    conn: sqlite3.Connection,
+async def record_observation(
+    q: query.Query,
     *,
     dispatch_id: str,
     outcome: recovery.ObservationOutcome,
@@ -165,8 +158,8 @@ def record_observation(
     now_ms: int,
 ) -> None:
     """Upsert the last reconcile outcome."""
-    conn.execute(
-        Q["upsert_observation"],
+    await q.run(
+        "upsert_observation",
         {
             "dispatch_id": dispatch_id,
             "outcome": outcome.value,
@@ -176,9 +169,9 @@ def record_observation(
     )
 
 
-def get_resolution(conn: sqlite3.Connection, dispatch_id: str) -> recovery.StoredResolution | None:
+async def get_resolution(q: query.Query, dispatch_id: str) -> recovery.StoredResolution | None:
     """The resolution row of a dispatch."""
-    row = conn.execute(Q["select_resolution"], {"dispatch_id": dispatch_id}).fetchone()
+    row = await q.one("select_resolution", {"dispatch_id": dispatch_id})
     if row is None:
         return None
     return recovery.StoredResolution(
@@ -193,7 +186,7 @@ def get_resolution(conn: sqlite3.Connection, dispatch_id: str) -> recovery.Store
     )
 
 
-def audit_events(conn: sqlite3.Connection, subject_id: str) -> list[recovery.AuditEvent]:
+async def audit_events(q: query.Query, subject_id: str) -> list[recovery.AuditEvent]:
     """Audit records about one subject."""
     return [
         recovery.AuditEvent(
@@ -205,5 +198,5 @@ def audit_events(conn: sqlite3.Connection, subject_id: str) -> list[recovery.Aud
             detail_code=row["detail_code"],
             committed_at_ms=row["committed_at_ms"],
         )
-        for row in conn.execute(Q["select_audit_events"], {"subject_id": subject_id})
+        for row in await q.all("select_audit_events", {"subject_id": subject_id})
     ]

@@ -1,10 +1,11 @@
-"""Tool StepRuns on PostgreSQL: creation, reads, the shared advance, the settling transactions.
+"""Tool StepRuns: creation, reads, the shared advance, and the settling transactions.
 
 `advance` is the one place a StepRun moves: compare-and-set the StepRun, compare-and-set the
 Run's version and event sequence, then append the RunEvent and the ledger line, in the
 caller's transaction (steps 4–6 of the start barrier; also the settle after the adapter and
 in a recovery resolution). Rows are locked in one order everywhere — execution, then Run,
-then StepRun — so two transactions never wait on each other in a cycle.
+then StepRun — so two PostgreSQL transactions never wait on each other in a cycle (on SQLite
+the `lock_*` statements are the plain reads: the write lock is already the transaction's).
 """
 
 from __future__ import annotations
@@ -12,17 +13,18 @@ from __future__ import annotations
 import dataclasses
 
 from qinglong_dispatcher import tool_ports
-from qinglong_dispatcher.adapters.postgres import database as db
-from qinglong_dispatcher.adapters.postgres import executions
-from qinglong_dispatcher.adapters.postgres.queries import Q
-from qinglong_dispatcher.adapters.sql import approvals, completions
+from qinglong_dispatcher.adapters.sql import approvals, completions, query, rows
 from qinglong_dispatcher.domain import approvals as approval_records
-from qinglong_dispatcher.domain import errors, fencing, records, runs, steps, tool_invocations
+from qinglong_dispatcher.domain import (
+    errors,
+    fencing,
+    records,
+    runs,
+    steps,
+    tool_barrier_checks,
+    tool_invocations,
+)
 from qinglong_dispatcher.domain.records import Outcome
-
-ACTIVE_RUN = frozenset({runs.RunStatus.QUEUED, runs.RunStatus.RUNNING})
-LOCK_RUN = Q["select_run"].suffixed("FOR UPDATE")
-LOCK_STEP_RUN = Q["select_step_run"].suffixed("FOR UPDATE")
 
 
 class Refused(errors.StoreError):
@@ -39,62 +41,58 @@ class Refused(errors.StoreError):
         self.reason = reason
 
 
-async def get(conn: db.Connection, step_run_id: str, *, lock: bool = False) -> steps.StepRun | None:
+async def get(q: query.Query, step_run_id: str, *, lock: bool = False) -> steps.StepRun | None:
     """One StepRun, its binding re-checked; `lock` holds the row until commit."""
-    statement = LOCK_STEP_RUN if lock else Q["select_step_run"]
-    row = await db.fetchrow(conn, statement, {"step_run_id": step_run_id})
+    row = await q.one("lock_step_run" if lock else "select_step_run", {"step_run_id": step_run_id})
     return None if row is None else steps.StepRun.from_row(row)
 
 
-async def get_run(conn: db.Connection, run_id: str, *, lock: bool = False) -> runs.Run | None:
-    """One Run; `lock` holds the row until commit."""
-    row = await db.fetchrow(conn, LOCK_RUN if lock else Q["select_run"], {"run_id": run_id})
+async def lock_run(q: query.Query, run_id: str) -> runs.Run | None:
+    """The Run a step moves, held until commit (plain reads go through `sql/runs.get_run`)."""
+    row = await q.one("lock_run", {"run_id": run_id})
     return None if row is None else runs.Run.from_row(row)
 
 
-async def get_by_approval(conn: db.Connection, approval_request_id: str) -> steps.StepRun | None:
+async def get_by_approval(q: query.Query, approval_request_id: str) -> steps.StepRun | None:
     """The StepRun bound to an approval request (at most one: a unique key)."""
-    row = await db.fetchrow(
-        conn, Q["select_step_run_by_approval"], {"approval_request_id": approval_request_id}
-    )
+    row = await q.one("select_step_run_by_approval", {"approval_request_id": approval_request_id})
     return None if row is None else steps.StepRun.from_row(row)
 
 
-async def get_mutation(conn: db.Connection, mutation_id: str) -> steps.Mutation | None:
+async def get_mutation(q: query.Query, mutation_id: str) -> steps.Mutation | None:
     """One ledger line, its digest re-checked."""
-    row = await db.fetchrow(conn, Q["select_step_run_mutation"], {"mutation_id": mutation_id})
+    row = await q.one("select_step_run_mutation", {"mutation_id": mutation_id})
     return None if row is None else steps.Mutation.from_row(row)
 
 
-async def mutations(conn: db.Connection, step_run_id: str) -> list[steps.Mutation]:
+async def mutations(q: query.Query, step_run_id: str) -> list[steps.Mutation]:
     """The ledger of one StepRun, oldest first."""
-    rows = await db.fetch(conn, Q["select_step_run_mutations"], {"step_run_id": step_run_id})
-    return [steps.Mutation.from_row(row) for row in rows]
+    found = await q.all("select_step_run_mutations", {"step_run_id": step_run_id})
+    return [steps.Mutation.from_row(row) for row in found]
 
 
-async def count_by_status(conn: db.Connection) -> dict[str, int]:
+async def count_by_status(q: query.Query) -> dict[str, int]:
     """StepRuns per status, every status present."""
     counts = {status.value: 0 for status in steps.StepRunStatus}
-    for row in await db.fetch(conn, Q["count_step_runs_by_status"], {}):
+    for row in await q.all("count_step_runs_by_status"):
         counts[row["status"]] = row["n"]
     return counts
 
 
-async def create(conn: db.Connection, new: steps.NewStepRun, *, now_ms: int) -> steps.StepRun:
+async def create(q: query.Query, new: steps.NewStepRun, *, now_ms: int) -> steps.StepRun:
     """Insert a `ready`/`waiting_approval` StepRun under a queued or running Run of its project."""
     binding = new.binding
-    run = await get_run(conn, binding.run_id, lock=True)
+    run = await lock_run(q, binding.run_id)
     if run is None or run.project_id != binding.project_id:
         raise errors.StepRunRefused(
             f"run {binding.run_id} not found in project {binding.project_id}"
         )
-    if run.status not in ACTIVE_RUN:
+    if run.status not in tool_barrier_checks.ACTIVE_RUN:
         raise errors.StepRunRefused(
             f"run {binding.run_id} is {run.status.value}: a step needs a queued or running run"
         )
-    await db.execute(
-        conn,
-        Q["insert_step_run"],
+    await q.run(
+        "insert_step_run",
         {
             "step_run_id": binding.step_run_id,
             "run_id": binding.run_id,
@@ -111,25 +109,27 @@ async def create(conn: db.Connection, new: steps.NewStepRun, *, now_ms: int) -> 
             "now_ms": now_ms,
         },
     )
-    created = await get(conn, binding.step_run_id)
+    created = await get(q, binding.step_run_id)
     assert created is not None
     return created
 
 
 async def submit(
-    conn: db.Connection,
+    q: query.Query,
     new: approval_records.NewApproval,
     step: steps.NewStepRun,
     *,
     approved_by: str,
+    principal: approval_records.Principal,
     now_ms: int,
     max_attempts: int,
 ) -> approval_records.Consumed:
-    """Plan + pending approval, the StepRun waiting for it, approve and consume: one transaction."""
-    q = db.PgQuery(conn)
-    principal = approval_records.DATABASE_PRINCIPAL
+    """Plan + pending approval, the StepRun waiting for it, approve and consume: one transaction.
+
+    A self-approval: refused whole when the principal may not self-approve.
+    """
     await approvals.create(q, new, principal=principal, now_ms=now_ms)
-    await create(conn, step, now_ms=now_ms)
+    await create(q, step, now_ms=now_ms)
     await approvals.approve(
         q, new.approval_request_id, decided_by=approved_by, principal=principal, now_ms=now_ms
     )
@@ -139,7 +139,7 @@ async def submit(
 
 
 async def advance(
-    conn: db.Connection,
+    q: query.Query,
     step: steps.StepRun,
     run: runs.Run,
     *,
@@ -164,9 +164,8 @@ async def advance(
         run_version=run.version + 1,
         reason_code=reason_code,
     ).signed()
-    moved = await db.fetchrow(
-        conn,
-        Q["advance_step_run"],
+    moved = await q.one(
+        "advance_step_run",
         {
             "step_run_id": step.step_run_id,
             "from_status": step.status.value,
@@ -179,9 +178,8 @@ async def advance(
     )
     if moved is None:
         raise Refused("step_run_moved")
-    sequenced = await db.fetchrow(
-        conn,
-        Q["advance_run_sequence"],
+    sequenced = await q.one(
+        "advance_run_sequence",
         {
             "run_id": run.run_id,
             "version": run.version,
@@ -194,9 +192,8 @@ async def advance(
         draft.run_event_seq,
     ):
         raise Refused("run_moved")
-    await db.execute(
-        conn,
-        Q["insert_run_event"],
+    await q.run(
+        "insert_run_event",
         {
             "run_id": run.run_id,
             "seq": draft.run_event_seq,
@@ -204,12 +201,12 @@ async def advance(
             "run_version": draft.run_version,
         },
     )
-    committed = await db.fetchrow(conn, Q["insert_step_run_mutation"], draft.row())
+    committed = await q.one("insert_step_run_mutation", draft.row())
     return dataclasses.replace(draft, committed_at_ms=committed["committed_at_ms"])
 
 
 async def settle(
-    conn: db.Connection,
+    q: query.Query,
     dispatch: records.Dispatch,
     *,
     resolution: str,
@@ -218,23 +215,24 @@ async def settle(
 ) -> steps.StepRunStatus | None:
     """Move the dispatch's StepRun as its dispatch settles (see `steps.settle_target`).
 
-    Reads only StepRuns, the ledger and Runs, so an operator login (which may not read the
-    barriers) can run it inside a manual resolution. None when the dispatch has no StepRun.
+    Reads only StepRuns, the ledger and Runs, so a PostgreSQL operator login (which may not
+    read the barriers) can run it inside a manual resolution. None when the dispatch has no
+    StepRun.
     """
-    seen = await get_by_approval(conn, dispatch.approval_request_id)
+    seen = await get_by_approval(q, dispatch.approval_request_id)
     if seen is None:
         return None
-    run = await get_run(conn, seen.binding.run_id, lock=True)
-    step = await get(conn, seen.step_run_id, lock=True)
+    run = await lock_run(q, seen.binding.run_id)
+    step = await get(q, seen.step_run_id, lock=True)
     if run is None or step is None:
         raise Refused("run_missing")
-    started = await get_mutation(conn, tool_invocations.ids_for(dispatch.dispatch_id).mutation_id)
+    started = await get_mutation(q, tool_invocations.ids_for(dispatch.dispatch_id).mutation_id)
     started_here = started is not None and started.to_version == step.version
     target = steps.settle_target(step.status, resolution, started_here=started_here)
     if target is None:
         return step.status
     await advance(
-        conn,
+        q,
         step,
         run,
         to_status=target,
@@ -248,28 +246,28 @@ async def settle(
 
 
 async def complete(
-    conn: db.Connection, request: tool_ports.ToolStepCompletion
+    q: query.Query, request: tool_ports.ToolStepCompletion
 ) -> tool_ports.ToolStepCompletionResult:
     """The StepRun's result and the execution's completion in this one transaction."""
     dispatch, identity = request.dispatch, request.identity
-    found = await executions.read_row(conn, dispatch.dispatch_id, lock=True)
+    found = await rows.read_row(q, dispatch.dispatch_id, lock=True)
     finish = tool_invocations.finish_mutation_id(dispatch.dispatch_id)
-    if await get_mutation(conn, finish) is None:
-        step = await get_by_approval(conn, dispatch.approval_request_id)
+    if await get_mutation(q, finish) is None:
+        step = await get_by_approval(q, dispatch.approval_request_id)
         if step is not None and request.step_run_id not in (None, step.step_run_id):
             raise Refused("step_run_mismatch")
         refusal = None if found is None else fencing.complete_refusal(found[0], identity)
         if found is None or refusal is not None:
             raise Refused(refusal or "not_found")
         await settle(
-            conn,
+            q,
             dispatch,
             resolution=request.completion.value,
             reason_code=request.result_code,
             now_ms=request.now_ms,
         )
     done = await completions.complete(
-        db.PgQuery(conn),
+        q,
         identity,
         mutation_id=fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete"),
         completion=request.completion,
@@ -278,7 +276,7 @@ async def complete(
     )
     if done.outcome not in (Outcome.COMPLETED, Outcome.EXISTING):
         raise Refused(done.reason or "complete_refused")
-    after = await get_by_approval(conn, dispatch.approval_request_id)
+    after = await get_by_approval(q, dispatch.approval_request_id)
     return tool_ports.ToolStepCompletionResult(
         outcome=tool_ports.ToolStepOutcome.COMPLETED
         if done.outcome is Outcome.COMPLETED

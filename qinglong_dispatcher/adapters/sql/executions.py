@@ -1,0 +1,368 @@
+"""Execution transactions for both dialects: claim a due page or one row, renew, start, reads.
+
+Writers read the row they decide about (locked: `claim_due_rows`, `lock_execution`), ask
+`domain.fencing`, and write with an update that repeats the same conditions in SQL, so a row
+that changed in between is never overwritten; the start barrier writes first and asks the
+domain only why a write matched nothing. Releases and completions live in `completions`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from qinglong_dispatcher.adapters.sql import query, rows
+from qinglong_dispatcher.domain import fencing, ids, records, states
+from qinglong_dispatcher.domain.records import Outcome
+from qinglong_dispatcher.domain.states import ExecutionStatus
+
+_BEFORE_ALL = (-(2**63), "")
+"""A keyset position before every row of the due index."""
+
+Observed = tuple[records.Execution, records.Dispatch]
+
+
+def _due_params(*, now_ms: int, limit: int, after: tuple[int, str] | None) -> query.Params:
+    first = after or _BEFORE_ALL
+    return {
+        "now_ms": now_ms,
+        "limit": limit,
+        "after_eligible_at_ms": first[0],
+        "after_dispatch_id": first[1],
+    }
+
+
+# -- claims ------------------------------------------------------------------------------
+
+
+async def claim_due(
+    q: query.Query, *, now_ms: int, owner: str, limit: int, lease_ms: int
+) -> records.ClaimBatch:
+    """One due observation and a fenced claim of each observed row, in this transaction.
+
+    On PostgreSQL the observation locks what it sees and skips what other replicas hold.
+    """
+    found = await q.all("claim_due_rows", _due_params(now_ms=now_ms, limit=limit, after=None))
+    page = [(records.Execution.from_row(r), records.Dispatch.from_joined_row(r)) for r in found]
+    claims = await _claim_page(q, page, now_ms=now_ms, owner=owner, lease_ms=lease_ms, token=None)
+    return records.ClaimBatch(claims=claims, observed=len(page))
+
+
+async def claim(
+    q: query.Query, dispatch_id: str, *, now_ms: int, owner: str, token: str, lease_ms: int
+) -> records.Claim:
+    """Claim one row with the caller's token; the same token replays an unexpired lease."""
+    found = await rows.read_row(q, dispatch_id, lock=True)
+    if found is None:
+        return records.Claim(outcome=Outcome.NOT_FOUND, dispatch_id=dispatch_id)
+    (claimed,) = await _claim_page(
+        q, [found], now_ms=now_ms, owner=owner, lease_ms=lease_ms, token=token
+    )
+    return claimed
+
+
+async def _claim_page(
+    q: query.Query,
+    page: Sequence[Observed],
+    *,
+    now_ms: int,
+    owner: str,
+    lease_ms: int,
+    token: str | None,
+) -> tuple[records.Claim, ...]:
+    """Decide each observed row in the domain and write what it decided, in page order.
+
+    `token` is the caller's (a single claim, which may replay it); a page draws a fresh one
+    per row it leases.
+    """
+    claims: dict[str, records.Claim] = {}
+    to_lease: list[tuple[records.Execution, records.Dispatch, str]] = []
+    for execution, dispatch in page:
+        step, outcome, reason = fencing.claim_step(
+            execution, now_ms=now_ms, owner=owner, token=token
+        )
+        dispatch_id = execution.dispatch_id
+        if step is fencing.ClaimStep.LEASE:
+            to_lease.append((execution, dispatch, token or ids.new_lease_token()))
+        elif step is fencing.ClaimStep.EXHAUST:
+            claims[dispatch_id] = await _exhaust(q, execution, reason=reason, now_ms=now_ms)
+        elif outcome is Outcome.REPLAYED:
+            lease = fencing.lease_of(execution)
+            claims[dispatch_id] = records.Claim(
+                outcome=outcome, dispatch_id=dispatch_id, lease=lease, dispatch=dispatch
+            )
+        else:
+            claims[dispatch_id] = records.Claim(
+                outcome=outcome, dispatch_id=dispatch_id, reason=reason
+            )
+    if to_lease:
+        claims.update(await _lease(q, to_lease, now_ms=now_ms, owner=owner, lease_ms=lease_ms))
+    return tuple(claims[execution.dispatch_id] for execution, _ in page)
+
+
+async def _lease(
+    q: query.Query,
+    to_lease: Sequence[tuple[records.Execution, records.Dispatch, str]],
+    *,
+    now_ms: int,
+    owner: str,
+    lease_ms: int,
+) -> dict[str, records.Claim]:
+    """Lease rows the domain found claimable: two statements for the whole page.
+
+    The fenced updates go as one batch (`many`, pipelined on PostgreSQL), then one statement
+    writes the ledger events of the rows that now hold their new token and names them; any
+    other row raced. Two round trips a page instead of two a row (README, "Performance":
+    cluster 760 → 880 dispatches/s); against the earlier PostgreSQL-only `fetchmany` page,
+    same run, a 64-row page costs the same on PostgreSQL and about 25 % less CPU on SQLite.
+    """
+    expires = now_ms + lease_ms
+    await q.many(
+        "lease_row",
+        [
+            {
+                "dispatch_id": execution.dispatch_id,
+                "version": execution.version,
+                "now_ms": now_ms,
+                "owner": owner,
+                "token": token,
+                "expires_at_ms": expires,
+            }
+            for execution, _, token in to_lease
+        ],
+    )
+    page = [
+        {
+            "dispatch_id": execution.dispatch_id,
+            "version": execution.version + 1,
+            "token": token,
+            "from_status": execution.status.value,
+        }
+        for execution, _, token in to_lease
+    ]
+    leased = {
+        row["dispatch_id"]: row
+        for row in await q.all("insert_lease_events", {"page": json.dumps(page), "owner": owner})
+    }
+    claims: dict[str, records.Claim] = {}
+    for execution, dispatch, token in to_lease:
+        dispatch_id = execution.dispatch_id
+        done = leased.get(dispatch_id)
+        if done is None:
+            claims[dispatch_id] = records.Claim(
+                outcome=Outcome.CONFLICT, dispatch_id=dispatch_id, reason="raced"
+            )
+            continue
+        lease = records.Lease(
+            dispatch_id=dispatch_id,
+            attempt=done["attempt"],
+            owner=owner,
+            token=token,
+            version=done["version"],
+            expires_at_ms=expires,
+        )
+        claims[dispatch_id] = records.Claim(
+            outcome=Outcome.CLAIMED, dispatch_id=dispatch_id, lease=lease, dispatch=dispatch
+        )
+    return claims
+
+
+async def _exhaust(
+    q: query.Query, execution: records.Execution, *, reason: str | None, now_ms: int
+) -> records.Claim:
+    """Block a due row whose attempts are spent (rare: one statement and its event)."""
+    dispatch_id = execution.dispatch_id
+    done = await q.one(
+        "exhaust_row",
+        {
+            "dispatch_id": dispatch_id,
+            "version": execution.version,
+            "now_ms": now_ms,
+            "result_code": reason,
+        },
+    )
+    if done is None:
+        return records.Claim(outcome=Outcome.CONFLICT, dispatch_id=dispatch_id, reason="raced")
+    await rows.record_event(
+        q,
+        dispatch_id=dispatch_id,
+        version=done["version"],
+        from_status=execution.status,
+        to_status=ExecutionStatus.BLOCKED,
+        attempt=done["attempt"],
+        owner=execution.lease_owner,
+        token=execution.lease_token,
+        result_code=reason,
+    )
+    return records.Claim(outcome=Outcome.EXHAUSTED, dispatch_id=dispatch_id, reason=reason)
+
+
+# -- renew and the start barrier -----------------------------------------------------------
+
+
+async def renew(
+    q: query.Query, lease: records.Lease, *, now_ms: int, lease_ms: int
+) -> records.Renewal:
+    """Extend an unexpired lease (leased or executing) that carries the exact version."""
+    found = await rows.read_row(q, lease.dispatch_id, lock=True)
+    if found is None:
+        return records.Renewal(outcome=Outcome.NOT_FOUND, reason="not_found")
+    refusal = fencing.renew_refusal(found[0], lease, now_ms=now_ms)
+    if refusal is not None:
+        outcome = Outcome.EXPIRED if refusal == "lease_expired" else Outcome.CONFLICT
+        return records.Renewal(outcome=outcome, reason=refusal)
+    done = await q.one(
+        "renew_lease",
+        {
+            "dispatch_id": lease.dispatch_id,
+            "version": lease.version,
+            "owner": lease.owner,
+            "token": lease.token,
+            "attempt": lease.attempt,
+            "now_ms": now_ms,
+            "expires_at_ms": now_ms + lease_ms,
+        },
+    )
+    if done is None:
+        return records.Renewal(outcome=Outcome.CONFLICT, reason="raced")
+    renewed = records.Lease(
+        dispatch_id=lease.dispatch_id,
+        attempt=lease.attempt,
+        owner=lease.owner,
+        token=lease.token,
+        version=done["version"],
+        expires_at_ms=done["lease_expires_at_ms"],
+    )
+    return records.Renewal(outcome=Outcome.RENEWED, lease=renewed)
+
+
+def start_params(request: records.StartRequest, *, now_ms: int, lease_ms: int) -> query.Params:
+    """The parameters of `start_row` (and of PostgreSQL's one-statement `start_fast`)."""
+    lease = request.lease
+    return {
+        "dispatch_id": lease.dispatch_id,
+        "approval_request_id": request.approval_request_id,
+        "action_digest": request.action_digest,
+        "version": lease.version,
+        "owner": lease.owner,
+        "token": lease.token,
+        "attempt": lease.attempt,
+        "now_ms": now_ms,
+        "expires_at_ms": fencing.start_lease_expiry(lease, now_ms=now_ms, lease_ms=lease_ms),
+    }
+
+
+def started(request: records.StartRequest, done: Any, *, now_ms: int) -> records.StartResult:
+    """The result of a barrier that committed: `done` is the row `start_row` returned."""
+    identity = fencing.started_identity(
+        request.lease,
+        started_at_ms=now_ms,
+        version=done["version"],
+        lease_expires_at_ms=done["lease_expires_at_ms"],
+    )
+    return records.StartResult(
+        outcome=Outcome.STARTED, dispatch_id=request.lease.dispatch_id, identity=identity
+    )
+
+
+async def start(
+    q: query.Query, requests: Sequence[records.StartRequest], *, now_ms: int, lease_ms: int
+) -> list[records.StartResult]:
+    """Commit the start barrier of each request; each item stands or falls on its own fence."""
+    return [await _start_one(q, request, now_ms=now_ms, lease_ms=lease_ms) for request in requests]
+
+
+async def _start_one(
+    q: query.Query, request: records.StartRequest, *, now_ms: int, lease_ms: int
+) -> records.StartResult:
+    # The happy path is the one fenced update; only a miss reads the row, to say why.
+    done = await q.one("start_row", start_params(request, now_ms=now_ms, lease_ms=lease_ms))
+    if done is None:
+        return await _start_refused(q, request, now_ms=now_ms)
+    lease = request.lease
+    await rows.record_event(
+        q,
+        dispatch_id=lease.dispatch_id,
+        version=done["version"],
+        from_status=ExecutionStatus.LEASED,
+        to_status=ExecutionStatus.EXECUTING,
+        attempt=lease.attempt,
+        owner=lease.owner,
+        token=lease.token,
+    )
+    return started(request, done, now_ms=now_ms)
+
+
+async def _start_refused(
+    q: query.Query, request: records.StartRequest, *, now_ms: int
+) -> records.StartResult:
+    """The fenced update matched nothing: read the row locked and let the domain say why."""
+    dispatch_id = request.lease.dispatch_id
+    found = await rows.read_row(q, dispatch_id, lock=True)
+    if found is None:
+        return records.StartResult(
+            outcome=Outcome.NOT_FOUND, dispatch_id=dispatch_id, reason="not_found"
+        )
+    execution, dispatch = found
+    outcome, reason = fencing.start_check(execution, dispatch, request, now_ms=now_ms)
+    if outcome is Outcome.REPLAYED:
+        identity = fencing.identity_of(execution)
+        return records.StartResult(outcome=outcome, dispatch_id=dispatch_id, identity=identity)
+    if outcome is None:
+        # The update missed a row the domain would start: it changed in between (a version
+        # only grows, so it cannot match again). Refuse; the caller's next tick sees it.
+        return records.StartResult(
+            outcome=Outcome.CONFLICT, dispatch_id=dispatch_id, reason="raced"
+        )
+    return records.StartResult(outcome=outcome, dispatch_id=dispatch_id, reason=reason)
+
+
+# -- reads -------------------------------------------------------------------------------
+
+
+async def list_due(
+    q: query.Query, *, now_ms: int, limit: int, after: tuple[int, str] | None
+) -> list[records.Execution]:
+    """A keyset page of the due index, read only (no locks)."""
+    found = await q.all("select_due", _due_params(now_ms=now_ms, limit=limit, after=after))
+    return [records.Execution.from_row(row) for row in found]
+
+
+async def counts(q: query.Query, *, now_ms: int) -> records.StatusCounts:
+    """Counts per effective status, due backlog, oldest due age and Runs (one snapshot)."""
+    per_status = {states.EffectiveStatus(s.value): 0 for s in ExecutionStatus}
+    per_status[states.EffectiveStatus.RECOVERY_REQUIRED] = 0
+    for row in await q.all("count_by_status"):
+        per_status[states.EffectiveStatus(row["status"])] = row["n"]
+    recovery = (await q.one("count_recovery_required", {"now_ms": now_ms}))["n"]
+    per_status[states.EffectiveStatus.RECOVERY_REQUIRED] = recovery
+    per_status[states.EffectiveStatus.EXECUTING] -= recovery
+    due = await q.one("due_summary", {"now_ms": now_ms})
+    runs = (await q.one("count_runs"))["n"]
+    oldest = due["oldest"]
+    return records.StatusCounts(
+        executions=per_status,
+        due=due["n"],
+        oldest_due_age_ms=None if oldest is None else max(0, now_ms - oldest),
+        runs=runs,
+    )
+
+
+async def backlog(q: query.Query, *, now_ms: int, cap: int) -> records.Backlog:
+    """The metrics gauges, from queries bounded by the due cap and the started rows."""
+    due = await q.one("backlog_due", {"now_ms": now_ms, "cap": cap})
+    started_rows = await q.one("backlog_started", {"now_ms": now_ms})
+    oldest = due["oldest"]
+    return records.Backlog(
+        due=due["n"],
+        oldest_due_age_ms=None if oldest is None else max(0, now_ms - oldest),
+        executing=started_rows["n"] - started_rows["expired"],
+        recovery_required=started_rows["expired"],
+    )
+
+
+async def events(q: query.Query, dispatch_id: str) -> list[records.ExecutionEvent]:
+    """The history of one execution."""
+    found = await q.all("select_events", {"dispatch_id": dispatch_id})
+    return [records.ExecutionEvent.from_row(row) for row in found]

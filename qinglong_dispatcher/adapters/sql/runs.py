@@ -1,0 +1,144 @@
+"""The `run.create` effect transaction and its replay from the receipt, once for both dialects.
+
+One transaction (ADR-0034, DESIGN.md §5): the execution row is read locked, a receipt means a
+replay, otherwise the fence is re-verified and Run, attempt, RunEvent, receipt and the fenced
+completion are written together. PostgreSQL first tries its one-statement happy path
+(`adapters/postgres/runs.create_run_fast`) and falls back to this transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.adapters.sql import completions, query
+from qinglong_dispatcher.adapters.sql.rows import read_row
+from qinglong_dispatcher.domain import fencing, runs, states
+from qinglong_dispatcher.domain.records import Outcome
+
+
+class FencedEffect(Exception):
+    """Raised inside the transaction to roll it back when the completion is refused."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+async def get_receipt(q: query.Query, dispatch_id: str) -> runs.RunReceipt | None:
+    """The receipt of a dispatch."""
+    row = await q.one("select_receipt", {"dispatch_id": dispatch_id})
+    return None if row is None else runs.RunReceipt.from_row(row)
+
+
+async def get_run(q: query.Query, run_id: str) -> runs.Run | None:
+    """One Run by id."""
+    row = await q.one("select_run", {"run_id": run_id})
+    return None if row is None else runs.Run.from_row(row)
+
+
+async def get_run_by_key(q: query.Query, project_id: str, idempotency_key: str) -> runs.Run | None:
+    """The Run holding an idempotency key."""
+    row = await q.one(
+        "select_run_by_key", {"project_id": project_id, "idempotency_key": idempotency_key}
+    )
+    return None if row is None else runs.Run.from_row(row)
+
+
+async def get_plan(q: query.Query, project_id: str, action_ref: str) -> ports.StoredPlan | None:
+    """The immutable plan of (project, action ref), or None."""
+    row = await q.one("select_plan", {"project_id": project_id, "action_ref": action_ref})
+    return None if row is None else ports.StoredPlan.from_row(row)
+
+
+async def get_plans(q: query.Query, keys: Sequence[tuple[str, str]]) -> list[ports.StoredPlan]:
+    """The plans of many keys in one read; missing ones are left out."""
+    # Two JSON arrays of equal length: the one list form both dialects can bind as one value.
+    params = {
+        "project_ids": json.dumps([k[0] for k in keys]),
+        "action_refs": json.dumps([k[1] for k in keys]),
+    }
+    return [ports.StoredPlan.from_row(row) for row in await q.all("select_plans", params)]
+
+
+async def _replay(
+    q: query.Query, request: ports.RunCreateRequest, receipt: runs.RunReceipt
+) -> ports.RunCreateResult:
+    dispatch = request.dispatch
+    run = await get_run(q, receipt.resource_id)
+    mismatch = runs.receipt_mismatch(
+        receipt,
+        run,
+        approval_request_id=dispatch.approval_request_id,
+        project_id=dispatch.project_id,
+        action_digest=dispatch.action_digest,
+        attempt=receipt.execution_attempt,
+        started_at_ms=receipt.started_at_ms,
+    )
+    if mismatch is not None:
+        return ports.RunCreateResult(outcome=ports.RunCreateOutcome.CONFLICT, reason=mismatch)
+    return ports.RunCreateResult(outcome=ports.RunCreateOutcome.EXISTING, run=run, receipt=receipt)
+
+
+async def create(q: query.Query, request: ports.RunCreateRequest) -> ports.RunCreateResult:
+    """Replay from the receipt, or re-verify the fence and write everything in this transaction.
+
+    The execution row is locked before anything is read: a second effect transaction of the
+    same dispatch (a retry after a lost acknowledgement) then waits for the first and finds
+    its receipt, instead of racing it into the unique idempotency key. A renewed version is
+    accepted; the receipt binds the version the effect saw.
+    """
+    dispatch, identity, run = request.dispatch, request.identity, request.run
+    found = await read_row(q, dispatch.dispatch_id, lock=True)
+    receipt = await get_receipt(q, dispatch.dispatch_id)
+    if receipt is not None:
+        return await _replay(q, request, receipt)
+    if found is None:
+        return ports.RunCreateResult(outcome=ports.RunCreateOutcome.FENCED, reason="not_found")
+    execution, _ = found
+    refusal = fencing.complete_refusal(execution, identity)
+    if refusal is not None or execution.project_id != dispatch.project_id:
+        return ports.RunCreateResult(
+            outcome=ports.RunCreateOutcome.FENCED, reason=refusal or "project_mismatch"
+        )
+    if await get_run_by_key(q, dispatch.project_id, dispatch.dispatch_id) is not None:
+        return ports.RunCreateResult(
+            outcome=ports.RunCreateOutcome.CONFLICT, reason="idempotency_key_collision"
+        )
+    await q.run("insert_run", runs.run_row(run))
+    await q.run(
+        "insert_run_attempt",
+        {"run_id": run.run_id, "status": run.status.value, "created_at_ms": run.created_at_ms},
+    )
+    await q.run(
+        "insert_run_event",
+        {
+            "run_id": run.run_id,
+            "seq": run.event_seq,
+            "event_type": runs.RUN_CREATED_EVENT,
+            "run_version": run.version,
+        },
+    )
+    receipt = runs.receipt_for(
+        dispatch=dispatch,
+        attempt=identity.attempt,
+        execution_version=execution.version,
+        started_at_ms=identity.started_at_ms,
+        run_id=run.run_id,
+        created_at_ms=request.now_ms,
+    )
+    await q.run("insert_receipt", runs.receipt_row(receipt))
+    # The row was read locked and fenced above; the completing UPDATE repeats every condition.
+    done = await completions.complete_checked(
+        q,
+        identity,
+        mutation_id=request.mutation_id,
+        completion=states.Completion.SUCCEEDED,
+        result_code=runs.RESULT_CODE_RUN_CREATED,
+        now_ms=request.now_ms,
+    )
+    if done.outcome is not Outcome.COMPLETED:
+        # Roll the whole effect back: a Run must never commit without its completion fence.
+        raise FencedEffect(done.reason or "complete_refused")
+    return ports.RunCreateResult(outcome=ports.RunCreateOutcome.CREATED, run=run, receipt=receipt)

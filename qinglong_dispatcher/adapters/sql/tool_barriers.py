@@ -1,0 +1,224 @@
+"""The tool execution start barrier (ADR-0158 §2, §4): one transaction, every fact or none.
+
+`prepare` runs in the fixed order of ADR-0158 §2: (1) every start/replay identity, an exact
+replay returning `existing`; (2) Run and StepRun locked and re-verified
+(`tool_barrier_checks.start_refusal`); (3) audit event, Trace anchor, Audit receipt;
+(4) StepRun → `running`; (5) Run version/event sequence; (6) RunEvent and ledger line; (7) the
+immutable barrier. Any failure rolls every fact back. The runner gives it its isolation:
+SQLite's BEGIN IMMEDIATE, PostgreSQL's SERIALIZABLE (a serialization failure or deadlock
+reruns it whole, at most three attempts).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qinglong_dispatcher import tool_ports
+from qinglong_dispatcher.adapters.sql import query, rows, tool_steps
+from qinglong_dispatcher.domain import errors, records, runs, steps, tool_barrier_checks, tool_start
+
+TIMEOUTS = {"statement_timeout": "5s", "lock_timeout": "2s", "idle_timeout": "10s"}
+"""Fixed bounds of the barrier transaction (ADR-0158 §4): PostgreSQL sets them LOCAL to it;
+SQLite's statement only selects them back (the one connection's busy timeout bounds it)."""
+
+
+def _one(found: list[Any], what: str) -> Any:
+    if len(found) > 1:  # unique keys make this impossible unless the schema was tampered with
+        raise errors.StoreCorrupted(f"{what} is ambiguous", code="barrier_ambiguous")
+    return found[0] if found else None
+
+
+async def get_by_start_id(
+    q: query.Query, start_id: str
+) -> tool_barrier_checks.StoredBarrier | None:
+    """The barrier of a start, every digest and mirror column re-checked."""
+    found = await q.all("select_barrier_by_start_id", {"start_id": start_id})
+    row = _one(found, "tool start barrier")
+    return None if row is None else tool_barrier_checks.verify_row(row)
+
+
+async def get_by_started_version(
+    q: query.Query, run_id: str, step_run_id: str, started_version: int
+) -> tool_barrier_checks.StoredBarrier | None:
+    """The barrier that started this StepRun version, re-checked."""
+    found = await q.all(
+        "select_barrier_by_started_version",
+        {"run_id": run_id, "step_run_id": step_run_id, "started_version": started_version},
+    )
+    row = _one(found, "tool start barrier")
+    return None if row is None else tool_barrier_checks.verify_row(row)
+
+
+async def _replay(
+    q: query.Query, command: tool_start.StartCommand
+) -> tool_ports.StartBarrierResult | None:
+    """Step 1: None when no identity of the command is taken yet."""
+    step, evidence = command.step_run, command.evidence
+    found = await q.all(
+        "select_barrier_identities",
+        {
+            "start_id": command.start_id,
+            "run_id": step.run_id,
+            "step_run_id": step.step_run_id,
+            "started_version": step.started_version,
+            "mutation_id": command.mutation.mutation_id,
+            "trace_id": evidence.trace_id,
+            "audit_receipt_id": evidence.audit_receipt_id,
+            "dispatch_id": command.approval.dispatch_id if command.approval else None,
+        },
+    )
+    if not found:
+        return None
+    if len(found) == 1 and found[0]["start_id"] == command.start_id:
+        if found[0]["command_digest"] != command.digest:
+            return tool_ports.StartBarrierResult(
+                outcome=tool_ports.StartOutcome.CONFLICT, reason="start_id_reused"
+            )
+        stored = await get_by_start_id(q, command.start_id)
+        return tool_ports.StartBarrierResult(
+            outcome=tool_ports.StartOutcome.EXISTING, barrier=stored
+        )
+    return tool_ports.StartBarrierResult(
+        outcome=tool_ports.StartOutcome.CONFLICT, reason="identity_in_use"
+    )
+
+
+async def _locked_rows(
+    q: query.Query, command: tool_start.StartCommand
+) -> tuple[runs.Run | None, steps.StepRun | None, records.Dispatch | None]:
+    """Step 2's rows: Run, then StepRun, locked (the order `tool_steps` keeps), and the
+    dispatch the command's approval names."""
+    wanted = command.step_run
+    run = await tool_steps.lock_run(q, wanted.run_id)
+    step = await tool_steps.get(q, wanted.step_run_id, lock=True)
+    if command.approval is None:
+        return run, step, None
+    found = await rows.read_row(q, command.approval.dispatch_id)
+    return run, step, None if found is None else found[1]
+
+
+async def _evidence(
+    q: query.Query, command: tool_start.StartCommand, *, principal: str | None
+) -> tuple[Any, str, str]:
+    """Step 3: the audit event, the Trace anchor and the Audit receipt; their ids and digests."""
+    wanted, evidence = command.step_run, command.evidence
+    audit = await q.one(  # PostgreSQL writes its session's login and ignores `principal`
+        "insert_tool_audit_event",
+        {
+            "kind": evidence.audit_kind,
+            "actor": evidence.audit_actor,
+            "principal": principal,
+            "project_id": command.project_id,
+            "subject_id": wanted.step_run_id,
+            "detail_code": evidence.audit_detail,
+        },
+    )
+    trace = tool_start.trace_digest(
+        trace_id=evidence.trace_id,
+        project_id=command.project_id,
+        run_id=wanted.run_id,
+        step_run_id=wanted.step_run_id,
+        start_id=command.start_id,
+        command_digest=command.digest,
+    )
+    await q.run(
+        "insert_trace_anchor",
+        {
+            "trace_id": evidence.trace_id,
+            "project_id": command.project_id,
+            "run_id": wanted.run_id,
+            "step_run_id": wanted.step_run_id,
+            "start_id": command.start_id,
+            "command_digest": command.digest,
+            "trace_digest": trace,
+        },
+    )
+    receipt = tool_start.receipt_digest(
+        receipt_id=evidence.audit_receipt_id,
+        audit_event_id=audit["event_id"],
+        kind=audit["kind"],
+        actor=audit["actor"],
+        principal=audit["principal"],
+        project_id=audit["project_id"],
+        subject_id=audit["subject_id"],
+        detail_code=audit["detail_code"],
+        trace_id=evidence.trace_id,
+        trace_digest=trace,
+        start_id=command.start_id,
+    )
+    await q.run(
+        "insert_audit_receipt",
+        {
+            "receipt_id": evidence.audit_receipt_id,
+            "audit_event_id": audit["event_id"],
+            "trace_id": evidence.trace_id,
+            "start_id": command.start_id,
+            "receipt_digest": receipt,
+        },
+    )
+    return audit["event_id"], trace, receipt
+
+
+async def prepare(
+    q: query.Query, command: tool_start.StartCommand, *, principal: str | None
+) -> tool_ports.StartBarrierResult:
+    """The seven steps of ADR-0158 §2 in the caller's transaction.
+
+    `principal` names the audit event on SQLite (the OS user); PostgreSQL's statement writes
+    `session_user` instead.
+    """
+    await q.one("barrier_timeouts", TIMEOUTS)
+    replay = await _replay(q, command)  # 1
+    if replay is not None:
+        return replay
+    run, step, dispatch = await _locked_rows(q, command)  # 2
+    refusal = tool_barrier_checks.start_refusal(command, run, step, dispatch)
+    if refusal is not None:
+        return tool_ports.StartBarrierResult(
+            outcome=tool_ports.StartOutcome.CONFLICT, reason=refusal
+        )
+    wanted = command.step_run
+    assert run is not None
+    assert step is not None
+    now_ms = int((await q.one("database_now"))["now_ms"])
+    audit_event_id, trace, receipt = await _evidence(q, command, principal=principal)  # 3
+    mutation = await tool_steps.advance(  # 4, 5, 6
+        q,
+        step,
+        run,
+        to_status=steps.StepRunStatus.RUNNING,
+        mutation_id=command.mutation.mutation_id,
+        reason_code="start_authorised",
+        result_code=None,
+        event_type=steps.EVENT_STARTED,
+        now_ms=now_ms,
+    )
+    assert mutation.committed_at_ms is not None
+    stored = tool_barrier_checks.build(
+        command,
+        tool_barrier_checks.Evidence(
+            mutation=mutation,
+            started_step_run_digest=steps.started_digest(
+                step.binding_digest,
+                step_run_id=wanted.step_run_id,
+                run_id=wanted.run_id,
+                project_id=command.project_id,
+                started_version=wanted.started_version,
+            ),
+            trace_digest=trace,
+            audit_event_id=audit_event_id,
+            audit_receipt_digest=receipt,
+            run_event_seq=mutation.run_event_seq,
+            run_version=mutation.run_version,
+            committed_at_ms=mutation.committed_at_ms,
+        ),
+    )
+    await q.run(  # 7
+        "insert_barrier",
+        {
+            **stored.barrier.columns(),
+            "barrier_json": stored.barrier_json,
+            "barrier_digest": stored.barrier_digest,
+        },
+    )
+    return tool_ports.StartBarrierResult(outcome=tool_ports.StartOutcome.CREATED, barrier=stored)

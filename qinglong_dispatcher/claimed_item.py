@@ -1,0 +1,330 @@
+"""One claimed item's way through the protocol: inspect, start barrier, execute, then
+complete — or, before the barrier, release.
+
+It never executes an item whose start barrier has not committed and never retries after the
+barrier: a failed completion write leaves the row `executing`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
+
+import anyio
+import structlog
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.domain import errors, fencing, records, states
+from qinglong_dispatcher.domain.records import Outcome
+
+# The dispatcher's logger: the event names and their source stay what operators know.
+log = structlog.get_logger("qinglong_dispatcher.dispatcher")
+
+START_REPLAY_MAX_WAIT_S = 0.5
+"""Longest pause between replays of an unacknowledged `start` (they go on until the lease ends)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class DispatchConfig:
+    """The dispatcher's budget, from the profile."""
+
+    owner: str
+    page_size: int
+    lease_ms: int
+    concurrency: int
+    retry_backoff_ms: int
+    execute_timeout_ms: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.page_size <= 64:
+            raise errors.ConfigurationError("page size must be between 1 and 64")
+        if self.execute_timeout_ms >= self.lease_ms:
+            raise errors.ConfigurationError("execute timeout must be below the lease")
+
+
+class RenewalObserver(Protocol):
+    """Told the result of every lease renewal (`renewed`, `expired`, `conflict`, `error`)."""
+
+    def __call__(self, result: str) -> None:
+        """Record one renewal result."""
+        ...
+
+
+FaultHook = Callable[[str, records.Dispatch], Awaitable[None]]
+"""Test-only seam called at each crash point; production wiring (`bootstrap`) passes none.
+
+Points: `after_claim`, `after_inspect` (before the barrier), `after_start`, `after_execute`
+(the effect happened, the completion not yet written) and `after_complete`."""
+
+
+class ItemRunner:
+    """Carries one claimed item as far as it may go; shared by a dispatcher's workers."""
+
+    def __init__(
+        self,
+        store: ports.ExecutionStore,
+        handlers: Mapping[str, ports.ApprovedActionHandler],
+        clock: ports.Clock,
+        config: DispatchConfig,
+        *,
+        draining: Callable[[], bool],
+        rng: random.Random | None = None,
+        fault_hook: FaultHook | None = None,
+        on_renewal: RenewalObserver | None = None,
+    ) -> None:
+        self._store = store
+        self._handlers = dict(handlers)
+        self._clock = clock
+        self._config = config
+        self._draining = draining
+        self._rng = rng or random.Random()
+        self._fault_hook = fault_hook
+        self._on_renewal = on_renewal
+
+    async def _fault(self, point: str, dispatch: records.Dispatch) -> None:
+        if self._fault_hook is not None:
+            await self._fault_hook(point, dispatch)
+
+    async def give_back(self, lease: records.Lease, dispatch: records.Dispatch) -> str:
+        """Shutdown: back to pending, eligible now, the attempt refunded (`yield`)."""
+        return await self._release(lease, dispatch, states.ReleaseKind.YIELD, "shutdown")
+
+    async def process(self, lease: records.Lease, dispatch: records.Dispatch) -> str:
+        """From inspect to the recorded result; returns the report key."""
+        await self._fault("after_claim", dispatch)
+        handler = self._handlers.get(dispatch.action_type)
+        if handler is None:
+            return await self._release(lease, dispatch, states.ReleaseKind.RETRY, "handler_missing")
+        try:
+            inspected = await handler.inspect(dispatch)
+        except Exception as exc:  # inspect is side-effect free: any failure is pre-barrier
+            code = exc.code if isinstance(exc, errors.QinglongError) else "inspect_failed"
+            inspected = ports.InspectResult(kind=ports.InspectKind.TRANSIENT, code=code)
+        await self._fault("after_inspect", dispatch)
+        if inspected.kind is ports.InspectKind.TRANSIENT:
+            code = inspected.code or "inspect_transient"
+            return await self._release(lease, dispatch, states.ReleaseKind.RETRY, code)
+        if inspected.kind is ports.InspectKind.BLOCKED:
+            code = inspected.code or "inspect_blocked"
+            return await self._release(lease, dispatch, states.ReleaseKind.BLOCKED, code)
+        if inspected.action_digest != dispatch.action_digest:
+            return await self._release(lease, dispatch, states.ReleaseKind.BLOCKED, "digest_drift")
+        if self._draining():
+            return await self.give_back(lease, dispatch)
+
+        identity = await self._start(lease, dispatch)
+        if identity is None:
+            return "start_refused"
+        await self._fault("after_start", dispatch)
+        return await self._execute(handler, dispatch, identity)
+
+    async def _start(
+        self, lease: records.Lease, dispatch: records.Dispatch
+    ) -> records.ExecutionIdentity | None:
+        request = records.StartRequest(
+            lease=lease,
+            approval_request_id=dispatch.approval_request_id,
+            action_digest=dispatch.action_digest,
+        )
+        attempt = 0
+        # An unacknowledged start may have committed: replay it under the same fence until the
+        # lease is gone (after that the store refuses it anyway), so a committed barrier whose
+        # answer was lost is executed by its owner instead of waiting for an operator. The
+        # monotonic bound keeps an injected clock that stands still from looping forever.
+        give_up_at = time.monotonic() + self._config.lease_ms / 1000
+        while self._clock.now_ms() < lease.expires_at_ms and time.monotonic() < give_up_at:
+            attempt += 1
+            try:
+                (result,) = await self._store.start(
+                    [request], now_ms=self._clock.now_ms(), lease_ms=self._config.lease_ms
+                )
+            except errors.StoreError as exc:
+                # The commit may or may not have happened: replay under the same fence.
+                log.warning(
+                    "dispatch.start_unacknowledged",
+                    dispatch_id=dispatch.dispatch_id,
+                    attempt=lease.attempt,
+                    code=exc.code,
+                    try_=attempt,
+                )
+                await anyio.sleep(min(START_REPLAY_MAX_WAIT_S, 0.05 * attempt))
+                continue
+            if result.identity is not None:
+                log.info(
+                    "dispatch.started",
+                    dispatch_id=dispatch.dispatch_id,
+                    attempt=lease.attempt,
+                    outcome=result.outcome.value,
+                )
+                return result.identity
+            log.warning(
+                "dispatch.start_refused",
+                dispatch_id=dispatch.dispatch_id,
+                attempt=lease.attempt,
+                outcome=result.outcome.value,
+                reason=result.reason,
+            )
+            return None
+        return None
+
+    async def _execute(
+        self,
+        handler: ports.ApprovedActionHandler,
+        dispatch: records.Dispatch,
+        identity: records.ExecutionIdentity,
+    ) -> str:
+        config = self._config
+        ctx = ports.ExecutionContext(
+            dispatch=dispatch,
+            identity=identity,
+            deadline_ms=self._clock.now_ms() + config.execute_timeout_ms,
+        )
+        result: ports.ExecuteResult | None = None
+        failure = ""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._renew_while_running, identity.as_lease())
+            try:
+                with anyio.fail_after(config.execute_timeout_ms / 1000):
+                    result = await handler.execute(ctx)
+            except TimeoutError:
+                failure = "execute_timeout"
+            except Exception as exc:  # after the barrier anything unexplained is indeterminate
+                failure = exc.code if isinstance(exc, errors.QinglongError) else "execute_raised"
+            finally:
+                tg.cancel_scope.cancel()
+        await self._fault("after_execute", dispatch)
+        if result is None:
+            log.warning(
+                "dispatch.indeterminate",
+                dispatch_id=dispatch.dispatch_id,
+                attempt=identity.attempt,
+                code=failure,
+            )
+            return await self._complete(
+                dispatch, identity, states.Completion.BLOCKED, f"indeterminate:{failure}"[:128]
+            )
+        if result.kind is ports.ExecuteKind.COMMITTED:
+            log.info(
+                "dispatch.completed",
+                dispatch_id=dispatch.dispatch_id,
+                attempt=identity.attempt,
+                outcome=result.committed_as.value,
+                code=result.code,
+            )
+            return result.committed_as.value
+        completion = (
+            states.Completion.SUCCEEDED
+            if result.kind is ports.ExecuteKind.SUCCEEDED
+            else states.Completion.FAILED
+        )
+        outcome = await self._complete(dispatch, identity, completion, result.code)
+        await self._fault("after_complete", dispatch)
+        return outcome
+
+    async def _renew_while_running(self, lease: records.Lease) -> None:
+        """Renew at a third of the lease while the execute runs; stop at the first refusal."""
+        interval = self._config.lease_ms / 3000
+        while True:
+            await anyio.sleep(interval)
+            try:
+                renewal = await self._store.renew(
+                    lease, now_ms=self._clock.now_ms(), lease_ms=self._config.lease_ms
+                )
+            except errors.StoreError as exc:
+                log.warning("lease.renew_failed", dispatch_id=lease.dispatch_id, code=exc.code)
+                self.observe_renewal("error")
+                continue
+            self.observe_renewal(
+                "renewed"
+                if renewal.lease is not None
+                else ("expired" if renewal.outcome is Outcome.EXPIRED else "conflict")
+            )
+            if renewal.lease is None:
+                log.info(
+                    "lease.renew_refused",
+                    dispatch_id=lease.dispatch_id,
+                    outcome=renewal.outcome.value,
+                    reason=renewal.reason,
+                )
+                return
+            lease = renewal.lease
+
+    def observe_renewal(self, result: str) -> None:
+        if self._on_renewal is not None:
+            self._on_renewal(result)
+
+    async def _complete(
+        self,
+        dispatch: records.Dispatch,
+        identity: records.ExecutionIdentity,
+        completion: states.Completion,
+        code: str,
+    ) -> str:
+        try:
+            done = await self._store.complete(
+                identity,
+                mutation_id=fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete"),
+                completion=completion,
+                result_code=code,
+                now_ms=self._clock.now_ms(),
+            )
+        except errors.StoreError as exc:
+            # Never executed again: the row stays executing and surfaces as recovery_required.
+            log.error(
+                "dispatch.completion_write_failed",
+                dispatch_id=dispatch.dispatch_id,
+                attempt=identity.attempt,
+                code=exc.code,
+            )
+            return "completion_write_failed"
+        log.info(
+            "dispatch.completed",
+            dispatch_id=dispatch.dispatch_id,
+            attempt=identity.attempt,
+            outcome=completion.value if done.outcome is not Outcome.CONFLICT else "conflict",
+            code=code,
+            reason=done.reason,
+        )
+        if done.outcome is Outcome.CONFLICT:
+            return "completion_conflict"
+        return completion.value
+
+    async def _release(
+        self,
+        lease: records.Lease,
+        dispatch: records.Dispatch,
+        kind: states.ReleaseKind,
+        code: str,
+    ) -> str:
+        now = self._clock.now_ms()
+        retry_at = None
+        if kind is states.ReleaseKind.RETRY:
+            jitter = self._rng.uniform(0.5, 1.5)
+            retry_at = now + states.retry_delay_ms(
+                self._config.retry_backoff_ms, lease.attempt, jitter
+            )
+        try:
+            done = await self._store.release_preflight(
+                lease,
+                mutation_id=fencing.release_mutation_id(lease),
+                kind=kind,
+                result_code=code,
+                retry_at_ms=retry_at,
+                now_ms=now,
+            )
+        except errors.StoreError as exc:
+            # Pre-barrier: the lease expires and another claim takes over safely.
+            log.warning("dispatch.release_failed", dispatch_id=dispatch.dispatch_id, code=exc.code)
+            return "release_failed"
+        status = done.status.value if done.status else done.outcome.value
+        log.info(
+            "dispatch.released",
+            dispatch_id=dispatch.dispatch_id,
+            attempt=lease.attempt,
+            outcome=status,
+            code=code,
+        )
+        return status if done.outcome is not Outcome.CONFLICT else "release_conflict"
