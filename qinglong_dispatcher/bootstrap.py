@@ -7,13 +7,15 @@ import random
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from qinglong_dispatcher import api, dispatcher, ports
-from qinglong_dispatcher.actions import run_create, tool_invoke
-from qinglong_dispatcher.actions.tools import file_write
+from qinglong_dispatcher import api, dispatcher, handler_ports, ports
+from qinglong_dispatcher.actions import run_create
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.lifecycle import daemon, http, metrics, skew, systemd
-from qinglong_dispatcher.recovery import reconciler, run_create_evidence, tool_invoke_evidence
+from qinglong_dispatcher.recovery import reconciler, run_create_evidence
 from qinglong_dispatcher.settings import Settings
+from qinglong_dispatcher.tools import evidence as tool_invoke_evidence
+from qinglong_dispatcher.tools import invoke as tool_invoke
+from qinglong_dispatcher.tools.builtin import file_write
 
 
 async def open_store(settings: Settings) -> ports.Store:
@@ -45,13 +47,13 @@ def handlers(
     *,
     tool_sandbox_dir: Path | None = None,
     profile: str = "edge",
-) -> dict[str, ports.ApprovedActionHandler]:
+) -> dict[str, handler_ports.ApprovedActionHandler]:
     """The built-in actions, keyed by action type.
 
     `tool.invoke` is registered only with a sandbox directory (`QINGLONG_TOOL_SANDBOX_DIR`);
     without one its dispatches find no handler and are retried, then blocked.
     """
-    built: dict[str, ports.ApprovedActionHandler] = {
+    built: dict[str, handler_ports.ApprovedActionHandler] = {
         run_create.ACTION_TYPE: run_create.RunCreateHandler(store, store, clock)
     }
     if tool_sandbox_dir is not None:
@@ -66,7 +68,7 @@ def handlers(
 
 def evidence_providers(
     store: ports.Store, *, tool_sandbox_dir: Path | None = None
-) -> dict[str, ports.EvidenceProvider]:
+) -> dict[str, handler_ports.EvidenceProvider]:
     """Evidence providers by action type; an action without one is manual-only.
 
     The `tool.invoke` provider is always there: without a visible sandbox it answers
@@ -94,7 +96,7 @@ def build_dispatcher(
     store: ports.Store,
     clock: ports.Clock,
     *,
-    extra_handlers: dict[str, ports.ApprovedActionHandler] | None = None,
+    extra_handlers: dict[str, handler_ports.ApprovedActionHandler] | None = None,
     on_renewal: dispatcher.RenewalObserver | None = None,
 ) -> dispatcher.Dispatcher:
     """A dispatcher with the profile's budget and the built-in actions."""

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import anyio
 import structlog
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import handler_ports, ports
 from qinglong_dispatcher.domain import errors, fencing, plans, records, runs
 
 log = structlog.get_logger("qinglong_dispatcher.actions.run_create")
@@ -120,23 +120,27 @@ class RunCreateHandler:
             raise errors.PlanInvalid("plan identity differs", code="plan_identity_mismatch")
         return plan
 
-    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
+    async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:
         """Parse the immutable plan and return its action digest; writes nothing."""
         try:
             plan = await self._resolve(dispatch)
         except errors.InvalidInput as exc:
-            return ports.InspectResult(kind=ports.InspectKind.BLOCKED, code=exc.code)
-        return ports.InspectResult(
-            kind=ports.InspectKind.READY, action_digest=plans.plan_action_digest(plan)
+            return handler_ports.InspectResult(
+                kind=handler_ports.InspectKind.BLOCKED, code=exc.code
+            )
+        return handler_ports.InspectResult(
+            kind=handler_ports.InspectKind.READY, action_digest=plans.plan_action_digest(plan)
         )
 
-    async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
+    async def execute(self, ctx: handler_ports.ExecutionContext) -> handler_ports.ExecuteResult:
         """Re-parse the same plan, then create the Run, its receipt and the completion at once."""
         dispatch, identity = ctx.dispatch, ctx.identity
         plan = await self._resolve(dispatch)
         if plans.plan_action_digest(plan) != dispatch.action_digest:
             # Nothing happened yet: an explicit failure, not an indeterminate one.
-            return ports.ExecuteResult(kind=ports.ExecuteKind.FAILED, code="digest_drift")
+            return handler_ports.ExecuteResult(
+                kind=handler_ports.ExecuteKind.FAILED, code="digest_drift"
+            )
         if self._fault_hook is not None:
             await self._fault_hook("before_effect", dispatch)
         delay = EFFECT_RETRY_FIRST_S
@@ -161,9 +165,11 @@ class RunCreateHandler:
                 await anyio.sleep(delay)
                 delay = min(EFFECT_RETRY_MAX_S, delay * 2)
         if result.outcome in (ports.RunCreateOutcome.CREATED, ports.RunCreateOutcome.EXISTING):
-            return ports.ExecuteResult(kind=ports.ExecuteKind.COMMITTED, code=result.outcome.value)
+            return handler_ports.ExecuteResult(
+                kind=handler_ports.ExecuteKind.COMMITTED, code=result.outcome.value
+            )
         if result.outcome is ports.RunCreateOutcome.CONFLICT:
-            return ports.ExecuteResult(
-                kind=ports.ExecuteKind.FAILED, code=result.reason or "run_conflict"
+            return handler_ports.ExecuteResult(
+                kind=handler_ports.ExecuteKind.FAILED, code=result.reason or "run_conflict"
             )
         raise errors.LeaseConflict(f"execution fenced: {result.reason}")

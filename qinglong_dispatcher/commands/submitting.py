@@ -7,10 +7,13 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from qinglong_dispatcher import api, bootstrap, clock, sandbox, tool_api
+from qinglong_dispatcher import api, bootstrap, clock
 from qinglong_dispatcher.commands import common
-from qinglong_dispatcher.domain import canonical, errors, ids, plans, tool_registry
+from qinglong_dispatcher.domain import canonical, errors, ids, plans
+from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.settings import Settings
+from qinglong_dispatcher.tools import api as tool_api
+from qinglong_dispatcher.tools import sandbox
 
 STEPS_HINT = (
     "use `approval create`, then `approval approve ID --by W` as another approver, "

@@ -1,1 +1,1 @@
-"""The pure core: states, canonical JSON, digests, plans, records and typed errors."""
+"""The pure core: states, canonical JSON, digests, plans, records, errors; tool steps in `tools`."""

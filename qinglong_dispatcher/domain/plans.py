@@ -10,7 +10,8 @@ from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias
 import pydantic
 from pydantic import ConfigDict, Field, StringConstraints
 
-from qinglong_dispatcher.domain import canonical, digests, errors, tool_registry
+from qinglong_dispatcher.domain import canonical, digests, errors
+from qinglong_dispatcher.domain.tools import registry as tool_registry
 
 IDENTIFIER_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 """Opaque identifiers: project, task, action ref, operator names, result and reason codes."""

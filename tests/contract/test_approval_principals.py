@@ -34,7 +34,7 @@ def principals(h: Harness) -> tuple[str, str]:
 
 async def test_each_step_stores_its_authenticated_principal_beside_the_label(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     runtime, approver = principals(harness)
     created = await make_api(harness.store, clock).create_approval(
         "run.create", plan_bytes(), requested_by="alice"
@@ -59,7 +59,7 @@ async def test_each_step_stores_its_authenticated_principal_beside_the_label(
 
 async def test_every_state_change_writes_one_audit_row_on_the_database_clock(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     runtime, approver = principals(harness)
     db_before = await harness.store.database_now_ms()
     created = await make_api(harness.store, clock).create_approval(
@@ -87,7 +87,9 @@ async def test_every_state_change_writes_one_audit_row_on_the_database_clock(
     assert all(abs(e.committed_at_ms - clock.now_ms()) > 86_400_000 for e in trail)
 
 
-async def test_reject_is_final_audited_and_never_dispatched(harness: Harness, clock: ManualClock):
+async def test_reject_is_final_audited_and_never_dispatched(
+    harness: Harness, clock: ManualClock
+) -> None:
     runtime, approver = principals(harness)
     runtime_api = make_api(harness.store, clock)
     approver_api = make_api(harness.approver_store, clock)
@@ -130,7 +132,7 @@ async def test_reject_is_final_audited_and_never_dispatched(harness: Harness, cl
 
 async def test_direct_sql_cannot_bend_an_approval_or_dispatch_what_nobody_consumed(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     """Even the administrator's raw session: the triggers hold whoever writes."""
     the_api = make_api(harness.approver_store, clock)
     pending = await the_api.create_approval("run.create", plan_bytes(), requested_by="alice")

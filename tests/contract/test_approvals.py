@@ -21,7 +21,9 @@ def plan_bytes(**changes: object) -> bytes:
     return canonical.dumps(data)
 
 
-async def test_create_approve_consume_walks_the_versions(harness: Harness, clock: ManualClock):
+async def test_create_approve_consume_walks_the_versions(
+    harness: Harness, clock: ManualClock
+) -> None:
     the_api = make_api(harness.approver_store, clock)
     created = await the_api.create_approval("run.create", plan_bytes(), requested_by="alice")
     assert (created.status, created.version) == (approvals.ApprovalStatus.PENDING, 1)
@@ -46,7 +48,9 @@ async def test_create_approve_consume_walks_the_versions(harness: Harness, clock
     assert plans.plan_action_digest(plan) == dispatch.action_digest
 
 
-async def test_consume_twice_is_refused_and_writes_nothing(harness: Harness, clock: ManualClock):
+async def test_consume_twice_is_refused_and_writes_nothing(
+    harness: Harness, clock: ManualClock
+) -> None:
     the_api = make_api(harness.approver_store, clock)
     created = await the_api.create_approval("run.create", plan_bytes(), requested_by="alice")
     await the_api.approve(created.approval_request_id, decided_by="bob")
@@ -61,7 +65,7 @@ async def test_consume_twice_is_refused_and_writes_nothing(harness: Harness, clo
 
 async def test_consume_needs_approval_and_an_unknown_id_is_not_found(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     the_api = make_api(harness.approver_store, clock)
     created = await the_api.create_approval("run.create", plan_bytes(), requested_by="alice")
     with pytest.raises(errors.ApprovalStateConflict):
@@ -74,7 +78,7 @@ async def test_consume_needs_approval_and_an_unknown_id_is_not_found(
 
 async def test_an_expired_approval_can_be_neither_approved_nor_consumed(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     the_api = make_api(harness.approver_store, clock)
     first = await the_api.create_approval("run.create", plan_bytes(), requested_by="alice")
     second = await the_api.create_approval(
@@ -93,7 +97,7 @@ async def test_an_expired_approval_can_be_neither_approved_nor_consumed(
 
 async def test_consume_is_atomic_over_approval_dispatch_and_execution(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     the_api = make_api(harness.approver_store, clock)
     created = await the_api.create_approval("run.create", plan_bytes(), requested_by="alice")
     await the_api.approve(created.approval_request_id, decided_by="bob")
@@ -107,7 +111,7 @@ async def test_consume_is_atomic_over_approval_dispatch_and_execution(
         assert await harness.scalar(f"SELECT count(*) AS n FROM {faults.table(harness, name)}") == 0
 
 
-async def test_bulk_submit_is_all_or_nothing(harness: Harness, clock: ManualClock):
+async def test_bulk_submit_is_all_or_nothing(harness: Harness, clock: ManualClock) -> None:
     the_api = make_api(harness.approver_store, clock)
     good = api.run_create_plan({"projectId": "proj-1", "taskId": "t-1", "taskRevision": 1})
     clash = api.run_create_plan(
@@ -119,7 +123,7 @@ async def test_bulk_submit_is_all_or_nothing(harness: Harness, clock: ManualCloc
         assert await harness.scalar(f"SELECT count(*) AS n FROM {faults.table(harness, name)}") == 0
 
 
-async def test_plans_are_exact_shape(harness: Harness, clock: ManualClock):
+async def test_plans_are_exact_shape(harness: Harness, clock: ManualClock) -> None:
     the_api = make_api(harness.approver_store, clock)
     with pytest.raises(errors.PlanInvalid):
         await the_api.create_approval("run.create", plan_bytes(extra=1), requested_by="alice")
@@ -135,7 +139,7 @@ async def test_plans_are_exact_shape(harness: Harness, clock: ManualClock):
     )
 
 
-async def test_plans_of_a_page_are_read_in_one_go(harness: Harness, clock: ManualClock):
+async def test_plans_of_a_page_are_read_in_one_go(harness: Harness, clock: ManualClock) -> None:
     from tests.support.actions import submit_runs
 
     consumed = await submit_runs(harness.approver_store, clock, 3)

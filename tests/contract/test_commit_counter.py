@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from qinglong_dispatcher import api
+from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from qinglong_dispatcher.domain import canonical, errors
 from tests.support import faults
 from tests.support.actions import make_api, submit_runs
@@ -21,7 +22,8 @@ from tests.support.stores import Harness
 async def committed_by(harness: Harness, operation: Callable[[], Awaitable[object]]) -> int:
     """How many write transactions the database committed while `operation` ran."""
     if harness.dialect == "sqlite":
-        path = harness.store.db.path  # type: ignore[attr-defined]
+        assert isinstance(harness.store, sqlite_store.SqliteStore)
+        path = harness.store.db.path
         observer = sqlite3.connect(path, isolation_level=None)
         try:
             # data_version moves once per commit by another connection; one op at a time here,
@@ -50,7 +52,9 @@ async def _run(operation: Callable[[], Awaitable[object]]) -> None:
         await operation()
 
 
-async def test_the_commit_counter_matches_the_database(harness: Harness, clock: ManualClock):
+async def test_the_commit_counter_matches_the_database(
+    harness: Harness, clock: ManualClock
+) -> None:
     store = harness.store
     # Seeding approves, which the runtime login may not: the approver's pool counts its own.
     approver = harness.approver_store
@@ -96,7 +100,7 @@ async def test_the_commit_counter_matches_the_database(harness: Harness, clock: 
 @pytest.mark.parametrize("pages", [1, 3])
 async def test_a_drain_counts_claim_start_and_effect(
     harness: Harness, clock: ManualClock, pages: int
-):
+) -> None:
     await submit_runs(harness.approver_store, clock, pages)
     the_dispatcher = make_dispatcher(harness.store, clock, page_size=1)
     for _ in range(pages):

@@ -15,7 +15,9 @@ from tests.support.handlers import RecordingHandler
 from tests.support.stores import Harness
 
 
-async def test_shutdown_lets_the_running_execute_finish_and_yields_the_rest(harness: Harness):
+async def test_shutdown_lets_the_running_execute_finish_and_yields_the_rest(
+    harness: Harness,
+) -> None:
     the_clock = system_clock.SystemClock()
     consumed = await submit_runs(harness.approver_store, the_clock, 3)
     settings = load_settings(
@@ -28,6 +30,10 @@ async def test_shutdown_lets_the_running_execute_finish_and_yields_the_rest(harn
     )
     handler = RecordingHandler(execute_sleep_s=1.0)
     renewals: list[str] = []
+
+    def record_renewal(result: str) -> None:
+        renewals.append(result)
+
     the_dispatcher = dispatcher.Dispatcher(
         harness.store,
         {"run.create": handler},
@@ -40,7 +46,7 @@ async def test_shutdown_lets_the_running_execute_finish_and_yields_the_rest(harn
             retry_backoff_ms=1000,
             execute_timeout_ms=1400,
         ),
-        on_renewal=renewals.append,
+        on_renewal=record_renewal,
     )
     the_daemon = daemon.Daemon(
         daemon.Parts(

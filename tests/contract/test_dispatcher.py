@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import handler_ports
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
 from tests.support import faults
@@ -19,7 +19,9 @@ async def status_of(harness: Harness, dispatch_id: str) -> ExecutionStatus:
     return row.status
 
 
-async def test_digest_drift_blocks_without_calling_execute(harness: Harness, clock: ManualClock):
+async def test_digest_drift_blocks_without_calling_execute(
+    harness: Harness, clock: ManualClock
+) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     handler = RecordingHandler(digest_override="e" * 64)
     report = await make_dispatcher(
@@ -37,9 +39,11 @@ async def test_digest_drift_blocks_without_calling_execute(harness: Harness, clo
     )
 
 
-async def test_explicit_block_from_inspect_is_terminal(harness: Harness, clock: ManualClock):
+async def test_explicit_block_from_inspect_is_terminal(
+    harness: Harness, clock: ManualClock
+) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
-    handler = RecordingHandler(inspect_kind=ports.InspectKind.BLOCKED)
+    handler = RecordingHandler(inspect_kind=handler_ports.InspectKind.BLOCKED)
     await make_dispatcher(harness.store, clock, handlers={"run.create": handler}).dispatch_batch()
     assert handler.executed == []
     assert await status_of(harness, consumed.dispatch_id) is ExecutionStatus.BLOCKED
@@ -47,7 +51,7 @@ async def test_explicit_block_from_inspect_is_terminal(harness: Harness, clock: 
 
 async def test_transient_inspect_failure_retries_with_backoff_until_the_budget(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1, max_attempts=3)
     handler = RecordingHandler(inspect_raises=errors.StoreUnavailable())
     the_dispatcher = make_dispatcher(harness.store, clock, handlers={"run.create": handler})
@@ -69,7 +73,7 @@ async def test_transient_inspect_failure_retries_with_backoff_until_the_budget(
     assert (row.status, row.attempt) == (ExecutionStatus.BLOCKED, 3)
 
 
-async def test_a_missing_handler_is_a_bounded_retry(harness: Harness, clock: ManualClock):
+async def test_a_missing_handler_is_a_bounded_retry(harness: Harness, clock: ManualClock) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     await make_dispatcher(harness.store, clock, handlers={}).dispatch_batch()
     row = await harness.store.get_execution(consumed.dispatch_id)
@@ -79,7 +83,7 @@ async def test_a_missing_handler_is_a_bounded_retry(harness: Harness, clock: Man
 
 async def test_execute_raising_is_indeterminate_blocked_and_never_retried(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     handler = RecordingHandler(execute_raises=RuntimeError("boom"))
     the_dispatcher = make_dispatcher(harness.store, clock, handlers={"run.create": handler})
@@ -94,7 +98,7 @@ async def test_execute_raising_is_indeterminate_blocked_and_never_retried(
     assert handler.executed == [consumed.dispatch_id]
 
 
-async def test_execute_timeout_is_indeterminate(harness: Harness, clock: ManualClock):
+async def test_execute_timeout_is_indeterminate(harness: Harness, clock: ManualClock) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     handler = RecordingHandler(execute_sleep_s=5)
     await make_dispatcher(
@@ -112,13 +116,15 @@ async def test_execute_timeout_is_indeterminate(harness: Harness, clock: ManualC
     )
 
 
-async def test_explicit_results_complete_the_execution(harness: Harness, clock: ManualClock):
+async def test_explicit_results_complete_the_execution(
+    harness: Harness, clock: ManualClock
+) -> None:
     consumed = await submit_runs(harness.approver_store, clock, 2)
     ok = RecordingHandler()
     await make_dispatcher(
         harness.store, clock, handlers={"run.create": ok}, page_size=1
     ).dispatch_batch()
-    failing = RecordingHandler(result=ports.ExecuteKind.FAILED)
+    failing = RecordingHandler(result=handler_ports.ExecuteKind.FAILED)
     await make_dispatcher(
         harness.store, clock, handlers={"run.create": failing}, page_size=1
     ).dispatch_batch()
@@ -131,7 +137,7 @@ async def test_explicit_results_complete_the_execution(harness: Harness, clock: 
 
 async def test_a_failed_completion_write_leaves_the_row_executing(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     await faults.fail_execution_status(harness, "succeeded")
     handler = RecordingHandler()
@@ -147,7 +153,9 @@ async def test_a_failed_completion_write_leaves_the_row_executing(
     assert counts.executions[EffectiveStatus.RECOVERY_REQUIRED] == 1
 
 
-async def test_the_lease_is_renewed_while_a_slow_execute_runs(harness: Harness, clock: ManualClock):
+async def test_the_lease_is_renewed_while_a_slow_execute_runs(
+    harness: Harness, clock: ManualClock
+) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     # Renewals every 500 ms during a 1.1 s execute, inside its 1.45 s timeout.
     handler = RecordingHandler(execute_sleep_s=1.1)
@@ -166,7 +174,7 @@ async def test_the_lease_is_renewed_while_a_slow_execute_runs(harness: Harness, 
     assert events[-1].version > executing_version + 1  # renewals moved the version meanwhile
 
 
-async def test_concurrent_items_each_run_once(harness: Harness, clock: ManualClock):
+async def test_concurrent_items_each_run_once(harness: Harness, clock: ManualClock) -> None:
     consumed = await submit_runs(harness.approver_store, clock, 12)
     handler = RecordingHandler(execute_sleep_s=0.01)
     report = await make_dispatcher(

@@ -28,7 +28,7 @@ async def _fill(harness: Harness, clock: ManualClock) -> None:
 @pytest.mark.parametrize("name", sorted(IMMUTABLE))
 async def test_immutable_tables_refuse_update_and_delete(
     harness: Harness, clock: ManualClock, name: str
-):
+) -> None:
     await _fill(harness, clock)
     table = faults.table(harness, name)
     assert await harness.scalar(f"SELECT count(*) AS n FROM {table}") >= 1

@@ -66,7 +66,7 @@ async def _counts(database: str) -> dict[str, int]:
 
 async def test_the_runtime_login_may_create_and_consume_but_never_approve(
     database: str, logins: dict[str, postgres_store.PostgresStore], clock: ManualClock
-):
+) -> None:
     runtime = logins["runtime"]
     approval_id = await _pending(runtime, clock, "act-1")
     with pytest.raises(errors.ApprovalNotPermitted):
@@ -118,7 +118,7 @@ async def test_the_runtime_login_may_create_and_consume_but_never_approve(
 
 async def test_the_runtime_login_cannot_insert_a_dispatch_for_an_unconsumed_approval(
     database: str, logins: dict[str, postgres_store.PostgresStore], clock: ManualClock
-):
+) -> None:
     runtime = logins["runtime"]
     pending_id = await _pending(runtime, clock, "act-pending")
     approved_id = await _pending(runtime, clock, "act-approved")
@@ -151,7 +151,7 @@ async def test_the_runtime_login_cannot_insert_a_dispatch_for_an_unconsumed_appr
 
 async def test_separation_of_duties_unless_granted_qinglong_self_approver(
     database: str, logins: dict[str, postgres_store.PostgresStore], clock: ManualClock
-):
+) -> None:
     strict = logins["strict"]
     own = await _pending(strict, clock, "act-own")
     with pytest.raises(errors.SelfApprovalRefused):
@@ -208,7 +208,7 @@ async def test_separation_of_duties_unless_granted_qinglong_self_approver(
 
 async def test_rejecting_needs_an_approver_or_the_requester_and_the_operator_never_decides(
     database: str, logins: dict[str, postgres_store.PostgresStore], clock: ManualClock
-):
+) -> None:
     theirs = await _pending(logins["approver"], clock, "act-theirs")
     with pytest.raises(errors.ApprovalNotPermitted):
         await make_api(logins["runtime"], clock).reject(theirs, decided_by="mallory")
@@ -226,7 +226,7 @@ async def test_rejecting_needs_an_approver_or_the_requester_and_the_operator_nev
 
 async def test_direct_sql_writes_are_audited_by_the_database_itself(
     database: str, clock: ManualClock
-):
+) -> None:
     """No INSERT on the audit table is needed: the SECURITY DEFINER trigger writes it."""
     url = stores.runtime_url(database)
     await stores.as_login(

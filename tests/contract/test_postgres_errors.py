@@ -58,7 +58,7 @@ async def _flaky_event_inserts(database: str, failures: int, sqlstate: str) -> N
 @pytest.mark.parametrize("sqlstate", ["40001", "40P01"])
 async def test_serialization_failure_and_deadlock_are_retried_up_to_three_times(
     database: str, clock: ManualClock, sqlstate: str
-):
+) -> None:
     store = await _runtime(database)
     try:
         await submit_runs_as_approver(database, clock, 2)
@@ -89,7 +89,9 @@ async def test_serialization_failure_and_deadlock_are_retried_up_to_three_times(
         await store.close()
 
 
-async def test_a_lock_wait_beyond_lock_timeout_is_store_busy(database: str, clock: ManualClock):
+async def test_a_lock_wait_beyond_lock_timeout_is_store_busy(
+    database: str, clock: ManualClock
+) -> None:
     store = await _runtime(database, lock_timeout_s=0.2)
     holder = await asyncpg.connect(stores.pg_url(database))
     try:
@@ -122,7 +124,7 @@ async def test_a_lock_wait_beyond_lock_timeout_is_store_busy(database: str, cloc
 
 async def test_a_statement_beyond_statement_timeout_is_store_busy(
     database: str, clock: ManualClock
-):
+) -> None:
     store = await _runtime(database, statement_timeout_s=0.2)
     try:
         await stores.raw(
@@ -143,7 +145,7 @@ async def test_a_statement_beyond_statement_timeout_is_store_busy(
 
 async def test_a_connection_lost_mid_transaction_is_store_unavailable_and_the_pool_recovers(
     database: str, clock: ManualClock
-):
+) -> None:
     store = await _runtime(database)
     holder = await asyncpg.connect(stores.pg_url(database))
     try:
@@ -195,7 +197,7 @@ async def _terminate_runtime_sessions(database: str) -> None:
     await anyio.sleep(0.05)  # let the client notice the closed socket
 
 
-async def test_an_unreachable_server_and_an_unknown_database_are_store_unavailable():
+async def test_an_unreachable_server_and_an_unknown_database_are_store_unavailable() -> None:
     await stores.require_server()
     with pytest.raises(errors.StoreUnavailable):
         await postgres_store.PostgresStore.open(
@@ -205,7 +207,7 @@ async def test_an_unreachable_server_and_an_unknown_database_are_store_unavailab
         await postgres_store.PostgresStore.open(stores.pg_url("qinglong_no_such_database"))
 
 
-async def test_a_constraint_violation_is_typed_and_nothing_leaks(database: str):
+async def test_a_constraint_violation_is_typed_and_nothing_leaks(database: str) -> None:
     store = await _runtime(database)
     try:
         await stores.raw(
@@ -222,7 +224,9 @@ async def test_a_constraint_violation_is_typed_and_nothing_leaks(database: str):
 
 
 @pytest.mark.parametrize("level", ["off", "local"])
-async def test_durability_refuses_asynchronous_commit_unless_allowed(database: str, level: str):
+async def test_durability_refuses_asynchronous_commit_unless_allowed(
+    database: str, level: str
+) -> None:
     await stores.raw(database, f"ALTER DATABASE {database} SET synchronous_commit = {level}")
     strict = await _runtime(database)
     relaxed = await postgres_store.PostgresStore.open(
@@ -237,7 +241,7 @@ async def test_durability_refuses_asynchronous_commit_unless_allowed(database: s
         await relaxed.close()
 
 
-async def test_durability_accepts_the_default(database: str):
+async def test_durability_accepts_the_default(database: str) -> None:
     store = await _runtime(database)
     try:
         await store.check_durability()

@@ -48,7 +48,7 @@ async def _wait_until_blocked_on_a_lock(admin: Any, *, login: str) -> None:
 
 async def test_a_claim_skips_a_row_another_replica_holds_instead_of_waiting(
     pg: stores.Harness, clock: ManualClock
-):
+) -> None:
     consumed = await submit_runs(pg.approver_store, clock, 2)
     held, free = sorted(c.dispatch_id for c in consumed)
     admin = await _admin(pg)
@@ -74,7 +74,7 @@ async def test_a_claim_skips_a_row_another_replica_holds_instead_of_waiting(
 
 async def test_a_resolution_holding_the_row_makes_the_run_create_effect_a_clean_refusal(
     pg: stores.Harness,
-):
+) -> None:
     """The effect's fence is read under the row lock: it waits, then sees the settled row.
 
     Without the lock the one-statement effect would insert the Run from a stale snapshot and

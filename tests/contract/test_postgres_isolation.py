@@ -25,7 +25,7 @@ assert not loaded, loaded
 """
 
 
-def test_the_edge_profile_never_imports_the_postgres_leg(tmp_path: Path):
+def test_the_edge_profile_never_imports_the_postgres_leg(tmp_path: Path) -> None:
     code = _EDGE_RUN.format(path=tmp_path / "edge.db")
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False

@@ -31,7 +31,7 @@ async def _admin(database: str) -> postgres_store.PostgresStore:
     return await postgres_store.PostgresStore.open(stores.pg_url(database), max_size=2)
 
 
-async def test_migrate_applies_everything_once_and_then_is_a_no_op(empty: str):
+async def test_migrate_applies_everything_once_and_then_is_a_no_op(empty: str) -> None:
     runtime = await postgres_store.PostgresStore.open(stores.runtime_url(empty), max_size=1)
     admin = await _admin(empty)
     try:
@@ -47,7 +47,7 @@ async def test_migrate_applies_everything_once_and_then_is_a_no_op(empty: str):
         await admin.close()
 
 
-async def test_a_database_owner_with_createrole_can_migrate_without_superuser(empty: str):
+async def test_a_database_owner_with_createrole_can_migrate_without_superuser(empty: str) -> None:
     owner = "qinglong_test_owner"
     conn = await asyncpg.connect(stores.admin_dsn())
     try:
@@ -74,7 +74,7 @@ async def test_a_database_owner_with_createrole_can_migrate_without_superuser(em
     assert [r["owner"] for r in owners] == ["qinglong_migrator"]
 
 
-async def test_the_runtime_role_cannot_migrate(empty: str):
+async def test_the_runtime_role_cannot_migrate(empty: str) -> None:
     runtime = await postgres_store.PostgresStore.open(stores.runtime_url(empty), max_size=1)
     try:
         with pytest.raises(errors.StoreError, match="administrator") as caught:
@@ -84,7 +84,7 @@ async def test_the_runtime_role_cannot_migrate(empty: str):
         await runtime.close()
 
 
-async def test_a_tampered_checksum_is_refused_and_reported(empty: str):
+async def test_a_tampered_checksum_is_refused_and_reported(empty: str) -> None:
     admin = await _admin(empty)
     try:
         await admin.migrate(now_ms=START_MS)
@@ -101,7 +101,7 @@ async def test_a_tampered_checksum_is_refused_and_reported(empty: str):
         await admin.close()
 
 
-async def test_a_newer_schema_is_refused(empty: str):
+async def test_a_newer_schema_is_refused(empty: str) -> None:
     admin = await _admin(empty)
     try:
         await admin.migrate(now_ms=START_MS)
@@ -116,7 +116,7 @@ async def test_a_newer_schema_is_refused(empty: str):
         await admin.close()
 
 
-async def test_two_migrates_of_one_database_take_turns(empty: str):
+async def test_two_migrates_of_one_database_take_turns(empty: str) -> None:
     first, second = await _admin(empty), await _admin(empty)
     results: list[list[int]] = []
     try:
@@ -133,7 +133,7 @@ async def test_two_migrates_of_one_database_take_turns(empty: str):
     assert sorted(results) == [[], ALL]
 
 
-async def test_two_databases_of_one_server_migrate_at_once():
+async def test_two_databases_of_one_server_migrate_at_once() -> None:
     async with (
         stores.fresh_database(migrated=False) as one,
         stores.fresh_database(migrated=False) as two,
@@ -154,7 +154,7 @@ async def test_two_databases_of_one_server_migrate_at_once():
         assert results == [ALL, ALL]
 
 
-async def test_concurrent_role_creation_swallows_the_losers_duplicate():
+async def test_concurrent_role_creation_swallows_the_losers_duplicate() -> None:
     # Roles are cluster-wide and already exist here, so race fresh throw-away names instead.
     await stores.require_server()
     names = tuple(f"qinglong_race_{os.getpid()}_{i}" for i in range(4))
@@ -179,7 +179,7 @@ async def test_concurrent_role_creation_swallows_the_losers_duplicate():
             await conn.close()
 
 
-def test_migration_numbers_are_contiguous_and_match_sqlite():
+def test_migration_numbers_are_contiguous_and_match_sqlite() -> None:
     postgres = migration_files.load("postgres")
     sqlite = migration_files.load("sqlite")
     assert [m.version for m in postgres] == list(range(1, len(postgres) + 1))

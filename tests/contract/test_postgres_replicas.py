@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 import pytest
@@ -43,7 +44,7 @@ async def _replica(database: str) -> postgres_store.PostgresStore:
     return await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=12)
 
 
-async def test_four_replicas_race_over_two_thousand_run_creates(database: str):
+async def test_four_replicas_race_over_two_thousand_run_creates(database: str) -> None:
     the_clock = system_clock.SystemClock()
     replicas = [await _replica(database) for _ in range(REPLICAS)]
     claims: collections.Counter[str] = collections.Counter()
@@ -109,8 +110,8 @@ async def test_four_replicas_race_over_two_thousand_run_creates(database: str):
     assert elapsed < 60
 
 
-def _scalar(database: str):  # type: ignore[no-untyped-def]
-    async def scalar(sql: str) -> object:
+def _scalar(database: str) -> Callable[[str], Awaitable[Any]]:
+    async def scalar(sql: str) -> Any:  # a database value: whatever the column holds
         rows = await stores.raw(database, sql)
         return next(iter(rows[0].values()))
 
@@ -135,7 +136,9 @@ def _start_request(claim: records.Claim) -> records.StartRequest:
     )
 
 
-async def test_an_expired_lease_is_taken_over_by_another_pool(database: str, clock: ManualClock):
+async def test_an_expired_lease_is_taken_over_by_another_pool(
+    database: str, clock: ManualClock
+) -> None:
     one, two = await _replica(database), await _replica(database)
     try:
         (consumed,) = await submit_runs_as_approver(database, clock, 1)
@@ -172,7 +175,7 @@ async def test_an_expired_lease_is_taken_over_by_another_pool(database: str, clo
 
 async def test_an_expired_executing_row_becomes_recovery_required_for_every_pool(
     database: str, clock: ManualClock
-):
+) -> None:
     one, two = await _replica(database), await _replica(database)
     try:
         (consumed,) = await submit_runs_as_approver(database, clock, 1)

@@ -44,7 +44,7 @@ async def database() -> AsyncIterator[str]:
 @pytest.mark.parametrize("table", sorted(IMMUTABLE))
 async def test_runtime_may_not_update_delete_or_truncate_immutable_tables(
     database: str, table: str
-):
+) -> None:
     url = stores.runtime_url(database)
     for sql in (
         f"UPDATE qinglong.{table} SET {IMMUTABLE[table]}",
@@ -57,7 +57,7 @@ async def test_runtime_may_not_update_delete_or_truncate_immutable_tables(
 
 
 @pytest.mark.parametrize("table", MUTABLE)
-async def test_runtime_may_never_delete(database: str, table: str):
+async def test_runtime_may_never_delete(database: str, table: str) -> None:
     with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
         await stores.as_login(stores.runtime_url(database), f"DELETE FROM qinglong.{table}")
 
@@ -75,14 +75,14 @@ async def test_runtime_may_never_delete(database: str, table: str):
         "ALTER TABLE qinglong.run_events DISABLE TRIGGER ALL",
     ],
 )
-async def test_runtime_may_not_do_ddl(database: str, ddl: str):
+async def test_runtime_may_not_do_ddl(database: str, ddl: str) -> None:
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
         await stores.as_login(stores.runtime_url(database), ddl)
 
 
 async def test_operator_updates_only_state_columns_and_appends_bookkeeping(
     database: str, clock: ManualClock
-):
+) -> None:
     store = await postgres_store.PostgresStore.open(stores.approver_url(database), max_size=2)
     try:
         (consumed,) = await submit_runs(store, clock, 1)
@@ -115,7 +115,7 @@ async def test_operator_updates_only_state_columns_and_appends_bookkeeping(
     assert count[0]["n"] == 1
 
 
-async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: str):
+async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: str) -> None:
     roles = await stores.raw(
         database,
         "SELECT rolname, rolcanlogin, rolsuper, rolcreaterole, rolcreatedb FROM pg_roles "
@@ -134,7 +134,7 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
     assert {r["owner"] for r in owners} == {"qinglong_migrator"}
 
 
-async def test_ddl_capabilities_flags_an_administrator_but_not_the_runtime(database: str):
+async def test_ddl_capabilities_flags_an_administrator_but_not_the_runtime(database: str) -> None:
     runtime = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=1)
     admin = await postgres_store.PostgresStore.open(stores.pg_url(database), max_size=1)
     try:
@@ -147,7 +147,7 @@ async def test_ddl_capabilities_flags_an_administrator_but_not_the_runtime(datab
 
 async def test_an_operator_login_can_resolve_recovery_and_is_the_recorded_principal(
     database: str, clock: ManualClock
-):
+) -> None:
     runtime = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=2)
     operator = await postgres_store.PostgresStore.open(stores.operator_url(database), max_size=2)
     approver = await postgres_store.PostgresStore.open(stores.approver_url(database), max_size=1)

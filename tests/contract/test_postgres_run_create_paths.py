@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
 from qinglong_dispatcher import ports
-from tests.support import stores
+from tests.support import pg_paths, stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS
@@ -21,13 +20,7 @@ from tests.support.recovery import request_for, started_execution
 
 pytestmark = pytest.mark.postgres
 
-
-@dataclasses.dataclass
-class Paths:
-    """What each create_run did: one-statement results (row or None), shared transactions."""
-
-    statements: list[bool] = dataclasses.field(default_factory=list)
-    transactions: int = 0
+Paths = pg_paths.Paths
 
 
 @pytest.fixture
@@ -38,22 +31,7 @@ async def pg(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[stores.H
 
 @pytest.fixture
 def paths(pg: stores.Harness, monkeypatch: pytest.MonkeyPatch) -> Paths:
-    seen = Paths()
-    db: Any = pg.store.db  # type: ignore[attr-defined]
-    statement, transaction = db.statement, db.transaction
-
-    async def spy_statement(*args: Any, **kwargs: Any) -> Any:
-        row = await statement(*args, **kwargs)
-        seen.statements.append(row is not None)
-        return row
-
-    async def spy_transaction(*args: Any, **kwargs: Any) -> Any:
-        seen.transactions += 1
-        return await transaction(*args, **kwargs)
-
-    monkeypatch.setattr(db, "statement", spy_statement)
-    monkeypatch.setattr(db, "transaction", spy_transaction)
-    return seen
+    return pg_paths.spy(pg, monkeypatch)
 
 
 async def test_the_happy_path_is_one_statement_and_a_replay_the_shared_transaction(

@@ -35,7 +35,7 @@ async def _sqlite_columns(path: Path) -> dict[str, list[str]]:
 
 async def test_postgres_and_sqlite_schemas_match_table_for_table_column_for_column(
     tmp_path: Path,
-):
+) -> None:
     expected = await _sqlite_columns(tmp_path / "reference.db")
     async with stores.fresh_database() as database:
         rows = await stores.raw(
@@ -49,7 +49,7 @@ async def test_postgres_and_sqlite_schemas_match_table_for_table_column_for_colu
     assert found == expected
 
 
-async def test_the_due_index_is_the_partial_index_of_both_dialects():
+async def test_the_due_index_is_the_partial_index_of_both_dialects() -> None:
     async with stores.fresh_database() as database:
         rows = await stores.raw(
             database,

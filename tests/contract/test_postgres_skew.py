@@ -24,7 +24,7 @@ async def store() -> AsyncIterator[postgres_store.PostgresStore]:
             await opened.close()
 
 
-async def test_database_now_is_the_servers_wall_clock(store: postgres_store.PostgresStore):
+async def test_database_now_is_the_servers_wall_clock(store: postgres_store.PostgresStore) -> None:
     before = time.time() * 1000
     now = await store.database_now_ms()
     after = time.time() * 1000
@@ -32,7 +32,7 @@ async def test_database_now_is_the_servers_wall_clock(store: postgres_store.Post
     assert before - 1000 <= now <= after + 1000
 
 
-async def test_a_synchronised_clock_allows_claiming(store: postgres_store.PostgresStore):
+async def test_a_synchronised_clock_allows_claiming(store: postgres_store.PostgresStore) -> None:
     guard = skew.SkewGuard(2.0)
     reading = await guard.check(store)
     assert reading.allowed
@@ -44,7 +44,7 @@ async def test_a_synchronised_clock_allows_claiming(store: postgres_store.Postgr
 @pytest.mark.parametrize("offset", [5.0, -5.0])
 async def test_a_skewed_system_clock_stops_claiming_until_it_recovers(
     store: postgres_store.PostgresStore, offset: float
-):
+) -> None:
     lie = {"offset": offset}
     guard = skew.SkewGuard(2.0, wall_clock=lambda: time.time() + lie["offset"])
     first = await guard.check(store)
@@ -59,7 +59,7 @@ async def test_a_skewed_system_clock_stops_claiming_until_it_recovers(
     assert abs(guard.last_skew_seconds) < 1
 
 
-async def test_the_round_trip_counts_against_the_bound():
+async def test_the_round_trip_counts_against_the_bound() -> None:
     class SlowDatabase:
         async def database_now_ms(self) -> int:
             return int(clock["now"] * 1000)
@@ -73,6 +73,6 @@ async def test_the_round_trip_counts_against_the_bound():
     assert not reading.allowed
 
 
-def test_the_bound_must_be_positive():
+def test_the_bound_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         skew.SkewGuard(0)

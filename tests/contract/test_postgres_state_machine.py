@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from qinglong_dispatcher.domain import steps
 from qinglong_dispatcher.domain.states import ExecutionStatus
+from qinglong_dispatcher.domain.tools import steps
 from tests.support import state_machine as sm
 from tests.support import stores
 from tests.support.actions import submit_runs
@@ -29,7 +29,7 @@ async def harness(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Har
 
 async def test_the_runtime_login_cannot_send_a_succeeded_execution_back_to_pending(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     report = await make_dispatcher(harness.store, clock).dispatch_batch()
     assert report.outcomes["succeeded"] == 1
@@ -55,7 +55,9 @@ async def test_the_runtime_login_cannot_send_a_succeeded_execution_back_to_pendi
     assert execution.status is ExecutionStatus.SUCCEEDED
 
 
-async def test_only_an_operator_login_re_arms_a_lost_step_run(harness: Harness, clock: ManualClock):
+async def test_only_an_operator_login_re_arms_a_lost_step_run(
+    harness: Harness, clock: ManualClock
+) -> None:
     runtime_lost, operator_lost = await sm.step_runs_in(
         harness, clock, [steps.StepRunStatus.LOST, steps.StepRunStatus.LOST]
     )
@@ -75,7 +77,7 @@ async def test_only_an_operator_login_re_arms_a_lost_step_run(harness: Harness, 
 
 async def test_the_trigger_functions_are_the_migrators_with_a_fixed_search_path(
     harness: Harness,
-):
+) -> None:
     rows = await harness.raw(
         "SELECT p.proname, pg_get_userbyid(p.proowner) AS owner, p.proconfig, "
         "has_function_privilege('public', p.oid, 'EXECUTE') AS public_may_call "

@@ -44,7 +44,7 @@ async def started(clock: ManualClock) -> AsyncIterator[tuple[str, tools.Started]
 @pytest.mark.parametrize("table", sorted(APPEND_ONLY))
 async def test_runtime_may_not_update_delete_or_truncate_barrier_ledger_or_audit(
     started: tuple[str, tools.Started], table: str
-):
+) -> None:
     name, _ = started
     url = stores.runtime_url(name)
     for sql in (
@@ -57,7 +57,7 @@ async def test_runtime_may_not_update_delete_or_truncate_barrier_ledger_or_audit
     assert (await stores.as_login(url, f"SELECT count(*) AS n FROM qinglong.{table}"))[0]["n"] == 1
 
 
-async def test_even_the_owner_cannot_rewrite_a_barrier(started: tuple[str, tools.Started]):
+async def test_even_the_owner_cannot_rewrite_a_barrier(started: tuple[str, tools.Started]) -> None:
     name, _ = started
     with pytest.raises(asyncpg.RestrictViolationError, match="immutable"):
         await stores.raw(name, "UPDATE qinglong.tool_execution_start_barriers SET run_version = 1")
@@ -65,7 +65,7 @@ async def test_even_the_owner_cannot_rewrite_a_barrier(started: tuple[str, tools
 
 async def test_operator_reads_no_barrier_and_moves_only_step_run_state_columns(
     started: tuple[str, tools.Started],
-):
+) -> None:
     name, one = started
     url = stores.operator_url(name)
     with pytest.raises(asyncpg.InsufficientPrivilegeError):

@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from qinglong_dispatcher import api, bootstrap
-from qinglong_dispatcher.domain import errors, recovery, states
+from qinglong_dispatcher.domain import errors, records, recovery, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
 from qinglong_dispatcher.recovery import reconciler
@@ -17,7 +17,11 @@ from tests.support.recovery import plant_run_and_receipt, started_execution
 from tests.support.stores import Harness
 
 
-def manual(fence, project_id: str, resolution=states.Completion.FAILED) -> recovery.Resolution:  # type: ignore[no-untyped-def]
+def manual(
+    fence: records.ExecutionIdentity,
+    project_id: str,
+    resolution: states.Completion = states.Completion.FAILED,
+) -> recovery.Resolution:
     return recovery.Resolution(
         fence=fence,
         project_id=project_id,
@@ -31,7 +35,7 @@ def manual(fence, project_id: str, resolution=states.Completion.FAILED) -> recov
 
 async def test_list_recovery_required_pages_only_expired_executing_rows(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     await submit_runs(harness.approver_store, clock, 5)
     started = [await started_execution(harness, clock) for _ in range(3)]
     assert await harness.store.list_recovery_required(now_ms=clock.now_ms(), limit=64) == []
@@ -46,7 +50,9 @@ async def test_list_recovery_required_pages_only_expired_executing_rows(
     assert sorted(seen) == sorted(d.dispatch_id for d, _ in started)
 
 
-async def test_manual_resolution_is_fenced_audited_and_final(harness: Harness, clock: ManualClock):
+async def test_manual_resolution_is_fenced_audited_and_final(
+    harness: Harness, clock: ManualClock
+) -> None:
     await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     with pytest.raises(errors.RecoveryRefused):
@@ -108,7 +114,7 @@ async def test_manual_resolution_is_fenced_audited_and_final(harness: Harness, c
 
 async def test_a_late_complete_committed_first_wins_over_the_resolution(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     clock.advance(ms=LEASE_MS)
@@ -130,14 +136,14 @@ async def test_a_late_complete_committed_first_wins_over_the_resolution(
 
 async def test_late_complete_and_resolution_race_from_two_connections(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     await submit_runs(harness.approver_store, clock, 8)
     pairs = [await started_execution(harness, clock) for _ in range(8)]
     clock.advance(ms=LEASE_MS)
     other = await harness.open_operator()
     results: dict[str, tuple[Outcome, Outcome]] = {}
 
-    async def race(dispatch_id: str, identity) -> None:  # type: ignore[no-untyped-def]
+    async def race(dispatch_id: str, identity: records.ExecutionIdentity) -> None:
         outcomes: dict[str, Outcome] = {}
 
         async def complete() -> None:
@@ -181,7 +187,7 @@ async def test_late_complete_and_resolution_race_from_two_connections(
 
 async def test_reconciler_settles_verified_evidence_and_observes_the_rest(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     await submit_runs(harness.approver_store, clock, 2)
     with_receipt = await started_execution(harness, clock)
     without = await started_execution(harness, clock)
@@ -222,7 +228,9 @@ class _Unavailable:
         raise errors.StoreUnavailable()
 
 
-async def test_reconciler_records_unavailable_and_manual_only(harness: Harness, clock: ManualClock):
+async def test_reconciler_records_unavailable_and_manual_only(
+    harness: Harness, clock: ManualClock
+) -> None:
     await submit_runs(harness.approver_store, clock, 1)
     dispatch, _ = await started_execution(harness, clock)
     clock.advance(ms=LEASE_MS)
@@ -245,7 +253,7 @@ async def test_reconciler_records_unavailable_and_manual_only(harness: Harness, 
     assert row.status is ExecutionStatus.EXECUTING
 
 
-async def test_reconciler_pages_past_stuck_rows(harness: Harness, clock: ManualClock):
+async def test_reconciler_pages_past_stuck_rows(harness: Harness, clock: ManualClock) -> None:
     await submit_runs(harness.approver_store, clock, 5)
     for _ in range(5):
         await started_execution(harness, clock)

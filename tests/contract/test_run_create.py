@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import handler_ports, ports
 from qinglong_dispatcher.actions import run_create
 from qinglong_dispatcher.domain import errors, runs
 from qinglong_dispatcher.domain.records import Outcome
@@ -25,7 +25,7 @@ async def count(harness: Harness, name: str) -> int:
 
 async def test_dispatching_creates_one_run_with_its_receipt_in_the_completion_commit(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     consumed = await submit_runs(harness.approver_store, clock, 3)
     report = await make_dispatcher(harness.store, clock).dispatch_batch()
     assert report.outcomes["succeeded"] == 3
@@ -66,7 +66,7 @@ async def test_dispatching_creates_one_run_with_its_receipt_in_the_completion_co
 
 async def test_replay_returns_the_original_run_and_writes_nothing(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     first = await harness.store.create_run(await request_for(harness, clock, dispatch, identity))
@@ -86,7 +86,7 @@ async def test_replay_returns_the_original_run_and_writes_nothing(
 
 async def test_an_idempotency_key_collision_without_receipt_is_a_stable_conflict(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     await harness.raw(
         f"INSERT INTO {faults.table(harness, 'runs')} (run_id, project_id, task_id, "
@@ -113,7 +113,7 @@ async def test_an_idempotency_key_collision_without_receipt_is_a_stable_conflict
 
 async def test_the_dispatcher_fails_a_collided_dispatch_without_a_second_run(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     await harness.raw(
         f"INSERT INTO {faults.table(harness, 'runs')} (run_id, project_id, task_id, "
@@ -134,7 +134,7 @@ async def test_the_dispatcher_fails_a_collided_dispatch_without_a_second_run(
 
 async def test_a_renewed_version_is_accepted_and_recorded_in_the_receipt(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     renewal = await harness.store.renew(
@@ -147,7 +147,9 @@ async def test_a_renewed_version_is_accepted_and_recorded_in_the_receipt(
     assert result.receipt.execution_version == renewal.lease.version > identity.version
 
 
-async def test_a_stale_handler_is_fenced_before_any_run_write(harness: Harness, clock: ManualClock):
+async def test_a_stale_handler_is_fenced_before_any_run_write(
+    harness: Harness, clock: ManualClock
+) -> None:
     await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     from qinglong_dispatcher.domain import states
@@ -177,7 +179,7 @@ async def test_a_stale_handler_is_fenced_before_any_run_write(harness: Harness, 
 )
 async def test_a_failure_anywhere_in_the_effect_rolls_back_every_fact(
     harness: Harness, clock: ManualClock, table: str
-):
+) -> None:
     await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     events_before = len(await harness.store.execution_events(dispatch.dispatch_id))
@@ -192,14 +194,19 @@ async def test_a_failure_anywhere_in_the_effect_rolls_back_every_fact(
     assert len(await harness.store.execution_events(dispatch.dispatch_id)) == events_before
 
 
-async def test_inspect_resolves_the_plan_without_writing(harness: Harness, clock: ManualClock):
+async def test_inspect_resolves_the_plan_without_writing(
+    harness: Harness, clock: ManualClock
+) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     dispatch = await harness.store.get_dispatch(consumed.dispatch_id)
     assert dispatch is not None
     handler = run_create.RunCreateHandler(harness.store, harness.store, clock)
     result = await handler.inspect(dispatch)
-    assert (result.kind, result.action_digest) == (ports.InspectKind.READY, dispatch.action_digest)
+    assert (result.kind, result.action_digest) == (
+        handler_ports.InspectKind.READY,
+        dispatch.action_digest,
+    )
     foreign = dataclasses.replace(dispatch, action_ref="act-unknown")
     missing = await handler.inspect(foreign)
-    assert (missing.kind, missing.code) == (ports.InspectKind.BLOCKED, "plan_missing")
+    assert (missing.kind, missing.code) == (handler_ports.InspectKind.BLOCKED, "plan_missing")
     assert await count(harness, "runs") == 0

@@ -27,7 +27,9 @@ async def evidence(harness: Harness, snapshot: recovery.Snapshot) -> recovery.Ev
     return await run_create_evidence.RunCreateEvidence(harness.store).evidence(snapshot)
 
 
-async def test_a_matching_receipt_and_run_are_verified(harness: Harness, clock: ManualClock):
+async def test_a_matching_receipt_and_run_are_verified(
+    harness: Harness, clock: ManualClock
+) -> None:
     await submit_runs(harness.approver_store, clock, 1)
     pair = await started_execution(harness, clock)
     receipt = await plant_run_and_receipt(harness, clock, *pair)
@@ -35,14 +37,16 @@ async def test_a_matching_receipt_and_run_are_verified(harness: Harness, clock: 
     assert (found.kind, found.evidence_digest) == (Kind.VERIFIED_SUCCEEDED, receipt.evidence_digest)
 
 
-async def test_no_receipt_and_no_run_is_missing(harness: Harness, clock: ManualClock):
+async def test_no_receipt_and_no_run_is_missing(harness: Harness, clock: ManualClock) -> None:
     await submit_runs(harness.approver_store, clock, 1)
     await started_execution(harness, clock)
     found = await evidence(harness, await snapshot_after_expiry(harness, clock))
     assert (found.kind, found.reason) == (Kind.MISSING, "receipt_missing")
 
 
-async def test_a_key_collision_without_receipt_is_a_conflict(harness: Harness, clock: ManualClock):
+async def test_a_key_collision_without_receipt_is_a_conflict(
+    harness: Harness, clock: ManualClock
+) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     await started_execution(harness, clock)
     await insert_row(
@@ -74,7 +78,7 @@ async def test_a_key_collision_without_receipt_is_a_conflict(harness: Harness, c
 
 async def test_a_receipt_below_the_snapshot_version_is_fine_after_a_renew(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     receipt = await plant_run_and_receipt(harness, clock, dispatch, identity)
@@ -90,7 +94,7 @@ async def test_a_receipt_below_the_snapshot_version_is_fine_after_a_renew(
 
 async def test_a_receipt_above_the_snapshot_version_is_a_conflict(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     await plant_run_and_receipt(
@@ -120,7 +124,7 @@ async def test_a_receipt_above_the_snapshot_version_is_a_conflict(
 )
 async def test_a_receipt_bound_to_anything_else_is_a_conflict(
     harness: Harness, clock: ManualClock, changes: dict[str, Any], reason: str
-):
+) -> None:
     await submit_runs(harness.approver_store, clock, 1)
     pair = await started_execution(harness, clock)
     await plant_run_and_receipt(harness, clock, *pair, receipt_changes=changes)
@@ -128,7 +132,9 @@ async def test_a_receipt_bound_to_anything_else_is_a_conflict(
     assert (found.kind, found.reason) == (Kind.CONFLICT, reason)
 
 
-async def test_a_tampered_receipt_digest_is_a_conflict(harness: Harness, clock: ManualClock):
+async def test_a_tampered_receipt_digest_is_a_conflict(
+    harness: Harness, clock: ManualClock
+) -> None:
     await submit_runs(harness.approver_store, clock, 1)
     pair = await started_execution(harness, clock)
     await plant_run_and_receipt(
@@ -152,7 +158,7 @@ async def test_a_tampered_receipt_digest_is_a_conflict(harness: Harness, clock: 
 )
 async def test_a_run_that_differs_from_its_receipt_is_a_conflict(
     harness: Harness, clock: ManualClock, changes: dict[str, Any], reason: str
-):
+) -> None:
     await submit_runs(harness.approver_store, clock, 1)
     pair = await started_execution(harness, clock)
     await plant_run_and_receipt(harness, clock, *pair, run_changes=changes)

@@ -8,7 +8,7 @@ import time
 import anyio
 import pytest
 
-from qinglong_dispatcher import api, ports
+from qinglong_dispatcher import api, dispatcher, handler_ports, ports
 from qinglong_dispatcher.clock import SystemClock
 from qinglong_dispatcher.domain import errors, fencing, records, recovery, states
 from qinglong_dispatcher.domain.records import Outcome
@@ -44,7 +44,9 @@ def manual_resolution(
 # -- settling decides on the earlier of the caller's clock and the database's ---------------
 
 
-async def test_the_store_refuses_to_resolve_a_live_lease(harness: Harness, clock: ManualClock):
+async def test_the_store_refuses_to_resolve_a_live_lease(
+    harness: Harness, clock: ManualClock
+) -> None:
     """The lease-expiry condition of a resolution, asked of the store directly (no API check)."""
     await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
@@ -62,7 +64,7 @@ async def test_the_store_refuses_to_resolve_a_live_lease(harness: Harness, clock
 
 async def test_an_operator_clock_a_minute_ahead_cannot_resolve_a_live_execution(
     harness: Harness,
-):
+) -> None:
     daemon_clock = wall_clock()
     await submit_runs(harness.approver_store, daemon_clock, 1)
     dispatch, _identity = await started_execution(harness, daemon_clock)
@@ -91,7 +93,7 @@ async def test_an_operator_clock_a_minute_ahead_cannot_resolve_a_live_execution(
 
 async def test_a_reconciler_clock_ahead_neither_lists_nor_counts_a_live_execution(
     harness: Harness,
-):
+) -> None:
     daemon_clock = wall_clock()
     await submit_runs(harness.approver_store, daemon_clock, 1)
     await started_execution(harness, daemon_clock)
@@ -106,7 +108,9 @@ async def test_a_reconciler_clock_ahead_neither_lists_nor_counts_a_live_executio
     assert report.observed == 0
 
 
-async def test_when_both_clocks_agree_the_lease_expired_the_operator_settles(harness: Harness):
+async def test_when_both_clocks_agree_the_lease_expired_the_operator_settles(
+    harness: Harness,
+) -> None:
     # The positive twin of the tests above: a lease already past on the database's clock.
     past = wall_clock(offset_s=-(LEASE_MS / 1000 + 5))
     await submit_runs(harness.approver_store, past, 1)
@@ -125,7 +129,7 @@ async def test_when_both_clocks_agree_the_lease_expired_the_operator_settles(har
 # -- the start barrier grants a lease --------------------------------------------------------
 
 
-async def test_the_start_barrier_grants_a_fresh_lease(harness: Harness, clock: ManualClock):
+async def test_the_start_barrier_grants_a_fresh_lease(harness: Harness, clock: ManualClock) -> None:
     await submit_runs(harness.approver_store, clock, 1)
     batch = await harness.store.claim_due(
         now_ms=clock.now_ms(), owner="w1", limit=1, lease_ms=LEASE_MS
@@ -164,12 +168,12 @@ class WatchingHandler:
     action_type: str = "run.create"
     seen: list[tuple[str, EffectiveStatus]] = dataclasses.field(default_factory=list)
 
-    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
-        return ports.InspectResult(
-            kind=ports.InspectKind.READY, action_digest=dispatch.action_digest
+    async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:
+        return handler_ports.InspectResult(
+            kind=handler_ports.InspectKind.READY, action_digest=dispatch.action_digest
         )
 
-    async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
+    async def execute(self, ctx: handler_ports.ExecutionContext) -> handler_ports.ExecuteResult:
         deadline = time.monotonic() + self.execute_s
         while True:
             row = await self.store.get_execution(ctx.dispatch.dispatch_id)
@@ -177,12 +181,16 @@ class WatchingHandler:
             seen_at = min(SystemClock().now_ms(), await self.store.database_now_ms())
             self.seen.append((ctx.dispatch.dispatch_id, row.effective_status(seen_at)))
             if time.monotonic() >= deadline:
-                return ports.ExecuteResult(kind=ports.ExecuteKind.SUCCEEDED, code="done")
+                return handler_ports.ExecuteResult(
+                    kind=handler_ports.ExecuteKind.SUCCEEDED, code="done"
+                )
             await anyio.sleep(self.execute_s / 6)
 
 
 @pytest.mark.slow
-async def test_a_slow_page_at_concurrency_one_never_reads_recovery_required(harness: Harness):
+async def test_a_slow_page_at_concurrency_one_never_reads_recovery_required(
+    harness: Harness,
+) -> None:
     lease_ms = 1_200
     clock = SystemClock()
     consumed = await submit_runs(harness.approver_store, clock, 16)
@@ -215,17 +223,17 @@ async def test_a_slow_page_at_concurrency_one_never_reads_recovery_required(harn
 class YieldOnInspect(RecordingHandler):
     """Begins shutdown from inside inspect, so the dispatcher yields the item it holds."""
 
-    the_dispatcher: object = None
+    the_dispatcher: dispatcher.Dispatcher | None = None
 
-    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
+    async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:
         assert self.the_dispatcher is not None
-        self.the_dispatcher.drain()  # type: ignore[attr-defined]
+        self.the_dispatcher.drain()
         return await super().inspect(dispatch)
 
 
 async def test_a_release_after_a_yield_and_a_new_claim_is_not_a_reused_mutation(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     yielding = YieldOnInspect()
     first = make_dispatcher(harness.store, clock, owner="w1", handlers={"run.create": yielding})
@@ -237,7 +245,7 @@ async def test_a_release_after_a_yield_and_a_new_claim_is_not_a_reused_mutation(
     assert (row.status, row.attempt) == (ExecutionStatus.PENDING, 0)
 
     # The next claim is attempt 1 again; its pre-barrier release must land, not collide.
-    transient = RecordingHandler(inspect_kind=ports.InspectKind.TRANSIENT)
+    transient = RecordingHandler(inspect_kind=handler_ports.InspectKind.TRANSIENT)
     second = make_dispatcher(harness.store, clock, owner="w2", handlers={"run.create": transient})
     report = await second.dispatch_batch()
     assert report.outcomes == {"retry_wait": 1}, report.outcomes

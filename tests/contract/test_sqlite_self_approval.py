@@ -50,7 +50,7 @@ def _counts(path: Path) -> tuple[int, ...]:
 
 async def test_the_store_defaults_to_the_os_user_and_allows_self_approval(
     path: Path, clock: ManualClock
-):
+) -> None:
     store = await sqlite_store.SqliteStore.open(path)
     try:
         (consumed,) = await submit_runs(store, clock, 1)
@@ -64,7 +64,7 @@ async def test_the_store_defaults_to_the_os_user_and_allows_self_approval(
 
 async def test_self_approval_off_refuses_the_requester_and_allows_another_user(
     path: Path, clock: ManualClock
-):
+) -> None:
     alice = await _open(path, "alice", self_approval=False)
     bob = await _open(path, "bob", self_approval=False)
     try:
@@ -96,7 +96,7 @@ async def test_self_approval_off_refuses_the_requester_and_allows_another_user(
         await bob.close()
 
 
-async def test_self_approval_on_lets_the_requester_approve(path: Path, clock: ManualClock):
+async def test_self_approval_on_lets_the_requester_approve(path: Path, clock: ManualClock) -> None:
     alice = await _open(path, "alice", self_approval=True)
     try:
         (consumed,) = await submit_runs(alice, clock, 1)

@@ -10,8 +10,9 @@ import pytest
 
 from qinglong_dispatcher.adapters.postgres import database as postgres_database
 from qinglong_dispatcher.adapters.sqlite import database as sqlite_database
-from qinglong_dispatcher.domain import errors, states, steps
+from qinglong_dispatcher.domain import errors, states
 from qinglong_dispatcher.domain.states import ExecutionStatus
+from qinglong_dispatcher.domain.tools import steps
 from tests.support import faults, recovery, tools
 from tests.support import state_machine as sm
 from tests.support.clock import ManualClock
@@ -29,7 +30,7 @@ S = steps.StepRunStatus
 
 async def test_the_trigger_allows_exactly_the_domain_execution_row_updates(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     pairs = list(itertools.product(ExecutionStatus, repeat=2))
     ids = await sm.executions_in(harness, clock, [before for before, _ in pairs])
     allowed = set()
@@ -46,7 +47,9 @@ async def test_the_trigger_allows_exactly_the_domain_execution_row_updates(
     assert allowed == set(states.ROW_UPDATES)
 
 
-async def test_a_terminal_execution_refuses_every_change(harness: Harness, clock: ManualClock):
+async def test_a_terminal_execution_refuses_every_change(
+    harness: Harness, clock: ManualClock
+) -> None:
     terminal = sorted(states.TERMINAL)
     ids = await sm.executions_in(harness, clock, terminal)
     now = clock.now_ms()
@@ -64,7 +67,7 @@ async def test_a_terminal_execution_refuses_every_change(harness: Harness, clock
             )
 
 
-async def test_identity_columns_never_change(harness: Harness, clock: ManualClock):
+async def test_identity_columns_never_change(harness: Harness, clock: ManualClock) -> None:
     dispatch_id = await sm.execution_in(harness, clock, E.LEASED)
     renew = {"version": "version + 1", "lease_expires_at_ms": str(clock.now_ms() + LEASE_MS)}
     for column, value in (
@@ -79,7 +82,7 @@ async def test_identity_columns_never_change(harness: Harness, clock: ManualCloc
     assert await sm.update_execution(harness, dispatch_id, renew) is None
 
 
-async def test_the_version_must_grow(harness: Harness, clock: ManualClock):
+async def test_the_version_must_grow(harness: Harness, clock: ManualClock) -> None:
     leased, executing = await sm.executions_in(harness, clock, [E.LEASED, E.EXECUTING])
     renew = {"version": "version + 1", "lease_expires_at_ms": str(clock.now_ms() + LEASE_MS)}
     for dispatch_id in (leased, executing):
@@ -93,7 +96,7 @@ async def test_the_version_must_grow(harness: Harness, clock: ManualClock):
 
 async def test_attempt_grows_by_one_on_a_claim_shrinks_by_one_on_yield_and_else_stays(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     now = clock.now_ms()
     pending, retry_wait, leased, taken_over, yielded, released = await sm.executions_in(
         harness, clock, [E.PENDING, E.RETRY_WAIT, E.LEASED, E.LEASED, E.LEASED, E.LEASED]
@@ -120,7 +123,9 @@ async def test_attempt_grows_by_one_on_a_claim_shrinks_by_one_on_yield_and_else_
     assert await sm.update_execution(harness, released, retry) is None
 
 
-async def test_a_claim_never_goes_beyond_the_attempt_budget(harness: Harness, clock: ManualClock):
+async def test_a_claim_never_goes_beyond_the_attempt_budget(
+    harness: Harness, clock: ManualClock
+) -> None:
     (spent,) = await sm.executions_in(harness, clock, [E.RETRY_WAIT], max_attempts=1)
     now = clock.now_ms()
     claim = sm.execution_move(E.RETRY_WAIT, E.LEASED, now)
@@ -129,7 +134,7 @@ async def test_a_claim_never_goes_beyond_the_attempt_budget(harness: Harness, cl
     assert await sm.update_execution(harness, spent, exhaust) is None
 
 
-async def test_a_started_identity_never_changes(harness: Harness, clock: ManualClock):
+async def test_a_started_identity_never_changes(harness: Harness, clock: ManualClock) -> None:
     dispatch_id = await sm.execution_in(harness, clock, E.EXECUTING)
     now = clock.now_ms()
     renew = {"version": "version + 1", "lease_expires_at_ms": str(now + LEASE_MS)}
@@ -149,7 +154,7 @@ async def test_a_started_identity_never_changes(harness: Harness, clock: ManualC
 
 async def test_the_start_barrier_alone_sets_started_at_and_keeps_the_lease_holder(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     leased, released = await sm.executions_in(harness, clock, [E.LEASED, E.LEASED])
     now = clock.now_ms()
     renew = {"version": "version + 1", "started_at_ms": str(now)}
@@ -171,7 +176,7 @@ async def test_the_start_barrier_alone_sets_started_at_and_keeps_the_lease_holde
 
 async def test_an_execution_is_inserted_only_pending_at_version_zero(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     # The dispatch already has its row: the trigger refuses before the primary key would.
     dispatch_id = await sm.execution_in(harness, clock, E.PENDING)
     table = faults.table(harness, sm.EXECUTIONS)
@@ -205,7 +210,7 @@ async def test_an_execution_is_inserted_only_pending_at_version_zero(
 
 async def test_a_refusal_leaves_the_adapter_as_transition_refused(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     dispatch_id = await sm.execution_in(harness, clock, E.SUCCEEDED)
     with pytest.raises((sqlite3.IntegrityError, asyncpg.PostgresError)) as caught:
         await harness.raw(
@@ -213,6 +218,7 @@ async def test_a_refusal_leaves_the_adapter_as_transition_refused(
             f"SET {sm.set_list(sm.execution_move(E.LEASED, E.PENDING, clock.now_ms()))} "
             f"WHERE dispatch_id = '{dispatch_id}'"
         )
+    translated: errors.StoreError | errors.ApprovalError
     if isinstance(caught.value, sqlite3.Error):
         translated = sqlite_database.translate(caught.value)
     else:
@@ -228,7 +234,7 @@ async def test_a_refusal_leaves_the_adapter_as_transition_refused(
 
 async def test_the_trigger_allows_exactly_the_domain_step_run_row_updates(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     pairs = list(itertools.product(steps.StepRunStatus, repeat=2))
     ids = await sm.step_runs_in(harness, clock, [before for before, _ in pairs])
     allowed = set()
@@ -246,7 +252,7 @@ async def test_the_trigger_allows_exactly_the_domain_step_run_row_updates(
 
 async def test_a_step_run_keeps_its_binding_grows_its_version_and_never_leaves_an_end(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     ready, succeeded, failed = await sm.step_runs_in(
         harness, clock, [S.READY, S.SUCCEEDED, S.FAILED]
     )
@@ -277,7 +283,7 @@ async def test_a_step_run_keeps_its_binding_grows_its_version_and_never_leaves_a
 
 async def test_a_step_run_is_inserted_only_ready_or_waiting_at_version_one(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     refused: list[tuple[steps.StepRunStatus, dict[str, object]]] = [
         (S.RUNNING, {}),

@@ -7,8 +7,13 @@ import time
 import anyio
 import pytest
 
-from qinglong_dispatcher import ports, tool_ports
-from qinglong_dispatcher.domain import errors, steps, tool_registry, tool_start
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.domain.tools import invocations as tool_invocations
+from qinglong_dispatcher.domain.tools import registry as tool_registry
+from qinglong_dispatcher.domain.tools import start as tool_start
+from qinglong_dispatcher.domain.tools import steps
+from qinglong_dispatcher.tools import ports as tool_ports
 from tests.support import faults, tools
 from tests.support.clock import ManualClock
 from tests.support.stores import Harness
@@ -18,7 +23,7 @@ Outcome = tool_ports.StartOutcome
 
 async def test_prepare_commits_every_fact_and_both_entry_points_return_the_barrier(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     before = await tools.fact_counts(harness)
@@ -71,7 +76,7 @@ async def test_prepare_commits_every_fact_and_both_entry_points_return_the_barri
 
 async def test_committed_at_is_the_database_clock_not_the_callers(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     clock.advance(s=86_400 * 365)  # the caller's clock is a year ahead: it must not matter
@@ -85,7 +90,9 @@ async def test_committed_at_is_the_database_clock_not_the_callers(
     assert mutation.committed_at_ms == committed
 
 
-async def test_an_exact_replay_is_existing_and_writes_nothing(harness: Harness, clock: ManualClock):
+async def test_an_exact_replay_is_existing_and_writes_nothing(
+    harness: Harness, clock: ManualClock
+) -> None:
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     first = await harness.store.prepare(started.command())
@@ -100,7 +107,7 @@ async def test_an_exact_replay_is_existing_and_writes_nothing(harness: Harness, 
 
 async def test_content_drift_under_the_same_identity_is_a_semantic_conflict(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     await harness.store.prepare(started.command())
@@ -117,7 +124,7 @@ async def test_content_drift_under_the_same_identity_is_a_semantic_conflict(
 
 async def test_a_step_run_that_moved_or_a_finished_run_refuses_and_writes_nothing(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     counts = await tools.fact_counts(harness)
@@ -150,7 +157,7 @@ WRITE_FAULTS = {
 @pytest.mark.parametrize("step", sorted(WRITE_FAULTS))
 async def test_a_failure_at_any_write_of_the_start_rolls_back_every_fact(
     harness: Harness, clock: ManualClock, step: str
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     counts = await tools.fact_counts(harness)
@@ -169,7 +176,7 @@ async def test_a_failure_at_any_write_of_the_start_rolls_back_every_fact(
 
 async def test_step_2_a_step_run_failing_its_binding_check_fails_closed(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     counts = await tools.fact_counts(harness)
@@ -199,7 +206,7 @@ CORRUPTIONS = {
 @pytest.mark.parametrize("what", sorted(CORRUPTIONS))
 async def test_a_hand_corrupted_barrier_is_rejected_on_read_and_on_replay(
     harness: Harness, clock: ManualClock, what: str
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     command = started.command()
@@ -225,7 +232,7 @@ async def test_a_hand_corrupted_barrier_is_rejected_on_read_and_on_replay(
 
 async def test_a_new_step_run_version_gets_its_own_barrier_and_the_old_one_stays(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     first = await harness.store.prepare(started.command())
@@ -241,8 +248,8 @@ async def test_a_new_step_run_version_gets_its_own_barrier_and_the_old_one_stays
     )
     ready = await harness.store.get_step_run(step_id)
     assert ready is not None
-    retry = tools.tool_invocations.build_command(
-        ids=tools.tool_invocations.ids_for("attempt-2"),
+    retry = tool_invocations.build_command(
+        ids=tool_invocations.ids_for("attempt-2"),
         plan=started.plan,
         step=ready,
         policy=tools.POLICY,
@@ -268,7 +275,7 @@ async def test_a_new_step_run_version_gets_its_own_barrier_and_the_old_one_stays
 @pytest.mark.parametrize("same_command", [True, False], ids=["same_command", "other_start_id"])
 async def test_two_connections_preparing_the_same_start_commit_one_barrier(
     harness: Harness, clock: ManualClock, same_command: bool
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     other_store = await harness.open_another()

@@ -9,11 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher import bootstrap, ports, sandbox, tool_ports
-from qinglong_dispatcher.actions import tool_invoke
-from qinglong_dispatcher.actions.tools import file_write
-from qinglong_dispatcher.domain import errors, records, recovery, steps, tool_start
+from qinglong_dispatcher import bootstrap, dispatcher, ports
+from qinglong_dispatcher.domain import errors, records, recovery
 from qinglong_dispatcher.domain.states import ExecutionStatus
+from qinglong_dispatcher.domain.tools import start as tool_start
+from qinglong_dispatcher.domain.tools import steps
+from qinglong_dispatcher.tools import invoke as tool_invoke
+from qinglong_dispatcher.tools import ports as tool_ports
+from qinglong_dispatcher.tools import sandbox
+from qinglong_dispatcher.tools.builtin import file_write
 from tests.support import faults, tools
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS, make_dispatcher
@@ -33,12 +37,15 @@ def sandbox_dir(tmp_path: Path) -> Path:
     return path
 
 
-def dispatcher_for(h: Harness, clock: ManualClock, sandbox_dir: Path, **kw: object):  # type: ignore[no-untyped-def]
+def dispatcher_for(
+    h: Harness, clock: ManualClock, sandbox_dir: Path, *, page_size: int = 16, concurrency: int = 1
+) -> dispatcher.Dispatcher:
     return make_dispatcher(
         h.store,
         clock,
         handlers=tools.tool_handlers(h.store, clock, sandbox_dir),
-        **kw,  # type: ignore[arg-type]
+        page_size=page_size,
+        concurrency=concurrency,
     )
 
 
@@ -48,7 +55,7 @@ async def count(h: Harness, table: str) -> int:
 
 async def test_fifty_approved_file_writes_make_fifty_files_and_fifty_barriers(
     harness: Harness, clock: ManualClock, sandbox_dir: Path
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     submitted = [
         await tools.submit_tool(harness, clock, run, content=f"file {i}\n") for i in range(50)
@@ -81,7 +88,7 @@ async def test_fifty_approved_file_writes_make_fifty_files_and_fifty_barriers(
 
 async def test_the_file_is_idempotent_on_the_dispatch_id(
     harness: Harness, clock: ManualClock, sandbox_dir: Path
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     same = await tools.submit_tool(harness, clock, run, content="same\n")
     other = await tools.submit_tool(harness, clock, run, content="planned\n")
@@ -105,7 +112,7 @@ async def test_the_file_is_idempotent_on_the_dispatch_id(
 
 async def test_a_missing_sandbox_is_refused_before_any_barrier(
     harness: Harness, clock: ManualClock, tmp_path: Path
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     submitted = await tools.submit_tool(harness, clock, run)
     report = await dispatcher_for(harness, clock, tmp_path / "absent").dispatch_batch()
@@ -140,10 +147,12 @@ class BusyBarrier:
 
 async def test_a_prepare_that_never_succeeds_ends_failed_not_indeterminate(
     harness: Harness, clock: ManualClock, sandbox_dir: Path
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     submitted = await tools.submit_tool(harness, clock, run)
     busy = BusyBarrier(harness.store)
+    # A proxy of the real store (`__getattr__` forwards all but `prepare`): not a ports.Store
+    # to mypy, which sees no members.
     handlers = bootstrap.handlers(busy, clock, tool_sandbox_dir=sandbox_dir)  # type: ignore[arg-type]
     the_dispatcher = make_dispatcher(
         harness.store, clock, handlers=handlers, lease_ms=3000, execute_timeout_ms=1500
@@ -162,7 +171,7 @@ async def test_a_prepare_that_never_succeeds_ends_failed_not_indeterminate(
     assert not (sandbox_dir / run.project_id).exists()  # the adapter never ran
 
 
-def crash_at(point: str):  # type: ignore[no-untyped-def]
+def crash_at(point: str) -> dispatcher.FaultHook:
     async def hook(where: str, dispatch: records.Dispatch) -> None:
         if where == point:
             raise SimulatedCrash(point)
@@ -203,7 +212,7 @@ async def reconcile(harness: Harness, clock: ManualClock, sandbox_dir: Path | No
 
 async def test_a_crash_after_the_file_settles_by_evidence_and_the_file_is_written_once(
     harness: Harness, clock: ManualClock, sandbox_dir: Path
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     submitted = await tools.submit_tool(harness, clock, run, content="exactly once\n")
     await crash(harness, clock, sandbox_dir, "after_adapter")
@@ -241,7 +250,7 @@ async def test_evidence_is_missing_conflict_or_unavailable_but_never_guessed(
     point: str,
     change: str | None,
     expected: str,
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     submitted = await tools.submit_tool(harness, clock, run)
     (sandbox_dir / run.project_id).mkdir()
@@ -274,7 +283,7 @@ async def test_a_write_failing_before_the_rename_fails_and_after_it_is_indetermi
     sandbox_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
     failing: str,
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     submitted = await tools.submit_tool(harness, clock, run)
     (sandbox_dir / run.project_id).mkdir()
@@ -286,7 +295,7 @@ async def test_a_write_failing_before_the_rename_fails_and_after_it_is_indetermi
             raise OSError("injected: the disk went away")
         real_fsync(fd)
 
-    monkeypatch.setattr("qinglong_dispatcher.actions.tools.file_write.os.fsync", fsync)
+    monkeypatch.setattr("qinglong_dispatcher.tools.builtin.file_write.os.fsync", fsync)
     await dispatcher_for(harness, clock, sandbox_dir).dispatch_batch()
     execution = await harness.store.get_execution(submitted.consumed.dispatch_id)
     step = await harness.store.get_step_run(submitted.step_run_id)
@@ -307,7 +316,7 @@ async def test_a_write_failing_before_the_rename_fails_and_after_it_is_indetermi
         assert written == [submitted.consumed.dispatch_id]
 
 
-def test_paths_are_derived_from_identifiers_and_never_leave_the_sandbox(tmp_path: Path):
+def test_paths_are_derived_from_identifiers_and_never_leave_the_sandbox(tmp_path: Path) -> None:
     root = sandbox.root(tmp_path)
     assert sandbox.target(root, "proj-1", "d-1") == root / "proj-1" / "d-1"
     for project in ("..", ".", "a/b", "../x", "/etc", ""):
@@ -335,7 +344,7 @@ class _RaisingAdapter(file_write.FileWriteAdapter):
 
 async def test_an_adapter_that_raises_blocks_the_execution_and_loses_the_step_together(
     harness: Harness, clock: ManualClock, sandbox_dir: Path
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     submitted = await tools.submit_tool(harness, clock, run, content="never explained\n")
     handler = tool_invoke.ToolInvokeHandler(

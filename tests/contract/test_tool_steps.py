@@ -6,8 +6,11 @@ import dataclasses
 
 import pytest
 
-from qinglong_dispatcher import api, tool_ports
-from qinglong_dispatcher.domain import errors, states, steps, tool_registry
+from qinglong_dispatcher import api
+from qinglong_dispatcher.domain import errors, states
+from qinglong_dispatcher.domain.tools import registry as tool_registry
+from qinglong_dispatcher.domain.tools import steps
+from qinglong_dispatcher.tools import ports as tool_ports
 from tests.support import faults, tools
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS
@@ -38,7 +41,7 @@ async def count(h: Harness, table: str) -> int:
 
 async def test_a_step_run_is_created_only_under_a_queued_or_running_run_of_its_project(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     created = await harness.store.create_step_run(
         steps.NewStepRun(binding=_binding(run.run_id, run.project_id), status=Status.READY),
@@ -82,7 +85,7 @@ async def test_a_step_run_is_created_only_under_a_queued_or_running_run_of_its_p
 
 async def test_submitting_a_tool_step_is_one_transaction_all_or_nothing(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     before = {t: await count(harness, t) for t in ("action_plans", "approval_requests")}
     with pytest.raises(errors.StepRunRefused):
@@ -103,7 +106,7 @@ async def test_submitting_a_tool_step_is_one_transaction_all_or_nothing(
 
 async def test_the_adapter_result_settles_the_step_run_and_the_execution_together(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     assert (
@@ -145,7 +148,7 @@ async def test_the_adapter_result_settles_the_step_run_and_the_execution_togethe
 
 async def test_a_fenced_completion_changes_neither_the_step_run_nor_the_execution(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     await harness.store.prepare(started.command())
@@ -169,7 +172,7 @@ async def test_a_fenced_completion_changes_neither_the_step_run_nor_the_executio
 @pytest.mark.parametrize("prepared", [True, False], ids=["started", "never_started"])
 async def test_a_manual_failed_resolution_fails_the_step_run_in_its_transaction(
     harness: Harness, clock: ManualClock, prepared: bool
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     if prepared:
@@ -193,7 +196,7 @@ async def test_a_manual_failed_resolution_fails_the_step_run_in_its_transaction(
 
 async def test_a_blocked_resolution_marks_a_started_step_run_lost_and_nothing_rearms_it(
     harness: Harness, clock: ManualClock
-):
+) -> None:
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     await harness.store.prepare(started.command())

@@ -31,23 +31,29 @@ SHORT = ["--dispatches", "200", "--scan-rows", "10000", "--idle-seconds", "2", "
 
 def check(report: dict[str, object], *, stdlib: bool) -> None:
     assert set(report) == KEYS
-    assert set(report["latency_ms"]) == {  # type: ignore[arg-type]
+    latency, idle = report["latency_ms"], report["idle"]
+    assert isinstance(latency, dict)
+    assert isinstance(idle, dict)
+    assert set(latency) == {
         "start_p50",
         "start_p99",
         "complete_p50",
         "complete_p99",
     }
-    assert set(report["idle"]) == {"cpu_percent", "rss_mib"}  # type: ignore[arg-type]
+    assert set(idle) == {"cpu_percent", "rss_mib"}
     assert (report["raw_commits_per_s_stdlib"] is not None) is stdlib
     for key in KEYS - {"latency_ms", "idle", "raw_commits_per_s_stdlib"}:
-        assert isinstance(report[key], int | float)
-        assert report[key] > 0, key  # type: ignore[operator]
+        value = report[key]
+        assert isinstance(value, int | float)
+        assert value > 0, key
     # Every dispatch needs its start barrier and its effect: at least two commits each.
-    assert report["commits_per_dispatch"] >= 2  # type: ignore[operator]
+    commits = report["commits_per_dispatch"]
+    assert isinstance(commits, int | float)
+    assert commits >= 2
 
 
 @pytest.mark.slow
-def test_edge_bench_reports_every_figure(tmp_path: Path):
+def test_edge_bench_reports_every_figure(tmp_path: Path) -> None:
     result = run_cli("bench", "--profile", "edge", *SHORT, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
@@ -57,7 +63,7 @@ def test_edge_bench_reports_every_figure(tmp_path: Path):
 
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_cluster_bench_reports_every_figure(tmp_path: Path):
+def test_cluster_bench_reports_every_figure(tmp_path: Path) -> None:
     url = pg_url("postgres")
     result = run_cli(
         "bench",

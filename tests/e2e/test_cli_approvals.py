@@ -3,6 +3,7 @@ pointing at the single steps and writes nothing; `approval reject` cancels a req
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import subprocess
@@ -63,7 +64,7 @@ def _edge_counts(workdir: Path) -> tuple[int, ...]:
         conn.close()
 
 
-def test_edge_submit_without_self_approval_is_one_line_and_writes_nothing(workdir: Path):
+def test_edge_submit_without_self_approval_is_one_line_and_writes_nothing(workdir: Path) -> None:
     line = _one_line_refusal(run_cli(*SUBMIT, cwd=workdir, env=NO_SELF_APPROVAL))
     assert "self-approval is not allowed" in line
     _points_at_the_steps(line)
@@ -93,7 +94,7 @@ def test_edge_submit_without_self_approval_is_one_line_and_writes_nothing(workdi
     assert run_cli(*SUBMIT, cwd=workdir).returncode == 0
 
 
-def test_approval_reject_cancels_a_pending_request(workdir: Path):
+def test_approval_reject_cancels_a_pending_request(workdir: Path) -> None:
     created = json_out(
         run_cli(
             "approval",
@@ -123,7 +124,7 @@ def test_approval_reject_cancels_a_pending_request(workdir: Path):
     assert "not found" in _one_line_refusal(unknown)
 
 
-def test_edge_submit_tool_invoke_without_self_approval_is_refused(workdir: Path):
+def test_edge_submit_tool_invoke_without_self_approval_is_refused(workdir: Path) -> None:
     assert run_cli(*SUBMIT, cwd=workdir).returncode == 0
     assert run_cli("tick", "--once", cwd=workdir).returncode == 0
     (workdir / "var" / "tool-sandbox").mkdir()
@@ -178,11 +179,11 @@ async def _cluster_counts(database: str) -> dict[str, int]:
 @pytest.mark.postgres
 async def test_cluster_submit_is_refused_for_logins_that_may_not_self_approve(
     database: str, tmp_path: Path
-):
+) -> None:
     runtime, strict = stores.runtime_url(database), stores.strict_approver_url(database)
     for url, text in ((runtime, "not a qinglong_approver"), (strict, "self-approval")):
         result = await anyio.to_thread.run_sync(
-            lambda url=url: _cluster(url, *SUBMIT, cwd=tmp_path)
+            functools.partial(_cluster, url, *SUBMIT, cwd=tmp_path)
         )
         line = _one_line_refusal(result)
         assert text in line

@@ -81,7 +81,9 @@ def _drain_from_two_processes(runtime: str, cwd: Path) -> list[Any]:
     return reports
 
 
-async def test_migrate_submit_two_concurrent_drains_and_status(database: str, tmp_path: Path):
+async def test_migrate_submit_two_concurrent_drains_and_status(
+    database: str, tmp_path: Path
+) -> None:
     admin, runtime = stores.pg_url(database), stores.runtime_url(database)
     await anyio.to_thread.run_sync(_migrate, admin, runtime, tmp_path)
     # `submit` approves its own requests: a login in qinglong_approver and qinglong_self_approver.
@@ -158,7 +160,9 @@ async def _bookkeeping(database: str, dispatch_id: str) -> dict[str, Any]:
     return row
 
 
-async def test_the_database_refuses_a_manual_resolution_from_the_runtime_login(tmp_path: Path):
+async def test_the_database_refuses_a_manual_resolution_from_the_runtime_login(
+    tmp_path: Path,
+) -> None:
     # Recovery_required in real time too: the lease expired a minute before the CLI runs.
     clock = ManualClock(int(time.time() * 1000) - 60_000)
     async with stores.fresh_database() as database:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def assert_one_line_error(result, code: int) -> None:  # type: ignore[no-untyped-def]
+def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int) -> None:
     assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -34,7 +35,7 @@ def count(workdir: Path, sql: str) -> int:
         conn.close()
 
 
-def test_submit_twenty_drain_and_status(workdir: Path):
+def test_submit_twenty_drain_and_status(workdir: Path) -> None:
     ids = set()
     for i in range(20):
         out = json_out(
@@ -74,7 +75,7 @@ def test_submit_twenty_drain_and_status(workdir: Path):
     assert json_out(run_cli("health", "--json", cwd=workdir)) == {"ok": True, "reason": "ok"}
 
 
-def test_bulk_submit_validates_every_line_before_writing(workdir: Path):
+def test_bulk_submit_validates_every_line_before_writing(workdir: Path) -> None:
     good = {"projectId": "p1", "taskId": "t1", "taskRevision": 1}
     path = workdir / "plans.jsonl"
     path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "taskRevision": -1}) + "\n")
@@ -90,7 +91,7 @@ def test_bulk_submit_validates_every_line_before_writing(workdir: Path):
     assert count(workdir, "SELECT count(*) FROM approved_action_dispatch_executions") == 5
 
 
-def test_approval_steps_and_their_errors(workdir: Path):
+def test_approval_steps_and_their_errors(workdir: Path) -> None:
     plan = {
         "schemaVersion": 1,
         "actionRef": "act-1",
@@ -146,7 +147,7 @@ def test_approval_steps_and_their_errors(workdir: Path):
     assert count(workdir, "SELECT count(*) FROM approved_action_dispatches") == 1
 
 
-def test_an_expired_approval_is_refused(workdir: Path):
+def test_an_expired_approval_is_refused(workdir: Path) -> None:
     plan = {
         "schemaVersion": 1,
         "actionRef": "act-2",
@@ -192,7 +193,7 @@ def test_an_expired_approval_is_refused(workdir: Path):
         ["nonsense"],
     ],
 )
-def test_bad_input_is_one_line_and_writes_nothing(workdir: Path, args: list[str]):
+def test_bad_input_is_one_line_and_writes_nothing(workdir: Path, args: list[str]) -> None:
     result = run_cli(*args, cwd=workdir)
     assert_one_line_error(result, 2)
     assert count(workdir, "SELECT count(*) FROM approval_requests") == 0
@@ -206,13 +207,13 @@ def test_bad_input_is_one_line_and_writes_nothing(workdir: Path, args: list[str]
         ({"QINGLONG_LEASE_SECONDS": "0"}, 78),
     ],
 )
-def test_bad_configuration_exits_78(workdir: Path, env: dict[str, str], code: int):
+def test_bad_configuration_exits_78(workdir: Path, env: dict[str, str], code: int) -> None:
     result = run_cli("status", cwd=workdir, env=env)
     assert_one_line_error(result, code)
     assert next(iter(env)) in result.stderr
 
 
-def test_unmigrated_and_tampered_schemas_are_refused(tmp_path: Path):
+def test_unmigrated_and_tampered_schemas_are_refused(tmp_path: Path) -> None:
     fresh = run_cli("tick", "--once", cwd=tmp_path)
     assert_one_line_error(fresh, 1)
     assert "migrat" in fresh.stderr
@@ -234,13 +235,13 @@ def test_unmigrated_and_tampered_schemas_are_refused(tmp_path: Path):
     assert json.loads(health.stdout) == {"ok": False, "reason": "schema_tampered"}
 
 
-def test_an_unopenable_store_exits_69(tmp_path: Path):
+def test_an_unopenable_store_exits_69(tmp_path: Path) -> None:
     (tmp_path / "blocker").write_text("a file where a folder should be")
     result = run_cli("--database", "sqlite:///blocker/q.db", "status", cwd=tmp_path)
     assert_one_line_error(result, 69)
 
 
-def test_global_options_work_after_the_command(workdir: Path):
+def test_global_options_work_after_the_command(workdir: Path) -> None:
     result = run_cli(
         "status",
         "--profile",
@@ -257,7 +258,7 @@ def test_global_options_work_after_the_command(workdir: Path):
     assert_one_line_error(mismatch, 78)
 
 
-def test_tick_reconciles_and_recovery_commands_settle_by_hand(workdir: Path):
+def test_tick_reconciles_and_recovery_commands_settle_by_hand(workdir: Path) -> None:
     out = json_out(
         run_cli(
             "submit",

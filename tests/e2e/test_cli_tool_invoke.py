@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,9 @@ def run_id(workdir: Path) -> str:
     return str(value)
 
 
-def submit(workdir: Path, *extra: str, env: dict[str, str] | None = None, **options: str):  # type: ignore[no-untyped-def]
+def submit(
+    workdir: Path, *extra: str, env: dict[str, str] | None = None, **options: str
+) -> subprocess.CompletedProcess[str]:
     args = {
         "--project": "p1",
         "--run": run_id(workdir),
@@ -60,7 +63,7 @@ def submit(workdir: Path, *extra: str, env: dict[str, str] | None = None, **opti
     return run_cli("submit", "tool-invoke", *flat, *extra, cwd=workdir, env=env)
 
 
-def test_submit_tick_and_status(fresh: Path):
+def test_submit_tick_and_status(fresh: Path) -> None:
     workdir = fresh
     out = json_out(submit(workdir, "--json"))
     assert set(out) == {"dispatch_id", "approval_request_id", "action_ref", "step_run_id"}
@@ -83,7 +86,7 @@ def test_submit_tick_and_status(fresh: Path):
     assert query(workdir, "SELECT count(*) FROM tool_execution_start_barriers") == [(1,)]
 
 
-def _refused(workdir: Path, result, code: int, text: str) -> None:  # type: ignore[no-untyped-def]
+def _refused(workdir: Path, result: subprocess.CompletedProcess[str], code: int, text: str) -> None:
     assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -102,29 +105,29 @@ def _refused(workdir: Path, result, code: int, text: str) -> None:  # type: igno
 )
 def test_a_project_id_that_would_leave_the_sandbox_is_refused(
     workdir: Path, project: str, text: str
-):
+) -> None:
     _refused(workdir, submit(workdir, project=project), 2, text)
 
 
-def test_a_missing_sandbox_is_refused(workdir: Path):
+def test_a_missing_sandbox_is_refused(workdir: Path) -> None:
     result = submit(workdir, env={"QINGLONG_TOOL_SANDBOX_DIR": str(workdir / "absent")})
     _refused(workdir, result, 78, "does not exist")
 
 
-def test_oversize_or_binary_content_is_refused(workdir: Path):
+def test_oversize_or_binary_content_is_refused(workdir: Path) -> None:
     (workdir / "big.txt").write_text("x" * (32 * 1024 + 1))
     _refused(workdir, submit(workdir, content_file="big.txt"), 2, "larger than 32768 bytes")
     (workdir / "binary.bin").write_bytes(b"\xff\xfe\x00")
     _refused(workdir, submit(workdir, content_file="binary.bin"), 2, "must be UTF-8 text")
 
 
-def test_an_unknown_run_or_tool_is_refused(workdir: Path):
+def test_an_unknown_run_or_tool_is_refused(workdir: Path) -> None:
     _refused(workdir, submit(workdir, run="r-missing"), 1, "run r-missing not found")
     _refused(workdir, submit(workdir, tool="builtin.shell"), 2, "no reviewed built-in tool")
 
 
 @pytest.mark.parametrize("field", ["path", "url", "secret", "targetPath"])
-def test_a_plan_with_a_path_field_is_refused(workdir: Path, field: str):
+def test_a_plan_with_a_path_field_is_refused(workdir: Path, field: str) -> None:
     plan = {
         "schemaVersion": 1,
         "actionRef": "act-1",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 import time
 from collections.abc import AsyncIterator
@@ -48,7 +49,7 @@ def _share(url: str, approver: str, cwd: Path) -> tuple[float, list[str]]:
         running(cwd, _env(url, owner="replica-b", port=ports["replica-b"]), name="b") as b,
     ):
         for port in ports.values():
-            wait_until(lambda port=port: ready(port))
+            wait_until(functools.partial(ready, port))
         lines = [
             f'{{"projectId":"p","taskId":"t{i}","taskRevision":{i}}}' for i in range(DISPATCHES)
         ]
@@ -77,7 +78,9 @@ def _share(url: str, approver: str, cwd: Path) -> tuple[float, list[str]]:
     return elapsed, logs
 
 
-async def test_two_daemons_share_500_dispatches_and_start_each_once(database: str, tmp_path: Path):
+async def test_two_daemons_share_500_dispatches_and_start_each_once(
+    database: str, tmp_path: Path
+) -> None:
     elapsed, _ = await anyio.to_thread.run_sync(
         _share, stores.runtime_url(database), stores.approver_url(database), tmp_path
     )
@@ -117,7 +120,7 @@ def _one_line(stderr: str) -> str:
     return lines[0]
 
 
-async def test_an_unreachable_postgresql_is_exit_69_in_one_line(tmp_path: Path):
+async def test_an_unreachable_postgresql_is_exit_69_in_one_line(tmp_path: Path) -> None:
     parts = parse.urlsplit(stores.runtime_url("qinglong"))
     url = parse.urlunsplit(parts._replace(netloc=f"{parts.username}:{parts.password}@127.0.0.1:1"))
     code, stderr = await anyio.to_thread.run_sync(_refused, url, tmp_path)
@@ -126,7 +129,7 @@ async def test_an_unreachable_postgresql_is_exit_69_in_one_line(tmp_path: Path):
     assert "qinglong-test-only" not in line  # never the password
 
 
-async def test_an_unmigrated_database_is_exit_1_in_one_line(tmp_path: Path):
+async def test_an_unmigrated_database_is_exit_1_in_one_line(tmp_path: Path) -> None:
     async with stores.fresh_database(migrated=False) as database:
         code, stderr = await anyio.to_thread.run_sync(
             _refused, stores.runtime_url(database), tmp_path

@@ -32,7 +32,7 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_the_daemon_dispatches_serves_metrics_notifies_and_stops_cleanly(workdir: Path):
+def test_the_daemon_dispatches_serves_metrics_notifies_and_stops_cleanly(workdir: Path) -> None:
     port = free_port()
     notify_path = workdir / "notify.sock"
     receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -66,7 +66,7 @@ def test_the_daemon_dispatches_serves_metrics_notifies_and_stops_cleanly(workdir
 
         def all_done() -> bool:
             status = json_out(run_cli("status", "--json", cwd=workdir))
-            return status["executions"]["succeeded"] == 100
+            return bool(status["executions"]["succeeded"] == 100)
 
         wait_until(all_done)
         time.sleep(0.2)  # a tick after the last completion refreshes the gauges
@@ -109,7 +109,7 @@ def test_the_daemon_dispatches_serves_metrics_notifies_and_stops_cleanly(workdir
     assert any("EXTEND_TIMEOUT_USEC=" in message for message in received)
 
 
-def test_a_second_signal_exits_at_once_with_status_1(workdir: Path):
+def test_a_second_signal_exits_at_once_with_status_1(workdir: Path) -> None:
     port = free_port()
     env = {"QINGLONG_CADENCE_SECONDS": "0.05", "QINGLONG_METRICS_PORT": str(port)}
     with running(workdir, env) as daemon:
@@ -146,7 +146,7 @@ def test_a_second_signal_exits_at_once_with_status_1(workdir: Path):
 )
 def test_bad_configuration_is_one_line_and_the_right_exit_code(
     workdir: Path, env: dict[str, str], code: int, names: str
-):
+) -> None:
     with running(workdir, {"QINGLONG_METRICS_PORT": str(free_port()), **env}) as daemon:
         assert daemon.wait(timeout=20) == code
         stderr = daemon.stderr
@@ -156,7 +156,7 @@ def test_bad_configuration_is_one_line_and_the_right_exit_code(
     assert "Traceback" not in stderr
 
 
-def test_a_taken_metrics_port_is_a_configuration_error(workdir: Path):
+def test_a_taken_metrics_port_is_a_configuration_error(workdir: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher import bootstrap
+from qinglong_dispatcher import bootstrap, dispatcher
 from qinglong_dispatcher.actions import run_create
 from qinglong_dispatcher.domain import records, recovery
 from qinglong_dispatcher.domain.states import ExecutionStatus
@@ -28,7 +28,7 @@ class SimulatedCrash(BaseException):
     """Stands for the process dying at a crash point."""
 
 
-def crash_at(point: str):  # type: ignore[no-untyped-def]
+def crash_at(point: str) -> dispatcher.FaultHook:
     async def hook(where: str, dispatch: records.Dispatch) -> None:
         if where == point:
             raise SimulatedCrash(point)
@@ -36,9 +36,9 @@ def crash_at(point: str):  # type: ignore[no-untyped-def]
     return hook
 
 
-async def crash(dispatcher) -> None:  # type: ignore[no-untyped-def]
+async def crash(the_dispatcher: dispatcher.Dispatcher) -> None:
     with pytest.raises(BaseException) as info:
-        await dispatcher.dispatch_batch()
+        await the_dispatcher.dispatch_batch()
     error = info.value
     assert isinstance(error, SimulatedCrash) or (
         isinstance(error, BaseExceptionGroup) and error.subgroup(SimulatedCrash) is not None
@@ -62,7 +62,7 @@ MARKER_POINTS = {
 @pytest.mark.parametrize("point", sorted(MARKER_POINTS))
 async def test_separate_completion_action_crash_points(
     harness: Harness, clock: ManualClock, tmp_path: Path, point: str
-):
+) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     action = MarkerAction(tmp_path)
     first = make_dispatcher(
@@ -121,7 +121,7 @@ RUN_CREATE_POINTS = {
 
 
 @pytest.mark.parametrize("point", sorted(RUN_CREATE_POINTS))
-async def test_run_create_crash_points(harness: Harness, clock: ManualClock, point: str):
+async def test_run_create_crash_points(harness: Harness, clock: ManualClock, point: str) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     hook = crash_at(point)
     handler = run_create.RunCreateHandler(harness.store, harness.store, clock, fault_hook=hook)

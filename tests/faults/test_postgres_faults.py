@@ -146,7 +146,7 @@ async def _killer(database: str, rng: random.Random, done: anyio.Event, hits: li
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 async def test_terminated_backends_mid_batch_leave_nothing_for_an_operator(
     database: str, seed: int
-):
+) -> None:
     rng = random.Random(seed)
     moving = MovingClock()
     store = await postgres_store.PostgresStore.open(
@@ -288,7 +288,7 @@ def _kill_one_of_two(database: str, cwd: Path, rng: random.Random) -> dict[str, 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_sigkill_of_one_of_two_replicas_loses_nothing_and_runs_nothing_twice(
     database: str, tmp_path: Path, seed: int
-):
+) -> None:
     # The subprocesses run on the system clock, so the rows are due by it.
     await submit_runs_as_approver(database, clock.SystemClock(), DISPATCHES)
     info = await anyio.to_thread.run_sync(_kill_one_of_two, database, tmp_path, random.Random(seed))

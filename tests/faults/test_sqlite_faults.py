@@ -43,7 +43,7 @@ def statuses(path: Path) -> dict[str, int]:
 
 async def test_a_lock_held_past_the_busy_timeout_fails_closed_and_the_next_tick_works(
     edge_store: sqlite_store.SqliteStore, clock: ManualClock
-):
+) -> None:
     await submit_runs(edge_store, clock, 3)
     blocker = sqlite3.connect(edge_store.db.path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
@@ -61,7 +61,7 @@ async def test_a_lock_held_past_the_busy_timeout_fails_closed_and_the_next_tick_
 
 async def test_a_full_disk_fails_closed_and_work_resumes_when_space_is_back(
     edge_store: sqlite_store.SqliteStore, clock: ManualClock
-):
+) -> None:
     await submit_runs(edge_store, clock, 40)
 
     def shrink(conn: sqlite3.Connection) -> None:
@@ -124,7 +124,7 @@ def _invariants(db: Path) -> dict[str, int]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_sigkill_mid_drain_loses_nothing_and_runs_nothing_twice(tmp_path: Path, seed: int):
+def test_sigkill_mid_drain_loses_nothing_and_runs_nothing_twice(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     env = {"QINGLONG_LEASE_SECONDS": "1", "QINGLONG_PAGE_SIZE": "4"}
     assert run_cli("migrate", cwd=tmp_path).returncode == 0

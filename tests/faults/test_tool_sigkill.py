@@ -97,7 +97,7 @@ async def _target(dialect: str, tmp_path: Path) -> AsyncIterator[Target]:
 )
 async def test_sigkill_after_the_file_then_recovery_settles_by_evidence_once(
     tmp_path: Path, dialect: str
-):
+) -> None:
     async with _target(dialect, tmp_path) as target:
         made = await target.submit(
             "run-create", "--project", "p1", "--task", "t", "--revision", "1"

@@ -10,11 +10,13 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tests.support.cli import SCRIPT
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -32,7 +34,8 @@ def get(port: int, path: str) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
-def wait_until(predicate, timeout: float = 30, interval: float = 0.05) -> Any:  # type: ignore[no-untyped-def]
+def wait_until(predicate: Callable[[], T], timeout: float = 30, interval: float = 0.05) -> T:
+    """Poll `predicate` until it returns something truthy, and return that."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

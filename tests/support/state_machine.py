@@ -7,8 +7,9 @@ import sqlite3
 
 import asyncpg
 
-from qinglong_dispatcher.domain import states, steps
+from qinglong_dispatcher.domain import states
 from qinglong_dispatcher.domain.states import ExecutionStatus
+from qinglong_dispatcher.domain.tools import steps
 from tests.support import faults, recovery, tools
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock

@@ -6,16 +6,13 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from qinglong_dispatcher import api, bootstrap, ports, tool_api
-from qinglong_dispatcher.domain import (
-    plans,
-    records,
-    runs,
-    steps,
-    tool_invocations,
-    tool_registry,
-    tool_start,
-)
+from qinglong_dispatcher import api, bootstrap, handler_ports, ports
+from qinglong_dispatcher.domain import plans, records, runs
+from qinglong_dispatcher.domain.tools import invocations as tool_invocations
+from qinglong_dispatcher.domain.tools import registry as tool_registry
+from qinglong_dispatcher.domain.tools import start as tool_start
+from qinglong_dispatcher.domain.tools import steps
+from qinglong_dispatcher.tools import api as tool_api
 from tests.support import faults
 from tests.support.actions import DEFAULT_TTL_MS, submit_runs
 from tests.support.clock import ManualClock
@@ -144,7 +141,7 @@ async def positions(h: Harness, run_id: str, step_run_id: str) -> tuple[Any, ...
 
 def tool_handlers(
     store: ports.Store, clock: ports.Clock, sandbox_dir: Path
-) -> dict[str, ports.ApprovedActionHandler]:
+) -> dict[str, handler_ports.ApprovedActionHandler]:
     """The built-in actions with `tool.invoke` registered on `sandbox_dir`."""
     return bootstrap.handlers(store, clock, tool_sandbox_dir=sandbox_dir)
 

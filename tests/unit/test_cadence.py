@@ -15,7 +15,7 @@ class FakeTime:
         return self.now
 
 
-def test_the_schedule_keeps_absolute_time_and_never_bunches():
+def test_the_schedule_keeps_absolute_time_and_never_bunches() -> None:
     clock = FakeTime()
     schedule = cadence.Cadence(1.0, jitter=0.0, clock=clock)
     assert schedule.delay() == 0  # the first tick runs at once
@@ -27,7 +27,7 @@ def test_the_schedule_keeps_absolute_time_and_never_bunches():
     assert schedule.delay() == 1.0
 
 
-def test_jitter_stays_within_ten_percent():
+def test_jitter_stays_within_ten_percent() -> None:
     clock = FakeTime()
     schedule = cadence.Cadence(2.0, clock=clock, rng=random.Random(7))
     assert schedule.delay() == 0

@@ -279,7 +279,7 @@ def test_loads_rejects_str_with_lone_surrogate_and_wrong_types() -> None:
     with pytest.raises(errors.CanonicalJsonError, match="lone surrogate"):
         canonical.loads('"\ud800"')
     with pytest.raises(errors.CanonicalJsonError, match="expected bytes or str"):
-        canonical.loads(123)  # type: ignore[arg-type]
+        canonical.loads(123)  # type: ignore[arg-type]  # a wrong type on purpose: the runtime check is under test
 
 
 @settings(max_examples=200)
@@ -307,7 +307,7 @@ def test_loads_of_stdlib_json_raises_only_canonical_error(value: object) -> None
 
 @settings(max_examples=200)
 @given(json_values)
-def test_the_fast_path_writes_exactly_what_the_validating_walk_writes(value: object):
+def test_the_fast_path_writes_exactly_what_the_validating_walk_writes(value: object) -> None:
     walker = canonical._Encoder(canonical.PLAN_MAX_BYTES)
     try:
         walker.value(value, "$", 0)

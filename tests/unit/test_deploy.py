@@ -41,9 +41,11 @@ def _docs(path: Path) -> list[Any]:
 
 
 def _kind(directory: str, kind: str) -> dict[str, Any]:
-    docs = [d for p in (DEPLOY / directory).glob("*.yaml") for d in _docs(p) if d["kind"] == kind]
+    docs: list[dict[str, Any]] = [
+        d for p in (DEPLOY / directory).glob("*.yaml") for d in _docs(p) if d["kind"] == kind
+    ]
     assert len(docs) == 1, f"one {kind} expected under deploy/{directory}"
-    return docs[0]  # type: ignore[no-any-return]
+    return docs[0]
 
 
 def _rules() -> list[dict[str, Any]]:

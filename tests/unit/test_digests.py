@@ -85,9 +85,9 @@ def test_bad_values_raise_canonical_error() -> None:
     with pytest.raises(errors.CanonicalJsonError, match=r"^\$\.plan\.p: floats"):
         digests.action_digest("run.create", {"p": 0.5})
     with pytest.raises(errors.CanonicalJsonError, match=r"^\$\.actionType: must be a string"):
-        digests.action_digest(7, {})  # type: ignore[arg-type]
+        digests.action_digest(7, {})  # type: ignore[arg-type]  # a wrong type on purpose: the runtime check is under test
     with pytest.raises(errors.CanonicalJsonError, match=r"^\$\.plan: must be an object"):
-        digests.action_digest("run.create", [1])  # type: ignore[arg-type]
+        digests.action_digest("run.create", [1])  # type: ignore[arg-type]  # a wrong type on purpose: the runtime check is under test
     with pytest.raises(errors.CanonicalJsonError, match=r"^\$\.a: object keys must be strings"):
         digests.plan_digest({"a": {1: 2}})
     with pytest.raises(errors.CanonicalJsonError, match=r"^\$\.n: integer outside"):

@@ -67,7 +67,7 @@ junk = st.recursive(
 
 def _plan_error(data: object, action_type: str = "run.create") -> str:
     with pytest.raises(errors.PlanInvalid) as info:
-        plans.parse_plan(action_type, data)  # type: ignore[arg-type]
+        plans.parse_plan(action_type, data)  # type: ignore[arg-type]  # a wrong type on purpose: the runtime check is under test
     message = str(info.value)
     assert "\n" not in message
     assert message.startswith("plan invalid: ")
@@ -95,7 +95,7 @@ def test_identifier_accepts(value: str) -> None:
 def test_identifier_refuses(value: object) -> None:
     assert not plans.is_identifier(value)
     with pytest.raises(errors.InvalidInput) as info:
-        plans.require_identifier("projectId", value)  # type: ignore[arg-type]
+        plans.require_identifier("projectId", value)  # type: ignore[arg-type]  # a wrong type on purpose: the runtime check is under test
     assert str(info.value) == f"projectId: {IDENTIFIER_RULE}"
     assert not isinstance(info.value, errors.PlanInvalid)
 
@@ -129,8 +129,9 @@ def test_parse_minimal_plan() -> None:
 
 def test_plan_is_frozen() -> None:
     plan = plans.parse_plan("run.create", GOOD)
+    assert isinstance(plan, plans.ApprovedRunCreationPlan)
     with pytest.raises(pydantic.ValidationError):
-        plan.priority = 5  # type: ignore[misc]
+        plan.priority = 5  # type: ignore[misc]  # assigning a frozen field is what is tested
 
 
 def test_plan_canonical_and_digest_known_answer() -> None:
@@ -158,6 +159,7 @@ def test_parse_from_bytes_and_mapping_agree() -> None:
     from_bytes = plans.parse_plan("run.create", data)
     from_mapping = plans.parse_plan("run.create", MappingProxyType({**GOOD, "inputRef": "in-1"}))
     assert from_bytes == from_mapping
+    assert isinstance(from_bytes, plans.ApprovedRunCreationPlan)
     assert from_bytes.input_ref == "in-1"
 
 
@@ -266,7 +268,7 @@ def test_float_in_bytes_is_refused_even_when_integral() -> None:
 @pytest.mark.parametrize("action_type", ["tool.unknown", "", "run.create ", 7, None])
 def test_unknown_action_type(action_type: object) -> None:
     with pytest.raises(errors.UnknownActionType) as info:
-        plans.parse_plan(action_type, GOOD)  # type: ignore[arg-type]
+        plans.parse_plan(action_type, GOOD)  # type: ignore[arg-type]  # a wrong type on purpose: the runtime check is under test
     assert str(info.value).startswith("unknown action type: ")
     assert "\n" not in str(info.value)
 
@@ -288,7 +290,7 @@ def test_any_bytes_raise_only_typed_errors(data: bytes) -> None:
 def test_any_value_raises_only_typed_errors(value: object) -> None:
     for data in (value, json.dumps(value, default=repr).encode()):
         try:
-            plans.parse_plan("run.create", data)  # type: ignore[arg-type]
+            plans.parse_plan("run.create", data)  # type: ignore[arg-type]  # any junk, on purpose
         except Exception as exc:
             _assert_typed(exc)
 

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qinglong_dispatcher.domain import fencing, records, states, steps
+from qinglong_dispatcher.domain import fencing, records, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus, ReleaseKind
+from qinglong_dispatcher.domain.tools import steps
 
 NOW = 1_000_000
 
 
-def row(**changes: object) -> records.Execution:
+def row(**changes: Any) -> records.Execution:
     base = records.Execution(
         dispatch_id="d-1",
         project_id="p",
@@ -35,17 +37,17 @@ def row(**changes: object) -> records.Execution:
         created_at_ms=0,
         updated_at_ms=0,
     )
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+    return dataclasses.replace(base, **changes)
 
 
-def test_recovery_required_is_derived_from_an_expired_executing_lease():
+def test_recovery_required_is_derived_from_an_expired_executing_lease() -> None:
     executing = row(status=ExecutionStatus.EXECUTING, eligible_at_ms=None, started_at_ms=5)
     assert executing.effective_status(NOW) is EffectiveStatus.EXECUTING
     assert executing.effective_status(NOW + 10) is EffectiveStatus.RECOVERY_REQUIRED
     assert row().effective_status(NOW + 100) is EffectiveStatus.LEASED
 
 
-def test_transitions_follow_the_machine():
+def test_transitions_follow_the_machine() -> None:
     assert states.is_allowed(None, ExecutionStatus.PENDING)
     assert states.is_allowed(ExecutionStatus.LEASED, ExecutionStatus.EXECUTING)
     assert not states.is_allowed(ExecutionStatus.EXECUTING, ExecutionStatus.LEASED)
@@ -54,7 +56,7 @@ def test_transitions_follow_the_machine():
         assert not any(states.is_allowed(terminal, after) for after in ExecutionStatus)
 
 
-def test_row_updates_are_the_ledger_transitions_plus_the_renews():
+def test_row_updates_are_the_ledger_transitions_plus_the_renews() -> None:
     moves = {(before, after) for before, after in states.ROW_UPDATES if before is not after}
     ledger = {pair for pair in states.ALLOWED_TRANSITIONS if pair[0] is not None}
     assert moves == {(before, after) for before, after in ledger if before is not after}
@@ -68,7 +70,7 @@ def test_row_updates_are_the_ledger_transitions_plus_the_renews():
     assert reached == set(ExecutionStatus)
 
 
-def test_step_run_row_updates_are_the_mutations_plus_the_operator_re_arm():
+def test_step_run_row_updates_are_the_mutations_plus_the_operator_re_arm() -> None:
     beyond_the_ledger = steps.ROW_UPDATES - steps.ALLOWED_TRANSITIONS
     assert beyond_the_ledger == {(steps.StepRunStatus.LOST, steps.StepRunStatus.READY)}
     assert not any(before is after for before, after in steps.ROW_UPDATES)
@@ -85,7 +87,7 @@ def test_step_run_row_updates_are_the_mutations_plus_the_operator_re_arm():
         (ReleaseKind.BLOCKED, 1, ExecutionStatus.BLOCKED),
     ],
 )
-def test_release_targets(kind: ReleaseKind, attempt: int, expected: ExecutionStatus):
+def test_release_targets(kind: ReleaseKind, attempt: int, expected: ExecutionStatus) -> None:
     assert states.release_target(kind, attempt, 3) is expected
 
 
@@ -94,12 +96,12 @@ def test_release_targets(kind: ReleaseKind, attempt: int, expected: ExecutionSta
     attempt=st.integers(1, 40),
     jitter=st.floats(0.5, 1.5),
 )
-def test_backoff_doubles_is_capped_and_positive(first: int, attempt: int, jitter: float):
+def test_backoff_doubles_is_capped_and_positive(first: int, attempt: int, jitter: float) -> None:
     delay = states.retry_delay_ms(first, attempt, jitter)
     assert 1 <= delay <= int(60_000 * 1.5)
 
 
-def test_claim_steps():
+def test_claim_steps() -> None:
     live = row()
     assert fencing.claim_step(live, now_ms=NOW, owner="w2", token=None)[1] is Outcome.LIVE_LEASE
     assert fencing.claim_step(live, now_ms=NOW, owner="w1", token="t1")[1] is Outcome.REPLAYED
@@ -113,7 +115,7 @@ def test_claim_steps():
     assert fencing.claim_step(started, now_ms=NOW + 99, owner="w2", token=None)[2] == "started"
 
 
-def test_complete_accepts_a_grown_version_only_for_the_same_identity():
+def test_complete_accepts_a_grown_version_only_for_the_same_identity() -> None:
     executing = row(
         status=ExecutionStatus.EXECUTING, eligible_at_ms=None, started_at_ms=7, version=9
     )

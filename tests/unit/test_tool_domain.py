@@ -9,18 +9,12 @@ from typing import Any
 
 import pytest
 
-from qinglong_dispatcher.domain import (
-    canonical,
-    digests,
-    errors,
-    plans,
-    records,
-    steps,
-    tool_barrier_checks,
-    tool_invocations,
-    tool_registry,
-    tool_start,
-)
+from qinglong_dispatcher.domain import canonical, digests, errors, plans, records
+from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
+from qinglong_dispatcher.domain.tools import invocations as tool_invocations
+from qinglong_dispatcher.domain.tools import registry as tool_registry
+from qinglong_dispatcher.domain.tools import start as tool_start
+from qinglong_dispatcher.domain.tools import steps
 
 Status = steps.StepRunStatus
 
@@ -95,7 +89,7 @@ def command_dict() -> dict[str, Any]:
 @pytest.mark.parametrize(
     "field", ["path", "filePath", "targetDir", "url", "secret", "secretRef", "handler", "output"]
 )
-def test_a_plan_cannot_carry_a_path_url_secret_or_output(field: str):
+def test_a_plan_cannot_carry_a_path_url_secret_or_output(field: str) -> None:
     with pytest.raises(errors.PlanInvalid, match=f"plan invalid: {field}: unknown field"):
         plans.parse_plan("tool.invoke", {**PLAN, field: "/etc/passwd"})
 
@@ -111,7 +105,9 @@ def test_a_plan_cannot_carry_a_path_url_secret_or_output(field: str):
         ({"content": 7}, "content: must be a string"),
     ],
 )
-def test_a_plan_out_of_bounds_is_refused_with_one_line(change: dict[str, object], message: str):
+def test_a_plan_out_of_bounds_is_refused_with_one_line(
+    change: dict[str, object], message: str
+) -> None:
     with pytest.raises(errors.PlanInvalid) as info:
         plans.parse_plan("tool.invoke", {**PLAN, **change})
     assert message in str(info.value)
@@ -124,7 +120,7 @@ def test_a_plan_out_of_bounds_is_refused_with_one_line(change: dict[str, object]
 @pytest.mark.parametrize("field", ["input", "secret", "modulePath", "url", "output", "exception"])
 def test_no_command_member_can_carry_input_secrets_code_urls_or_output(
     where: tuple[str, ...], field: str
-):
+) -> None:
     data = command_dict()
     target = data
     for key in where:
@@ -148,7 +144,7 @@ def test_no_command_member_can_carry_input_secrets_code_urls_or_output(
 )
 def test_a_command_binds_consistently_to_the_registry_and_itself(
     path: tuple[str, ...], value: object, reason: str
-):
+) -> None:
     data = command_dict()
     target = data
     for key in path[:-1]:
@@ -158,7 +154,7 @@ def test_a_command_binds_consistently_to_the_registry_and_itself(
         tool_start.parse_command(data)
 
 
-def test_command_and_barrier_digests_are_domain_separated_and_stable():
+def test_command_and_barrier_digests_are_domain_separated_and_stable() -> None:
     command = tool_start.parse_command(command_dict())
     again = tool_start.parse_command(copy.deepcopy(command_dict()))
     assert command.digest == again.digest
@@ -171,7 +167,7 @@ def test_command_and_barrier_digests_are_domain_separated_and_stable():
         assert banned not in raw  # neither the input nor the sandbox path is in the command
 
 
-def test_a_barrier_stays_within_16_kib_and_refuses_anything_else():
+def test_a_barrier_stays_within_16_kib_and_refuses_anything_else() -> None:
     command = tool_start.parse_command(command_dict())
     mutation = steps.Mutation(
         mutation_id="d-1:step-start",
@@ -211,7 +207,7 @@ def test_a_barrier_stays_within_16_kib_and_refuses_anything_else():
         tool_start.parse_barrier(b"{" + b'"a":"' + b"x" * 20_000 + b'"}')
 
 
-def test_the_registry_snapshot_changes_only_with_a_reviewed_definition():
+def test_the_registry_snapshot_changes_only_with_a_reviewed_definition() -> None:
     # Pinned: a change to a definition or its contracts must show up here, in review.
     assert tool_registry.FILE_WRITE_V1.digest == (
         "d9358afd3549fbb500f6843744c59d2a1b4bb91e99ec19053b55c3e53fd8cc00"
@@ -226,7 +222,7 @@ def test_the_registry_snapshot_changes_only_with_a_reviewed_definition():
     assert fence != tool_registry.ToolPolicy(sandbox_root="/a", max_content_bytes=1).fence
 
 
-def test_identities_derive_from_the_dispatch_and_stay_identifiers():
+def test_identities_derive_from_the_dispatch_and_stay_identifiers() -> None:
     ids = tool_invocations.ids_for("d-0123456789abcdef")
     assert ids == tool_invocations.ids_for("d-0123456789abcdef")
     for value in (ids.start_id, ids.mutation_id, ids.trace_id, ids.audit_receipt_id):
@@ -235,7 +231,7 @@ def test_identities_derive_from_the_dispatch_and_stay_identifiers():
         tool_invocations.ids_for("../x")
 
 
-def test_step_refusal_checks_status_approval_and_binding():
+def test_step_refusal_checks_status_approval_and_binding() -> None:
     assert tool_invocations.step_refusal(step(), plan(), dispatch()) is None
     assert tool_invocations.step_refusal(None, plan(), dispatch()) == "step_run_missing"
     assert (
@@ -261,11 +257,11 @@ def test_step_refusal_checks_status_approval_and_binding():
 )
 def test_a_step_run_follows_its_dispatch_and_is_never_rearmed(
     status: Status, resolution: str, started_here: bool, expected: Status | None
-):
+) -> None:
     assert steps.settle_target(status, resolution, started_here=started_here) is expected
 
 
-def test_ledger_lines_and_bindings_are_tamper_evident():
+def test_ledger_lines_and_bindings_are_tamper_evident() -> None:
     with pytest.raises(errors.InvalidInput, match="not allowed"):
         steps.Mutation(
             mutation_id="m",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from qinglong_dispatcher import ports, tool_ports
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.postgres import database as db
 from qinglong_dispatcher.adapters.postgres import (
     fast_paths,
@@ -20,6 +20,7 @@ from qinglong_dispatcher.domain import (
     records,
     schema,
 )
+from qinglong_dispatcher.tools import ports as tool_ports
 
 ASYNC_COMMIT_LEVELS = frozenset({"off", "local"})
 """`synchronous_commit` values that can lose an acknowledged commit (a start barrier)."""

@@ -8,9 +8,10 @@ write the session's login (`session_user`) and ignore the parameter.
 from __future__ import annotations
 
 from qinglong_dispatcher.adapters.sql import query, rows, tool_steps
-from qinglong_dispatcher.domain import fencing, records, recovery, states, tool_start
+from qinglong_dispatcher.domain import fencing, records, recovery, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
+from qinglong_dispatcher.domain.tools import start as tool_start
 
 _BEFORE_ALL = (-(2**63), "")
 

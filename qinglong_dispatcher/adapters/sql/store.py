@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from qinglong_dispatcher import ports, tool_ports
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import (
     approvals,
     completions,
@@ -22,9 +22,13 @@ from qinglong_dispatcher.adapters.sql import (
     tool_steps,
 )
 from qinglong_dispatcher.domain import approvals as approval_records
-from qinglong_dispatcher.domain import records, states, steps, tool_barrier_checks, tool_start
+from qinglong_dispatcher.domain import records, states
 from qinglong_dispatcher.domain import recovery as recovery_records
 from qinglong_dispatcher.domain import runs as run_records
+from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
+from qinglong_dispatcher.domain.tools import start as tool_start
+from qinglong_dispatcher.domain.tools import steps
+from qinglong_dispatcher.tools import ports as tool_ports
 
 
 class SqlStore(execution_store.ExecutionOperations):

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from qinglong_dispatcher import tool_ports
 from qinglong_dispatcher.adapters.sql import query, rows, tool_steps
-from qinglong_dispatcher.domain import errors, records, runs, steps, tool_barrier_checks, tool_start
+from qinglong_dispatcher.domain import errors, records, runs
+from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
+from qinglong_dispatcher.domain.tools import start as tool_start
+from qinglong_dispatcher.domain.tools import steps
+from qinglong_dispatcher.tools import ports as tool_ports
 
 TIMEOUTS = {"statement_timeout": "5s", "lock_timeout": "2s", "idle_timeout": "10s"}
 """Fixed bounds of the barrier transaction (ADR-0158 §4): PostgreSQL sets them LOCAL to it;

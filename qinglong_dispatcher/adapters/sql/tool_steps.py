@@ -12,19 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from qinglong_dispatcher import tool_ports
 from qinglong_dispatcher.adapters.sql import approvals, completions, query, rows
 from qinglong_dispatcher.domain import approvals as approval_records
-from qinglong_dispatcher.domain import (
-    errors,
-    fencing,
-    records,
-    runs,
-    steps,
-    tool_barrier_checks,
-    tool_invocations,
-)
+from qinglong_dispatcher.domain import errors, fencing, records, runs
 from qinglong_dispatcher.domain.records import Outcome
+from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
+from qinglong_dispatcher.domain.tools import invocations as tool_invocations
+from qinglong_dispatcher.domain.tools import steps
+from qinglong_dispatcher.tools import ports as tool_ports
 
 
 class Refused(errors.StoreError):

@@ -1,4 +1,4 @@
-"""`tool.invoke` (ADR-0158): the start barrier commits before the adapter runs, once.
+"""The `tool.invoke` handler (ADR-0158): the start barrier commits before the adapter runs, once.
 
 `inspect` resolves the plan and checks the StepRun waits for this very approval. `execute`
 builds the start command once and calls `prepare`, retrying it (jittered backoff, within the
@@ -18,18 +18,15 @@ from typing import Protocol, TypeVar
 import anyio
 import structlog
 
-from qinglong_dispatcher import ports, sandbox, tool_ports
-from qinglong_dispatcher.actions.tools import file_write
-from qinglong_dispatcher.domain import (
-    errors,
-    plans,
-    records,
-    states,
-    tool_invocations,
-    tool_registry,
-)
+from qinglong_dispatcher import handler_ports, ports
+from qinglong_dispatcher.domain import errors, plans, records, states
+from qinglong_dispatcher.domain.tools import invocations as tool_invocations
+from qinglong_dispatcher.domain.tools import registry as tool_registry
+from qinglong_dispatcher.tools import ports as tool_ports
+from qinglong_dispatcher.tools import sandbox
+from qinglong_dispatcher.tools.builtin import file_write
 
-log = structlog.get_logger("qinglong_dispatcher.actions.tool_invoke")
+log = structlog.get_logger("qinglong_dispatcher.tools.invoke")
 
 ACTION_TYPE = "tool.invoke"
 RETRY_FIRST_S = 0.02
@@ -91,26 +88,28 @@ class ToolInvokeHandler:
             raise errors.PlanInvalid("content exceeds the tool policy", code="content_too_large")
         return plan
 
-    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
+    async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:
         """Plan, policy, sandbox and StepRun checks; writes nothing."""
         try:
             plan = await self._resolve(dispatch)
         except errors.InvalidInput as exc:
-            return ports.InspectResult(kind=ports.InspectKind.BLOCKED, code=exc.code)
+            return handler_ports.InspectResult(
+                kind=handler_ports.InspectKind.BLOCKED, code=exc.code
+            )
         if not await self._adapter.sandbox_ready():
             # Perhaps an unmounted share: retried with backoff, blocked once the budget is spent.
-            return ports.InspectResult(
-                kind=ports.InspectKind.TRANSIENT, code=errors.SandboxUnavailable.code
+            return handler_ports.InspectResult(
+                kind=handler_ports.InspectKind.TRANSIENT, code=errors.SandboxUnavailable.code
             )
         step = await self._store.get_step_run(plan.step_run_id)
         refusal = tool_invocations.step_refusal(step, plan, dispatch)
         if refusal is not None:
-            return ports.InspectResult(kind=ports.InspectKind.BLOCKED, code=refusal)
-        return ports.InspectResult(
-            kind=ports.InspectKind.READY, action_digest=plans.plan_action_digest(plan)
+            return handler_ports.InspectResult(kind=handler_ports.InspectKind.BLOCKED, code=refusal)
+        return handler_ports.InspectResult(
+            kind=handler_ports.InspectKind.READY, action_digest=plans.plan_action_digest(plan)
         )
 
-    async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
+    async def execute(self, ctx: handler_ports.ExecutionContext) -> handler_ports.ExecuteResult:
         """Barrier, adapter, then StepRun and execution settled together."""
         dispatch = ctx.dispatch
         budget_s = max(0.0, (ctx.deadline_ms - self._clock.now_ms()) / 1000)
@@ -185,12 +184,12 @@ class ToolInvokeHandler:
 
     async def _finish(
         self,
-        ctx: ports.ExecutionContext,
+        ctx: handler_ports.ExecutionContext,
         plan: plans.ToolInvocationPlan | None,
         completion: states.Completion,
         code: str,
         give_up_at: float,
-    ) -> ports.ExecuteResult:
+    ) -> handler_ports.ExecuteResult:
         """StepRun result and execution completion in one transaction, retried while it may."""
         request = tool_ports.ToolStepCompletion(
             dispatch=ctx.dispatch,
@@ -215,14 +214,14 @@ class ToolInvokeHandler:
             code=code,
             step_status=done.step_status.value if done.step_status else None,
         )
-        return ports.ExecuteResult(
-            kind=ports.ExecuteKind.COMMITTED, code=code, committed_as=completion
+        return handler_ports.ExecuteResult(
+            kind=handler_ports.ExecuteKind.COMMITTED, code=code, committed_as=completion
         )
 
     async def _retrying(
         self,
         operation: Callable[[], Awaitable[T]],
-        ctx: ports.ExecutionContext,
+        ctx: handler_ports.ExecutionContext,
         *,
         give_up_at: float,
         what: str,

@@ -14,7 +14,8 @@ from typing import Annotated, Final, Literal, Self
 import pydantic
 from pydantic import ConfigDict, Field, StringConstraints
 
-from qinglong_dispatcher.domain import canonical, digests, errors, plans, tool_registry
+from qinglong_dispatcher.domain import canonical, digests, errors, plans
+from qinglong_dispatcher.domain.tools import registry as tool_registry
 
 COMMAND_SCHEMA: Final = "qinglong/tool-execution-start-command@v1"
 BARRIER_SCHEMA: Final = "qinglong/tool-execution-start-barrier@v1"

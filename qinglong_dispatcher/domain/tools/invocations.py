@@ -10,15 +10,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
-from qinglong_dispatcher.domain import (
-    digests,
-    errors,
-    plans,
-    records,
-    steps,
-    tool_registry,
-    tool_start,
-)
+from qinglong_dispatcher.domain import digests, errors, plans, records
+from qinglong_dispatcher.domain.tools import registry as tool_registry
+from qinglong_dispatcher.domain.tools import start as tool_start
+from qinglong_dispatcher.domain.tools import steps
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

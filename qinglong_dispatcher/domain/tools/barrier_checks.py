@@ -14,7 +14,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Final
 
-from qinglong_dispatcher.domain import errors, records, runs, steps, tool_start
+from qinglong_dispatcher.domain import errors, records, runs
+from qinglong_dispatcher.domain.tools import start as tool_start
+from qinglong_dispatcher.domain.tools import steps
 
 ACTIVE_RUN: Final = frozenset({runs.RunStatus.QUEUED, runs.RunStatus.RUNNING})
 """Run statuses under which a StepRun may be created or started."""

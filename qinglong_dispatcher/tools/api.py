@@ -5,16 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 from qinglong_dispatcher import api, ports
-from qinglong_dispatcher.domain import (
-    approvals,
-    canonical,
-    digests,
-    errors,
-    ids,
-    plans,
-    steps,
-    tool_registry,
-)
+from qinglong_dispatcher.domain import approvals, canonical, digests, errors, ids, plans
+from qinglong_dispatcher.domain.tools import registry as tool_registry
+from qinglong_dispatcher.domain.tools import steps
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -14,15 +14,12 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from qinglong_dispatcher import ports, sandbox, tool_ports
-from qinglong_dispatcher.domain import (
-    digests,
-    errors,
-    plans,
-    recovery,
-    tool_invocations,
-    tool_registry,
-)
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.domain import digests, errors, plans, recovery
+from qinglong_dispatcher.domain.tools import invocations as tool_invocations
+from qinglong_dispatcher.domain.tools import registry as tool_registry
+from qinglong_dispatcher.tools import ports as tool_ports
+from qinglong_dispatcher.tools import sandbox
 
 Kind = recovery.EvidenceKind
 EVIDENCE_TAG = "qinglong/tool-file-evidence@v1"

@@ -6,14 +6,10 @@ import dataclasses
 import enum
 from typing import Protocol
 
-from qinglong_dispatcher.domain import (
-    approvals,
-    records,
-    states,
-    steps,
-    tool_barrier_checks,
-    tool_start,
-)
+from qinglong_dispatcher.domain import approvals, records, states
+from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
+from qinglong_dispatcher.domain.tools import start as tool_start
+from qinglong_dispatcher.domain.tools import steps
 
 
 class StartOutcome(enum.StrEnum):

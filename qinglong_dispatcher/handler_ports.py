@@ -1,0 +1,97 @@
+"""Ports of the approved actions (DESIGN.md §4): handlers, their results, evidence providers.
+
+An action type is served by an `ApprovedActionHandler` (inspect, then execute after the start
+barrier) and by an `EvidenceProvider` (read-only, for recovery); `bootstrap` registers both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from qinglong_dispatcher.domain import records, recovery, states
+
+
+class InspectKind(enum.StrEnum):
+    """What `inspect` found."""
+
+    READY = "ready"
+    BLOCKED = "blocked"
+    TRANSIENT = "transient"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class InspectResult:
+    """`inspect`'s answer: the plan's action digest when ready, a low-sensitivity code otherwise."""
+
+    kind: InspectKind
+    action_digest: str | None = None
+    code: str | None = None
+
+
+class ExecuteKind(enum.StrEnum):
+    """What `execute` reports."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    COMMITTED = "committed"
+    """The action completed the execution inside its own effect transaction."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ExecuteResult:
+    """`execute`'s answer with a low-sensitivity result code."""
+
+    kind: ExecuteKind
+    code: str
+    committed_as: states.Completion = states.Completion.SUCCEEDED
+    """For `committed`: the terminal status the action's own transaction wrote."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionContext:
+    """What `execute` gets: the dispatch (its id is the idempotency key) and the fence."""
+
+    dispatch: records.Dispatch
+    identity: records.ExecutionIdentity
+    deadline_ms: int
+
+    @property
+    def idempotency_key(self) -> str:
+        """Downstream systems key their idempotency on the dispatch id."""
+        return self.dispatch.dispatch_id
+
+
+@runtime_checkable
+class PrefetchingHandler(Protocol):
+    """A handler that can read what a whole page's `inspect`s need in one go (optional)."""
+
+    async def prefetch(self, dispatches: Sequence[records.Dispatch]) -> None:
+        """Warm whatever `inspect` will read; a failure here only costs the later reads."""
+        ...
+
+
+class ApprovedActionHandler(Protocol):
+    """An action: side-effect-free `inspect`, then `execute` only after the barrier."""
+
+    action_type: str
+
+    async def inspect(self, dispatch: records.Dispatch) -> InspectResult:
+        """Resolve the immutable plan and return its digest; no side effects."""
+        ...
+
+    async def execute(self, ctx: ExecutionContext) -> ExecuteResult:
+        """Perform the action; called only once `start` has committed."""
+        ...
+
+
+class EvidenceProvider(Protocol):
+    """Reads an action's trusted evidence; read-only, no way to execute."""
+
+    action_type: str
+
+    async def evidence(self, snapshot: recovery.Snapshot) -> recovery.Evidence:
+        """`verified_succeeded`, `missing` or `conflict`; raising means `unavailable`."""
+        ...
