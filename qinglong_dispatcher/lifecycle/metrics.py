@@ -29,8 +29,10 @@ OUTCOMES = (
     "completion_conflict",
     "release_conflict",
     "release_failed",
+    "lease_lost",
 )
-"""What became of a claimed item (the report keys of `Dispatcher._process`)."""
+"""What became of a claimed item (the report keys of `claimed_item.ItemRunner` and, for a
+queued claim whose renewal was refused, of `Dispatcher`)."""
 
 ACTION_TYPES = ("run.create",)
 """Action types whose outcome series exist before their first dispatch."""

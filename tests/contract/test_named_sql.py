@@ -28,7 +28,7 @@ def test_both_dialects_have_the_same_block_names() -> None:
 
 ONE_STATEMENT_PATHS = {"create_run_fast"}
 """PostgreSQL writes the whole run.create effect in one data-modifying CTE; SQLite has none,
-so its block of that name only reads the fence and its call site passes other names."""
+so its block of that name is a stub that nothing runs (it binds none of those names)."""
 
 
 @pytest.mark.parametrize("name", sorted(set(postgres_queries.BLOCKS) - ONE_STATEMENT_PATHS))

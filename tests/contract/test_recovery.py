@@ -13,24 +13,8 @@ from qinglong_dispatcher.recovery import reconciler
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS
-from tests.support.recovery import plant_run_and_receipt, started_execution
+from tests.support.recovery import manual_resolution, plant_run_and_receipt, started_execution
 from tests.support.stores import Harness
-
-
-def manual(
-    fence: records.ExecutionIdentity,
-    project_id: str,
-    resolution: states.Completion = states.Completion.FAILED,
-) -> recovery.Resolution:
-    return recovery.Resolution(
-        fence=fence,
-        project_id=project_id,
-        resolution=resolution,
-        source=recovery.Source.MANUAL,
-        evidence_digest=None,
-        resolved_by="oncall-1",
-        reason_code="operator_checked",
-    )
 
 
 async def test_list_recovery_required_pages_only_expired_executing_rows(
@@ -128,7 +112,7 @@ async def test_a_late_complete_committed_first_wins_over_the_resolution(
     )
     assert done.outcome is Outcome.COMPLETED
     lost = await harness.operator_store.resolve_recovery(
-        manual(snapshot.fence, dispatch.project_id), now_ms=clock.now_ms()
+        manual_resolution(snapshot.fence, dispatch.project_id), now_ms=clock.now_ms()
     )
     assert (lost.outcome, lost.reason) == (Outcome.CONFLICT, "not_recovery_required")
     assert await harness.store.get_resolution(dispatch.dispatch_id) is None
@@ -158,7 +142,8 @@ async def test_late_complete_and_resolution_race_from_two_connections(
 
         async def resolve() -> None:
             done = await other.resolve_recovery(
-                manual(identity, "proj-1", states.Completion.BLOCKED), now_ms=clock.now_ms()
+                manual_resolution(identity, "proj-1", states.Completion.BLOCKED),
+                now_ms=clock.now_ms(),
             )
             outcomes["resolve"] = done.outcome
 

@@ -10,7 +10,7 @@ import pytest
 
 from qinglong_dispatcher import api, dispatcher, handler_ports, ports
 from qinglong_dispatcher.clock import SystemClock
-from qinglong_dispatcher.domain import errors, fencing, records, recovery, states
+from qinglong_dispatcher.domain import errors, fencing, records, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
 from qinglong_dispatcher.recovery import reconciler
@@ -18,27 +18,13 @@ from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS, make_dispatcher
 from tests.support.handlers import RecordingHandler
-from tests.support.recovery import started_execution
+from tests.support.recovery import manual_resolution, started_execution
 from tests.support.stores import Harness
 
 
 def wall_clock(offset_s: float = 0) -> ManualClock:
     """A manual clock standing at the real time (plus an offset): the database's clock agrees."""
     return ManualClock(int(time.time() * 1000 + offset_s * 1000))
-
-
-def manual_resolution(
-    execution: records.Execution, resolution: states.Completion
-) -> recovery.Resolution:
-    return recovery.Resolution(
-        fence=fencing.identity_of(execution),
-        project_id=execution.project_id,
-        resolution=resolution,
-        source=recovery.Source.MANUAL,
-        evidence_digest=None,
-        resolved_by="alice",
-        reason_code="checked_downstream",
-    )
 
 
 # -- settling decides on the earlier of the caller's clock and the database's ---------------
@@ -53,7 +39,8 @@ async def test_the_store_refuses_to_resolve_a_live_lease(
     row = await harness.operator_store.get_execution(dispatch.dispatch_id)
     assert row is not None
     done = await harness.operator_store.resolve_recovery(
-        manual_resolution(row, states.Completion.FAILED), now_ms=clock.now_ms()
+        manual_resolution(fencing.identity_of(row), row.project_id, states.Completion.FAILED),
+        now_ms=clock.now_ms(),
     )
     assert (done.outcome, done.reason) == (Outcome.CONFLICT, "lease_live")
     after = await harness.store.get_execution(dispatch.dispatch_id)
@@ -82,7 +69,8 @@ async def test_an_operator_clock_a_minute_ahead_cannot_resolve_a_live_execution(
     row = await harness.operator_store.get_execution(dispatch.dispatch_id)
     assert row is not None
     done = await harness.operator_store.resolve_recovery(
-        manual_resolution(row, states.Completion.SUCCEEDED), now_ms=operator_clock.now_ms()
+        manual_resolution(fencing.identity_of(row), row.project_id, states.Completion.SUCCEEDED),
+        now_ms=operator_clock.now_ms(),
     )
     assert (done.outcome, done.reason) == (Outcome.CONFLICT, "lease_live")
     after = await harness.store.get_execution(dispatch.dispatch_id)

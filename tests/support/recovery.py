@@ -7,7 +7,7 @@ from typing import Any
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import run_create
-from qinglong_dispatcher.domain import fencing, plans, records, runs
+from qinglong_dispatcher.domain import fencing, plans, records, recovery, runs, states
 from tests.support import faults
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS
@@ -55,6 +55,23 @@ async def request_for(
         run=run_create.build_run(plan, dispatch, identity, run_id=run_id, now_ms=clock.now_ms()),
         mutation_id=fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete"),
         now_ms=clock.now_ms(),
+    )
+
+
+def manual_resolution(
+    fence: records.ExecutionIdentity,
+    project_id: str,
+    resolution: states.Completion = states.Completion.FAILED,
+) -> recovery.Resolution:
+    """An operator's resolution of the started execution `fence`."""
+    return recovery.Resolution(
+        fence=fence,
+        project_id=project_id,
+        resolution=resolution,
+        source=recovery.Source.MANUAL,
+        evidence_digest=None,
+        resolved_by="oncall-1",
+        reason_code="operator_checked",
     )
 
 

@@ -6,11 +6,7 @@ from collections.abc import Sequence
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.postgres import database as db
-from qinglong_dispatcher.adapters.postgres import (
-    fast_paths,
-    migrations,
-    runs,
-)
+from qinglong_dispatcher.adapters.postgres import fast_paths, migrations
 from qinglong_dispatcher.adapters.postgres.queries import Q
 from qinglong_dispatcher.adapters.sql import query
 from qinglong_dispatcher.adapters.sql import store as sql_store
@@ -160,7 +156,7 @@ class PostgresStore(sql_store.SqlStore):
     async def create_run(self, request: ports.RunCreateRequest) -> ports.RunCreateResult:
         """See `ports.RunCreateRepository.create_run`: the one-statement happy path first, then
         the shared transaction for everything else (a replay, a renewed version, a refusal)."""
-        created = await runs.create_run_fast(self.db, request)
+        created = await fast_paths.create_run_fast(self.db, request)
         if created is not None:
             return created
         return await super().create_run(request)

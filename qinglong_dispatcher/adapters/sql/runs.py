@@ -3,7 +3,7 @@
 One transaction (ADR-0034, DESIGN.md §5): the execution row is read locked, a receipt means a
 replay, otherwise the fence is re-verified and Run, attempt, RunEvent, receipt and the fenced
 completion are written together. PostgreSQL first tries its one-statement happy path
-(`adapters/postgres/runs.create_run_fast`) and falls back to this transaction.
+(`adapters/postgres/fast_paths.create_run_fast`) and falls back to this transaction.
 """
 
 from __future__ import annotations
