@@ -177,6 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("bench", "measure throughput, latency, cost per dispatch and idle footprint")
     p.add_argument("--dispatches", type=int, default=5_000, metavar="N")
     p.add_argument(
+        "--mixed-dispatches",
+        type=int,
+        metavar="N",
+        help="mixed phase: 90%% run.create, 10%% tool.invoke (default --dispatches; 0 skips it)",
+    )
+    p.add_argument(
         "--replicas", type=int, metavar="R", help="replica processes (edge 1, cluster 4)"
     )
     p.add_argument("--scan-rows", type=int, default=1_000_000, metavar="N")

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import anyio
 import structlog
 
-from qinglong_dispatcher import claimed_item, handler_ports, ports
+from qinglong_dispatcher import claimed_item, handler_ports, page_path, ports
 from qinglong_dispatcher.claimed_item import DispatchConfig, FaultHook, RenewalObserver
 from qinglong_dispatcher.domain import errors, records
 from qinglong_dispatcher.domain.records import Outcome
@@ -51,7 +51,7 @@ class Dispatcher:
 
     def __init__(
         self,
-        store: ports.ExecutionStore,
+        store: ports.DispatchStore,
         handlers: Mapping[str, handler_ports.ApprovedActionHandler],
         clock: ports.Clock,
         config: DispatchConfig,
@@ -75,6 +75,7 @@ class Dispatcher:
             fault_hook=fault_hook,
             on_renewal=on_renewal,
         )
+        self._page = page_path.PagePath(store, handlers, clock, config, fault_hook=fault_hook)
 
     def drain(self) -> None:
         """Shutdown: claim nothing more; give back claimed items that have not started."""
@@ -99,16 +100,16 @@ class Dispatcher:
         report = BatchReport(page_size=config.page_size, observed=batch.observed)
         for claim in batch.claims:
             report.claims[claim.outcome.value] += 1
-            if claim.outcome is Outcome.CLAIMED:
-                log.info(
-                    "dispatch.claimed",
-                    dispatch_id=claim.dispatch_id,
-                    attempt=claim.lease.attempt if claim.lease else None,
-                )
-            elif claim.outcome is Outcome.EXHAUSTED:
+            if claim.outcome is Outcome.EXHAUSTED:
                 log.warning("dispatch.exhausted", dispatch_id=claim.dispatch_id)
-        queue = collections.deque(batch.claimed)
-        await self._prefetch(queue)
+        claimed: Sequence[records.Claim] = batch.claimed
+        if claimed:
+            # One event for the page's claims (their attempts are in the ledger).
+            log.info("dispatch.claimed", dispatch_ids=[c.dispatch_id for c in claimed])
+        await self._prefetch(claimed)
+        if not self.draining:
+            claimed = await self._page.run(claimed, report.count)
+        queue = collections.deque(claimed)
         # Taking an item from the queue and renewing the queued ones exclude each other, so a
         # worker never starts with a version the renewal has just made stale.
         queue_lock = anyio.Lock()

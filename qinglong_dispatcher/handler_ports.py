@@ -11,7 +11,7 @@ import enum
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from qinglong_dispatcher.domain import records, recovery, states
+from qinglong_dispatcher.domain import records, recovery, runs, states
 
 
 class InspectKind(enum.StrEnum):
@@ -84,6 +84,23 @@ class ApprovedActionHandler(Protocol):
 
     async def execute(self, ctx: ExecutionContext) -> ExecuteResult:
         """Perform the action; called only once `start` has committed."""
+        ...
+
+
+@runtime_checkable
+class TransactionalHandler(Protocol):
+    """A handler declaring that its whole effect is rows in the dispatcher's own database.
+
+    Its ready items are not started by a barrier committed on its own: in one transaction per
+    page, each item's start, effect, receipt and completion commit together (`ports.PageStore`),
+    which is at-most-once without a window between barrier and effect. The only such effect
+    the store writes is a Run (`run.create`); every other action keeps barrier-then-execute.
+    The handler's `execute` still serves an item the page did not take (the per-item path).
+    """
+
+    def run_to_create(self, dispatch: records.Dispatch, *, started_at_ms: int) -> runs.Run:
+        """The Run this dispatch creates if it starts at `started_at_ms`; called only after a
+        ready `inspect` of the same dispatch, and side-effect free."""
         ...
 
 

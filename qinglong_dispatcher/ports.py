@@ -244,6 +244,53 @@ class RunCreateRepository(Protocol):
         ...
 
 
+class PageOutcome(enum.StrEnum):
+    """What the page transaction did with one item."""
+
+    COMMITTED = "committed"
+    """Started, its effect, receipt and completion committed with the page: `succeeded`."""
+    NOT_TAKEN = "not_taken"
+    """Nothing written for it: it takes the per-item path under the same lease."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class PageItem:
+    """One transactional item of a page: its start barrier request and the Run it creates.
+
+    `run` is built for the page's `now_ms` (its `accepted_at_ms` is the start time)."""
+
+    request: records.StartRequest
+    dispatch: records.Dispatch
+    run: runs.Run
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class PageResult:
+    """One item's result; `identity` (the started fence) is set when committed."""
+
+    dispatch_id: str
+    outcome: PageOutcome
+    identity: records.ExecutionIdentity | None = None
+    reason: str | None = None
+
+
+class PageStore(Protocol):
+    """The page transaction of transactional actions (README, "A page in one transaction")."""
+
+    async def commit_page(
+        self, items: Sequence[PageItem], *, now_ms: int, lease_ms: int
+    ) -> list[PageResult]:
+        """In ONE transaction, for each item: the fenced start (`leased → executing`), the
+        effect (Run, attempt, RunEvent), the receipt and the completion (`executing →
+        succeeded`), each with its ledger line. An item refused or failing is undone alone
+        (`not_taken`); a crash before the commit leaves every item unstarted."""
+        ...
+
+
+class DispatchStore(ExecutionStore, PageStore, Protocol):
+    """What the dispatcher needs of a store: executions and the page transaction."""
+
+
 class RecoveryStore(Protocol):
     """Listing and settling `recovery_required` executions; nothing here can execute."""
 
@@ -284,6 +331,7 @@ class Store(
     ApprovalStore,
     PlanStore,
     RunCreateRepository,
+    PageStore,
     RecoveryStore,
     tool_ports.ToolStepRepository,
     tool_ports.ToolExecutionStartBarrierRepository,

@@ -31,9 +31,9 @@ EFFECT_RETRY_MAX_S = 0.5
 def build_run(
     plan: plans.ApprovedRunCreationPlan,
     dispatch: records.Dispatch,
-    identity: records.ExecutionIdentity,
     *,
     run_id: str,
+    started_at_ms: int,
     now_ms: int,
 ) -> runs.Run:
     """The queued Run a plan asks for, bound to its dispatch and start time."""
@@ -53,15 +53,19 @@ def build_run(
         execution_owner=runs.EXECUTION_OWNER,
         request_id=dispatch.approval_request_id,
         idempotency_key=dispatch.dispatch_id,
-        accepted_at_ms=identity.started_at_ms,
+        accepted_at_ms=started_at_ms,
         version=1,
         event_seq=1,
         created_at_ms=now_ms,
     )
 
 
+Resolved = tuple[plans.ApprovedRunCreationPlan, str]
+"""A parsed plan and its action digest."""
+
+
 class RunCreateHandler:
-    """The `run.create` action."""
+    """The `run.create` action (a `handler_ports.TransactionalHandler`)."""
 
     action_type = ACTION_TYPE
 
@@ -77,66 +81,77 @@ class RunCreateHandler:
         self._repository = repository
         self._clock = clock
         self._fault_hook = fault_hook
-        # Plans are immutable (the database refuses UPDATE and DELETE), so a row read once is
-        # the row forever: execute re-parses the bytes inspect read without another read.
-        self._plan_rows: collections.OrderedDict[tuple[str, str], ports.StoredPlan] = (
+        # Plans are immutable (the database refuses UPDATE and DELETE), so a plan parsed and
+        # digested once is that plan forever: inspect, the page's Run and execute share it.
+        self._resolved: collections.OrderedDict[tuple[str, str], Resolved] = (
             collections.OrderedDict()
         )
 
-    def _remember(self, stored: ports.StoredPlan) -> None:
-        self._plan_rows[(stored.project_id, stored.action_ref)] = stored
-        if len(self._plan_rows) > PLAN_CACHE_SIZE:
-            self._plan_rows.popitem(last=False)
-
-    async def prefetch(self, dispatches: Sequence[records.Dispatch]) -> None:
-        """Read a page's plans in one go, so each inspect finds its plan already here."""
-        keys = [
-            (d.project_id, d.action_ref)
-            for d in dispatches
-            if (d.project_id, d.action_ref) not in self._plan_rows
-        ]
-        if keys:
-            for stored in await self._plans.get_plans(keys):
-                self._remember(stored)
-
-    async def _plan_row(self, dispatch: records.Dispatch) -> ports.StoredPlan | None:
-        key = (dispatch.project_id, dispatch.action_ref)
-        stored = self._plan_rows.get(key)
-        if stored is None:
-            stored = await self._plans.get_plan(*key)
-            if stored is None:
-                return None
-            self._remember(stored)
-        return stored
-
-    async def _resolve(self, dispatch: records.Dispatch) -> plans.ApprovedRunCreationPlan:
-        stored = await self._plan_row(dispatch)
-        if stored is None:
-            raise errors.PlanInvalid("no plan for this action", code="plan_missing")
+    def _remember(self, stored: ports.StoredPlan) -> Resolved:
         plan = plans.parse_plan(stored.action_type, stored.plan_json.encode("utf-8"))
         if not isinstance(plan, plans.ApprovedRunCreationPlan):
             raise errors.PlanInvalid("plan is not a run.create plan", code="plan_type_mismatch")
-        if plan.project_id != dispatch.project_id or plan.action_ref != dispatch.action_ref:
-            raise errors.PlanInvalid("plan identity differs", code="plan_identity_mismatch")
-        return plan
+        resolved = (plan, plans.plan_action_digest(plan))
+        self._resolved[(stored.project_id, stored.action_ref)] = resolved
+        if len(self._resolved) > PLAN_CACHE_SIZE:
+            self._resolved.popitem(last=False)
+        return resolved
+
+    async def prefetch(self, dispatches: Sequence[records.Dispatch]) -> None:
+        """Read and parse a page's plans in one go, so each inspect finds its plan here."""
+        keys = [
+            (d.project_id, d.action_ref)
+            for d in dispatches
+            if (d.project_id, d.action_ref) not in self._resolved
+        ]
+        if keys:
+            for stored in await self._plans.get_plans(keys):
+                try:
+                    self._remember(stored)
+                except errors.InvalidInput:
+                    continue  # its inspect reads it again and reports why
+
+    async def _resolve(self, dispatch: records.Dispatch) -> Resolved:
+        key = (dispatch.project_id, dispatch.action_ref)
+        resolved = self._resolved.get(key)
+        if resolved is None:
+            stored = await self._plans.get_plan(*key)
+            if stored is None:
+                raise errors.PlanInvalid("no plan for this action", code="plan_missing")
+            resolved = self._remember(stored)
+        return _bound(resolved, dispatch)
 
     async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:
         """Parse the immutable plan and return its action digest; writes nothing."""
         try:
-            plan = await self._resolve(dispatch)
+            _, digest = await self._resolve(dispatch)
         except errors.InvalidInput as exc:
             return handler_ports.InspectResult(
                 kind=handler_ports.InspectKind.BLOCKED, code=exc.code
             )
         return handler_ports.InspectResult(
-            kind=handler_ports.InspectKind.READY, action_digest=plans.plan_action_digest(plan)
+            kind=handler_ports.InspectKind.READY, action_digest=digest
+        )
+
+    def run_to_create(self, dispatch: records.Dispatch, *, started_at_ms: int) -> runs.Run:
+        """See `handler_ports.TransactionalHandler.run_to_create`."""
+        resolved = self._resolved.get((dispatch.project_id, dispatch.action_ref))
+        if resolved is None:
+            raise errors.PlanInvalid("plan not inspected", code="plan_not_inspected")
+        plan, _ = _bound(resolved, dispatch)
+        return build_run(
+            plan,
+            dispatch,
+            run_id=f"r-{uuid.uuid4().hex}",
+            started_at_ms=started_at_ms,
+            now_ms=started_at_ms,
         )
 
     async def execute(self, ctx: handler_ports.ExecutionContext) -> handler_ports.ExecuteResult:
         """Re-parse the same plan, then create the Run, its receipt and the completion at once."""
         dispatch, identity = ctx.dispatch, ctx.identity
-        plan = await self._resolve(dispatch)
-        if plans.plan_action_digest(plan) != dispatch.action_digest:
+        plan, digest = await self._resolve(dispatch)
+        if digest != dispatch.action_digest:
             # Nothing happened yet: an explicit failure, not an indeterminate one.
             return handler_ports.ExecuteResult(
                 kind=handler_ports.ExecuteKind.FAILED, code="digest_drift"
@@ -149,7 +164,13 @@ class RunCreateHandler:
             request = ports.RunCreateRequest(
                 dispatch=dispatch,
                 identity=identity,
-                run=build_run(plan, dispatch, identity, run_id=f"r-{uuid.uuid4().hex}", now_ms=now),
+                run=build_run(
+                    plan,
+                    dispatch,
+                    run_id=f"r-{uuid.uuid4().hex}",
+                    started_at_ms=identity.started_at_ms,
+                    now_ms=now,
+                ),
                 mutation_id=fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete"),
                 now_ms=now,
             )
@@ -173,3 +194,11 @@ class RunCreateHandler:
                 kind=handler_ports.ExecuteKind.FAILED, code=result.reason or "run_conflict"
             )
         raise errors.LeaseConflict(f"execution fenced: {result.reason}")
+
+
+def _bound(resolved: Resolved, dispatch: records.Dispatch) -> Resolved:
+    """The plan, if it is the one this dispatch names."""
+    plan, _ = resolved
+    if plan.project_id != dispatch.project_id or plan.action_ref != dispatch.action_ref:
+        raise errors.PlanInvalid("plan identity differs", code="plan_identity_mismatch")
+    return resolved

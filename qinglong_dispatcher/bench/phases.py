@@ -63,15 +63,18 @@ async def enqueue(made: Scratch, count: int) -> float:
         await store.close()
 
 
-async def dispatch(made: Scratch, count: int, replicas: int) -> dict[str, float]:
-    """R replica processes drain everything; every dispatch verified succeeded with one Run."""
+async def drain(
+    made: Scratch, replicas: int, **settings: str
+) -> tuple[list[dict[str, float]], float]:
+    """R replica processes drain the scratch store together (`settings` are extra
+    `QINGLONG_*` for them): each replica's report, and the wall time from first to last."""
     start_at = time.time() + 1.5  # imports and pools first, then all begin together
     results: list[dict[str, float]] = []
 
     async def replica(n: int) -> None:
         done = await anyio.run_process(
             [sys.executable, "-m", "qinglong_dispatcher.bench.replica", str(start_at)],
-            env=_child_env(made.env(owner_id=f"bench-{n}")),
+            env=_child_env(made.env(owner_id=f"bench-{n}", **settings)),
             stderr=subprocess.DEVNULL,
             check=False,
         )
@@ -83,17 +86,11 @@ async def dispatch(made: Scratch, count: int, replicas: int) -> dict[str, float]
         for n in range(replicas):
             tg.start_soon(replica, n)
     elapsed = max(r["ended"] for r in results) - min(r["began"] for r in results)
-    store = await made.open()
-    try:
-        counts = await store.counts(now_ms=clock.SystemClock().now_ms())
-    finally:
-        await store.close()
-    succeeded = counts.executions[EffectiveStatus.SUCCEEDED]
-    if succeeded != count or counts.runs != count:
-        raise errors.StoreError(
-            f"bench verification failed: {succeeded} succeeded, {counts.runs} runs of {count}",
-            code="bench_unverified",
-        )
+    return results, elapsed
+
+
+def figures(results: Sequence[dict[str, float]], count: int, elapsed: float) -> dict[str, float]:
+    """Throughput, commits per dispatch, the worst replica's CPU per 1,000 and peak RSS."""
     dispatched = sum(r["dispatched"] for r in results)
     return {
         "dispatch_per_s": count / elapsed,
@@ -105,6 +102,23 @@ async def dispatch(made: Scratch, count: int, replicas: int) -> dict[str, float]
         else 0.0,
         "rss_mib_peak": max(r["rss_mib"] for r in results),
     }
+
+
+async def dispatch(made: Scratch, count: int, replicas: int) -> dict[str, float]:
+    """R replica processes drain everything; every dispatch verified succeeded with one Run."""
+    results, elapsed = await drain(made, replicas)
+    store = await made.open()
+    try:
+        counts = await store.counts(now_ms=clock.SystemClock().now_ms())
+    finally:
+        await store.close()
+    succeeded = counts.executions[EffectiveStatus.SUCCEEDED]
+    if succeeded != count or counts.runs != count:
+        raise errors.StoreError(
+            f"bench verification failed: {succeeded} succeeded, {counts.runs} runs of {count}",
+            code="bench_unverified",
+        )
+    return figures(results, count, elapsed)
 
 
 def _start_daemon(made: Scratch, log: Path, **settings: str) -> subprocess.Popen[bytes]:

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from qinglong_dispatcher.bench import phases, scratch
+from qinglong_dispatcher.bench import mixed, phases, scratch
 from qinglong_dispatcher.settings import Settings
 
 
@@ -17,6 +17,8 @@ class Options:
     """What `bench` was asked to do."""
 
     dispatches: int = 5_000
+    mixed_dispatches: int = 5_000
+    """The mixed phase's batch (90 % run.create, 10 % tool.invoke); 0 skips it."""
     replicas: int = 1
     scan_rows: int = 1_000_000
     idle_seconds: float = 30.0
@@ -47,6 +49,14 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
             )
             _progress(f"idle for {options.idle_seconds:g} s")
             idle = await phases.idle(made, workdir, seconds=options.idle_seconds)
+        mixed_entry: dict[str, Any] | None = None
+        if options.mixed_dispatches:
+            async with scratch.scratch(settings) as made:
+                _progress(f"mixed {options.mixed_dispatches} with {options.replicas} replica(s)")
+                mixed_entry = _mixed_entry(
+                    await mixed.mixed(made, workdir, options.mixed_dispatches, options.replicas),
+                    options.mixed_dispatches,
+                )
         async with scratch.scratch(settings) as made:
             _progress(f"scan cost with {options.scan_rows} terminal rows")
             scan_ratio = await phases.scan_cost(made, options.scan_rows)
@@ -56,12 +66,37 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
         "enqueue_per_s": round(enqueue_per_s, 1),
         "dispatch_per_s": round(dispatched["dispatch_per_s"], 1),
         "ratio_to_raw_commit": round(dispatched["dispatch_per_s"] / raw, 3),
+        "ratio_to_raw_commit_stdlib": None
+        if raw_stdlib is None
+        else round(dispatched["dispatch_per_s"] / raw_stdlib, 3),
         "commits_per_dispatch": round(dispatched["commits_per_dispatch"], 3),
         "latency_ms": {k: round(v, 1) for k, v in latency.items()},
         "cpu_s_per_1000": round(dispatched["cpu_s_per_1000"], 3),
         "rss_mib_peak": round(dispatched["rss_mib_peak"], 1),
         "scan_cost_ratio": round(scan_ratio, 3),
         "idle": {k: round(v, 3) for k, v in idle.items()},
+        "mixed": mixed_entry,
+    }
+
+
+def _mixed_entry(figures: dict[str, float], count: int) -> dict[str, Any]:
+    """The mixed phase's figures (it raises unless every dispatch was verified)."""
+    counted = (
+        "run_create",
+        "tool_invoke",
+        "succeeded",
+        "runs_created",
+        "tool_steps_succeeded",
+        "files_written",
+    )
+    return {
+        "dispatches": count,
+        **{key: int(figures[key]) for key in counted},
+        "verified": True,
+        "dispatch_per_s": round(figures["dispatch_per_s"], 1),
+        "commits_per_dispatch": round(figures["commits_per_dispatch"], 3),
+        "cpu_s_per_1000": round(figures["cpu_s_per_1000"], 3),
+        "rss_mib_peak": round(figures["rss_mib_peak"], 1),
     }
 
 

@@ -23,10 +23,14 @@ async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
             raise common.UsageError(f"{name} must be at least 1")
     if args.scan_rows < 0 or args.idle_seconds <= 0:
         raise common.UsageError("--scan-rows must be ≥ 0 and --idle-seconds > 0")
+    mixed = args.dispatches if args.mixed_dispatches is None else args.mixed_dispatches
+    if mixed < 0:
+        raise common.UsageError("--mixed-dispatches must be ≥ 0 (0 skips the mixed phase)")
     report = await runner.run(
         settings,
         runner.Options(
             dispatches=args.dispatches,
+            mixed_dispatches=mixed,
             replicas=replicas,
             scan_rows=args.scan_rows,
             idle_seconds=args.idle_seconds,

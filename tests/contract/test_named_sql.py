@@ -11,7 +11,12 @@ from qinglong_dispatcher.adapters import named_sql
 from qinglong_dispatcher.adapters.postgres import queries as postgres_queries
 from qinglong_dispatcher.adapters.sqlite import queries as sqlite_queries
 
-_FUNCTIONS = {"transaction_timestamp", "clock_timestamp", "unnest"}  # functions in FROM
+_FUNCTIONS = {
+    "transaction_timestamp",
+    "clock_timestamp",
+    "unnest",
+    "jsonb_to_recordset",
+}  # functions in FROM
 _SQLITE_PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 
 

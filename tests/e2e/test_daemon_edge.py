@@ -95,9 +95,17 @@ def test_the_daemon_dispatches_serves_metrics_notifies_and_stops_cleanly(workdir
         assert time.monotonic() - started < 20
         stderr = daemon.stderr
     assert "Traceback" not in stderr
-    names = [event["event"] for event in log_events(stderr)]
+    events = log_events(stderr)
+    names = [event["event"] for event in events]
     assert "daemon.ready" in names
-    assert "dispatch.completed" in names
+    # run.create pages commit together: one event per page carries every dispatch's outcome.
+    committed = [
+        dispatch_id
+        for event in events
+        if event["event"] == "dispatch.page_committed"
+        for dispatch_id in event["dispatch_ids"]
+    ]
+    assert len(committed) == len(set(committed)) == 100
     assert "daemon.stopped" in names
     time.sleep(0.6)
     listening.clear()

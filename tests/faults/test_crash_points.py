@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher import bootstrap, dispatcher
+from qinglong_dispatcher import bootstrap, dispatcher, handler_ports
 from qinglong_dispatcher.actions import run_create
 from qinglong_dispatcher.domain import records, recovery
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.recovery import reconciler
-from tests.support import faults
+from tests.support import faults, page_crash
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS, make_dispatcher
@@ -114,19 +114,48 @@ async def test_separate_completion_action_crash_points(
 RUN_CREATE_POINTS = {
     "after_claim": "pre",
     "after_inspect": "pre",
+    "inside_page": "pre",  # in the page transaction, before its commit: nothing started
+    "after_page": "succeeded",  # the page transaction had committed start, Run and completion
+}
+"""Crash points of run.create on the page path (one transaction for start, effect, complete)."""
+
+PER_ITEM_RUN_CREATE_POINTS = {
+    "after_claim": "pre",
+    "after_inspect": "pre",
     "after_start": "missing",
     "before_effect": "missing",
     "after_execute": "succeeded",  # the effect transaction had already completed it
 }
+"""The same on the per-item path, which serves every item the page transaction did not take."""
 
 
-@pytest.mark.parametrize("point", sorted(RUN_CREATE_POINTS))
-async def test_run_create_crash_points(harness: Harness, clock: ManualClock, point: str) -> None:
+def _crash_inside_page(store: object) -> None:
+    def crash() -> None:
+        raise SimulatedCrash("inside_page")
+
+    page_crash.crash_inside(store, after="insert_page_events", crash=crash)
+
+
+@pytest.mark.parametrize(
+    ("path", "point"),
+    [("page", p) for p in sorted(RUN_CREATE_POINTS)]
+    + [("per_item", p) for p in sorted(PER_ITEM_RUN_CREATE_POINTS)],
+)
+async def test_run_create_crash_points(
+    harness: Harness, clock: ManualClock, path: str, point: str
+) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     hook = crash_at(point)
-    handler = run_create.RunCreateHandler(harness.store, harness.store, clock, fault_hook=hook)
+    crashing = await harness.open_another()
+    handler: handler_ports.ApprovedActionHandler = run_create.RunCreateHandler(
+        crashing, crashing, clock, fault_hook=hook
+    )
+    if path == "per_item":
+        handler = page_crash.PerItemOnly(handler)
+    if point == "inside_page":
+        _crash_inside_page(crashing)
     first = make_dispatcher(
-        harness.store, clock, owner="w1", handlers={"run.create": handler}, fault_hook=hook
+        crashing, clock, owner="w1", handlers={"run.create": handler}, fault_hook=hook
     )
     await crash(first)
     clock.advance(ms=LEASE_MS + 1)
@@ -137,7 +166,7 @@ async def test_run_create_crash_points(harness: Harness, clock: ManualClock, poi
     row = await harness.store.get_execution(consumed.dispatch_id)
     assert row is not None
     runs = int(await harness.scalar(f"SELECT count(*) AS n FROM {faults.table(harness, 'runs')}"))
-    expected = RUN_CREATE_POINTS[point]
+    expected = (RUN_CREATE_POINTS if path == "page" else PER_ITEM_RUN_CREATE_POINTS)[point]
     assert await starts(harness, consumed.dispatch_id) == 1
     if expected == "pre":
         assert row.status is ExecutionStatus.SUCCEEDED
@@ -153,3 +182,4 @@ async def test_run_create_crash_points(harness: Harness, clock: ManualClock, poi
         assert row.status is ExecutionStatus.SUCCEEDED
         assert row.lease_owner == "w1"
         assert runs == 1
+    assert await harness.store.get_resolution(consumed.dispatch_id) is None

@@ -52,7 +52,13 @@ async def request_for(
     return ports.RunCreateRequest(
         dispatch=dispatch,
         identity=identity,
-        run=run_create.build_run(plan, dispatch, identity, run_id=run_id, now_ms=clock.now_ms()),
+        run=run_create.build_run(
+            plan,
+            dispatch,
+            run_id=run_id,
+            started_at_ms=identity.started_at_ms,
+            now_ms=clock.now_ms(),
+        ),
         mutation_id=fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete"),
         now_ms=clock.now_ms(),
     )
@@ -105,7 +111,13 @@ async def plant_run_and_receipt(
     assert stored is not None
     plan = plans.parse_plan("run.create", stored.plan_json.encode())
     assert isinstance(plan, plans.ApprovedRunCreationPlan)
-    run = run_create.build_run(plan, dispatch, identity, run_id="r-planted", now_ms=clock.now_ms())
+    run = run_create.build_run(
+        plan,
+        dispatch,
+        run_id="r-planted",
+        started_at_ms=identity.started_at_ms,
+        now_ms=clock.now_ms(),
+    )
     run = dataclasses.replace(run, **(run_changes or {}))
     receipt = runs.receipt_for(
         dispatch=dispatch,

@@ -174,6 +174,20 @@ class PgQuery:
         statement = Q[name]
         await self._conn.executemany(statement.text, [statement.args(p) for p in param_sets])
 
+    async def savepoint(self, work: query.Work[T]) -> T:
+        """See `query.Query.savepoint`."""
+        await self.run("savepoint")
+        try:
+            result = await work(self)
+        except BaseException as exc:
+            await self.run("rollback_to_savepoint")
+            await self.run("release_savepoint")
+            if isinstance(exc, DRIVER_ERRORS):
+                raise translate(exc) from exc
+            raise
+        await self.run("release_savepoint")
+        return result
+
 
 class Database:
     """A small pool; `read` and `write` run one transaction each."""

@@ -43,6 +43,12 @@ class Query(Protocol):
         """Run one statement once per parameter set (one round trip where the driver can)."""
         ...
 
+    async def savepoint(self, work: Work[T]) -> T:
+        """Run `work` under a savepoint: on any exception only its writes are undone and the
+        exception goes on, a driver error typed as `errors.StoreError` (the page transaction
+        catches it and carries on with the rest)."""
+        ...
+
 
 Work = Callable[[Query], Coroutine[Any, Any, T]]
 """A whole transaction: the runner begins it, runs the body, and commits or rolls back."""

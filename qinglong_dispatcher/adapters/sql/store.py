@@ -15,6 +15,7 @@ from qinglong_dispatcher.adapters.sql import (
     approvals,
     completions,
     execution_store,
+    page,
     query,
     recovery,
     runs,
@@ -22,7 +23,7 @@ from qinglong_dispatcher.adapters.sql import (
     tool_steps,
 )
 from qinglong_dispatcher.domain import approvals as approval_records
-from qinglong_dispatcher.domain import records, states
+from qinglong_dispatcher.domain import errors, records, states
 from qinglong_dispatcher.domain import recovery as recovery_records
 from qinglong_dispatcher.domain import runs as run_records
 from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
@@ -182,6 +183,26 @@ class SqlStore(execution_store.ExecutionOperations):
         except runs.FencedEffect as fenced:
             return ports.RunCreateResult(
                 outcome=ports.RunCreateOutcome.FENCED, reason=fenced.reason
+            )
+
+    async def commit_page(
+        self, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
+    ) -> list[ports.PageResult]:
+        """See `ports.PageStore.commit_page`."""
+        page_items = tuple(items)
+        try:
+            return await self.runner.transaction(
+                functools.partial(
+                    page.commit_page, items=page_items, now_ms=now_ms, lease_ms=lease_ms
+                )
+            )
+        except (errors.StoreError, page.PartRefused):
+            # Rolled back whole (or its commit unacknowledged: then every item it committed is
+            # fenced now and comes back not taken). Again, each item under its own savepoint.
+            return await self.runner.transaction(
+                functools.partial(
+                    page.commit_each, items=page_items, now_ms=now_ms, lease_ms=lease_ms
+                )
             )
 
     async def get_receipt(self, dispatch_id: str) -> run_records.RunReceipt | None:

@@ -97,6 +97,21 @@ class SqliteQuery:
         """See `query.Query.many`."""
         self._conn.executemany(Q[name], param_sets)
 
+    async def savepoint(self, work: query.Work[T]) -> T:
+        """See `query.Query.savepoint`."""
+        conn = self._conn
+        conn.execute(Q["savepoint"])
+        try:
+            result = await work(self)
+        except BaseException as exc:
+            conn.execute(Q["rollback_to_savepoint"])
+            conn.execute(Q["release_savepoint"])
+            if isinstance(exc, sqlite3.Error):
+                raise translate(exc) from exc
+            raise
+        conn.execute(Q["release_savepoint"])
+        return result
+
 
 def drive(work: Coroutine[Any, Any, T]) -> T:
     """Run a shared transaction's coroutine to its end on this thread, in one step.

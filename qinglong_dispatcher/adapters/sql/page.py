@@ -1,0 +1,231 @@
+"""The page transaction of transactional actions, once for both dialects (issue: a page in one
+transaction).
+
+`run.create`'s whole effect is rows in this database, so its start barrier, effect, receipt
+and completion commit together: the strongest at-most-once there is, one commit for a page.
+The page goes as a few set statements, each binding one JSON array of the items' values (a
+round trip each on PostgreSQL, no per-row Python on SQLite). Items whose fence or binding no
+longer holds are simply not matched by the fenced statements. If a statement fails, the store
+rolls the page back and runs it again with each item alone under its own savepoint
+(`commit_each`); an item that still fails is undone alone. Every item not committed takes
+the per-item path (start barrier, execute, complete), which diagnoses it exactly as before.
+The happy path has no savepoint: on PostgreSQL each one is two more round trips and a
+subtransaction.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.adapters.sql import query
+from qinglong_dispatcher.domain import errors, fencing, records, runs
+from qinglong_dispatcher.domain.states import ExecutionStatus
+
+
+class PartRefused(Exception):
+    """Raised inside a savepoint to undo it: a started item could not be completed."""
+
+
+async def commit_page(
+    q: query.Query, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
+) -> list[ports.PageResult]:
+    """The whole page as set statements; raises if any statement fails (nothing is kept)."""
+    return await _commit_part(q, items, now_ms=now_ms, lease_ms=lease_ms)
+
+
+async def commit_each(
+    q: query.Query, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
+) -> list[ports.PageResult]:
+    """After `commit_page` failed: each item alone under its own savepoint; one that fails is
+    undone alone and `not_taken`."""
+    results: list[ports.PageResult] = []
+    for item in items:
+        try:
+            results += await q.savepoint(
+                functools.partial(_commit_part, items=(item,), now_ms=now_ms, lease_ms=lease_ms)
+            )
+        except (errors.StoreError, PartRefused):
+            results.append(_not_taken(item, "item_failed"))
+    return results
+
+
+def _not_taken(item: ports.PageItem, reason: str) -> ports.PageResult:
+    return ports.PageResult(
+        dispatch_id=item.dispatch.dispatch_id, outcome=ports.PageOutcome.NOT_TAKEN, reason=reason
+    )
+
+
+async def _commit_part(
+    q: query.Query, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
+) -> list[ports.PageResult]:
+    """Start, effect, receipt, completion and ledger for `items` as set statements."""
+    taken = {
+        row["dispatch_id"]
+        for row in await q.all(
+            "page_effects_taken",
+            {
+                "page": json.dumps(
+                    [
+                        {"dispatch_id": i.dispatch.dispatch_id, "project_id": i.dispatch.project_id}
+                        for i in items
+                    ]
+                )
+            },
+        )
+    }
+    fresh = [i for i in items if i.dispatch.dispatch_id not in taken]
+    started = await _start(q, fresh, now_ms=now_ms, lease_ms=lease_ms) if fresh else {}
+    done = [
+        (i, started[i.dispatch.dispatch_id]) for i in fresh if i.dispatch.dispatch_id in started
+    ]
+    if done:
+        await _effect(q, done, now_ms=now_ms)
+        await _complete(q, done, now_ms=now_ms)
+    results = {
+        identity.dispatch_id: ports.PageResult(
+            dispatch_id=identity.dispatch_id,
+            outcome=ports.PageOutcome.COMMITTED,
+            identity=identity,
+        )
+        for _, identity in done
+    }
+    for item in items:
+        dispatch_id = item.dispatch.dispatch_id
+        if dispatch_id not in results:
+            reason = "effect_exists" if dispatch_id in taken else "start_refused"
+            results[dispatch_id] = _not_taken(item, reason)
+    return [results[i.dispatch.dispatch_id] for i in items]
+
+
+async def _start(
+    q: query.Query, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
+) -> dict[str, records.ExecutionIdentity]:
+    """The fenced start of each item; the identity of each row that started."""
+    page = []
+    for item in items:
+        lease = item.request.lease
+        page.append(
+            {
+                "dispatch_id": lease.dispatch_id,
+                "approval_request_id": item.request.approval_request_id,
+                "action_digest": item.request.action_digest,
+                "version": lease.version,
+                "owner": lease.owner,
+                "token": lease.token,
+                "attempt": lease.attempt,
+                "expires_at_ms": fencing.start_lease_expiry(
+                    lease, now_ms=now_ms, lease_ms=lease_ms
+                ),
+            }
+        )
+    rows = await q.all("start_page", {"page": json.dumps(page), "now_ms": now_ms})
+    leases = {item.request.lease.dispatch_id: item.request.lease for item in items}
+    return {
+        row["dispatch_id"]: fencing.started_identity(
+            leases[row["dispatch_id"]],
+            started_at_ms=now_ms,
+            version=row["version"],
+            lease_expires_at_ms=row["lease_expires_at_ms"],
+        )
+        for row in rows
+    }
+
+
+async def _effect(
+    q: query.Query,
+    done: Sequence[tuple[ports.PageItem, records.ExecutionIdentity]],
+    *,
+    now_ms: int,
+) -> None:
+    """Run, attempt, RunEvent and receipt of each started item (`runs.create`'s rows)."""
+    run_rows = json.dumps([runs.run_row(item.run) for item, _ in done])
+    await q.run("insert_page_runs", {"runs": run_rows})
+    await q.run("insert_page_run_attempts", {"runs": run_rows})
+    await q.run("insert_page_run_events", {"runs": run_rows, "event_type": runs.RUN_CREATED_EVENT})
+    receipts = [
+        runs.receipt_row(
+            runs.receipt_for(
+                dispatch=item.dispatch,
+                attempt=identity.attempt,
+                execution_version=identity.version,
+                started_at_ms=identity.started_at_ms,
+                run_id=item.run.run_id,
+                created_at_ms=now_ms,
+            )
+        )
+        for item, identity in done
+    ]
+    await q.run("insert_page_receipts", {"receipts": json.dumps(receipts)})
+
+
+async def _complete(
+    q: query.Query,
+    done: Sequence[tuple[ports.PageItem, records.ExecutionIdentity]],
+    *,
+    now_ms: int,
+) -> None:
+    """The fenced completion of every started item and the ledger lines of both steps."""
+    page = [
+        {
+            "dispatch_id": identity.dispatch_id,
+            "project_id": item.dispatch.project_id,
+            "owner": identity.owner,
+            "token": identity.token,
+            "attempt": identity.attempt,
+            "version": identity.version,
+            "mutation_id": _mutation_id(identity),
+        }
+        for item, identity in done
+    ]
+    completed = {
+        row["dispatch_id"]: row["version"]
+        for row in await q.all(
+            "complete_page",
+            {
+                "page": json.dumps(page),
+                "now_ms": now_ms,
+                "result_code": runs.RESULT_CODE_RUN_CREATED,
+            },
+        )
+    }
+    if len(completed) != len(done):
+        # Started in this transaction and row-locked since: only a fault gets here. Undo the
+        # part, so no Run ever commits without its completion.
+        raise PartRefused("a started item was not completed")
+    events = []
+    for _, identity in done:
+        line = {
+            "dispatch_id": identity.dispatch_id,
+            "attempt": identity.attempt,
+            "lease_owner": identity.owner,
+            "lease_token": identity.token,
+        }
+        events.append(
+            line
+            | {
+                "version": identity.version,
+                "from_status": ExecutionStatus.LEASED.value,
+                "to_status": ExecutionStatus.EXECUTING.value,
+                "mutation_id": None,
+                "result_code": None,
+            }
+        )
+        events.append(
+            line
+            | {
+                "version": completed[identity.dispatch_id],
+                "from_status": ExecutionStatus.EXECUTING.value,
+                "to_status": ExecutionStatus.SUCCEEDED.value,
+                "mutation_id": _mutation_id(identity),
+                "result_code": runs.RESULT_CODE_RUN_CREATED,
+            }
+        )
+    await q.run("insert_page_events", {"events": json.dumps(events)})
+
+
+def _mutation_id(identity: records.ExecutionIdentity) -> str:
+    """The completion's mutation id: the one the per-item path would write (a replay matches)."""
+    return fencing.mutation_id(identity.dispatch_id, identity.attempt, "complete")

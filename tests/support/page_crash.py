@@ -1,0 +1,83 @@
+"""Crash points inside a store transaction, and a way to keep an action off the page path.
+
+`crash_inside(store, after=NAME, crash=...)` wraps the store's runner so that, in any write
+transaction, `crash()` runs right after the named statement ran and before the commit: raise
+a BaseException there (an in-process crash: the transaction rolls back) or SIGKILL the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from qinglong_dispatcher import handler_ports
+from qinglong_dispatcher.adapters.sql import query
+from qinglong_dispatcher.adapters.sql.store import SqlStore
+from qinglong_dispatcher.domain import records
+
+T = TypeVar("T")
+
+
+class _CrashingQuery:
+    def __init__(self, inner: query.Query, after: str, crash: Callable[[], None]) -> None:
+        self._inner = inner
+        self._after = after
+        self._crash = crash
+
+    def _ran(self, name: str) -> None:
+        if name == self._after:
+            self._crash()
+
+    async def one(self, name: str, params: query.Params = query.NO_PARAMS) -> Any:
+        row = await self._inner.one(name, params)
+        self._ran(name)
+        return row
+
+    async def all(self, name: str, params: query.Params = query.NO_PARAMS) -> list[Any]:
+        rows = await self._inner.all(name, params)
+        self._ran(name)
+        return rows
+
+    async def run(self, name: str, params: query.Params = query.NO_PARAMS) -> None:
+        await self._inner.run(name, params)
+        self._ran(name)
+
+    async def many(self, name: str, param_sets: Sequence[query.Params]) -> None:
+        await self._inner.many(name, param_sets)
+        self._ran(name)
+
+    async def savepoint(self, work: query.Work[T]) -> T:
+        return await self._inner.savepoint(lambda _: work(self))
+
+
+class _CrashingRunner:
+    def __init__(self, inner: query.Runner, after: str, crash: Callable[[], None]) -> None:
+        self._inner = inner
+        self._after = after
+        self._crash = crash
+
+    async def transaction(self, work: query.Work[T], *, write: bool = True, **kw: Any) -> T:
+        return await self._inner.transaction(
+            lambda q: work(_CrashingQuery(q, self._after, self._crash)), write=write, **kw
+        )
+
+
+def crash_inside(store: object, *, after: str, crash: Callable[[], None]) -> None:
+    """Make every transaction of `store` call `crash()` right after statement `after`."""
+    assert isinstance(store, SqlStore)
+    store.runner = _CrashingRunner(store.runner, after, crash)
+
+
+class PerItemOnly:
+    """An action as it was before the page path: the same inspect and execute, not declared
+    transactional, so its items take the per-item path (barrier, execute, complete)."""
+
+    def __init__(self, handler: handler_ports.ApprovedActionHandler) -> None:
+        self.action_type = handler.action_type
+        self._handler = handler
+
+    async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:
+        return await self._handler.inspect(dispatch)
+
+    async def execute(self, ctx: handler_ports.ExecutionContext) -> handler_ports.ExecuteResult:
+        return await self._handler.execute(ctx)
