@@ -56,7 +56,7 @@ class Api:
         plan_dict = plan.to_canonical_dict()
         plan_json = canonical.dumps(plan_dict).decode("utf-8")
         return approvals.NewApproval(
-            approval_request_id=ids.new_approval_request_id(),
+            approval_request_id=ids.new_approval_request_id(now_ms),
             project_id=plan.project_id,
             action_type=plan.ACTION_TYPE,
             action_ref=plan.action_ref,

@@ -8,14 +8,13 @@ lost connection or a busy store is retried by the same execute while its deadlin
 from __future__ import annotations
 
 import collections
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 import structlog
 
 from qinglong_dispatcher import handler_ports, ports
-from qinglong_dispatcher.domain import errors, fencing, plans, records, runs
+from qinglong_dispatcher.domain import errors, fencing, ids, plans, records, runs
 
 log = structlog.get_logger("qinglong_dispatcher.actions.run_create")
 
@@ -142,7 +141,7 @@ class RunCreateHandler:
         return build_run(
             plan,
             dispatch,
-            run_id=f"r-{uuid.uuid4().hex}",
+            run_id=ids.new_run_id(started_at_ms),
             started_at_ms=started_at_ms,
             now_ms=started_at_ms,
         )
@@ -167,7 +166,7 @@ class RunCreateHandler:
                 run=build_run(
                     plan,
                     dispatch,
-                    run_id=f"r-{uuid.uuid4().hex}",
+                    run_id=ids.new_run_id(now),
                     started_at_ms=identity.started_at_ms,
                     now_ms=now,
                 ),

@@ -72,7 +72,7 @@ async def submit_tool_invocation(
     now = clock.now_ms()
     plan_dict = plan.to_canonical_dict()
     new = approvals.NewApproval(
-        approval_request_id=ids.new_approval_request_id(),
+        approval_request_id=ids.new_approval_request_id(now),
         project_id=plan.project_id,
         action_type=plan.ACTION_TYPE,
         action_ref=plan.action_ref,

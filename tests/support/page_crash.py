@@ -7,7 +7,7 @@ a BaseException there (an in-process crash: the transaction rolls back) or SIGKI
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from qinglong_dispatcher import handler_ports
@@ -40,10 +40,6 @@ class _CrashingQuery:
 
     async def run(self, name: str, params: query.Params = query.NO_PARAMS) -> None:
         await self._inner.run(name, params)
-        self._ran(name)
-
-    async def many(self, name: str, param_sets: Sequence[query.Params]) -> None:
-        await self._inner.many(name, param_sets)
         self._ran(name)
 
     async def savepoint(self, work: query.Work[T]) -> T:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import anyio
@@ -168,11 +168,6 @@ class PgQuery:
     async def run(self, name: str, params: query.Params = query.NO_PARAMS) -> None:
         """See `query.Query.run`."""
         await execute(self._conn, Q[name], params)
-
-    async def many(self, name: str, param_sets: Sequence[query.Params]) -> None:
-        """See `query.Query.many`: one pipelined round trip (`executemany`)."""
-        statement = Q[name]
-        await self._conn.executemany(statement.text, [statement.args(p) for p in param_sets])
 
     async def savepoint(self, work: query.Work[T]) -> T:
         """See `query.Query.savepoint`."""

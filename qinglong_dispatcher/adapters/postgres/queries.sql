@@ -41,18 +41,22 @@ WHERE e.dispatch_id = :dispatch_id
 {select_execution}
 FOR UPDATE OF e
 
--- lease_row --
-UPDATE qinglong.approved_action_dispatch_executions
-SET status = 'leased', version = version + 1, attempt = attempt + 1,
-    lease_owner = :owner, lease_token = :token, lease_expires_at_ms = :expires_at_ms::bigint,
-    eligible_at_ms = :expires_at_ms::bigint, retry_at_ms = NULL, started_at_ms = NULL,
-    updated_at_ms = :now_ms::bigint
-WHERE dispatch_id = :dispatch_id AND version = :version
-  AND status IN ('pending', 'leased', 'retry_wait') AND eligible_at_ms <= :now_ms::bigint
-  AND attempt < max_attempts
+-- lease_page --
+-- The fenced claim of a page, one statement: each JSON element {dispatch_id, version, token}
+-- leases its row only at the version the claim observed (the rows are already locked by
+-- claim_due_rows).
+UPDATE qinglong.approved_action_dispatch_executions AS e
+SET status = 'leased', version = e.version + 1, attempt = e.attempt + 1,
+    lease_owner = :owner::text, lease_token = k.token,
+    lease_expires_at_ms = :expires_at_ms::bigint, eligible_at_ms = :expires_at_ms::bigint,
+    retry_at_ms = NULL, started_at_ms = NULL, updated_at_ms = :now_ms::bigint
+FROM jsonb_to_recordset(:page::jsonb) AS k (dispatch_id text, version bigint, token text)
+WHERE e.dispatch_id = k.dispatch_id AND e.version = k.version
+  AND e.status IN ('pending', 'leased', 'retry_wait') AND e.eligible_at_ms <= :now_ms::bigint
+  AND e.attempt < e.max_attempts
 
 -- insert_lease_events --
--- The ledger events of a page of `lease_row` updates, one statement for the page: an event
+-- The ledger events of a `lease_page` update, one statement for the page: an event
 -- only for a row that now holds the claim's own fresh token at the version it leased, and
 -- RETURNING names those rows, so a lease that did not take is reported, never assumed. The
 -- page is a JSON array of {dispatch_id, version, token, from_status}: the version each update

@@ -164,7 +164,7 @@ async def consume(
     )
     if done is None:
         raise await _refusal(q, approval_request_id, wanted=ApprovalStatus.APPROVED, now_ms=now_ms)
-    dispatch_id = ids.new_dispatch_id()
+    dispatch_id = ids.new_dispatch_id(now_ms)
     await q.run(
         "insert_dispatch",
         {

@@ -9,7 +9,7 @@ end inside one worker-thread hop (`adapters/sqlite/database.drive`); asyncpg awa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol, TypeVar
 
 from qinglong_dispatcher.domain import records
@@ -37,10 +37,6 @@ class Query(Protocol):
 
     async def run(self, name: str, params: Params = NO_PARAMS) -> None:
         """Run a statement for its effect."""
-        ...
-
-    async def many(self, name: str, param_sets: Sequence[Params]) -> None:
-        """Run one statement once per parameter set (one round trip where the driver can)."""
         ...
 
     async def savepoint(self, work: Work[T]) -> T:

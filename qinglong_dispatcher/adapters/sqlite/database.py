@@ -9,7 +9,7 @@ one per statement (see README, "Why stdlib sqlite3 on a worker thread").
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -92,10 +92,6 @@ class SqliteQuery:
     async def run(self, name: str, params: query.Params = query.NO_PARAMS) -> None:
         """See `query.Query.run`."""
         self._conn.execute(Q[name], params)
-
-    async def many(self, name: str, param_sets: Sequence[query.Params]) -> None:
-        """See `query.Query.many`."""
-        self._conn.executemany(Q[name], param_sets)
 
     async def savepoint(self, work: query.Work[T]) -> T:
         """See `query.Query.savepoint`."""
