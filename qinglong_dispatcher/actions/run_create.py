@@ -86,11 +86,13 @@ class RunCreateHandler:
             collections.OrderedDict()
         )
 
-    def _remember(self, stored: ports.StoredPlan) -> Resolved:
-        plan = plans.parse_plan(stored.action_type, stored.plan_json.encode("utf-8"))
+    def _remember(self, stored: ports.StoredPlan, approved_digest: str) -> Resolved:
+        plan, digest = plans.resolve_plan(
+            stored.action_type, stored.plan_json.encode("utf-8"), approved_digest=approved_digest
+        )
         if not isinstance(plan, plans.ApprovedRunCreationPlan):
             raise errors.PlanInvalid("plan is not a run.create plan", code="plan_type_mismatch")
-        resolved = (plan, plans.plan_action_digest(plan))
+        resolved = (plan, digest)
         self._resolved[(stored.project_id, stored.action_ref)] = resolved
         if len(self._resolved) > PLAN_CACHE_SIZE:
             self._resolved.popitem(last=False)
@@ -98,15 +100,15 @@ class RunCreateHandler:
 
     async def prefetch(self, dispatches: Sequence[records.Dispatch]) -> None:
         """Read and parse a page's plans in one go, so each inspect finds its plan here."""
-        keys = [
-            (d.project_id, d.action_ref)
+        approved = {
+            (d.project_id, d.action_ref): d.action_digest
             for d in dispatches
             if (d.project_id, d.action_ref) not in self._resolved
-        ]
-        if keys:
-            for stored in await self._plans.get_plans(keys):
+        }
+        if approved:
+            for stored in await self._plans.get_plans(list(approved)):
                 try:
-                    self._remember(stored)
+                    self._remember(stored, approved[(stored.project_id, stored.action_ref)])
                 except errors.InvalidInput:
                     continue  # its inspect reads it again and reports why
 
@@ -117,7 +119,7 @@ class RunCreateHandler:
             stored = await self._plans.get_plan(*key)
             if stored is None:
                 raise errors.PlanInvalid("no plan for this action", code="plan_missing")
-            resolved = self._remember(stored)
+            resolved = self._remember(stored, dispatch.action_digest)
         return _bound(resolved, dispatch)
 
     async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:

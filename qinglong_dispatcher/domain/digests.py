@@ -39,14 +39,22 @@ def action_digest(action_type: str, plan: Mapping[str, object]) -> str:
     The plan alone is held to PLAN_MAX_BYTES and the nesting cap, so the envelope
     never makes an accepted plan fail here.
     """
+    if not isinstance(plan, Mapping):
+        raise errors.CanonicalJsonError("$.plan: must be an object")
+    return action_digest_of_canonical(action_type, canonical.dumps(plan, root="$.plan"))
+
+
+def action_digest_of_canonical(action_type: str, plan_bytes: bytes) -> str:
+    """`action_digest` of a plan given as its canonical JSON bytes.
+
+    Equal to `action_digest` exactly when `plan_bytes` are that plan's canonical form, so a
+    digest equal to an approved one proves the bytes are the approved plan's, byte for byte.
+    """
     if not isinstance(action_type, str):
         raise errors.CanonicalJsonError("$.actionType: must be a string")
     type_bytes = canonical.dumps(action_type, root="$.actionType")
-    if not isinstance(plan, Mapping):
-        raise errors.CanonicalJsonError("$.plan: must be an object")
-    plan_bytes = canonical.dumps(plan, root="$.plan")
     # The canonical form of the envelope, written out: "actionType" sorts before "plan".
-    envelope = b'{"actionType":' + type_bytes + b',"plan":' + plan_bytes + b"}"
+    envelope = b'{"actionType":' + type_bytes + b',"plan":' + bytes(plan_bytes) + b"}"
     return digest(ACTION_TAG, envelope)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -242,6 +243,27 @@ def parse_plan(action_type: str, data: Mapping[str, object] | bytes) -> ActionPl
         return model.model_validate(value, strict=True)
     except pydantic.ValidationError as exc:
         raise _plan_invalid(exc) from None
+
+
+def resolve_plan(action_type: str, data: bytes, *, approved_digest: str) -> tuple[ActionPlan, str]:
+    """A stored plan and its action digest, checked against the digest its approval bound.
+
+    Bytes whose digest equals the approved one are the approved plan's canonical bytes, byte
+    for byte, and passed every canonical-JSON rule when they were approved: they are decoded
+    plainly and only validated by the model again. Any other bytes take the whole strict
+    parse and their digest is computed from the parsed plan, so a drift is still reported as
+    drift and an invalid plan as invalid. (Half the replica's Python per dispatch was the
+    strict parse and the two canonical dumps of a plan whose digest already proved it.)
+    """
+    digest = digests.action_digest_of_canonical(action_type, data)
+    model = PLAN_MODELS.get(action_type)
+    if digest == approved_digest and model is not None:
+        try:
+            return model.model_validate(json.loads(data), strict=True), digest
+        except pydantic.ValidationError as exc:
+            raise _plan_invalid(exc) from None
+    plan = parse_plan(action_type, data)
+    return plan, plan_action_digest(plan)
 
 
 def plan_canonical(plan: ActionPlan) -> bytes:

@@ -190,13 +190,19 @@ def receipt_for(
     return dataclasses.replace(unsigned, evidence_digest=unsigned.computed_digest())
 
 
+_RECEIPT_COLUMNS = tuple(f.name for f in dataclasses.fields(RunReceipt))
+_RUN_COLUMNS = tuple(f.name for f in dataclasses.fields(Run))
+
+
 def receipt_row(receipt: RunReceipt) -> dict[str, object]:
     """Column values of a receipt (field names are the column names)."""
-    return dataclasses.asdict(receipt)
+    # Every field is a plain value: no need for `asdict`'s recursive deep copy, which cost
+    # more than the rest of the row's Python on the page path.
+    return {name: getattr(receipt, name) for name in _RECEIPT_COLUMNS}
 
 
 def run_row(run: Run) -> dict[str, object]:
     """Column values of a Run, status as text."""
-    row = dataclasses.asdict(run)
+    row = {name: getattr(run, name) for name in _RUN_COLUMNS}
     row["status"] = run.status.value
     return row

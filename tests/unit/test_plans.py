@@ -308,3 +308,42 @@ def test_any_field_value_raises_only_typed_errors(field: str, value: object) -> 
             # Whatever got through can always be written and hashed.
             assert canonical.is_canonical(plans.plan_canonical(plan))
             plans.plan_action_digest(plan)
+
+
+# -- resolving a stored plan against its approved digest ----------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(valid_plans)
+def test_resolving_the_approved_bytes_gives_the_strict_parse(data: dict[str, object]) -> None:
+    plan = plans.parse_plan("run.create", data)
+    stored = plans.plan_canonical(plan)
+    approved = plans.plan_action_digest(plan)
+    resolved, digest = plans.resolve_plan("run.create", stored, approved_digest=approved)
+    assert resolved == plan
+    assert digest == approved == digests.action_digest_of_canonical("run.create", stored)
+
+
+def test_equivalent_bytes_that_are_not_canonical_take_the_strict_parse() -> None:
+    plan = plans.parse_plan("run.create", GOOD)
+    approved = plans.plan_action_digest(plan)
+    spaced = json.dumps(GOOD, indent=2).encode()
+    resolved, digest = plans.resolve_plan("run.create", spaced, approved_digest=approved)
+    assert resolved == plan
+    assert digest == approved  # the plan's canonical digest, not the digest of the bytes
+    assert digests.action_digest_of_canonical("run.create", spaced) != approved
+
+
+def test_other_bytes_get_their_own_digest_and_invalid_bytes_stay_invalid() -> None:
+    approved = plans.plan_action_digest(plans.parse_plan("run.create", GOOD))
+    drifted = plans.plan_canonical(plans.parse_plan("run.create", {**GOOD, "priority": 7}))
+    _, digest = plans.resolve_plan("run.create", drifted, approved_digest=approved)
+    assert digest != approved
+    with pytest.raises(errors.PlanInvalid):
+        plans.resolve_plan("run.create", b'{"priority": 1.5}', approved_digest=approved)
+    # Even bytes whose digest is the approved one are validated by the model again.
+    bad = canonical.dumps({**GOOD, "priority": 5000})
+    with pytest.raises(errors.PlanInvalid, match="priority"):
+        plans.resolve_plan(
+            "run.create", bad, approved_digest=digests.action_digest_of_canonical("run.create", bad)
+        )
