@@ -497,3 +497,34 @@ async def test_a_crash_before_the_commit_writes_nothing_and_each_item_is_taken_o
     after = await harness.store.counts(now_ms=clock.now_ms() + 10 * LEASE_MS)
     assert after.executions[EffectiveStatus.RECOVERY_REQUIRED] == 0
     assert after.executions[EffectiveStatus.SUCCEEDED] == n
+
+
+# -- the binding ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bound", ["approval_request_id", "action_digest"])
+async def test_an_item_whose_approval_or_digest_differs_is_not_started(
+    harness: Harness, clock: ManualClock, bound: str
+) -> None:
+    """The start of a page item presents the approval and action digest its dispatch was
+    created for, exactly as the per-item barrier does; a different one starts nothing."""
+    await submit_runs(harness.approver_store, clock, 2)
+    claims = await claim_page(harness, clock, 2)
+    good, bad = await page_items(harness, clock, claims)
+    request = (
+        dataclasses.replace(bad.request, approval_request_id="a-other")
+        if bound == "approval_request_id"
+        else dataclasses.replace(bad.request, action_digest="0" * 64)
+    )
+    bad = dataclasses.replace(bad, request=request)
+    bad_id = bad.dispatch.dispatch_id
+    before = await harness.store.get_execution(bad_id)
+    assert before is not None
+    events_before = await harness.store.execution_events(bad_id)
+    results = await commit(harness.store, clock, [good, bad])
+    assert results[good.dispatch.dispatch_id].outcome is ports.PageOutcome.COMMITTED
+    assert results[bad_id].outcome is ports.PageOutcome.NOT_TAKEN
+    assert results[bad_id].reason == "start_refused"
+    await assert_untouched(harness, bad_id, before, events_before)
+    assert await runs_of(harness, bad_id) == 0
+    assert await receipts_of(harness, bad_id) == 0

@@ -26,7 +26,8 @@ from qinglong_dispatcher.domain.states import ExecutionStatus
 
 
 class PartRefused(Exception):
-    """Raised inside a savepoint to undo it: a started item could not be completed."""
+    """Raised to undo a part of the page (all of it, or one item's savepoint): a started item
+    could not be completed, and no Run may commit without its completion."""
 
 
 async def commit_page(
