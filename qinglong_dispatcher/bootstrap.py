@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 from qinglong_dispatcher import api, dispatcher, handler_ports, ports
@@ -18,8 +18,10 @@ from qinglong_dispatcher.tools import invoke as tool_invoke
 from qinglong_dispatcher.tools.builtin import file_write
 
 
-async def open_store(settings: Settings) -> ports.Store:
-    """Open the profile's store; edge never imports asyncpg (it is imported only here, lazily)."""
+async def open_store(settings: Settings, *, create: bool = True) -> ports.Store:
+    """Open the profile's store; edge never imports asyncpg (it is imported only here, lazily).
+
+    `create=False` refuses a SQLite file that does not exist instead of creating it."""
     if settings.dialect == "sqlite":
         from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 
@@ -27,6 +29,7 @@ async def open_store(settings: Settings) -> ports.Store:
             settings.sqlite_path,
             busy_timeout_s=settings.sqlite_busy_timeout_seconds,
             self_approval=settings.self_approval,
+            create=create,
         )
     if settings.dialect != "postgres":  # pragma: no cover - settings admit only the two
         raise errors.ConfigurationError(f"QINGLONG_DATABASE_URL: no store for {settings.dialect}")
@@ -39,6 +42,19 @@ async def open_store(settings: Settings) -> ports.Store:
         allow_async_commit=settings.allow_async_commit,
         max_size=settings.concurrency + 4,
     )
+
+
+@contextlib.contextmanager
+def sole_daemon(settings: Settings) -> Iterator[None]:
+    """On edge, hold the SQLite file's daemon lock for as long as `run` runs (one authority per
+    file); a second daemon gets `StoreInUse`. Nothing to hold on cluster."""
+    if settings.dialect != "sqlite":
+        yield
+        return
+    from qinglong_dispatcher.adapters.sqlite import authority
+
+    with authority.sole_daemon(settings.sqlite_path):
+        yield
 
 
 def handlers(

@@ -11,8 +11,16 @@ from typing import Any, NoReturn
 import anyio
 
 from qinglong_dispatcher import __version__
-from qinglong_dispatcher.commands import admin, bench, common, dispatching, recovery, submitting
-from qinglong_dispatcher.domain import errors, plans, states
+from qinglong_dispatcher.commands import (
+    admin,
+    bench,
+    common,
+    dispatches,
+    dispatching,
+    recovery,
+    submitting,
+)
+from qinglong_dispatcher.domain import dispatch_views, errors, plans, states
 from qinglong_dispatcher.lifecycle import logging as log_setup
 from qinglong_dispatcher.settings import Settings, load_settings
 
@@ -23,6 +31,17 @@ EXIT_SOFTWARE = 70
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise common.UsageError(message)
+
+
+def _positive_int(text: str) -> int:
+    """An integer ≥ 1 (`tick --max-pages 0` would claim nothing and report success)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return value
 
 
 def exit_code_for(exc: errors.QinglongError) -> int:
@@ -84,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("migrate", "apply pending migrations (or verify with --check)")
     p.add_argument("--check", action="store_true", help="only verify; exit 1 if pending/tampered")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON line")
     p.set_defaults(handler=admin.cmd_migrate)
 
     p = command("run", "run the dispatcher daemon until SIGTERM/SIGINT")
@@ -93,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--once", action="store_true", help="one batch")
     mode.add_argument("--drain", action="store_true", help="batches until nothing is due")
-    p.add_argument("--max-pages", type=int, default=1_000_000, metavar="N")
+    p.add_argument("--max-pages", type=_positive_int, default=1_000_000, metavar="N")
     p.add_argument("--json", action="store_true", help="print the report as one JSON line")
     p.set_defaults(handler=dispatching.cmd_tick)
 
@@ -109,8 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--project", metavar="P", help="project id")
     s.add_argument("--task", metavar="T", help="task id")
     s.add_argument("--revision", type=int, metavar="N", help="task revision (integer ≥ 0)")
-    s.add_argument("--executor", default="shell", metavar="E", help="executor type (shell)")
-    s.add_argument("--priority", type=int, default=0, metavar="N", help="-1000…1000 (0)")
+    s.add_argument("--executor", metavar="E", help="executor type (shell)")
+    s.add_argument("--priority", type=int, metavar="N", help="-1000…1000 (0)")
     s.add_argument("--task-name", metavar="S", help="optional low-sensitivity task name")
     s.add_argument("--requested-by", default="cli", metavar="W", help="requester (cli)")
     s.add_argument("--approved-by", default="cli", metavar="W", help="approver (cli)")
@@ -157,6 +177,38 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--json", action="store_true")
     p.set_defaults(handler=submitting.cmd_approval)
 
+    p = command("dispatch", "list dispatches (newest first) or show one; reads only")
+    dispatch_sub = p.add_subparsers(dest="dispatch_command", metavar="STEP", required=True)
+    d: argparse.ArgumentParser = dispatch_sub.add_parser(
+        "list", parents=[shared], help="dispatches newest first, in pages (--after CURSOR)"
+    )
+    d.add_argument(
+        "--status",
+        choices=[s.value for s in states.EffectiveStatus],
+        help="effective status (recovery_required: executing with an expired lease)",
+    )
+    d.add_argument("--action", choices=sorted(plans.PLAN_MODELS), help="action type")
+    d.add_argument("--project", metavar="P", help="project id")
+    d.add_argument(
+        "--limit",
+        type=int,
+        default=dispatch_views.DEFAULT_LIMIT,
+        metavar="N",
+        help=f"rows per page, 1…{dispatch_views.MAX_LIMIT} ({dispatch_views.DEFAULT_LIMIT})",
+    )
+    d.add_argument(
+        "--after",
+        metavar="CURSOR",
+        help=f"the page after this {dispatch_views.CURSOR_FORMAT} (`next` of the last page)",
+    )
+    d.add_argument("--json", action="store_true")
+    d = dispatch_sub.add_parser(
+        "show", parents=[shared], help="one dispatch: plan, execution, ledger, receipt, Run"
+    )
+    d.add_argument("dispatch_id", metavar="DISPATCH_ID")
+    d.add_argument("--json", action="store_true")
+    p.set_defaults(handler=dispatches.cmd_dispatch)
+
     p = command("recovery", "list or settle recovery_required executions")
     recovery_sub = p.add_subparsers(dest="recovery_command", metavar="STEP", required=True)
     r: argparse.ArgumentParser = recovery_sub.add_parser(
@@ -172,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--operator", required=True, metavar="W", help="operator name (audited)")
     r.add_argument("--reason", required=True, metavar="CODE", help="low-sensitivity reason code")
+    r.add_argument("--json", action="store_true", help="print the result as one JSON line")
     p.set_defaults(handler=recovery.cmd_recovery)
 
     p = command("bench", "measure throughput, latency, cost per dispatch and idle footprint")

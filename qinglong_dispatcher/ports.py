@@ -9,6 +9,7 @@ from typing import Protocol
 
 from qinglong_dispatcher.domain import (
     approvals,
+    dispatch_views,
     records,
     recovery,
     runs,
@@ -326,6 +327,27 @@ class RecoveryStore(Protocol):
         ...
 
 
+class DispatchReadStore(Protocol):
+    """What operators read about dispatches (`dispatch list|show`); it writes nothing and
+    hands out no lease token. Effective statuses are decided on the earlier of `now_ms` and
+    the database's clock, as `counts` decides them."""
+
+    async def list_dispatches(
+        self, request: dispatch_views.ListQuery, *, now_ms: int
+    ) -> dispatch_views.Page:
+        """A keyset page of dispatches, newest first (created_at_ms, then id, descending)."""
+        ...
+
+    async def show_dispatch(self, dispatch_id: str, *, now_ms: int) -> dispatch_views.Detail | None:
+        """One dispatch with its plan's plain fields, execution, ledger, receipt and Run,
+        recovery and StepRun, in one store call; None when there is no such dispatch."""
+        ...
+
+    async def dispatch_run_ids(self, dispatch_ids: Sequence[str]) -> dict[str, str]:
+        """The Run id of each dispatch whose Run exists (by idempotency key)."""
+        ...
+
+
 class Store(
     ExecutionStore,
     ApprovalStore,
@@ -333,6 +355,7 @@ class Store(
     RunCreateRepository,
     PageStore,
     RecoveryStore,
+    DispatchReadStore,
     tool_ports.ToolStepRepository,
     tool_ports.ToolExecutionStartBarrierRepository,
     Protocol,

@@ -6,6 +6,7 @@ import difflib
 import errno
 import os
 import re
+import secrets
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,10 +43,12 @@ def env_name(field: str) -> str:
 
 
 def _default_owner_id(profile: object, environ: Mapping[str, str]) -> str:
-    """host:pid on edge; the pod name (`HOSTNAME`, else the host name) on cluster."""
+    """host:pid on edge (one process per file); on cluster the pod name (`HOSTNAME`, else the
+    host name), the pid and a random suffix, so two replicas sharing a host (or a `HOSTNAME`
+    and pid 1 in two containers) never share an owner id."""
     host = socket.gethostname()
     if profile == "cluster":
-        return environ.get("HOSTNAME") or host
+        return f"{environ.get('HOSTNAME') or host}:{os.getpid()}:{secrets.token_hex(3)}"
     return f"{host}:{os.getpid()}"
 
 

@@ -13,7 +13,7 @@ from qinglong_dispatcher.settings import Settings
 
 async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     """Apply pending migrations, or only verify them with --check."""
-    store = await common.open_store(settings, require_current=False)
+    store = await common.open_store(settings, require_current=False, create=not args.check)
     try:
         if args.check:
             state = await store.schema_state()
@@ -22,14 +22,23 @@ async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
                     state.require_current()
                 except errors.SchemaError as exc:
                     print(f"{common.PROG}: {exc}", file=sys.stderr)
+                    if args.json:
+                        common.print_json({"current": False, "reason": exc.code})
                 return common.EXIT_REFUSED
-            print("schema is current")
+            _migrated(args, current=True, applied=[])
             return common.EXIT_OK
         applied = await store.migrate(now_ms=clock.SystemClock().now_ms())
-        print(f"applied {len(applied)} migration(s)" if applied else "schema is current")
+        _migrated(args, current=True, applied=applied)
         return common.EXIT_OK
     finally:
         await store.close()
+
+
+def _migrated(args: argparse.Namespace, *, current: bool, applied: list[int]) -> None:
+    if args.json:
+        common.print_json({"current": current, "applied": applied})
+    else:
+        print(f"applied {len(applied)} migration(s)" if applied else "schema is current")
 
 
 async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
@@ -39,7 +48,8 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         counts = await store.counts(now_ms=clock.SystemClock().now_ms())
     finally:
         await store.close()
-    age = None if counts.oldest_due_age_ms is None else counts.oldest_due_age_ms / 1000
+    # 0 when nothing is due, exactly what the `oldest_due_age_seconds` gauge reports.
+    age = (counts.oldest_due_age_ms or 0) / 1000
     executions = {status.value: n for status, n in counts.executions.items()}
     result = {
         "profile": settings.profile,
@@ -55,7 +65,7 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         for status, n in executions.items():
             print(f"{status:<18} {n}")
         print(f"{'due':<18} {counts.due}")
-        print(f"{'oldest due age':<18} {'-' if age is None else f'{age:.1f}s'}")
+        print(f"{'oldest due age':<18} {age:.1f}s")
         print(f"{'runs':<18} {counts.runs}")
         for state, n in counts.step_runs.items():
             print(f"{'step_runs ' + state:<18} {n}")
@@ -66,7 +76,7 @@ async def cmd_health(settings: Settings, args: argparse.Namespace) -> int:
     """Exit 0 when the store is reachable and migrated."""
     ok, reason = True, "ok"
     try:
-        store = await bootstrap.open_store(settings)
+        store = await bootstrap.open_store(settings, create=False)
         try:
             (await store.schema_state()).require_current()
         finally:

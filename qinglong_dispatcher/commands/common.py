@@ -21,9 +21,14 @@ def print_json(value: object) -> None:
     sys.stdout.write(json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n")
 
 
-async def open_store(settings: Settings, *, require_current: bool = True) -> ports.Store:
-    """Open the profile's store; refuse an unmigrated, tampered or newer schema."""
-    store = await bootstrap.open_store(settings)
+async def open_store(
+    settings: Settings, *, require_current: bool = True, create: bool = False
+) -> ports.Store:
+    """Open the profile's store; refuse an unmigrated, tampered or newer schema.
+
+    Only `migrate` creates a SQLite file (`create`): for any other command a missing file is
+    a mistyped path, reported as such, never a new empty database."""
+    store = await bootstrap.open_store(settings, create=create)
     if require_current:
         try:
             (await store.schema_state()).require_current()

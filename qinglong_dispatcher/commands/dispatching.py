@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import sys
 
 import structlog
@@ -21,7 +22,9 @@ async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     """The daemon until SIGTERM/SIGINT."""
     store = await common.open_store(settings)
     listener: http.Listener | None = None
+    authority = contextlib.ExitStack()
     try:
+        authority.enter_context(bootstrap.sole_daemon(settings))
         await store.check_durability()
         if reasons := await store.ddl_capabilities():
             log.warning("store.ddl_capable_role", reasons=list(reasons))
@@ -47,6 +50,7 @@ async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         if listener is not None:
             listener.stop()
         await store.close()
+        authority.close()
 
 
 async def cmd_tick(settings: Settings, args: argparse.Namespace) -> int:

@@ -31,7 +31,17 @@ async def cmd_recovery(settings: Settings, args: argparse.Namespace) -> int:
                 operator=args.operator,
                 reason=args.reason,
             )
-            print(f"{args.dispatch_id} resolved as {args.resolution}")
+            if args.json:
+                common.print_json(
+                    {
+                        "dispatch_id": args.dispatch_id,
+                        "resolution": args.resolution,
+                        "operator": args.operator,
+                        "reason": args.reason,
+                    }
+                )
+            else:
+                print(f"{args.dispatch_id} resolved as {args.resolution}")
             return common.EXIT_OK
         rows: list[dict[str, object]] = []
         after = None

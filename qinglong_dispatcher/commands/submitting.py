@@ -7,7 +7,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from qinglong_dispatcher import api, bootstrap, clock
+from qinglong_dispatcher import api, bootstrap, clock, ports
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.domain import canonical, errors, ids, plans
 from qinglong_dispatcher.domain.tools import registry as tool_registry
@@ -59,9 +59,31 @@ def _read_jsonl(path: Path) -> list[plans.ActionPlan]:
     return result
 
 
+async def _run_ids(store: ports.Store, dispatch_ids: list[str]) -> dict[str, str]:
+    """The Runs that exist already (a running daemon may have been quicker than this read).
+
+    The submit has committed: a failing read only leaves the Run ids unknown (`null`), it
+    never turns the committed submit into an error that invites submitting again.
+    """
+    try:
+        return await store.dispatch_run_ids(dispatch_ids)
+    except errors.StoreError:
+        return {}
+
+
+TOOL_INVOKE = "tool.invoke"
+
+PER_PLAN_FLAGS = ("project", "task", "revision", "executor", "priority", "task_name")
+"""`submit run-create` options that describe one plan (None unless given)."""
+
+
 async def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     """Create plan + approval, approve, consume; print the dispatch id(s)."""
     if args.from_jsonl is not None:
+        given = [f"--{n.replace('_', '-')}" for n in PER_PLAN_FLAGS if getattr(args, n) is not None]
+        if given:
+            # Each line is a whole plan: a flag beside the file would be silently ignored.
+            raise common.UsageError(f"{given[0]} cannot be combined with --from-jsonl")
         plan_list = _read_jsonl(args.from_jsonl)
     else:
         missing = [n for n in ("project", "task", "revision") if getattr(args, n) is None]
@@ -71,8 +93,8 @@ async def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
             "projectId": args.project,
             "taskId": args.task,
             "taskRevision": args.revision,
-            "executorType": args.executor,
-            "priority": args.priority,
+            "executorType": args.executor or "shell",
+            "priority": 0 if args.priority is None else args.priority,
         }
         if args.task_name is not None:
             fields["taskName"] = args.task_name
@@ -85,6 +107,7 @@ async def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
         consumed = await the_api.submit(
             plan_list, requested_by=args.requested_by, approved_by=args.approved_by
         )
+        run_ids = await _run_ids(store, [c.dispatch_id for c in consumed])
     except (errors.SelfApprovalRefused, errors.ApprovalNotPermitted) as exc:
         raise _as_steps(exc) from None
     finally:
@@ -94,6 +117,7 @@ async def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
             "dispatch_id": c.dispatch_id,
             "approval_request_id": c.approval_request_id,
             "action_ref": c.action_ref,
+            "run_id": run_ids.get(c.dispatch_id),
         }
         for c in consumed
     ]
@@ -166,6 +190,7 @@ async def cmd_submit_tool(settings: Settings, args: argparse.Namespace) -> int:
                 "approval_request_id": consumed.approval_request_id,
                 "action_ref": consumed.action_ref,
                 "step_run_id": submitted.step_run_id,
+                "run_id": args.run,
             }
         )
     else:
@@ -185,6 +210,14 @@ async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
                 raise errors.InvalidInput(
                     f"{args.plan}: cannot be read ({exc.__class__.__name__})"
                 ) from None
+            if args.action == TOOL_INVOKE:
+                # A bad plan is still named as such; a good one needs its StepRun created with
+                # the approval, in one transaction, which only `submit tool-invoke` does.
+                plans.parse_plan(args.action, data)
+                raise common.UsageError(
+                    "approval create --action tool.invoke: a tool step needs its StepRun; "
+                    "use `submit tool-invoke --project P --run RUN_ID --tool T --content-file F`"
+                )
             approval = await the_api.create_approval(
                 args.action, data, requested_by=args.requested_by
             )

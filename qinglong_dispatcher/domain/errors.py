@@ -162,6 +162,12 @@ class SchemaTooNew(SchemaError):
     code = "schema_too_new"
 
 
+class StoreInUse(QinglongError):
+    """Another daemon already runs on this SQLite file, which must have one authority."""
+
+    code = "store_in_use"
+
+
 class DurabilityRefused(ConfigurationError):
     """The store is not configured for durable commits."""
 
@@ -172,6 +178,12 @@ class RecoveryRefused(QinglongError):
     """The execution is not recovery_required, or changed while being resolved."""
 
     code = "recovery_refused"
+
+
+class DispatchNotFound(QinglongError):
+    """No dispatch has this id."""
+
+    code = "dispatch_not_found"
 
 
 class StepRunRefused(QinglongError):

@@ -129,7 +129,12 @@ class Daemon:
                     break
             backlog = await p.store.backlog(now_ms=p.clock.now_ms())
         except errors.StoreError as exc:
-            log.warning("daemon.tick_failed", code=exc.code)
+            log.warning(
+                "daemon.tick_failed",
+                code=exc.code,
+                error=exc.__class__.__name__,
+                message=str(exc),
+            )
             p.metrics.record_tick(ok=False)
             p.health.set_store(reachable=not isinstance(exc, errors.StoreUnavailable))
             return False

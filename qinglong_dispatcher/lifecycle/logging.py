@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import json
 import logging
 import sys
 
@@ -10,8 +12,43 @@ import structlog
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 
 
+class _JsonLines(logging.Formatter):
+    """Records of the standard library's loggers (asyncpg, asyncio) as one JSON line each, like
+    structlog's: the message and the error's class and message, never a traceback (which
+    could carry values out of the frames), so stderr stays parseable during an outage."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "event": "python.log",
+            "logger": record.name,
+            "level": record.levelname.lower(),
+            "message": record.getMessage(),
+            "timestamp": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(),
+        }
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            line["error"] = error.__class__.__name__
+            line["error_message"] = str(error)
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+def _route_stdlib_logging(level: int) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JsonLines())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(max(level, logging.WARNING))
+
+
 def configure(*, log_format: str, level: str) -> None:
-    """Configure structlog once per process; events carry stable names, never plan contents."""
+    """Configure structlog once per process; events carry stable names, never plan contents.
+
+    In JSON mode the standard library's loggers (what asyncpg and asyncio report) are routed
+    to stderr as JSON lines too."""
+    if log_format != "console":
+        _route_stdlib_logging(_LEVELS.get(level, logging.ERROR))
     renderer: structlog.types.Processor
     if log_format == "console":
         renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())

@@ -6,6 +6,7 @@ import concurrent.futures
 import os
 import subprocess
 import time
+import urllib.parse
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -254,3 +255,22 @@ async def test_the_database_refuses_a_manual_resolution_from_the_runtime_login(
         assert [tuple(r.values()) for r in audits] == [("oncall-1", stores.OPERATOR_LOGIN)]
         after = await _bookkeeping(database, first.dispatch_id)
         assert (after["status"], after["events"]) == ("failed", before["events"] + 1)
+
+
+def test_connection_errors_name_the_server_and_its_reason_never_the_password(
+    tmp_path: Path,
+) -> None:
+    """One line naming host, port and database and why (the server's own message)."""
+    admin = urllib.parse.urlsplit(stores.admin_dsn())
+    hosts = admin.netloc.rpartition("@")[2]
+    missing = admin._replace(path="/qinglong_no_such_db").geturl()
+    result = run_cli(*_cluster(missing, "status"), cwd=tmp_path)
+    assert result.returncode == 69, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert f"PostgreSQL at {hosts}/qinglong_no_such_db cannot be used: " in result.stderr
+    assert "qinglong_no_such_db" in result.stderr.rpartition("cannot be used: ")[2]
+    closed = run_cli(*_cluster("postgresql://u:s3cret-pw@127.0.0.1:1/db", "status"), cwd=tmp_path)
+    assert closed.returncode == 69, closed.stderr
+    assert len(closed.stderr.strip().splitlines()) == 1
+    assert "PostgreSQL at 127.0.0.1:1/db cannot be used: Connect call failed" in closed.stderr
+    assert "s3cret-pw" not in closed.stderr + closed.stdout

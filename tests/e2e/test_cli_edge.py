@@ -52,7 +52,7 @@ def test_submit_twenty_drain_and_status(workdir: Path) -> None:
                 cwd=workdir,
             )
         )
-        assert set(out) == {"dispatch_id", "approval_request_id", "action_ref"}
+        assert set(out) == {"dispatch_id", "approval_request_id", "action_ref", "run_id"}
         ids.add(out["dispatch_id"])
     assert len(ids) == 20
     report = json_out(run_cli("tick", "--drain", "--json", cwd=workdir))
@@ -190,13 +190,60 @@ def test_an_expired_approval_is_refused(workdir: Path) -> None:
         ["submit", "run-create", "--project", "../x", "--task", "t", "--revision", "1"],
         ["submit", "run-create", "--task", "t", "--revision", "1"],
         ["tick"],
+        ["tick", "--drain", "--max-pages", "0"],
+        ["submit", "run-create", "--from-jsonl", "plans.jsonl", "--project", "p1"],
+        ["submit", "run-create", "--from-jsonl", "plans.jsonl", "--priority", "3"],
+        [
+            "approval",
+            "create",
+            "--action",
+            "tool.invoke",
+            "--plan",
+            "plan.json",
+            "--requested-by",
+            "alice",
+        ],
         ["nonsense"],
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(workdir: Path, args: list[str]) -> None:
+    (workdir / "plans.jsonl").write_text('{"projectId":"p1","taskId":"t","taskRevision":1}\n')
+    tool_plan = {
+        "schemaVersion": 1,
+        "actionRef": "act-1",
+        "projectId": "p1",
+        "runId": "r-1",
+        "stepRunId": "s-1",
+        "toolId": "builtin.file.write",
+        "toolVersion": 1,
+        "content": "x",
+    }
+    (workdir / "plan.json").write_text(json.dumps(tool_plan))
     result = run_cli(*args, cwd=workdir)
     assert_one_line_error(result, 2)
+    if "tool.invoke" in args:
+        assert "submit tool-invoke" in result.stderr  # a pointer to the command that works
     assert count(workdir, "SELECT count(*) FROM approval_requests") == 0
+    assert count(workdir, "SELECT count(*) FROM execution_events") == 0
+
+
+def test_migrate_and_recovery_resolve_print_json(tmp_path: Path) -> None:
+    first = json_out(run_cli("migrate", "--json", cwd=tmp_path))
+    assert first["current"] is True
+    assert first["applied"] == sorted(first["applied"])
+    assert len(first["applied"]) >= 7
+    assert json_out(run_cli("migrate", "--json", cwd=tmp_path)) == {"current": True, "applied": []}
+    assert json_out(run_cli("migrate", "--check", "--json", cwd=tmp_path)) == {
+        "current": True,
+        "applied": [],
+    }
+    # resolve --json on something that is not recovery_required is refused in one line.
+    refused = run_cli(
+        "recovery", "resolve", "d-" + "0" * 32, "--as", "failed", "--operator", "alice",
+        "--reason", "checked", "--json", cwd=tmp_path,
+    )  # fmt: skip
+    assert_one_line_error(refused, 1)
+    assert refused.stdout == ""
 
 
 @pytest.mark.parametrize(
@@ -215,8 +262,15 @@ def test_bad_configuration_exits_78(workdir: Path, env: dict[str, str], code: in
 
 def test_unmigrated_and_tampered_schemas_are_refused(tmp_path: Path) -> None:
     fresh = run_cli("tick", "--once", cwd=tmp_path)
-    assert_one_line_error(fresh, 1)
-    assert "migrat" in fresh.stderr
+    assert_one_line_error(fresh, 69)
+    assert "run migrate first" in fresh.stderr
+    assert run_cli("migrate", "--check", cwd=tmp_path).returncode == 69
+    assert not (tmp_path / "var").exists()
+    (tmp_path / "var").mkdir()
+    sqlite3.connect(tmp_path / "var" / "qinglong.db").close()  # an empty file: unmigrated
+    empty = run_cli("tick", "--once", cwd=tmp_path)
+    assert_one_line_error(empty, 1)
+    assert "migrat" in empty.stderr
     assert run_cli("migrate", "--check", cwd=tmp_path).returncode == 1
     assert run_cli("migrate", cwd=tmp_path).returncode == 0
     assert run_cli("migrate", "--check", cwd=tmp_path).returncode == 0
@@ -237,8 +291,28 @@ def test_unmigrated_and_tampered_schemas_are_refused(tmp_path: Path) -> None:
 
 def test_an_unopenable_store_exits_69(tmp_path: Path) -> None:
     (tmp_path / "blocker").write_text("a file where a folder should be")
-    result = run_cli("--database", "sqlite:///blocker/q.db", "status", cwd=tmp_path)
+    result = run_cli("--database", "sqlite:///blocker/q.db", "migrate", cwd=tmp_path)
     assert_one_line_error(result, 69)
+    assert "blocker" in result.stderr  # the path and the OS error are named
+    (tmp_path / "a-folder.db").mkdir()
+    folder = run_cli("--database", "sqlite:///a-folder.db", "migrate", cwd=tmp_path)
+    assert_one_line_error(folder, 69)
+    assert "a-folder.db cannot be used: unable to open database file" in folder.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["status"], ["health"], ["recovery", "list"], ["migrate", "--check"], ["tick", "--once"]],
+)
+def test_commands_that_read_never_create_a_file_or_folder(tmp_path: Path, args: list[str]) -> None:
+    """A mistyped path is an error naming it, never a new empty database."""
+    result = run_cli("--database", "sqlite:///typo/qinglong.db", *args, cwd=tmp_path)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    if args != ["health"]:
+        assert_one_line_error(result, 69)
+        assert "typo/qinglong.db does not exist" in result.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_global_options_work_after_the_command(workdir: Path) -> None:
@@ -345,3 +419,23 @@ def test_tick_reconciles_and_recovery_commands_settle_by_hand(workdir: Path) -> 
     assert count(workdir, "SELECT count(*) FROM recovery_resolutions") == 1
     status = json_out(run_cli("status", "--json", cwd=workdir))
     assert status["executions"]["failed"] == 1
+
+
+def test_the_readme_status_sample_is_what_status_prints(workdir: Path) -> None:
+    """The README's sample `status --json` has exactly the real output's keys, in its order."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("qinglong-dispatcher status --json\n", 1)[1]
+    sample_lines = []
+    for line in block.splitlines():
+        if not line.startswith("# "):
+            break
+        sample_lines.append(line[2:])
+    sample = json.loads(" ".join(sample_lines))
+    real = json_out(run_cli("status", "--json", cwd=workdir))
+
+    def shape(value: object) -> object:
+        if isinstance(value, dict):
+            return [(k, shape(v)) for k, v in value.items()]
+        return type(value).__name__
+
+    assert shape(sample) == shape(real)

@@ -66,12 +66,17 @@ def submit(
 def test_submit_tick_and_status(fresh: Path) -> None:
     workdir = fresh
     out = json_out(submit(workdir, "--json"))
-    assert set(out) == {"dispatch_id", "approval_request_id", "action_ref", "step_run_id"}
+    assert set(out) == {"dispatch_id", "approval_request_id", "action_ref", "step_run_id", "run_id"}
+    assert out["run_id"] == run_id(workdir)
     assert query(workdir, "SELECT status, version FROM step_runs") == [("waiting_approval", 1)]
     report = json_out(run_cli("tick", "--drain", "--json", cwd=workdir))
     assert report["outcomes"] == {"succeeded": 1}
     written = workdir / "var" / "tool-sandbox" / "p1" / out["dispatch_id"]
     assert written.read_text() == "hello from the CLI\n"
+    shown = run_cli("dispatch", "show", out["dispatch_id"], "--json", cwd=workdir)
+    step = json_out(shown)["step_run"]
+    assert (step["step_run_id"], step["status"]) == (out["step_run_id"], "succeeded")
+    assert "hello from the CLI" not in shown.stdout  # the content only as its length
     status = json_out(run_cli("status", "--json", cwd=workdir))
     assert status["step_runs"] == {
         "ready": 0,

@@ -136,3 +136,39 @@ async def test_an_unmigrated_database_is_exit_1_in_one_line(tmp_path: Path) -> N
         )
     assert code == 1, stderr
     assert "migrat" in _one_line(stderr)
+
+
+async def test_a_store_outage_keeps_the_logs_json_and_names_the_error(
+    database: str, tmp_path: Path
+) -> None:
+    """While the database refuses connections the daemon logs only structlog JSON lines (no
+    raw driver tracebacks), and each `daemon.tick_failed` names the error's class and message.
+    """
+    url = stores.runtime_url(database)
+    with running(tmp_path, _env(url), name="outage") as daemon:
+        await anyio.to_thread.run_sync(lambda: wait_until(lambda: "daemon.ready" in daemon.stderr))
+        await stores.raw("postgres", f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+        try:
+            await stores.raw(
+                "postgres",
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                f"WHERE datname = '{database}' AND application_name = 'qinglong-dispatcher'",
+            )
+            await anyio.to_thread.run_sync(
+                lambda: wait_until(lambda: daemon.stderr.count("daemon.tick_failed") >= 3)
+            )
+        finally:
+            await stores.raw("postgres", f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=30) == 0, daemon.stderr[-2000:]
+        stderr = daemon.stderr
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    events = log_events(stderr)
+    assert len(events) == len(lines), [line for line in lines if not line.startswith("{")]
+    failed = [e for e in events if e["event"] == "daemon.tick_failed"]
+    assert failed
+    for event in failed:
+        assert event["error"] in ("StoreUnavailable", "StoreBusy", "StoreError"), event
+        assert event["message"], event
+        assert "qinglong-test-only" not in event["message"]  # never the password

@@ -83,6 +83,10 @@ def test_the_daemon_dispatches_serves_metrics_notifies_and_stops_cleanly(workdir
             == 100
         )
         assert values["qinglong_dispatcher_due"] == 0
+        # Nothing due: `status` and the gauge say the same, 0.
+        status = json_out(run_cli("status", "--json", cwd=workdir))
+        assert (status["due"], status["oldest_due_age_seconds"]) == (0, 0)
+        assert values["qinglong_dispatcher_oldest_due_age_seconds"] == 0
         assert values["qinglong_dispatcher_recovery_required"] == 0
         assert values["qinglong_dispatcher_ticks_total"] >= 1
         assert values["qinglong_dispatcher_last_successful_tick_timestamp_seconds"] > 0
@@ -149,12 +153,15 @@ def test_a_second_signal_exits_at_once_with_status_1(workdir: Path) -> None:
         ({"QINGLONG_PROFILE": "mainframe"}, 78, "QINGLONG_PROFILE"),
         ({"QINGLONG_EXECUTE_TIMEOUT_SECONDS": "40"}, 78, "QINGLONG_EXECUTE_TIMEOUT_SECONDS"),
         ({"QINGLONG_DATABASE_URL": "sqlite:////proc/qinglong/q.db"}, 69, "SQLite"),
+        ({"QINGLONG_DATABASE_URL": "sqlite:///missing.db"}, 69, "run migrate first"),
         ({"QINGLONG_DATABASE_URL": "sqlite:///unmigrated.db"}, 1, "migrat"),
     ],
 )
 def test_bad_configuration_is_one_line_and_the_right_exit_code(
     workdir: Path, env: dict[str, str], code: int, names: str
 ) -> None:
+    # An existing but empty file: unmigrated (a missing one is refused before any schema check).
+    sqlite3.connect(workdir / "unmigrated.db").close()
     with running(workdir, {"QINGLONG_METRICS_PORT": str(free_port()), **env}) as daemon:
         assert daemon.wait(timeout=20) == code
         stderr = daemon.stderr
@@ -173,3 +180,28 @@ def test_a_taken_metrics_port_is_a_configuration_error(workdir: Path) -> None:
             assert daemon.wait(timeout=20) == 78
             stderr = daemon.stderr
     assert "QINGLONG_METRICS_PORT" in stderr
+
+
+def test_a_second_daemon_on_the_same_file_refuses_to_start(workdir: Path) -> None:
+    """The SQLite file has one authority: a second `run` exits 1 in one line, and once the
+    first is gone (even killed) the next one starts."""
+    first_port = free_port()
+    env = {"QINGLONG_CADENCE_SECONDS": "0.05", "QINGLONG_METRICS_PORT": str(first_port)}
+    with running(workdir, env, name="first") as first:
+        wait_until(lambda: ready(first_port))
+        second = run_cli(
+            "run", cwd=workdir, env={**env, "QINGLONG_METRICS_PORT": str(free_port())}, timeout=30
+        )
+        assert second.returncode == 1, second.stderr
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1, second.stderr
+        assert "another daemon already runs on" in lines[0]
+        assert "Traceback" not in second.stderr
+        assert first.poll() is None  # the first one is untouched
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+    third_port = free_port()
+    with running(workdir, {**env, "QINGLONG_METRICS_PORT": str(third_port)}, name="third") as third:
+        wait_until(lambda: ready(third_port))
+        third.send_signal(signal.SIGTERM)
+        assert third.wait(timeout=25) == 0, third.stderr

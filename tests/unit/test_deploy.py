@@ -84,7 +84,11 @@ def _tool(name: str, *, required_in_ci: bool) -> str:
 
 def test_deploy_has_yaml_files() -> None:
     names = {p.relative_to(DEPLOY).as_posix() for p in YAML_FILES}
-    assert {"prometheus/alerts.yml", "prometheus/scrape.yml"} <= names
+    assert {
+        "prometheus/alerts.yml",
+        "prometheus/scrape.yml",
+        "prometheus/scrape-kubernetes.yml",
+    } <= names
     assert {"kubernetes/deployment.yaml", "kubernetes/pdb.yaml"} <= names
 
 
@@ -127,11 +131,19 @@ def test_systemd_unit_fits_the_edge_profile() -> None:
     assert int(unit["Service.WatchdogSec"][0]) > 2 * edge["cadence_seconds"]
     assert unit["Service.Restart"] == ["on-failure"]
     assert unit["Service.DynamicUser"] == ["yes"]
-    assert unit["Service.StateDirectory"] == ["qinglong-dispatcher"]
+    state_dirs = unit["Service.StateDirectory"][0].split()
+    assert state_dirs[0] == "qinglong-dispatcher"
     assert (
         "QINGLONG_DATABASE_URL=sqlite:////var/lib/qinglong-dispatcher/qinglong.db"
         in (unit["Service.Environment"])
     )
+    # The tool sandbox the unit configures is one of the directories systemd creates for it.
+    (sandbox,) = [
+        e.partition("=")[2]
+        for e in unit["Service.Environment"]
+        if e.startswith("QINGLONG_TOOL_SANDBOX_DIR=")
+    ]
+    assert sandbox.removeprefix("/var/lib/") in state_dirs
     for key in ("NoNewPrivileges", "ProtectHome", "PrivateTmp"):
         assert unit[f"Service.{key}"] == ["yes"], key
     assert unit["Service.ProtectSystem"] == ["strict"]
@@ -179,9 +191,38 @@ def test_pdb_service_and_monitor_select_the_pods() -> None:
     assert {e["port"] for e in monitor["spec"]["endpoints"]} == {"metrics"}
 
 
+def _secret_refs(value: object) -> list[tuple[str, str]]:
+    if isinstance(value, dict):
+        ref = value.get("secretKeyRef")
+        found = [(ref["name"], ref["key"])] if isinstance(ref, dict) else []
+        return found + [r for v in value.values() for r in _secret_refs(v)]
+    if isinstance(value, list):
+        return [r for v in value for r in _secret_refs(v)]
+    return []
+
+
+def test_every_secret_the_manifests_read_has_an_example() -> None:
+    examples = {
+        (doc["metadata"]["name"], key)
+        for doc in _docs(DEPLOY / "kubernetes" / "secrets.example.yaml")
+        for key in doc["stringData"]
+    }
+    used = {
+        ref
+        for path in (DEPLOY / "kubernetes").glob("*.yaml")
+        if path.name != "secrets.example.yaml"
+        for doc in _docs(path)
+        for ref in _secret_refs(doc)
+    }
+    assert used
+    assert used <= examples, used - examples
+
+
 def test_containerfile_runs_the_cluster_profile_as_non_root() -> None:
     text = (DEPLOY / "container" / "Containerfile").read_text(encoding="utf-8")
     assert re.search(r"^FROM python:3\.11-slim\s*$", text, flags=re.MULTILINE)
+    # The OCI format drops HEALTHCHECK: the build line must ask for the docker format.
+    assert "podman build --format docker" in text
     users = re.findall(r"^USER\s+(\S+)", text, flags=re.MULTILINE)
     assert users, "no USER"
     assert users[-1].split(":")[0] not in {"0", "root"}
@@ -211,6 +252,19 @@ def test_alert_expressions_name_exported_metrics() -> None:
             used.add(re.sub(r"_(bucket|sum|count)$", "", name))
     assert used
     assert used <= set(metrics.SERIES_NAMES), used - set(metrics.SERIES_NAMES)
+
+
+def test_promtool_check_config_of_the_scrape_example() -> None:
+    """Debian's promtool (what .ci/run installs) accepts scrape.yml and the rules it loads."""
+    promtool = _tool("promtool", required_in_ci=True)
+    done = subprocess.run(
+        [promtool, "check", "config", "scrape.yml"],
+        cwd=ALERTS.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_promtool_check_rules() -> None:
@@ -398,3 +452,17 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
     assert any("notifyy" in line for line in _verify(analyze, broken, tmp_path / "broken"))
     problems = _verify(analyze, UNIT.read_text(encoding="utf-8"), tmp_path)
     assert not problems, "\n".join(problems)
+
+
+def test_no_readme_link_leaves_the_repository() -> None:
+    """Every relative link of the README resolves inside a clone."""
+    root = DEPLOY.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    local = [t for t in targets if "://" not in t and not t.startswith("mailto:")]
+    assert local
+    for target in local:
+        resolved = (root / target).resolve()
+        assert resolved.is_relative_to(root.resolve()), target
+        assert resolved.exists(), target
+    assert "../shared" not in readme

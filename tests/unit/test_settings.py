@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,9 @@ def test_cluster_defaults() -> None:
     assert (loaded.metrics_host, loaded.metrics_port) == ("0.0.0.0", 9464)
     assert loaded.allow_async_commit is False
     assert loaded.max_clock_skew_seconds == 2.0
-    assert loaded.owner_id == "dispatcher-7f9c-x2"
+    pod, pid, suffix = loaded.owner_id.split(":")
+    assert (pod, pid) == ("dispatcher-7f9c-x2", str(os.getpid()))
+    assert len(suffix) == 6
     assert loaded.tool_sandbox_dir is None
 
 
@@ -353,3 +356,13 @@ def test_private_import_check_sees_what_it_forbids(tmp_path: Path) -> None:
         "pydantic_settings.sources",
         "pydantic_settings.sources",
     ]
+
+
+def test_two_cluster_processes_on_one_host_get_different_owner_ids() -> None:
+    """`HOSTNAME` alone collides when replicas share a host outside Kubernetes."""
+    environ = {"QINGLONG_PROFILE": "cluster", "QINGLONG_DATABASE_URL": "postgresql://h/db"}
+    first = settings.load_settings(environ={**environ, "HOSTNAME": "same"}).owner_id
+    second = settings.load_settings(environ={**environ, "HOSTNAME": "same"}).owner_id
+    assert first != second
+    assert first.startswith("same:")
+    assert second.startswith("same:")

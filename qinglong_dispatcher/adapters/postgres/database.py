@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -132,6 +133,29 @@ def _translate_sqlstate(exc: Any) -> Translated:
     return errors.StoreError(f"PostgreSQL error ({state} {name})")
 
 
+def describe_url(url: str) -> str:
+    """`host:port[,host:port…]/database` of a URL: what to name in an error, never the user's
+    password (nor the user: the server's own message names it where it matters)."""
+    parts = urllib.parse.urlsplit(url)
+    hosts = parts.netloc.rpartition("@")[2] or "localhost"
+    database = parts.path.lstrip("/") or "(default database)"
+    return f"{hosts}/{database}"
+
+
+def opening_error(url: str, exc: BaseException) -> Translated:
+    """The typed error of a failed connect, naming the server and why (its own message)."""
+    error = translate(exc)
+    if isinstance(exc, asyncpg.PostgresError):
+        reason = exc.args[0] if exc.args else exc.__class__.__name__
+    elif isinstance(exc, OSError) and exc.strerror:
+        reason = exc.strerror
+    elif isinstance(exc, TimeoutError):
+        reason = "no answer in time"
+    else:
+        reason = str(exc) or exc.__class__.__name__
+    return type(error)(f"PostgreSQL at {describe_url(url)} cannot be used: {reason}")
+
+
 def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, asyncpg.PostgresError) and getattr(exc, "sqlstate", "") in (
         RETRY_SQLSTATES
@@ -211,7 +235,7 @@ class Database:
                 f"the PostgreSQL URL is not usable ({exc.__class__.__name__})"
             ) from exc
         except DRIVER_ERRORS as exc:
-            raise translate(exc) from exc
+            raise opening_error(url, exc) from exc
         return cls(pool, config)
 
     async def read(self, body: Transaction[T]) -> T:

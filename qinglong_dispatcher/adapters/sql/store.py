@@ -14,6 +14,7 @@ from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import (
     approvals,
     completions,
+    dispatch_views,
     execution_store,
     page,
     query,
@@ -23,6 +24,7 @@ from qinglong_dispatcher.adapters.sql import (
     tool_steps,
 )
 from qinglong_dispatcher.domain import approvals as approval_records
+from qinglong_dispatcher.domain import dispatch_views as views
 from qinglong_dispatcher.domain import errors, records, states
 from qinglong_dispatcher.domain import recovery as recovery_records
 from qinglong_dispatcher.domain import runs as run_records
@@ -281,6 +283,29 @@ class SqlStore(execution_store.ExecutionOperations):
         """See `ports.RecoveryStore.audit_events`."""
         return await self.runner.transaction(
             functools.partial(recovery.audit_events, subject_id=subject_id), write=False
+        )
+
+    # -- reading dispatches (`dispatch list|show`) ----------------------------------------
+
+    async def list_dispatches(self, request: views.ListQuery, *, now_ms: int) -> views.Page:
+        """See `ports.DispatchReadStore.list_dispatches`."""
+        return await self.runner.transaction(
+            functools.partial(dispatch_views.list_dispatches, request=request, now_ms=now_ms),
+            write=False,
+        )
+
+    async def show_dispatch(self, dispatch_id: str, *, now_ms: int) -> views.Detail | None:
+        """See `ports.DispatchReadStore.show_dispatch`."""
+        return await self.runner.transaction(
+            functools.partial(dispatch_views.show_dispatch, dispatch_id=dispatch_id, now_ms=now_ms),
+            write=False,
+        )
+
+    async def dispatch_run_ids(self, dispatch_ids: Sequence[str]) -> dict[str, str]:
+        """See `ports.DispatchReadStore.dispatch_run_ids`."""
+        return await self.runner.transaction(
+            functools.partial(dispatch_views.run_ids, dispatch_ids=tuple(dispatch_ids)),
+            write=False,
         )
 
     # -- tool steps and the start barrier (ADR-0158) --------------------------------------

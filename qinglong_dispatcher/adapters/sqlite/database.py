@@ -28,20 +28,30 @@ TRANSITION_REFUSED = "qinglong:transition_refused"
 """Prefix of the state-machine triggers' RAISE(ABORT) messages (migration 0006)."""
 
 
-def connect(path: Path, *, busy_timeout_s: float) -> sqlite3.Connection:
-    """Open the file with the production pragmas: WAL, synchronous=FULL, foreign keys."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise errors.StoreUnavailable(
-            f"SQLite folder {path.parent} cannot be created ({exc.strerror})"
-        ) from exc
+def connect(path: Path, *, busy_timeout_s: float, create: bool = True) -> sqlite3.Connection:
+    """Open the file with the production pragmas: WAL, synchronous=FULL, foreign keys.
+
+    Without `create` (every command that only reads, and every one but `migrate` and `run`)
+    a missing file or folder is an error naming the path: a mistyped path must never become
+    a new empty database.
+    """
+    if create:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise errors.StoreUnavailable(
+                f"SQLite folder {path.parent} cannot be created ({exc.strerror})"
+            ) from exc
+    elif not path.is_file():
+        raise errors.StoreUnavailable(f"SQLite file {path} does not exist (run migrate first)")
     try:
         conn = sqlite3.connect(
-            path,
+            # mode=rw never creates the file, even if it vanished since the check above.
+            path if create else f"file:{path}?mode=rw",
             isolation_level=None,  # we issue BEGIN IMMEDIATE / COMMIT ourselves
             check_same_thread=False,  # one thread at a time, guaranteed by the limiter
             timeout=busy_timeout_s,
+            uri=not create,
         )
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
@@ -51,8 +61,15 @@ def connect(path: Path, *, busy_timeout_s: float) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
     except sqlite3.Error as exc:
-        raise translate(exc) from exc
+        raise _named(translate(exc), path, exc) from exc
     return conn
+
+
+def _named(error: errors.StoreError, path: Path, exc: sqlite3.Error) -> errors.StoreError:
+    """The store error of opening `path`, naming the file and SQLite's own reason."""
+    if isinstance(error, errors.StoreUnavailable | errors.StoreCorrupted):
+        return type(error)(f"SQLite file {path} cannot be used: {exc}")
+    return error
 
 
 def translate(exc: sqlite3.Error) -> errors.StoreError:
@@ -137,6 +154,16 @@ def in_transaction(conn: sqlite3.Connection, body: Transaction[T]) -> T:
     return result
 
 
+def in_snapshot(conn: sqlite3.Connection, body: Transaction[T]) -> T:
+    """Run a read-only `body` inside BEGIN … COMMIT: one snapshot for all its statements."""
+    conn.execute("BEGIN")
+    try:
+        return body(conn)
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
 class Database:
     """The single connection and the limiter that serialises every use of it."""
 
@@ -148,9 +175,11 @@ class Database:
         """Write transactions committed through this connection (the bench counts them)."""
 
     @classmethod
-    async def open(cls, path: Path, *, busy_timeout_s: float) -> Database:
-        """Open the file on a worker thread."""
-        conn = await anyio.to_thread.run_sync(lambda: connect(path, busy_timeout_s=busy_timeout_s))
+    async def open(cls, path: Path, *, busy_timeout_s: float, create: bool = True) -> Database:
+        """Open the file on a worker thread (creating it only with `create`)."""
+        conn = await anyio.to_thread.run_sync(
+            lambda: connect(path, busy_timeout_s=busy_timeout_s, create=create)
+        )
         return cls(conn, path)
 
     async def read(self, body: Transaction[T]) -> T:
@@ -162,8 +191,16 @@ class Database:
         return await self._run(body, write=True)
 
     async def transaction(self, work: query.Work[T], *, write: bool = True) -> T:
-        """Run a shared transaction (`adapters/sql`) whole, in one hop."""
-        return await self._run(lambda conn: drive(work(SqliteQuery(conn))), write=write)
+        """Run a shared transaction (`adapters/sql`) whole, in one hop.
+
+        A read runs in a deferred transaction, so all its statements see one snapshot (WAL
+        keeps it while another process commits): `dispatch show` never pairs an execution
+        row with a ledger from a later commit."""
+        if write:
+            return await self._run(lambda conn: drive(work(SqliteQuery(conn))), write=True)
+        return await self._run(
+            lambda conn: in_snapshot(conn, lambda c: drive(work(SqliteQuery(c)))), write=False
+        )
 
     async def _run(self, body: Transaction[T], *, write: bool) -> T:
         conn = self._conn

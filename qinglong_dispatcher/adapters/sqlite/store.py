@@ -49,10 +49,11 @@ class SqliteStore(sql_store.SqlStore):
         busy_timeout_s: float = 5.0,
         self_approval: bool = True,
         principal: str | None = None,
+        create: bool = True,
     ) -> SqliteStore:
-        """Open (creating if needed) the SQLite file with the production pragmas."""
+        """Open the SQLite file with the production pragmas (creating it only with `create`)."""
         return cls(
-            await database.Database.open(path, busy_timeout_s=busy_timeout_s),
+            await database.Database.open(path, busy_timeout_s=busy_timeout_s, create=create),
             self_approval=self_approval,
             principal=principal,
         )

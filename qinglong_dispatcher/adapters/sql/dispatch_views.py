@@ -1,0 +1,104 @@
+"""Read transactions of `dispatch list`, `dispatch show` and `submit`'s Run ids; they write nothing.
+
+The effective status is decided as everywhere else (`count_recovery_required`): a started
+lease has expired only when the caller's clock and the database's both say so. The database
+clock is read once, and the same settling instant filters and labels every row of a page.
+None of the statements here selects a lease token.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Final
+
+from qinglong_dispatcher.adapters.sql import query, recovery, runs, tool_steps
+from qinglong_dispatcher.domain import dispatch_views, records
+from qinglong_dispatcher.domain import recovery as recovery_records
+
+_NEWEST: Final = dispatch_views.Cursor(created_at_ms=2**63 - 1, dispatch_id="")
+"""A keyset position before every dispatch in the newest-first order."""
+
+
+async def _settling_ms(q: query.Query, now_ms: int) -> int:
+    database_ms = int((await q.one("database_now"))["now_ms"])
+    return recovery_records.settling_now_ms(now_ms, database_ms)
+
+
+async def list_dispatches(
+    q: query.Query, *, request: dispatch_views.ListQuery, now_ms: int
+) -> dispatch_views.Page:
+    """A page, newest first, after `request.after`; one row more is read to know if it is last."""
+    settling_ms = await _settling_ms(q, now_ms)
+    stored_status, lease_expired = (
+        (None, None) if request.status is None else dispatch_views.stored_condition(request.status)
+    )
+    after = request.after or _NEWEST
+    found = await q.all(
+        "list_dispatches",
+        {
+            "after_created_at_ms": after.created_at_ms,
+            "after_dispatch_id": after.dispatch_id,
+            "project_id": request.project_id,
+            "action_type": request.action_type,
+            "stored_status": None if stored_status is None else stored_status.value,
+            "lease_expired": lease_expired,
+            "settling_ms": settling_ms,
+            "limit": request.limit + 1,
+        },
+    )
+    shown = tuple(
+        dispatch_views.DispatchSummary.from_row(row, settling_ms=settling_ms)
+        for row in found[: request.limit]
+    )
+    more = len(found) > request.limit
+    return dispatch_views.Page(dispatches=shown, next=shown[-1].cursor if more else None)
+
+
+async def show_dispatch(
+    q: query.Query, *, dispatch_id: str, now_ms: int
+) -> dispatch_views.Detail | None:
+    """Everything about one dispatch, or None when there is no such dispatch."""
+    row = await q.one("select_dispatch_view", {"dispatch_id": dispatch_id})
+    if row is None:
+        return None
+    settling_ms = await _settling_ms(q, now_ms)
+    dispatch = records.Dispatch.from_joined_row(row)
+    observation = None
+    if row["observation_outcome"] is not None:
+        observation = recovery_records.Observation(
+            outcome=recovery_records.ObservationOutcome(row["observation_outcome"]),
+            reason_code=row["observation_reason"],
+            count=row["observation_count"],
+            last_seen_at_ms=row["observation_last_seen_at_ms"],
+        )
+    plan = await runs.get_plan(q, dispatch.project_id, dispatch.action_ref)
+    events = await q.all("select_event_views", {"dispatch_id": dispatch_id})
+    receipt = await runs.get_receipt(q, dispatch_id)
+    step = await tool_steps.get_by_approval(q, dispatch.approval_request_id)
+    run_id = receipt.resource_id if receipt is not None else None
+    if run_id is None:
+        run = await runs.get_run_by_key(q, dispatch.project_id, dispatch_id)
+        run_id = run.run_id if run is not None else None
+    if run_id is None and step is not None:
+        run_id = step.binding.run_id
+    return dispatch_views.Detail(
+        dispatch=dispatch,
+        plan=None if plan is None else dispatch_views.plan_fields(plan.action_type, plan.plan_json),
+        execution=dispatch_views.ExecutionView.from_row(row, settling_ms=settling_ms),
+        events=tuple(dispatch_views.EventView.from_row(event) for event in events),
+        receipt=receipt,
+        run_id=run_id,
+        observation=observation,
+        resolution=await recovery.get_resolution(q, dispatch_id),
+        audit=tuple(await recovery.audit_events(q, dispatch_id)),
+        step_run=None if step is None else dispatch_views.StepRunView.of(step),
+    )
+
+
+async def run_ids(q: query.Query, *, dispatch_ids: Sequence[str]) -> dict[str, str]:
+    """The Run holding each dispatch id as its idempotency key, for those that have one."""
+    found = await q.all(
+        "select_run_ids_by_dispatch", {"dispatch_ids": json.dumps(list(dispatch_ids))}
+    )
+    return {row["dispatch_id"]: row["run_id"] for row in found}

@@ -1,0 +1,152 @@
+"""Reading dispatches: `dispatch list` (newest first, in keyset pages) and `dispatch show ID`.
+
+Both only read: they open the store as `status` does and write nothing. Neither prints a
+lease token or a plan's content (the views they print have no such field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+
+from qinglong_dispatcher import clock
+from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.domain import dispatch_views, errors, plans, states
+from qinglong_dispatcher.settings import Settings
+
+
+def _iso(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).isoformat(
+        timespec="milliseconds"
+    )
+
+
+def list_query(args: argparse.Namespace) -> dispatch_views.ListQuery:
+    """The page `dispatch list` asks for; bad input is `InvalidInput` (exit 2), before the store."""
+    return dispatch_views.ListQuery(
+        status=None if args.status is None else states.EffectiveStatus(args.status),
+        action_type=args.action,
+        project_id=args.project,
+        limit=args.limit,
+        after=None if args.after is None else dispatch_views.Cursor.parse(args.after),
+    )
+
+
+async def cmd_dispatch(settings: Settings, args: argparse.Namespace) -> int:
+    """`dispatch list` or `dispatch show`."""
+    if args.dispatch_command == "show":
+        return await _show(settings, args)
+    request = list_query(args)
+    store = await common.open_store(settings)
+    try:
+        page = await store.list_dispatches(request, now_ms=clock.SystemClock().now_ms())
+    finally:
+        await store.close()
+    cursor = None if page.next is None else str(page.next)
+    if args.json:
+        common.print_json(
+            {"dispatches": [row.as_dict() for row in page.dispatches], "next": cursor}
+        )
+        return common.EXIT_OK
+    if not page.dispatches:
+        print("no dispatches")
+        return common.EXIT_OK
+    print(f"{'DISPATCH':<36} {'STATUS':<17} {'ACTION':<11} {'PROJECT':<12} ATTEMPT  CREATED")
+    for row in page.dispatches:
+        print(
+            f"{row.dispatch_id:<36} {row.status.value:<17} {row.action_type:<11} "
+            f"{row.project_id:<12} {f'{row.attempt}/{row.max_attempts}':<8} "
+            f"{_iso(row.created_at_ms)}" + (f"  {row.result_code}" if row.result_code else "")
+        )
+    if cursor is not None:
+        print(f"more: --after {cursor}")
+    return common.EXIT_OK
+
+
+async def _show(settings: Settings, args: argparse.Namespace) -> int:
+    dispatch_id: str = args.dispatch_id
+    if not plans.is_identifier(dispatch_id):
+        # Not echoed: it is not an id, and may hold anything.
+        raise errors.DispatchNotFound("no dispatch has this id (not a dispatch id)")
+    store = await common.open_store(settings)
+    try:
+        detail = await store.show_dispatch(dispatch_id, now_ms=clock.SystemClock().now_ms())
+    finally:
+        await store.close()
+    if detail is None:
+        raise errors.DispatchNotFound(f"dispatch {dispatch_id} not found")
+    if args.json:
+        common.print_json(detail.as_dict())
+    else:
+        for line in _lines(detail):
+            print(line)
+    return common.EXIT_OK
+
+
+def _lines(detail: dispatch_views.Detail) -> list[str]:
+    """`dispatch show` as text: one labelled line per fact, the ledger one line per event."""
+    d, e = detail.dispatch, detail.execution
+    plan = "-"
+    if detail.plan is not None:
+        plan = " ".join(f"{k}={v}" for k, v in detail.plan.items() if v is not None)
+    status = e.effective_status.value
+    if e.effective_status.value != e.status.value:
+        status += f" (stored {e.status.value}, lease expired)"
+    lines = [
+        f"{'dispatch':<12} {d.dispatch_id}",
+        f"{'approval':<12} {d.approval_request_id} (approved by {d.approved_by})",
+        f"{'project':<12} {d.project_id}",
+        f"{'action':<12} {d.action_type} {d.action_ref}",
+        f"{'digest':<12} {d.action_digest}",
+        f"{'created':<12} {_iso(d.created_at_ms)}",
+        f"{'plan':<12} {plan}",
+        f"{'status':<12} {status}",
+        f"{'attempt':<12} {e.attempt}/{e.max_attempts} (version {e.version})",
+        f"{'lease':<12} {e.lease_owner or '-'} until {_iso(e.lease_expires_at_ms)}",
+        f"{'started':<12} {_iso(e.started_at_ms)}",
+        f"{'completed':<12} {_iso(e.completed_at_ms)}",
+        f"{'result':<12} {e.result_code or '-'}",
+        f"{'run':<12} {detail.run_id or '-'}",
+    ]
+    if detail.receipt is not None:
+        r = detail.receipt
+        lines.append(
+            f"{'receipt':<12} {r.outcome} {r.result_code} → {r.resource_type} {r.resource_id}"
+            f" (attempt {r.execution_attempt}, evidence {r.evidence_digest[:16]}…)"
+        )
+    if detail.step_run is not None:
+        s = detail.step_run
+        lines.append(
+            f"{'step run':<12} {s.step_run_id} {s.status.value} v{s.version} "
+            f"({s.tool_id}@{s.tool_version}, run {s.run_id})"
+            + (f" {s.result_code}" if s.result_code else "")
+        )
+    if detail.observation is not None:
+        o = detail.observation
+        lines.append(
+            f"{'observed':<12} {o.outcome.value} ({o.reason_code}) ×{o.count}, "
+            f"last {_iso(o.last_seen_at_ms)}"
+        )
+    if detail.resolution is not None:
+        res = detail.resolution
+        lines.append(
+            f"{'resolved':<12} {res.resolution.value} by {res.resolved_by} "
+            f"({res.source.value}, principal {res.principal}, reason {res.reason_code}) "
+            f"at {_iso(res.committed_at_ms)}"
+        )
+    for audit in detail.audit:
+        lines.append(
+            f"{'audit':<12} {audit.kind} {audit.detail_code} by {audit.actor} "
+            f"(principal {audit.principal}) at {_iso(audit.committed_at_ms)}"
+        )
+    lines.append("events")
+    for ev in detail.events:
+        before = "-" if ev.from_status is None else ev.from_status.value
+        lines.append(
+            f"  v{ev.version:<3} {before:>10} → {ev.to_status.value:<10} attempt {ev.attempt}  "
+            f"{ev.lease_owner or '-'}  {_iso(ev.committed_at_ms)}"
+            + (f"  {ev.result_code}" if ev.result_code else "")
+        )
+    return lines

@@ -1,0 +1,332 @@
+"""What `dispatch list` and `dispatch show` read: pure views of dispatches, never a lease token.
+
+The views have no token field at all, and the statements that fill them never select one, so
+no output built from them can carry a lease token (or a plan's content: only the plan fields
+named in `PLAN_FIELDS` are shown, and a tool's content only as its length in bytes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping
+from typing import Final
+
+from qinglong_dispatcher.domain import errors, plans, records, recovery, runs, states
+from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
+from qinglong_dispatcher.domain.tools import steps
+
+DEFAULT_LIMIT: Final = 50
+MAX_LIMIT: Final = 500
+
+_CURSOR = re.compile(r"([0-9]{1,18}):(.+)", re.DOTALL)
+CURSOR_FORMAT: Final = "<created_at_ms>:<dispatch_id>"
+
+PLAN_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
+    "run.create": ("projectId", "taskId", "taskRevision", "executorType", "priority", "taskName"),
+    "tool.invoke": ("projectId", "runId", "stepRunId", "toolId", "toolVersion"),
+}
+"""The plan members `dispatch show` prints, per action type: none of them is sensitive."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Cursor:
+    """A keyset position in the newest-first order: the last row a page showed."""
+
+    created_at_ms: int
+    dispatch_id: str
+
+    def __str__(self) -> str:
+        return f"{self.created_at_ms}:{self.dispatch_id}"
+
+    @classmethod
+    def parse(cls, text: str) -> Cursor:
+        """A cursor as `dispatch list` prints it; anything else is `InvalidInput`."""
+        found = _CURSOR.fullmatch(text)
+        if found is None or not plans.is_identifier(found.group(2)):
+            raise errors.InvalidInput(f"after: must be a cursor {CURSOR_FORMAT} as listed")
+        return cls(created_at_ms=int(found.group(1)), dispatch_id=found.group(2))
+
+
+def stored_condition(status: EffectiveStatus) -> tuple[ExecutionStatus, bool | None]:
+    """The stored status an effective status is, and whether its lease must have expired
+    (True), must not have (False), or does not matter (None) at the settling instant."""
+    if status is EffectiveStatus.RECOVERY_REQUIRED:
+        return ExecutionStatus.EXECUTING, True
+    if status is EffectiveStatus.EXECUTING:
+        return ExecutionStatus.EXECUTING, False
+    return ExecutionStatus(status.value), None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ListQuery:
+    """One page of `dispatch list`: the filters, the page size and where the page starts."""
+
+    status: EffectiveStatus | None = None
+    action_type: str | None = None
+    project_id: str | None = None
+    limit: int = DEFAULT_LIMIT
+    after: Cursor | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.limit <= MAX_LIMIT:
+            raise errors.InvalidInput(
+                f"limit: must be between 1 and {MAX_LIMIT} (got {self.limit})"
+            )
+        if self.action_type is not None:
+            plans.require_identifier("action", self.action_type)
+        if self.project_id is not None:
+            plans.require_identifier("project", self.project_id)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class DispatchSummary:
+    """One row of `dispatch list`; `status` is the effective one."""
+
+    dispatch_id: str
+    project_id: str
+    action_type: str
+    action_ref: str
+    status: EffectiveStatus
+    attempt: int
+    max_attempts: int
+    created_at_ms: int
+    """When the dispatch was created (the list's order)."""
+    updated_at_ms: int
+    """When its execution row last changed."""
+    result_code: str | None
+
+    @classmethod
+    def from_row(cls, row: records.RowLike, *, settling_ms: int) -> DispatchSummary:
+        """A `list_dispatches` row, its status decided at the settling instant."""
+        return cls(
+            dispatch_id=row["dispatch_id"],
+            project_id=row["project_id"],
+            action_type=row["action_type"],
+            action_ref=row["action_ref"],
+            status=states.effective_status(
+                ExecutionStatus(row["status"]), row["lease_expires_at_ms"], settling_ms
+            ),
+            attempt=row["attempt"],
+            max_attempts=row["max_attempts"],
+            created_at_ms=row["created_at_ms"],
+            updated_at_ms=row["updated_at_ms"],
+            result_code=row["result_code"],
+        )
+
+    @property
+    def cursor(self) -> Cursor:
+        """The position right after this row."""
+        return Cursor(created_at_ms=self.created_at_ms, dispatch_id=self.dispatch_id)
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON members."""
+        return {
+            "dispatch_id": self.dispatch_id,
+            "project_id": self.project_id,
+            "action_type": self.action_type,
+            "action_ref": self.action_ref,
+            "status": self.status.value,
+            "attempt": self.attempt,
+            "max_attempts": self.max_attempts,
+            "created_at_ms": self.created_at_ms,
+            "updated_at_ms": self.updated_at_ms,
+            "result_code": self.result_code,
+        }
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Page:
+    """A page of dispatches, newest first; `next` is None on the last page."""
+
+    dispatches: tuple[DispatchSummary, ...]
+    next: Cursor | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionView:
+    """The execution row without its lease token."""
+
+    status: ExecutionStatus
+    effective_status: EffectiveStatus
+    version: int
+    attempt: int
+    max_attempts: int
+    eligible_at_ms: int | None
+    retry_at_ms: int | None
+    lease_owner: str | None
+    lease_expires_at_ms: int | None
+    started_at_ms: int | None
+    completed_at_ms: int | None
+    result_code: str | None
+    result_mutation_id: str | None
+    created_at_ms: int
+    updated_at_ms: int
+
+    @classmethod
+    def from_row(cls, row: records.RowLike, *, settling_ms: int) -> ExecutionView:
+        """The execution columns of a `select_dispatch_view` row."""
+        status = ExecutionStatus(row["status"])
+        return cls(
+            status=status,
+            effective_status=states.effective_status(
+                status, row["lease_expires_at_ms"], settling_ms
+            ),
+            version=row["version"],
+            attempt=row["attempt"],
+            max_attempts=row["max_attempts"],
+            eligible_at_ms=row["eligible_at_ms"],
+            retry_at_ms=row["retry_at_ms"],
+            lease_owner=row["lease_owner"],
+            lease_expires_at_ms=row["lease_expires_at_ms"],
+            started_at_ms=row["started_at_ms"],
+            completed_at_ms=row["completed_at_ms"],
+            result_code=row["result_code"],
+            result_mutation_id=row["result_mutation_id"],
+            created_at_ms=row["created_at_ms"],
+            updated_at_ms=row["updated_at_ms"],
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON members, statuses as text."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values["status"] = self.status.value
+        values["effective_status"] = self.effective_status.value
+        return values
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class EventView:
+    """One ledger line without its lease token; `committed_at_ms` is the database's clock."""
+
+    version: int
+    from_status: ExecutionStatus | None
+    to_status: ExecutionStatus
+    attempt: int
+    lease_owner: str | None
+    mutation_id: str | None
+    result_code: str | None
+    committed_at_ms: int
+
+    @classmethod
+    def from_row(cls, row: records.RowLike) -> EventView:
+        """A `select_event_views` row."""
+        before = row["from_status"]
+        return cls(
+            version=row["version"],
+            from_status=ExecutionStatus(before) if before else None,
+            to_status=ExecutionStatus(row["to_status"]),
+            attempt=row["attempt"],
+            lease_owner=row["lease_owner"],
+            mutation_id=row["mutation_id"],
+            result_code=row["result_code"],
+            committed_at_ms=row["committed_at_ms"],
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON members, statuses as text."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values["from_status"] = None if self.from_status is None else self.from_status.value
+        values["to_status"] = self.to_status.value
+        return values
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class StepRunView:
+    """The tool StepRun a `tool.invoke` dispatch starts."""
+
+    step_run_id: str
+    run_id: str
+    tool_id: str
+    tool_version: int
+    status: steps.StepRunStatus
+    version: int
+    result_code: str | None
+    updated_at_ms: int
+
+    @classmethod
+    def of(cls, step: steps.StepRun) -> StepRunView:
+        """The shown part of a StepRun row."""
+        return cls(
+            step_run_id=step.step_run_id,
+            run_id=step.binding.run_id,
+            tool_id=step.binding.tool_id,
+            tool_version=step.binding.tool_version,
+            status=step.status,
+            version=step.version,
+            result_code=step.result_code,
+            updated_at_ms=step.updated_at_ms,
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON members, the status as text."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values["status"] = self.status.value
+        return values
+
+
+def plan_fields(action_type: str, plan_json: str) -> dict[str, object] | None:
+    """The non-sensitive members of a stored plan (`PLAN_FIELDS`), or None if unreadable.
+
+    A `tool.invoke` plan's content is shown only as `contentBytes`, its UTF-8 length.
+    """
+    try:
+        plan = json.loads(plan_json)
+    except ValueError:
+        return None
+    if not isinstance(plan, dict):
+        return None
+    shown: dict[str, object] = {
+        name: plan[name] for name in PLAN_FIELDS.get(action_type, ()) if name in plan
+    }
+    content = plan.get("content") if action_type == "tool.invoke" else None
+    if isinstance(content, str):
+        shown["contentBytes"] = len(content.encode("utf-8", errors="surrogatepass"))
+    return shown
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Detail:
+    """Everything `dispatch show` prints about one dispatch, read in one transaction.
+
+    `run_id` is the Run of the dispatch: the one `run.create` created (from its receipt, else
+    the Run holding the dispatch id as its idempotency key), or the Run a `tool.invoke` step
+    belongs to.
+    """
+
+    dispatch: records.Dispatch
+    plan: Mapping[str, object] | None
+    execution: ExecutionView
+    events: tuple[EventView, ...]
+    receipt: runs.RunReceipt | None
+    run_id: str | None
+    observation: recovery.Observation | None
+    resolution: recovery.StoredResolution | None
+    audit: tuple[recovery.AuditEvent, ...]
+    step_run: StepRunView | None
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON members (field names as in the store)."""
+        dispatch = dataclasses.asdict(self.dispatch)
+        resolution = None
+        if self.resolution is not None:
+            resolution = dataclasses.asdict(self.resolution)
+            resolution["source"] = self.resolution.source.value
+            resolution["resolution"] = self.resolution.resolution.value
+        observation = None
+        if self.observation is not None:
+            observation = dataclasses.asdict(self.observation)
+            observation["outcome"] = self.observation.outcome.value
+        return {
+            **dispatch,
+            "plan": None if self.plan is None else dict(self.plan),
+            "execution": self.execution.as_dict(),
+            "events": [event.as_dict() for event in self.events],
+            "receipt": None if self.receipt is None else dataclasses.asdict(self.receipt),
+            "run_id": self.run_id,
+            "observation": observation,
+            "resolution": resolution,
+            "audit": [dataclasses.asdict(event) for event in self.audit],
+            "step_run": None if self.step_run is None else self.step_run.as_dict(),
+        }
