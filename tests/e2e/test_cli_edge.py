@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -439,3 +441,27 @@ def test_the_readme_status_sample_is_what_status_prints(workdir: Path) -> None:
         return type(value).__name__
 
     assert shape(sample) == shape(real)
+
+
+def test_the_readme_quick_start_runs_as_pasted(workdir: Path) -> None:
+    """The quick-start block, run by bash from a folder laid out like the clone after
+    `make run` (a `.venv` with the command, `./var/qinglong.db` migrated)."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    after_marker = readme.split("<!-- quick-start:", 1)[1]
+    block = after_marker.split("```sh\n", 1)[1].split("```", 1)[0]
+    (workdir / ".venv").symlink_to(Path(sys.executable).parents[1])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QINGLONG_")}
+    env["PATH"] = "/usr/bin:/bin"  # nothing of ours: the block puts the command on PATH itself
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "succeeded" in done.stdout
+    assert "run_created" in done.stdout  # dispatch show: the result code of the Run it made
+    assert "Traceback" not in done.stderr
