@@ -58,6 +58,18 @@ class Observation:
     count: int
     last_seen_at_ms: int
 
+    @classmethod
+    def from_joined_row(cls, row: records.RowLike) -> Observation | None:
+        """The `observation_*` columns of a row joined with its observation, if it has one."""
+        if row["observation_outcome"] is None:
+            return None
+        return cls(
+            outcome=ObservationOutcome(row["observation_outcome"]),
+            reason_code=row["observation_reason"],
+            count=row["observation_count"],
+            last_seen_at_ms=row["observation_last_seen_at_ms"],
+        )
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Snapshot:

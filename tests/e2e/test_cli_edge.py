@@ -240,10 +240,10 @@ def test_migrate_and_recovery_resolve_print_json(tmp_path: Path) -> None:
         "applied": [],
     }
     # resolve --json on something that is not recovery_required is refused in one line.
+    resolve = ["recovery", "resolve", "d-" + "0" * 32, "--as", "failed"]
     refused = run_cli(
-        "recovery", "resolve", "d-" + "0" * 32, "--as", "failed", "--operator", "alice",
-        "--reason", "checked", "--json", cwd=tmp_path,
-    )  # fmt: skip
+        *resolve, "--operator", "alice", "--reason", "checked", "--json", cwd=tmp_path
+    )
     assert_one_line_error(refused, 1)
     assert refused.stdout == ""
 

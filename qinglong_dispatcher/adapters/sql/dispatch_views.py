@@ -20,16 +20,11 @@ _NEWEST: Final = dispatch_views.Cursor(created_at_ms=2**63 - 1, dispatch_id="")
 """A keyset position before every dispatch in the newest-first order."""
 
 
-async def _settling_ms(q: query.Query, now_ms: int) -> int:
-    database_ms = int((await q.one("database_now"))["now_ms"])
-    return recovery_records.settling_now_ms(now_ms, database_ms)
-
-
 async def list_dispatches(
     q: query.Query, *, request: dispatch_views.ListQuery, now_ms: int
 ) -> dispatch_views.Page:
     """A page, newest first, after `request.after`; one row more is read to know if it is last."""
-    settling_ms = await _settling_ms(q, now_ms)
+    settling_ms = await recovery.settling_ms(q, now_ms)
     stored_status, lease_expired = (
         (None, None) if request.status is None else dispatch_views.stored_condition(request.status)
     )
@@ -62,16 +57,9 @@ async def show_dispatch(
     row = await q.one("select_dispatch_view", {"dispatch_id": dispatch_id})
     if row is None:
         return None
-    settling_ms = await _settling_ms(q, now_ms)
+    settling_ms = await recovery.settling_ms(q, now_ms)
     dispatch = records.Dispatch.from_joined_row(row)
-    observation = None
-    if row["observation_outcome"] is not None:
-        observation = recovery_records.Observation(
-            outcome=recovery_records.ObservationOutcome(row["observation_outcome"]),
-            reason_code=row["observation_reason"],
-            count=row["observation_count"],
-            last_seen_at_ms=row["observation_last_seen_at_ms"],
-        )
+    observation = recovery_records.Observation.from_joined_row(row)
     plan = await runs.get_plan(q, dispatch.project_id, dispatch.action_ref)
     events = await q.all("select_event_views", {"dispatch_id": dispatch_id})
     receipt = await runs.get_receipt(q, dispatch_id)

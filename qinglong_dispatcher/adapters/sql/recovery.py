@@ -16,15 +16,15 @@ from qinglong_dispatcher.domain.tools import start as tool_start
 _BEFORE_ALL = (-(2**63), "")
 
 
+async def settling_ms(q: query.Query, now_ms: int) -> int:
+    """The instant that decides "expired" in this transaction: the earlier of the caller's
+    clock and the database's (`domain.recovery.settling_now_ms`)."""
+    database_ms = int((await q.one("database_now"))["now_ms"])
+    return recovery.settling_now_ms(now_ms, database_ms)
+
+
 def _snapshot(row: query.Row) -> recovery.Snapshot:
-    observation = None
-    if row["observation_outcome"] is not None:
-        observation = recovery.Observation(
-            outcome=recovery.ObservationOutcome(row["observation_outcome"]),
-            reason_code=row["observation_reason"],
-            count=row["observation_count"],
-            last_seen_at_ms=row["observation_last_seen_at_ms"],
-        )
+    observation = recovery.Observation.from_joined_row(row)
     return recovery.Snapshot(
         execution=records.Execution.from_row(row),
         dispatch=records.Dispatch.from_joined_row(row),
@@ -62,9 +62,8 @@ async def resolve(
             outcome=Outcome.NOT_FOUND, dispatch_id=fence.dispatch_id, reason="not_found"
         )
     execution, dispatch = found
-    database_ms = int((await q.one("database_now"))["now_ms"])
-    settling_ms = recovery.settling_now_ms(now_ms, database_ms)
-    refusal = recovery.resolve_refusal(execution, fence, settling_ms=settling_ms)
+    settled_at_ms = await settling_ms(q, now_ms)
+    refusal = recovery.resolve_refusal(execution, fence, settling_ms=settled_at_ms)
     if refusal is not None:
         return records.Transition(
             outcome=Outcome.CONFLICT,
@@ -91,7 +90,7 @@ async def resolve(
             "to_status": target.value,
             "mutation_id": mutation,
             "result_code": resolution.reason_code,
-            "expired_by_ms": settling_ms,
+            "expired_by_ms": settled_at_ms,
         },
     )
     if done is None:
