@@ -20,8 +20,8 @@ run: $(STAMP)
 	$(BIN)/qinglong-dispatcher --profile edge --database sqlite:///var/qinglong.db run
 
 lint: $(STAMP)
-	$(BIN)/ruff check qinglong_dispatcher tests
-	$(BIN)/ruff format --check qinglong_dispatcher tests
+	$(BIN)/ruff check qinglong_dispatcher tests examples
+	$(BIN)/ruff format --check qinglong_dispatcher tests examples
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import (
     approvals,
+    cancels,
     canonical,
     digests,
     errors,
@@ -44,13 +45,27 @@ def run_create_plan(fields: Mapping[str, object]) -> plans.ApprovedRunCreationPl
 class Api:
     """Approval and status operations over one store."""
 
-    def __init__(self, store: ports.Store, clock: ports.Clock, policy: Policy) -> None:
+    def __init__(
+        self,
+        store: ports.Store,
+        clock: ports.Clock,
+        policy: Policy,
+        *,
+        installed_plan_models: Callable[[], plans.PlanModels] | None = None,
+    ) -> None:
         self._store = store
         self._clock = clock
         self._policy = policy
+        # Called only for a type that is not built in: most commands never load entry points.
+        self._installed_plan_models = installed_plan_models
+
+    def _plan_models(self, action_type: str) -> plans.PlanModels | None:
+        if action_type in plans.PLAN_MODELS or self._installed_plan_models is None:
+            return None
+        return self._installed_plan_models()
 
     def _new_approval(
-        self, plan: plans.ActionPlan, *, requested_by: str, now_ms: int
+        self, plan: plans.AnyPlan, *, requested_by: str, now_ms: int
     ) -> approvals.NewApproval:
         plans.require_identifier("requested-by", requested_by)
         plan_dict = plan.to_canonical_dict()
@@ -71,7 +86,7 @@ class Api:
         self, action_type: str, plan_data: Mapping[str, object] | bytes, *, requested_by: str
     ) -> approvals.Approval:
         """Validate the exact-shape plan and create a pending approval request for it."""
-        plan = plans.parse_plan(action_type, plan_data)
+        plan = plans.parse_plan(action_type, plan_data, models=self._plan_models(action_type))
         now = self._clock.now_ms()
         new = self._new_approval(plan, requested_by=requested_by, now_ms=now)
         return await self._store.create_approval(new, now_ms=now)
@@ -100,7 +115,7 @@ class Api:
 
     async def submit(
         self,
-        plan_list: Sequence[plans.ActionPlan],
+        plan_list: Sequence[plans.AnyPlan],
         *,
         requested_by: str,
         approved_by: str,
@@ -163,5 +178,36 @@ async def resolve_manually(
     if done.outcome is not records.Outcome.COMPLETED:
         raise errors.RecoveryRefused(
             f"dispatch {dispatch_id} changed while resolving ({done.reason})"
+        )
+    return done
+
+
+async def cancel_dispatch(
+    store: ports.Store,
+    clock: ports.Clock,
+    dispatch_id: str,
+    *,
+    operator: str,
+    reason: str,
+) -> records.Transition:
+    """An operator cancels a `pending` or `retry_wait` dispatch (audited, fenced, one
+    transaction); any other state, or a claim that commits first, is `CancelRefused`."""
+    plans.require_identifier("operator", operator)
+    plans.require_identifier("reason", reason)
+    request = cancels.Cancel(dispatch_id=dispatch_id, operator=operator, reason_code=reason)
+    try:
+        done = await store.cancel_dispatch(request, now_ms=clock.now_ms())
+    except errors.TransitionRefused as exc:
+        if exc.rule != "operator":
+            raise
+        raise errors.CancelRefused(
+            f"dispatch {dispatch_id} was not cancelled: cancelling needs a qinglong_operator login"
+        ) from exc
+    if done.outcome is records.Outcome.NOT_FOUND:
+        raise errors.DispatchNotFound(f"dispatch {dispatch_id} not found")
+    if done.outcome is not records.Outcome.COMPLETED:
+        now = "was claimed while cancelling" if done.reason == "raced" else f"is {done.reason}"
+        raise errors.CancelRefused(
+            f"dispatch {dispatch_id} {now}: only pending or retry_wait can be cancelled"
         )
     return done

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 from qinglong_dispatcher import api, dispatcher, handler_ports, ports
-from qinglong_dispatcher.actions import run_create
+from qinglong_dispatcher.actions import registry, run_create
 from qinglong_dispatcher.domain import errors
-from qinglong_dispatcher.lifecycle import daemon, http, metrics, skew, systemd
+from qinglong_dispatcher.lifecycle import daemon, http, metrics, pruning, skew, systemd
 from qinglong_dispatcher.recovery import reconciler, run_create_evidence
 from qinglong_dispatcher.settings import Settings
 from qinglong_dispatcher.tools import evidence as tool_invoke_evidence
@@ -40,6 +40,7 @@ async def open_store(settings: Settings, *, create: bool = True) -> ports.Store:
     return await postgres_store.PostgresStore.open(
         settings.database_url,
         allow_async_commit=settings.allow_async_commit,
+        require_sync_standby=settings.require_sync_standby,
         max_size=settings.concurrency + 4,
     )
 
@@ -99,11 +100,23 @@ def evidence_providers(
 
 
 def build_reconciler(
-    store: ports.Store, clock: ports.Clock, *, tool_sandbox_dir: Path | None = None
+    store: ports.Store,
+    clock: ports.Clock,
+    *,
+    tool_sandbox_dir: Path | None = None,
+    installed: registry.Installed | None = None,
 ) -> reconciler.Reconciler:
-    """The reconciler: the store and the providers, and no handler at all."""
+    """The reconciler: the store and the providers, and no handler at all.
+
+    `installed` defaults to this process's entry-point actions (`registry.installed()`)."""
+    actions = registry.installed() if installed is None else installed
     return reconciler.Reconciler(
-        store, evidence_providers(store, tool_sandbox_dir=tool_sandbox_dir), clock
+        store,
+        {
+            **evidence_providers(store, tool_sandbox_dir=tool_sandbox_dir),
+            **actions.evidence_providers(actions.context(store, clock)),
+        },
+        clock,
     )
 
 
@@ -114,8 +127,11 @@ def build_dispatcher(
     *,
     extra_handlers: dict[str, handler_ports.ApprovedActionHandler] | None = None,
     on_renewal: dispatcher.RenewalObserver | None = None,
+    installed: registry.Installed | None = None,
 ) -> dispatcher.Dispatcher:
-    """A dispatcher with the profile's budget and the built-in actions."""
+    """A dispatcher with the profile's budget, the built-in actions and the installed ones
+    (`installed`, by default this process's entry points: `registry.installed()`)."""
+    actions = registry.installed(announce=True) if installed is None else installed
     config = dispatcher.DispatchConfig(
         owner=settings.owner_id,
         page_size=settings.page_size,
@@ -133,6 +149,7 @@ def build_dispatcher(
                 tool_sandbox_dir=settings.tool_sandbox_dir,
                 profile=settings.profile,
             ),
+            **actions.handlers(actions.context(store, clock)),
             **(extra_handlers or {}),
         },
         clock,
@@ -162,6 +179,12 @@ def build_daemon_parts(settings: Settings, store: ports.Store, clock: ports.Cloc
     )
     if settings.profile == "cluster":
         parts.skew_guard = skew.SkewGuard(settings.max_clock_skew_seconds)
+    if settings.wakeup_on_submit and settings.dialect == "postgres":
+        from qinglong_dispatcher.adapters.postgres import wakeup as postgres_wakeup
+
+        parts.wakeup = postgres_wakeup.PostgresWakeup(settings.database_url)
+    if settings.retention_days > 0:
+        parts.pruner = pruning.Pruner(store, clock, metrics=the_metrics)
     return parts
 
 
@@ -174,6 +197,7 @@ def build_api(settings: Settings, store: ports.Store, clock: ports.Clock) -> api
             approval_ttl_ms=int(settings.approval_ttl_seconds * 1000),
             max_attempts=settings.max_attempts,
         ),
+        installed_plan_models=lambda: registry.installed().plan_models,
     )
 
 
@@ -234,3 +258,10 @@ async def seed_terminal_rows(
     from qinglong_dispatcher.adapters.postgres import bench as postgres_bench
 
     await postgres_bench.seed_terminal_rows(settings.database_url, rows, now_ms)
+
+
+def os_user() -> str:
+    """The OS user running this command: the default operator name a CLI write records."""
+    from qinglong_dispatcher.adapters.sqlite import os_user as os_users
+
+    return os_users.os_principal()

@@ -118,14 +118,15 @@ class ItemRunner:
             return await self.give_back(lease, dispatch)
 
         identity = await self._start(lease, dispatch)
-        if identity is None:
-            return "start_refused"
+        if isinstance(identity, str):
+            return identity
         await self._fault("after_start", dispatch)
         return await self._execute(handler, dispatch, identity)
 
     async def _start(
         self, lease: records.Lease, dispatch: records.Dispatch
-    ) -> records.ExecutionIdentity | None:
+    ) -> records.ExecutionIdentity | str:
+        """The started identity, or the outcome key of a start that did not happen."""
         request = records.StartRequest(
             lease=lease,
             approval_request_id=dispatch.approval_request_id,
@@ -143,6 +144,16 @@ class ItemRunner:
                 (result,) = await self._store.start(
                     [request], now_ms=self._clock.now_ms(), lease_ms=self._config.lease_ms
                 )
+            except errors.StoreFull as exc:
+                # Rolled back for certain, so nothing to replay: the item stays leased and is
+                # claimed again after its lease, once there is space (one event, no spinning).
+                log.warning(
+                    "dispatch.start_failed",
+                    dispatch_id=dispatch.dispatch_id,
+                    attempt=lease.attempt,
+                    code=exc.code,
+                )
+                return "start_failed"
             except errors.StoreError as exc:
                 # The commit may or may not have happened: replay under the same fence.
                 log.warning(
@@ -169,8 +180,8 @@ class ItemRunner:
                 outcome=result.outcome.value,
                 reason=result.reason,
             )
-            return None
-        return None
+            return "start_refused"
+        return "start_refused"
 
     async def _execute(
         self,

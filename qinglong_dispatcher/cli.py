@@ -11,12 +11,14 @@ from typing import Any, NoReturn
 import anyio
 
 from qinglong_dispatcher import __version__
+from qinglong_dispatcher.actions import registry
 from qinglong_dispatcher.commands import (
     admin,
     bench,
     common,
     dispatches,
     dispatching,
+    prune,
     recovery,
     submitting,
 )
@@ -44,11 +46,21 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _require_known_action(args: argparse.Namespace) -> None:
+    """`--action` names a built-in or installed type; the entry points are read (once, after
+    logging is set up: loading logs `actions.loaded`) only for another name."""
+    action = getattr(args, "action", None) if getattr(args, "action_option", False) else None
+    if action is None or action in plans.PLAN_MODELS or action in registry.installed().specs:
+        return
+    shown = action if plans.is_identifier(action) else "?"
+    raise common.UsageError(f"argument --action: unknown action type: {shown}")
+
+
 def exit_code_for(exc: errors.QinglongError) -> int:
     """The exit code of a typed error (DESIGN.md §8)."""
     if isinstance(exc, errors.ConfigurationError):
         return common.EXIT_CONFIG
-    if isinstance(exc, errors.StoreUnavailable):
+    if isinstance(exc, errors.StoreUnavailable | errors.StoreCorrupted):
         return common.EXIT_UNAVAILABLE
     if isinstance(exc, errors.InvalidInput):
         return common.EXIT_USAGE
@@ -158,7 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("approval", "create, approve, reject or consume one approval request")
     approval_sub = p.add_subparsers(dest="approval_command", metavar="STEP", required=True)
     a: argparse.ArgumentParser = approval_sub.add_parser("create", parents=[shared])
-    a.add_argument("--action", required=True, choices=sorted(plans.PLAN_MODELS))
+    a.add_argument(
+        "--action",
+        required=True,
+        metavar="TYPE",
+        help=f"{', '.join(sorted(plans.PLAN_MODELS))} or an installed action's type",
+    )
+    a.set_defaults(action_option=True)
     a.add_argument("--plan", required=True, type=Path, metavar="FILE")
     a.add_argument("--requested-by", required=True, metavar="W")
     a.add_argument("--json", action="store_true")
@@ -177,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--json", action="store_true")
     p.set_defaults(handler=submitting.cmd_approval)
 
-    p = command("dispatch", "list dispatches (newest first) or show one; reads only")
+    p = command("dispatch", "list dispatches (newest first), show one, or cancel one waiting")
     dispatch_sub = p.add_subparsers(dest="dispatch_command", metavar="STEP", required=True)
     d: argparse.ArgumentParser = dispatch_sub.add_parser(
         "list", parents=[shared], help="dispatches newest first, in pages (--after CURSOR)"
@@ -187,7 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=[s.value for s in states.EffectiveStatus],
         help="effective status (recovery_required: executing with an expired lease)",
     )
-    d.add_argument("--action", choices=sorted(plans.PLAN_MODELS), help="action type")
+    d.add_argument("--action", metavar="TYPE", help="action type (built in or installed)")
+    d.set_defaults(action_option=True)
     d.add_argument("--project", metavar="P", help="project id")
     d.add_argument(
         "--limit",
@@ -207,6 +226,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("dispatch_id", metavar="DISPATCH_ID")
     d.add_argument("--json", action="store_true")
+    d = dispatch_sub.add_parser(
+        "cancel",
+        parents=[shared],
+        help="cancel a pending or retry_wait dispatch as an authenticated operator (audited)",
+    )
+    d.add_argument("dispatch_id", metavar="DISPATCH_ID")
+    d.add_argument("--reason", required=True, metavar="CODE", help="low-sensitivity reason code")
+    d.add_argument("--operator", metavar="W", help="operator name (audited; default the OS user)")
+    d.add_argument("--json", action="store_true", help="print the result as one JSON line")
     p.set_defaults(handler=dispatches.cmd_dispatch)
 
     p = command("recovery", "list or settle recovery_required executions")
@@ -243,6 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=bench.cmd_bench)
 
+    p = command("prune", "delete finished dispatch trees and old audit records (retention)")
+    prune.add_arguments(p)
+    p.set_defaults(handler=prune.cmd_prune)
+
     p = command("health", "exit 0 when the store is reachable and migrated")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=admin.cmd_health)
@@ -264,6 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         settings = _settings(args)
         log_setup.configure(log_format=settings.log_format, level=settings.log_level)
+        _require_known_action(args)
         handler: Callable[[Settings, argparse.Namespace], Awaitable[int]] = args.handler
         return anyio.run(handler, settings, args)
     except common.UsageError as exc:

@@ -87,6 +87,10 @@ class PagePath:
             results = await self._store.commit_page(
                 [item for _, item in page], now_ms=now, lease_ms=self._config.lease_ms
             )
+        except errors.StoreFull:
+            # Rolled back whole: the tick fails (one event); the page is claimed again once
+            # its leases have run out, with nothing of it written meanwhile.
+            raise
         except errors.StoreError as exc:
             # Committed or not, the per-item path replays each under its fence: a committed
             # item's start is refused there (never executed twice), an uncommitted one runs.

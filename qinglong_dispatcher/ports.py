@@ -9,9 +9,11 @@ from typing import Protocol
 
 from qinglong_dispatcher.domain import (
     approvals,
+    cancels,
     dispatch_views,
     records,
     recovery,
+    retention,
     runs,
     schema,
     states,
@@ -327,6 +329,16 @@ class RecoveryStore(Protocol):
         ...
 
 
+class CancelStore(Protocol):
+    """An operator cancels a waiting dispatch (`dispatch cancel`)."""
+
+    async def cancel_dispatch(self, request: cancels.Cancel, *, now_ms: int) -> records.Transition:
+        """Move a `pending`/`retry_wait` row to `cancelled`, with its ledger line and audit
+        record, under the claim's fence. COMPLETED, or NOT_FOUND, or CONFLICT with the status
+        found (`reason` is that status, or `raced` when a claim committed in between)."""
+        ...
+
+
 class DispatchReadStore(Protocol):
     """What operators read about dispatches (`dispatch list|show`); it writes nothing and
     hands out no lease token. Effective statuses are decided on the earlier of `now_ms` and
@@ -348,6 +360,23 @@ class DispatchReadStore(Protocol):
         ...
 
 
+class PruneStore(Protocol):
+    """Retention: deleting finished dispatch trees and old audit records (migration 0009)."""
+
+    async def prune_batch(
+        self, *, cutoff_ms: int, audit_cutoff_ms: int, limit: int, dry_run: bool = False
+    ) -> retention.PruneCounts:
+        """One transaction: up to `limit` terminal dispatch trees finished before `cutoff_ms`
+        and up to `limit` audit records committed before `audit_cutoff_ms`, with the counts.
+        With `dry_run`, what a whole prune would remove now, writing nothing."""
+        ...
+
+    async def reclaim_space(self, *, max_pages: int) -> int:
+        """Give up to `max_pages` free pages back to the file system (SQLite's incremental
+        vacuum); the pages freed. PostgreSQL's autovacuum does this itself: 0."""
+        ...
+
+
 class Store(
     ExecutionStore,
     ApprovalStore,
@@ -355,7 +384,9 @@ class Store(
     RunCreateRepository,
     PageStore,
     RecoveryStore,
+    CancelStore,
     DispatchReadStore,
+    PruneStore,
     tool_ports.ToolStepRepository,
     tool_ports.ToolExecutionStartBarrierRepository,
     Protocol,
@@ -374,6 +405,10 @@ class Store(
 
     async def check_durability(self) -> None:
         """Raise `DurabilityRefused` unless commits are durable (DESIGN.md §1)."""
+        ...
+
+    async def check_integrity(self) -> None:
+        """Raise `StoreCorrupted` naming the database if its pages are damaged (`run`, `tick`)."""
         ...
 
     async def database_now_ms(self) -> int:

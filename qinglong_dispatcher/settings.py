@@ -125,9 +125,28 @@ class Settings(BaseSettings):
         "the qinglong_self_approver role)",
     )
     allow_async_commit: bool = Field(False, description="accept synchronous_commit off/local")
+    require_sync_standby: bool = Field(
+        False,
+        description="cluster: refuse to start, and fail readiness, unless the primary has a "
+        "synchronous standby and synchronous_commit is on or remote_apply",
+    )
     max_clock_skew_seconds: float = Field(2.0, gt=0, description="skew guard bound")
     tool_sandbox_dir: Path | None = Field(
         default_factory=_tool_sandbox_factory, description="root for builtin.file.write"
+    )
+    wakeup_on_submit: bool = Field(
+        False,
+        description="cluster: LISTEN for consumed approvals and tick at once (the cadence "
+        "stays the fallback); edge has one process and no listener",
+    )
+    retention_days: float = Field(
+        14.0,
+        ge=0,
+        description="edge: the daemon prunes finished dispatch trees older than this on the "
+        "reconcile cadence (0: never); the cluster's prune CronJob does it there",
+    )
+    audit_retention_days: float = Field(
+        365.0, gt=0, description="security audit records are pruned older than this"
     )
 
     @classmethod
@@ -182,6 +201,32 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"{env_name('self_approval')}: applies to the edge profile only; on PostgreSQL "
                 "self-approval is the qinglong_self_approver role (revoke it instead)"
+            )
+        if self.profile == "edge" and self.require_sync_standby:
+            raise ValueError(
+                f"{env_name('require_sync_standby')}: applies to the cluster profile only "
+                "(edge has one SQLite file and no standby)"
+            )
+        if self.require_sync_standby and self.allow_async_commit:
+            raise ValueError(
+                f"{env_name('require_sync_standby')} and {env_name('allow_async_commit')} "
+                "contradict each other: choose one"
+            )
+        if self.profile == "edge" and self.wakeup_on_submit:
+            raise ValueError(
+                f"{env_name('wakeup_on_submit')}: applies to the cluster profile only (edge "
+                "has one process: its cadence is its only wake-up)"
+            )
+        if self.profile == "cluster" and self.retention_days > 0:
+            raise ValueError(
+                f"{env_name('retention_days')}: applies to the edge profile only (the runtime "
+                "login may not delete: run the prune CronJob as a qinglong_pruner login)"
+            )
+        if self.audit_retention_days < self.retention_days:
+            raise ValueError(
+                f"{env_name('audit_retention_days')}: must be at least "
+                f"{env_name('retention_days')} ({self.retention_days:g}) "
+                f"(got {self.audit_retention_days:g})"
             )
         timeout = self.execute_timeout_seconds
         if timeout is not None and timeout >= self.lease_seconds:

@@ -1,5 +1,7 @@
 """The bench's measurements, each on a scratch store: raw commits, enqueue, dispatch by
-replica processes, the trickle latency of the real daemon, the due-scan cost, idle cost."""
+replica processes, the trickle latency of the real daemon (at a 0.05 s cadence, and on
+cluster at its own cadence with and without the wake-up on submit), the due-scan cost,
+idle cost."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
 
 SUBMIT_CHUNK = 1_000
 TRICKLE_WAIT_S = 180
+LISTENING_WAIT_S = 30
 SCAN_PAGES = 5
 PAGE = 64
 
@@ -146,13 +149,37 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-async def trickle(made: Scratch, workdir: Path, *, seconds: float, rate: float) -> dict[str, float]:
-    """The real daemon at a 0.05 s cadence, fed at a steady rate; latencies from the ledger."""
-    daemon = _start_daemon(made, workdir / "trickle.log", cadence_seconds="0.05")
+async def _logged(log: Path, event: str) -> None:
+    """Wait until the daemon's JSON log holds `event` (the wake-up listener subscribed)."""
+    with anyio.move_on_after(LISTENING_WAIT_S):
+        while True:
+            if f'"{event}"' in await anyio.Path(log).read_text("utf-8", errors="replace"):
+                return
+            await anyio.sleep(0.05)
+    raise errors.StoreError(f"the bench daemon never logged {event}", code="bench_daemon_failed")
+
+
+async def trickle(
+    made: Scratch,
+    workdir: Path,
+    *,
+    seconds: float,
+    rate: float,
+    name: str = "trickle",
+    **settings: str,
+) -> dict[str, float]:
+    """The real daemon (by default at a 0.05 s cadence without the wake-up; `settings` are its
+    `QINGLONG_*`), fed at a steady rate; latencies from the ledger."""
+    log = workdir / f"{name}.log"
+    # The historical figure: the cadence alone (no wake-up), so runs stay comparable.
+    defaults = {"cadence_seconds": "0.05", "wakeup_on_submit": "false"}
+    daemon = _start_daemon(made, log, **{**defaults, **settings})
     store = await made.open()
     try:
         the_api = bootstrap.build_api(made.settings, store, clock.SystemClock())
         await anyio.sleep(1.5)  # the daemon is up and ticking
+        if settings.get("wakeup_on_submit") == "true":
+            await _logged(log, "wakeup.listening")
         ids: list[str] = []
         begun = time.monotonic()
         for n in range(max(1, int(seconds * rate))):
@@ -188,6 +215,34 @@ async def trickle(made: Scratch, workdir: Path, *, seconds: float, rate: float) 
         "start_p99": _percentile(starts, 0.99),
         "complete_p50": _percentile(completes, 0.50),
         "complete_p99": _percentile(completes, 0.99),
+    }
+
+
+async def wakeup_latency(
+    made: Scratch, workdir: Path, *, seconds: float, rate: float
+) -> dict[str, float] | None:
+    """Cluster: the trickle at the profile's own cadence with the wake-up on submit, and the
+    same with it off for contrast (`*_cadence_only`); None on edge, which has no wake-up."""
+    if made.settings.profile != "cluster":
+        return None
+    cadence = made.settings.cadence_seconds
+    runs = {
+        on: await trickle(
+            made,
+            workdir,
+            seconds=seconds,
+            rate=rate,
+            name=f"wakeup-{on}",
+            cadence_seconds=str(cadence),
+            wakeup_on_submit=on,
+        )
+        for on in ("true", "false")
+    }
+    return {
+        "cadence_s": cadence,
+        **runs["true"],
+        "start_p50_cadence_only": runs["false"]["start_p50"],
+        "start_p99_cadence_only": runs["false"]["start_p99"],
     }
 
 

@@ -47,6 +47,10 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
             latency = await phases.trickle(
                 made, workdir, seconds=options.trickle_seconds, rate=options.trickle_rate
             )
+            _progress("wake-up latency at the profile's cadence")
+            wakeup = await phases.wakeup_latency(
+                made, workdir, seconds=options.trickle_seconds, rate=options.trickle_rate
+            )
             _progress(f"idle for {options.idle_seconds:g} s")
             idle = await phases.idle(made, workdir, seconds=options.idle_seconds)
         mixed_entry: dict[str, Any] | None = None
@@ -71,6 +75,9 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
         else round(dispatched["dispatch_per_s"] / raw_stdlib, 3),
         "commits_per_dispatch": round(dispatched["commits_per_dispatch"], 3),
         "latency_ms": {k: round(v, 1) for k, v in latency.items()},
+        "wakeup_latency_ms": None
+        if wakeup is None
+        else {k: round(v, 1) if k != "cadence_s" else v for k, v in wakeup.items()},
         "cpu_s_per_1000": round(dispatched["cpu_s_per_1000"], 3),
         "rss_mib_peak": round(dispatched["rss_mib_peak"], 1),
         "scan_cost_ratio": round(scan_ratio, 3),

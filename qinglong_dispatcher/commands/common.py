@@ -22,16 +22,24 @@ def print_json(value: object) -> None:
 
 
 async def open_store(
-    settings: Settings, *, require_current: bool = True, create: bool = False
+    settings: Settings,
+    *,
+    require_current: bool = True,
+    create: bool = False,
+    check_integrity: bool = False,
 ) -> ports.Store:
     """Open the profile's store; refuse an unmigrated, tampered or newer schema.
 
     Only `migrate` creates a SQLite file (`create`): for any other command a missing file is
-    a mistyped path, reported as such, never a new empty database."""
+    a mistyped path, reported as such, never a new empty database. `check_integrity` (`run`
+    and `tick`) first refuses a damaged file, before its schema is even read."""
     store = await bootstrap.open_store(settings, create=create)
-    if require_current:
+    if require_current or check_integrity:
         try:
-            (await store.schema_state()).require_current()
+            if check_integrity:
+                await store.check_integrity()
+            if require_current:
+                (await store.schema_state()).require_current()
         except BaseException:
             await store.close()
             raise

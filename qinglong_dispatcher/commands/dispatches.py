@@ -1,7 +1,9 @@
-"""Reading dispatches: `dispatch list` (newest first, in keyset pages) and `dispatch show ID`.
+"""Dispatches: `dispatch list` (newest first, in keyset pages), `dispatch show ID` and
+`dispatch cancel ID`.
 
-Both only read: they open the store as `status` does and write nothing. Neither prints a
-lease token or a plan's content (the views they print have no such field).
+List and show only read: they open the store as `status` does and write nothing. Neither
+prints a lease token or a plan's content (the views they print have no such field). Cancel is
+the operator's one write here, decided by the store under the claim's fence (`api`).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime
 
-from qinglong_dispatcher import clock
+from qinglong_dispatcher import api, bootstrap, clock
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.domain import dispatch_views, errors, plans, states
 from qinglong_dispatcher.settings import Settings
@@ -35,9 +37,11 @@ def list_query(args: argparse.Namespace) -> dispatch_views.ListQuery:
 
 
 async def cmd_dispatch(settings: Settings, args: argparse.Namespace) -> int:
-    """`dispatch list` or `dispatch show`."""
+    """`dispatch list`, `dispatch show` or `dispatch cancel`."""
     if args.dispatch_command == "show":
         return await _show(settings, args)
+    if args.dispatch_command == "cancel":
+        return await _cancel(settings, args)
     request = list_query(args)
     store = await common.open_store(settings)
     try:
@@ -82,6 +86,33 @@ async def _show(settings: Settings, args: argparse.Namespace) -> int:
     else:
         for line in _lines(detail):
             print(line)
+    return common.EXIT_OK
+
+
+async def _cancel(settings: Settings, args: argparse.Namespace) -> int:
+    dispatch_id: str = args.dispatch_id
+    if not plans.is_identifier(dispatch_id):
+        raise errors.DispatchNotFound("no dispatch has this id (not a dispatch id)")
+    operator: str = args.operator or bootstrap.os_user()
+    store = await common.open_store(settings)
+    try:
+        done = await api.cancel_dispatch(
+            store, clock.SystemClock(), dispatch_id, operator=operator, reason=args.reason
+        )
+    finally:
+        await store.close()
+    if args.json:
+        common.print_json(
+            {
+                "dispatch_id": dispatch_id,
+                "status": states.ExecutionStatus.CANCELLED.value,
+                "version": done.version,
+                "operator": operator,
+                "reason": args.reason,
+            }
+        )
+    else:
+        print(f"{dispatch_id} cancelled")
     return common.EXIT_OK
 
 

@@ -20,7 +20,7 @@ log = structlog.get_logger("qinglong_dispatcher.daemon")
 
 async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     """The daemon until SIGTERM/SIGINT."""
-    store = await common.open_store(settings)
+    store = await common.open_store(settings, check_integrity=True)
     listener: http.Listener | None = None
     authority = contextlib.ExitStack()
     try:
@@ -55,7 +55,7 @@ async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 
 async def cmd_tick(settings: Settings, args: argparse.Namespace) -> int:
     """One batch (or batches until nothing is due), then one reconcile pass."""
-    store = await common.open_store(settings)
+    store = await common.open_store(settings, check_integrity=True)
     the_clock = clock.SystemClock()
     try:
         await store.check_durability()

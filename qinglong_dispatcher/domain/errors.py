@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class QinglongError(Exception):
     """qinglong-dispatcher error."""
@@ -42,6 +44,12 @@ class ConfigurationError(QinglongError):
     """The configuration is not valid."""
 
     code = "configuration_invalid"
+
+
+class ActionRegistrationError(ConfigurationError):
+    """An action installed through the `qinglong_dispatcher.actions` entry points is invalid."""
+
+    code = "action_registration_invalid"
 
 
 class ApprovalError(QinglongError):
@@ -130,6 +138,8 @@ class StoreFull(StoreError):
     """The store has no space left for this write."""
 
     code = "store_full"
+    retryable = True
+    """It rolled back whole, and the same transaction succeeds once there is space again."""
 
 
 class StoreCorrupted(StoreError):
@@ -180,6 +190,12 @@ class RecoveryRefused(QinglongError):
     code = "recovery_refused"
 
 
+class CancelRefused(QinglongError):
+    """The dispatch is not waiting (`pending`/`retry_wait`), or was claimed while cancelling."""
+
+    code = "cancel_refused"
+
+
 class DispatchNotFound(QinglongError):
     """No dispatch has this id."""
 
@@ -202,3 +218,9 @@ class TransitionRefused(StoreError):
     """The database refused a row change its state machine does not allow (migration 0006)."""
 
     code = "transition_refused"
+
+    @property
+    def rule(self) -> str | None:
+        """The trigger's rule (`transition`, `operator`, …), as its message names it."""
+        found = re.search(r"qinglong:transition_refused: (\w+)", str(self))
+        return None if found is None else found.group(1)

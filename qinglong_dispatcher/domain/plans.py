@@ -151,8 +151,48 @@ class ToolInvocationPlan(pydantic.BaseModel):
         return self.model_dump(by_alias=True, mode="python")
 
 
+class PlanModel(pydantic.BaseModel):
+    """Base of an installed action's plan model (entry-point group `qinglong_dispatcher.actions`).
+
+    Exact shape like the built-in plans: strict, frozen, unknown fields refused; every plan
+    carries `schemaVersion`, `actionRef` and `projectId`. A subclass sets `ACTION_TYPE` and
+    adds its own fields (camelCase aliases, JSON types only: canonical JSON has no floats).
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=False)
+
+    ACTION_TYPE: ClassVar[str]
+
+    schema_version: Literal[1] = Field(alias="schemaVersion")
+    action_ref: Identifier = Field(alias="actionRef")
+    project_id: Identifier = Field(alias="projectId")
+
+    @pydantic.field_validator("schema_version", mode="before")
+    @classmethod
+    def _exact_version(cls, value: object) -> object:
+        # As in run.create: Literal[1] alone accepts True and 1.0.
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError("must be an integer")
+        return value
+
+    @property
+    def action_type(self) -> str:
+        """The action type this plan belongs to."""
+        return self.ACTION_TYPE
+
+    def to_canonical_dict(self) -> dict[str, object]:
+        """The plan as camelCase JSON members, with an explicit None for absent optionals."""
+        return self.model_dump(by_alias=True, mode="python")
+
+
 ActionPlan: TypeAlias = ApprovedRunCreationPlan | ToolInvocationPlan
-"""Every plan model."""
+"""Every built-in plan model."""
+
+AnyPlan: TypeAlias = ActionPlan | PlanModel
+"""A built-in plan or an installed action's plan."""
+
+PlanModels: TypeAlias = Mapping[str, type[PlanModel]]
+"""Installed actions' plan models by action type (loaded outside the domain, passed in)."""
 
 PLAN_MODELS: Final[Mapping[str, type[ActionPlan]]] = MappingProxyType(
     {
@@ -219,15 +259,63 @@ def _plan_invalid(exc: pydantic.ValidationError) -> errors.PlanInvalid:
     return errors.PlanInvalid(f"plan invalid: {_field_name(first['loc'])}: {_reason(first)}")
 
 
-def parse_plan(action_type: str, data: Mapping[str, object] | bytes) -> ActionPlan:
+def _model_for(
+    action_type: str, models: PlanModels | None
+) -> type[ActionPlan] | type[PlanModel] | None:
+    if not isinstance(action_type, str):
+        return None
+    return PLAN_MODELS.get(action_type) or (models or {}).get(action_type)
+
+
+def _validate(model: type[ActionPlan] | type[PlanModel], value: object) -> AnyPlan:
+    try:
+        return model.model_validate(value, strict=True)
+    except pydantic.ValidationError as exc:
+        raise _plan_invalid(exc) from None
+    except Exception as exc:
+        if not issubclass(model, PlanModel):
+            raise
+        # An installed model's own code failed: still one line, never a traceback.
+        raise errors.PlanInvalid(
+            f"plan invalid: plan: the plan model raised {exc.__class__.__name__}",
+            code="plan_model_failed",
+        ) from None
+
+
+def _require_stable(plan: PlanModel) -> None:
+    """An installed plan must survive canonical JSON unchanged, or its digest would not bind it.
+
+    The built-in models are stable by construction (tests prove it); an installed one is checked
+    on every parse: dump, parse again, dump again — the same plan and the same bytes.
+    """
+    try:
+        data = canonical.dumps(plan.to_canonical_dict())
+    except errors.CanonicalJsonError as exc:
+        raise errors.PlanInvalid(f"plan invalid: {_json_path_as_field(str(exc))}") from None
+    try:
+        again = type(plan).model_validate(json.loads(data), strict=True)
+        stable = again == plan and canonical.dumps(again.to_canonical_dict()) == data
+    except Exception:  # an installed model's own code: any failure means not stable
+        stable = False
+    if not stable:
+        raise errors.PlanInvalid(
+            "plan invalid: plan: the plan model does not survive canonical JSON unchanged",
+            code="plan_not_canonical",
+        )
+
+
+def parse_plan(
+    action_type: str, data: Mapping[str, object] | bytes, *, models: PlanModels | None = None
+) -> AnyPlan:
     """Parse a plan of `action_type` from canonical-JSON bytes or an already-decoded mapping.
 
-    Raises `UnknownActionType` for a type without a model and `PlanInvalid` (one line,
-    naming the first failing field by its JSON name, never its value) for anything
-    else: malformed or non-strict JSON, unknown fields, wrong version, wrong types,
-    out-of-range values.
+    `models` adds installed actions' plan models to the built-in ones. Raises
+    `UnknownActionType` for a type without a model and `PlanInvalid` (one line, naming the
+    first failing field by its JSON name, never its value) for anything else: malformed or
+    non-strict JSON, unknown fields, wrong version, wrong types, out-of-range values, and an
+    installed model whose plan does not survive canonical JSON unchanged.
     """
-    model = PLAN_MODELS.get(action_type) if isinstance(action_type, str) else None
+    model = _model_for(action_type, models)
     if model is None:
         shown = action_type if is_identifier(action_type) else "?"
         raise errors.UnknownActionType(f"unknown action type: {shown}")
@@ -239,13 +327,15 @@ def parse_plan(action_type: str, data: Mapping[str, object] | bytes) -> ActionPl
             raise errors.PlanInvalid(f"plan invalid: {_json_path_as_field(str(exc))}") from exc
     if isinstance(value, Mapping) and not isinstance(value, dict):
         value = dict(value)
-    try:
-        return model.model_validate(value, strict=True)
-    except pydantic.ValidationError as exc:
-        raise _plan_invalid(exc) from None
+    plan = _validate(model, value)
+    if isinstance(plan, PlanModel):
+        _require_stable(plan)
+    return plan
 
 
-def resolve_plan(action_type: str, data: bytes, *, approved_digest: str) -> tuple[ActionPlan, str]:
+def resolve_plan(
+    action_type: str, data: bytes, *, approved_digest: str, models: PlanModels | None = None
+) -> tuple[AnyPlan, str]:
     """A stored plan and its action digest, checked against the digest its approval bound.
 
     Bytes whose digest equals the approved one are the approved plan's canonical bytes, byte
@@ -256,21 +346,18 @@ def resolve_plan(action_type: str, data: bytes, *, approved_digest: str) -> tupl
     strict parse and the two canonical dumps of a plan whose digest already proved it.)
     """
     digest = digests.action_digest_of_canonical(action_type, data)
-    model = PLAN_MODELS.get(action_type)
+    model = _model_for(action_type, models)
     if digest == approved_digest and model is not None:
-        try:
-            return model.model_validate(json.loads(data), strict=True), digest
-        except pydantic.ValidationError as exc:
-            raise _plan_invalid(exc) from None
-    plan = parse_plan(action_type, data)
+        return _validate(model, json.loads(data)), digest
+    plan = parse_plan(action_type, data, models=models)
     return plan, plan_action_digest(plan)
 
 
-def plan_canonical(plan: ActionPlan) -> bytes:
+def plan_canonical(plan: AnyPlan) -> bytes:
     """The plan's canonical JSON bytes (what ActionPlans stores as `plan_json`)."""
     return canonical.dumps(plan.to_canonical_dict())
 
 
-def plan_action_digest(plan: ActionPlan) -> str:
+def plan_action_digest(plan: AnyPlan) -> str:
     """The action digest an approval binds: action type and plan together."""
     return digests.action_digest(plan.ACTION_TYPE, plan.to_canonical_dict())

@@ -22,6 +22,9 @@ class ExecutionStatus(enum.StrEnum):
     """Terminal: the action reported an explicit failure."""
     BLOCKED = "blocked"
     """Terminal: refused before the barrier, budget spent, or indeterminate after it."""
+    CANCELLED = "cancelled"
+    """Terminal: an operator cancelled it while it waited (`pending`/`retry_wait`), so it
+    never reached the barrier."""
 
 
 class EffectiveStatus(enum.StrEnum):
@@ -35,10 +38,22 @@ class EffectiveStatus(enum.StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     BLOCKED = "blocked"
+    CANCELLED = "cancelled"
 
 
-TERMINAL = frozenset({ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.BLOCKED})
-"""States nothing leaves automatically."""
+TERMINAL = frozenset(
+    {
+        ExecutionStatus.SUCCEEDED,
+        ExecutionStatus.FAILED,
+        ExecutionStatus.BLOCKED,
+        ExecutionStatus.CANCELLED,
+    }
+)
+"""States nothing leaves, automatically or otherwise."""
+
+CANCELLABLE = frozenset({ExecutionStatus.PENDING, ExecutionStatus.RETRY_WAIT})
+"""States an operator may cancel: waiting, unclaimed, so nothing can have started. A leased
+row is refused too: its holder may be about to commit the barrier."""
 
 DUE_STATES = frozenset(
     {ExecutionStatus.PENDING, ExecutionStatus.LEASED, ExecutionStatus.RETRY_WAIT}
@@ -60,6 +75,8 @@ ALLOWED_TRANSITIONS: frozenset[tuple[ExecutionStatus | None, ExecutionStatus]] =
         (ExecutionStatus.EXECUTING, ExecutionStatus.SUCCEEDED),
         (ExecutionStatus.EXECUTING, ExecutionStatus.FAILED),
         (ExecutionStatus.EXECUTING, ExecutionStatus.BLOCKED),
+        (ExecutionStatus.PENDING, ExecutionStatus.CANCELLED),  # operator, under the claim fence
+        (ExecutionStatus.RETRY_WAIT, ExecutionStatus.CANCELLED),
     }
 )
 """Every status change the store records in the ledger; anything else is a bug or tampering."""

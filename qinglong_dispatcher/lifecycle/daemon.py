@@ -1,6 +1,7 @@
 """`run`: one async process owning the cadence, reconcile pass, renewals, metrics and shutdown.
 
-Ticks dispatch pages (a full page is followed at once, up to the per-tick cap); the
+Ticks dispatch pages (a full page is followed at once, up to the per-tick cap); on cluster
+a wake-up listener (a consumed approval's NOTIFY) brings the next tick forward; the
 reconciler runs on its own slower cadence; a watchdog loop pings systemd when the cadence is
 longer than half its timeout. An expected store fault is logged and the next tick tries
 again; anything else is a bug and stops the process. On SIGTERM the dispatcher drains:
@@ -18,7 +19,16 @@ import structlog
 
 from qinglong_dispatcher import dispatcher, ports
 from qinglong_dispatcher.domain import errors
-from qinglong_dispatcher.lifecycle import cadence, http, metrics, shutdown, skew, systemd
+from qinglong_dispatcher.lifecycle import (
+    cadence,
+    http,
+    metrics,
+    pruning,
+    shutdown,
+    skew,
+    systemd,
+    wakeup,
+)
 from qinglong_dispatcher.recovery import reconciler
 from qinglong_dispatcher.settings import Settings
 
@@ -38,6 +48,10 @@ class Parts:
     health: http.Health
     notifier: systemd.Notifier
     skew_guard: skew.SkewGuard | None = None
+    wakeup: wakeup.Listener | None = None
+    """Cluster: notifications that bring the next dispatch tick forward (None: cadence only)."""
+    pruner: pruning.Pruner | None = None
+    """Edge with a retention: prunes finished dispatch trees after each reconcile pass."""
 
 
 class Daemon:
@@ -47,8 +61,10 @@ class Daemon:
         self._p = parts
         self._stop = anyio.Event()
         self._dispatch_done = anyio.Event()
+        self._waker = wakeup.Waker()
         self._ready = False
         self._status = ""
+        self._unsafe = ""
         self.ticks = 0
 
     def request_stop(self) -> None:
@@ -63,11 +79,14 @@ class Daemon:
             profile=p.settings.profile,
             owner=p.settings.owner_id,
             cadence_s=p.settings.cadence_seconds,
+            wakeup=p.wakeup is not None,
         )
         async with anyio.create_task_group() as tg:
             tg.start_soon(shutdown.watch, self._stop)
             tg.start_soon(self._dispatch_loop)
             tg.start_soon(self._reconcile_loop)
+            if p.wakeup is not None:
+                tg.start_soon(p.wakeup.run, wakeup.Signals(self._waker, p.metrics))
             if p.notifier.watchdog_interval_s is not None:
                 tg.start_soon(self._watchdog_loop, p.notifier.watchdog_interval_s)
             await self._stop.wait()
@@ -91,7 +110,8 @@ class Daemon:
     async def _dispatch_loop(self) -> None:
         try:
             schedule = cadence.Cadence(self._p.settings.cadence_seconds)
-            while await schedule.wait(self._stop):
+            waker = self._waker if self._p.wakeup is not None else None
+            while await schedule.wait(self._stop, waker):
                 ok = await self.tick()
                 self._after_tick(ok)
         finally:
@@ -177,6 +197,7 @@ class Daemon:
         p = self._p
         schedule = cadence.Cadence(p.settings.reconcile_seconds)
         while await schedule.wait(self._stop):
+            await self._recheck_durability()
             try:
                 report = await p.reconciler.reconcile_pass()
             except errors.StoreError as exc:
@@ -185,6 +206,42 @@ class Daemon:
             p.metrics.record_reconcile_pass(
                 resolved_by_evidence=report.outcomes.get("resolved_succeeded", 0)
             )
+            await self._prune()
+
+    async def _recheck_durability(self) -> None:
+        """With `QINGLONG_REQUIRE_SYNC_STANDBY`, readiness follows the standby: what `run`
+        refused at start fails readiness while it lasts. The process stays up (the server
+        decides whether commits wait for a standby meanwhile) and is ready again once the
+        standby is back."""
+        p = self._p
+        if not p.settings.require_sync_standby:
+            return
+        try:
+            await p.store.check_durability()
+        except errors.DurabilityRefused as exc:
+            if not self._unsafe:  # once per loss, not once per pass
+                log.warning("daemon.durability_lost", code=exc.code, message=str(exc))
+            self._unsafe = str(exc)
+        except errors.StoreError:
+            return  # the dispatch tick reports an unreachable store itself
+        else:
+            if self._unsafe:
+                log.info("daemon.durability_restored")
+            self._unsafe = ""
+        p.health.set_durability(self._unsafe)
+
+    async def _prune(self) -> None:
+        p = self._p
+        if p.pruner is None:
+            return
+        try:
+            await p.pruner.daemon_pass(
+                retention_days=p.settings.retention_days,
+                audit_retention_days=p.settings.audit_retention_days,
+            )
+        except errors.StoreError as exc:
+            # A busy or full file: the next reconcile pass prunes again.
+            log.warning("prune.pass_failed", code=exc.code, error=exc.__class__.__name__)
 
     async def _watchdog_loop(self, interval_s: float) -> None:
         p = self._p

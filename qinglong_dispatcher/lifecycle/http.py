@@ -40,6 +40,8 @@ class Health:
         self._reachable = False
         self._migrated = False
         self._draining = False
+        self._unsafe = ""
+        """Why commits are not safe against a primary loss now (empty: they are)."""
 
     def beat(self) -> None:
         """The loop made progress (a tick ended, successful or not): liveness is renewed."""
@@ -52,6 +54,11 @@ class Health:
             self._reachable = reachable
             if migrated is not None:
                 self._migrated = migrated
+
+    def set_durability(self, problem: str = "") -> None:
+        """Record the last durability re-check (`QINGLONG_REQUIRE_SYNC_STANDBY`); empty: ok."""
+        with self._lock:
+            self._unsafe = problem
 
     def set_draining(self, draining: bool = True) -> None:
         """Shutdown began: readiness fails so no new traffic or rollout waits on this process."""
@@ -67,15 +74,18 @@ class Health:
         return True, "alive"
 
     def ready(self) -> tuple[bool, str]:
-        """(ok, reason): store reachable, schema migrated, not draining."""
+        """(ok, reason): store reachable, schema migrated, durable as required, not draining."""
         with self._lock:
             reachable, migrated, draining = self._reachable, self._migrated, self._draining
+            unsafe = self._unsafe
         if draining:
             return False, "draining"
         if not reachable:
             return False, "store unreachable"
         if not migrated:
             return False, "store not migrated"
+        if unsafe:
+            return False, unsafe
         return True, "ready"
 
 

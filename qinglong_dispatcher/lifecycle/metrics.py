@@ -65,6 +65,11 @@ SERIES_NAMES = (
     "qinglong_dispatcher_clock_skew_refusals_total",
     "qinglong_dispatcher_reconcile_passes_total",
     "qinglong_dispatcher_recovery_resolutions_total",
+    "qinglong_dispatcher_pruned_dispatches_total",
+    "qinglong_dispatcher_pruned_audit_events_total",
+    "qinglong_dispatcher_wakeups_total",
+    "qinglong_dispatcher_wakeup_listener_up",
+    "qinglong_dispatcher_wakeup_listener_reconnects_total",
 )
 """Every metric family the dispatcher exports, as named in the exposition (counters end `_total`).
 
@@ -210,6 +215,32 @@ class Metrics:
         )
         for source in RESOLUTION_SOURCES:
             self._resolutions.labels(source=source)
+        self._pruned_dispatches = prometheus_client.Counter(
+            p + "pruned_dispatches",
+            "Finished dispatch trees deleted by retention (edge: the daemon's own prune).",
+            registry=reg,
+        )
+        self._pruned_audit_events = prometheus_client.Counter(
+            p + "pruned_audit_events",
+            "Security audit records deleted by their (longer) retention.",
+            registry=reg,
+        )
+        self._wakeups = prometheus_client.Counter(
+            p + "wakeups",
+            "Wake-up notifications received (cluster: a dispatch became due); 0 on edge.",
+            registry=reg,
+        )
+        self._wakeup_up = prometheus_client.Gauge(
+            p + "wakeup_listener_up",
+            "1 while the wake-up listener is subscribed; 0 on edge, when off, or while lost "
+            "(the cadence alone dispatches then).",
+            registry=reg,
+        )
+        self._wakeup_reconnects = prometheus_client.Counter(
+            p + "wakeup_listener_reconnects",
+            "Times the wake-up listener subscribed again after losing its connection.",
+            registry=reg,
+        )
 
     def record_tick(self, *, ok: bool, at_s: float | None = None) -> None:
         """Count one tick; a successful one also stamps the last-success time (default now)."""
@@ -278,6 +309,23 @@ class Metrics:
     def record_recovery_resolution(self, source: str, count: int = 1) -> None:
         """Count resolutions settled in this process outside a reconcile pass (`manual`)."""
         self._resolutions.labels(source=source).inc(count)
+
+    def record_wakeup(self) -> None:
+        """Count one wake-up notification."""
+        self._wakeups.inc()
+
+    def set_wakeup_listener(self, *, up: bool, reconnected: bool = False) -> None:
+        """Set the listener gauge; count a reconnect when it came back after a loss."""
+        self._wakeup_up.set(1 if up else 0)
+        if reconnected:
+            self._wakeup_reconnects.inc()
+
+    def record_pruned(self, *, dispatches: int, audit_events: int) -> None:
+        """Count what one prune batch deleted."""
+        if dispatches > 0:
+            self._pruned_dispatches.inc(dispatches)
+        if audit_events > 0:
+            self._pruned_audit_events.inc(audit_events)
 
     def render(self) -> bytes:
         """The text exposition of every series (Content-Type `CONTENT_TYPE`)."""

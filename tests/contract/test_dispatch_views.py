@@ -130,6 +130,10 @@ async def test_list_filters_by_effective_status_action_and_project(
         "succeeded": 2
     }
     (pending,) = await submit_runs(harness.approver_store, clock, 1, project="p-pending")
+    (cancelled,) = await submit_runs(harness.approver_store, clock, 1, project="p-cancelled")
+    await api.cancel_dispatch(
+        harness.operator_store, clock, cancelled.dispatch_id, operator="op", reason="changed_mind"
+    )
     now = clock.now_ms()
 
     everything = {d.dispatch_id: d for d in await list_all(harness.store, now)}
@@ -140,6 +144,7 @@ async def test_list_filters_by_effective_status_action_and_project(
         done[0].dispatch_id: Status.SUCCEEDED,
         done[1].dispatch_id: Status.SUCCEEDED,
         pending.dispatch_id: Status.PENDING,
+        cancelled.dispatch_id: Status.CANCELLED,
     }
     by_status = {
         status: {d.dispatch_id for d in await list_all(harness.store, now, status=status)}
@@ -154,12 +159,13 @@ async def test_list_filters_by_effective_status_action_and_project(
         Status.RETRY_WAIT: set(),
         Status.FAILED: set(),
         Status.BLOCKED: set(),
+        Status.CANCELLED: {cancelled.dispatch_id},
     }
     p_done = await list_all(harness.store, now, project_id="p-done")
     assert {d.dispatch_id for d in p_done} == {d.dispatch_id for d in done}
     assert {(d.attempt, d.max_attempts, d.result_code) for d in p_done} == {(1, 5, "run_created")}
     assert await list_all(harness.store, now, project_id="p-done", status=Status.PENDING) == []
-    assert len(await list_all(harness.store, now, action_type="run.create")) == 6
+    assert len(await list_all(harness.store, now, action_type="run.create")) == 7
     assert await list_all(harness.store, now, action_type="tool.invoke") == []
     # The counts `status` prints agree with the listing's effective statuses.
     counts = await harness.store.counts(now_ms=now)
@@ -169,6 +175,7 @@ async def test_list_filters_by_effective_status_action_and_project(
         Status.LEASED: 1,
         Status.SUCCEEDED: 2,
         Status.PENDING: 1,
+        Status.CANCELLED: 1,
     }
     assert_no_token(json.dumps([d.as_dict() for d in everything.values()]), await tokens(harness))
 

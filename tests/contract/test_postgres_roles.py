@@ -32,6 +32,7 @@ ROLES = (
     "qinglong_operator",
     "qinglong_approver",
     "qinglong_self_approver",
+    "qinglong_pruner",
 )
 
 

@@ -21,7 +21,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from qinglong_dispatcher.domain import fencing, records, states
+from qinglong_dispatcher.domain import cancels, fencing, records, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from tests.support import direct_sql, random_machine, random_recovery, random_session, stores
@@ -273,6 +273,29 @@ class ExecutionMachine(random_recovery.RecoveryRules):
             edge = min(ahead)
             self.clock.ms = edge if step == "past_lease_edge" else edge - 1
 
+    # -- operators -------------------------------------------------------------------------
+
+    @rule(index=INDEX)
+    def operator_cancels(self, index: int) -> None:
+        # Only a wait is cancelled; anything else is refused with its status, writing nothing.
+        row = self.rows[index]
+        request = cancels.Cancel(
+            dispatch_id=row.dispatch_id, operator="oncall-1", reason_code="random"
+        )
+        done = self.run(self.h.operator_store.cancel_dispatch(request, now_ms=self.now()))
+        hypothesis.event(f"cancel {row.status.value}: {done.outcome.value}")
+        if row.status in states.CANCELLABLE:
+            assert (done.outcome, done.status, done.version) == (
+                Outcome.COMPLETED,
+                ExecutionStatus.CANCELLED,
+                row.version + 1,
+            )
+            row.apply_terminal(
+                ExecutionStatus.CANCELLED, cancels.mutation_id(row.dispatch_id), "random"
+            )
+        else:
+            assert (done.outcome, done.reason) == (Outcome.CONFLICT, row.status.value)
+
     # -- the database's own guard ---------------------------------------------------------
 
     @rule(index=INDEX, to=st.sampled_from(ExecutionStatus))
@@ -283,7 +306,7 @@ class ExecutionMachine(random_recovery.RecoveryRules):
         assert row is not None
         sql = direct_sql.transition_sql(self.h.dialect, row, to, now_ms=self.now())
         refused = self.run(self.session.sql.try_update(sql))
-        expected = direct_sql.expected_refusal(row, to)
+        expected = direct_sql.expected_refusal(row, to, self.h.dialect)
         hypothesis.event(f"direct sql {row.status.value} -> {to.value}: {expected or 'accepted'}")
         assert direct_sql.refusal_rule(refused) == expected, (row.status, to, refused)
 

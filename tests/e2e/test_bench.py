@@ -22,13 +22,14 @@ KEYS = {
     "ratio_to_raw_commit_stdlib",
     "commits_per_dispatch",
     "latency_ms",
+    "wakeup_latency_ms",
     "cpu_s_per_1000",
     "rss_mib_peak",
     "scan_cost_ratio",
     "idle",
     "mixed",
 }
-NESTED = {"latency_ms", "idle", "mixed"}
+NESTED = {"latency_ms", "wakeup_latency_ms", "idle", "mixed"}
 NULL_ON_POSTGRES = {"raw_commits_per_s_stdlib", "ratio_to_raw_commit_stdlib"}
 MIXED_KEYS = {
     "dispatches",
@@ -82,6 +83,28 @@ def check(report: dict[str, object], *, stdlib: bool) -> None:
     assert isinstance(commits, int | float)
     assert 0 < commits < 1
     check_mixed(report["mixed"], dispatches=MIXED_DISPATCHES)
+    check_wakeup(report["wakeup_latency_ms"], cluster=not stdlib)
+
+
+def check_wakeup(wakeup: object, *, cluster: bool) -> None:
+    """Cluster: the trickle at the profile's own 1 s cadence, wake-up on and off; edge: null."""
+    if not cluster:
+        assert wakeup is None
+        return
+    assert isinstance(wakeup, dict)
+    assert set(wakeup) == {
+        "cadence_s",
+        "start_p50",
+        "start_p99",
+        "complete_p50",
+        "complete_p99",
+        "start_p50_cadence_only",
+        "start_p99_cadence_only",
+    }
+    assert wakeup["cadence_s"] == 1.0
+    for key, value in wakeup.items():
+        assert isinstance(value, int | float), key
+        assert value >= 0, key
 
 
 def check_mixed(mixed: object, *, dispatches: int) -> None:

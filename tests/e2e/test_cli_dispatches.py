@@ -240,3 +240,73 @@ async def test_cluster_list_as_runtime_and_show_as_operator(tmp_path: Path) -> N
             assert_one_line_error(missing, 1)
 
         await anyio.to_thread.run_sync(scenario)
+
+
+def test_cancel_a_pending_dispatch_then_refuse_it_again(workdir: Path) -> None:
+    first, second = submit(workdir, "t1"), submit(workdir, "t2")
+    cancelled = json_out(
+        run_cli(
+            "dispatch",
+            "cancel",
+            first["dispatch_id"],
+            "--reason",
+            "wrong_task",
+            "--json",
+            cwd=workdir,
+        )
+    )
+    assert cancelled["status"] == "cancelled"
+    assert cancelled["reason"] == "wrong_task"
+    # Only the other one runs; the cancelled one is listed, shown with its audit line.
+    assert json_out(run_cli("tick", "--drain", "--json", cwd=workdir))["outcomes"] == {
+        "succeeded": 1
+    }
+    listed = json_out(run_cli("dispatch", "list", "--status", "cancelled", "--json", cwd=workdir))
+    assert [r["dispatch_id"] for r in listed["dispatches"]] == [first["dispatch_id"]]
+    shown = run_cli("dispatch", "show", first["dispatch_id"], cwd=workdir).stdout
+    assert "dispatch.cancelled pending:wrong_task" in shown
+    assert "pending → cancelled" in shown
+    status = json_out(run_cli("status", "--json", cwd=workdir))
+    assert status["executions"]["cancelled"] == 1
+
+    before = snapshot(workdir)
+    for dispatch_id, state in (
+        (first["dispatch_id"], "cancelled"),
+        (second["dispatch_id"], "succeeded"),
+    ):
+        again = run_cli("dispatch", "cancel", dispatch_id, "--reason", "again", cwd=workdir)
+        assert_one_line_error(again, 1)
+        assert f"is {state}: only pending or retry_wait can be cancelled" in again.stderr
+    for args, code in (
+        (("dispatch", "cancel", second["dispatch_id"]), 2),  # --reason is required
+        (("dispatch", "cancel", second["dispatch_id"], "--reason", "free text"), 2),
+        (("dispatch", "cancel", "d-0000nothere", "--reason", "x"), 1),
+        (("dispatch", "cancel", "not an id;", "--reason", "x"), 1),
+    ):
+        assert_one_line_error(run_cli(*args, cwd=workdir), code)
+    assert snapshot(workdir) == before
+
+
+@pytest.mark.postgres
+async def test_cluster_cancel_needs_an_operator_login(tmp_path: Path) -> None:
+    async with stores.fresh_database() as database:
+
+        def cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+            return run_cli(*args, "--profile", "cluster", "--database", url, cwd=tmp_path)
+
+        def scenario() -> None:
+            args = ("submit", "run-create", "--project", "p", "--task", "t", "--revision", "1")
+            out = json_out(cli(stores.approver_url(database), *args, "--json"))
+            runtime, operator = stores.runtime_url(database), stores.operator_url(database)
+            refused = cli(runtime, "dispatch", "cancel", out["dispatch_id"], "--reason", "x")
+            assert_one_line_error(refused, 1)
+            assert "needs a qinglong_operator login" in refused.stderr
+            done = cli(operator, "dispatch", "cancel", out["dispatch_id"], "--reason", "x")
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.strip() == f"{out['dispatch_id']} cancelled"
+            shown = json_out(cli(operator, "dispatch", "show", out["dispatch_id"], "--json"))
+            (audit,) = shown["audit"]
+            assert audit["principal"] == stores.OPERATOR_LOGIN
+            assert json_out(cli(runtime, "tick", "--drain", "--json"))["outcomes"] == {}
+
+        await anyio.to_thread.run_sync(scenario)

@@ -73,6 +73,7 @@ def test_submit_twenty_drain_and_status(workdir: Path) -> None:
         "succeeded",
         "failed",
         "blocked",
+        "cancelled",
     }
     assert json_out(run_cli("health", "--json", cwd=workdir)) == {"ok": True, "reason": "ok"}
 

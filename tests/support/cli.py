@@ -35,3 +35,8 @@ def json_out(result: subprocess.CompletedProcess[str]) -> Any:
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 1, result.stdout
     return json.loads(lines[0])
+
+
+def error_lines(stderr: str) -> list[str]:
+    """What a command printed to stderr besides its structured log events (JSON lines)."""
+    return [line for line in stderr.strip().splitlines() if not line.startswith("{")]

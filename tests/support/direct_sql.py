@@ -72,12 +72,13 @@ def transition_sql(
 REFUSAL_PREFIX = "qinglong:transition_refused: "
 
 
-def expected_refusal(row: records.Execution, to: ExecutionStatus) -> str | None:
-    """The rule of migration 0006 that must refuse `transition_sql(row, to)`, or None.
+def expected_refusal(row: records.Execution, to: ExecutionStatus, dialect: str) -> str | None:
+    """The rule of migrations 0006/0008 that must refuse `transition_sql(row, to)`, or None.
 
     Exactly the pairs outside `states.ROW_UPDATES` are refused for the state machine's sake
     (a terminal row for being terminal); an allowed claim is refused only past its budget,
-    where the domain exhausts the row instead.
+    where the domain exhausts the row instead. On PostgreSQL the runtime login (who writes
+    here) may never cancel: that is an operator's decision.
     """
     if row.status in states.TERMINAL:
         return "terminal"
@@ -86,6 +87,8 @@ def expected_refusal(row: records.Execution, to: ExecutionStatus) -> str | None:
     claim = to is ExecutionStatus.LEASED and row.status is not ExecutionStatus.LEASED
     if claim and row.attempt >= row.max_attempts:
         return "attempt"
+    if to is ExecutionStatus.CANCELLED and dialect == "postgres":
+        return "operator"
     return None
 
 

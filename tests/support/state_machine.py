@@ -32,6 +32,7 @@ EXECUTION_PATHS: dict[ExecutionStatus, tuple[ExecutionStatus, ...]] = {
     E.SUCCEEDED: (E.LEASED, E.EXECUTING, E.SUCCEEDED),
     E.FAILED: (E.LEASED, E.EXECUTING, E.FAILED),
     E.BLOCKED: (E.LEASED, E.EXECUTING, E.BLOCKED),
+    E.CANCELLED: (E.CANCELLED,),
 }
 """The shortest walk of allowed row changes from a fresh execution into each status."""
 

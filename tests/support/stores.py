@@ -46,6 +46,8 @@ class Harness:
     operator_store: ports.Store
     open_operator: Callable[[], Awaitable[ports.Store]]
     approver_store: ports.Store
+    pruner_store: ports.Store | None = None
+    """What `prune` runs as: on PostgreSQL a login in `qinglong_pruner`; on SQLite the store."""
 
     async def scalar(self, sql: str) -> Any:
         """First column of the first row."""
@@ -77,7 +79,7 @@ async def _sqlite(tmp_path_factory: pytest.TempPathFactory) -> tuple[Harness, li
         opened.append(other)
         return other
 
-    return Harness("sqlite", store, raw, another, store, another, store), opened
+    return Harness("sqlite", store, raw, another, store, another, store, store), opened
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------
@@ -90,6 +92,8 @@ APPROVER_LOGIN = "qinglong_test_approver"
 """In `qinglong_approver` and `qinglong_self_approver`: may approve its own requests."""
 STRICT_APPROVER_LOGIN = "qinglong_test_strict_approver"
 """In `qinglong_approver` only: separation of duties applies to it."""
+PRUNER_LOGIN = "qinglong_test_pruner"
+"""In `qinglong_pruner` only: the one login that may delete (finished trees)."""
 _LOGIN_PASSWORD = "qinglong-test-only"
 _OURS = re.compile(r"^qinglong_(?:tpl|t)_(\d+)(?:_\d+)?$")
 
@@ -122,6 +126,11 @@ def operator_url(database: str) -> str:
 def approver_url(database: str) -> str:
     """A login in `qinglong_approver` and `qinglong_self_approver`: it may `submit`."""
     return pg_url(database, login=APPROVER_LOGIN)
+
+
+def pruner_url(database: str) -> str:
+    """A login that is a member of `qinglong_pruner` only."""
+    return pg_url(database, login=PRUNER_LOGIN)
 
 
 def strict_approver_url(database: str) -> str:
@@ -207,6 +216,7 @@ async def _set_up_session() -> str:
         await conn.execute(_login_sql(APPROVER_LOGIN, "qinglong_approver"))
         await conn.execute(_login_sql(APPROVER_LOGIN, "qinglong_self_approver"))
         await conn.execute(_login_sql(STRICT_APPROVER_LOGIN, "qinglong_approver"))
+        await conn.execute(_login_sql(PRUNER_LOGIN, "qinglong_pruner"))
         return template
     finally:
         await conn.close()
@@ -325,6 +335,13 @@ async def _postgres() -> AsyncIterator[tuple[Harness, list[ports.Store]]]:
                 await each.close()
             raise
         opened.append(approver)
+        try:
+            pruner = await postgres_store.PostgresStore.open(pruner_url(database), max_size=1)
+        except BaseException:
+            for each in opened:
+                await each.close()
+            raise
+        opened.append(pruner)
 
         async def raw_sql(sql: str) -> list[dict[str, Any]]:
             return await raw(database, sql)
@@ -341,7 +358,16 @@ async def _postgres() -> AsyncIterator[tuple[Harness, list[ports.Store]]]:
 
         try:
             yield (
-                Harness("postgres", store, raw_sql, another, operator, another_operator, approver),
+                Harness(
+                    "postgres",
+                    store,
+                    raw_sql,
+                    another,
+                    operator,
+                    another_operator,
+                    approver,
+                    pruner,
+                ),
                 opened,
             )
         finally:

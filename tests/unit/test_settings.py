@@ -366,3 +366,12 @@ def test_two_cluster_processes_on_one_host_get_different_owner_ids() -> None:
     assert first != second
     assert first.startswith("same:")
     assert second.startswith("same:")
+
+
+def test_wakeup_on_submit_is_on_for_cluster_can_be_turned_off_and_is_refused_on_edge() -> None:
+    assert settings.load_settings(environ=CLUSTER).wakeup_on_submit is True
+    off = settings.load_settings(environ={**CLUSTER, "QINGLONG_WAKEUP_ON_SUBMIT": "false"})
+    assert off.wakeup_on_submit is False
+    assert settings.load_settings(environ={}).wakeup_on_submit is False
+    message = _error(environ={"QINGLONG_WAKEUP_ON_SUBMIT": "true"})
+    assert message.startswith("QINGLONG_WAKEUP_ON_SUBMIT: applies to the cluster profile only")

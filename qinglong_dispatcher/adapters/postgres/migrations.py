@@ -20,7 +20,9 @@ from qinglong_dispatcher.domain import errors, schema
 SCHEMA = "qinglong"
 MIGRATOR, RUNTIME, OPERATOR = "qinglong_migrator", "qinglong_runtime", "qinglong_operator"
 APPROVER, SELF_APPROVER = "qinglong_approver", "qinglong_self_approver"
-ROLES = (MIGRATOR, RUNTIME, OPERATOR, APPROVER, SELF_APPROVER)
+PRUNER = "qinglong_pruner"
+"""The only role granted DELETE, and then only of finished dispatch trees (migration 0009)."""
+ROLES = (MIGRATOR, RUNTIME, OPERATOR, APPROVER, SELF_APPROVER, PRUNER)
 """`qinglong_self_approver` holds no privilege: the approval trigger reads the membership."""
 
 LOCK_KEY = 0x716C_6D69_6772

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.postgres import database as db
-from qinglong_dispatcher.adapters.postgres import fast_paths, migrations
+from qinglong_dispatcher.adapters.postgres import fast_paths, migrations, replication
 from qinglong_dispatcher.adapters.postgres.queries import Q
 from qinglong_dispatcher.adapters.sql import query
 from qinglong_dispatcher.adapters.sql import store as sql_store
@@ -41,10 +41,17 @@ class PostgresStore(sql_store.SqlStore):
 
     dialect = "postgres"
 
-    def __init__(self, database: db.Database, *, allow_async_commit: bool = False) -> None:
+    def __init__(
+        self,
+        database: db.Database,
+        *,
+        allow_async_commit: bool = False,
+        require_sync_standby: bool = False,
+    ) -> None:
         self.db = database
         super().__init__(database, approval_records.DATABASE_PRINCIPAL)
         self.allow_async_commit = allow_async_commit
+        self.require_sync_standby = require_sync_standby
 
     @classmethod
     async def open(
@@ -52,6 +59,7 @@ class PostgresStore(sql_store.SqlStore):
         url: str,
         *,
         allow_async_commit: bool = False,
+        require_sync_standby: bool = False,
         min_size: int = 1,
         max_size: int = 10,
         statement_timeout_s: float = 30.0,
@@ -68,7 +76,11 @@ class PostgresStore(sql_store.SqlStore):
             idle_in_transaction_timeout_s=idle_in_transaction_timeout_s,
             connect_timeout_s=connect_timeout_s,
         )
-        return cls(await db.Database.open(url, config), allow_async_commit=allow_async_commit)
+        return cls(
+            await db.Database.open(url, config),
+            allow_async_commit=allow_async_commit,
+            require_sync_standby=require_sync_standby,
+        )
 
     async def close(self) -> None:
         """Close the pool."""
@@ -91,7 +103,8 @@ class PostgresStore(sql_store.SqlStore):
         return await self.db.read(migrations.state)
 
     async def check_durability(self) -> None:
-        """Refuse `synchronous_commit` off/local unless the operator opted out explicitly."""
+        """Refuse `synchronous_commit` off/local unless the operator opted out explicitly;
+        with `require_sync_standby`, refuse a primary without a synchronous standby too."""
 
         async def read(conn: db.Connection) -> str:
             return str(await conn.fetchval("SHOW synchronous_commit"))
@@ -102,6 +115,15 @@ class PostgresStore(sql_store.SqlStore):
                 f"PostgreSQL synchronous_commit is {level}: an acknowledged start barrier could "
                 "be lost; fix the server setting or set QINGLONG_ALLOW_ASYNC_COMMIT=true"
             )
+        if self.require_sync_standby:
+            await replication.require_sync_standby(self.db)
+
+    async def check_integrity(self) -> None:
+        """Nothing to do: the server checks its own pages (data checksums, WAL replay)."""
+
+    async def reclaim_space(self, *, max_pages: int) -> int:
+        """See `ports.PruneStore.reclaim_space`: autovacuum reuses the space, nothing to do."""
+        return 0
 
     async def database_now_ms(self) -> int:
         """The database server's wall clock (for the skew guard), in epoch milliseconds."""

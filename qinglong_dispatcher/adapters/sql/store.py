@@ -13,17 +13,20 @@ from collections.abc import Sequence
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import (
     approvals,
+    cancels,
     completions,
     dispatch_views,
     execution_store,
     page,
     query,
     recovery,
+    retention,
     runs,
     tool_barriers,
     tool_steps,
 )
 from qinglong_dispatcher.domain import approvals as approval_records
+from qinglong_dispatcher.domain import cancels as cancel_records
 from qinglong_dispatcher.domain import dispatch_views as views
 from qinglong_dispatcher.domain import errors, records, states
 from qinglong_dispatcher.domain import recovery as recovery_records
@@ -34,7 +37,7 @@ from qinglong_dispatcher.domain.tools import steps
 from qinglong_dispatcher.tools import ports as tool_ports
 
 
-class SqlStore(execution_store.ExecutionOperations):
+class SqlStore(execution_store.ExecutionOperations, retention.RetentionOperations):
     """The operations whose transactions are shared (the rest move here as they are)."""
 
     def __init__(self, runner: query.Runner, approver: approval_records.Principal) -> None:
@@ -198,6 +201,10 @@ class SqlStore(execution_store.ExecutionOperations):
                     page.commit_page, items=page_items, now_ms=now_ms, lease_ms=lease_ms
                 )
             )
+        except errors.StoreFull:
+            # Every item would fail alike, and the per-item path would commit start barriers
+            # it could not follow with effects: the page waits for its leases to run out.
+            raise
         except (errors.StoreError, page.PartRefused):
             # Rolled back whole (or its commit unacknowledged: then every item it committed is
             # fenced now and comes back not taken). Again, each item under its own savepoint.
@@ -251,6 +258,16 @@ class SqlStore(execution_store.ExecutionOperations):
                 resolution=resolution,
                 principal=self.approver.name,
                 now_ms=now_ms,
+            )
+        )
+
+    async def cancel_dispatch(
+        self, request: cancel_records.Cancel, *, now_ms: int
+    ) -> records.Transition:
+        """See `ports.CancelStore.cancel_dispatch`."""
+        return await self.runner.transaction(
+            functools.partial(
+                cancels.cancel, request=request, principal=self.approver.name, now_ms=now_ms
             )
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from qinglong_dispatcher.adapters import migration_files
-from qinglong_dispatcher.adapters.sqlite import database
+from qinglong_dispatcher.adapters.sqlite import database, space
 from qinglong_dispatcher.domain import schema
 
 _LEDGER = """
@@ -56,6 +56,8 @@ def migrate(conn: sqlite3.Connection, *, now_ms: int) -> list[int]:
     """Apply pending migrations in order; refuse a tampered or newer schema. Returns versions."""
     applied_now: list[int] = []
     files = migration_files.load("sqlite")
+    # Before the first table of a new file; a file from an older release is rewritten once.
+    space.ensure_incremental(conn)
 
     def ledger(c: sqlite3.Connection) -> None:
         c.execute(_LEDGER)

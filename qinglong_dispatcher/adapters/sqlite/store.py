@@ -9,8 +9,10 @@ from pathlib import Path
 from qinglong_dispatcher.adapters.sql import store as sql_store
 from qinglong_dispatcher.adapters.sqlite import (
     database,
+    integrity,
     migrations,
     os_user,
+    space,
 )
 from qinglong_dispatcher.adapters.sqlite.queries import Q
 from qinglong_dispatcher.domain import approvals as approval_records
@@ -86,6 +88,17 @@ class SqliteStore(sql_store.SqlStore):
                 f"SQLite must run WAL with synchronous=FULL (got {mode}, synchronous={sync})"
             )
 
+    async def check_integrity(self) -> None:
+        """Refuse a damaged file (see `integrity.quick_check`), naming it."""
+        try:
+            problem = await self.db.read(integrity.quick_check)
+        except errors.StoreCorrupted as exc:
+            problem = str(exc)
+        if problem is not None:
+            raise errors.StoreCorrupted(
+                f"SQLite file {self.db.path} is damaged ({problem}); restore it from a backup"
+            )
+
     async def ddl_capabilities(self) -> tuple[str, ...]:
         """None to report: on an edge device file permissions are the only authority."""
         return ()
@@ -94,6 +107,10 @@ class SqliteStore(sql_store.SqlStore):
     def commits(self) -> int:
         """Write transactions committed through the connection."""
         return self.db.commits
+
+    async def reclaim_space(self, *, max_pages: int) -> int:
+        """See `ports.PruneStore.reclaim_space`: SQLite's incremental vacuum."""
+        return await self.db.read(functools.partial(space.incremental_vacuum, max_pages=max_pages))
 
     async def database_now_ms(self) -> int:
         """SQLite's clock is this machine's system clock."""

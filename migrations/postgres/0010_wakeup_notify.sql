@@ -1,0 +1,29 @@
+-- Wake-up on submit (issue 14): every replica LISTENs on `qinglong_dispatch_due` on a
+-- connection of its own and ticks at once when notified, instead of waiting for its cadence.
+-- The database notifies, so every path that makes an execution due now is covered, whoever
+-- wrote it: a consumed approval inserts the execution pending@v0, and a shutdown yield puts a
+-- claimed but unstarted one back to pending for another replica to take. NOTIFY is delivered
+-- only at commit (a rolled-back consume wakes nobody) and identical notifications of one
+-- transaction are sent once, so a submit of many approvals is one wake-up.
+-- Retries and expired leases become due later, not now: the cadence finds those.
+
+CREATE FUNCTION qinglong.notify_dispatch_due() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+    PERFORM pg_catalog.pg_notify('qinglong_dispatch_due', '');
+    RETURN NULL;
+END
+$$;
+
+-- Per statement: an INSERT … SELECT of many rows notifies once, not once a row.
+CREATE TRIGGER approved_action_dispatch_executions_due_insert
+    AFTER INSERT ON qinglong.approved_action_dispatch_executions
+    FOR EACH STATEMENT EXECUTE FUNCTION qinglong.notify_dispatch_due();
+
+-- Per row, filtered by WHEN: claims, starts and completions (the hot path) never call the
+-- function; only a row that becomes pending (a yield) does.
+CREATE TRIGGER approved_action_dispatch_executions_due_yield
+    AFTER UPDATE ON qinglong.approved_action_dispatch_executions
+    FOR EACH ROW
+    WHEN (NEW.status = 'pending' AND OLD.status IS DISTINCT FROM 'pending')
+    EXECUTE FUNCTION qinglong.notify_dispatch_due();

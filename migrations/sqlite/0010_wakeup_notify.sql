@@ -1,0 +1,3 @@
+-- Wake-up on submit is the cluster's (PostgreSQL LISTEN/NOTIFY, migration 0010 there): edge
+-- has one process on one SQLite file, and its cadence is its only wake-up. This file holds no
+-- statement; it keeps the two dialects' migration numbers and names equal.

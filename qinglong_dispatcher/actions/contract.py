@@ -1,0 +1,111 @@
+"""The public contract of an installed action: what a `qinglong_dispatcher.actions` entry point
+names (an `ActionSpec`) and what the dispatcher hands its factories (an `ActionContext`).
+
+An action package declares, in its `pyproject.toml`::
+
+    [project.entry-points."qinglong_dispatcher.actions"]
+    "example.note.write" = "qinglong_action_note:ACTION"
+
+where `ACTION` is an `ActionSpec`. Loading the entry point must only import: factories are
+called once per process at startup, and the objects they return do their I/O only inside
+`inspect`, `execute` and `evidence`. What each of those must guarantee is in the README
+("Your own actions").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable
+from typing import Final, TypeVar
+
+from qinglong_dispatcher import handler_ports, ports
+from qinglong_dispatcher.domain import errors, plans, records
+
+P = TypeVar("P", bound=plans.PlanModel)
+
+ENTRY_POINT_GROUP: Final = "qinglong_dispatcher.actions"
+"""The entry-point group the dispatcher loads actions from."""
+
+
+class ManualOnly(enum.Enum):
+    """The declaration that an action has no evidence provider (see `MANUAL_ONLY`)."""
+
+    MANUAL_ONLY = "manual_only"
+
+
+MANUAL_ONLY: Final = ManualOnly.MANUAL_ONLY
+"""`ActionSpec.evidence` for an action whose effect cannot be verified: a crash after the
+barrier stays `recovery_required` until an operator settles it (`recovery resolve`)."""
+
+
+class PlanReader:
+    """Reads a dispatch's immutable plan and checks it against what the approval bound."""
+
+    def __init__(self, plan_store: ports.PlanStore, models: plans.PlanModels) -> None:
+        self._plans = plan_store
+        self._models = models
+
+    async def resolve(self, dispatch: records.Dispatch, model: type[P]) -> tuple[P, str]:
+        """The plan (a `model`) and its action digest as stored now (for `inspect`, which
+        returns the digest; the dispatcher compares it with the approved one).
+
+        Raises `errors.PlanInvalid` (a low-sensitivity `code`) for a missing, invalid or
+        foreign plan; a store failure raises `errors.StoreError`.
+        """
+        stored = await self._plans.get_plan(dispatch.project_id, dispatch.action_ref)
+        if stored is None:
+            raise errors.PlanInvalid("no plan for this action", code="plan_missing")
+        if stored.action_type != dispatch.action_type:
+            raise errors.PlanInvalid("plan is of another action type", code="plan_type_mismatch")
+        plan, digest = plans.resolve_plan(
+            stored.action_type,
+            stored.plan_json.encode("utf-8"),
+            approved_digest=dispatch.action_digest,
+            models=self._models,
+        )
+        if not isinstance(plan, model):
+            raise errors.PlanInvalid("plan is of another model", code="plan_type_mismatch")
+        if plan.project_id != dispatch.project_id or plan.action_ref != dispatch.action_ref:
+            raise errors.PlanInvalid("plan identity differs", code="plan_identity_mismatch")
+        return plan, digest
+
+    async def approved(self, dispatch: records.Dispatch, model: type[P]) -> P:
+        """The plan, only if it is exactly the approved one (for `execute` and `evidence`).
+
+        Raises `errors.PlanInvalid` with code `digest_drift` otherwise.
+        """
+        plan, digest = await self.resolve(dispatch, model)
+        if digest != dispatch.action_digest:
+            raise errors.PlanInvalid("plan differs from the approved one", code="digest_drift")
+        return plan
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ActionContext:
+    """What an action's factories get: its plans and the dispatcher's clock."""
+
+    plans: PlanReader
+    clock: ports.Clock
+
+
+HandlerFactory = Callable[[ActionContext], handler_ports.ApprovedActionHandler]
+"""Builds the action's handler once per process; no I/O."""
+
+EvidenceFactory = Callable[[ActionContext], handler_ports.EvidenceProvider]
+"""Builds the action's read-only evidence provider once per process; no I/O."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ActionSpec:
+    """One installed action, as its entry point declares it."""
+
+    action_type: str
+    """The type approvals name (`--action`); an identifier, not a built-in type."""
+    plan_model: type[plans.PlanModel]
+    """Its exact-shape plan (a `plans.PlanModel` whose `ACTION_TYPE` is `action_type`)."""
+    handler: HandlerFactory
+    """`inspect` (side-effect free) and `execute` (the effect, after the barrier)."""
+    evidence: EvidenceFactory | ManualOnly | None = None
+    """An evidence provider factory, or `MANUAL_ONLY`; leaving it unset is refused at
+    startup, so that no action is manual-only by omission."""

@@ -1,0 +1,89 @@
+"""`cancel`: an operator ends a waiting dispatch under the claim's fence (issue 14 §2).
+
+The row is locked and read, the decision made on what was read, and the update is conditioned
+on that same version and a waiting status, so a claim racing it either committed first (the
+cancel sees `leased` and is refused) or waits for this transaction and then skips the row.
+The principal beside the operator's name is the authenticated one: the OS user on SQLite,
+`session_user` on PostgreSQL, where the state-machine trigger also refuses a cancel from any
+login that is not a qinglong_operator.
+"""
+
+from __future__ import annotations
+
+from qinglong_dispatcher.adapters.sql import query, rows, tool_steps
+from qinglong_dispatcher.domain import cancels, records
+from qinglong_dispatcher.domain.records import Outcome
+from qinglong_dispatcher.domain.states import ExecutionStatus
+from qinglong_dispatcher.domain.tools import start as tool_start
+
+
+async def cancel(
+    q: query.Query, request: cancels.Cancel, *, principal: str | None, now_ms: int
+) -> records.Transition:
+    """Cancel the row if it waits; the first committed writer (claim or cancel) wins."""
+    found = await rows.read_row(q, request.dispatch_id, lock=True)
+    if found is None:
+        return records.Transition(
+            outcome=Outcome.NOT_FOUND, dispatch_id=request.dispatch_id, reason="not_found"
+        )
+    execution, dispatch = found
+    refused = cancels.refusal(execution)
+    if refused is not None:
+        return records.Transition(
+            outcome=Outcome.CONFLICT,
+            dispatch_id=request.dispatch_id,
+            status=execution.status,
+            reason=refused,
+        )
+    mutation = cancels.mutation_id(request.dispatch_id)
+    done = await q.one(
+        "cancel_row",
+        {
+            "dispatch_id": request.dispatch_id,
+            "version": execution.version,
+            "mutation_id": mutation,
+            "result_code": request.reason_code,
+            "now_ms": now_ms,
+        },
+    )
+    if done is None:
+        return records.Transition(
+            outcome=Outcome.CONFLICT, dispatch_id=request.dispatch_id, reason="raced"
+        )
+    await rows.record_event(
+        q,
+        dispatch_id=request.dispatch_id,
+        version=done["version"],
+        from_status=execution.status,
+        to_status=ExecutionStatus.CANCELLED,
+        attempt=execution.attempt,
+        owner=execution.lease_owner,
+        token=execution.lease_token,
+        mutation_id=mutation,
+        result_code=request.reason_code,
+    )
+    if dispatch.action_type == tool_start.TOOL_INVOKE:
+        await tool_steps.settle(
+            q,
+            dispatch,
+            resolution=cancels.STEP_RUN_RESOLUTION,
+            reason_code=f"cancelled:{request.reason_code}"[:128],
+            now_ms=now_ms,
+        )
+    await q.run(
+        "insert_audit_event",
+        {
+            "kind": cancels.AUDIT_CANCELLED,
+            "actor": request.operator,
+            "principal": principal,
+            "project_id": execution.project_id,
+            "subject_id": request.dispatch_id,
+            "detail_code": f"{execution.status.value}:{request.reason_code}"[:128],
+        },
+    )
+    return records.Transition(
+        outcome=Outcome.COMPLETED,
+        dispatch_id=request.dispatch_id,
+        status=ExecutionStatus.CANCELLED,
+        version=done["version"],
+    )

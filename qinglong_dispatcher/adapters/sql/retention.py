@@ -1,0 +1,78 @@
+"""Pruning finished dispatch trees and old audit records in bounded batches, for both dialects.
+
+One batch is one transaction: permits for at most `limit` terminal trees older than the
+cutoff (the database checks each one, migration 0009), the rows of those trees child first,
+the permits again; then at most `limit` audit records under an audit permit. A dry run counts
+what a whole prune would remove and writes nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from qinglong_dispatcher.adapters.sql import query
+from qinglong_dispatcher.domain import retention
+
+TREE_DELETES = (
+    "prune_execution_events",
+    "prune_receipts",
+    "prune_resolutions",
+    "prune_observations",
+    "prune_executions",
+    "prune_dispatches",
+    "prune_approvals",
+    "prune_plans",
+)
+"""Child rows before their parents: every foreign key points at a row still there."""
+
+
+async def prune_batch(
+    q: query.Query, *, cutoff_ms: int, audit_cutoff_ms: int, limit: int
+) -> retention.PruneCounts:
+    """Delete one batch of trees and one of audit records; the counts of what went."""
+    await q.run("prune_lock")
+    params = {"cutoff_ms": cutoff_ms, "audit_cutoff_ms": audit_cutoff_ms, "limit": limit}
+    await q.run("prune_grant_permits", params)
+    dispatches = int((await q.one("prune_count_permits"))["n"])
+    if dispatches:
+        for name in TREE_DELETES:
+            await q.run(name)
+        await q.run("prune_clear_permits")
+    await q.run("prune_grant_audit_permit", params)
+    audit_events = len(await q.all("prune_audit_events", params))
+    await q.run("prune_clear_audit_permits")
+    return retention.PruneCounts(dispatches=dispatches, audit_events=audit_events)
+
+
+async def count_prunable(
+    q: query.Query, *, cutoff_ms: int, audit_cutoff_ms: int
+) -> retention.PruneCounts:
+    """What a prune with these cutoffs would remove now (a read)."""
+    params = {"cutoff_ms": cutoff_ms, "audit_cutoff_ms": audit_cutoff_ms}
+    return retention.PruneCounts(
+        dispatches=int((await q.one("prune_count_dispatches", params))["n"]),
+        audit_events=int((await q.one("prune_count_audit_events", params))["n"]),
+    )
+
+
+class RetentionOperations:
+    """`ports.PruneStore.prune_batch`, for the shared store; a dialect adds `reclaim_space`."""
+
+    runner: query.Runner
+
+    async def prune_batch(
+        self, *, cutoff_ms: int, audit_cutoff_ms: int, limit: int, dry_run: bool = False
+    ) -> retention.PruneCounts:
+        """See `ports.PruneStore.prune_batch`."""
+        if dry_run:
+            return await self.runner.transaction(
+                functools.partial(
+                    count_prunable, cutoff_ms=cutoff_ms, audit_cutoff_ms=audit_cutoff_ms
+                ),
+                write=False,
+            )
+        return await self.runner.transaction(
+            functools.partial(
+                prune_batch, cutoff_ms=cutoff_ms, audit_cutoff_ms=audit_cutoff_ms, limit=limit
+            )
+        )
