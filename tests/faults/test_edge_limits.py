@@ -25,7 +25,7 @@ The kill moments are drawn first; at each, the kill waits for the daemon to be r
 then at work (a thread running, `edge_limits.busy`), so that kills land inside ticks and page
 transactions rather than in the sleep between ticks.
 
-Slow: `DISPATCHES` at `RATE` per second in `make test` (25 s of submitting, ≈ 45 s in all);
+Slow: `DISPATCHES` at `RATE` per second in `make test-slow` (25 s of submitting, ≈ 50 s in all);
 `QINGLONG_EDGE_LIMITS_DISPATCHES=100000` runs the size of the issue (README, "The edge device
 under its limits"); `QINGLONG_EDGE_LIMITS_SEED` picks other kill moments.
 """
