@@ -43,10 +43,26 @@ def require_identifier(name: str, value: str) -> str:
     return value
 
 
-class ApprovedRunCreationPlan(pydantic.BaseModel):
-    """Plan v1 of `run.create` (ADR-0034): which task revision to queue as a Run, and how."""
+class _ExactShapePlan(pydantic.BaseModel):
+    """What every plan model shares: exact shape (strict, frozen, unknown fields refused), its
+    action type, and its canonical members."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=False)
+
+    ACTION_TYPE: ClassVar[str]
+
+    @property
+    def action_type(self) -> str:
+        """The action type this plan belongs to."""
+        return self.ACTION_TYPE
+
+    def to_canonical_dict(self) -> dict[str, object]:
+        """The plan as camelCase JSON members, with an explicit None for absent optionals."""
+        return self.model_dump(by_alias=True, mode="python")
+
+
+class ApprovedRunCreationPlan(_ExactShapePlan):
+    """Plan v1 of `run.create` (ADR-0034): which task revision to queue as a Run, and how."""
 
     ACTION_TYPE: ClassVar[str] = "run.create"
 
@@ -78,24 +94,13 @@ class ApprovedRunCreationPlan(pydantic.BaseModel):
             raise ValueError("must be printable text without control characters")
         return value
 
-    @property
-    def action_type(self) -> str:
-        """The action type this plan belongs to."""
-        return self.ACTION_TYPE
 
-    def to_canonical_dict(self) -> dict[str, object]:
-        """The plan as camelCase JSON members, with an explicit None for absent optionals."""
-        return self.model_dump(by_alias=True, mode="python")
-
-
-class ToolInvocationPlan(pydantic.BaseModel):
+class ToolInvocationPlan(_ExactShapePlan):
     """Plan v1 of `tool.invoke` (ADR-0158): which Tool StepRun of which Run runs which tool.
 
     The only input is bounded inline content for `builtin.file.write`; there is no path, URL
     or secret field, and `extra="forbid"` refuses any such member.
     """
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=False)
 
     ACTION_TYPE: ClassVar[str] = "tool.invoke"
 
@@ -141,27 +146,14 @@ class ToolInvocationPlan(pydantic.BaseModel):
             ) from None
         return self
 
-    @property
-    def action_type(self) -> str:
-        """The action type this plan belongs to."""
-        return self.ACTION_TYPE
 
-    def to_canonical_dict(self) -> dict[str, object]:
-        """The plan as camelCase JSON members."""
-        return self.model_dump(by_alias=True, mode="python")
-
-
-class PlanModel(pydantic.BaseModel):
+class PlanModel(_ExactShapePlan):
     """Base of an installed action's plan model (entry-point group `qinglong_dispatcher.actions`).
 
     Exact shape like the built-in plans: strict, frozen, unknown fields refused; every plan
     carries `schemaVersion`, `actionRef` and `projectId`. A subclass sets `ACTION_TYPE` and
     adds its own fields (camelCase aliases, JSON types only: canonical JSON has no floats).
     """
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=False)
-
-    ACTION_TYPE: ClassVar[str]
 
     schema_version: Literal[1] = Field(alias="schemaVersion")
     action_ref: Identifier = Field(alias="actionRef")
@@ -174,15 +166,6 @@ class PlanModel(pydantic.BaseModel):
         if not isinstance(value, int) or isinstance(value, bool):
             raise ValueError("must be an integer")
         return value
-
-    @property
-    def action_type(self) -> str:
-        """The action type this plan belongs to."""
-        return self.ACTION_TYPE
-
-    def to_canonical_dict(self) -> dict[str, object]:
-        """The plan as camelCase JSON members, with an explicit None for absent optionals."""
-        return self.model_dump(by_alias=True, mode="python")
 
 
 ActionPlan: TypeAlias = ApprovedRunCreationPlan | ToolInvocationPlan

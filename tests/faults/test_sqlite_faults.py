@@ -19,6 +19,7 @@ from tests.support.actions import submit_runs
 from tests.support.cli import SCRIPT, run_cli
 from tests.support.clock import START_MS, ManualClock
 from tests.support.dispatching import make_dispatcher
+from tests.support.sqlite_files import execution_statuses
 
 
 @pytest.fixture
@@ -27,18 +28,6 @@ async def edge_store(tmp_path: Path) -> AsyncIterator[sqlite_store.SqliteStore]:
     await store.migrate(now_ms=START_MS)
     yield store
     await store.close()
-
-
-def statuses(path: Path) -> dict[str, int]:
-    conn = sqlite3.connect(path)
-    try:
-        return dict(
-            conn.execute(
-                "SELECT status, count(*) FROM approved_action_dispatch_executions GROUP BY status"
-            ).fetchall()
-        )
-    finally:
-        conn.close()
 
 
 async def test_a_lock_held_past_the_busy_timeout_fails_closed_and_the_next_tick_works(
@@ -54,7 +43,7 @@ async def test_a_lock_held_past_the_busy_timeout_fails_closed_and_the_next_tick_
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
-    assert statuses(edge_store.db.path) == {"pending": 3}  # nothing half-written
+    assert execution_statuses(edge_store.db.path) == {"pending": 3}  # nothing half-written
     report = await the_dispatcher.dispatch_batch()
     assert report.outcomes["succeeded"] == 3
 
@@ -77,7 +66,7 @@ async def test_a_full_disk_fails_closed_and_work_resumes_when_space_is_back(
     the_dispatcher = make_dispatcher(edge_store, clock, page_size=40)
     with pytest.raises(errors.StoreFull):
         await the_dispatcher.dispatch_batch()
-    assert statuses(edge_store.db.path) == {"pending": 40}
+    assert execution_statuses(edge_store.db.path) == {"pending": 40}
     await edge_store.db.read(grow)
     report = await the_dispatcher.dispatch_batch()
     assert report.outcomes["succeeded"] == 40
@@ -143,7 +132,7 @@ def test_sigkill_mid_drain_loses_nothing_and_runs_nothing_twice(tmp_path: Path, 
     )
     threshold = rng.randint(5, 60)
     deadline = time.monotonic() + 30
-    while statuses(db).get("succeeded", 0) < threshold and time.monotonic() < deadline:
+    while execution_statuses(db).get("succeeded", 0) < threshold and time.monotonic() < deadline:
         time.sleep(0.005)
     time.sleep(rng.uniform(0, 0.05))
     assert victim.poll() is None, "the drain finished before the kill"

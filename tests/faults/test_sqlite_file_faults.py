@@ -23,22 +23,11 @@ from tests.support.actions import submit_runs
 from tests.support.cli import error_lines, run_cli
 from tests.support.clock import ManualClock
 from tests.support.daemon import clean_env, free_port
+from tests.support.sqlite_files import execution_statuses
 
 REPO = Path(__file__).resolve().parents[2]
 WAL_HEADER = 32
 FRAME_HEADER = 24
-
-
-def _statuses(path: Path) -> dict[str, int]:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return dict(
-            conn.execute(
-                "SELECT status, count(*) FROM approved_action_dispatch_executions GROUP BY status"
-            ).fetchall()
-        )
-    finally:
-        conn.close()
 
 
 def _migrated_with_dispatches(tmp_path: Path, count: int) -> Path:
@@ -90,7 +79,7 @@ def test_run_and_tick_refuse_a_damaged_copy_with_one_line_naming_it(tmp_path: Pa
     assert copy.read_bytes() == before  # refused before anything was written
     # The same commands on the undamaged original work: the refusal is the damage's.
     assert run_cli("tick", "--once", cwd=tmp_path).returncode == 0
-    assert _statuses(original).get("succeeded", 0) > 0
+    assert execution_statuses(original).get("succeeded", 0) > 0
 
 
 @pytest.mark.parametrize("tear", ["first_frame_header", "first_frame_page", "commit_frame"])
@@ -197,4 +186,4 @@ def test_run_and_tick_refuse_a_connection_without_wal_and_synchronous_full(
         assert len(lines) == 1, result.stderr
         assert "WAL with synchronous=FULL" in lines[0]
         assert "Traceback" not in result.stderr
-    assert _statuses(db) == {"pending": 5}  # nothing was claimed
+    assert execution_statuses(db) == {"pending": 5}  # nothing was claimed

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import tomllib
 import urllib.request
@@ -21,6 +20,7 @@ import yaml
 
 from qinglong_dispatcher import settings
 from qinglong_dispatcher.lifecycle import http, metrics
+from tests.support import system_tools
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -68,15 +68,6 @@ def _unit() -> dict[str, list[str]]:
         assert sep, f"not a key=value line: {line!r}"
         values.setdefault(f"{section}.{key}", []).append(value)
     return values
-
-
-def _tool(name: str, *, required_in_ci: bool) -> str:
-    found = shutil.which(name)
-    if found is not None:
-        return found
-    if required_in_ci and os.environ.get("CI") == "true":
-        pytest.fail(f"{name} is required under CI=true (.ci/run installs Debian's prometheus)")
-    pytest.skip(f"{name} is not installed (Debian: apt-get install prometheus / systemd)")
 
 
 # --- every file parses ---------------------------------------------------------------------
@@ -256,7 +247,7 @@ def test_alert_expressions_name_exported_metrics() -> None:
 
 def test_promtool_check_config_of_the_scrape_example() -> None:
     """Debian's promtool (what .ci/run installs) accepts scrape.yml and the rules it loads."""
-    promtool = _tool("promtool", required_in_ci=True)
+    promtool = system_tools.tool("promtool", required_in_ci=True)
     done = subprocess.run(
         [promtool, "check", "config", "scrape.yml"],
         cwd=ALERTS.parent,
@@ -268,7 +259,7 @@ def test_promtool_check_config_of_the_scrape_example() -> None:
 
 
 def test_promtool_check_rules() -> None:
-    promtool = _tool("promtool", required_in_ci=True)
+    promtool = system_tools.tool("promtool", required_in_ci=True)
     done = subprocess.run(
         [promtool, "check", "rules", str(ALERTS)], capture_output=True, text=True, check=False
     )
@@ -357,7 +348,7 @@ def test_every_alert_has_a_firing_scenario() -> None:
 
 
 def test_promtool_test_rules(tmp_path: Path) -> None:
-    promtool = _tool("promtool", required_in_ci=True)
+    promtool = system_tools.tool("promtool", required_in_ci=True)
     firing = 'count by (alertname) (ALERTS{alertstate="firing"})'
     tests = []
     for overrides, at, expected in _SCENARIOS:
@@ -392,7 +383,7 @@ def test_promtool_test_rules(tmp_path: Path) -> None:
 
 
 def test_promtool_check_metrics_on_a_live_scrape() -> None:
-    promtool = _tool("promtool", required_in_ci=True)
+    promtool = system_tools.tool("promtool", required_in_ci=True)
     the_metrics = metrics.Metrics(profile="edge", cadence_s=5.0)
     the_metrics.observe_batch(0.01, claims={"claimed": 1}, outcomes={"run.create": {"failed": 1}})
     the_metrics.record_tick(ok=True)
@@ -445,7 +436,7 @@ def _verify(analyze: str, unit_text: str, tmp_path: Path) -> list[str]:
 
 
 def test_systemd_analyze_verify(tmp_path: Path) -> None:
-    analyze = _tool("systemd-analyze", required_in_ci=False)
+    analyze = system_tools.tool("systemd-analyze", required_in_ci=False)
     # The checker must see a parse error, or a clean result below proves nothing.
     broken = UNIT.read_text(encoding="utf-8").replace("Type=notify", "Type=notifyy")
     (tmp_path / "broken").mkdir()

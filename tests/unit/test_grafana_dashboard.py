@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from prometheus_client import parser
 
 from qinglong_dispatcher.lifecycle import metrics
+from tests.support import system_tools
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "deploy" / "grafana"
@@ -96,15 +94,6 @@ def _expr(title: str, ref: str = "A") -> str:
     (target,) = [t for p, t in _targets() if p["title"] == title and t["refId"] == ref]
     expr: str = target["expr"]
     return _concrete(expr)
-
-
-def _tool(name: str, *, required_in_ci: bool) -> str:
-    found = shutil.which(name)
-    if found is not None:
-        return found
-    if required_in_ci and os.environ.get("CI") == "true":
-        pytest.fail(f"{name} is required under CI=true (.ci/run installs Debian's prometheus)")
-    pytest.skip(f"{name} is not installed (Debian: apt-get install prometheus)")
 
 
 def _promtool(promtool: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -232,7 +221,7 @@ def _recording_rules(exprs: list[tuple[str, str]]) -> dict[str, Any]:
 
 
 def test_promtool_check_rules_of_every_panel_query(tmp_path: Path) -> None:
-    promtool = _tool("promtool", required_in_ci=True)
+    promtool = system_tools.tool("promtool", required_in_ci=True)
     # The checker must refuse a broken query, or a clean result below proves nothing.
     broken = tmp_path / "broken.yml"
     broken.write_text(
@@ -342,7 +331,7 @@ _EVALUATIONS: list[tuple[str, str, list[tuple[str, str, str]], list[tuple[str, f
 
 
 def test_promtool_test_rules_evaluates_panel_queries(tmp_path: Path) -> None:
-    promtool = _tool("promtool", required_in_ci=True)
+    promtool = system_tools.tool("promtool", required_in_ci=True)
     tests = []
     for title, ref, inputs, expected in _EVALUATIONS:
         series = [
