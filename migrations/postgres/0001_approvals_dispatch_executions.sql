@@ -2,6 +2,10 @@
 -- (ADR-0031/0032), in schema qinglong. Runs as qinglong_migrator, which owns every object.
 -- Immutable tables refuse UPDATE, DELETE and TRUNCATE by trigger (even for their owner) and
 -- the runtime role holds only SELECT, INSERT on them.
+--
+-- Amended in place: every function pins pg_temp last (migration 0011 says why). A
+-- database that applied the first text of this file matches this checksum:
+-- amends checksum 8ccf07a8f3864fbdeb480952b76fd9cefc844edc46f3a6b3fa52391e0702bdf4
 
 CREATE TABLE qinglong.action_plans (
     project_id    TEXT NOT NULL,
@@ -107,7 +111,7 @@ CREATE UNIQUE INDEX execution_events_mutation
 -- One function raises for every immutable table; statement-level triggers fire even when no
 -- row matches, so a refused UPDATE never depends on the table's contents.
 CREATE FUNCTION qinglong.refuse_mutation() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     RAISE EXCEPTION '% is immutable', TG_TABLE_NAME USING ERRCODE = 'restrict_violation';
 END

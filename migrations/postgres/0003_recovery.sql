@@ -1,6 +1,10 @@
 -- Recovery (ADR-0033/0034, DESIGN.md §6), in schema qinglong: one resolution per settled
 -- recovery_required execution, the last reconcile observation per dispatch, and the operator
 -- audit trail. Resolutions and audit events are immutable.
+--
+-- Amended in place: every function pins pg_temp last (migration 0011 says why). A
+-- database that applied the first text of this file matches this checksum:
+-- amends checksum 0963b258121b2258cd62c4f90f85133c1fa7666ad27d3ee7c0770f12d9068b58
 
 CREATE TABLE qinglong.recovery_resolutions (
     dispatch_id         TEXT PRIMARY KEY
@@ -47,7 +51,7 @@ CREATE INDEX security_audit_events_subject ON qinglong.security_audit_events (su
 -- not a member of qinglong_operator (the runtime may settle by evidence only), and the recorded
 -- principal must be the session's own login: nobody writes another role's name there.
 CREATE FUNCTION qinglong.check_resolution_principal() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF NEW.principal IS DISTINCT FROM session_user::text THEN
         RAISE EXCEPTION 'the recorded principal must be the session login'

@@ -3,6 +3,10 @@
 -- lets only qinglong_approver logins approve, applies separation of duties (self-approval
 -- only for qinglong_self_approver), allows exactly the transitions of domain/approvals.py and
 -- audits every state change; a dispatch may only be inserted for its consumed approval.
+--
+-- Amended in place: every function pins pg_temp last (migration 0011 says why). A
+-- database that applied the first text of this file matches this checksum:
+-- amends checksum a527fe3ef9ad81407d4418747461797fb2a16d79c390359d47e5c93ed6491e9c
 
 -- Rows older than this migration were made by a principal nobody recorded: 'unknown'. The
 -- default exists only to backfill them and is dropped at once: every new row names its own.
@@ -18,7 +22,7 @@ UPDATE qinglong.approval_requests SET consumed_principal = 'unknown' WHERE statu
 -- SQLSTATEs: QLA01 this login may not take the step (not an approver, or writing another
 -- login's name), QLA02 self-approval refused, QLA03 not a permitted change of the request.
 CREATE FUNCTION qinglong.guard_approval_request() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     login text := session_user::text;
 BEGIN
@@ -111,7 +115,7 @@ CREATE TRIGGER approval_requests_guard
 -- direct SQL path cannot skip it. SECURITY DEFINER (owned by the migrator): the sessions
 -- themselves hold no INSERT on the audit table for this. session_user is still the login.
 CREATE FUNCTION qinglong.audit_approval_request() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     kind   text;
     actor  text;
@@ -154,7 +158,7 @@ CREATE TRIGGER approval_requests_audit
 -- must be consumed by this very login and bind the same project, action and approver label.
 -- Without this a login that may INSERT dispatches could dispatch what nobody approved.
 CREATE FUNCTION qinglong.guard_dispatch_insert() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     approval qinglong.approval_requests%ROWTYPE;
 BEGIN

@@ -5,9 +5,13 @@
 -- (before this, the runtime login could UPDATE a succeeded execution back to pending).
 -- A refusal raises SQLSTATE QLT01 with a message that names the rule and the two statuses
 -- only; the adapters translate it to `errors.TransitionRefused`.
+--
+-- Amended in place: every function pins pg_temp last (migration 0011 says why). A
+-- database that applied the first text of this file matches this checksum:
+-- amends checksum 4ebc2325368bb1c631657a5d7df99695ab4e582d9d10d8a4d7ca9d025185f03f
 
 CREATE FUNCTION qinglong.check_execution_change() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     claim boolean;
     refund integer;
@@ -84,7 +88,7 @@ CREATE TRIGGER approved_action_dispatch_executions_state_machine
     FOR EACH ROW EXECUTE FUNCTION qinglong.check_execution_change();
 
 CREATE FUNCTION qinglong.check_step_run_change() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         IF NEW.status NOT IN ('ready', 'waiting_approval') OR NEW.version IS DISTINCT FROM 1

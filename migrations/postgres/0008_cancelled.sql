@@ -4,6 +4,10 @@
 -- strictly wider, so every existing row passes), the state-machine function of 0006 is
 -- replaced with the two new pairs and the operator rule, and the operator may now clear the
 -- due-index columns a cancel empties.
+--
+-- Amended in place: every function pins pg_temp last (migration 0011 says why). A
+-- database that applied the first text of this file matches this checksum:
+-- amends checksum 292a9ac8db36b4a9c1f1fbe4496732ca0db94d77c76e22004b40693360b3489d
 
 ALTER TABLE qinglong.approved_action_dispatch_executions
     DROP CONSTRAINT approved_action_dispatch_executions_status_check;
@@ -17,7 +21,7 @@ ALTER TABLE qinglong.approved_action_dispatch_executions
         CHECK (status <> 'cancelled' OR started_at_ms IS NULL);
 
 CREATE OR REPLACE FUNCTION qinglong.check_execution_change() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     claim boolean;
     refund integer;

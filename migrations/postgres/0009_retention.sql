@@ -9,6 +9,10 @@
 -- qinglong_pruner AND a permit names the row's tree; so not even a superuser's stray DELETE
 -- passes, and no pending, leased, retry_wait or executing (recovery_required) row can go.
 -- The prune removes its permits before it commits.
+--
+-- Amended in place: every function pins pg_temp last (migration 0011 says why). A
+-- database that applied the first text of this file matches this checksum:
+-- amends checksum dd69ba850f484232f36b07bc365ad50027361d72e5e1b938f51490bdefa58d61
 
 CREATE TABLE qinglong.prune_permits (
     dispatch_id         TEXT PRIMARY KEY,
@@ -41,7 +45,7 @@ CREATE INDEX tool_execution_start_barriers_approval
     ON qinglong.tool_execution_start_barriers (approval_request_id);
 
 CREATE FUNCTION qinglong.guard_prune_permit() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF TG_TABLE_NAME = 'audit_prune_permits' THEN
         IF NEW.cutoff_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint THEN
@@ -85,7 +89,7 @@ CREATE TRIGGER audit_prune_permits_immutable
 -- One row check for every table of a tree and the audit table: the pruner, and a permit
 -- naming the row (the execution row must itself be terminal too).
 CREATE FUNCTION qinglong.guard_prune_delete() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     permitted boolean;
 BEGIN

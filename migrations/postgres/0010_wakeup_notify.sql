@@ -6,9 +6,13 @@
 -- only at commit (a rolled-back consume wakes nobody) and identical notifications of one
 -- transaction are sent once, so a submit of many approvals is one wake-up.
 -- Retries and expired leases become due later, not now: the cadence finds those.
+--
+-- Amended in place: every function pins pg_temp last (migration 0011 says why). A
+-- database that applied the first text of this file matches this checksum:
+-- amends checksum b2a4cd9c505d464dbd55d7e6a313a56dfc5826c68b1e2a18c143908c45c818a4
 
 CREATE FUNCTION qinglong.notify_dispatch_due() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM pg_catalog.pg_notify('qinglong_dispatch_due', '');
     RETURN NULL;

@@ -10,6 +10,7 @@ from qinglong_dispatcher import resources
 from qinglong_dispatcher.domain import errors, schema
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_AMENDS = re.compile(r"^-- amends checksum ([0-9a-f]{64})$", re.MULTILINE)
 
 
 def load(dialect: Literal["sqlite", "postgres"]) -> tuple[schema.Migration, ...]:
@@ -26,6 +27,7 @@ def load(dialect: Literal["sqlite", "postgres"]) -> tuple[schema.Migration, ...]
                 name=match.group(2),
                 sql=sql,
                 checksum=hashlib.sha256(sql.encode("utf-8")).hexdigest(),
+                amends=frozenset(_AMENDS.findall(sql)),
             )
         )
     numbers = [m.version for m in found]

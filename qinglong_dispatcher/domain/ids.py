@@ -10,6 +10,8 @@ edge bench that is about 25 % more dispatches per second and 20 % less CPU (READ
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 import uuid
 
@@ -48,5 +50,22 @@ def new_step_run_id() -> str:
 
 
 def new_lease_token() -> str:
-    """A claim's lease token: unguessable, so only its holder can present it."""
+    """A claim's lease token: unguessable. It is the fence's public name (the ledger and the
+    resolutions record it, and any login that reads the row sees it); its proof is not."""
     return secrets.token_hex(16)
+
+
+_PROOF_KEY = secrets.token_bytes(32)
+"""This process's own key: drawn at start, never stored, never sent."""
+
+
+def lease_proof(token: str) -> str:
+    """What this process presents to move a lease it holds (docs/security.md, "The fence").
+
+    PostgreSQL stores only the SHA-256 of the proof a claim presented and asks every later
+    move of the lease for the proof again. The proof is an HMAC of the public token under this
+    process's key: the process that claimed can present it again (a replayed claim or start
+    after an unacknowledged commit), and no other process or login can, though the token
+    itself is readable by all of them.
+    """
+    return hmac.new(_PROOF_KEY, token.encode("utf-8"), hashlib.sha256).hexdigest()

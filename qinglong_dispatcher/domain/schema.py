@@ -16,6 +16,14 @@ class Migration:
     name: str
     sql: str
     checksum: str
+    amends: frozenset[str] = frozenset()
+    """Checksums of earlier texts of this file that a database may have applied: a file is
+    amended in place only to close a hole before its later migration does (a fresh database
+    then never holds the hole), and says so in an `-- amends checksum <hex>` line."""
+
+    def accepts(self, applied_checksum: str) -> bool:
+        """Whether a database that recorded `applied_checksum` applied this migration."""
+        return applied_checksum == self.checksum or applied_checksum in self.amends
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -55,7 +63,7 @@ def compare(files: tuple[Migration, ...], applied: Mapping[int, str]) -> SchemaS
         tampered=tuple(
             v
             for v, checksum in sorted(applied.items())
-            if v in known and known[v].checksum != checksum
+            if v in known and not known[v].accepts(checksum)
         ),
         unknown=tuple(v for v in sorted(applied) if v not in known),
     )

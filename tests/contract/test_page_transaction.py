@@ -291,17 +291,20 @@ async def test_items_whose_fence_fails_or_whose_effect_exists_are_not_taken_and_
     # The effect already exists: a receipt (and its Run) for one, a bare Run for another.
     receipt_lease = claims[receipt_id].lease
     assert receipt_lease is not None
-    planted = await plant_run_and_receipt(
-        harness,
-        clock,
-        by_id[receipt_id].dispatch,
-        fencing.started_identity(
-            receipt_lease,
-            started_at_ms=clock.now_ms(),
-            version=receipt_lease.version + 1,
-            lease_expires_at_ms=receipt_lease.expires_at_ms,
-        ),
-    )
+    # A receipt for a row that never started is refused by the database itself; its Run,
+    # written first, stays, so the item's effect exists all the same.
+    with pytest.raises(Exception, match="binds its started execution"):
+        await plant_run_and_receipt(
+            harness,
+            clock,
+            by_id[receipt_id].dispatch,
+            fencing.started_identity(
+                receipt_lease,
+                started_at_ms=clock.now_ms(),
+                version=receipt_lease.version + 1,
+                lease_expires_at_ms=receipt_lease.expires_at_ms,
+            ),
+        )
     await plant_run_only(harness, by_id[run_only_id].run)
 
     refused = [taken_over_id, stale_id, receipt_id, run_only_id]
@@ -331,9 +334,9 @@ async def test_items_whose_fence_fails_or_whose_effect_exists_are_not_taken_and_
     assert (taken_over.lease_owner, taken_over.lease_token) == ("w2", "tok-new")
     assert await runs_of(harness, taken_over_id) == await runs_of(harness, stale_id) == 0
     assert await receipts_of(harness, taken_over_id) == await receipts_of(harness, stale_id) == 0
-    # The planted effects are what they were: one Run each, the receipt unchanged.
+    # The planted effects are what they were: one Run each, and no receipt.
     assert await runs_of(harness, receipt_id) == await runs_of(harness, run_only_id) == 1
-    assert await store.get_receipt(receipt_id) == planted
+    assert await store.get_receipt(receipt_id) is None
     assert await receipts_of(harness, run_only_id) == 0
     assert await count_where(harness, "runs", "1 = 1") == runs_before + len(good_ids)
 
@@ -441,9 +444,9 @@ async def test_a_crash_before_the_commit_writes_nothing_and_each_item_is_taken_o
     crashing = await harness.open_another()
 
     def crash() -> None:
-        raise SimulatedCrash("after insert_page_events")
+        raise SimulatedCrash("after complete_page")
 
-    page_crash.crash_inside(crashing, after="insert_page_events", crash=crash)
+    page_crash.crash_inside(crashing, after="complete_page", crash=crash)
     batch = await crashing.claim_due(now_ms=clock.now_ms(), owner="w1", limit=n, lease_ms=LEASE_MS)
     claims = list(batch.claimed)
     assert len(claims) == n

@@ -241,7 +241,7 @@ async def test_direct_sql_writes_are_audited_by_the_database_itself(
         "action_ref, action_digest, status, version, requested_by, requested_principal, "
         "expires_at_ms, created_at_ms, updated_at_ms) VALUES ('a-raw', 'proj-9', 'run.create', "
         f"'act-raw', '{'b' * 64}', 'pending', 1, 'raw-sql', session_user, "
-        f"{clock.now_ms() + 60_000}, 1, 1)",
+        f"{clock.now_ms() + 60_000}, {clock.now_ms()}, {clock.now_ms()})",
     )
     await stores.as_login(
         stores.strict_approver_url(database),

@@ -90,7 +90,20 @@ async def test_a_resolution_holding_the_row_makes_the_run_create_effect_a_clean_
     try:
         tx = admin.transaction()
         await tx.start()
-        # A resolution's row change, committed only once the effect is waiting behind it.
+        # A resolution and its row change, committed only once the effect waits behind them.
+        await admin.execute(
+            "INSERT INTO qinglong.recovery_resolutions (dispatch_id, source, resolution, "
+            "resolved_by, principal, reason_code, execution_attempt, execution_version, "
+            "lease_owner, lease_token, started_at_ms, committed_at_ms) VALUES "
+            "($1, 'manual', 'failed', 'oncall', session_user, 'checked_downstream', $2, $3, "
+            "$4, $5, $6, 0)",
+            dispatch.dispatch_id,
+            identity.attempt,
+            identity.version,
+            identity.owner,
+            identity.token,
+            identity.started_at_ms,
+        )
         await admin.execute(
             "UPDATE qinglong.approved_action_dispatch_executions "
             "SET status = 'failed', version = version + 1, result_code = 'checked_downstream', "

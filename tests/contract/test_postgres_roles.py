@@ -33,6 +33,7 @@ ROLES = (
     "qinglong_approver",
     "qinglong_self_approver",
     "qinglong_pruner",
+    "qinglong_recorder",
 )
 
 
@@ -130,9 +131,31 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         "JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = 'qinglong' "
         "UNION SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = 'qinglong' "
         "UNION SELECT pg_get_userbyid(p.proowner) FROM pg_proc AS p "
-        "JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = 'qinglong'",
+        "JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = 'qinglong' "
+        "AND NOT p.prosecdef",
     )
     assert {r["owner"] for r in owners} == {"qinglong_migrator"}
+    # The definer functions (they append what a session may not) are the recorder's, and it
+    # owns nothing else and holds nothing but USAGE and the two INSERTs.
+    definers = await stores.raw(
+        database,
+        "SELECT p.proname, pg_get_userbyid(p.proowner) AS owner FROM pg_proc AS p "
+        "JOIN pg_namespace AS n ON n.oid = p.pronamespace "
+        "WHERE n.nspname = 'qinglong' AND p.prosecdef ORDER BY 1",
+    )
+    assert [(r["proname"], r["owner"]) for r in definers] == [
+        ("audit_approval_request", "qinglong_recorder"),
+        ("record_execution_changes", "qinglong_recorder"),
+    ]
+    grants = await stores.raw(
+        database,
+        "SELECT table_name, privilege_type FROM information_schema.role_table_grants "
+        "WHERE grantee = 'qinglong_recorder' ORDER BY 1, 2",
+    )
+    assert [(r["table_name"], r["privilege_type"]) for r in grants] == [
+        ("execution_events", "INSERT"),
+        ("security_audit_events", "INSERT"),
+    ]
 
 
 async def test_ddl_capabilities_flags_an_administrator_but_not_the_runtime(database: str) -> None:

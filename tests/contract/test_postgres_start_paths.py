@@ -140,7 +140,8 @@ def _shape(row: dict[str, Any], token: str) -> dict[str, Any]:
     return {
         k: v
         for k, v in row.items()
-        if k not in ("dispatch_id", "lease_token", "event_id", "committed_at_ms")
+        if k
+        not in ("dispatch_id", "lease_token", "lease_proof_digest", "event_id", "committed_at_ms")
     }
 
 

@@ -85,5 +85,6 @@ async def test_the_trigger_functions_are_the_migrators_with_a_fixed_search_path(
         f"AND p.proname IN {sm.in_list(list(FUNCTIONS))} ORDER BY p.proname"
     )
     assert [(r["proname"], r["owner"], r["proconfig"], r["public_may_call"]) for r in rows] == [
-        (name, "qinglong_migrator", ["search_path=pg_catalog"], False) for name in FUNCTIONS
+        (name, "qinglong_migrator", ["search_path=pg_catalog, pg_temp"], False)
+        for name in FUNCTIONS
     ]

@@ -108,17 +108,14 @@ async def test_a_receipt_above_the_snapshot_version_is_a_conflict(
     assert (found.kind, found.reason) == (Kind.CONFLICT, "receipt_version_ahead")
 
 
+RECEIPT_GUARD = "binds its started execution"
+"""The receipt guard's refusal (migration 0011), in both dialects' messages."""
+
+
 @pytest.mark.parametrize(
     ("changes", "reason"),
     [
-        ({"approval_request_id": "a-forged"}, "receipt_approval_request_id_mismatch"),
-        ({"action_digest": "0" * 64}, "receipt_action_digest_mismatch"),
-        ({"execution_attempt": 7}, "receipt_execution_attempt_mismatch"),
-        ({"started_at_ms": 1}, "receipt_started_at_ms_mismatch"),
-        ({"project_id": "proj-other"}, "receipt_project_id_mismatch"),
-        ({"action_type": "tool.invoke"}, "receipt_action_type_mismatch"),
         ({"outcome": "failed"}, "receipt_outcome_mismatch"),
-        ({"idempotency_key": "k-other"}, "receipt_idempotency_key_mismatch"),
         ({"resource_type": "package"}, "receipt_resource_type_mismatch"),
     ],
 )
@@ -130,6 +127,30 @@ async def test_a_receipt_bound_to_anything_else_is_a_conflict(
     await plant_run_and_receipt(harness, clock, *pair, receipt_changes=changes)
     found = await evidence(harness, await snapshot_after_expiry(harness, clock))
     assert (found.kind, found.reason) == (Kind.CONFLICT, reason)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"approval_request_id": "a-forged"},
+        {"action_digest": "0" * 64},
+        {"execution_attempt": 7},
+        {"started_at_ms": 1},
+        {"project_id": "proj-other"},
+        {"action_type": "tool.invoke"},
+        {"idempotency_key": "k-other"},
+    ],
+)
+async def test_a_receipt_bound_to_another_execution_is_refused_by_the_database(
+    harness: Harness, clock: ManualClock, changes: dict[str, Any]
+) -> None:
+    await submit_runs(harness.approver_store, clock, 1)
+    pair = await started_execution(harness, clock)
+    with pytest.raises(Exception, match=RECEIPT_GUARD):
+        await plant_run_and_receipt(harness, clock, *pair, receipt_changes=changes)
+    assert await harness.store.get_receipt(pair[0].dispatch_id) is None
+    found = await evidence(harness, await snapshot_after_expiry(harness, clock))
+    assert found.kind is not Kind.VERIFIED_SUCCEEDED
 
 
 async def test_a_tampered_receipt_digest_is_a_conflict(
@@ -147,12 +168,9 @@ async def test_a_tampered_receipt_digest_is_a_conflict(
 @pytest.mark.parametrize(
     ("changes", "reason"),
     [
-        ({"project_id": "proj-other"}, "run_project_id_mismatch"),
-        ({"request_id": "a-other"}, "run_request_id_mismatch"),
         ({"execution_origin": "user"}, "run_execution_origin_mismatch"),
         ({"execution_owner": "user"}, "run_execution_owner_mismatch"),
         ({"trigger_type": "schedule"}, "run_trigger_type_mismatch"),
-        ({"idempotency_key": "k-other"}, "run_idempotency_key_mismatch"),
         ({"accepted_at_ms": 5}, "run_accepted_at_ms_mismatch"),
     ],
 )
@@ -164,3 +182,17 @@ async def test_a_run_that_differs_from_its_receipt_is_a_conflict(
     await plant_run_and_receipt(harness, clock, *pair, run_changes=changes)
     found = await evidence(harness, await snapshot_after_expiry(harness, clock))
     assert (found.kind, found.reason) == (Kind.CONFLICT, reason)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"project_id": "proj-other"}, {"request_id": "a-other"}, {"idempotency_key": "k-other"}],
+)
+async def test_a_receipt_for_a_run_of_another_dispatch_is_refused_by_the_database(
+    harness: Harness, clock: ManualClock, changes: dict[str, Any]
+) -> None:
+    await submit_runs(harness.approver_store, clock, 1)
+    pair = await started_execution(harness, clock)
+    with pytest.raises(Exception, match=RECEIPT_GUARD):
+        await plant_run_and_receipt(harness, clock, *pair, run_changes=changes)
+    assert await harness.store.get_receipt(pair[0].dispatch_id) is None

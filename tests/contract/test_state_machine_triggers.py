@@ -212,10 +212,11 @@ async def test_a_refusal_leaves_the_adapter_as_transition_refused(
     harness: Harness, clock: ManualClock
 ) -> None:
     dispatch_id = await sm.execution_in(harness, clock, E.SUCCEEDED)
+    yield_ = sm.execution_move(E.LEASED, E.PENDING, clock.now_ms())
     with pytest.raises((sqlite3.IntegrityError, asyncpg.PostgresError)) as caught:
         await harness.raw(
             f"UPDATE {faults.table(harness, sm.EXECUTIONS)} "
-            f"SET {sm.set_list(sm.execution_move(E.LEASED, E.PENDING, clock.now_ms()))} "
+            f"SET {sm.set_list(yield_, harness.dialect)} "
             f"WHERE dispatch_id = '{dispatch_id}'"
         )
     translated: errors.StoreError | errors.ApprovalError

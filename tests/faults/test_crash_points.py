@@ -133,7 +133,7 @@ def _crash_inside_page(store: object) -> None:
     def crash() -> None:
         raise SimulatedCrash("inside_page")
 
-    page_crash.crash_inside(store, after="insert_page_events", crash=crash)
+    page_crash.crash_inside(store, after="complete_page", crash=crash)
 
 
 @pytest.mark.parametrize(

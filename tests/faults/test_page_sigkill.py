@@ -124,7 +124,7 @@ def _integrity(path: Path) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("after", ["insert_page_events", "complete_page"])
+@pytest.mark.parametrize("after", ["insert_page_receipts", "complete_page"])
 @pytest.mark.parametrize(
     "dialect", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )

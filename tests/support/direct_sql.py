@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from qinglong_dispatcher.domain import records, states
+from qinglong_dispatcher.domain import ids, records, states
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from tests.support import random_machine, stores
 
@@ -61,7 +61,15 @@ def transition_sql(
     elif to is ExecutionStatus.RETRY_WAIT:
         sets["eligible_at_ms"] = sets["retry_at_ms"] = now_ms + random_machine.RETRY_BACKOFF_MS
     else:
-        sets.update(completed_at_ms=now_ms, result_code="sql")
+        # A completion or release names its own new mutation (SQLite's settle guard asks).
+        sets.update(
+            completed_at_ms=now_ms, result_code="sql", result_mutation_id=f"sql-{row.version + 1}"
+        )
+    token = sets.get("lease_token", row.lease_token)
+    if dialect == "postgres" and token is not None:
+        # The holder's proof: this process claimed (or claims here), so it can present it;
+        # migration 0011 refuses a move of a lease without it.
+        sets["lease_proof"] = ids.lease_proof(str(token))
     table = "approved_action_dispatch_executions"
     if dialect == "postgres":
         table = f"qinglong.{table}"

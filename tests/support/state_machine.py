@@ -97,6 +97,7 @@ def execution_move(before: ExecutionStatus, after: ExecutionStatus, now_ms: int)
             "attempt": "attempt + 1",
             "lease_owner": "'w-claim'",
             "lease_token": "'t' || (version + 1)",
+            "lease_proof": "'p:t' || (version + 1)",
             "started_at_ms": "NULL",
         }
     elif (before, after) == (E.LEASED, E.PENDING):
@@ -112,12 +113,21 @@ def execution_move(before: ExecutionStatus, after: ExecutionStatus, now_ms: int)
     if after is E.EXECUTING:
         sets["started_at_ms"] = f"COALESCE(started_at_ms, {now_ms})"
     if after in states.TERMINAL:
-        sets |= {"completed_at_ms": str(now_ms), "result_code": "'test'"}
+        sets |= {
+            "completed_at_ms": str(now_ms),
+            "result_code": "'test'",
+            "result_mutation_id": "'m' || (version + 1)",
+        }
+    # The holder's proof of a lease a claim above made (migration 0011 asks for it on
+    # PostgreSQL; `set_list` leaves it out on SQLite, which stores none).
+    sets.setdefault("lease_proof", "'p:' || lease_token")
     return sets
 
 
-def set_list(sets: Sets) -> str:
-    """The SET list of an UPDATE."""
+def set_list(sets: Sets, dialect: str) -> str:
+    """The SET list of an UPDATE in `dialect`."""
+    if dialect != "postgres":
+        sets = {column: value for column, value in sets.items() if column != "lease_proof"}
     return ", ".join(f"{column} = {value}" for column, value in sets.items())
 
 
@@ -135,8 +145,9 @@ async def executions_in(
             if step + 1 < len(path):
                 moves.setdefault((path[step], path[step + 1]), []).append(dispatch_id)
         for (before, after), group in moves.items():
+            move = execution_move(before, after, clock.now_ms())
             await h.raw(
-                f"UPDATE {table} SET {set_list(execution_move(before, after, clock.now_ms()))} "
+                f"UPDATE {table} SET {set_list(move, h.dialect)} "
                 f"WHERE dispatch_id IN {in_list(group)}"
             )
     rows = await h.raw(
@@ -155,10 +166,12 @@ async def execution_in(h: Harness, clock: ManualClock, status: ExecutionStatus) 
 
 
 async def update_execution(h: Harness, dispatch_id: str, sets: Sets) -> str | None:
-    """The rule that refuses `sets` on the row, or None when they were applied."""
+    """The rule that refuses `sets` on the row, or None when they were applied (as the lease's
+    holder, unless `sets` says otherwise: the state machine is what is tested here)."""
+    sets = {"lease_proof": "'p:' || lease_token"} | sets
     return await refusal(
         h,
-        f"UPDATE {faults.table(h, EXECUTIONS)} SET {set_list(sets)} "
+        f"UPDATE {faults.table(h, EXECUTIONS)} SET {set_list(sets, h.dialect)} "
         f"WHERE dispatch_id = '{dispatch_id}' RETURNING version",
     )
 
@@ -218,7 +231,7 @@ async def step_runs_in(
         await recovery.insert_row(h, "step_runs", row)
         for after in STEP_PATHS[status]:
             await h.raw(
-                f"UPDATE {table} SET {set_list(step_move(after, clock.now_ms()))} "
+                f"UPDATE {table} SET {set_list(step_move(after, clock.now_ms()), h.dialect)} "
                 f"WHERE step_run_id = '{step_run_id}'"
             )
     return ids
@@ -228,6 +241,6 @@ async def update_step_run(h: Harness, step_run_id: str, sets: Sets) -> str | Non
     """The rule that refuses `sets` on the StepRun, or None when they were applied."""
     return await refusal(
         h,
-        f"UPDATE {faults.table(h, 'step_runs')} SET {set_list(sets)} "
+        f"UPDATE {faults.table(h, 'step_runs')} SET {set_list(sets, h.dialect)} "
         f"WHERE step_run_id = '{step_run_id}' RETURNING version",
     )

@@ -49,11 +49,18 @@ APPROVAL_SQLSTATES: dict[str, type[errors.ApprovalError]] = {
     "QLA01": errors.ApprovalNotPermitted,
     "QLA02": errors.SelfApprovalRefused,
     "QLA03": errors.ApprovalTransitionRefused,
+    "QLA04": errors.ApprovalExpired,
+    "QLA05": errors.ApprovalTransitionRefused,
 }
 """The refusals of the approval trigger (migration 0005): decisions, not store faults."""
 
 TRANSITION_REFUSED = "QLT01"
 """SQLSTATE of the state-machine triggers (migration 0006)."""
+
+INTEGRITY_REFUSED = frozenset({"QLF01", "QLF02", "QLF03", "QLR01", "QLI01"})
+"""SQLSTATEs of the fence, resolution and record guards (migration 0011): not the lease's
+holder, a live lease, a lease beyond the bound, a resolution off its fence, a record for
+another principal, row or identity. The store's own statements never provoke them."""
 
 Translated = errors.StoreError | errors.ApprovalError
 """What a driver error becomes: a store fault, or the database's refusal of an approval step."""
@@ -116,7 +123,7 @@ def _translate_sqlstate(exc: Any) -> Translated:
         return errors.StoreFull()
     if state in ("XX001", "XX002"):
         return errors.StoreCorrupted()
-    if state == TRANSITION_REFUSED:
+    if state == TRANSITION_REFUSED or state in INTEGRITY_REFUSED:
         # The trigger's message names the rule and the two statuses, never row contents.
         return errors.TransitionRefused(exc.args[0] if exc.args else None)
     if state.startswith("23"):

@@ -14,7 +14,7 @@ from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.postgres import database as db
 from qinglong_dispatcher.adapters.postgres.queries import Q
 from qinglong_dispatcher.adapters.sql import executions
-from qinglong_dispatcher.domain import records, runs
+from qinglong_dispatcher.domain import ids, records, runs
 
 
 async def start_fast(
@@ -55,6 +55,7 @@ async def create_run_fast(
         "version": identity.version,
         "owner": identity.owner,
         "token": identity.token,
+        "proof": ids.lease_proof(identity.token),
         "mutation_id": request.mutation_id,
         "now_ms": request.now_ms,
     }

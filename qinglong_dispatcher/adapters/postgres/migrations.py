@@ -22,7 +22,11 @@ MIGRATOR, RUNTIME, OPERATOR = "qinglong_migrator", "qinglong_runtime", "qinglong
 APPROVER, SELF_APPROVER = "qinglong_approver", "qinglong_self_approver"
 PRUNER = "qinglong_pruner"
 """The only role granted DELETE, and then only of finished dispatch trees (migration 0009)."""
-ROLES = (MIGRATOR, RUNTIME, OPERATOR, APPROVER, SELF_APPROVER, PRUNER)
+RECORDER = "qinglong_recorder"
+"""Owns the definer functions that append audit rows and ledger lines, and may do only that
+(migration 0011): nobody logs in as it or is granted it, but the migrator (to hand it its
+functions)."""
+ROLES = (MIGRATOR, RUNTIME, OPERATOR, APPROVER, SELF_APPROVER, PRUNER, RECORDER)
 """`qinglong_self_approver` holds no privilege: the approval trigger reads the membership."""
 
 LOCK_KEY = 0x716C_6D69_6772
@@ -99,6 +103,12 @@ async def _become_migrator(conn: db.Connection) -> None:
     )
     if not allowed:
         await conn.execute(f"GRANT {MIGRATOR} TO CURRENT_USER")
+    # Handing a function to the recorder needs membership in it; nothing else is a member.
+    granted = await conn.fetchval(
+        "SELECT pg_catalog.pg_has_role($1, $2, 'MEMBER')", MIGRATOR, RECORDER
+    )
+    if not granted:
+        await conn.execute(f"GRANT {RECORDER} TO {MIGRATOR}")
 
 
 async def _prepare(conn: db.Connection) -> None:

@@ -42,60 +42,41 @@ WHERE e.dispatch_id = :dispatch_id
 FOR UPDATE OF e
 
 -- lease_page --
--- The fenced claim of a page, one statement: each JSON element {dispatch_id, version, token}
--- leases its row only at the version the claim observed (the rows are already locked by
--- claim_due_rows).
+-- The fenced claim of a page, one statement: each JSON element {dispatch_id, version, token,
+-- proof} leases its row only at the version the claim observed (the rows are already locked
+-- by claim_due_rows), and a live lease only once the database's clock also says it expired
+-- (the trigger would refuse it: QLF02). The trigger keeps the proof's digest and writes the
+-- ledger line; RETURNING names the rows that took, so a lease is reported, never assumed.
 UPDATE qinglong.approved_action_dispatch_executions AS e
 SET status = 'leased', version = e.version + 1, attempt = e.attempt + 1,
-    lease_owner = :owner::text, lease_token = k.token,
+    lease_owner = :owner::text, lease_token = k.token, lease_proof = k.proof,
     lease_expires_at_ms = :expires_at_ms::bigint, eligible_at_ms = :expires_at_ms::bigint,
     retry_at_ms = NULL, started_at_ms = NULL, updated_at_ms = :now_ms::bigint
-FROM jsonb_to_recordset(:page::jsonb) AS k (dispatch_id text, version bigint, token text)
+FROM jsonb_to_recordset(:page::jsonb) AS k (dispatch_id text, version bigint, token text,
+                                            proof text)
 WHERE e.dispatch_id = k.dispatch_id AND e.version = k.version
   AND e.status IN ('pending', 'leased', 'retry_wait') AND e.eligible_at_ms <= :now_ms::bigint
   AND e.attempt < e.max_attempts
-
--- insert_lease_events --
--- The ledger events of a `lease_page` update, one statement for the page: an event
--- only for a row that now holds the claim's own fresh token at the version it leased, and
--- RETURNING names those rows, so a lease that did not take is reported, never assumed. The
--- page is a JSON array of {dispatch_id, version, token, from_status}: the version each update
--- leaves, the token it wrote, and the status it left (each update's ledger line). The lateral
--- reads by primary key only, and its LIMIT 1 keeps the fence conditions out of it, so each
--- element is one primary-key probe: offered them, the planner picked the status index.
-INSERT INTO qinglong.execution_events (
-    dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
-    mutation_id, result_code, committed_at_ms
-)
-SELECT e.dispatch_id, e.version, k.from_status, 'leased', e.attempt, e.lease_owner,
-       e.lease_token, NULL, NULL, (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
-FROM ROWS FROM (jsonb_to_recordset(:page::jsonb)
-                AS (dispatch_id text, version bigint, token text, from_status text)) AS k
-CROSS JOIN LATERAL (
-    SELECT x.dispatch_id, x.version, x.attempt, x.lease_owner, x.lease_token, x.status
-    FROM qinglong.approved_action_dispatch_executions AS x
-    WHERE x.dispatch_id = k.dispatch_id
-    LIMIT 1
-) AS e
-WHERE e.version = k.version AND e.lease_token = k.token AND e.lease_owner = :owner
-  AND e.status = 'leased'
-RETURNING dispatch_id, version, attempt
+  AND (e.status <> 'leased' OR e.lease_expires_at_ms <= qinglong.db_now_ms())
+RETURNING e.dispatch_id, e.version, e.attempt
 
 -- exhaust_row --
+-- An expired lease of another holder needs no proof here: the budget is spent (QLF01 else).
 UPDATE qinglong.approved_action_dispatch_executions
-SET status = 'blocked', version = version + 1, eligible_at_ms = NULL, retry_at_ms = NULL,
+SET status = 'blocked', version = version + 1, lease_proof = :proof, eligible_at_ms = NULL, retry_at_ms = NULL,
     result_code = :result_code, completed_at_ms = :now_ms::bigint,
     updated_at_ms = :now_ms::bigint
 WHERE dispatch_id = :dispatch_id AND version = :version
   AND status IN ('pending', 'leased', 'retry_wait') AND eligible_at_ms <= :now_ms::bigint
   AND attempt >= max_attempts
+  AND (status <> 'leased' OR lease_expires_at_ms <= qinglong.db_now_ms())
 RETURNING version, attempt
 
 -- renew_lease --
 UPDATE qinglong.approved_action_dispatch_executions
 SET lease_expires_at_ms = :expires_at_ms::bigint,
     eligible_at_ms = CASE WHEN status = 'leased' THEN :expires_at_ms::bigint ELSE NULL END,
-    version = version + 1, updated_at_ms = :now_ms::bigint
+    version = version + 1, updated_at_ms = :now_ms::bigint, lease_proof = :proof
 WHERE dispatch_id = :dispatch_id AND version = :version
   AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
   AND status IN ('leased', 'executing') AND lease_expires_at_ms > :now_ms::bigint
@@ -109,7 +90,7 @@ RETURNING version, lease_expires_at_ms
 UPDATE qinglong.approved_action_dispatch_executions AS e
 SET status = 'executing', started_at_ms = :now_ms::bigint, eligible_at_ms = NULL,
     lease_expires_at_ms = greatest(e.lease_expires_at_ms, :expires_at_ms::bigint),
-    version = e.version + 1, updated_at_ms = :now_ms::bigint
+    version = e.version + 1, updated_at_ms = :now_ms::bigint, lease_proof = :proof::text
 FROM qinglong.approved_action_dispatches AS d
 WHERE e.dispatch_id = :dispatch_id::text AND d.dispatch_id = e.dispatch_id
   AND d.approval_request_id = :approval_request_id::text
@@ -126,7 +107,7 @@ SET status = :to_status, eligible_at_ms = :eligible_at_ms::bigint,
     retry_at_ms = :retry_at_ms::bigint, attempt = attempt - :refund::integer,
     result_mutation_id = :mutation_id, result_code = :result_code,
     completed_at_ms = :completed_at_ms::bigint, version = version + 1,
-    updated_at_ms = :now_ms::bigint
+    updated_at_ms = :now_ms::bigint, lease_proof = :proof
 WHERE dispatch_id = :dispatch_id AND version = :version
   AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
   AND status = 'leased'
@@ -135,20 +116,12 @@ RETURNING version, attempt
 -- complete_row --
 UPDATE qinglong.approved_action_dispatch_executions
 SET status = :to_status, result_mutation_id = :mutation_id, result_code = :result_code,
-    completed_at_ms = :now_ms::bigint, version = version + 1, updated_at_ms = :now_ms::bigint
+    completed_at_ms = :now_ms::bigint, version = version + 1, updated_at_ms = :now_ms::bigint,
+    lease_proof = :proof
 WHERE dispatch_id = :dispatch_id AND status = 'executing'
   AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
   AND started_at_ms = :started_at_ms AND version >= :version
 RETURNING version, attempt
-
--- insert_event --
-INSERT INTO qinglong.execution_events (
-    dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
-    mutation_id, result_code, committed_at_ms
-) VALUES (
-    :dispatch_id, :version, :from_status, :to_status, :attempt, :lease_owner, :lease_token,
-    :mutation_id, :result_code, (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
-)
 
 -- select_event_by_mutation --
 SELECT dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
@@ -435,24 +408,16 @@ CROSS JOIN LATERAL (
 
 -- start_fast --
 -- The start barrier's happy path as ONE statement (one round trip, its own transaction):
--- `start_row` and its ledger event. No row back means "not the happy path": the store then
--- runs the shared transaction (`start_row`, diagnosed with `lock_execution`), which decides.
+-- `start_row`, whose ledger line the trigger writes. No row back means "not the happy path":
+-- the store then runs the shared transaction (`start_row`, diagnosed with `lock_execution`).
 WITH started AS (
     {start_row}
-), event AS (
-    INSERT INTO qinglong.execution_events (
-        dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
-        mutation_id, result_code, committed_at_ms
-    )
-    SELECT dispatch_id, version, 'leased', 'executing', attempt, lease_owner, lease_token,
-           NULL, NULL, (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
-    FROM started
 )
 SELECT version, lease_expires_at_ms FROM started
 
 -- create_run_fast --
--- The run.create effect's happy path as ONE statement: Run, attempt, RunEvent, receipt,
--- completion and its ledger event. The completion itself is the fence (the shared
+-- The run.create effect's happy path as ONE statement: Run, attempt, RunEvent, receipt and
+-- completion (the trigger writes its ledger line). The completion itself is the fence (the shared
 -- transaction's conditions: executing, project, owner, token, attempt, started_at, the
 -- version the receipt binds; no receipt, no Run holding the key) and takes the row lock:
 -- a concurrent change makes READ COMMITTED re-check these conditions on the newest row
@@ -462,7 +427,7 @@ WITH done AS (
     UPDATE qinglong.approved_action_dispatch_executions AS e
     SET status = 'succeeded', result_mutation_id = :mutation_id::text,
         result_code = :result_code::text, completed_at_ms = :now_ms::bigint,
-        version = e.version + 1, updated_at_ms = :now_ms::bigint
+        version = e.version + 1, updated_at_ms = :now_ms::bigint, lease_proof = :proof::text
     WHERE e.dispatch_id = :dispatch_id::text AND e.status = 'executing'
       AND e.project_id = :project_id::text AND e.lease_owner = :owner::text
       AND e.lease_token = :token::text AND e.attempt = :attempt::integer
@@ -509,15 +474,6 @@ WITH done AS (
            :result_code::text, :resource_type::text, run_id, :now_ms::bigint,
            :evidence_digest::text
     FROM run
-), event AS (
-    INSERT INTO qinglong.execution_events (
-        dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
-        mutation_id, result_code, committed_at_ms
-    )
-    SELECT dispatch_id, version, 'executing', 'succeeded', :attempt::integer, :owner::text,
-           :token::text, :mutation_id::text, :result_code::text,
-           (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
-    FROM done
 )
 SELECT version FROM done
 
@@ -713,10 +669,10 @@ WHERE EXISTS (SELECT 1 FROM qinglong.approved_run_action_receipts AS r
 UPDATE qinglong.approved_action_dispatch_executions AS e
 SET status = 'executing', started_at_ms = :now_ms::bigint, eligible_at_ms = NULL,
     lease_expires_at_ms = greatest(e.lease_expires_at_ms, k.expires_at_ms),
-    version = e.version + 1, updated_at_ms = :now_ms::bigint
+    version = e.version + 1, updated_at_ms = :now_ms::bigint, lease_proof = k.proof
 FROM jsonb_to_recordset(:page::jsonb) AS k (
          dispatch_id text, approval_request_id text, action_digest text, version bigint,
-         owner text, token text, attempt integer, expires_at_ms bigint),
+         owner text, token text, proof text, attempt integer, expires_at_ms bigint),
      qinglong.approved_action_dispatches AS d
 WHERE e.dispatch_id = k.dispatch_id AND d.dispatch_id = e.dispatch_id
   AND d.approval_request_id = k.approval_request_id AND d.action_digest = k.action_digest
@@ -773,26 +729,14 @@ FROM jsonb_to_recordset(:receipts::jsonb) AS k (
 UPDATE qinglong.approved_action_dispatch_executions AS e
 SET status = 'succeeded', result_mutation_id = k.mutation_id,
     result_code = :result_code::text, completed_at_ms = :now_ms::bigint,
-    version = e.version + 1, updated_at_ms = :now_ms::bigint
+    version = e.version + 1, updated_at_ms = :now_ms::bigint, lease_proof = k.proof
 FROM jsonb_to_recordset(:page::jsonb) AS k (
-    dispatch_id text, project_id text, owner text, token text, attempt integer,
+    dispatch_id text, project_id text, owner text, token text, proof text, attempt integer,
     version bigint, mutation_id text)
 WHERE e.dispatch_id = k.dispatch_id AND e.status = 'executing'
   AND e.project_id = k.project_id AND e.lease_owner = k.owner AND e.lease_token = k.token
   AND e.attempt = k.attempt AND e.started_at_ms = :now_ms::bigint AND e.version = k.version
 RETURNING e.dispatch_id, e.version
-
--- insert_page_events --
--- The ledger lines of a page transaction, each given whole (`insert_event` for many rows).
-INSERT INTO qinglong.execution_events (
-    dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
-    mutation_id, result_code, committed_at_ms
-)
-SELECT dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
-       mutation_id, result_code, (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
-FROM jsonb_to_recordset(:events::jsonb) AS k (
-    dispatch_id text, version bigint, from_status text, to_status text, attempt integer,
-    lease_owner text, lease_token text, mutation_id text, result_code text)
 
 -- savepoint --
 -- One item (or the whole page) of the page transaction, undone alone when it fails.

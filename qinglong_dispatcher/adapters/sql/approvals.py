@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from qinglong_dispatcher.adapters.sql import query, rows
-from qinglong_dispatcher.domain import approvals, errors, ids, states
+from qinglong_dispatcher.adapters.sql import query
+from qinglong_dispatcher.domain import approvals, errors, ids
 
 ApprovalStatus = approvals.ApprovalStatus
 
@@ -186,16 +186,6 @@ async def consume(
             "max_attempts": max_attempts,
             "now_ms": now_ms,
         },
-    )
-    await rows.record_event(
-        q,
-        dispatch_id=dispatch_id,
-        version=0,
-        from_status=None,
-        to_status=states.ExecutionStatus.PENDING,
-        attempt=0,
-        owner=None,
-        token=None,
     )
     return approvals.Consumed(
         approval_request_id=approval_request_id,

@@ -50,18 +50,6 @@ async def cancel(
         return records.Transition(
             outcome=Outcome.CONFLICT, dispatch_id=request.dispatch_id, reason="raced"
         )
-    await rows.record_event(
-        q,
-        dispatch_id=request.dispatch_id,
-        version=done["version"],
-        from_status=execution.status,
-        to_status=ExecutionStatus.CANCELLED,
-        attempt=execution.attempt,
-        owner=execution.lease_owner,
-        token=execution.lease_token,
-        mutation_id=mutation,
-        result_code=request.reason_code,
-    )
     if dispatch.action_type == tool_start.TOOL_INVOKE:
         await tool_steps.settle(
             q,

@@ -9,8 +9,8 @@ UPDATE repeats their conditions in SQL.
 from __future__ import annotations
 
 from qinglong_dispatcher.adapters.sql import query
-from qinglong_dispatcher.adapters.sql.rows import read_row, record_event
-from qinglong_dispatcher.domain import fencing, records, states
+from qinglong_dispatcher.adapters.sql.rows import read_row
+from qinglong_dispatcher.domain import fencing, ids, records, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
 
@@ -88,6 +88,7 @@ async def release_preflight(
             "version": lease.version,
             "owner": lease.owner,
             "token": lease.token,
+            "proof": ids.lease_proof(lease.token),
             "attempt": lease.attempt,
             "to_status": target.value,
             "eligible_at_ms": eligible,
@@ -103,18 +104,6 @@ async def release_preflight(
         return records.Transition(
             outcome=Outcome.CONFLICT, dispatch_id=lease.dispatch_id, reason="raced"
         )
-    await record_event(
-        q,
-        dispatch_id=lease.dispatch_id,
-        version=done["version"],
-        from_status=ExecutionStatus.LEASED,
-        to_status=target,
-        attempt=done["attempt"],
-        owner=lease.owner,
-        token=lease.token,
-        mutation_id=mutation_id,
-        result_code=result_code,
-    )
     return records.Transition(
         outcome=Outcome.RELEASED,
         dispatch_id=lease.dispatch_id,
@@ -186,6 +175,7 @@ async def complete_checked(
             "version": identity.version,
             "owner": identity.owner,
             "token": identity.token,
+            "proof": ids.lease_proof(identity.token),
             "attempt": identity.attempt,
             "started_at_ms": identity.started_at_ms,
             "to_status": target.value,
@@ -198,18 +188,6 @@ async def complete_checked(
         return records.Transition(
             outcome=Outcome.CONFLICT, dispatch_id=identity.dispatch_id, reason="raced"
         )
-    await record_event(
-        q,
-        dispatch_id=identity.dispatch_id,
-        version=done["version"],
-        from_status=ExecutionStatus.EXECUTING,
-        to_status=target,
-        attempt=identity.attempt,
-        owner=identity.owner,
-        token=identity.token,
-        mutation_id=mutation_id,
-        result_code=result_code,
-    )
     return records.Transition(
         outcome=Outcome.COMPLETED,
         dispatch_id=identity.dispatch_id,

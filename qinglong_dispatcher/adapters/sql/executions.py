@@ -109,40 +109,34 @@ async def _lease(
     owner: str,
     lease_ms: int,
 ) -> dict[str, records.Claim]:
-    """Lease rows the domain found claimable: two statements for the whole page.
+    """Lease rows the domain found claimable: one statement for the whole page.
 
-    One fenced set update (`lease_page`, a JSON array of the rows, versions and fresh
-    tokens), then one statement writes the ledger events of the rows that now hold their new
-    token and names them; any other row raced. Two statements a page, where a batch of one
-    update per row cost the server a statement each (README, "Performance").
+    One fenced set update (`lease_page`, a JSON array of the rows, versions, fresh tokens and
+    their proofs) names the rows it leased; the database writes their ledger lines; any other
+    row raced. One statement a page, where a batch of one update per row cost the server a
+    statement each (docs/performance.md).
     """
     expires = now_ms + lease_ms
-    await q.run(
-        "lease_page",
-        {
-            "page": json.dumps(
-                [
-                    {"dispatch_id": e.dispatch_id, "version": e.version, "token": token}
-                    for e, _, token in to_lease
-                ]
-            ),
-            "now_ms": now_ms,
-            "owner": owner,
-            "expires_at_ms": expires,
-        },
-    )
     page = [
         {
-            "dispatch_id": execution.dispatch_id,
-            "version": execution.version + 1,
+            "dispatch_id": e.dispatch_id,
+            "version": e.version,
             "token": token,
-            "from_status": execution.status.value,
+            "proof": ids.lease_proof(token),
         }
-        for execution, _, token in to_lease
+        for e, _, token in to_lease
     ]
     leased = {
         row["dispatch_id"]: row
-        for row in await q.all("insert_lease_events", {"page": json.dumps(page), "owner": owner})
+        for row in await q.all(
+            "lease_page",
+            {
+                "page": json.dumps(page),
+                "now_ms": now_ms,
+                "owner": owner,
+                "expires_at_ms": expires,
+            },
+        )
     }
     claims: dict[str, records.Claim] = {}
     for execution, dispatch, token in to_lease:
@@ -170,8 +164,11 @@ async def _lease(
 async def _exhaust(
     q: query.Query, execution: records.Execution, *, reason: str | None, now_ms: int
 ) -> records.Claim:
-    """Block a due row whose attempts are spent (rare: one statement and its event)."""
+    """Block a due row whose attempts are spent (rare: one statement; the database writes its
+    ledger line). A lease this process holds presents its proof; another's must have expired
+    on the database clock too."""
     dispatch_id = execution.dispatch_id
+    token = execution.lease_token
     done = await q.one(
         "exhaust_row",
         {
@@ -179,21 +176,11 @@ async def _exhaust(
             "version": execution.version,
             "now_ms": now_ms,
             "result_code": reason,
+            "proof": None if token is None else ids.lease_proof(token),
         },
     )
     if done is None:
         return records.Claim(outcome=Outcome.CONFLICT, dispatch_id=dispatch_id, reason="raced")
-    await rows.record_event(
-        q,
-        dispatch_id=dispatch_id,
-        version=done["version"],
-        from_status=execution.status,
-        to_status=ExecutionStatus.BLOCKED,
-        attempt=done["attempt"],
-        owner=execution.lease_owner,
-        token=execution.lease_token,
-        result_code=reason,
-    )
     return records.Claim(outcome=Outcome.EXHAUSTED, dispatch_id=dispatch_id, reason=reason)
 
 
@@ -218,6 +205,7 @@ async def renew(
             "version": lease.version,
             "owner": lease.owner,
             "token": lease.token,
+            "proof": ids.lease_proof(lease.token),
             "attempt": lease.attempt,
             "now_ms": now_ms,
             "expires_at_ms": now_ms + lease_ms,
@@ -246,6 +234,7 @@ def start_params(request: records.StartRequest, *, now_ms: int, lease_ms: int) -
         "version": lease.version,
         "owner": lease.owner,
         "token": lease.token,
+        "proof": ids.lease_proof(lease.token),
         "attempt": lease.attempt,
         "now_ms": now_ms,
         "expires_at_ms": fencing.start_lease_expiry(lease, now_ms=now_ms, lease_ms=lease_ms),
@@ -279,17 +268,6 @@ async def _start_one(
     done = await q.one("start_row", start_params(request, now_ms=now_ms, lease_ms=lease_ms))
     if done is None:
         return await _start_refused(q, request, now_ms=now_ms)
-    lease = request.lease
-    await rows.record_event(
-        q,
-        dispatch_id=lease.dispatch_id,
-        version=done["version"],
-        from_status=ExecutionStatus.LEASED,
-        to_status=ExecutionStatus.EXECUTING,
-        attempt=lease.attempt,
-        owner=lease.owner,
-        token=lease.token,
-    )
     return started(request, done, now_ms=now_ms)
 
 

@@ -21,8 +21,7 @@ from collections.abc import Sequence
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import query
-from qinglong_dispatcher.domain import errors, fencing, records, runs
-from qinglong_dispatcher.domain.states import ExecutionStatus
+from qinglong_dispatcher.domain import errors, fencing, ids, records, runs
 
 
 class PartRefused(Exception):
@@ -62,7 +61,8 @@ def _not_taken(item: ports.PageItem, reason: str) -> ports.PageResult:
 async def _commit_part(
     q: query.Query, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
 ) -> list[ports.PageResult]:
-    """Start, effect, receipt, completion and ledger for `items` as set statements."""
+    """Start, effect, receipt and completion for `items` as set statements (the database
+    writes the ledger from them)."""
     taken = {
         row["dispatch_id"]
         for row in await q.all(
@@ -116,6 +116,7 @@ async def _start(
                 "version": lease.version,
                 "owner": lease.owner,
                 "token": lease.token,
+                "proof": ids.lease_proof(lease.token),
                 "attempt": lease.attempt,
                 "expires_at_ms": fencing.start_lease_expiry(
                     lease, now_ms=now_ms, lease_ms=lease_ms
@@ -168,13 +169,14 @@ async def _complete(
     *,
     now_ms: int,
 ) -> None:
-    """The fenced completion of every started item and the ledger lines of both steps."""
+    """The fenced completion of every started item (the database writes both ledger lines)."""
     page = [
         {
             "dispatch_id": identity.dispatch_id,
             "project_id": item.dispatch.project_id,
             "owner": identity.owner,
             "token": identity.token,
+            "proof": ids.lease_proof(identity.token),
             "attempt": identity.attempt,
             "version": identity.version,
             "mutation_id": _mutation_id(identity),
@@ -196,35 +198,6 @@ async def _complete(
         # Started in this transaction and row-locked since: only a fault gets here. Undo the
         # part, so no Run ever commits without its completion.
         raise PartRefused("a started item was not completed")
-    events = []
-    for _, identity in done:
-        line = {
-            "dispatch_id": identity.dispatch_id,
-            "attempt": identity.attempt,
-            "lease_owner": identity.owner,
-            "lease_token": identity.token,
-        }
-        events.append(
-            line
-            | {
-                "version": identity.version,
-                "from_status": ExecutionStatus.LEASED.value,
-                "to_status": ExecutionStatus.EXECUTING.value,
-                "mutation_id": None,
-                "result_code": None,
-            }
-        )
-        events.append(
-            line
-            | {
-                "version": completed[identity.dispatch_id],
-                "from_status": ExecutionStatus.EXECUTING.value,
-                "to_status": ExecutionStatus.SUCCEEDED.value,
-                "mutation_id": _mutation_id(identity),
-                "result_code": runs.RESULT_CODE_RUN_CREATED,
-            }
-        )
-    await q.run("insert_page_events", {"events": json.dumps(events)})
 
 
 def _mutation_id(identity: records.ExecutionIdentity) -> str:

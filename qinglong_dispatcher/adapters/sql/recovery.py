@@ -8,7 +8,7 @@ write the session's login (`session_user`) and ignore the parameter.
 from __future__ import annotations
 
 from qinglong_dispatcher.adapters.sql import query, rows, tool_steps
-from qinglong_dispatcher.domain import fencing, records, recovery, states
+from qinglong_dispatcher.domain import errors, fencing, records, recovery, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.domain.tools import start as tool_start
@@ -83,20 +83,8 @@ async def resolve(
         "now_ms": now_ms,
         "principal": principal,
     }
-    done = await q.one(
-        "resolve_row",
-        {
-            **params,
-            "to_status": target.value,
-            "mutation_id": mutation,
-            "result_code": resolution.reason_code,
-            "expired_by_ms": settled_at_ms,
-        },
-    )
-    if done is None:
-        return records.Transition(
-            outcome=Outcome.CONFLICT, dispatch_id=fence.dispatch_id, reason="raced"
-        )
+    # The resolution first: the database settles a started row without its holder's proof
+    # only for a resolution of its exact fence (migration 0011), and writes the ledger line.
     await q.run(
         "insert_resolution",
         {
@@ -108,18 +96,20 @@ async def resolve(
             "reason_code": resolution.reason_code,
         },
     )
-    await rows.record_event(
-        q,
-        dispatch_id=fence.dispatch_id,
-        version=done["version"],
-        from_status=ExecutionStatus.EXECUTING,
-        to_status=target,
-        attempt=fence.attempt,
-        owner=fence.owner,
-        token=fence.token,
-        mutation_id=mutation,
-        result_code=resolution.reason_code,
+    done = await q.one(
+        "resolve_row",
+        {
+            **params,
+            "to_status": target.value,
+            "mutation_id": mutation,
+            "result_code": resolution.reason_code,
+            "expired_by_ms": settled_at_ms,
+        },
     )
+    if done is None:
+        # Under the row lock the domain's refusal above already saw what the update repeats:
+        # a miss is a broken invariant, and raising undoes the resolution with it.
+        raise errors.StoreError("the resolution's update matched no row", code="raced")
     if dispatch.action_type == tool_start.TOOL_INVOKE:
         # Bookkeeping only, in this transaction: the StepRun follows its dispatch.
         await tool_steps.settle(

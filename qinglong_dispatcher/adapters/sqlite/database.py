@@ -25,6 +25,8 @@ T = TypeVar("T")
 Transaction = Callable[[sqlite3.Connection], T]
 
 TRANSITION_REFUSED = "qinglong:transition_refused"
+APPROVAL_EXPIRED = "qinglong:approval_expired"
+"""The approval triggers' refusal to approve or consume past the lifetime (migration 0011)."""
 """Prefix of the state-machine triggers' RAISE(ABORT) messages (migration 0006)."""
 
 
@@ -65,14 +67,16 @@ def connect(path: Path, *, busy_timeout_s: float, create: bool = True) -> sqlite
     return conn
 
 
-def _named(error: errors.StoreError, path: Path, exc: sqlite3.Error) -> errors.StoreError:
+def _named(
+    error: errors.StoreError | errors.ApprovalError, path: Path, exc: sqlite3.Error
+) -> errors.StoreError | errors.ApprovalError:
     """The store error of opening `path`, naming the file and SQLite's own reason."""
     if isinstance(error, errors.StoreUnavailable | errors.StoreCorrupted):
         return type(error)(f"SQLite file {path} cannot be used: {exc}")
     return error
 
 
-def translate(exc: sqlite3.Error) -> errors.StoreError:
+def translate(exc: sqlite3.Error) -> errors.StoreError | errors.ApprovalError:
     """Map a driver error to a typed store error; nothing above the adapter sees sqlite3."""
     code = getattr(exc, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
@@ -87,6 +91,8 @@ def translate(exc: sqlite3.Error) -> errors.StoreError:
     if code == sqlite3.SQLITE_CONSTRAINT_TRIGGER and str(exc).startswith(TRANSITION_REFUSED):
         # The trigger's message names the rule it broke, never row contents.
         return errors.TransitionRefused(str(exc))
+    if code == sqlite3.SQLITE_CONSTRAINT_TRIGGER and str(exc).startswith(APPROVAL_EXPIRED):
+        return errors.ApprovalExpired(str(exc))
     if primary == sqlite3.SQLITE_CONSTRAINT:
         return errors.StoreError("a constraint refused the write", code="constraint_violation")
     return errors.StoreError(f"SQLite error ({exc.__class__.__name__})")

@@ -39,6 +39,8 @@ WHERE e.dispatch_id = :dispatch_id
 -- The fenced claim of a page, one statement: each JSON element {dispatch_id, version, token}
 -- leases its row only at the version the claim observed. The unary `+` keeps the planner off
 -- the status and due indexes, so each element is one primary-key probe (as in start_page).
+-- The trigger writes each ledger line; RETURNING names the rows that took, so a lease is
+-- reported, never assumed.
 UPDATE approved_action_dispatch_executions AS e
 SET status = 'leased', version = e.version + 1, attempt = e.attempt + 1,
     lease_owner = :owner, lease_token = k.value ->> 'token', lease_expires_at_ms = :expires_at_ms,
@@ -48,26 +50,6 @@ FROM json_each(:page) AS k
 WHERE e.dispatch_id = k.value ->> 'dispatch_id' AND e.version = k.value ->> 'version'
   AND +e.status IN ('pending', 'leased', 'retry_wait') AND +e.eligible_at_ms <= :now_ms
   AND e.attempt < e.max_attempts
-
--- insert_lease_events --
--- The ledger events of a `lease_page` update, one statement for the page: an event
--- only for a row that now holds the claim's own fresh token at the version it leased, and
--- RETURNING names those rows, so a lease that did not take is reported, never assumed. The
--- page is a JSON array of {dispatch_id, version, token, from_status}: the version each update
--- leaves, the token it wrote, and the status it left (each update's ledger line). CROSS JOIN
--- fixes the order (SQLite's documented hint): each element is one primary-key probe, where the
--- planner would otherwise walk the status index and scan the page for every leased row.
-INSERT INTO execution_events (
-    dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
-    mutation_id, result_code, committed_at_ms
-)
-SELECT e.dispatch_id, e.version, k.value ->> 'from_status', 'leased', e.attempt,
-       e.lease_owner, e.lease_token, NULL, NULL,
-       CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-FROM json_each(:page) AS k
-CROSS JOIN approved_action_dispatch_executions AS e ON e.dispatch_id = k.value ->> 'dispatch_id'
-WHERE e.version = k.value ->> 'version' AND e.lease_token = k.value ->> 'token'
-  AND e.lease_owner = :owner AND e.status = 'leased'
 RETURNING dispatch_id, version, attempt
 
 -- exhaust_row --
@@ -125,15 +107,6 @@ WHERE dispatch_id = :dispatch_id AND status = 'executing'
   AND started_at_ms = :started_at_ms AND version >= :version
 RETURNING version, attempt
 
--- insert_event --
-INSERT INTO execution_events (
-    dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
-    mutation_id, result_code, committed_at_ms
-) VALUES (
-    :dispatch_id, :version, :from_status, :to_status, :attempt, :lease_owner, :lease_token,
-    :mutation_id, :result_code, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-)
-
 -- select_event_by_mutation --
 SELECT dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
        mutation_id, result_code, committed_at_ms
@@ -186,12 +159,16 @@ WHERE project_id = :project_id AND action_ref = :action_ref
 
 -- insert_approval --
 -- :principal is the OS user running the store (file permissions are the authority on edge).
+-- db_expires_at_ms counts the requested lifetime from now on the database's (system) clock;
+-- the insert trigger bounds it, and approving or consuming after it is refused.
 INSERT INTO approval_requests (
     approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
-    requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms
+    requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms,
+    db_expires_at_ms
 ) VALUES (
     :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending', 1,
-    :requested_by, NULL, :principal, :expires_at_ms, :now_ms, :now_ms
+    :requested_by, NULL, :principal, :expires_at_ms, :now_ms, :now_ms,
+    CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + (:expires_at_ms - :now_ms)
 )
 
 -- select_approval --
@@ -674,18 +651,6 @@ WHERE e.dispatch_id = k.value ->> 'dispatch_id' AND +e.status = 'executing'
   AND e.lease_token = k.value ->> 'token' AND e.attempt = k.value ->> 'attempt'
   AND e.started_at_ms = :now_ms AND e.version = k.value ->> 'version'
 RETURNING dispatch_id, version
-
--- insert_page_events --
--- The ledger lines of a page transaction, each given whole (`insert_event` for many rows).
-INSERT INTO execution_events (
-    dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
-    mutation_id, result_code, committed_at_ms
-)
-SELECT k.value ->> 'dispatch_id', k.value ->> 'version', k.value ->> 'from_status',
-       k.value ->> 'to_status', k.value ->> 'attempt', k.value ->> 'lease_owner',
-       k.value ->> 'lease_token', k.value ->> 'mutation_id', k.value ->> 'result_code',
-       CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-FROM json_each(:events) AS k
 
 -- savepoint --
 -- One item (or the whole page) of the page transaction, undone alone when it fails.

@@ -1,0 +1,173 @@
+"""A careless hand with the sqlite3 shell on an edge device's file: the history keeps its shape.
+
+The file's owner can always rewrite the file; these rules keep any plain connection from
+recording a history that did not happen. Each asserts SQLite's own refusal (the trigger's
+message, SQLite having no SQLSTATE) and that nothing changed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.support import stores
+from tests.support.actions import submit_runs
+from tests.support.clock import ManualClock
+from tests.support.recovery import started_execution
+
+
+@pytest.fixture
+async def edge(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[stores.Harness]:
+    async with stores.open_harness("sqlite", tmp_path_factory) as harness:
+        yield harness
+
+
+async def _refused(h: stores.Harness, sql: str) -> str:
+    with pytest.raises(sqlite3.IntegrityError) as caught:
+        await h.raw(sql)
+    return str(caught.value)
+
+
+async def _snapshot(h: stores.Harness) -> tuple[Any, ...]:
+    return (
+        await h.raw("SELECT * FROM approved_action_dispatch_executions ORDER BY dispatch_id"),
+        await h.raw("SELECT * FROM execution_events ORDER BY event_id"),
+        await h.raw("SELECT * FROM recovery_resolutions"),
+        await h.raw("SELECT * FROM approved_run_action_receipts"),
+        await h.raw("SELECT * FROM runs"),
+        await h.raw("SELECT * FROM approval_requests ORDER BY approval_request_id"),
+    )
+
+
+async def test_a_ledger_line_for_a_transition_that_never_happened_is_refused(
+    edge: stores.Harness, clock: ManualClock
+) -> None:
+    (consumed,) = await submit_runs(edge.approver_store, clock, 1)
+    before = await _snapshot(edge)
+    message = await _refused(
+        edge,
+        "INSERT INTO execution_events (dispatch_id, version, from_status, to_status, attempt, "
+        f"committed_at_ms) VALUES ('{consumed.dispatch_id}', 7, 'executing', 'succeeded', 1, 1)",
+    )
+    assert message.startswith("execution_events: a ledger line records the row's own change")
+    assert await _snapshot(edge) == before
+
+
+async def test_a_bare_update_never_settles_a_started_row(
+    edge: stores.Harness, clock: ManualClock
+) -> None:
+    await submit_runs(edge.approver_store, clock, 1)
+    dispatch, _ = await started_execution(edge, clock)
+    before = await _snapshot(edge)
+    message = await _refused(
+        edge,
+        "UPDATE approved_action_dispatch_executions SET status = 'succeeded', "
+        "version = version + 1, completed_at_ms = 1, result_code = 'by_hand' "
+        f"WHERE dispatch_id = '{dispatch.dispatch_id}'",
+    )
+    assert message == "qinglong:transition_refused: settle"
+    assert await _snapshot(edge) == before
+
+
+async def test_no_resolution_for_a_row_that_never_started(
+    edge: stores.Harness, clock: ManualClock
+) -> None:
+    (consumed,) = await submit_runs(edge.approver_store, clock, 1)
+    before = await _snapshot(edge)
+    message = await _refused(
+        edge,
+        "INSERT INTO recovery_resolutions (dispatch_id, source, resolution, evidence_digest, "
+        "resolved_by, principal, reason_code, execution_attempt, execution_version, "
+        "lease_owner, lease_token, started_at_ms, committed_at_ms) VALUES "
+        f"('{consumed.dispatch_id}', 'evidence', 'succeeded', '{'e' * 64}', 'x', 'x', 'x', 0, "
+        "0, 'w', 't', 1, 1)",
+    )
+    assert message.startswith("recovery_resolutions: names its expired started execution")
+    assert await _snapshot(edge) == before
+
+
+async def test_no_receipt_for_a_row_that_never_started(
+    edge: stores.Harness, clock: ManualClock
+) -> None:
+    (consumed,) = await submit_runs(edge.approver_store, clock, 1)
+    before = await _snapshot(edge)
+    message = await _refused(
+        edge,
+        "INSERT INTO approved_run_action_receipts (dispatch_id, schema_version, "
+        "approval_request_id, project_id, action_type, action_digest, execution_attempt, "
+        "execution_version, started_at_ms, idempotency_key, outcome, result_code, "
+        "resource_type, resource_id, created_at_ms, evidence_digest) SELECT d.dispatch_id, 1, "
+        "d.approval_request_id, d.project_id, d.action_type, d.action_digest, 0, 0, 1, "
+        "d.dispatch_id, 'succeeded', 'run_created', 'run', 'r-none', 1, "
+        f"'{'e' * 64}' FROM approved_action_dispatches AS d "
+        f"WHERE d.dispatch_id = '{consumed.dispatch_id}'",
+    )
+    assert message.startswith("approved_run_action_receipts: binds its started execution")
+    assert await _snapshot(edge) == before
+
+
+async def test_an_approval_is_never_approved_past_its_lifetime_on_the_database_clock(
+    edge: stores.Harness,
+) -> None:
+    await edge.raw(
+        "INSERT INTO action_plans (project_id, action_ref, action_type, plan_json, plan_digest, "
+        f"created_at_ms) VALUES ('p', 'act-x', 'run.create', '{{}}', '{'a' * 64}', 1)"
+    )
+    # A request whose lifetime (1 ms) ran out on the database clock, however late the
+    # requester's own clock says it expires.
+    await edge.raw(
+        "INSERT INTO approval_requests (approval_request_id, project_id, action_type, "
+        "action_ref, action_digest, status, version, requested_by, requested_principal, "
+        "expires_at_ms, created_at_ms, updated_at_ms, db_expires_at_ms) VALUES ('a-x', 'p', "
+        f"'run.create', 'act-x', '{'b' * 64}', 'pending', 1, 'me', 'me', 4102444800001, "
+        "4102444800000, 4102444800000, 1)"
+    )
+    before = await _snapshot(edge)
+    message = await _refused(
+        edge,
+        "UPDATE approval_requests SET status = 'approved', version = 2, decided_by = 'you', "
+        "decided_principal = 'you' WHERE approval_request_id = 'a-x'",
+    )
+    assert message.startswith("qinglong:approval_expired")
+    assert await _snapshot(edge) == before
+
+
+@pytest.mark.parametrize("lifetime_ms", [0, 2_592_000_001, 9_000_000_000_000_000])
+async def test_a_request_lifetime_out_of_range_is_refused(
+    edge: stores.Harness, lifetime_ms: int
+) -> None:
+    await edge.raw(
+        "INSERT INTO action_plans (project_id, action_ref, action_type, plan_json, plan_digest, "
+        f"created_at_ms) VALUES ('p', 'act-y', 'run.create', '{{}}', '{'a' * 64}', 1)"
+    )
+    before = await _snapshot(edge)
+    message = await _refused(
+        edge,
+        "INSERT INTO approval_requests (approval_request_id, project_id, action_type, "
+        "action_ref, action_digest, status, version, requested_by, requested_principal, "
+        "expires_at_ms, created_at_ms, updated_at_ms, db_expires_at_ms) VALUES ('a-y', 'p', "
+        f"'run.create', 'act-y', '{'b' * 64}', 'pending', 1, 'me', 'me', {1000 + lifetime_ms}, "
+        "1000, 1000, 1000)",
+    )
+    assert message.startswith("approval_requests: a lifetime")
+    assert await _snapshot(edge) == before
+
+
+async def test_a_runs_identity_never_changes(edge: stores.Harness, clock: ManualClock) -> None:
+    (consumed,) = await submit_runs(edge.approver_store, clock, 1)
+    await edge.raw(
+        "INSERT INTO runs (run_id, project_id, task_id, task_revision, executor_type, priority, "
+        "status, trigger_type, execution_origin, execution_owner, request_id, idempotency_key, "
+        "accepted_at_ms, version, event_seq, created_at_ms, updated_at_ms) VALUES ('r-1', "
+        "'proj-1', 't', 1, 'shell', 0, 'queued', 'approved_action', 'system', 'runtime', "
+        f"'{consumed.approval_request_id}', '{consumed.dispatch_id}', 1, 1, 1, 1, 1)"
+    )
+    before = await _snapshot(edge)
+    message = await _refused(
+        edge, "UPDATE runs SET idempotency_key = 'k-other', version = 2 WHERE run_id = 'r-1'"
+    )
+    assert message == "runs: the identity of a Run never changes"
+    assert await _snapshot(edge) == before
