@@ -8,6 +8,7 @@ import os
 import re
 import secrets
 import socket
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -18,12 +19,12 @@ from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
+    InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
 
-from qinglong_dispatcher import resources
+from qinglong_dispatcher import bounded_files, resources
 from qinglong_dispatcher.domain import errors
 
 ENV_PREFIX = "QINGLONG_"
@@ -348,15 +349,20 @@ def _file_layer(path: Path, kind: str) -> dict[str, Any]:
         reason = "not a regular file" if path.exists() else os.strerror(errno.ENOENT)
         raise errors.ConfigurationError(f"{kind} {path}: cannot be read ({reason})")
     try:
-        source = TomlConfigSettingsSource(Settings, toml_file=path)
+        # Bounded: a regular file may still be huge, and the cap costs one read.
+        data = bounded_files.read_at_most(path, bounded_files.CONFIG_MAX_BYTES)
+        toml_data = tomllib.loads(data.decode("utf-8"))
+    except bounded_files.TooLarge as exc:
+        raise errors.ConfigurationError(f"{kind} {path}: cannot be read ({exc})") from None
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise errors.ConfigurationError(f"{kind} {path}: cannot be read ({reason})") from None
     except ValueError as exc:  # TOMLDecodeError, or bytes that are not UTF-8
         detail = " ".join(str(exc).split())
         raise errors.ConfigurationError(f"{kind} {path}: not valid TOML ({detail})") from None
+    source = InitSettingsSource(Settings, toml_data)  # what the TOML source does with it
     # Checked here, not by extra="forbid", so the message names the file and the key as written.
-    for key in source.toml_data:
+    for key in toml_data:
         if key not in Settings.model_fields:
             near = difflib.get_close_matches(key, Settings.model_fields, n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
