@@ -33,3 +33,18 @@ def read_at_most(path: Path, max_bytes: int) -> bytes:
     if len(data) > max_bytes:
         raise TooLarge(max_bytes)
     return data
+
+
+def read_one_line(path: Path, max_bytes: int) -> str:
+    """A file holding one line of UTF-8 text (a secret, such as a database URL with its
+    password), without its trailing newline; ValueError names what is wrong, never the text.
+
+    OSError and TooLarge propagate as from `read_at_most`.
+    """
+    text = read_at_most(path, max_bytes).decode("utf-8")  # UnicodeDecodeError is a ValueError
+    line = text.removesuffix("\n").removesuffix("\r")
+    if not line.strip():
+        raise ValueError("the file is empty")
+    if any(c in line for c in "\r\n\x00"):
+        raise ValueError("the file must hold one line")
+    return line

@@ -24,7 +24,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from qinglong_dispatcher import bounded_files, resources
+from qinglong_dispatcher import bounded_files, resources, url_file
 from qinglong_dispatcher.domain import errors
 
 ENV_PREFIX = "QINGLONG_"
@@ -417,6 +417,7 @@ def load_settings(
             raise errors.ConfigurationError(f"unknown setting {key!r}")
     if profile is not None:
         explicit["profile"] = profile
+    database_url = url_file.database_url(env, database_url)
     if database_url is not None:
         explicit["database_url"] = database_url
 
