@@ -8,6 +8,7 @@ import os
 import re
 import secrets
 import socket
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -18,12 +19,12 @@ from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
+    InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
 
-from qinglong_dispatcher import resources
+from qinglong_dispatcher import bounded_files, resources, url_file
 from qinglong_dispatcher.domain import errors
 
 ENV_PREFIX = "QINGLONG_"
@@ -35,6 +36,10 @@ LogLevel = Literal["debug", "info", "warning", "error"]
 
 _OWNER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _URL_FORMS = "sqlite:///relative.db, sqlite:////abs/path.db or postgresql://…"
+
+# Upper bounds of the durations: beyond them a value is a typo, and an unbounded one (1e308)
+# overflows the milliseconds stored and the timers armed with it (exit 70, not 78).
+_HOUR, _DAY, _YEAR, _CENTURY_DAYS = 3600, 86400, 366 * 86400, 36500
 
 
 def env_name(field: str) -> str:
@@ -100,25 +105,29 @@ class Settings(BaseSettings):
     # `profile` comes first: the owner id and sandbox defaults below read it.
     profile: Profile = Field("edge", description="edge or cluster")
     database_url: str = Field("sqlite:///var/qinglong.db", description="store URL")
-    cadence_seconds: float = Field(5.0, gt=0, description="dispatch tick interval")
+    cadence_seconds: float = Field(5.0, gt=0, le=_HOUR, description="dispatch tick interval")
     page_size: int = Field(16, ge=1, le=64, description="due page size")
-    max_pages_per_tick: int = Field(4, ge=1, description="page cap per tick")
-    concurrency: int = Field(1, ge=1, description="executes in flight")
-    lease_seconds: float = Field(30.0, gt=0, description="lease length")
+    max_pages_per_tick: int = Field(4, ge=1, le=10_000, description="page cap per tick")
+    concurrency: int = Field(1, ge=1, le=1024, description="executes in flight")
+    lease_seconds: float = Field(30.0, gt=0, le=_DAY, description="lease length")
     max_attempts: int = Field(5, ge=1, le=1000, description="claim budget")
-    reconcile_seconds: float = Field(60.0, gt=0, description="recovery pass interval")
-    shutdown_grace_seconds: float = Field(20.0, ge=0, description="drain time on SIGTERM")
+    reconcile_seconds: float = Field(60.0, gt=0, le=_DAY, description="recovery pass interval")
+    shutdown_grace_seconds: float = Field(20.0, ge=0, le=_HOUR, description="drain time on SIGTERM")
     metrics_host: str = Field("127.0.0.1", description="metrics + health listener host")
     metrics_port: int = Field(9464, ge=0, le=65535, description="metrics + health listener port")
     owner_id: str = Field(default_factory=_owner_id_factory, description="lease owner name")
     log_format: LogFormat = Field("json", description="json or console")
     log_level: LogLevel = Field("info", description="debug, info, warning or error")
     execute_timeout_seconds: float | None = Field(
-        None, gt=0, description="bound on one execute, below the lease (default lease / 2)"
+        None, gt=0, le=_DAY, description="bound on one execute, below the lease (default lease / 2)"
     )
-    retry_backoff_seconds: float = Field(1.0, gt=0, description="first pre-barrier retry wait")
-    sqlite_busy_timeout_seconds: float = Field(5.0, ge=0, description="SQLite busy timeout")
-    approval_ttl_seconds: float = Field(86400.0, gt=0, description="approval lifetime")
+    retry_backoff_seconds: float = Field(
+        1.0, gt=0, le=_HOUR, description="first pre-barrier retry wait"
+    )
+    sqlite_busy_timeout_seconds: float = Field(
+        5.0, ge=0, le=_HOUR, description="SQLite busy timeout"
+    )
+    approval_ttl_seconds: float = Field(86400.0, gt=0, le=_YEAR, description="approval lifetime")
     self_approval: bool = Field(
         True,
         description="SQLite: may the OS user approve its own requests (PostgreSQL decides by "
@@ -130,7 +139,7 @@ class Settings(BaseSettings):
         description="cluster: refuse to start, and fail readiness, unless the primary has a "
         "synchronous standby and synchronous_commit is on or remote_apply",
     )
-    max_clock_skew_seconds: float = Field(2.0, gt=0, description="skew guard bound")
+    max_clock_skew_seconds: float = Field(2.0, gt=0, le=_HOUR, description="skew guard bound")
     tool_sandbox_dir: Path | None = Field(
         default_factory=_tool_sandbox_factory, description="root for builtin.file.write"
     )
@@ -142,11 +151,15 @@ class Settings(BaseSettings):
     retention_days: float = Field(
         14.0,
         ge=0,
+        le=_CENTURY_DAYS,
         description="edge: the daemon prunes finished dispatch trees older than this on the "
         "reconcile cadence (0: never); the cluster's prune CronJob does it there",
     )
     audit_retention_days: float = Field(
-        365.0, gt=0, description="security audit records are pruned older than this"
+        365.0,
+        gt=0,
+        le=_CENTURY_DAYS,
+        description="security audit records are pruned older than this",
     )
 
     @classmethod
@@ -271,17 +284,19 @@ def _show(value: object) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def _bounds(field: FieldInfo) -> str:
-    """Describe a numeric field's range: `must be between 1 and 64`, `must be greater than 0`."""
+def _bounds(field: FieldInfo, kind: str) -> str:
+    """Describe a numeric field's range: `must be between 1 and 64`, else the side `kind`
+    broke (`must be greater than 0`, `must be at most 3600`)."""
     limits: dict[str, object] = {}
     for item in field.metadata:
         for attr in ("gt", "ge", "lt", "le"):
-            if hasattr(item, attr):
+            if getattr(item, attr, None) is not None:
                 limits[attr] = getattr(item, attr)
     if limits.keys() == {"ge", "le"}:
         return f"must be between {limits['ge']} and {limits['le']}"
+    side = ("gt", "ge") if kind.startswith("greater") else ("lt", "le")
     words = {"gt": "greater than", "ge": "at least", "lt": "less than", "le": "at most"}
-    return "must be " + " and ".join(f"{words[k]} {v}" for k, v in limits.items())
+    return "must be " + " and ".join(f"{words[k]} {v}" for k, v in limits.items() if k in side)
 
 
 def _describe(error: ErrorDetails) -> str:
@@ -306,7 +321,7 @@ def _describe(error: ErrorDetails) -> str:
     elif field is None:
         pass
     elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-        reason = _bounds(field) + plain
+        reason = _bounds(field, kind) + plain
     elif kind == "literal_error":
         choices = [str(c) for c in get_args(field.annotation)]
         listed = " or ".join(choices) if len(choices) == 2 else "one of " + ", ".join(choices)
@@ -348,15 +363,20 @@ def _file_layer(path: Path, kind: str) -> dict[str, Any]:
         reason = "not a regular file" if path.exists() else os.strerror(errno.ENOENT)
         raise errors.ConfigurationError(f"{kind} {path}: cannot be read ({reason})")
     try:
-        source = TomlConfigSettingsSource(Settings, toml_file=path)
+        # Bounded: a regular file may still be huge, and the cap costs one read.
+        data = bounded_files.read_at_most(path, bounded_files.CONFIG_MAX_BYTES)
+        toml_data = tomllib.loads(data.decode("utf-8"))
+    except bounded_files.TooLarge as exc:
+        raise errors.ConfigurationError(f"{kind} {path}: cannot be read ({exc})") from None
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise errors.ConfigurationError(f"{kind} {path}: cannot be read ({reason})") from None
     except ValueError as exc:  # TOMLDecodeError, or bytes that are not UTF-8
         detail = " ".join(str(exc).split())
         raise errors.ConfigurationError(f"{kind} {path}: not valid TOML ({detail})") from None
+    source = InitSettingsSource(Settings, toml_data)  # what the TOML source does with it
     # Checked here, not by extra="forbid", so the message names the file and the key as written.
-    for key in source.toml_data:
+    for key in toml_data:
         if key not in Settings.model_fields:
             near = difflib.get_close_matches(key, Settings.model_fields, n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
@@ -397,6 +417,7 @@ def load_settings(
             raise errors.ConfigurationError(f"unknown setting {key!r}")
     if profile is not None:
         explicit["profile"] = profile
+    database_url = url_file.database_url(env, database_url)
     if database_url is not None:
         explicit["database_url"] = database_url
 

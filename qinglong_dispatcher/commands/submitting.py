@@ -7,7 +7,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from qinglong_dispatcher import api, bootstrap, clock, ports
+from qinglong_dispatcher import api, bootstrap, bounded_files, clock, ports
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.domain import canonical, errors, ids, plans
 from qinglong_dispatcher.domain.tools import registry as tool_registry
@@ -35,14 +35,36 @@ def _as_steps(exc: errors.ApprovalError) -> errors.ApprovalError:
     return exc
 
 
-def _read_jsonl(path: Path) -> list[plans.ActionPlan]:
+def _read_file(path: Path, max_bytes: int) -> bytes:
+    """A file argument, bounded; every fault is one InvalidInput line naming the file."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
+        return bounded_files.read_at_most(path, max_bytes)
+    except bounded_files.TooLarge as exc:
+        raise errors.InvalidInput(f"{path}: {exc}") from None
+    except OSError as exc:
         raise errors.InvalidInput(f"{path}: cannot be read ({exc.__class__.__name__})") from None
+
+
+def _jsonl_lines(data: bytes) -> list[str]:
+    """The lines of a JSONL file, split on `\n` only.
+
+    `str.splitlines` also splits on \v, \f, \x1c-\x1e, \x85 and U+2028/U+2029, which may
+    sit inside a JSON string: the line would be cut in two and numbered wrongly. One `\r`
+    before the `\n` is dropped, so a file saved with CRLF line ends reads the same.
+    """
+    lines = data.decode("utf-8").split("\n")
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _read_jsonl(path: Path) -> list[plans.ActionPlan]:
+    raw = _read_file(path, bounded_files.JSONL_MAX_BYTES)
+    try:
+        lines = _jsonl_lines(raw)
+    except UnicodeDecodeError:
+        raise errors.InvalidInput(f"{path}: cannot be read (not UTF-8)") from None
     result: list[plans.ActionPlan] = []
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
+        if not line.strip(" \t"):  # JSON's own whitespace only: a lone \v is not blank
             continue
         try:
             data = canonical.loads(line)
@@ -131,14 +153,11 @@ async def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
 
 def _read_content(path: Path) -> str:
     try:
-        with path.open("rb") as handle:
-            data = handle.read(tool_registry.MAX_CONTENT_BYTES + 1)
+        data = bounded_files.read_at_most(path, tool_registry.MAX_CONTENT_BYTES)
+    except bounded_files.TooLarge as exc:
+        raise errors.InvalidInput(f"{path}: content is {exc}") from None
     except OSError as exc:
         raise errors.InvalidInput(f"{path}: cannot be read ({exc.__class__.__name__})") from None
-    if len(data) > tool_registry.MAX_CONTENT_BYTES:
-        raise errors.InvalidInput(
-            f"{path}: content is larger than {tool_registry.MAX_CONTENT_BYTES} bytes"
-        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -204,12 +223,8 @@ async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
     try:
         the_api = bootstrap.build_api(settings, store, clock.SystemClock())
         if args.approval_command == "create":
-            try:
-                data = args.plan.read_bytes()
-            except OSError as exc:
-                raise errors.InvalidInput(
-                    f"{args.plan}: cannot be read ({exc.__class__.__name__})"
-                ) from None
+            # The plan cap itself: canonical.loads refuses a larger input anyway.
+            data = _read_file(args.plan, canonical.PLAN_MAX_BYTES)
             if args.action == TOOL_INVOKE:
                 # A bad plan is still named as such; a good one needs its StepRun created with
                 # the approval, in one transaction, which only `submit tool-invoke` does.

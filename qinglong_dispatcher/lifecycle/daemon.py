@@ -62,6 +62,7 @@ class Daemon:
         self._stop = anyio.Event()
         self._dispatch_done = anyio.Event()
         self._waker = wakeup.Waker()
+        self._found_work = False  # the last tick observed something due (the wake budget)
         self._ready = False
         self._status = ""
         self._unsafe = ""
@@ -113,6 +114,8 @@ class Daemon:
             waker = self._waker if self._p.wakeup is not None else None
             while await schedule.wait(self._stop, waker):
                 ok = await self.tick()
+                if self._found_work:
+                    schedule.found_work()
                 self._after_tick(ok)
         finally:
             self._dispatch_done.set()
@@ -133,6 +136,7 @@ class Daemon:
         p = self._p
         started = time.monotonic()
         self.ticks += 1
+        self._found_work = False
         try:
             if not await self._skew_allows():
                 p.metrics.record_tick(ok=False)
@@ -140,6 +144,7 @@ class Daemon:
             for _ in range(p.settings.max_pages_per_tick):
                 batch_start = time.monotonic()
                 report = await p.dispatcher.dispatch_batch()
+                self._found_work = self._found_work or report.observed > 0
                 p.metrics.observe_batch(
                     time.monotonic() - batch_start,
                     claims=dict(report.claims),

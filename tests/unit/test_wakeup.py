@@ -146,3 +146,39 @@ async def test_signals_wake_count_and_track_the_listener() -> None:
     samples = _samples(the_metrics)
     assert samples["qinglong_dispatcher_wakeup_listener_up"] == 1
     assert samples["qinglong_dispatcher_wakeup_listener_reconnects_total"] == 1
+
+
+async def _woken_ticks_before_a_hold(found_work: bool) -> int:
+    """Wake and wait until a wait is held back; how many woken ticks ran (at most 5)."""
+    clock, stop, waker = StillTime(), anyio.Event(), wakeup.Waker()
+    schedule = cadence.Cadence(
+        HOUR, jitter=0.0, clock=clock, wake_gap_s=0.0, wake_burst=2, wake_refill_s=HOUR
+    )
+    ticks = 0
+    with anyio.fail_after(10):
+        assert await schedule.wait(stop, waker)  # the first tick is due at once
+        for _ in range(5):
+            returned: list[bool] = []
+
+            async def wait(into: list[bool] = returned) -> None:
+                into.append(await schedule.wait(stop, waker))
+
+            waker.wake()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait)
+                await anyio.wait_all_tasks_blocked()
+                if not returned:  # held for a token an hour away
+                    tg.cancel_scope.cancel()
+                    return ticks
+            ticks += 1
+            if found_work:
+                schedule.found_work()
+    return ticks
+
+
+async def test_a_flood_of_idle_wakes_is_held_once_the_burst_is_spent() -> None:
+    assert await _woken_ticks_before_a_hold(found_work=False) == 2
+
+
+async def test_a_woken_tick_that_found_work_costs_nothing_from_the_burst() -> None:
+    assert await _woken_ticks_before_a_hold(found_work=True) == 5

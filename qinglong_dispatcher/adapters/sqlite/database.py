@@ -17,6 +17,7 @@ import anyio
 import anyio.to_thread
 
 from qinglong_dispatcher.adapters.sql import query
+from qinglong_dispatcher.adapters.sqlite import files
 from qinglong_dispatcher.adapters.sqlite.queries import Q
 from qinglong_dispatcher.domain import errors
 
@@ -39,10 +40,10 @@ def connect(path: Path, *, busy_timeout_s: float, create: bool = True) -> sqlite
     """
     if create:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            files.create_private(path)
         except OSError as exc:
             raise errors.StoreUnavailable(
-                f"SQLite folder {path.parent} cannot be created ({exc.strerror})"
+                f"SQLite file {path} cannot be created ({exc.strerror})"
             ) from exc
     elif not path.is_file():
         raise errors.StoreUnavailable(f"SQLite file {path} does not exist (run migrate first)")

@@ -1,0 +1,92 @@
+"""Every setting, out of range or garbage, from the environment or a config file: one line
+naming the setting and exit 78 (never 70: a value that overflows later is refused at load)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from qinglong_dispatcher.settings import Settings, env_name
+from tests.support.cli import error_lines, run_cli
+
+# One bad value per field, chosen where it used to slip through the load: huge durations
+# overflowed the milliseconds and timers (exit 70), so the durations get 1e308 or 1e20.
+BAD: dict[str, str] = {
+    "profile": "mars",
+    "database_url": "mysql://db/x",
+    "cadence_seconds": "nan",
+    "page_size": "65",
+    "max_pages_per_tick": "9" * 30,
+    "concurrency": "-1",
+    "lease_seconds": "1e308",
+    "max_attempts": "1001",
+    "reconcile_seconds": "-inf",
+    "shutdown_grace_seconds": "inf",
+    "metrics_host": "no such host",
+    "metrics_port": "65536",
+    "owner_id": "has space",
+    "log_format": "xml",
+    "log_level": "loud",
+    "execute_timeout_seconds": "1e20",
+    "retry_backoff_seconds": "1e308",
+    "sqlite_busy_timeout_seconds": "1e308",
+    "approval_ttl_seconds": "1e20",
+    "self_approval": "maybe",
+    "allow_async_commit": "maybe",
+    "require_sync_standby": "maybe",
+    "max_clock_skew_seconds": "0",
+    "tool_sandbox_dir": "",  # no bad text exists; the config file gives it a number below
+    "wakeup_on_submit": "maybe",
+    "retention_days": "1e308",
+    "audit_retention_days": "12 months",
+}
+TOML_ONLY = {"tool_sandbox_dir": "7"}
+"""A raw TOML value where a string cannot be wrong."""
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("settings")
+    assert run_cli("migrate", cwd=path).returncode == 0
+    return path
+
+
+def test_the_table_covers_every_setting() -> None:
+    assert set(BAD) == set(Settings.model_fields)
+
+
+def _command(field: str) -> tuple[str, ...]:
+    # The listener's host is only resolved by the daemon; everything else fails at load.
+    return ("run",) if field == "metrics_host" else ("health",)
+
+
+def _assert_refused(result_stderr: str, code: int, field: str) -> None:
+    assert code == 78, (code, result_stderr)
+    lines = error_lines(result_stderr)  # the daemon logs JSON events before it fails
+    assert len(lines) == 1, result_stderr
+    assert "Traceback" not in result_stderr
+    named = "QINGLONG_METRICS_PORT" if field == "metrics_host" else env_name(field)
+    assert named in lines[0]
+
+
+@pytest.mark.parametrize("field", [f for f in BAD if BAD[f]])
+def test_a_bad_environment_value_is_one_line_naming_it_and_exit_78(
+    workdir: Path, field: str
+) -> None:
+    env = {"QINGLONG_METRICS_PORT": "0", env_name(field): BAD[field]}
+    result = run_cli(*_command(field), cwd=workdir, env=env, timeout=30)
+    _assert_refused(result.stderr, result.returncode, field)
+
+
+@pytest.mark.parametrize("field", list(BAD))
+def test_a_bad_config_file_value_is_one_line_naming_it_and_exit_78(
+    workdir: Path, field: str
+) -> None:
+    config = workdir / f"{field}.toml"
+    literal = TOML_ONLY.get(field) or json.dumps(BAD[field])  # a JSON string is a TOML one
+    port = "" if field == "metrics_port" else "metrics_port = 0\n"  # a free port, never 9464
+    config.write_text(f"{port}{field} = {literal}\n", encoding="utf-8")
+    result = run_cli("--config", str(config), *_command(field), cwd=workdir, timeout=30)
+    _assert_refused(result.stderr, result.returncode, field)
