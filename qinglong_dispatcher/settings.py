@@ -127,7 +127,10 @@ class Settings(BaseSettings):
     sqlite_busy_timeout_seconds: float = Field(
         5.0, ge=0, le=_HOUR, description="SQLite busy timeout"
     )
-    approval_ttl_seconds: float = Field(86400.0, gt=0, le=_YEAR, description="approval lifetime")
+    # The database refuses a lifetime beyond 30 days (migration 0011): say so at startup.
+    approval_ttl_seconds: float = Field(
+        86400.0, gt=0, le=30 * 86400, description="approval lifetime"
+    )
     self_approval: bool = Field(
         True,
         description="SQLite: may the OS user approve its own requests (PostgreSQL decides by "

@@ -48,13 +48,13 @@ async def test_migrate_applies_everything_once_and_then_is_a_no_op(empty: str) -
 
 
 async def test_a_database_owner_with_createrole_can_migrate_without_superuser(empty: str) -> None:
-    owner = "qinglong_test_owner"
+    owner = stores.session_login("owner")
     conn = await asyncpg.connect(stores.admin_dsn())
     try:
         await conn.execute(
             "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = "
             f"'{owner}') THEN BEGIN CREATE ROLE {owner} LOGIN CREATEROLE PASSWORD "
-            "'qinglong-test-only'; EXCEPTION WHEN duplicate_object OR unique_violation THEN "
+            f"'{stores.LOGIN_PASSWORD}'; EXCEPTION WHEN duplicate_object OR unique_violation THEN "
             "NULL; END; END IF; END $$"
         )
         await conn.execute(f"ALTER DATABASE {empty} OWNER TO {owner}")

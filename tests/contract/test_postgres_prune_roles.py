@@ -27,7 +27,7 @@ TREE_TABLES = (
     "recovery_observations",
     "security_audit_events",
 )
-INTRUDER_LOGIN = "qinglong_test_prune_intruder"
+INTRUDER_LOGIN = stores.session_login("intruder")
 """A login granted DELETE directly, but not a member of qinglong_pruner."""
 
 
@@ -47,7 +47,7 @@ async def database(clock: ManualClock) -> AsyncIterator[str]:
 
 @pytest.mark.parametrize("login", ["runtime", "operator", "approver"])
 async def test_only_the_pruner_is_granted_delete(database: str, login: str) -> None:
-    url = stores.pg_url(database, login=f"qinglong_test_{login}")
+    url = stores.pg_url(database, login=stores.session_login(login))
     for table in (*TREE_TABLES, "prune_permits", "audit_prune_permits"):
         with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
             await stores.as_login(url, f"DELETE FROM qinglong.{table}")
@@ -73,7 +73,7 @@ async def test_a_permit_admits_the_pruner_and_no_one_else(database: str) -> None
         database,
         f"""DO $login$ BEGIN
             IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{INTRUDER_LOGIN}') THEN
-                CREATE ROLE {INTRUDER_LOGIN} LOGIN PASSWORD 'qinglong-test-only';
+                CREATE ROLE {INTRUDER_LOGIN} LOGIN PASSWORD '{stores.LOGIN_PASSWORD}';
             END IF;
         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
         END $login$""",

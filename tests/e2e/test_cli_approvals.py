@@ -188,7 +188,7 @@ async def test_cluster_submit_is_refused_for_logins_that_may_not_self_approve(
         line = _one_line_refusal(result)
         assert text in line
         _points_at_the_steps(line)
-        assert "qinglong-test-only" not in line  # never the password
+        assert stores.LOGIN_PASSWORD not in line  # never the password
     assert await _cluster_counts(database) == {"plans": 0, "approvals": 0, "audit": 0}
 
     # The steps, as the README shows them: runtime creates, an approver approves, runtime

@@ -126,7 +126,7 @@ async def test_an_unreachable_postgresql_is_exit_69_in_one_line(tmp_path: Path) 
     code, stderr = await anyio.to_thread.run_sync(_refused, url, tmp_path)
     assert code == 69, stderr
     line = _one_line(stderr)
-    assert "qinglong-test-only" not in line  # never the password
+    assert stores.LOGIN_PASSWORD not in line  # never the password
 
 
 async def test_an_unmigrated_database_is_exit_1_in_one_line(tmp_path: Path) -> None:
@@ -171,4 +171,4 @@ async def test_a_store_outage_keeps_the_logs_json_and_names_the_error(
     for event in failed:
         assert event["error"] in ("StoreUnavailable", "StoreBusy", "StoreError"), event
         assert event["message"], event
-        assert "qinglong-test-only" not in event["message"]  # never the password
+        assert stores.LOGIN_PASSWORD not in event["message"]  # never the password

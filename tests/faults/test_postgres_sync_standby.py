@@ -54,7 +54,7 @@ async def test_a_single_server_is_refused_in_one_line(tmp_path: Path) -> None:
         line = await anyio.to_thread.run_sync(_refused, stores.runtime_url(database), tmp_path)
         assert SETTING in line
         assert "pg_read_all_stats" in line
-        assert "qinglong-test-only" not in line  # never the password
+        assert stores.LOGIN_PASSWORD not in line  # never the password
 
 
 def _readiness(port: int) -> tuple[bool, str]:

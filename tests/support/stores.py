@@ -10,6 +10,7 @@ import dataclasses
 import itertools
 import os
 import re
+import secrets
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -86,15 +87,30 @@ async def _sqlite(tmp_path_factory: pytest.TempPathFactory) -> tuple[Harness, li
 
 PG_DSN_ENV = "QINGLONG_TEST_PG_DSN"
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
-RUNTIME_LOGIN = "qinglong_test_runtime"
-OPERATOR_LOGIN = "qinglong_test_operator"
-APPROVER_LOGIN = "qinglong_test_approver"
+_SESSION_TAG = f"{os.getpid()}_{secrets.token_hex(3)}"
+"""Roles are server-wide: this session's logins carry its pid (a crashed session's are
+dropped by the next one) and a random part, and are dropped when the session ends."""
+LOGIN_PASSWORD = secrets.token_hex(16)
+"""Every test login's password: random per session, never written anywhere."""
+_OUR_ROLE = re.compile(r"^qlt_(\d+)_[0-9a-f]{6}_[a-z_]+$")
+_SESSION_LOGINS: set[str] = set()
+
+
+def session_login(purpose: str) -> str:
+    """A login name of this session (dropped at its end, pass or fail)."""
+    name = f"qlt_{_SESSION_TAG}_{purpose}"
+    _SESSION_LOGINS.add(name)
+    return name
+
+
+RUNTIME_LOGIN = session_login("runtime")
+OPERATOR_LOGIN = session_login("operator")
+APPROVER_LOGIN = session_login("approver")
 """In `qinglong_approver` and `qinglong_self_approver`: may approve its own requests."""
-STRICT_APPROVER_LOGIN = "qinglong_test_strict_approver"
+STRICT_APPROVER_LOGIN = session_login("strict_approver")
 """In `qinglong_approver` only: separation of duties applies to it."""
-PRUNER_LOGIN = "qinglong_test_pruner"
+PRUNER_LOGIN = session_login("pruner")
 """In `qinglong_pruner` only: the one login that may delete (finished trees)."""
-_LOGIN_PASSWORD = "qinglong-test-only"
 _OURS = re.compile(r"^qinglong_(?:tpl|t)_(\d+)(?:_\d+)?$")
 
 
@@ -109,7 +125,7 @@ def pg_url(database: str, *, login: str | None = None) -> str:
     netloc = parts.netloc
     if login is not None:
         host = netloc.rpartition("@")[2]
-        netloc = f"{login}:{_LOGIN_PASSWORD}@{host}"
+        netloc = f"{login}:{LOGIN_PASSWORD}@{host}"
     return parse.urlunsplit(parts._replace(netloc=netloc, path=f"/{database}"))
 
 
@@ -175,6 +191,35 @@ async def _drop_stale(conn: Any) -> None:
             await conn.execute(f'DROP DATABASE IF EXISTS "{row["datname"]}" WITH (FORCE)')
 
 
+async def _drop_stale_logins(conn: Any) -> None:
+    """Drop the logins of test sessions that died, and the fixed-name logins (with a password
+    once written in the repository) that earlier releases of these tests left behind."""
+    for row in await conn.fetch(
+        "SELECT rolname FROM pg_roles WHERE rolname LIKE 'qlt\\_%' "
+        "OR rolname LIKE 'qinglong\\_test\\_%'"
+    ):
+        name = row["rolname"]
+        match = _OUR_ROLE.match(name)
+        if match and (int(match.group(1)) == os.getpid() or _alive(int(match.group(1)))):
+            continue
+        with contextlib.suppress(asyncpg.PostgresError):
+            await conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+def _drop_logins_at_exit() -> None:
+    async def drop() -> None:
+        conn = await _admin_connect()
+        try:
+            for name in sorted(_SESSION_LOGINS):
+                with contextlib.suppress(asyncpg.PostgresError):
+                    await conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+        finally:
+            await conn.close()
+
+    with contextlib.suppress(Exception):
+        asyncio.run(drop())
+
+
 def _login_sql(login: str, member_of: str) -> str:
     # Roles are cluster-wide and another test session may create them at the same moment.
     return f"""
@@ -182,7 +227,7 @@ DO $login$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{login}') THEN
         BEGIN
-            CREATE ROLE {login} LOGIN PASSWORD '{_LOGIN_PASSWORD}';
+            CREATE ROLE {login} LOGIN PASSWORD '{LOGIN_PASSWORD}';
         EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
         END;
     END IF;
@@ -202,9 +247,12 @@ async def _set_up_session() -> str:
     conn = await _admin_connect()
     try:
         await _drop_stale(conn)
+        await _drop_stale_logins(conn)
         template = f"qinglong_tpl_{os.getpid()}"
         await conn.execute(f"DROP DATABASE IF EXISTS {template} WITH (FORCE)")
         await conn.execute(f"CREATE DATABASE {template}")
+        # atexit runs last-in first-out: the databases go first, then the logins.
+        atexit.register(_drop_logins_at_exit)
         atexit.register(_drop_at_exit, template)
         store = await postgres_store.PostgresStore.open(pg_url(template), max_size=1)
         try:
