@@ -419,6 +419,11 @@ class Store(
         """Why the connected role could change the schema (empty: it cannot; `run` warns)."""
         ...
 
+    async def public_privileges(self) -> tuple[str, ...]:
+        """What every login may do to the database that no role of ours needs (`TEMP`,
+        `CREATE`): a temporary object is the first step of a known attack; `migrate` warns."""
+        ...
+
     @property
     def commits(self) -> int:
         """Write transactions committed through this store (the benchmark counts them)."""

@@ -28,6 +28,14 @@ async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
             _migrated(args, current=True, applied=[])
             return common.EXIT_OK
         applied = await store.migrate(now_ms=clock.SystemClock().now_ms())
+        if granted := await store.public_privileges():
+            # Not a refusal: the schema holds without it (docs/security.md), but every login
+            # can create the temporary objects a known attack on definer functions starts with.
+            print(
+                f"{common.PROG}: warning: every login holds {' and '.join(granted)} on this "
+                f"database; revoke them: REVOKE {', '.join(granted)} ON DATABASE <db> FROM PUBLIC",
+                file=sys.stderr,
+            )
         _migrated(args, current=True, applied=applied)
         return common.EXIT_OK
     finally:

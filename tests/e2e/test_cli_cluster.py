@@ -274,3 +274,19 @@ def test_connection_errors_name_the_server_and_its_reason_never_the_password(
     assert len(closed.stderr.strip().splitlines()) == 1
     assert "PostgreSQL at 127.0.0.1:1/db cannot be used: Connect call failed" in closed.stderr
     assert "s3cret-pw" not in closed.stderr + closed.stdout
+
+
+async def test_migrate_warns_while_every_login_may_create_temporary_objects(
+    database: str, tmp_path: Path
+) -> None:
+    admin = stores.pg_url(database)
+    # A new database grants TEMP to PUBLIC: the first step of the temporary-domain attack.
+    warned = run_cli(*_cluster(admin, "migrate"), cwd=tmp_path)
+    assert warned.returncode == 0, warned.stderr
+    lines = [line for line in warned.stderr.splitlines() if "warning:" in line]
+    assert len(lines) == 1
+    assert "REVOKE TEMP ON DATABASE <db> FROM PUBLIC" in lines[0]
+    await stores.raw(database, f"REVOKE TEMP, CREATE ON DATABASE {database} FROM PUBLIC")
+    quiet = run_cli(*_cluster(admin, "migrate"), cwd=tmp_path)
+    assert (quiet.returncode, quiet.stdout.strip()) == (0, "schema is current")
+    assert "warning:" not in quiet.stderr

@@ -21,6 +21,13 @@ from qinglong_dispatcher.tools import ports as tool_ports
 ASYNC_COMMIT_LEVELS = frozenset({"off", "local"})
 """`synchronous_commit` values that can lose an acknowledged commit (a start barrier)."""
 
+_PUBLIC_PRIVILEGES = """
+SELECT pg_catalog.has_database_privilege('public', pg_catalog.current_database(), 'TEMP')
+           AS temp,
+       pg_catalog.has_database_privilege('public', pg_catalog.current_database(), 'CREATE')
+           AS create
+"""
+
 _DDL_CAPABILITIES = f"""
 SELECT r.rolsuper AS superuser,
        CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '{migrations.MIGRATOR}')
@@ -151,6 +158,15 @@ class PostgresStore(sql_store.SqlStore):
                 "database_create": "CREATE on the database",
             }
             return tuple(text for column, text in reasons.items() if row[column])
+
+        return await self.db.read(read)
+
+    async def public_privileges(self) -> tuple[str, ...]:
+        """See `ports.Store.public_privileges`."""
+
+        async def read(conn: db.Connection) -> tuple[str, ...]:
+            row = await conn.fetchrow(_PUBLIC_PRIVILEGES)
+            return tuple(p for p in ("TEMP", "CREATE") if row is not None and row[p.lower()])
 
         return await self.db.read(read)
 

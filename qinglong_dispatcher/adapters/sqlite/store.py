@@ -103,6 +103,10 @@ class SqliteStore(sql_store.SqlStore):
         """None to report: on an edge device file permissions are the only authority."""
         return ()
 
+    async def public_privileges(self) -> tuple[str, ...]:
+        """None: a SQLite file has no logins."""
+        return ()
+
     @property
     def commits(self) -> int:
         """Write transactions committed through the connection."""
