@@ -44,10 +44,11 @@ _SUBMIT = (
     """INSERT INTO approval_requests (
            approval_request_id, project_id, action_type, action_ref, action_digest, status,
            version, requested_by, decided_by, requested_principal, expires_at_ms,
-           created_at_ms, updated_at_ms)
+           created_at_ms, updated_at_ms, db_expires_at_ms)
        SELECT 'a-' || action_ref, project_id, action_type, action_ref,
               lower(hex(randomblob(32))), 'pending', 1, 'tester', NULL, 'tester',
-              :now + 86400000, :now, :now
+              :now + 86400000, :now, :now,
+              CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + 86400000
        FROM action_plans WHERE created_at_ms = :now
          AND NOT EXISTS (SELECT 1 FROM approval_requests AS r
                          WHERE r.project_id = action_plans.project_id
@@ -75,8 +76,9 @@ _SUBMIT = (
          AND dispatch_id LIKE 'd-a-ref-%'""",
 )
 
-# Every pending dispatch claimed, started and succeeded, one set-based statement per step, and
-# its three ledger lines: the rows and triggers of the real claim, start barrier and completion.
+# Every pending dispatch claimed, started and succeeded, one set-based statement per step (the
+# triggers write its three ledger lines): the rows and triggers of the real claim, start
+# barrier and completion.
 _SETTLE = (
     """UPDATE approved_action_dispatch_executions
        SET status = 'leased', version = 1, attempt = 1, eligible_at_ms = :lease,
@@ -92,16 +94,6 @@ _SETTLE = (
            result_mutation_id = 'complete-' || dispatch_id, completed_at_ms = :now,
            updated_at_ms = :now
        WHERE status = 'executing' AND lease_owner = 'bulk'""",
-    """INSERT INTO execution_events (dispatch_id, version, from_status, to_status, attempt,
-           lease_owner, lease_token, mutation_id, result_code, committed_at_ms)
-       SELECT dispatch_id, v.version, v.from_status, v.to_status, 1, lease_owner, lease_token,
-              CASE v.version WHEN 3 THEN result_mutation_id END,
-              CASE v.version WHEN 3 THEN result_code END, :now
-       FROM approved_action_dispatch_executions,
-            (SELECT 1 AS version, 'pending' AS from_status, 'leased' AS to_status
-             UNION ALL SELECT 2, 'leased', 'executing'
-             UNION ALL SELECT 3, 'executing', 'succeeded') AS v
-       WHERE updated_at_ms = :now AND status = 'succeeded'""",
 )
 
 
