@@ -23,6 +23,9 @@ DISPATCH_GUARD = "approved_action_dispatches_insert_guard"
 EXECUTION_GUARD = "approved_action_dispatch_executions_insert_state"
 """The trigger of migration 0006 that admits an execution only as pending@v0."""
 
+LEDGER_ON_INSERT = "approved_action_dispatch_executions_ledger_insert"
+"""The trigger of migration 0011 that writes a new execution's first ledger line (pending)."""
+
 
 SCRATCH_PREFIX = "qinglong-bench-"
 SCRATCH_FILE = "bench.db"
@@ -101,15 +104,16 @@ async def seed_terminal_rows(store: sqlite_store.SqliteStore, rows: int, now_ms:
 
     def body(c: sqlite3.Connection) -> None:
         # Like PostgreSQL's replica mode: bench-only dispatches have no consumed approval and
-        # their executions are born terminal, so the dispatch guard (migration 0005) and the
-        # execution insert check (0006) step aside inside this one transaction only.
+        # their executions are born terminal, so the dispatch guard (migration 0005), the
+        # execution insert check (0006) and its first ledger line (0011) step aside inside
+        # this one transaction only.
         guards = [
             c.execute(
                 "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", (name,)
             ).fetchone()[0]
-            for name in (DISPATCH_GUARD, EXECUTION_GUARD)
+            for name in (DISPATCH_GUARD, EXECUTION_GUARD, LEDGER_ON_INSERT)
         ]
-        for name in (DISPATCH_GUARD, EXECUTION_GUARD):
+        for name in (DISPATCH_GUARD, EXECUTION_GUARD, LEDGER_ON_INSERT):
             c.execute(f"DROP TRIGGER {name}")
         c.execute(B["seed_terminal_dispatches"], {"rows": rows, "now_ms": now_ms})
         c.execute(B["seed_terminal_executions"], {"now_ms": now_ms})
