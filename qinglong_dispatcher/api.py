@@ -201,7 +201,8 @@ async def cancel_dispatch(
         if exc.rule != "operator":
             raise
         raise errors.CancelRefused(
-            f"dispatch {dispatch_id} was not cancelled: cancelling needs a qinglong_operator login"
+            f"dispatch {dispatch_id} was not cancelled: cancelling needs an operator login "
+            "(a member of the installation's _operator role)"
         ) from exc
     if done.outcome is records.Outcome.NOT_FOUND:
         raise errors.DispatchNotFound(f"dispatch {dispatch_id} not found")

@@ -42,7 +42,21 @@ async def open_store(settings: Settings, *, create: bool = True) -> ports.Store:
         allow_async_commit=settings.allow_async_commit,
         require_sync_standby=settings.require_sync_standby,
         max_size=settings.concurrency + 4,
+        installation=settings.installation,
     )
+
+
+async def move_installation(settings: Settings, to: str) -> tuple[str, list[str]]:
+    """`migrate --move-to`: the database's roles become installation `to`'s (PostgreSQL)."""
+    if settings.dialect != "postgres":
+        raise errors.ConfigurationError("--move-to: SQLite has no roles (PostgreSQL only)")
+    from qinglong_dispatcher.adapters.postgres import store as postgres_store
+
+    store = await postgres_store.PostgresStore.open(settings.database_url, max_size=1)
+    try:
+        return await store.move_installation(to)
+    finally:
+        await store.close()
 
 
 @contextlib.contextmanager

@@ -116,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("migrate", "apply pending migrations (or verify with --check)")
     p.add_argument("--check", action="store_true", help="only verify; exit 1 if pending/tampered")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    p.add_argument(
+        "--move-to",
+        metavar="INSTALLATION",
+        help="cluster: give this migrated database the roles of installation INSTALLATION "
+        "(<INSTALLATION>_runtime, …) instead of the ones it shares (docs/security.md)",
+    )
     p.set_defaults(handler=admin.cmd_migrate)
 
     p = command("run", "run the dispatcher daemon until SIGTERM/SIGINT")

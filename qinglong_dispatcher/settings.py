@@ -134,7 +134,13 @@ class Settings(BaseSettings):
     self_approval: bool = Field(
         True,
         description="SQLite: may the OS user approve its own requests (PostgreSQL decides by "
-        "the qinglong_self_approver role)",
+        "the installation's self_approver role)",
+    )
+    installation: str | None = Field(
+        None,
+        pattern=r"^[a-z][a-z0-9_]{0,47}$",
+        description="cluster: the installation a new database is migrated for, naming its "
+        "roles <installation>_runtime, … (default: the database's name)",
     )
     allow_async_commit: bool = Field(False, description="accept synchronous_commit off/local")
     require_sync_standby: bool = Field(
@@ -216,7 +222,7 @@ class Settings(BaseSettings):
             # Refused rather than ignored: on PostgreSQL the database alone decides.
             raise ValueError(
                 f"{env_name('self_approval')}: applies to the edge profile only; on PostgreSQL "
-                "self-approval is the qinglong_self_approver role (revoke it instead)"
+                "self-approval is the installation's _self_approver role (revoke it instead)"
             )
         if self.profile == "edge" and self.require_sync_standby:
             raise ValueError(
@@ -236,7 +242,8 @@ class Settings(BaseSettings):
         if self.profile == "cluster" and self.retention_days > 0:
             raise ValueError(
                 f"{env_name('retention_days')}: applies to the edge profile only (the runtime "
-                "login may not delete: run the prune CronJob as a qinglong_pruner login)"
+                "login may not delete: run the prune CronJob as a member of the installation's "
+                "_pruner role)"
             )
         if self.audit_retention_days < self.retention_days:
             raise ValueError(

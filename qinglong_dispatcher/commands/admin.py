@@ -13,6 +13,8 @@ from qinglong_dispatcher.settings import Settings
 
 async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     """Apply pending migrations, or only verify them with --check."""
+    if args.move_to is not None:
+        return await _move(settings, args)
     store = await common.open_store(settings, require_current=False, create=not args.check)
     try:
         if args.check:
@@ -40,6 +42,27 @@ async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
         return common.EXIT_OK
     finally:
         await store.close()
+
+
+async def _move(settings: Settings, args: argparse.Namespace) -> int:
+    if args.check:
+        raise common.UsageError("--move-to and --check: choose one")
+    moved_from, members = await bootstrap.move_installation(settings, args.move_to)
+    if args.json:
+        common.print_json({"from": moved_from, "to": args.move_to, "members": members})
+        return common.EXIT_OK
+    if moved_from == args.move_to:
+        print(f"the database already belongs to installation {args.move_to}")
+        return common.EXIT_OK
+    print(f"moved from installation {moved_from} to {args.move_to}")
+    if members:
+        # Roles are server-wide: which of these logins serve this database only the
+        # administrator knows, so the new roles are theirs to grant.
+        print(
+            f"members of the {moved_from}_* roles, to grant the {args.move_to}_* role of the "
+            f"same kind where they serve this database: {', '.join(members)}"
+        )
+    return common.EXIT_OK
 
 
 def _migrated(args: argparse.Namespace, *, current: bool, applied: list[int]) -> None:

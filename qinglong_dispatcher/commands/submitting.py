@@ -29,8 +29,8 @@ def _as_steps(exc: errors.ApprovalError) -> errors.ApprovalError:
         )
     if isinstance(exc, errors.ApprovalNotPermitted):
         return errors.ApprovalNotPermitted(
-            f"submit approves, and this login may not approve (not a qinglong_approver): "
-            f"{STEPS_HINT}"
+            "submit approves, and this login may not approve (not a member of the "
+            f"installation's _approver role): {STEPS_HINT}"
         )
     return exc
 

@@ -28,7 +28,9 @@ async def empty() -> AsyncIterator[str]:
 
 
 async def _admin(database: str) -> postgres_store.PostgresStore:
-    return await postgres_store.PostgresStore.open(stores.pg_url(database), max_size=2)
+    return await postgres_store.PostgresStore.open(
+        stores.pg_url(database), max_size=2, installation=stores.INSTALLATION
+    )
 
 
 async def test_migrate_applies_everything_once_and_then_is_a_no_op(empty: str) -> None:
@@ -60,7 +62,9 @@ async def test_a_database_owner_with_createrole_can_migrate_without_superuser(em
         await conn.execute(f"ALTER DATABASE {empty} OWNER TO {owner}")
     finally:
         await conn.close()
-    store = await postgres_store.PostgresStore.open(stores.pg_url(empty, login=owner), max_size=1)
+    store = await postgres_store.PostgresStore.open(
+        stores.pg_url(empty, login=owner), max_size=1, installation=stores.INSTALLATION
+    )
     try:
         assert await store.migrate(now_ms=START_MS) == ALL
         assert "superuser" not in await store.ddl_capabilities()

@@ -181,7 +181,10 @@ async def test_cluster_submit_is_refused_for_logins_that_may_not_self_approve(
     database: str, tmp_path: Path
 ) -> None:
     runtime, strict = stores.runtime_url(database), stores.strict_approver_url(database)
-    for url, text in ((runtime, "not a qinglong_approver"), (strict, "self-approval")):
+    for url, text in (
+        (runtime, "not a member of the installation's _approver role"),
+        (strict, "self-approval"),
+    ):
         result = await anyio.to_thread.run_sync(
             functools.partial(_cluster, url, *SUBMIT, cwd=tmp_path)
         )

@@ -34,6 +34,7 @@ BAD: dict[str, str] = {
     "sqlite_busy_timeout_seconds": "1e308",
     "approval_ttl_seconds": "1e20",
     "self_approval": "maybe",
+    "installation": "Shop-EU",
     "allow_async_commit": "maybe",
     "require_sync_standby": "maybe",
     "max_clock_skew_seconds": "0",

@@ -34,6 +34,10 @@ async def database() -> AsyncIterator[str]:
         yield name
 
 
+SUITE = {"QINGLONG_INSTALLATION": stores.INSTALLATION}
+"""A new database of the suite is of its (legacy) installation, whose roles the logins hold."""
+
+
 def _cluster(url: str, *args: str) -> list[str]:
     return [*args, "--profile", "cluster", "--database", url]
 
@@ -41,10 +45,10 @@ def _cluster(url: str, *args: str) -> list[str]:
 def _migrate(admin: str, runtime: str, cwd: Path) -> None:
     pending = run_cli(*_cluster(runtime, "migrate", "--check"), cwd=cwd)
     assert pending.returncode == 1, pending.stderr
-    migrated = run_cli(*_cluster(admin, "migrate"), cwd=cwd)
+    migrated = run_cli(*_cluster(admin, "migrate"), cwd=cwd, env=SUITE)
     assert migrated.returncode == 0, migrated.stderr
     assert "applied" in migrated.stdout
-    again = run_cli(*_cluster(admin, "migrate"), cwd=cwd)
+    again = run_cli(*_cluster(admin, "migrate"), cwd=cwd, env=SUITE)
     assert (again.returncode, again.stdout.strip()) == (0, "schema is current")
     assert run_cli(*_cluster(runtime, "migrate", "--check"), cwd=cwd).returncode == 0
 
@@ -281,12 +285,12 @@ async def test_migrate_warns_while_every_login_may_create_temporary_objects(
 ) -> None:
     admin = stores.pg_url(database)
     # A new database grants TEMP to PUBLIC: the first step of the temporary-domain attack.
-    warned = run_cli(*_cluster(admin, "migrate"), cwd=tmp_path)
+    warned = run_cli(*_cluster(admin, "migrate"), cwd=tmp_path, env=SUITE)
     assert warned.returncode == 0, warned.stderr
     lines = [line for line in warned.stderr.splitlines() if "warning:" in line]
     assert len(lines) == 1
     assert "REVOKE TEMP ON DATABASE <db> FROM PUBLIC" in lines[0]
     await stores.raw(database, f"REVOKE TEMP, CREATE ON DATABASE {database} FROM PUBLIC")
-    quiet = run_cli(*_cluster(admin, "migrate"), cwd=tmp_path)
+    quiet = run_cli(*_cluster(admin, "migrate"), cwd=tmp_path, env=SUITE)
     assert (quiet.returncode, quiet.stdout.strip()) == (0, "schema is current")
     assert "warning:" not in quiet.stderr

@@ -300,7 +300,7 @@ async def test_cluster_cancel_needs_an_operator_login(tmp_path: Path) -> None:
             runtime, operator = stores.runtime_url(database), stores.operator_url(database)
             refused = cli(runtime, "dispatch", "cancel", out["dispatch_id"], "--reason", "x")
             assert_one_line_error(refused, 1)
-            assert "needs a qinglong_operator login" in refused.stderr
+            assert "needs an operator login" in refused.stderr
             done = cli(operator, "dispatch", "cancel", out["dispatch_id"], "--reason", "x")
             assert done.returncode == 0, done.stderr
             assert done.stdout.strip() == f"{out['dispatch_id']} cancelled"

@@ -91,7 +91,8 @@ async def target(
             runtime=cluster(stores.runtime_url(name)),
             # Approving is a qinglong_approver's, and not the requester's (DESIGN.md §2).
             approver=cluster(stores.strict_approver_url(name)),
-            env=env,
+            # A new database of the suite is of its installation, whose roles the logins hold.
+            env={**env, "QINGLONG_INSTALLATION": stores.INSTALLATION},
             notes=notes,
             cwd=tmp_path,
         )

@@ -282,7 +282,7 @@ class Cluster:
 
         await self.admin(self.primary, f"CREATE DATABASE {DATABASE}")
         store = await postgres_store.PostgresStore.open(
-            self.single_url(self.primary, "postgres"), max_size=1
+            self.single_url(self.primary, "postgres"), max_size=1, installation="qinglong"
         )
         try:
             await store.migrate(now_ms=START_MS)

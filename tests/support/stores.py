@@ -22,6 +22,7 @@ import pytest
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
+from qinglong_dispatcher.domain import installation
 from tests.support.clock import START_MS
 
 DIALECTS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -86,6 +87,10 @@ async def _sqlite(tmp_path_factory: pytest.TempPathFactory) -> tuple[Harness, li
 # -- PostgreSQL ----------------------------------------------------------------------------
 
 PG_DSN_ENV = "QINGLONG_TEST_PG_DSN"
+INSTALLATION = "qinglong"
+"""The installation of every database the suite migrates (the legacy one: its roles are
+`qinglong_runtime`, …); a CLI test that migrates a new database passes it as
+QINGLONG_INSTALLATION."""
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 _SESSION_TAG = f"{os.getpid()}_{secrets.token_hex(3)}"
 """Roles are server-wide: this session's logins carry its pid (a crashed session's are
@@ -100,6 +105,13 @@ def session_login(purpose: str) -> str:
     """A login name of this session (dropped at its end, pass or fail)."""
     name = f"qlt_{_SESSION_TAG}_{purpose}"
     _SESSION_LOGINS.add(name)
+    return name
+
+
+def session_installation(purpose: str) -> str:
+    """An installation name of this session: its roles are dropped at its end like logins."""
+    name = f"qlt_{_SESSION_TAG}_{purpose}"
+    _SESSION_LOGINS.update(installation.roles(name))
     return name
 
 
@@ -185,8 +197,11 @@ def _alive(pid: int) -> bool:
 
 async def _drop_stale(conn: Any) -> None:
     """Drop databases left by test sessions that died (their pid is gone)."""
-    for row in await conn.fetch("SELECT datname FROM pg_database WHERE datname LIKE 'qinglong_%'"):
-        match = _OURS.match(row["datname"])
+    for row in await conn.fetch(
+        "SELECT datname FROM pg_database WHERE datname LIKE 'qinglong\\_%' "
+        "OR datname LIKE 'qlt\\_%'"
+    ):
+        match = _OURS.match(row["datname"]) or _OUR_ROLE.match(row["datname"])
         if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
             await conn.execute(f'DROP DATABASE IF EXISTS "{row["datname"]}" WITH (FORCE)')
 
@@ -254,7 +269,11 @@ async def _set_up_session() -> str:
         # atexit runs last-in first-out: the databases go first, then the logins.
         atexit.register(_drop_logins_at_exit)
         atexit.register(_drop_at_exit, template)
-        store = await postgres_store.PostgresStore.open(pg_url(template), max_size=1)
+        # The suite's databases are all of the legacy installation, so their roles are the
+        # documented `qinglong_*`; tests of installation names make and drop their own.
+        store = await postgres_store.PostgresStore.open(
+            pg_url(template), max_size=1, installation=INSTALLATION
+        )
         try:
             await store.migrate(now_ms=START_MS)
         finally:
@@ -338,8 +357,46 @@ async def fresh_database(*, migrated: bool = True) -> AsyncIterator[str]:
         conn = await _admin_connect()
         try:
             await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            if not migrated:
+                # A `migrate` without the suite's installation made one named after it.
+                for role in installation.roles(name):
+                    await conn.execute(f"DROP ROLE IF EXISTS {role}")
         finally:
             await conn.close()
+
+
+@contextlib.asynccontextmanager
+async def installation_database(purpose: str) -> AsyncIterator[str]:
+    """A new empty database named as a session installation (so `migrate` makes it one of its
+    own name), dropped afterwards with the roles `migrate` created for it."""
+    await require_server()
+    name = session_installation(purpose)
+    conn = await _admin_connect()
+    try:
+        await conn.execute(f"CREATE DATABASE {name}")
+    finally:
+        await conn.close()
+    try:
+        yield name
+    finally:
+        conn = await _admin_connect()
+        try:
+            await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            for role in installation.roles(name):
+                with contextlib.suppress(asyncpg.PostgresError):
+                    await conn.execute(f"DROP ROLE IF EXISTS {role}")
+        finally:
+            await conn.close()
+
+
+async def create_login(login: str, *member_of: str) -> None:
+    """Create the session login `login` (from `session_login`) as a member of `member_of`."""
+    conn = await _admin_connect()
+    try:
+        for role in member_of:
+            await conn.execute(_login_sql(login, role))
+    finally:
+        await conn.close()
 
 
 async def as_login(url: str, sql: str) -> list[Any]:

@@ -11,7 +11,7 @@ import asyncpg
 
 from qinglong_dispatcher.adapters import named_sql
 from qinglong_dispatcher.adapters.postgres import database
-from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.domain import errors, installation
 
 B = named_sql.load(Path(__file__).with_name("bench.sql"))
 
@@ -42,13 +42,16 @@ async def create_scratch(admin_url: str) -> str:
 
 
 async def drop_scratch(admin_url: str, scratch_url: str) -> None:
-    """Drop the scratch database (terminating anything still connected to it)."""
+    """Drop the scratch database (terminating anything still connected to it), then the roles
+    `migrate` created for it: the scratch database is an installation of its own."""
     name = parse.urlsplit(scratch_url).path.lstrip("/")
     if not name.startswith("qinglong_bench_"):
         raise errors.InvalidInput("refusing to drop a database the bench did not create")
     conn = await _admin(admin_url)
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        for role in installation.roles(name):
+            await conn.execute(f"DROP ROLE IF EXISTS {role}")
     except database.DRIVER_ERRORS as exc:
         raise database.translate(exc) from exc
     finally:

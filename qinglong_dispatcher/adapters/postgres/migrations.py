@@ -2,32 +2,25 @@
 
 `migrate` connects as an administrator (a superuser, or the database owner with CREATEROLE).
 It holds a session advisory lock for the whole run, so two `migrate` of one database take
-turns; creates the NOLOGIN roles if missing (roles are cluster-wide, so two databases
-of one server may race to create them: the loser's duplicate is swallowed); creates the
-schema owned by `qinglong_migrator`; and runs every file with `SET LOCAL ROLE
-qinglong_migrator`, so the migrator owns every object it creates.
+turns; works out the database's installation (`domain/installation.py`: the one whose
+migrator owns schema `qinglong`, else the one asked for, else the database's name); creates
+that installation's NOLOGIN roles if missing (roles are cluster-wide, so two databases of one
+server may race to create them: the loser's duplicate is swallowed); creates the schema owned
+by the installation's migrator; and runs every file, its template role names made the
+installation's, with `SET LOCAL ROLE <migrator>`, so the migrator owns every object it creates.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
+from collections.abc import Mapping
+from typing import Any
 
 from qinglong_dispatcher.adapters import migration_files
 from qinglong_dispatcher.adapters.postgres import database as db
-from qinglong_dispatcher.domain import errors, schema
+from qinglong_dispatcher.domain import errors, installation, schema
 
 SCHEMA = "qinglong"
-MIGRATOR, RUNTIME, OPERATOR = "qinglong_migrator", "qinglong_runtime", "qinglong_operator"
-APPROVER, SELF_APPROVER = "qinglong_approver", "qinglong_self_approver"
-PRUNER = "qinglong_pruner"
-"""The only role granted DELETE, and then only of finished dispatch trees (migration 0009)."""
-RECORDER = "qinglong_recorder"
-"""Owns the definer functions that append audit rows and ledger lines, and may do only that
-(migration 0011): nobody logs in as it or is granted it, but the migrator (to hand it its
-functions)."""
-ROLES = (MIGRATOR, RUNTIME, OPERATOR, APPROVER, SELF_APPROVER, PRUNER, RECORDER)
-"""`qinglong_self_approver` holds no privilege: the approval trigger reads the membership."""
 
 LOCK_KEY = 0x716C_6D69_6772
 """The advisory lock key of `migrate` ("qlmigr"); advisory locks are per database."""
@@ -38,8 +31,6 @@ LOCK_WAIT_MS = 300_000
 FILE_TIMEOUT_S = 3600.0
 """Client-side bound on one migration file (the pool's default is sized for OLTP statements)."""
 
-_ROLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-
 _LEDGER = f"""
 CREATE TABLE IF NOT EXISTS {SCHEMA}.schema_migrations (
     version       INTEGER PRIMARY KEY,
@@ -49,20 +40,27 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.schema_migrations (
 );
 -- The runtime, operators and approvers read the ledger (every command refuses an unmigrated
 -- schema) and need the schema itself; table privileges come with each migration file.
-GRANT USAGE ON SCHEMA {SCHEMA} TO {RUNTIME}, {OPERATOR}, {APPROVER};
-GRANT SELECT ON {SCHEMA}.schema_migrations TO {RUNTIME}, {OPERATOR}, {APPROVER};
+GRANT USAGE ON SCHEMA {SCHEMA} TO qinglong_runtime, qinglong_operator, qinglong_approver;
+GRANT SELECT ON {SCHEMA}.schema_migrations
+    TO qinglong_runtime, qinglong_operator, qinglong_approver;
 """
+"""Written with the template role names, like the migration files, and rendered the same."""
 
 _LEDGER_EXISTS = (
     "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables "
     "WHERE schemaname = $1 AND tablename = 'schema_migrations')"
 )
 
+_SCHEMA_OWNER = (
+    "SELECT r.rolname FROM pg_catalog.pg_namespace AS n "
+    "JOIN pg_catalog.pg_roles AS r ON r.oid = n.nspowner WHERE n.nspname = $1"
+)
 
-def ensure_roles_sql(names: tuple[str, ...] = ROLES) -> str:
+
+def ensure_roles_sql(names: tuple[str, ...]) -> str:
     """One DO block creating each NOLOGIN role unless it exists; a concurrent creator wins."""
     for name in names:
-        if not _ROLE_NAME.fullmatch(name):
+        if not installation.NAME.fullmatch(name):
             raise ValueError(f"not a plain role name: {name!r}")
     steps = "\n".join(
         f"""    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '{name}') THEN
@@ -77,9 +75,41 @@ def ensure_roles_sql(names: tuple[str, ...] = ROLES) -> str:
     return f"DO $roles$\nBEGIN\n{steps}\nEND\n$roles$"
 
 
-async def ensure_roles(conn: db.Connection, names: tuple[str, ...] = ROLES) -> None:
+async def ensure_roles(conn: db.Connection, names: tuple[str, ...]) -> None:
     """Create the roles if missing, in a transaction of their own (committed at once)."""
     await conn.execute(ensure_roles_sql(names))
+
+
+async def installation_of(conn: db.Connection) -> str | None:
+    """The installation whose migrator owns the schema; None before the first `migrate`.
+
+    The schema's owner is the record: it needs no privilege to read, a database cloned from
+    a migrated template carries it, and nothing but an administrator can change it."""
+    owner = await conn.fetchval(_SCHEMA_OWNER, SCHEMA)
+    if owner is None:
+        return None
+    name = str(owner).removesuffix("_migrator")
+    if name == owner or not installation.NAME.fullmatch(name):
+        raise errors.StoreError(
+            f"schema {SCHEMA} is owned by {owner}, not by an installation's migrator",
+            code="schema_foreign",
+        )
+    return name
+
+
+async def _choose_installation(conn: db.Connection, requested: str | None) -> str:
+    recorded = await installation_of(conn)
+    if recorded is not None:
+        if requested is not None and requested != recorded:
+            raise errors.StoreError(
+                f"this database belongs to installation {recorded}, not {requested} "
+                "(QINGLONG_INSTALLATION); docs/security.md says how to move it",
+                code="installation_mismatch",
+            )
+        return recorded
+    if requested is not None:
+        return installation.check_name(requested)
+    return installation.from_database_name(str(await conn.fetchval("SELECT current_database()")))
 
 
 async def _applied(conn: db.Connection) -> dict[int, str]:
@@ -94,47 +124,50 @@ async def state(conn: db.Connection) -> schema.SchemaState:
     return schema.compare(migration_files.load("postgres"), await _applied(conn))
 
 
-async def _become_migrator(conn: db.Connection) -> None:
+async def _become_migrator(conn: db.Connection, name: str) -> None:
     """Let a non-superuser administrator act as the migrator (a superuser already may)."""
+    migrator = installation.role(name, "migrator")
+    recorder = installation.role(name, "recorder")
     allowed = await conn.fetchval(
         "SELECT rolsuper OR pg_catalog.pg_has_role(current_user, $1, 'MEMBER') "
         "FROM pg_catalog.pg_roles WHERE rolname = current_user",
-        MIGRATOR,
+        migrator,
     )
     if not allowed:
-        await conn.execute(f"GRANT {MIGRATOR} TO CURRENT_USER")
+        await conn.execute(f"GRANT {migrator} TO CURRENT_USER")
     # Handing a function to the recorder needs membership in it; nothing else is a member.
     granted = await conn.fetchval(
-        "SELECT pg_catalog.pg_has_role($1, $2, 'MEMBER')", MIGRATOR, RECORDER
+        "SELECT pg_catalog.pg_has_role($1, $2, 'MEMBER')", migrator, recorder
     )
     if not granted:
-        await conn.execute(f"GRANT {RECORDER} TO {MIGRATOR}")
+        await conn.execute(f"GRANT {recorder} TO {migrator}")
 
 
-async def _prepare(conn: db.Connection) -> None:
-    await ensure_roles(conn)
-    await _become_migrator(conn)
+async def _prepare(conn: db.Connection, name: str) -> None:
+    migrator = installation.role(name, "migrator")
+    await ensure_roles(conn, installation.roles(name))
+    await _become_migrator(conn, name)
     async with conn.transaction():
-        await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA} AUTHORIZATION {MIGRATOR}")
-        await conn.execute(f"SET LOCAL ROLE {MIGRATOR}")
-        await conn.execute(_LEDGER)
+        await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA} AUTHORIZATION {migrator}")
+        await conn.execute(f"SET LOCAL ROLE {migrator}")
+        await conn.execute(installation.render(_LEDGER, name))
 
 
 async def _apply_next(
-    conn: db.Connection, files: tuple[schema.Migration, ...], *, now_ms: int
+    conn: db.Connection, files: tuple[schema.Migration, ...], name: str, *, now_ms: int
 ) -> int | None:
     """Apply the first pending file in one transaction; None when nothing is pending."""
     async with conn.transaction():
         # DDL may take long on a big table; lock_timeout still bounds waiting on the runtime.
         await conn.execute("SET LOCAL statement_timeout = 0")
-        await conn.execute(f"SET LOCAL ROLE {MIGRATOR}")
+        await conn.execute(f"SET LOCAL ROLE {installation.role(name, 'migrator')}")
         current = schema.compare(files, await _applied(conn))
         if current.tampered or current.unknown:
             current.require_current()
         if not current.pending:
             return None
         migration = current.pending[0]
-        await conn.execute(migration.sql, timeout=FILE_TIMEOUT_S)
+        await conn.execute(installation.render(migration.sql, name), timeout=FILE_TIMEOUT_S)
         await conn.execute(
             f"INSERT INTO {SCHEMA}.schema_migrations (version, name, checksum, applied_at_ms) "
             "VALUES ($1, $2, $3, $4)",
@@ -146,8 +179,13 @@ async def _apply_next(
         return migration.version
 
 
-async def migrate(conn: db.Connection, *, now_ms: int) -> list[int]:
-    """Apply pending migrations in order; refuse a tampered or newer schema. Returns versions."""
+async def migrate(
+    conn: db.Connection, *, now_ms: int, requested_installation: str | None = None
+) -> list[int]:
+    """Apply pending migrations in order; refuse a tampered or newer schema. Returns versions.
+
+    `requested_installation` names the installation of a new database (default: the database's
+    name); for a migrated one it must be the installation it already belongs to."""
     files = migration_files.load("postgres")
     async with conn.transaction():
         # A session lock outlives this transaction; its wait is bounded here, not by the pool.
@@ -157,8 +195,9 @@ async def migrate(conn: db.Connection, *, now_ms: int) -> list[int]:
             "SELECT pg_catalog.pg_advisory_lock($1)", LOCK_KEY, timeout=LOCK_WAIT_MS / 1000 + 5
         )
     try:
+        name = await _choose_installation(conn, requested_installation)
         try:
-            await _prepare(conn)
+            await _prepare(conn, name)
         except Exception as exc:
             if getattr(exc, "sqlstate", None) == "42501":
                 raise errors.StoreError(
@@ -168,10 +207,125 @@ async def migrate(conn: db.Connection, *, now_ms: int) -> list[int]:
                 ) from exc
             raise
         applied_now: list[int] = []
-        while (version := await _apply_next(conn, files, now_ms=now_ms)) is not None:
+        while (version := await _apply_next(conn, files, name, now_ms=now_ms)) is not None:
             applied_now.append(version)
         return applied_now
     finally:
         # A lost session released its locks already: keep the original error, not this one.
         with contextlib.suppress(*db.DRIVER_ERRORS):
             await conn.execute("SELECT pg_catalog.pg_advisory_unlock($1)", LOCK_KEY)
+
+
+# -- moving a database to an installation of its own -----------------------------------------
+
+_ACL_ENTRIES = """
+SELECT 'SCHEMA' AS kind, pg_catalog.quote_ident(n.nspname) AS object, NULL AS column_name,
+       a.privilege_type, g.rolname AS grantee
+FROM pg_catalog.pg_namespace AS n, pg_catalog.aclexplode(n.nspacl) AS a
+JOIN pg_catalog.pg_roles AS g ON g.oid = a.grantee
+WHERE n.nspname = $1 AND g.rolname = ANY($2::text[])
+UNION ALL
+SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, c.oid::pg_catalog.regclass::text,
+       NULL, a.privilege_type, g.rolname
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace,
+     pg_catalog.aclexplode(c.relacl) AS a
+JOIN pg_catalog.pg_roles AS g ON g.oid = a.grantee
+WHERE n.nspname = $1 AND g.rolname = ANY($2::text[])
+UNION ALL
+SELECT 'TABLE', c.oid::pg_catalog.regclass::text, pg_catalog.quote_ident(t.attname),
+       a.privilege_type, g.rolname
+FROM pg_catalog.pg_attribute AS t
+JOIN pg_catalog.pg_class AS c ON c.oid = t.attrelid
+JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace,
+     pg_catalog.aclexplode(t.attacl) AS a
+JOIN pg_catalog.pg_roles AS g ON g.oid = a.grantee
+WHERE n.nspname = $1 AND g.rolname = ANY($2::text[])
+UNION ALL
+SELECT 'FUNCTION', p.oid::pg_catalog.regprocedure::text, NULL, a.privilege_type, g.rolname
+FROM pg_catalog.pg_proc AS p
+JOIN pg_catalog.pg_namespace AS n ON n.oid = p.pronamespace,
+     pg_catalog.aclexplode(p.proacl) AS a
+JOIN pg_catalog.pg_roles AS g ON g.oid = a.grantee
+WHERE n.nspname = $1 AND g.rolname = ANY($2::text[])
+"""
+"""Every privilege a role of `$2` holds on schema `$1` and on what is in it."""
+
+_NAMING_FUNCTIONS = """
+SELECT pg_catalog.pg_get_functiondef(p.oid) AS definition
+FROM pg_catalog.pg_proc AS p JOIN pg_catalog.pg_namespace AS n ON n.oid = p.pronamespace
+WHERE n.nspname = $1 AND p.prosrc ~ $2
+"""
+
+_MEMBERS = """
+SELECT DISTINCT m.rolname FROM pg_catalog.pg_auth_members AS am
+JOIN pg_catalog.pg_roles AS r ON r.oid = am.roleid
+JOIN pg_catalog.pg_roles AS m ON m.oid = am.member
+WHERE r.rolname = ANY($1::text[]) AND NOT m.rolname = ANY($1::text[])
+ORDER BY m.rolname
+"""
+
+
+def _privilege(verb: str, entry: Mapping[str, Any], role: str) -> str:
+    """`GRANT … TO role` or `REVOKE … FROM role` of one ACL entry of `_ACL_ENTRIES`."""
+    columns = f" ({entry['column_name']})" if entry["column_name"] else ""
+    target = "TO" if verb == "GRANT" else "FROM"
+    return (
+        f"{verb} {entry['privilege_type']}{columns} ON {entry['kind']} {entry['object']} "
+        f"{target} {role}"
+    )
+
+
+_SHARED_OWNED = """
+SELECT (SELECT count(*) FROM pg_catalog.pg_database WHERE datdba = r.oid)
+     + (SELECT count(*) FROM pg_catalog.pg_tablespace WHERE spcowner = r.oid)
+FROM pg_catalog.pg_roles AS r WHERE r.rolname = $1
+"""
+"""Databases and tablespaces a role owns: `REASSIGN OWNED` would hand those over too."""
+
+
+async def move_installation(conn: db.Connection, *, to: str) -> tuple[str, list[str]]:
+    """Give a migrated database the roles of installation `to`, in one transaction.
+
+    For a database of the legacy installation whose `qinglong_*` roles other databases of the
+    server share. Each privilege a role of the old installation holds here is granted to the
+    new one's role of the same kind and then revoked (`DROP OWNED BY`, which acts on this
+    database only); the old migrator's and recorder's objects pass to the new ones; and the
+    functions that name a role by name are re-created naming the new one. Logins are left to
+    the administrator (roles are server-wide: only they know which login is for which
+    database). Returns the old installation and the logins that were members of its roles."""
+    installation.check_name(to)
+    async with conn.transaction():
+        await conn.execute(f"SET LOCAL lock_timeout = {LOCK_WAIT_MS}")
+        await conn.execute("SELECT pg_catalog.pg_advisory_xact_lock($1)", LOCK_KEY)
+        current = await installation_of(conn)
+        if current is None or not await conn.fetchval(_LEDGER_EXISTS, SCHEMA):
+            raise errors.SchemaNotMigrated("migrate the database before moving it")
+        if current == to:
+            return current, []
+    await ensure_roles(conn, installation.roles(to))
+    await _become_migrator(conn, to)
+    old_roles = installation.roles(current)
+    async with conn.transaction():
+        await conn.execute(f"SET LOCAL lock_timeout = {LOCK_WAIT_MS}")
+        await conn.execute("SELECT pg_catalog.pg_advisory_xact_lock($1)", LOCK_KEY)
+        renamed = dict(zip(old_roles, installation.roles(to), strict=True))
+        entries = await conn.fetch(_ACL_ENTRIES, SCHEMA, list(old_roles))
+        for entry in entries:
+            await conn.execute(_privilege("GRANT", entry, renamed[entry["grantee"]]))
+        for kind in ("migrator", "recorder"):
+            owner = installation.role(current, kind)
+            if await conn.fetchval(_SHARED_OWNED, owner):
+                raise errors.StoreError(
+                    f"{owner} owns a database or tablespace: hand it to another role first",
+                    code="installation_shared",
+                )
+            # REASSIGN acts on this database's objects (and the shared ones, refused above).
+            await conn.execute(f"REASSIGN OWNED BY {owner} TO {installation.role(to, kind)}")
+        pattern = rf"\m{current}_({'|'.join(installation.KINDS)})\M"
+        for row in await conn.fetch(_NAMING_FUNCTIONS, SCHEMA, pattern):
+            await conn.execute(installation.render(str(row["definition"]), to, source=current))
+        for entry in entries:
+            await conn.execute(_privilege("REVOKE", entry, entry["grantee"]))
+        members = [str(r["rolname"]) for r in await conn.fetch(_MEMBERS, list(old_roles))]
+    return current, members

@@ -6,7 +6,7 @@ only if a synchronous standby had it before the acknowledgement (`synchronous_co
 a standby's `sync_state` needs the privileges of `pg_read_all_stats` (for anyone else the
 server shows the walsender row with its columns NULL): the operator grants that built-in role
 to the runtime login when enabling the setting, rather than a migration granting it to every
-`qinglong_runtime` member.
+member of the installation's runtime role.
 """
 
 from __future__ import annotations

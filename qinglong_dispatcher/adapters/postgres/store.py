@@ -30,9 +30,10 @@ SELECT pg_catalog.has_database_privilege('public', pg_catalog.current_database()
 
 _DDL_CAPABILITIES = f"""
 SELECT r.rolsuper AS superuser,
-       CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '{migrations.MIGRATOR}')
-            THEN pg_catalog.pg_has_role(current_user, '{migrations.MIGRATOR}', 'MEMBER')
-            ELSE false END AS migrator,
+       (SELECT o.rolname FROM pg_catalog.pg_namespace AS n
+        JOIN pg_catalog.pg_roles AS o ON o.oid = n.nspowner
+        WHERE n.nspname = '{migrations.SCHEMA}'
+          AND pg_catalog.pg_has_role(current_user, n.nspowner, 'MEMBER')) AS migrator,
        COALESCE((SELECT pg_catalog.pg_has_role(current_user, n.nspowner, 'USAGE')
                         OR pg_catalog.has_schema_privilege(n.oid, 'CREATE')
                  FROM pg_catalog.pg_namespace AS n
@@ -41,6 +42,7 @@ SELECT r.rolsuper AS superuser,
 FROM pg_catalog.pg_roles AS r
 WHERE r.rolname = current_user
 """
+"""The schema's owner is the installation's migrator: membership in it is the capability."""
 
 
 class PostgresStore(sql_store.SqlStore):
@@ -54,8 +56,11 @@ class PostgresStore(sql_store.SqlStore):
         *,
         allow_async_commit: bool = False,
         require_sync_standby: bool = False,
+        installation: str | None = None,
     ) -> None:
         self.db = database
+        self.installation = installation
+        """The installation a new database is migrated for (None: the database's name)."""
         super().__init__(database, approval_records.DATABASE_PRINCIPAL)
         self.allow_async_commit = allow_async_commit
         self.require_sync_standby = require_sync_standby
@@ -73,6 +78,7 @@ class PostgresStore(sql_store.SqlStore):
         lock_timeout_s: float = 5.0,
         idle_in_transaction_timeout_s: float = 60.0,
         connect_timeout_s: float = 10.0,
+        installation: str | None = None,
     ) -> PostgresStore:
         """Open a pool on `url` (postgresql://…); fails typed when the server cannot be used."""
         config = db.PoolConfig(
@@ -87,6 +93,7 @@ class PostgresStore(sql_store.SqlStore):
             await db.Database.open(url, config),
             allow_async_commit=allow_async_commit,
             require_sync_standby=require_sync_standby,
+            installation=installation,
         )
 
     async def close(self) -> None:
@@ -103,7 +110,14 @@ class PostgresStore(sql_store.SqlStore):
     async def migrate(self, *, now_ms: int) -> list[int]:
         """Apply pending migrations as the migrator; needs an administrator connection."""
         async with self.db.session() as conn:
-            return await migrations.migrate(conn, now_ms=now_ms)
+            return await migrations.migrate(
+                conn, now_ms=now_ms, requested_installation=self.installation
+            )
+
+    async def move_installation(self, to: str) -> tuple[str, list[str]]:
+        """See `migrations.move_installation`; needs an administrator connection."""
+        async with self.db.session() as conn:
+            return await migrations.move_installation(conn, to=to)
 
     async def schema_state(self) -> schema.SchemaState:
         """How the database's schema compares with this release."""
@@ -143,8 +157,8 @@ class PostgresStore(sql_store.SqlStore):
     async def ddl_capabilities(self) -> tuple[str, ...]:
         """Why the connected role could change the schema; empty for a proper runtime role.
 
-        `run` should connect as a login role that is a member of `qinglong_runtime` only; any
-        reason returned here deserves a warning at startup (it is not a refusal).
+        `run` should connect as a login role that is a member of the installation's runtime
+        role only; any reason returned here deserves a warning at startup (not a refusal).
         """
 
         async def read(conn: db.Connection) -> tuple[str, ...]:
@@ -153,7 +167,7 @@ class PostgresStore(sql_store.SqlStore):
                 return ()
             reasons = {
                 "superuser": "superuser",
-                "migrator": f"member of {migrations.MIGRATOR}",
+                "migrator": f"member of {row['migrator']}",
                 "schema_create": f"CREATE on schema {migrations.SCHEMA}",
                 "database_create": "CREATE on the database",
             }

@@ -5,7 +5,7 @@ on that same version and a waiting status, so a claim racing it either committed
 cancel sees `leased` and is refused) or waits for this transaction and then skips the row.
 The principal beside the operator's name is the authenticated one: the OS user on SQLite,
 `session_user` on PostgreSQL, where the state-machine trigger also refuses a cancel from any
-login that is not a qinglong_operator.
+login that is not a member of the installation's operator role.
 """
 
 from __future__ import annotations

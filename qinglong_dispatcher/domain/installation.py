@@ -1,0 +1,68 @@
+"""An installation's name and the PostgreSQL role names it gives.
+
+Roles are server-wide, so two dispatcher databases on one server that used the same role
+names would share their approvers, operators and runtime. Every installation therefore
+names its roles after itself (`<installation>_runtime`, …); `migrate` records the name in
+the database, so every later `migrate` (and a database cloned from it) keeps it. A
+database migrated before installations had names keeps the legacy name `qinglong`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from qinglong_dispatcher.domain import errors
+
+LEGACY = "qinglong"
+"""The installation of a database migrated before installations had names."""
+
+KINDS = ("migrator", "runtime", "operator", "approver", "self_approver", "pruner", "recorder")
+"""Every role an installation has; the migration files name them `qinglong_<kind>`."""
+
+NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")
+"""A plain lower-case identifier short enough that `<name>_self_approver` fits PostgreSQL's
+63 bytes, and that needs no quoting anywhere it is spliced into a statement."""
+
+_NOT_NAME = re.compile(r"[^a-z0-9_]+")
+
+
+def check_name(name: str) -> str:
+    """`name` if it is a valid installation name, else `ConfigurationError` (one line)."""
+    if not NAME.fullmatch(name):
+        raise errors.ConfigurationError(
+            f"installation name {name!r} is not a lower-case identifier of at most 48 "
+            "characters starting with a letter"
+        )
+    return name
+
+
+def from_database_name(database: str) -> str:
+    """The default installation of a new database: its name, lower-cased, other characters
+    as `_` (`Shop-EU` → `shop_eu`)."""
+    candidate = _NOT_NAME.sub("_", database.lower()).strip("_")
+    if not NAME.fullmatch(candidate):
+        raise errors.ConfigurationError(
+            f"database name {database!r} gives no installation name: set QINGLONG_INSTALLATION"
+        )
+    return candidate
+
+
+def role(installation: str, kind: str) -> str:
+    """The role of `kind` in `installation` (`shop`, `runtime` → `shop_runtime`)."""
+    if kind not in KINDS:
+        raise ValueError(f"not a role kind: {kind!r}")
+    return f"{check_name(installation)}_{kind}"
+
+
+def roles(installation: str) -> tuple[str, ...]:
+    """Every role of `installation`, in `KINDS` order."""
+    return tuple(role(installation, kind) for kind in KINDS)
+
+
+def render(sql: str, installation: str, *, source: str = LEGACY) -> str:
+    """`sql` with the role names of installation `source` made `installation`'s: a migration
+    file's template names (`qinglong_runtime`, …; its checksum stays that of the file as
+    shipped), or a function definition's when a database moves to another installation."""
+    check_name(installation)
+    names = re.compile(rf"\b{check_name(source)}_({'|'.join(KINDS)})\b")
+    return names.sub(lambda match: f"{installation}_{match.group(1)}", sql)
