@@ -191,7 +191,7 @@ def test_the_readme_edge_quick_start_runs_as_pasted(tmp_path: Path) -> None:
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
     (tmp_path / ".venv").symlink_to(Path(sys.executable).parents[1])
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QINGLONG_", "MAKE"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QINGLONG_", "MAKE", "MFLAGS"))}
     env["PATH"] = "/usr/bin:/bin"  # nothing of ours: the blocks put the command on PATH
     daemon_env = {**env, "QINGLONG_METRICS_PORT": str(port), "QINGLONG_LOG_LEVEL": "warning"}
     log = (tmp_path / "make-run.log").open("wb")
