@@ -1,10 +1,11 @@
 # The two commands of the README: `make run` and `make test`. Each makes its own venv.
+# docs/development.md describes every target.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-slow lint typecheck pytest bench clean
+.PHONY: run test test-slow lint format typecheck pytest bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +24,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check qinglong_dispatcher tests examples
 	$(BIN)/ruff format --check qinglong_dispatcher tests examples
 	$(BIN)/lint-imports
+
+# Rewrites files: the fixes ruff can make safely, then the formatter (last, so that fixed
+# code is formatted too). `make lint` checks both.
+format: $(STAMP)
+	$(BIN)/ruff check --fix qinglong_dispatcher tests examples
+	$(BIN)/ruff format qinglong_dispatcher tests examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -425,8 +425,9 @@ def test_tick_reconciles_and_recovery_commands_settle_by_hand(workdir: Path) -> 
 
 
 def test_the_readme_status_sample_is_what_status_prints(workdir: Path) -> None:
-    """The README's sample `status --json` has exactly the real output's keys, in its order."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    """The command-line page's sample `status --json` has exactly the real output's keys, in
+    its order."""
+    readme = (Path(__file__).parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
     block = readme.split("qinglong-dispatcher status --json\n", 1)[1]
     sample_lines = []
     for line in block.splitlines():

@@ -1,0 +1,236 @@
+"""The documentation holds together: links resolve, the README stays a README, and its edge
+quick start still runs as pasted.
+
+The cluster quick start is not run here: it creates server-wide logins with fixed names
+(`dispatcher`, `planner`), which a test on a shared server may not create.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+PAGES = sorted((ROOT / "docs").rglob("*.md"))
+DOCUMENTS = [README, *PAGES]
+
+_FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.MULTILINE | re.DOTALL)
+_CODE_SPAN = re.compile(r"`[^`\n]*`")
+_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
+_ISSUE = re.compile(r"\bissues?\s+#?\d+|(?<![\w&/])#\d+\b", re.IGNORECASE)
+_HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
+
+
+def _prose(text: str) -> str:
+    """The text without fenced code blocks and code spans (their brackets are not links)."""
+    return _CODE_SPAN.sub("", _FENCE.sub("", text))
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link's text only
+    text = re.sub(r"[^\w\- ]", "", text.lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    """Every heading anchor of a markdown file, with GitHub's -1, -2 … for repeats."""
+    seen: dict[str, int] = {}
+    anchors = set()
+    for heading in _HEADING.findall(_FENCE.sub("", path.read_text(encoding="utf-8"))):
+        slug = _slug(heading)
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        anchors.add(slug if count == 0 else f"{slug}-{count}")
+    return anchors
+
+
+def _relative_links(path: Path) -> list[str]:
+    targets = _LINK.findall(_prose(path.read_text(encoding="utf-8")))
+    return [t for t in targets if not re.match(r"^[a-z][a-z0-9+.-]*:", t, re.IGNORECASE)]
+
+
+def _name(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def test_the_docs_pages_exist() -> None:
+    names = {_name(p) for p in PAGES}
+    for page in (
+        "docs/README.md",
+        "docs/installation.md",
+        "docs/configuration.md",
+        "docs/cli.md",
+        "docs/operations.md",
+        "docs/actions.md",
+        "docs/state-machine.md",
+        "docs/security.md",
+        "docs/metrics.md",
+        "docs/performance.md",
+        "docs/development.md",
+        "docs/decisions/README.md",
+    ):
+        assert page in names, page
+    decisions = [p for p in PAGES if p.parent.name == "decisions" and p.name != "README.md"]
+    assert decisions
+    numbers = sorted(int(p.name[:4]) for p in decisions)
+    assert numbers == list(range(1, len(numbers) + 1)), "decision numbers are 0001, 0002, …"
+    assert all(re.fullmatch(r"\d{4}-[a-z0-9-]+\.md", p.name) for p in decisions)
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=_name)
+def test_every_relative_link_resolves_inside_the_clone(document: Path) -> None:
+    """Files and folders exist inside the repository; anchors name a heading of their page."""
+    problems = []
+    for target in _relative_links(document):
+        file_part, _, anchor = target.partition("#")
+        resolved = (document.parent / file_part).resolve() if file_part else document
+        if not resolved.is_relative_to(ROOT):
+            problems.append(f"{target}: outside the clone")
+        elif not resolved.exists():
+            problems.append(f"{target}: no such file")
+        elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
+            problems.append(f"{target}: no heading #{anchor} in {_name(resolved)}")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_page_is_reachable_from_the_index() -> None:
+    """docs/README.md (or the decisions index) links every page, so none is an orphan."""
+    linked: set[Path] = set()
+    for index in (ROOT / "docs" / "README.md", ROOT / "docs" / "decisions" / "README.md"):
+        for target in _relative_links(index):
+            linked.add((index.parent / target.partition("#")[0]).resolve())
+    orphans = [_name(p) for p in PAGES if p.name != "README.md" and p.resolve() not in linked]
+    assert not orphans, orphans
+
+
+def test_the_readme_is_short() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines; move detail to docs/"
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=_name)
+def test_no_issue_numbers_or_commit_hashes(document: Path) -> None:
+    """A manual, not a diary: no `issue 12`, `#12` or commit hash (a hex run with a digit and a
+    letter, as git prints one), in prose or in code."""
+    text = document.read_text(encoding="utf-8")
+    assert not _ISSUE.findall(text)
+    hashes = [h for h in _HEX.findall(text) if re.search(r"\d", h) and re.search(r"[a-f]", h)]
+    assert not hashes
+
+
+def _quick_start_edge() -> list[str]:
+    """The shell blocks of the README section "Quick start: edge", in order."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("\n## Quick start: edge\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^```sh\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _descendants(pid: int) -> Iterator[int]:
+    with contextlib.suppress(OSError):
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        for child in map(int, children):
+            yield child
+            yield from _descendants(child)
+
+
+def _daemon_of(make: subprocess.Popen[bytes]) -> int | None:
+    """The `qinglong-dispatcher … run` process that `make run` started."""
+    for pid in _descendants(make.pid):
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if any(a.endswith(b"qinglong-dispatcher") for a in argv[:2]) and b"run" in argv:
+                return pid
+    return None
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as answer:
+            return bool(answer.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def test_the_readme_edge_quick_start_runs_as_pasted(tmp_path: Path) -> None:
+    """In a folder laid out like the clone (the Makefile and a `.venv` holding the command),
+    the first block (`make run`, a foreground daemon) is started and waited for until ready;
+    every other block runs with bash as pasted, against it; then SIGTERM stops the daemon and
+    `make run` ends with status 0.
+
+    The venv is the one running this test, already installed: `make -o .venv/.installed`
+    tells make so instead of letting it reinstall the package into it.
+    """
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    blocks = _quick_start_edge()
+    assert len(blocks) >= 2
+    assert blocks[0].split("#", 1)[0].strip() == "make run"
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).parents[1])
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QINGLONG_", "MAKE", "MFLAGS"))}
+    env["PATH"] = "/usr/bin:/bin"  # nothing of ours: the blocks put the command on PATH
+    daemon_env = {**env, "QINGLONG_METRICS_PORT": str(port), "QINGLONG_LOG_LEVEL": "warning"}
+    log = (tmp_path / "make-run.log").open("wb")
+    make = subprocess.Popen(
+        ["make", "-o", ".venv/.installed", "run"],
+        cwd=tmp_path,
+        env=daemon_env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _ready(port):
+            assert make.poll() is None, (tmp_path / "make-run.log").read_text()
+            assert time.monotonic() < deadline, "the daemon did not become ready"
+            time.sleep(0.1)
+        for block in blocks[1:]:
+            done = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", block],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert "Traceback" not in done.stderr
+        assert "succeeded" in done.stdout
+        assert "run_created" in done.stdout  # dispatch show: the result code of the Run
+        daemon = _daemon_of(make)
+        assert daemon is not None
+        os.kill(daemon, signal.SIGTERM)
+        assert make.wait(timeout=60) == 0, (tmp_path / "make-run.log").read_text()
+    finally:
+        if make.poll() is None:
+            os.killpg(make.pid, signal.SIGKILL)
+            make.wait()
+        log.close()
+    assert "Traceback" not in (tmp_path / "make-run.log").read_text()
