@@ -7,7 +7,7 @@ import random
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-from qinglong_dispatcher import api, dispatcher, handler_ports, ports
+from qinglong_dispatcher import api, dispatcher, ports
 from qinglong_dispatcher.actions import registry, run_create
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.lifecycle import daemon, http, metrics, pruning, skew, systemd
@@ -78,13 +78,13 @@ def handlers(
     *,
     tool_sandbox_dir: Path | None = None,
     profile: str = "edge",
-) -> dict[str, handler_ports.ApprovedActionHandler]:
+) -> dict[str, ports.ApprovedActionHandler]:
     """The built-in actions, keyed by action type.
 
     `tool.invoke` is registered only with a sandbox directory (`QINGLONG_TOOL_SANDBOX_DIR`);
     without one its dispatches find no handler and are retried, then blocked.
     """
-    built: dict[str, handler_ports.ApprovedActionHandler] = {
+    built: dict[str, ports.ApprovedActionHandler] = {
         run_create.ACTION_TYPE: run_create.RunCreateHandler(store, store, clock)
     }
     if tool_sandbox_dir is not None:
@@ -99,7 +99,7 @@ def handlers(
 
 def evidence_providers(
     store: ports.Store, *, tool_sandbox_dir: Path | None = None
-) -> dict[str, handler_ports.EvidenceProvider]:
+) -> dict[str, ports.EvidenceProvider]:
     """Evidence providers by action type; an action without one is manual-only.
 
     The `tool.invoke` provider is always there: without a visible sandbox it answers
@@ -139,7 +139,7 @@ def build_dispatcher(
     store: ports.Store,
     clock: ports.Clock,
     *,
-    extra_handlers: dict[str, handler_ports.ApprovedActionHandler] | None = None,
+    extra_handlers: dict[str, ports.ApprovedActionHandler] | None = None,
     on_renewal: dispatcher.RenewalObserver | None = None,
     installed: registry.Installed | None = None,
 ) -> dispatcher.Dispatcher:

@@ -16,7 +16,7 @@ from typing import Protocol
 import anyio
 import structlog
 
-from qinglong_dispatcher import handler_ports, ports
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import errors, fencing, records, states
 from qinglong_dispatcher.domain.records import Outcome
 
@@ -66,7 +66,7 @@ class ItemRunner:
     def __init__(
         self,
         store: ports.ExecutionStore,
-        handlers: Mapping[str, handler_ports.ApprovedActionHandler],
+        handlers: Mapping[str, ports.ApprovedActionHandler],
         clock: ports.Clock,
         config: DispatchConfig,
         *,
@@ -102,14 +102,12 @@ class ItemRunner:
             inspected = await handler.inspect(dispatch)
         except Exception as exc:  # inspect is side-effect free: any failure is pre-barrier
             code = exc.code if isinstance(exc, errors.QinglongError) else "inspect_failed"
-            inspected = handler_ports.InspectResult(
-                kind=handler_ports.InspectKind.TRANSIENT, code=code
-            )
+            inspected = ports.InspectResult(kind=ports.InspectKind.TRANSIENT, code=code)
         await self._fault("after_inspect", dispatch)
-        if inspected.kind is handler_ports.InspectKind.TRANSIENT:
+        if inspected.kind is ports.InspectKind.TRANSIENT:
             code = inspected.code or "inspect_transient"
             return await self._release(lease, dispatch, states.ReleaseKind.RETRY, code)
-        if inspected.kind is handler_ports.InspectKind.BLOCKED:
+        if inspected.kind is ports.InspectKind.BLOCKED:
             code = inspected.code or "inspect_blocked"
             return await self._release(lease, dispatch, states.ReleaseKind.BLOCKED, code)
         if inspected.action_digest != dispatch.action_digest:
@@ -185,17 +183,17 @@ class ItemRunner:
 
     async def _execute(
         self,
-        handler: handler_ports.ApprovedActionHandler,
+        handler: ports.ApprovedActionHandler,
         dispatch: records.Dispatch,
         identity: records.ExecutionIdentity,
     ) -> str:
         config = self._config
-        ctx = handler_ports.ExecutionContext(
+        ctx = ports.ExecutionContext(
             dispatch=dispatch,
             identity=identity,
             deadline_ms=self._clock.now_ms() + config.execute_timeout_ms,
         )
-        result: handler_ports.ExecuteResult | None = None
+        result: ports.ExecuteResult | None = None
         failure = ""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._renew_while_running, identity.as_lease())
@@ -219,7 +217,7 @@ class ItemRunner:
             return await self._complete(
                 dispatch, identity, states.Completion.BLOCKED, f"indeterminate:{failure}"[:128]
             )
-        if result.kind is handler_ports.ExecuteKind.COMMITTED:
+        if result.kind is ports.ExecuteKind.COMMITTED:
             log.info(
                 "dispatch.completed",
                 dispatch_id=dispatch.dispatch_id,
@@ -230,7 +228,7 @@ class ItemRunner:
             return result.committed_as.value
         completion = (
             states.Completion.SUCCEEDED
-            if result.kind is handler_ports.ExecuteKind.SUCCEEDED
+            if result.kind is ports.ExecuteKind.SUCCEEDED
             else states.Completion.FAILED
         )
         outcome = await self._complete(dispatch, identity, completion, result.code)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import anyio
 import structlog
 
-from qinglong_dispatcher import claimed_item, handler_ports, page_path, ports
+from qinglong_dispatcher import claimed_item, page_path, ports
 from qinglong_dispatcher.claimed_item import DispatchConfig, FaultHook, RenewalObserver
 from qinglong_dispatcher.domain import errors, records
 from qinglong_dispatcher.domain.records import Outcome
@@ -52,7 +52,7 @@ class Dispatcher:
     def __init__(
         self,
         store: ports.DispatchStore,
-        handlers: Mapping[str, handler_ports.ApprovedActionHandler],
+        handlers: Mapping[str, ports.ApprovedActionHandler],
         clock: ports.Clock,
         config: DispatchConfig,
         *,
@@ -207,7 +207,7 @@ class Dispatcher:
                 by_type.setdefault(claim.dispatch.action_type, []).append(claim.dispatch)
         for action_type, dispatches in by_type.items():
             handler = self._handlers.get(action_type)
-            if isinstance(handler, handler_ports.PrefetchingHandler):
+            if isinstance(handler, ports.PrefetchingHandler):
                 try:
                     await handler.prefetch(dispatches)
                 except errors.StoreError as exc:

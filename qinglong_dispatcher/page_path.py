@@ -1,7 +1,7 @@
 """The page path: a claimed page's transactional items start, take effect and complete in one
 transaction (`ports.PageStore.commit_page`).
 
-Only items of a `handler_ports.TransactionalHandler` whose `inspect` is ready take it; the
+Only items of a `ports.TransactionalHandler` whose `inspect` is ready take it; the
 rest, and every item the page transaction did not take, go on to the per-item path
 (`claimed_item.ItemRunner`) under the same lease — nothing was written for them.
 """
@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
-from qinglong_dispatcher import handler_ports, ports
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.claimed_item import DispatchConfig, FaultHook
 from qinglong_dispatcher.domain import errors, records
 
@@ -29,7 +29,7 @@ class PagePath:
     def __init__(
         self,
         store: ports.PageStore,
-        handlers: Mapping[str, handler_ports.ApprovedActionHandler],
+        handlers: Mapping[str, ports.ApprovedActionHandler],
         clock: ports.Clock,
         config: DispatchConfig,
         *,
@@ -39,10 +39,10 @@ class PagePath:
         self._clock = clock
         self._config = config
         self._fault_hook = fault_hook
-        self._transactional: dict[str, handler_ports.TransactionalHandler] = {
+        self._transactional: dict[str, ports.TransactionalHandler] = {
             action_type: handler
             for action_type, handler in handlers.items()
-            if isinstance(handler, handler_ports.TransactionalHandler)
+            if isinstance(handler, ports.TransactionalHandler)
         }
         self._inspectors = dict(handlers)
 
@@ -109,7 +109,7 @@ class PagePath:
             return False
         await self._fault("after_inspect", dispatch)
         return (
-            inspected.kind is handler_ports.InspectKind.READY
+            inspected.kind is ports.InspectKind.READY
             and inspected.action_digest == dispatch.action_digest
         )
 

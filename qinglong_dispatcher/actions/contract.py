@@ -19,7 +19,7 @@ import enum
 from collections.abc import Callable
 from typing import Final, TypeVar
 
-from qinglong_dispatcher import handler_ports, ports
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import errors, plans, records
 
 P = TypeVar("P", bound=plans.PlanModel)
@@ -89,10 +89,10 @@ class ActionContext:
     clock: ports.Clock
 
 
-HandlerFactory = Callable[[ActionContext], handler_ports.ApprovedActionHandler]
+HandlerFactory = Callable[[ActionContext], ports.ApprovedActionHandler]
 """Builds the action's handler once per process; no I/O."""
 
-EvidenceFactory = Callable[[ActionContext], handler_ports.EvidenceProvider]
+EvidenceFactory = Callable[[ActionContext], ports.EvidenceProvider]
 """Builds the action's read-only evidence provider once per process; no I/O."""
 
 

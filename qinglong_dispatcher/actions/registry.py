@@ -19,7 +19,7 @@ from typing import Final
 
 import structlog
 
-from qinglong_dispatcher import handler_ports, ports
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import contract
 from qinglong_dispatcher.domain import errors, plans, records, recovery
 
@@ -106,11 +106,9 @@ class Installed:
             plans=contract.PlanReader(plan_store, self.plan_models), clock=clock
         )
 
-    def handlers(
-        self, ctx: contract.ActionContext
-    ) -> dict[str, handler_ports.ApprovedActionHandler]:
+    def handlers(self, ctx: contract.ActionContext) -> dict[str, ports.ApprovedActionHandler]:
         """Each action's handler, built once and guarded."""
-        built: dict[str, handler_ports.ApprovedActionHandler] = {}
+        built: dict[str, ports.ApprovedActionHandler] = {}
         for action_type, spec in self.specs.items():
             handler = self._build(action_type, "handler", spec.handler, ctx)
             for member in ("inspect", "execute"):
@@ -123,11 +121,9 @@ class Installed:
             built[action_type] = GuardedHandler(action_type, handler)  # type: ignore[arg-type]  # checked above: action_type, inspect, execute
         return built
 
-    def evidence_providers(
-        self, ctx: contract.ActionContext
-    ) -> dict[str, handler_ports.EvidenceProvider]:
+    def evidence_providers(self, ctx: contract.ActionContext) -> dict[str, ports.EvidenceProvider]:
         """Each action's evidence provider; a `MANUAL_ONLY` action has none."""
-        built: dict[str, handler_ports.EvidenceProvider] = {}
+        built: dict[str, ports.EvidenceProvider] = {}
         for action_type, spec in self.specs.items():
             factory = spec.evidence
             if factory is contract.MANUAL_ONLY or factory is None:
@@ -229,21 +225,21 @@ class GuardedHandler:
     barrier on its own and executes after it.
     """
 
-    def __init__(self, action_type: str, inner: handler_ports.ApprovedActionHandler) -> None:
+    def __init__(self, action_type: str, inner: ports.ApprovedActionHandler) -> None:
         self.action_type = action_type
         self._inner = inner
 
-    async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:
+    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
         """The action's inspect; an answer of another shape is a transient failure."""
         try:
             result = await self._inner.inspect(dispatch)
         except errors.QinglongError as exc:
             raise errors.QinglongError(code=_low(exc.code)) from None
-        if not isinstance(result, handler_ports.InspectResult):
+        if not isinstance(result, ports.InspectResult):
             raise errors.QinglongError("inspect answered no InspectResult", code="inspect_invalid")
         return dataclasses.replace(result, code=_low(result.code))
 
-    async def execute(self, ctx: handler_ports.ExecutionContext) -> handler_ports.ExecuteResult:
+    async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
         """The action's execute. Only the dispatcher completes an installed action's execution:
         an answer of `committed` (or of another shape) is indeterminate, like a raise."""
         try:
@@ -251,8 +247,8 @@ class GuardedHandler:
         except errors.QinglongError as exc:
             raise errors.QinglongError(code=_low(exc.code)) from None
         if (
-            not isinstance(result, handler_ports.ExecuteResult)
-            or result.kind is handler_ports.ExecuteKind.COMMITTED
+            not isinstance(result, ports.ExecuteResult)
+            or result.kind is ports.ExecuteKind.COMMITTED
         ):
             raise errors.QinglongError("execute answered no result", code="execute_invalid")
         return dataclasses.replace(result, code=_low(result.code) or INVALID_CODE)
@@ -261,7 +257,7 @@ class GuardedHandler:
 class GuardedEvidence:
     """An installed evidence provider: `verified_succeeded` needs a SHA-256 evidence digest."""
 
-    def __init__(self, action_type: str, inner: handler_ports.EvidenceProvider) -> None:
+    def __init__(self, action_type: str, inner: ports.EvidenceProvider) -> None:
         self.action_type = action_type
         self._inner = inner
 

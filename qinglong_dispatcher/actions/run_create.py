@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import anyio
 import structlog
 
-from qinglong_dispatcher import handler_ports, ports
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import errors, fencing, ids, plans, records, runs
 
 log = structlog.get_logger("qinglong_dispatcher.actions.run_create")
@@ -64,7 +64,7 @@ Resolved = tuple[plans.ApprovedRunCreationPlan, str]
 
 
 class RunCreateHandler:
-    """The `run.create` action (a `handler_ports.TransactionalHandler`)."""
+    """The `run.create` action (a `ports.TransactionalHandler`)."""
 
     action_type = ACTION_TYPE
 
@@ -122,20 +122,16 @@ class RunCreateHandler:
             resolved = self._remember(stored, dispatch.action_digest)
         return _bound(resolved, dispatch)
 
-    async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:
+    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
         """Parse the immutable plan and return its action digest; writes nothing."""
         try:
             _, digest = await self._resolve(dispatch)
         except errors.InvalidInput as exc:
-            return handler_ports.InspectResult(
-                kind=handler_ports.InspectKind.BLOCKED, code=exc.code
-            )
-        return handler_ports.InspectResult(
-            kind=handler_ports.InspectKind.READY, action_digest=digest
-        )
+            return ports.InspectResult(kind=ports.InspectKind.BLOCKED, code=exc.code)
+        return ports.InspectResult(kind=ports.InspectKind.READY, action_digest=digest)
 
     def run_to_create(self, dispatch: records.Dispatch, *, started_at_ms: int) -> runs.Run:
-        """See `handler_ports.TransactionalHandler.run_to_create`."""
+        """See `ports.TransactionalHandler.run_to_create`."""
         resolved = self._resolved.get((dispatch.project_id, dispatch.action_ref))
         if resolved is None:
             raise errors.PlanInvalid("plan not inspected", code="plan_not_inspected")
@@ -148,15 +144,13 @@ class RunCreateHandler:
             now_ms=started_at_ms,
         )
 
-    async def execute(self, ctx: handler_ports.ExecutionContext) -> handler_ports.ExecuteResult:
+    async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
         """Re-parse the same plan, then create the Run, its receipt and the completion at once."""
         dispatch, identity = ctx.dispatch, ctx.identity
         plan, digest = await self._resolve(dispatch)
         if digest != dispatch.action_digest:
             # Nothing happened yet: an explicit failure, not an indeterminate one.
-            return handler_ports.ExecuteResult(
-                kind=handler_ports.ExecuteKind.FAILED, code="digest_drift"
-            )
+            return ports.ExecuteResult(kind=ports.ExecuteKind.FAILED, code="digest_drift")
         if self._fault_hook is not None:
             await self._fault_hook("before_effect", dispatch)
         delay = EFFECT_RETRY_FIRST_S
@@ -187,12 +181,10 @@ class RunCreateHandler:
                 await anyio.sleep(delay)
                 delay = min(EFFECT_RETRY_MAX_S, delay * 2)
         if result.outcome in (ports.RunCreateOutcome.CREATED, ports.RunCreateOutcome.EXISTING):
-            return handler_ports.ExecuteResult(
-                kind=handler_ports.ExecuteKind.COMMITTED, code=result.outcome.value
-            )
+            return ports.ExecuteResult(kind=ports.ExecuteKind.COMMITTED, code=result.outcome.value)
         if result.outcome is ports.RunCreateOutcome.CONFLICT:
-            return handler_ports.ExecuteResult(
-                kind=handler_ports.ExecuteKind.FAILED, code=result.reason or "run_conflict"
+            return ports.ExecuteResult(
+                kind=ports.ExecuteKind.FAILED, code=result.reason or "run_conflict"
             )
         raise errors.LeaseConflict(f"execution fenced: {result.reason}")
 

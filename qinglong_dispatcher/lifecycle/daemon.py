@@ -48,7 +48,7 @@ class Parts:
     health: http.Health
     notifier: systemd.Notifier
     skew_guard: skew.SkewGuard | None = None
-    wakeup: wakeup.Listener | None = None
+    wakeup: ports.WakeupListener | None = None
     """Cluster: notifications that bring the next dispatch tick forward (None: cadence only)."""
     pruner: pruning.Pruner | None = None
     """Edge with a retention: prunes finished dispatch trees after each reconcile pass."""

@@ -1,6 +1,6 @@
 """Wake-up on submit: a listener's signals cut the dispatch cadence's wait short.
 
-The port (`Listener`) is what a dialect provides (cluster: PostgreSQL `LISTEN`, in the
+The port (`ports.WakeupListener`) is what a dialect provides (cluster: PostgreSQL `LISTEN`, in the
 postgres adapter; edge has none: one process and its cadence). `Signals` is the daemon's side
 of it: it coalesces notifications into one early tick (`Waker`), keeps the listener gauge and
 reconnect counter, and logs the listener's state changes under stable event names. The
@@ -9,34 +9,12 @@ cadence stays the floor: while the listener is down nothing changes but the late
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import anyio
 import structlog
 
 from qinglong_dispatcher.lifecycle import metrics
 
 log = structlog.get_logger("qinglong_dispatcher.wakeup")
-
-
-class Events(Protocol):
-    """What a listener reports; every call comes from the event loop, none may block."""
-
-    def wake(self) -> None:
-        """Something may have become due: tick soon."""
-
-    def listening(self) -> None:
-        """The listener is (again) subscribed; notifications from now on arrive."""
-
-    def lost(self, reason: str) -> None:
-        """The listener's connection ended or could not be opened; it retries by itself."""
-
-
-class Listener(Protocol):
-    """A source of wake-ups that keeps itself connected until cancelled."""
-
-    async def run(self, events: Events) -> None:
-        """Listen, reconnecting with backoff after a loss, until the caller cancels."""
 
 
 class Waker:
@@ -66,7 +44,7 @@ class Waker:
 
 
 class Signals:
-    """The daemon's `Events`: wakes its `Waker`, moves its metrics, logs state changes."""
+    """The daemon's `ports.WakeupEvents`: wakes its `Waker`, moves metrics, logs state changes."""
 
     def __init__(self, waker: Waker, the_metrics: metrics.Metrics) -> None:
         self._waker = waker
@@ -75,12 +53,12 @@ class Signals:
         self._outage_logged = False
 
     def wake(self) -> None:
-        """See `Events.wake`."""
+        """See `ports.WakeupEvents.wake`."""
         self._metrics.record_wakeup()
         self._waker.wake()
 
     def listening(self) -> None:
-        """See `Events.listening`: after a loss this is a reconnect, and counted."""
+        """See `ports.WakeupEvents.listening`: after a loss this is a reconnect, and counted."""
         reconnect = self._ever_listened
         self._ever_listened = True
         self._outage_logged = False
@@ -88,7 +66,7 @@ class Signals:
         log.info("wakeup.listening", reconnect=reconnect)
 
     def lost(self, reason: str) -> None:
-        """See `Events.lost`: a warning once per outage, the failed retries at debug level."""
+        """See `ports.WakeupEvents.lost`: one warning per outage, failed retries at debug."""
         self._metrics.set_wakeup_listener(up=False)
         if self._outage_logged:
             log.debug("wakeup.retry_failed", reason=reason)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import structlog
 
-from qinglong_dispatcher import handler_ports, ports
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import errors, recovery, states
 from qinglong_dispatcher.domain.records import Outcome
 
@@ -40,7 +40,7 @@ class Reconciler:
     def __init__(
         self,
         store: ports.RecoveryStore,
-        providers: Mapping[str, handler_ports.EvidenceProvider],
+        providers: Mapping[str, ports.EvidenceProvider],
         clock: ports.Clock,
         *,
         page_size: int = MAX_PAGE,

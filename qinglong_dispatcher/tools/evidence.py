@@ -18,7 +18,6 @@ from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import digests, errors, plans, recovery
 from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
-from qinglong_dispatcher.tools import ports as tool_ports
 from qinglong_dispatcher.tools import sandbox
 
 Kind = recovery.EvidenceKind
@@ -53,7 +52,7 @@ class ToolInvokeEvidence:
     def __init__(
         self,
         plan_store: ports.PlanStore,
-        barriers: tool_ports.ToolExecutionStartBarrierRepository,
+        barriers: ports.ToolExecutionStartBarrierRepository,
         sandbox_dir: Path | None,
     ) -> None:
         self._plans = plan_store

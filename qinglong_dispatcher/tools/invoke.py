@@ -18,11 +18,10 @@ from typing import Protocol, TypeVar
 import anyio
 import structlog
 
-from qinglong_dispatcher import handler_ports, ports
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import errors, plans, records, states
 from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
-from qinglong_dispatcher.tools import ports as tool_ports
 from qinglong_dispatcher.tools import sandbox
 from qinglong_dispatcher.tools.builtin import file_write
 
@@ -43,8 +42,8 @@ yet: the crash window evidence closes); production wiring passes none."""
 
 class ToolInvokeStore(
     ports.PlanStore,
-    tool_ports.ToolStepRepository,
-    tool_ports.ToolExecutionStartBarrierRepository,
+    ports.ToolStepRepository,
+    ports.ToolExecutionStartBarrierRepository,
     Protocol,
 ):
     """What the action reads and writes."""
@@ -88,28 +87,26 @@ class ToolInvokeHandler:
             raise errors.PlanInvalid("content exceeds the tool policy", code="content_too_large")
         return plan
 
-    async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:
+    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
         """Plan, policy, sandbox and StepRun checks; writes nothing."""
         try:
             plan = await self._resolve(dispatch)
         except errors.InvalidInput as exc:
-            return handler_ports.InspectResult(
-                kind=handler_ports.InspectKind.BLOCKED, code=exc.code
-            )
+            return ports.InspectResult(kind=ports.InspectKind.BLOCKED, code=exc.code)
         if not await self._adapter.sandbox_ready():
             # Perhaps an unmounted share: retried with backoff, blocked once the budget is spent.
-            return handler_ports.InspectResult(
-                kind=handler_ports.InspectKind.TRANSIENT, code=errors.SandboxUnavailable.code
+            return ports.InspectResult(
+                kind=ports.InspectKind.TRANSIENT, code=errors.SandboxUnavailable.code
             )
         step = await self._store.get_step_run(plan.step_run_id)
         refusal = tool_invocations.step_refusal(step, plan, dispatch)
         if refusal is not None:
-            return handler_ports.InspectResult(kind=handler_ports.InspectKind.BLOCKED, code=refusal)
-        return handler_ports.InspectResult(
-            kind=handler_ports.InspectKind.READY, action_digest=plans.plan_action_digest(plan)
+            return ports.InspectResult(kind=ports.InspectKind.BLOCKED, code=refusal)
+        return ports.InspectResult(
+            kind=ports.InspectKind.READY, action_digest=plans.plan_action_digest(plan)
         )
 
-    async def execute(self, ctx: handler_ports.ExecutionContext) -> handler_ports.ExecuteResult:
+    async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
         """Barrier, adapter, then StepRun and execution settled together."""
         dispatch = ctx.dispatch
         budget_s = max(0.0, (ctx.deadline_ms - self._clock.now_ms()) / 1000)
@@ -147,7 +144,7 @@ class ToolInvokeHandler:
             # unacknowledged — the adapter has not run either way): an explicit failure.
             log.warning("tool.start_gave_up", dispatch_id=dispatch.dispatch_id, code=exc.code)
             return await self._finish(ctx, plan, failed, "start_unavailable", end)
-        if barrier.outcome is tool_ports.StartOutcome.CONFLICT:
+        if barrier.outcome is ports.StartOutcome.CONFLICT:
             log.warning(
                 "tool.start_refused", dispatch_id=dispatch.dispatch_id, reason=barrier.reason
             )
@@ -184,14 +181,14 @@ class ToolInvokeHandler:
 
     async def _finish(
         self,
-        ctx: handler_ports.ExecutionContext,
+        ctx: ports.ExecutionContext,
         plan: plans.ToolInvocationPlan | None,
         completion: states.Completion,
         code: str,
         give_up_at: float,
-    ) -> handler_ports.ExecuteResult:
+    ) -> ports.ExecuteResult:
         """StepRun result and execution completion in one transaction, retried while it may."""
-        request = tool_ports.ToolStepCompletion(
+        request = ports.ToolStepCompletion(
             dispatch=ctx.dispatch,
             identity=ctx.identity,
             step_run_id=plan.step_run_id if plan is not None else None,
@@ -205,7 +202,7 @@ class ToolInvokeHandler:
             give_up_at=give_up_at,
             what="finish",
         )
-        if done.outcome is tool_ports.ToolStepOutcome.FENCED:
+        if done.outcome is ports.ToolStepOutcome.FENCED:
             raise errors.LeaseConflict(f"execution fenced: {done.reason}")
         log.info(
             "tool.finished",
@@ -214,14 +211,14 @@ class ToolInvokeHandler:
             code=code,
             step_status=done.step_status.value if done.step_status else None,
         )
-        return handler_ports.ExecuteResult(
-            kind=handler_ports.ExecuteKind.COMMITTED, code=code, committed_as=completion
+        return ports.ExecuteResult(
+            kind=ports.ExecuteKind.COMMITTED, code=code, committed_as=completion
         )
 
     async def _retrying(
         self,
         operation: Callable[[], Awaitable[T]],
-        ctx: handler_ports.ExecutionContext,
+        ctx: ports.ExecutionContext,
         *,
         give_up_at: float,
         what: str,

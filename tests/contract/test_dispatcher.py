@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qinglong_dispatcher import handler_ports
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
 from tests.support import faults
@@ -43,7 +43,7 @@ async def test_explicit_block_from_inspect_is_terminal(
     harness: Harness, clock: ManualClock
 ) -> None:
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
-    handler = RecordingHandler(inspect_kind=handler_ports.InspectKind.BLOCKED)
+    handler = RecordingHandler(inspect_kind=ports.InspectKind.BLOCKED)
     await make_dispatcher(harness.store, clock, handlers={"run.create": handler}).dispatch_batch()
     assert handler.executed == []
     assert await status_of(harness, consumed.dispatch_id) is ExecutionStatus.BLOCKED
@@ -124,7 +124,7 @@ async def test_explicit_results_complete_the_execution(
     await make_dispatcher(
         harness.store, clock, handlers={"run.create": ok}, page_size=1
     ).dispatch_batch()
-    failing = RecordingHandler(result=handler_ports.ExecuteKind.FAILED)
+    failing = RecordingHandler(result=ports.ExecuteKind.FAILED)
     await make_dispatcher(
         harness.store, clock, handlers={"run.create": failing}, page_size=1
     ).dispatch_batch()

@@ -136,7 +136,7 @@ async def test_claims_starts_and_completions_notify_nothing_a_yield_does(
 
 @dataclasses.dataclass
 class Recorded:
-    """A `wakeup.Events` that writes down what the listener reports."""
+    """A `ports.WakeupEvents` that writes down what the listener reports."""
 
     events: list[str] = dataclasses.field(default_factory=list)
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from qinglong_dispatcher import handler_ports, ports
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import run_create
 from qinglong_dispatcher.domain import errors, runs
 from qinglong_dispatcher.domain.records import Outcome
@@ -203,10 +203,10 @@ async def test_inspect_resolves_the_plan_without_writing(
     handler = run_create.RunCreateHandler(harness.store, harness.store, clock)
     result = await handler.inspect(dispatch)
     assert (result.kind, result.action_digest) == (
-        handler_ports.InspectKind.READY,
+        ports.InspectKind.READY,
         dispatch.action_digest,
     )
     foreign = dataclasses.replace(dispatch, action_ref="act-unknown")
     missing = await handler.inspect(foreign)
-    assert (missing.kind, missing.code) == (handler_ports.InspectKind.BLOCKED, "plan_missing")
+    assert (missing.kind, missing.code) == (ports.InspectKind.BLOCKED, "plan_missing")
     assert await count(harness, "runs") == 0

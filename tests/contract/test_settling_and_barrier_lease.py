@@ -8,7 +8,7 @@ import time
 import anyio
 import pytest
 
-from qinglong_dispatcher import api, dispatcher, handler_ports, ports
+from qinglong_dispatcher import api, dispatcher, ports
 from qinglong_dispatcher.clock import SystemClock
 from qinglong_dispatcher.domain import errors, fencing, records, states
 from qinglong_dispatcher.domain.records import Outcome
@@ -156,12 +156,12 @@ class WatchingHandler:
     action_type: str = "run.create"
     seen: list[tuple[str, EffectiveStatus]] = dataclasses.field(default_factory=list)
 
-    async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:
-        return handler_ports.InspectResult(
-            kind=handler_ports.InspectKind.READY, action_digest=dispatch.action_digest
+    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
+        return ports.InspectResult(
+            kind=ports.InspectKind.READY, action_digest=dispatch.action_digest
         )
 
-    async def execute(self, ctx: handler_ports.ExecutionContext) -> handler_ports.ExecuteResult:
+    async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
         deadline = time.monotonic() + self.execute_s
         while True:
             row = await self.store.get_execution(ctx.dispatch.dispatch_id)
@@ -169,9 +169,7 @@ class WatchingHandler:
             seen_at = min(SystemClock().now_ms(), await self.store.database_now_ms())
             self.seen.append((ctx.dispatch.dispatch_id, row.effective_status(seen_at)))
             if time.monotonic() >= deadline:
-                return handler_ports.ExecuteResult(
-                    kind=handler_ports.ExecuteKind.SUCCEEDED, code="done"
-                )
+                return ports.ExecuteResult(kind=ports.ExecuteKind.SUCCEEDED, code="done")
             await anyio.sleep(self.execute_s / 6)
 
 
@@ -213,7 +211,7 @@ class YieldOnInspect(RecordingHandler):
 
     the_dispatcher: dispatcher.Dispatcher | None = None
 
-    async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:
+    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
         assert self.the_dispatcher is not None
         self.the_dispatcher.drain()
         return await super().inspect(dispatch)
@@ -233,7 +231,7 @@ async def test_a_release_after_a_yield_and_a_new_claim_is_not_a_reused_mutation(
     assert (row.status, row.attempt) == (ExecutionStatus.PENDING, 0)
 
     # The next claim is attempt 1 again; its pre-barrier release must land, not collide.
-    transient = RecordingHandler(inspect_kind=handler_ports.InspectKind.TRANSIENT)
+    transient = RecordingHandler(inspect_kind=ports.InspectKind.TRANSIENT)
     second = make_dispatcher(harness.store, clock, owner="w2", handlers={"run.create": transient})
     report = await second.dispatch_batch()
     assert report.outcomes == {"retry_wait": 1}, report.outcomes

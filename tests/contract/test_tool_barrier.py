@@ -13,12 +13,11 @@ from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.domain.tools import start as tool_start
 from qinglong_dispatcher.domain.tools import steps
-from qinglong_dispatcher.tools import ports as tool_ports
 from tests.support import faults, tools
 from tests.support.clock import ManualClock
 from tests.support.stores import Harness
 
-Outcome = tool_ports.StartOutcome
+Outcome = ports.StartOutcome
 
 
 async def test_prepare_commits_every_fact_and_both_entry_points_return_the_barrier(
@@ -280,7 +279,7 @@ async def test_two_connections_preparing_the_same_start_commit_one_barrier(
     started = await tools.started_tool(harness, clock, run)
     other_store = await harness.open_another()
     commands = [started.command(), started.command(key=None if same_command else "rival")]
-    results: list[tool_ports.StartBarrierResult] = []
+    results: list[ports.StartBarrierResult] = []
 
     async def prepare(store: ports.Store, command: tool_start.StartCommand) -> None:
         results.append(await store.prepare(command))

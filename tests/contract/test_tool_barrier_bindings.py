@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import runs
 from qinglong_dispatcher.domain.tools import start as tool_start
-from qinglong_dispatcher.tools import ports as tool_ports
 from tests.support import tools
 from tests.support.clock import ManualClock
 from tests.support.stores import Harness
 
-Outcome = tool_ports.StartOutcome
+Outcome = ports.StartOutcome
 
 OTHER_DIGEST = "e" * 64
 

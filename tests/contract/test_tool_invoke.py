@@ -15,7 +15,6 @@ from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.domain.tools import start as tool_start
 from qinglong_dispatcher.domain.tools import steps
 from qinglong_dispatcher.tools import invoke as tool_invoke
-from qinglong_dispatcher.tools import ports as tool_ports
 from qinglong_dispatcher.tools import sandbox
 from qinglong_dispatcher.tools.builtin import file_write
 from tests.support import faults, tools
@@ -140,7 +139,7 @@ class BusyBarrier:
     def __getattr__(self, name: str) -> object:
         return getattr(self.store, name)
 
-    async def prepare(self, command: tool_start.StartCommand) -> tool_ports.StartBarrierResult:
+    async def prepare(self, command: tool_start.StartCommand) -> ports.StartBarrierResult:
         self.prepares += 1
         raise errors.StoreBusy("injected: the Run row is locked")
 

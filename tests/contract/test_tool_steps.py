@@ -6,11 +6,10 @@ import dataclasses
 
 import pytest
 
-from qinglong_dispatcher import api
+from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.domain import errors, states
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.domain.tools import steps
-from qinglong_dispatcher.tools import ports as tool_ports
 from tests.support import faults, tools
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS
@@ -109,10 +108,8 @@ async def test_the_adapter_result_settles_the_step_run_and_the_execution_togethe
 ) -> None:
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
-    assert (
-        await harness.store.prepare(started.command())
-    ).outcome is tool_ports.StartOutcome.CREATED
-    request = tool_ports.ToolStepCompletion(
+    assert (await harness.store.prepare(started.command())).outcome is ports.StartOutcome.CREATED
+    request = ports.ToolStepCompletion(
         dispatch=started.dispatch,
         identity=started.identity,
         step_run_id=started.step.step_run_id,
@@ -122,11 +119,11 @@ async def test_the_adapter_result_settles_the_step_run_and_the_execution_togethe
     )
     done = await harness.store.complete_tool_step(request)
     assert (done.outcome, done.step_status) == (
-        tool_ports.ToolStepOutcome.COMPLETED,
+        ports.ToolStepOutcome.COMPLETED,
         Status.SUCCEEDED,
     )
     again = await harness.store.complete_tool_step(request)
-    assert again.outcome is tool_ports.ToolStepOutcome.EXISTING
+    assert again.outcome is ports.ToolStepOutcome.EXISTING
     ledger = await harness.store.step_run_mutations(started.step.step_run_id)
     assert [(m.from_status, m.to_status, m.to_version) for m in ledger] == [
         (Status.WAITING_APPROVAL, Status.RUNNING, 2),
@@ -154,7 +151,7 @@ async def test_a_fenced_completion_changes_neither_the_step_run_nor_the_executio
     await harness.store.prepare(started.command())
     forged = dataclasses.replace(started.identity, token="forged")
     done = await harness.store.complete_tool_step(
-        tool_ports.ToolStepCompletion(
+        ports.ToolStepCompletion(
             dispatch=started.dispatch,
             identity=forged,
             step_run_id=started.step.step_run_id,
@@ -163,7 +160,7 @@ async def test_a_fenced_completion_changes_neither_the_step_run_nor_the_executio
             now_ms=clock.now_ms(),
         )
     )
-    assert done.outcome is tool_ports.ToolStepOutcome.FENCED
+    assert done.outcome is ports.ToolStepOutcome.FENCED
     step = await harness.store.get_step_run(started.step.step_run_id)
     assert step is not None
     assert (step.status, step.version) == (Status.RUNNING, 2)

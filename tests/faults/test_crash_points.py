@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher import bootstrap, dispatcher, handler_ports
+from qinglong_dispatcher import bootstrap, dispatcher, ports
 from qinglong_dispatcher.actions import run_create
 from qinglong_dispatcher.domain import records, recovery
 from qinglong_dispatcher.domain.states import ExecutionStatus
@@ -147,7 +147,7 @@ async def test_run_create_crash_points(
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     hook = crash_at(point)
     crashing = await harness.open_another()
-    handler: handler_ports.ApprovedActionHandler = run_create.RunCreateHandler(
+    handler: ports.ApprovedActionHandler = run_create.RunCreateHandler(
         crashing, crashing, clock, fault_hook=hook
     )
     if path == "per_item":

@@ -17,7 +17,7 @@ from typing import Any, cast
 import pytest
 import structlog
 
-from qinglong_dispatcher import api, bootstrap, handler_ports
+from qinglong_dispatcher import api, bootstrap, ports
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from qinglong_dispatcher.domain import errors, states
 from qinglong_dispatcher.lifecycle import daemon
@@ -134,7 +134,7 @@ async def test_run_create_effect_on_the_per_item_path(
     disk = await DiskFull(store).install("runs")
     disk.full = disk.once = True
     handler = bootstrap.handlers(store, clock)["run.create"]
-    ctx = handler_ports.ExecutionContext(
+    ctx = ports.ExecutionContext(
         dispatch=dispatch, identity=identity, deadline_ms=clock.now_ms() + LEASE_MS // 2
     )
     with structlog.testing.capture_logs() as logs:
@@ -142,7 +142,7 @@ async def test_run_create_effect_on_the_per_item_path(
     assert disk.failures == 1
     assert _store_full_events(logs) == ["run_create.effect_retry"]
     assert disk.seen[1] == disk.seen[0]  # the failed effect left nothing behind
-    assert result.kind is handler_ports.ExecuteKind.COMMITTED
+    assert result.kind is ports.ExecuteKind.COMMITTED
     assert _count(store.db.path, "SELECT count(*) FROM runs") == 1
     assert _count(store.db.path, "SELECT count(*) FROM approved_run_action_receipts") == 1
     execution = await store.get_execution(dispatch.dispatch_id)

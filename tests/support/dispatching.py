@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from qinglong_dispatcher import bootstrap, dispatcher, handler_ports, ports
+from qinglong_dispatcher import bootstrap, dispatcher, ports
 
 LEASE_MS = 30_000
 
@@ -14,7 +14,7 @@ def make_dispatcher(
     clock: ports.Clock,
     *,
     owner: str = "w1",
-    handlers: Mapping[str, handler_ports.ApprovedActionHandler] | None = None,
+    handlers: Mapping[str, ports.ApprovedActionHandler] | None = None,
     page_size: int = 16,
     concurrency: int = 1,
     lease_ms: int = LEASE_MS,

@@ -14,22 +14,22 @@ import sys
 
 import anyio
 
-from qinglong_dispatcher import bootstrap, clock, handler_ports
+from qinglong_dispatcher import bootstrap, clock, ports
 from qinglong_dispatcher.actions import registry
 from qinglong_dispatcher.domain import records
 from qinglong_dispatcher.settings import load_settings
 
 
 class _KilledAt:
-    def __init__(self, inner: handler_ports.ApprovedActionHandler, point: str) -> None:
+    def __init__(self, inner: ports.ApprovedActionHandler, point: str) -> None:
         self.action_type = inner.action_type
         self._inner = inner
         self._point = point
 
-    async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:
+    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
         return await self._inner.inspect(dispatch)
 
-    async def execute(self, ctx: handler_ports.ExecutionContext) -> handler_ports.ExecuteResult:
+    async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
         if self._point == "before_execute":
             os.kill(os.getpid(), signal.SIGKILL)
         result = await self._inner.execute(ctx)

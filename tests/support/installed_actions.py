@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 
 from pydantic import ConfigDict
 
-from qinglong_dispatcher import handler_ports
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import contract
 from qinglong_dispatcher.domain import digests, plans, records, recovery
 
@@ -48,22 +48,20 @@ class EchoHandler:
     def __init__(self, ctx: contract.ActionContext) -> None:
         self._plans = ctx.plans
 
-    async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:
+    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
         CALLS.inspected.append(dispatch.dispatch_id)
         _, digest = await self._plans.resolve(dispatch, EchoPlan)
-        return handler_ports.InspectResult(
-            kind=handler_ports.InspectKind.READY, action_digest=digest
-        )
+        return ports.InspectResult(kind=ports.InspectKind.READY, action_digest=digest)
 
-    async def execute(self, ctx: handler_ports.ExecutionContext) -> handler_ports.ExecuteResult:
+    async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
         CALLS.executed.append(ctx.dispatch.dispatch_id)
         plan = await self._plans.approved(ctx.dispatch, EchoPlan)
         kind = {
-            "failed": handler_ports.ExecuteKind.FAILED,
-            "committed": handler_ports.ExecuteKind.COMMITTED,
-        }.get(plan.answer, handler_ports.ExecuteKind.SUCCEEDED)
+            "failed": ports.ExecuteKind.FAILED,
+            "committed": ports.ExecuteKind.COMMITTED,
+        }.get(plan.answer, ports.ExecuteKind.SUCCEEDED)
         code = "not a code!" if plan.answer == "odd_code" else "echoed"
-        return handler_ports.ExecuteResult(kind=kind, code=code)
+        return ports.ExecuteResult(kind=kind, code=code)
 
 
 class EchoEvidence:
@@ -121,7 +119,7 @@ MISNAMED = dataclasses.replace(ECHO, action_type="test.misnamed")
 NOT_A_SPEC = {"action_type": "test.dict"}
 
 
-def _raise(ctx: contract.ActionContext) -> handler_ports.ApprovedActionHandler:
+def _raise(ctx: contract.ActionContext) -> ports.ApprovedActionHandler:
     raise RuntimeError("secret-in-message")
 
 

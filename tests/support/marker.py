@@ -6,7 +6,7 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
-from qinglong_dispatcher import handler_ports
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import records, recovery
 
 
@@ -18,19 +18,17 @@ class MarkerAction:
     action_type: str = "run.create"
     executed: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
-    async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:
-        return handler_ports.InspectResult(
-            kind=handler_ports.InspectKind.READY, action_digest=dispatch.action_digest
+    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
+        return ports.InspectResult(
+            kind=ports.InspectKind.READY, action_digest=dispatch.action_digest
         )
 
-    async def execute(self, ctx: handler_ports.ExecutionContext) -> handler_ports.ExecuteResult:
+    async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
         self.executed.append((ctx.dispatch.dispatch_id, ctx.identity.owner))
         target = self.folder / ctx.idempotency_key
         with target.open("a") as handle:  # appending shows a second effect if one ever happens
             handle.write(f"{ctx.identity.attempt}\n")
-        return handler_ports.ExecuteResult(
-            kind=handler_ports.ExecuteKind.SUCCEEDED, code="marker_written"
-        )
+        return ports.ExecuteResult(kind=ports.ExecuteKind.SUCCEEDED, code="marker_written")
 
 
 @dataclasses.dataclass

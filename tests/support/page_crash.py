@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from qinglong_dispatcher import handler_ports
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import query
 from qinglong_dispatcher.adapters.sql.store import SqlStore
 from qinglong_dispatcher.domain import records
@@ -68,12 +68,12 @@ class PerItemOnly:
     """An action as it was before the page path: the same inspect and execute, not declared
     transactional, so its items take the per-item path (barrier, execute, complete)."""
 
-    def __init__(self, handler: handler_ports.ApprovedActionHandler) -> None:
+    def __init__(self, handler: ports.ApprovedActionHandler) -> None:
         self.action_type = handler.action_type
         self._handler = handler
 
-    async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:
+    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
         return await self._handler.inspect(dispatch)
 
-    async def execute(self, ctx: handler_ports.ExecutionContext) -> handler_ports.ExecuteResult:
+    async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
         return await self._handler.execute(ctx)

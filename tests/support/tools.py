@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from qinglong_dispatcher import api, bootstrap, handler_ports, ports
+from qinglong_dispatcher import api, bootstrap, ports
 from qinglong_dispatcher.domain import plans, records, runs
 from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
@@ -141,7 +141,7 @@ async def positions(h: Harness, run_id: str, step_run_id: str) -> tuple[Any, ...
 
 def tool_handlers(
     store: ports.Store, clock: ports.Clock, sandbox_dir: Path
-) -> dict[str, handler_ports.ApprovedActionHandler]:
+) -> dict[str, ports.ApprovedActionHandler]:
     """The built-in actions with `tool.invoke` registered on `sandbox_dir`."""
     return bootstrap.handlers(store, clock, tool_sandbox_dir=sandbox_dir)
 

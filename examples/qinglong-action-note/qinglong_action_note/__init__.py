@@ -17,7 +17,7 @@ from typing import Annotated, ClassVar
 import anyio.to_thread
 from pydantic import StringConstraints, field_validator
 
-from qinglong_dispatcher import handler_ports
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import contract
 from qinglong_dispatcher.domain import canonical, digests, errors, plans, records, recovery
 
@@ -102,42 +102,32 @@ class NoteHandler:
     def __init__(self, ctx: contract.ActionContext) -> None:
         self._plans = ctx.plans
 
-    async def inspect(self, dispatch: records.Dispatch) -> handler_ports.InspectResult:
+    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
         """The plan's digest, or blocked (bad plan), or transient (no notes directory)."""
         try:
             _, digest = await self._plans.resolve(dispatch, NotePlan)
         except errors.PlanInvalid as exc:
-            return handler_ports.InspectResult(
-                kind=handler_ports.InspectKind.BLOCKED, code=exc.code
-            )
+            return ports.InspectResult(kind=ports.InspectKind.BLOCKED, code=exc.code)
         try:
             await anyio.to_thread.run_sync(_directory)
         except errors.ConfigurationError as exc:
-            return handler_ports.InspectResult(
-                kind=handler_ports.InspectKind.TRANSIENT, code=exc.code
-            )
-        return handler_ports.InspectResult(
-            kind=handler_ports.InspectKind.READY, action_digest=digest
-        )
+            return ports.InspectResult(kind=ports.InspectKind.TRANSIENT, code=exc.code)
+        return ports.InspectResult(kind=ports.InspectKind.READY, action_digest=digest)
 
-    async def execute(self, ctx: handler_ports.ExecutionContext) -> handler_ports.ExecuteResult:
+    async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
         """Write the note; the dispatch id names the file, so it is the idempotency key."""
         try:
             plan = await self._plans.approved(ctx.dispatch, NotePlan)
             directory = await anyio.to_thread.run_sync(_directory)
         except errors.QinglongError as exc:
             # Nothing written yet: an explicit failure. A raise from here on is indeterminate.
-            failed = handler_ports.ExecuteKind.FAILED
-            return handler_ports.ExecuteResult(kind=failed, code=exc.code)
+            failed = ports.ExecuteKind.FAILED
+            return ports.ExecuteResult(kind=failed, code=exc.code)
         content = _record(plan, ctx.dispatch)
         outcome = await anyio.to_thread.run_sync(_write, directory, ctx.idempotency_key, content)
         if outcome == "conflict":
-            return handler_ports.ExecuteResult(
-                kind=handler_ports.ExecuteKind.FAILED, code="note_conflict"
-            )
-        return handler_ports.ExecuteResult(
-            kind=handler_ports.ExecuteKind.SUCCEEDED, code=f"note_{outcome}"
-        )
+            return ports.ExecuteResult(kind=ports.ExecuteKind.FAILED, code="note_conflict")
+        return ports.ExecuteResult(kind=ports.ExecuteKind.SUCCEEDED, code=f"note_{outcome}")
 
 
 class NoteEvidence:

@@ -16,7 +16,6 @@ from qinglong_dispatcher.domain import (
     records,
     schema,
 )
-from qinglong_dispatcher.tools import ports as tool_ports
 
 ASYNC_COMMIT_LEVELS = frozenset({"off", "local"})
 """`synchronous_commit` values that can lose an acknowledged commit (a start barrier)."""
@@ -214,7 +213,7 @@ class PostgresStore(sql_store.SqlStore):
         return await super().create_run(request)
 
     async def barrier_transaction(
-        self, work: query.Work[tool_ports.StartBarrierResult]
-    ) -> tool_ports.StartBarrierResult:
+        self, work: query.Work[ports.StartBarrierResult]
+    ) -> ports.StartBarrierResult:
         """The tool start barrier runs SERIALIZABLE (ADR-0158 §4); conflicts rerun it whole."""
         return await self.db.transaction(work, isolation="serializable")

@@ -18,8 +18,8 @@ from typing import Any
 import anyio
 import asyncpg
 
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.postgres import database as db
-from qinglong_dispatcher.lifecycle import wakeup
 
 CHANNEL = "qinglong_dispatch_due"
 """The channel of migration 0010's `qinglong.notify_dispatch_due()`; NOTIFY is per database."""
@@ -36,7 +36,7 @@ def _reason(exc: BaseException) -> str:
 
 
 class PostgresWakeup:
-    """`wakeup.Listener` over one dedicated asyncpg connection."""
+    """`ports.WakeupListener` over one dedicated asyncpg connection."""
 
     def __init__(
         self,
@@ -57,8 +57,9 @@ class PostgresWakeup:
         self._backoff_max_s = backoff_max_s
         self._rng = rng or random.Random()
 
-    async def run(self, events: wakeup.Events) -> None:
-        """See `wakeup.Listener.run`: listen, and after each loss reconnect, until cancelled."""
+    async def run(self, events: ports.WakeupEvents) -> None:
+        """See `ports.WakeupListener.run`: listen, and after each loss reconnect, until
+        cancelled."""
         delay = self._backoff_initial_s
         while True:
             reason, subscribed = await self._listen_once(events)
@@ -69,7 +70,7 @@ class PostgresWakeup:
             await anyio.sleep(delay * self._rng.uniform(0.5, 1.0))
             delay = min(delay * 2, self._backoff_max_s)
 
-    async def _listen_once(self, events: wakeup.Events) -> tuple[str, bool]:
+    async def _listen_once(self, events: ports.WakeupEvents) -> tuple[str, bool]:
         """One connection's life: (why it ended, whether it had subscribed)."""
         try:
             conn: Any = await asyncpg.connect(

@@ -34,7 +34,6 @@ from qinglong_dispatcher.domain import runs as run_records
 from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
 from qinglong_dispatcher.domain.tools import start as tool_start
 from qinglong_dispatcher.domain.tools import steps
-from qinglong_dispatcher.tools import ports as tool_ports
 
 
 class SqlStore(execution_store.ExecutionOperations, retention.RetentionOperations):
@@ -328,19 +327,19 @@ class SqlStore(execution_store.ExecutionOperations, retention.RetentionOperation
     # -- tool steps and the start barrier (ADR-0158) --------------------------------------
 
     async def create_step_run(self, step: steps.NewStepRun, *, now_ms: int) -> steps.StepRun:
-        """See `tool_ports.ToolStepRepository.create_step_run`."""
+        """See `ports.ToolStepRepository.create_step_run`."""
         return await self.runner.transaction(
             functools.partial(tool_steps.create, new=step, now_ms=now_ms)
         )
 
     async def get_step_run(self, step_run_id: str) -> steps.StepRun | None:
-        """See `tool_ports.ToolStepRepository.get_step_run`."""
+        """See `ports.ToolStepRepository.get_step_run`."""
         return await self.runner.transaction(
             functools.partial(tool_steps.get, step_run_id=step_run_id), write=False
         )
 
     async def step_run_mutations(self, step_run_id: str) -> list[steps.Mutation]:
-        """See `tool_ports.ToolStepRepository.step_run_mutations`."""
+        """See `ports.ToolStepRepository.step_run_mutations`."""
         return await self.runner.transaction(
             functools.partial(tool_steps.mutations, step_run_id=step_run_id), write=False
         )
@@ -354,7 +353,7 @@ class SqlStore(execution_store.ExecutionOperations, retention.RetentionOperation
         now_ms: int,
         max_attempts: int,
     ) -> approval_records.Consumed:
-        """See `tool_ports.ToolStepRepository.submit_tool_invocation`."""
+        """See `ports.ToolStepRepository.submit_tool_invocation`."""
         return await self.runner.transaction(
             functools.partial(
                 tool_steps.submit,
@@ -368,20 +367,20 @@ class SqlStore(execution_store.ExecutionOperations, retention.RetentionOperation
         )
 
     async def complete_tool_step(
-        self, request: tool_ports.ToolStepCompletion
-    ) -> tool_ports.ToolStepCompletionResult:
-        """See `tool_ports.ToolStepRepository.complete_tool_step`."""
+        self, request: ports.ToolStepCompletion
+    ) -> ports.ToolStepCompletionResult:
+        """See `ports.ToolStepRepository.complete_tool_step`."""
         try:
             return await self.runner.transaction(
                 functools.partial(tool_steps.complete, request=request)
             )
         except tool_steps.Refused as refused:
-            return tool_ports.ToolStepCompletionResult(
-                outcome=tool_ports.ToolStepOutcome.FENCED, reason=refused.reason
+            return ports.ToolStepCompletionResult(
+                outcome=ports.ToolStepOutcome.FENCED, reason=refused.reason
             )
 
-    async def prepare(self, command: tool_start.StartCommand) -> tool_ports.StartBarrierResult:
-        """See `tool_ports.ToolExecutionStartBarrierRepository.prepare`."""
+    async def prepare(self, command: tool_start.StartCommand) -> ports.StartBarrierResult:
+        """See `ports.ToolExecutionStartBarrierRepository.prepare`."""
         try:
             return await self.barrier_transaction(
                 functools.partial(
@@ -389,18 +388,18 @@ class SqlStore(execution_store.ExecutionOperations, retention.RetentionOperation
                 )
             )
         except tool_steps.Refused as refused:
-            return tool_ports.StartBarrierResult(
-                outcome=tool_ports.StartOutcome.CONFLICT, reason=refused.reason
+            return ports.StartBarrierResult(
+                outcome=ports.StartOutcome.CONFLICT, reason=refused.reason
             )
 
     async def barrier_transaction(
-        self, work: query.Work[tool_ports.StartBarrierResult]
-    ) -> tool_ports.StartBarrierResult:
+        self, work: query.Work[ports.StartBarrierResult]
+    ) -> ports.StartBarrierResult:
         """Run the start barrier's transaction (a dialect may give it a stricter isolation)."""
         return await self.runner.transaction(work)
 
     async def get_by_start_id(self, start_id: str) -> tool_barrier_checks.StoredBarrier | None:
-        """See `tool_ports.ToolExecutionStartBarrierRepository.get_by_start_id`."""
+        """See `ports.ToolExecutionStartBarrierRepository.get_by_start_id`."""
         return await self.runner.transaction(
             functools.partial(tool_barriers.get_by_start_id, start_id=start_id), write=False
         )
@@ -408,7 +407,7 @@ class SqlStore(execution_store.ExecutionOperations, retention.RetentionOperation
     async def get_by_started_step_run_version(
         self, run_id: str, step_run_id: str, started_version: int
     ) -> tool_barrier_checks.StoredBarrier | None:
-        """See `tool_ports.ToolExecutionStartBarrierRepository.get_by_started_step_run_version`."""
+        """See `ports.ToolExecutionStartBarrierRepository.get_by_started_step_run_version`."""
         return await self.runner.transaction(
             functools.partial(
                 tool_barriers.get_by_started_version,

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import query, rows, tool_steps
 from qinglong_dispatcher.domain import errors, records, runs
 from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
 from qinglong_dispatcher.domain.tools import start as tool_start
 from qinglong_dispatcher.domain.tools import steps
-from qinglong_dispatcher.tools import ports as tool_ports
 
 TIMEOUTS = {"statement_timeout": "5s", "lock_timeout": "2s", "idle_timeout": "10s"}
 """Fixed bounds of the barrier transaction (ADR-0158 §4): PostgreSQL sets them LOCAL to it;
@@ -54,7 +54,7 @@ async def get_by_started_version(
 
 async def _replay(
     q: query.Query, command: tool_start.StartCommand
-) -> tool_ports.StartBarrierResult | None:
+) -> ports.StartBarrierResult | None:
     """Step 1: None when no identity of the command is taken yet."""
     step, evidence = command.step_run, command.evidence
     found = await q.all(
@@ -74,16 +74,12 @@ async def _replay(
         return None
     if len(found) == 1 and found[0]["start_id"] == command.start_id:
         if found[0]["command_digest"] != command.digest:
-            return tool_ports.StartBarrierResult(
-                outcome=tool_ports.StartOutcome.CONFLICT, reason="start_id_reused"
+            return ports.StartBarrierResult(
+                outcome=ports.StartOutcome.CONFLICT, reason="start_id_reused"
             )
         stored = await get_by_start_id(q, command.start_id)
-        return tool_ports.StartBarrierResult(
-            outcome=tool_ports.StartOutcome.EXISTING, barrier=stored
-        )
-    return tool_ports.StartBarrierResult(
-        outcome=tool_ports.StartOutcome.CONFLICT, reason="identity_in_use"
-    )
+        return ports.StartBarrierResult(outcome=ports.StartOutcome.EXISTING, barrier=stored)
+    return ports.StartBarrierResult(outcome=ports.StartOutcome.CONFLICT, reason="identity_in_use")
 
 
 async def _locked_rows(
@@ -164,7 +160,7 @@ async def _evidence(
 
 async def prepare(
     q: query.Query, command: tool_start.StartCommand, *, principal: str | None
-) -> tool_ports.StartBarrierResult:
+) -> ports.StartBarrierResult:
     """The seven steps of ADR-0158 §2 in the caller's transaction.
 
     `principal` names the audit event on SQLite (the OS user); PostgreSQL's statement writes
@@ -177,9 +173,7 @@ async def prepare(
     run, step, dispatch = await _locked_rows(q, command)  # 2
     refusal = tool_barrier_checks.start_refusal(command, run, step, dispatch)
     if refusal is not None:
-        return tool_ports.StartBarrierResult(
-            outcome=tool_ports.StartOutcome.CONFLICT, reason=refusal
-        )
+        return ports.StartBarrierResult(outcome=ports.StartOutcome.CONFLICT, reason=refusal)
     wanted = command.step_run
     assert run is not None
     assert step is not None
@@ -224,4 +218,4 @@ async def prepare(
             "barrier_digest": stored.barrier_digest,
         },
     )
-    return tool_ports.StartBarrierResult(outcome=tool_ports.StartOutcome.CREATED, barrier=stored)
+    return ports.StartBarrierResult(outcome=ports.StartOutcome.CREATED, barrier=stored)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import approvals, completions, query, rows
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import errors, fencing, records, runs
@@ -19,7 +20,6 @@ from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
 from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import steps
-from qinglong_dispatcher.tools import ports as tool_ports
 
 
 class Refused(errors.StoreError):
@@ -241,8 +241,8 @@ async def settle(
 
 
 async def complete(
-    q: query.Query, request: tool_ports.ToolStepCompletion
-) -> tool_ports.ToolStepCompletionResult:
+    q: query.Query, request: ports.ToolStepCompletion
+) -> ports.ToolStepCompletionResult:
     """The StepRun's result and the execution's completion in this one transaction."""
     dispatch, identity = request.dispatch, request.identity
     found = await rows.read_row(q, dispatch.dispatch_id, lock=True)
@@ -272,9 +272,9 @@ async def complete(
     if done.outcome not in (Outcome.COMPLETED, Outcome.EXISTING):
         raise Refused(done.reason or "complete_refused")
     after = await get_by_approval(q, dispatch.approval_request_id)
-    return tool_ports.ToolStepCompletionResult(
-        outcome=tool_ports.ToolStepOutcome.COMPLETED
+    return ports.ToolStepCompletionResult(
+        outcome=ports.ToolStepOutcome.COMPLETED
         if done.outcome is Outcome.COMPLETED
-        else tool_ports.ToolStepOutcome.EXISTING,
+        else ports.ToolStepOutcome.EXISTING,
         step_status=after.status if after else None,
     )

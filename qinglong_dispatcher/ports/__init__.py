@@ -1,0 +1,110 @@
+"""The ports: every protocol the core depends on, importing only the domain.
+
+The dispatcher, the actions, recovery, the lifecycle and the CLI are written against these;
+the adapters implement them. One module per area; this package re-exports them all, so a
+caller writes `ports.Store` or `ports.ApprovedActionHandler`.
+"""
+
+from __future__ import annotations
+
+from qinglong_dispatcher.ports.approvals import (
+    ApprovalStore,
+    PlanStore,
+    StoredPlan,
+)
+from qinglong_dispatcher.ports.clock import (
+    Clock,
+)
+from qinglong_dispatcher.ports.dispatches import (
+    CancelStore,
+    DispatchReadStore,
+)
+from qinglong_dispatcher.ports.executions import (
+    BACKLOG_CAP,
+    DispatchStore,
+    ExecutionStore,
+    PageItem,
+    PageOutcome,
+    PageResult,
+    PageStore,
+)
+from qinglong_dispatcher.ports.handlers import (
+    ApprovedActionHandler,
+    EvidenceProvider,
+    ExecuteKind,
+    ExecuteResult,
+    ExecutionContext,
+    InspectKind,
+    InspectResult,
+    PrefetchingHandler,
+    TransactionalHandler,
+)
+from qinglong_dispatcher.ports.recovery import (
+    RecoveryStore,
+)
+from qinglong_dispatcher.ports.retention import (
+    PruneStore,
+)
+from qinglong_dispatcher.ports.runs import (
+    RunCreateOutcome,
+    RunCreateRepository,
+    RunCreateRequest,
+    RunCreateResult,
+)
+from qinglong_dispatcher.ports.store import (
+    Store,
+)
+from qinglong_dispatcher.ports.tool_steps import (
+    StartBarrierResult,
+    StartOutcome,
+    ToolExecutionStartBarrierRepository,
+    ToolStepCompletion,
+    ToolStepCompletionResult,
+    ToolStepOutcome,
+    ToolStepRepository,
+)
+from qinglong_dispatcher.ports.wakeup import (
+    WakeupEvents,
+    WakeupListener,
+)
+
+__all__ = [
+    "BACKLOG_CAP",
+    "ApprovalStore",
+    "ApprovedActionHandler",
+    "CancelStore",
+    "Clock",
+    "DispatchReadStore",
+    "DispatchStore",
+    "EvidenceProvider",
+    "ExecuteKind",
+    "ExecuteResult",
+    "ExecutionContext",
+    "ExecutionStore",
+    "InspectKind",
+    "InspectResult",
+    "PageItem",
+    "PageOutcome",
+    "PageResult",
+    "PageStore",
+    "PlanStore",
+    "PrefetchingHandler",
+    "PruneStore",
+    "RecoveryStore",
+    "RunCreateOutcome",
+    "RunCreateRepository",
+    "RunCreateRequest",
+    "RunCreateResult",
+    "StartBarrierResult",
+    "StartOutcome",
+    "Store",
+    "StoredPlan",
+    "ToolExecutionStartBarrierRepository",
+    "ToolStepCompletion",
+    "ToolStepCompletionResult",
+    "ToolStepOutcome",
+    "ToolStepRepository",
+    "TransactionalHandler",
+    "WakeupEvents",
+    "WakeupListener",
+]

@@ -1,0 +1,96 @@
+"""The approval store and the plans it binds."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Protocol
+
+from qinglong_dispatcher.domain import (
+    approvals,
+    records,
+)
+
+
+class ApprovalStore(Protocol):
+    """Approval requests and their one-time consumption into a dispatch."""
+
+    async def create_approval(
+        self, new: approvals.NewApproval, *, now_ms: int
+    ) -> approvals.Approval:
+        """Insert the immutable plan and a `pending@v1` request."""
+        ...
+
+    async def approve(
+        self, approval_request_id: str, *, decided_by: str, now_ms: int
+    ) -> approvals.Approval:
+        """`pending@v1 → approved@v2` by the store's authenticated principal.
+
+        Refused (`ApprovalNotPermitted`, `SelfApprovalRefused`) when that principal may not
+        approve, or may not approve a request it made itself.
+        """
+        ...
+
+    async def reject(
+        self, approval_request_id: str, *, decided_by: str, now_ms: int
+    ) -> approvals.Approval:
+        """`pending@v1 → rejected@v2`: the request can never be approved or consumed."""
+        ...
+
+    async def consume(
+        self, approval_request_id: str, *, now_ms: int, max_attempts: int
+    ) -> approvals.Consumed:
+        """`approved@v2 → consumed@v3` + dispatch + execution `pending@v0`, atomically."""
+        ...
+
+    async def submit(
+        self,
+        items: Sequence[approvals.NewApproval],
+        *,
+        approved_by: str,
+        now_ms: int,
+        max_attempts: int,
+    ) -> list[approvals.Consumed]:
+        """Create, approve and consume every item in one transaction: all or nothing.
+
+        A self-approval: refused whole, like `approve`, where it is not allowed.
+        """
+        ...
+
+    async def get_approval(self, approval_request_id: str) -> approvals.Approval | None:
+        """One approval request."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class StoredPlan:
+    """An immutable action plan row."""
+
+    project_id: str
+    action_ref: str
+    action_type: str
+    plan_json: str
+    plan_digest: str
+
+    @classmethod
+    def from_row(cls, row: records.RowLike) -> StoredPlan:
+        """An `action_plans` row."""
+        return cls(
+            project_id=row["project_id"],
+            action_ref=row["action_ref"],
+            action_type=row["action_type"],
+            plan_json=row["plan_json"],
+            plan_digest=row["plan_digest"],
+        )
+
+
+class PlanStore(Protocol):
+    """The resolver behind `inspect`: immutable plans by (project, action ref)."""
+
+    async def get_plan(self, project_id: str, action_ref: str) -> StoredPlan | None:
+        """The plan row, or None."""
+        ...
+
+    async def get_plans(self, keys: Sequence[tuple[str, str]]) -> list[StoredPlan]:
+        """The plan rows of many (project, action ref) keys in one read; missing ones left out."""
+        ...

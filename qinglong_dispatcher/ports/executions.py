@@ -1,0 +1,146 @@
+"""The execution store: claims, leases, the start barrier, completions, the page path and what
+the status reads count."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Sequence
+from typing import Protocol
+
+from qinglong_dispatcher.domain import (
+    records,
+    runs,
+    states,
+)
+
+BACKLOG_CAP = 100_000
+"""Where the due gauge saturates: a scrape never reads more of the due index than this."""
+
+
+class ExecutionStore(Protocol):
+    """Claim, renew, start, release and complete executions under fences (DESIGN.md §3)."""
+
+    async def claim_due(
+        self, *, now_ms: int, owner: str, limit: int, lease_ms: int
+    ) -> records.ClaimBatch:
+        """One due observation (≤ limit rows) and a fenced claim of each, in one transaction."""
+        ...
+
+    async def claim(
+        self, dispatch_id: str, *, now_ms: int, owner: str, token: str, lease_ms: int
+    ) -> records.Claim:
+        """Claim one row by id with the caller's token; replays an unexpired same-token lease."""
+        ...
+
+    async def renew(self, lease: records.Lease, *, now_ms: int, lease_ms: int) -> records.Renewal:
+        """Extend an unexpired lease carrying the exact current version."""
+        ...
+
+    async def start(
+        self, requests: Sequence[records.StartRequest], *, now_ms: int, lease_ms: int
+    ) -> list[records.StartResult]:
+        """Commit the start barrier (`leased → executing`) of each item; per-item results.
+
+        The barrier also grants the item a fresh lease of `lease_ms` from `now_ms` (never a
+        shorter one than it holds), so an execute never begins on the tail of a lease.
+        """
+        ...
+
+    async def release_preflight(
+        self,
+        lease: records.Lease,
+        *,
+        mutation_id: str,
+        kind: states.ReleaseKind,
+        result_code: str,
+        retry_at_ms: int | None,
+        now_ms: int,
+    ) -> records.Transition:
+        """Give back a claim before the barrier: retry, blocked or the shutdown yield."""
+        ...
+
+    async def complete(
+        self,
+        identity: records.ExecutionIdentity,
+        *,
+        mutation_id: str,
+        completion: states.Completion,
+        result_code: str,
+        now_ms: int,
+    ) -> records.Transition:
+        """Record the terminal result of a started execution under its fence."""
+        ...
+
+    async def list_due(
+        self, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
+    ) -> list[records.Execution]:
+        """Read-only keyset page over the due index."""
+        ...
+
+    async def counts(self, *, now_ms: int) -> records.StatusCounts:
+        """Counts per effective status, the due backlog and the number of Runs."""
+        ...
+
+    async def backlog(self, *, now_ms: int, cap: int = BACKLOG_CAP) -> records.Backlog:
+        """Due count (saturating at `cap`), oldest due age, executing and recovery_required."""
+        ...
+
+    async def get_execution(self, dispatch_id: str) -> records.Execution | None:
+        """One execution row."""
+        ...
+
+    async def get_dispatch(self, dispatch_id: str) -> records.Dispatch | None:
+        """One immutable dispatch."""
+        ...
+
+    async def execution_events(self, dispatch_id: str) -> list[records.ExecutionEvent]:
+        """The history of one execution, oldest first."""
+        ...
+
+
+class PageOutcome(enum.StrEnum):
+    """What the page transaction did with one item."""
+
+    COMMITTED = "committed"
+    """Started, its effect, receipt and completion committed with the page: `succeeded`."""
+    NOT_TAKEN = "not_taken"
+    """Nothing written for it: it takes the per-item path under the same lease."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class PageItem:
+    """One transactional item of a page: its start barrier request and the Run it creates.
+
+    `run` is built for the page's `now_ms` (its `accepted_at_ms` is the start time)."""
+
+    request: records.StartRequest
+    dispatch: records.Dispatch
+    run: runs.Run
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class PageResult:
+    """One item's result; `identity` (the started fence) is set when committed."""
+
+    dispatch_id: str
+    outcome: PageOutcome
+    identity: records.ExecutionIdentity | None = None
+    reason: str | None = None
+
+
+class PageStore(Protocol):
+    """The page transaction of transactional actions (README, "A page in one transaction")."""
+
+    async def commit_page(
+        self, items: Sequence[PageItem], *, now_ms: int, lease_ms: int
+    ) -> list[PageResult]:
+        """In ONE transaction, for each item: the fenced start (`leased → executing`), the
+        effect (Run, attempt, RunEvent), the receipt and the completion (`executing →
+        succeeded`), each with its ledger line. An item refused or failing is undone alone
+        (`not_taken`); a crash before the commit leaves every item unstarted."""
+        ...
+
+
+class DispatchStore(ExecutionStore, PageStore, Protocol):
+    """What the dispatcher needs of a store: executions and the page transaction."""

@@ -1,0 +1,45 @@
+"""The recovery store: `recovery_required` rows, resolutions, observations, audit."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from qinglong_dispatcher.domain import (
+    records,
+    recovery,
+)
+
+
+class RecoveryStore(Protocol):
+    """Listing and settling `recovery_required` executions; nothing here can execute."""
+
+    async def list_recovery_required(
+        self, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
+    ) -> list[recovery.Snapshot]:
+        """A keyset page (by lease expiry) of executing rows whose lease expired."""
+        ...
+
+    async def resolve_recovery(
+        self, resolution: recovery.Resolution, *, now_ms: int
+    ) -> records.Transition:
+        """Settle one row if it still matches the snapshot fence; records who decided."""
+        ...
+
+    async def record_observation(
+        self,
+        dispatch_id: str,
+        *,
+        outcome: recovery.ObservationOutcome,
+        reason_code: str,
+        now_ms: int,
+    ) -> None:
+        """Upsert the last reconcile outcome of a dispatch."""
+        ...
+
+    async def get_resolution(self, dispatch_id: str) -> recovery.StoredResolution | None:
+        """The resolution of a dispatch, if one committed."""
+        ...
+
+    async def audit_events(self, subject_id: str) -> list[recovery.AuditEvent]:
+        """Security audit records about one subject (a dispatch id)."""
+        ...

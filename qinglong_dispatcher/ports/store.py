@@ -1,0 +1,76 @@
+"""One dialect's whole store: every store port, plus schema and startup checks."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from qinglong_dispatcher.domain import (
+    schema,
+)
+from qinglong_dispatcher.ports.approvals import ApprovalStore, PlanStore
+from qinglong_dispatcher.ports.dispatches import CancelStore, DispatchReadStore
+from qinglong_dispatcher.ports.executions import ExecutionStore, PageStore
+from qinglong_dispatcher.ports.recovery import RecoveryStore
+from qinglong_dispatcher.ports.retention import PruneStore
+from qinglong_dispatcher.ports.runs import RunCreateRepository
+from qinglong_dispatcher.ports.tool_steps import (
+    ToolExecutionStartBarrierRepository,
+    ToolStepRepository,
+)
+
+
+class Store(
+    ExecutionStore,
+    ApprovalStore,
+    PlanStore,
+    RunCreateRepository,
+    PageStore,
+    RecoveryStore,
+    CancelStore,
+    DispatchReadStore,
+    PruneStore,
+    ToolStepRepository,
+    ToolExecutionStartBarrierRepository,
+    Protocol,
+):
+    """One dialect's whole store."""
+
+    dialect: str
+
+    async def migrate(self, *, now_ms: int) -> list[int]:
+        """Apply pending migrations (holding the dialect's migration lock); the versions applied."""
+        ...
+
+    async def schema_state(self) -> schema.SchemaState:
+        """How the database's applied migrations compare with this release."""
+        ...
+
+    async def check_durability(self) -> None:
+        """Raise `DurabilityRefused` unless commits are durable (DESIGN.md §1)."""
+        ...
+
+    async def check_integrity(self) -> None:
+        """Raise `StoreCorrupted` naming the database if its pages are damaged (`run`, `tick`)."""
+        ...
+
+    async def database_now_ms(self) -> int:
+        """The database's own clock (ledger `committed_at_ms` uses it; the skew guard reads it)."""
+        ...
+
+    async def ddl_capabilities(self) -> tuple[str, ...]:
+        """Why the connected role could change the schema (empty: it cannot; `run` warns)."""
+        ...
+
+    async def public_privileges(self) -> tuple[str, ...]:
+        """What every login may do to the database that no role of ours needs (`TEMP`,
+        `CREATE`): a temporary object is the first step of a known attack; `migrate` warns."""
+        ...
+
+    @property
+    def commits(self) -> int:
+        """Write transactions committed through this store (the benchmark counts them)."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
