@@ -1,4 +1,5 @@
-"""The Python API a control plane embeds: create, approve and consume approvals; read status."""
+"""The Python API a control plane embeds: create, approve and consume approvals, submit a tool
+step, settle or cancel a dispatch; read status."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from qinglong_dispatcher.domain import (
     recovery,
     states,
 )
+from qinglong_dispatcher.domain.tools import registry as tool_registry
+from qinglong_dispatcher.domain.tools import steps
 
 MAX_SUBMIT_ITEMS = 10_000
 """Upper bound of one all-or-nothing bulk submit."""
@@ -40,6 +43,25 @@ def run_create_plan(fields: Mapping[str, object]) -> plans.ApprovedRunCreationPl
     plan = plans.parse_plan("run.create", data)
     assert isinstance(plan, plans.ApprovedRunCreationPlan)
     return plan
+
+
+def new_approval(
+    plan: plans.AnyPlan, *, requested_by: str, now_ms: int, approval_ttl_ms: int
+) -> approvals.NewApproval:
+    """The pending approval request for a validated plan: its canonical bytes and digests."""
+    plans.require_identifier("requested-by", requested_by)
+    plan_dict = plan.to_canonical_dict()
+    return approvals.NewApproval(
+        approval_request_id=ids.new_approval_request_id(now_ms),
+        project_id=plan.project_id,
+        action_type=plan.ACTION_TYPE,
+        action_ref=plan.action_ref,
+        plan_json=canonical.dumps(plan_dict).decode("utf-8"),
+        plan_digest=digests.plan_digest(plan_dict),
+        action_digest=plans.plan_action_digest(plan),
+        requested_by=requested_by,
+        expires_at_ms=now_ms + approval_ttl_ms,
+    )
 
 
 class Api:
@@ -67,19 +89,11 @@ class Api:
     def _new_approval(
         self, plan: plans.AnyPlan, *, requested_by: str, now_ms: int
     ) -> approvals.NewApproval:
-        plans.require_identifier("requested-by", requested_by)
-        plan_dict = plan.to_canonical_dict()
-        plan_json = canonical.dumps(plan_dict).decode("utf-8")
-        return approvals.NewApproval(
-            approval_request_id=ids.new_approval_request_id(now_ms),
-            project_id=plan.project_id,
-            action_type=plan.ACTION_TYPE,
-            action_ref=plan.action_ref,
-            plan_json=plan_json,
-            plan_digest=digests.plan_digest(plan_dict),
-            action_digest=plans.plan_action_digest(plan),
+        return new_approval(
+            plan,
             requested_by=requested_by,
-            expires_at_ms=now_ms + self._policy.approval_ttl_ms,
+            now_ms=now_ms,
+            approval_ttl_ms=self._policy.approval_ttl_ms,
         )
 
     async def create_approval(
@@ -212,3 +226,87 @@ async def cancel_dispatch(
             f"dispatch {dispatch_id} {now}: only pending or retry_wait can be cancelled"
         )
     return done
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ToolSubmission:
+    """The dispatch a tool step became, and the StepRun waiting for it."""
+
+    consumed: approvals.Consumed
+    step_run_id: str
+
+
+def tool_invoke_plan(
+    *, project_id: str, run_id: str, step_run_id: str, tool_id: str, content: str
+) -> plans.ToolInvocationPlan:
+    """An exact-shape `tool.invoke` plan for the newest reviewed version of `tool_id`."""
+    definition = tool_registry.latest(tool_id) if isinstance(tool_id, str) else None
+    if definition is None:
+        shown = tool_id if plans.is_identifier(tool_id) else "?"
+        raise errors.InvalidInput(f"tool: no reviewed built-in tool {shown}", code="tool_unknown")
+    plan = plans.parse_plan(
+        "tool.invoke",
+        {
+            "schemaVersion": 1,
+            "actionRef": ids.new_action_ref(),
+            "projectId": project_id,
+            "runId": run_id,
+            "stepRunId": step_run_id,
+            "toolId": definition.tool_id,
+            "toolVersion": definition.version,
+            "content": content,
+        },
+    )
+    assert isinstance(plan, plans.ToolInvocationPlan)
+    return plan
+
+
+async def submit_tool_invocation(
+    store: ports.Store,
+    clock: ports.Clock,
+    policy: Policy,
+    *,
+    project_id: str,
+    run_id: str,
+    tool_id: str,
+    content: str,
+    requested_by: str,
+    approved_by: str,
+) -> ToolSubmission:
+    """Validate everything first, then write plan, approval and StepRun, approve and consume
+    in one transaction: all or nothing (a missing or finished Run writes nothing)."""
+    plans.require_identifier("requested-by", requested_by)
+    plans.require_identifier("approved-by", approved_by)
+    step_run_id = ids.new_step_run_id()
+    plan = tool_invoke_plan(
+        project_id=project_id,
+        run_id=run_id,
+        step_run_id=step_run_id,
+        tool_id=tool_id,
+        content=content,
+    )
+    definition = tool_registry.lookup(plan.tool_id, plan.tool_version)
+    assert definition is not None
+    now = clock.now_ms()
+    new = new_approval(
+        plan, requested_by=requested_by, now_ms=now, approval_ttl_ms=policy.approval_ttl_ms
+    )
+    step = steps.NewStepRun(
+        binding=steps.Binding(
+            step_run_id=step_run_id,
+            run_id=plan.run_id,
+            project_id=plan.project_id,
+            tool_id=definition.tool_id,
+            tool_version=definition.version,
+            definition_digest=definition.digest,
+            action_type=plan.ACTION_TYPE,
+            action_ref=plan.action_ref,
+            action_digest=new.action_digest,
+            approval_request_id=new.approval_request_id,
+        ),
+        status=steps.StepRunStatus.WAITING_APPROVAL,
+    )
+    consumed = await store.submit_tool_invocation(
+        new, step, approved_by=approved_by, now_ms=now, max_attempts=policy.max_attempts
+    )
+    return ToolSubmission(consumed=consumed, step_run_id=step_run_id)

@@ -8,14 +8,11 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 from qinglong_dispatcher import api, dispatcher, ports
-from qinglong_dispatcher.actions import registry, run_create
+from qinglong_dispatcher.actions import builtin, contract, registry
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.lifecycle import daemon, http, metrics, pruning, skew, systemd
-from qinglong_dispatcher.recovery import reconciler, run_create_evidence
+from qinglong_dispatcher.recovery import reconciler
 from qinglong_dispatcher.settings import Settings
-from qinglong_dispatcher.tools import evidence as tool_invoke_evidence
-from qinglong_dispatcher.tools import invoke as tool_invoke
-from qinglong_dispatcher.tools.builtin import file_write
 
 
 async def open_store(settings: Settings, *, create: bool = True) -> ports.Store:
@@ -79,38 +76,31 @@ def handlers(
     tool_sandbox_dir: Path | None = None,
     profile: str = "edge",
 ) -> dict[str, ports.ApprovedActionHandler]:
-    """The built-in actions, keyed by action type.
+    """The built-in actions' handlers, keyed by action type.
 
     `tool.invoke` is registered only with a sandbox directory (`QINGLONG_TOOL_SANDBOX_DIR`);
     without one its dispatches find no handler and are retried, then blocked.
     """
-    built: dict[str, ports.ApprovedActionHandler] = {
-        run_create.ACTION_TYPE: run_create.RunCreateHandler(store, store, clock)
-    }
-    if tool_sandbox_dir is not None:
-        built[tool_invoke.ACTION_TYPE] = tool_invoke.ToolInvokeHandler(
-            store,
-            clock,
-            adapter=file_write.FileWriteAdapter(tool_sandbox_dir),
-            profile=profile,
+    return builtin.handlers(
+        contract.BuiltInContext(
+            store=store, clock=clock, profile=profile, tool_sandbox_dir=tool_sandbox_dir
         )
-    return built
+    )
 
 
 def evidence_providers(
-    store: ports.Store, *, tool_sandbox_dir: Path | None = None
+    store: ports.Store,
+    clock: ports.Clock,
+    *,
+    tool_sandbox_dir: Path | None = None,
+    profile: str = "edge",
 ) -> dict[str, ports.EvidenceProvider]:
-    """Evidence providers by action type; an action without one is manual-only.
-
-    The `tool.invoke` provider is always there: without a visible sandbox it answers
-    `unavailable`, never `missing`.
-    """
-    return {
-        run_create.ACTION_TYPE: run_create_evidence.RunCreateEvidence(store),
-        tool_invoke.ACTION_TYPE: tool_invoke_evidence.ToolInvokeEvidence(
-            store, store, tool_sandbox_dir
-        ),
-    }
+    """The built-in actions' evidence providers by action type."""
+    return builtin.evidence_providers(
+        contract.BuiltInContext(
+            store=store, clock=clock, profile=profile, tool_sandbox_dir=tool_sandbox_dir
+        )
+    )
 
 
 def build_reconciler(
@@ -118,6 +108,7 @@ def build_reconciler(
     clock: ports.Clock,
     *,
     tool_sandbox_dir: Path | None = None,
+    profile: str = "edge",
     installed: registry.Installed | None = None,
 ) -> reconciler.Reconciler:
     """The reconciler: the store and the providers, and no handler at all.
@@ -127,7 +118,7 @@ def build_reconciler(
     return reconciler.Reconciler(
         store,
         {
-            **evidence_providers(store, tool_sandbox_dir=tool_sandbox_dir),
+            **evidence_providers(store, clock, tool_sandbox_dir=tool_sandbox_dir, profile=profile),
             **actions.evidence_providers(actions.context(store, clock)),
         },
         clock,
@@ -186,7 +177,9 @@ def build_daemon_parts(settings: Settings, store: ports.Store, clock: ports.Cloc
         store=store,
         clock=clock,
         dispatcher=the_dispatcher,
-        reconciler=build_reconciler(store, clock, tool_sandbox_dir=settings.tool_sandbox_dir),
+        reconciler=build_reconciler(
+            store, clock, tool_sandbox_dir=settings.tool_sandbox_dir, profile=settings.profile
+        ),
         metrics=the_metrics,
         health=http.Health(cadence_s=settings.cadence_seconds, stale_after_s=stale_after),
         notifier=systemd.Notifier(),

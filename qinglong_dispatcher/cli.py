@@ -57,7 +57,7 @@ def _require_known_action(args: argparse.Namespace) -> None:
 
 
 def exit_code_for(exc: errors.QinglongError) -> int:
-    """The exit code of a typed error (DESIGN.md §8)."""
+    """The exit code of a typed error (docs/cli.md)."""
     if isinstance(exc, errors.ConfigurationError):
         return common.EXIT_CONFIG
     if isinstance(exc, errors.StoreUnavailable | errors.StoreCorrupted):

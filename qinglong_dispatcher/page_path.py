@@ -130,7 +130,7 @@ class PagePath:
                 not_taken[result.dispatch_id] = result.reason or "not_taken"
                 left.append(claim)
         if committed:
-            # One event for the page, not three renders per dispatch (README, "Performance").
+            # One event for the page, not three renders per dispatch (docs/performance.md).
             log.info(
                 "dispatch.page_committed",
                 outcome="succeeded",

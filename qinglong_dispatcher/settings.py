@@ -15,8 +15,6 @@ from typing import Any, Literal, get_args
 from urllib import parse
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic.fields import FieldInfo
-from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -24,7 +22,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from qinglong_dispatcher import bounded_files, resources, url_file
+from qinglong_dispatcher import bounded_files, resources, setting_errors, url_file
 from qinglong_dispatcher.domain import errors
 
 ENV_PREFIX = "QINGLONG_"
@@ -290,81 +288,6 @@ class Settings(BaseSettings):
         return round(self.lease_seconds * 1000)
 
 
-def _show(value: object) -> str:
-    return repr(value) if isinstance(value, str) else str(value)
-
-
-def _bounds(field: FieldInfo, kind: str) -> str:
-    """Describe a numeric field's range: `must be between 1 and 64`, else the side `kind`
-    broke (`must be greater than 0`, `must be at most 3600`)."""
-    limits: dict[str, object] = {}
-    for item in field.metadata:
-        for attr in ("gt", "ge", "lt", "le"):
-            if getattr(item, attr, None) is not None:
-                limits[attr] = getattr(item, attr)
-    if limits.keys() == {"ge", "le"}:
-        return f"must be between {limits['ge']} and {limits['le']}"
-    side = ("gt", "ge") if kind.startswith("greater") else ("lt", "le")
-    words = {"gt": "greater than", "ge": "at least", "lt": "less than", "le": "at most"}
-    return "must be " + " and ".join(f"{words[k]} {v}" for k, v in limits.items() if k in side)
-
-
-def _describe(error: ErrorDetails) -> str:
-    """One pydantic error as `QINGLONG_NAME: reason (got value)`."""
-    kind = error["type"]
-    ctx = error.get("ctx") or {}
-    if kind in ("value_error", "assertion_error"):
-        reason = str(ctx.get("error", error["msg"]))
-    else:
-        reason = error["msg"]
-    loc = error["loc"]
-    if not loc:  # model-level checks already name their setting
-        return reason
-    name = str(loc[0])
-    field = Settings.model_fields.get(name)
-    got = f" (got {_show(error['input'])})"
-    plain = f" (got {error['input']})"  # a number, even when it came in as env text
-    if kind == "extra_forbidden":
-        reason = "unknown setting"
-    elif kind == "missing":
-        reason = "required"
-    elif field is None:
-        pass
-    elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-        reason = _bounds(field, kind) + plain
-    elif kind == "literal_error":
-        choices = [str(c) for c in get_args(field.annotation)]
-        listed = " or ".join(choices) if len(choices) == 2 else "one of " + ", ".join(choices)
-        reason = f"must be {listed}{got}"
-    elif kind == "finite_number":
-        reason = "must be a finite number" + plain
-    elif kind.startswith("int_"):
-        reason = "must be a whole number" + got
-    elif kind.startswith("float_"):
-        reason = "must be a number" + got
-    elif kind.startswith("bool_"):
-        reason = "must be true or false" + got
-    elif kind in ("string_type", "path_type"):
-        reason = "must be a string" + got
-    return f"{env_name(name)}: {reason}"
-
-
-def _one_line(exc: ValidationError) -> str:
-    """Every distinct failing setting of `exc`, joined on one line."""
-    seen: set[object] = set()
-    parts: list[str] = []
-    for error in exc.errors(include_url=False):
-        key = error["loc"][:1]
-        # A data-reading default factory is skipped once an earlier field failed; that is
-        # a consequence, not a fault of its own.
-        if error["type"] == "default_factory_not_called":
-            continue
-        if key not in seen:
-            seen.add(key)
-            parts.append(_describe(error))
-    return "; ".join(" ".join(part.split()) for part in parts or [str(exc)])
-
-
 def _file_layer(path: Path, kind: str) -> dict[str, Any]:
     """The settings of a flat TOML file; every problem is one ConfigurationError line."""
     path = path.expanduser()  # as the TOML source does, so the check below sees its file
@@ -437,7 +360,7 @@ def load_settings(
     chosen = above_profile.get("profile", "edge")
     if chosen not in get_args(Profile):
         raise errors.ConfigurationError(
-            f"{env_name('profile')}: must be edge or cluster (got {_show(chosen)})"
+            f"{env_name('profile')}: must be edge or cluster (got {setting_errors.show(chosen)})"
         )
     name = str(chosen)
     defaults = _file_layer(resources.profile_file(name), "profile file")
@@ -448,4 +371,6 @@ def load_settings(
     try:
         return Settings(**{**defaults, **above_profile})
     except ValidationError as exc:
-        raise errors.ConfigurationError(_one_line(exc)) from exc
+        raise errors.ConfigurationError(
+            setting_errors.one_line(exc, Settings.model_fields, env_name)
+        ) from exc

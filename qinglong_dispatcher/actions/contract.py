@@ -8,8 +8,13 @@ An action package declares, in its `pyproject.toml`::
 
 where `ACTION` is an `ActionSpec`. Loading the entry point must only import: factories are
 called once per process at startup, and the objects they return do their I/O only inside
-`inspect`, `execute` and `evidence`. What each of those must guarantee is in the README
-("Your own actions").
+`inspect`, `execute` and `evidence`. What each of those must guarantee is in
+`docs/actions.md`.
+
+The built-in actions (`actions/run_create/`, `actions/tool_invoke/`) have the same shape: a
+package whose `ACTION` names the plan model, the handler and the evidence factories. Theirs
+is a `BuiltInSpec`, whose factories get a `BuiltInContext`: the whole store (a built-in keeps
+its own tables in it and may commit its effect with the completion) and its settings.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Callable
+from pathlib import Path
 from typing import Final, TypeVar
 
 from qinglong_dispatcher import ports
@@ -109,3 +115,27 @@ class ActionSpec:
     evidence: EvidenceFactory | ManualOnly | None = None
     """An evidence provider factory, or `MANUAL_ONLY`; leaving it unset is refused at
     startup, so that no action is manual-only by omission."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class BuiltInContext:
+    """What a built-in action's factories get: the store, the clock and the settings they read."""
+
+    store: ports.Store
+    clock: ports.Clock
+    profile: str
+    tool_sandbox_dir: Path | None = None
+    """`QINGLONG_TOOL_SANDBOX_DIR`: where `builtin.file.write` writes; None leaves
+    `tool.invoke` without a handler."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class BuiltInSpec:
+    """One built-in action: an `ActionSpec` whose factories get a `BuiltInContext`."""
+
+    action_type: str
+    plan_model: type[plans.ActionPlan]
+    handler: Callable[[BuiltInContext], ports.ApprovedActionHandler | None]
+    """None: not configured in this process; its dispatches find no handler and are retried,
+    then blocked."""
+    evidence: Callable[[BuiltInContext], ports.EvidenceProvider] | ManualOnly

@@ -20,7 +20,6 @@ from qinglong_dispatcher.bench.scratch import Scratch
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.domain.states import EffectiveStatus
 from qinglong_dispatcher.domain.tools import registry as tool_registry
-from qinglong_dispatcher.tools import api as tool_api
 
 BLOCK = 10
 """One `tool.invoke` in every block of ten dispatches."""
@@ -86,7 +85,7 @@ async def _submit_mixed(made: Scratch, store: ports.Store, count: int, run_ids: 
             )
         if tool_here:
             tools_left -= 1
-            await tool_api.submit_tool_invocation(
+            await api.submit_tool_invocation(
                 store,
                 the_clock,
                 policy,

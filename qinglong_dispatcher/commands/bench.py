@@ -1,4 +1,4 @@
-"""`bench`: the benchmark a user runs on their own hardware (see README, Performance)."""
+"""`bench`: the benchmark a user runs on their own hardware (docs/performance.md)."""
 
 from __future__ import annotations
 

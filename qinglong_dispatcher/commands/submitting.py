@@ -8,12 +8,11 @@ from pathlib import Path
 import anyio.to_thread
 
 from qinglong_dispatcher import api, bootstrap, bounded_files, clock, ports
+from qinglong_dispatcher.actions.tool_invoke import sandbox
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.domain import canonical, errors, ids, plans
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.settings import Settings
-from qinglong_dispatcher.tools import api as tool_api
-from qinglong_dispatcher.tools import sandbox
 
 STEPS_HINT = (
     "use `approval create`, then `approval approve ID --by W` as another approver, "
@@ -173,7 +172,7 @@ async def cmd_submit_tool(settings: Settings, args: argparse.Namespace) -> int:
     plans.require_identifier("project", args.project)
     plans.require_identifier("run", args.run)
     content = await anyio.to_thread.run_sync(_read_content, args.content_file)
-    tool_api.tool_invoke_plan(
+    api.tool_invoke_plan(
         project_id=args.project,
         run_id=args.run,
         step_run_id=ids.new_step_run_id(),
@@ -183,7 +182,7 @@ async def cmd_submit_tool(settings: Settings, args: argparse.Namespace) -> int:
     await anyio.to_thread.run_sync(sandbox.root, settings.tool_sandbox_dir)
     store = await common.open_store(settings)
     try:
-        submitted = await tool_api.submit_tool_invocation(
+        submitted = await api.submit_tool_invocation(
             store,
             clock.SystemClock(),
             api.Policy(

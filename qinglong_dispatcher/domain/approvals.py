@@ -25,7 +25,7 @@ VERSION_OF = {
     ApprovalStatus.EXPIRED: 2,
     ApprovalStatus.CONSUMED: 3,
 }
-"""The version each state carries (ADR-0031): one step from pending, two to consumed."""
+"""The version each state carries: one step from pending, two to consumed."""
 
 TRANSITIONS = frozenset(
     {

@@ -1,4 +1,4 @@
-"""The fencing rules of DESIGN.md §3 as pure decisions over a row read inside the transaction.
+"""The fencing rules (docs/state-machine.md) as pure decisions over a row read in the transaction.
 
 Both dialects read the row, ask these functions, and then write with an update that repeats
 the same conditions in SQL, so a row that changed in between is never overwritten.

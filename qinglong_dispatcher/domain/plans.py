@@ -62,7 +62,7 @@ class _ExactShapePlan(pydantic.BaseModel):
 
 
 class ApprovedRunCreationPlan(_ExactShapePlan):
-    """Plan v1 of `run.create` (ADR-0034): which task revision to queue as a Run, and how."""
+    """Plan v1 of `run.create` (docs/actions.md): which task revision to queue as a Run, and how."""
 
     ACTION_TYPE: ClassVar[str] = "run.create"
 
@@ -96,7 +96,7 @@ class ApprovedRunCreationPlan(_ExactShapePlan):
 
 
 class ToolInvocationPlan(_ExactShapePlan):
-    """Plan v1 of `tool.invoke` (ADR-0158): which Tool StepRun of which Run runs which tool.
+    """Plan v1 of `tool.invoke`: which Tool StepRun of which Run runs which tool.
 
     The only input is bounded inline content for `builtin.file.write`; there is no path, URL
     or secret field, and `extra="forbid"` refuses any such member.

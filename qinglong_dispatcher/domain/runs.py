@@ -1,4 +1,7 @@
-"""Runs created by `run.create` and the receipt that binds each to its dispatch (ADR-0034)."""
+"""Runs created by `run.create` and the receipt that binds each to its dispatch.
+
+See docs/actions.md, "`run.create`".
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Execution states of ADR-0032 and the transitions between them."""
+"""Execution states of docs/decisions/0001 and the transitions between them."""
 
 from __future__ import annotations
 

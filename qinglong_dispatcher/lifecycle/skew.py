@@ -4,7 +4,7 @@ Leases are written with the replica's clock and compared by every other replica,
 replica whose wall clock runs ahead would take over live leases early. The guard compares
 the SYSTEM wall clock (never the injectable test clock: that one is supposed to lie) with
 the database server's clock and fails closed while the difference exceeds the bound
-(`QINGLONG_MAX_CLOCK_SKEW_SECONDS`, DESIGN.md §3).
+(`QINGLONG_MAX_CLOCK_SKEW_SECONDS`, docs/state-machine.md).
 """
 
 from __future__ import annotations

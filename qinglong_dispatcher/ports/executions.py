@@ -19,7 +19,7 @@ BACKLOG_CAP = 100_000
 
 
 class ExecutionStore(Protocol):
-    """Claim, renew, start, release and complete executions under fences (DESIGN.md §3)."""
+    """Claim, renew, start, release and complete executions under fences (docs/state-machine.md)."""
 
     async def claim_due(
         self, *, now_ms: int, owner: str, limit: int, lease_ms: int
@@ -130,7 +130,7 @@ class PageResult:
 
 
 class PageStore(Protocol):
-    """The page transaction of transactional actions (README, "A page in one transaction")."""
+    """The page transaction of transactional actions (docs/decisions/0006)."""
 
     async def commit_page(
         self, items: Sequence[PageItem], *, now_ms: int, lease_ms: int

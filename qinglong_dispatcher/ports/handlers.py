@@ -1,4 +1,4 @@
-"""Ports of the approved actions (DESIGN.md §4): handlers, their results, evidence providers.
+"""Ports of the approved actions (docs/actions.md): handlers, their results, evidence providers.
 
 An action type is served by an `ApprovedActionHandler` (inspect, then execute after the start
 barrier) and by an `EvidenceProvider` (read-only, for recovery); `bootstrap` registers both.

@@ -43,7 +43,7 @@ class RunCreateResult:
 
 
 class RunCreateRepository(Protocol):
-    """Run + attempt + event + receipt + completion in one transaction (ADR-0034)."""
+    """Run + attempt + event + receipt + completion in one transaction (docs/actions.md)."""
 
     async def create_run(self, request: RunCreateRequest) -> RunCreateResult:
         """Create the Run or replay it from its receipt; never a Run without a receipt."""

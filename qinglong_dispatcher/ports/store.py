@@ -46,7 +46,7 @@ class Store(
         ...
 
     async def check_durability(self) -> None:
-        """Raise `DurabilityRefused` unless commits are durable (DESIGN.md §1)."""
+        """Raise `DurabilityRefused` unless commits are durable (docs/decisions/0020)."""
         ...
 
     async def check_integrity(self) -> None:

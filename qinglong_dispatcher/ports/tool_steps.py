@@ -1,4 +1,4 @@
-"""Ports of tool steps (ADR-0158): the atomic start barrier and the StepRun repository."""
+"""Ports of tool steps: the atomic start barrier and the StepRun store (docs/decisions/0019)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from qinglong_dispatcher.domain.tools import steps
 
 
 class StartOutcome(enum.StrEnum):
-    """Results of `ToolExecutionStartBarrierRepository.prepare` (ADR-0158 §2–3)."""
+    """Results of `ToolExecutionStartBarrierRepository.prepare` (docs/decisions/0019)."""
 
     CREATED = "created"
     """Every fact of the start committed in this call."""
@@ -36,7 +36,7 @@ class ToolExecutionStartBarrierRepository(Protocol):
     """The atomic start of a Tool StepRun: evidence, mutation, RunEvent and barrier at once."""
 
     async def prepare(self, command: tool_start.StartCommand) -> StartBarrierResult:
-        """One transaction in ADR-0158's fixed order; all facts commit, or none do."""
+        """One transaction in docs/decisions/0019's fixed order; all facts commit, or none do."""
         ...
 
     async def get_by_start_id(self, start_id: str) -> tool_barrier_checks.StoredBarrier | None:

@@ -1,6 +1,5 @@
 """Evidence-only recovery of `recovery_required` executions.
 
-The `tool.invoke` evidence provider lives with its feature (`tools/evidence.py`).
+The reconciler asks each action's read-only evidence provider (`actions/<name>/evidence.py`,
+or an installed action's) and never reaches a handler: it cannot execute.
 """
-
-from __future__ import annotations

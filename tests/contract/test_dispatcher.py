@@ -1,4 +1,4 @@
-"""`dispatch_batch` with real stores and test-only handlers (DESIGN.md §4)."""
+"""`dispatch_batch` with real stores and test-only handlers (docs/actions.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The execution contract of DESIGN.md §3 on every dialect: releases, completions, the ledger."""
+"""The execution contract (docs/state-machine.md), both dialects: releases, completions, events."""
 
 from __future__ import annotations
 

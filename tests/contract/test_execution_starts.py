@@ -1,4 +1,4 @@
-"""The execution contract of DESIGN.md §3 on every dialect: the start barrier and renewals."""
+"""The execution contract (docs/state-machine.md) on every dialect: the start barrier, renewals."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The execution contract of DESIGN.md §3, run against every dialect's real store: consuming,
+"""The execution contract (docs/state-machine.md) against every dialect's real store: consuming,
 claiming and taking over (starts: `test_execution_starts`; releases and completions:
 `test_execution_releases`).
 """

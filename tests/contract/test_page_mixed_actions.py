@@ -8,11 +8,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from qinglong_dispatcher.actions.tool_invoke import file_write
+from qinglong_dispatcher.actions.tool_invoke import handler as tool_invoke
 from qinglong_dispatcher.domain import records
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.domain.tools import steps
-from qinglong_dispatcher.tools import invoke as tool_invoke
-from qinglong_dispatcher.tools.builtin import file_write
 from tests.support import faults, tools
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.actions import run_create
+from qinglong_dispatcher.actions.run_create import handler as run_create
 from qinglong_dispatcher.domain import fencing, records, runs
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus

@@ -1,4 +1,4 @@
-"""Edge never imports asyncpg or the PostgreSQL adapter (DESIGN.md §1, STYLE.md)."""
+"""Edge never imports asyncpg or the PostgreSQL adapter (docs/decisions/0003)."""
 
 from __future__ import annotations
 

@@ -207,7 +207,7 @@ async def test_an_expired_executing_row_becomes_recovery_required_for_every_pool
             started.identity.as_lease(), now_ms=clock.now_ms(), lease_ms=LEASE_MS
         )
         assert renewal.outcome is Outcome.EXPIRED
-        # Its owner may still complete it under the fence (DESIGN.md §3).
+        # Its owner may still complete it under the fence (docs/state-machine.md).
         done = await one.complete(
             started.identity,
             mutation_id="late",

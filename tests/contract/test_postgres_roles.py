@@ -1,4 +1,4 @@
-"""PostgreSQL least privilege (DESIGN.md §2): what the runtime and operator roles may not do."""
+"""PostgreSQL least privilege (docs/security.md): what the runtime and operator roles may not do."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Both dialects' migrations produce the same tables and columns (DESIGN.md §8)."""
+"""Both dialects' migrations produce the same tables and columns (docs/cli.md)."""
 
 from __future__ import annotations
 

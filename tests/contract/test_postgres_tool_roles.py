@@ -1,4 +1,4 @@
-"""PostgreSQL least privilege for tool steps (DESIGN.md §2, ADR-0158 §4)."""
+"""PostgreSQL least privilege for tool steps (docs/decisions/0019)."""
 
 from __future__ import annotations
 

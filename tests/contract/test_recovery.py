@@ -1,4 +1,4 @@
-"""Recovery store operations and the reconciler, on every dialect (DESIGN.md §6)."""
+"""Recovery store operations and the reconciler, on every dialect (docs/operations.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`run.create` (ADR-0034): Run + attempt + event + receipt + completion in one transaction."""
+"""`run.create`: Run + attempt + event + receipt + completion in one transaction."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.actions import run_create
+from qinglong_dispatcher.actions.run_create import handler as run_create
 from qinglong_dispatcher.domain import errors, runs
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus

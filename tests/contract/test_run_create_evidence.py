@@ -1,4 +1,4 @@
-"""The `run.create` evidence provider against every rule of ADR-0034 §4."""
+"""The `run.create` evidence provider against every rule of docs/decisions/0002."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from qinglong_dispatcher.actions.run_create import evidence as run_create_evidence
 from qinglong_dispatcher.domain import recovery
-from qinglong_dispatcher.recovery import run_create_evidence
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS

@@ -1,4 +1,4 @@
-"""The tool execution start barrier (ADR-0158): one transaction, exact replay, fail closed."""
+"""The tool execution start barrier: one transaction, exact replay, fail closed."""
 
 from __future__ import annotations
 

@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 
 from qinglong_dispatcher import bootstrap, dispatcher, ports
+from qinglong_dispatcher.actions.tool_invoke import file_write, sandbox
+from qinglong_dispatcher.actions.tool_invoke import handler as tool_invoke
 from qinglong_dispatcher.domain import errors, records, recovery
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.domain.tools import start as tool_start
 from qinglong_dispatcher.domain.tools import steps
-from qinglong_dispatcher.tools import invoke as tool_invoke
-from qinglong_dispatcher.tools import sandbox
-from qinglong_dispatcher.tools.builtin import file_write
 from tests.support import faults, tools
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS, make_dispatcher
@@ -294,7 +293,7 @@ async def test_a_write_failing_before_the_rename_fails_and_after_it_is_indetermi
             raise OSError("injected: the disk went away")
         real_fsync(fd)
 
-    monkeypatch.setattr("qinglong_dispatcher.tools.builtin.file_write.os.fsync", fsync)
+    monkeypatch.setattr("qinglong_dispatcher.actions.tool_invoke.file_write.os.fsync", fsync)
     await dispatcher_for(harness, clock, sandbox_dir).dispatch_batch()
     execution = await harness.store.get_execution(submitted.consumed.dispatch_id)
     step = await harness.store.get_step_run(submitted.step_run_id)

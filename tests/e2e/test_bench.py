@@ -1,6 +1,6 @@
 """A short `bench` run per profile: the report's exact shape; every dispatch verified.
 
-No timing is asserted here: speed targets live in the benchmark's own figures (README).
+No timing is asserted here: speed targets live in the benchmark's own figures (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ async def test_migrate_submit_two_concurrent_drains_and_status(
     assert {r["n"] for r in starts} == {1}
 
 
-# -- manual resolution: the database checks the login (DESIGN.md §6) ------------------------
+# -- manual resolution: the database checks the login (docs/operations.md) ------------------------
 
 
 def _resolve_args(url: str, dispatch_id: str) -> list[str]:

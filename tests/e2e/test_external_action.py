@@ -89,7 +89,7 @@ async def target(
         yield Target(
             admin=cluster(stores.pg_url(name)),
             runtime=cluster(stores.runtime_url(name)),
-            # Approving is a qinglong_approver's, and not the requester's (DESIGN.md §2).
+            # Approving is a qinglong_approver's, and not the requester's (docs/security.md).
             approver=cluster(stores.strict_approver_url(name)),
             # A new database of the suite is of its installation, whose roles the logins hold.
             env={**env, "QINGLONG_INSTALLATION": stores.INSTALLATION},

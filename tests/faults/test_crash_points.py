@@ -1,4 +1,4 @@
-"""A crash at every point of the dispatcher: nothing lost, nothing run twice (DESIGN.md §3–6).
+"""A crash at every point of the dispatcher: nothing lost, nothing run twice.
 
 A "crash" is a BaseException from the test-only fault hook: the dispatcher that hit it writes
 nothing more, exactly as a killed process would. A fresh dispatcher with a new owner and the
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from qinglong_dispatcher import bootstrap, dispatcher, ports
-from qinglong_dispatcher.actions import run_create
+from qinglong_dispatcher.actions.run_create import handler as run_create
 from qinglong_dispatcher.domain import records, recovery
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.recovery import reconciler

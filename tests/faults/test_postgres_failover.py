@@ -12,7 +12,7 @@ rewound (`pg_rewind`), rejoins as the synchronous standby, and a second generati
 back over to it and passes the same checks.
 
 Slow (≈ 50–70 s here): 2,000 dispatches a generation, two generations. A longer run:
-`QINGLONG_FAILOVER_DISPATCHES=20000 QINGLONG_FAILOVER_GENERATIONS=4` (README, "Primary loss").
+`QINGLONG_FAILOVER_DISPATCHES=20000 QINGLONG_FAILOVER_GENERATIONS=4` (docs/operations.md).
 """
 
 from __future__ import annotations

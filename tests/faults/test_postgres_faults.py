@@ -4,7 +4,7 @@ Connection loss: the dispatcher's own backends are ended with `pg_terminate_back
 superuser while a real dispatcher drains, several times. The test drives the dispatcher like
 the daemon does (a typed `StoreError` from a batch is logged and the next tick tries again).
 An unacknowledged `start` must be replayed under its fence and a rolled-back `run.create`
-effect retried by the same execute (DESIGN.md §4–5), so no dispatch is left for an operator.
+effect retried by the same execute (docs/actions.md), so no dispatch is left for an operator.
 
 SIGKILL: two `tick --drain` processes share 300 dispatches with a 1 s real lease; one is killed
 at a seeded moment; after a restart, the lease and a reconcile pass, nothing ran twice and

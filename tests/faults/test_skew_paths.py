@@ -1,4 +1,4 @@
-"""The cluster skew guard through the real `tick` and `run` (DESIGN.md §3).
+"""The cluster skew guard through the real `tick` and `run` (docs/state-machine.md).
 
 The skew is real, on the database side: the test database's `search_path` puts a schema first
 whose `clock_timestamp()` runs an hour ahead, so the server's clock as the store reads it

@@ -1,8 +1,9 @@
 """The model behind the randomized state-machine test: it predicts every store outcome itself.
 
-The predictions follow DESIGN.md §3 and §6 as written, not `domain.fencing`: a mutation of the
-fencing code must make the store and this model disagree. Versions grow by one per write; the
-ledger gets one event per status change and none for a renew.
+The predictions follow docs/state-machine.md and docs/operations.md as written, not
+`domain.fencing`: a mutation of the fencing code must make the store and this model disagree.
+Versions grow by one per write; the ledger gets one event per status change and none for a
+renew.
 """
 
 from __future__ import annotations
@@ -293,7 +294,7 @@ class Row:
         )
 
     def resolve_refusal(self, fence: records.ExecutionIdentity, *, now_ms: int) -> str | None:
-        """Why a resolution under `fence` may not commit (DESIGN.md §6), or None."""
+        """Why a resolution under `fence` may not commit (docs/operations.md), or None."""
         if self.status is not ExecutionStatus.EXECUTING:
             return "not_recovery_required"
         if not self.recovery_required(now_ms):

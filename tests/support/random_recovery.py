@@ -1,7 +1,7 @@
 """The recovery rules of the randomized state-machine test: reconciles, listings, resolutions.
 
 Once a row executes, its lease can expire; then only evidence (the real reconciler, with a
-scripted provider) or an operator holding its exact fence may settle it (DESIGN.md §6). Each
+scripted provider) or an operator holding its exact fence may settle it (docs/operations.md). Each
 rule drives the real store and checks its result against the model (`random_machine.Row`).
 """
 

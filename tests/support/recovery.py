@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.actions import run_create
+from qinglong_dispatcher.actions.run_create import handler as run_create
 from qinglong_dispatcher.domain import fencing, plans, records, recovery, runs, states
 from tests.support import faults
 from tests.support.clock import ManualClock

@@ -34,7 +34,7 @@ class Harness:
 
     `store` is the daemon's (the runtime login on PostgreSQL); `operator_store` is what an
     operator resolving recovery by hand uses: on PostgreSQL a pool opened with the operator
-    login on the same database (DESIGN.md §6), on SQLite the same store (the OS user is the
+    login on the same database (docs/operations.md), on SQLite the same store (the OS user is the
     principal there). `open_operator` opens one more operator connection, for races.
     `approver_store` seeds dispatches (`submit` is a self-approval, which the runtime login
     may never make): on PostgreSQL a login in `qinglong_approver` and

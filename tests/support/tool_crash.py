@@ -13,10 +13,10 @@ import signal
 import anyio
 
 from qinglong_dispatcher import bootstrap, clock
+from qinglong_dispatcher.actions.tool_invoke import file_write
+from qinglong_dispatcher.actions.tool_invoke import handler as tool_invoke
 from qinglong_dispatcher.domain import records
 from qinglong_dispatcher.settings import load_settings
-from qinglong_dispatcher.tools import invoke as tool_invoke
-from qinglong_dispatcher.tools.builtin import file_write
 
 
 async def _kill_after_adapter(point: str, dispatch: records.Dispatch) -> None:

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from qinglong_dispatcher import api, bootstrap, ports
+from qinglong_dispatcher import api as tool_api
 from qinglong_dispatcher.domain import plans, records, runs
 from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.domain.tools import start as tool_start
 from qinglong_dispatcher.domain.tools import steps
-from qinglong_dispatcher.tools import api as tool_api
 from tests.support import faults
 from tests.support.actions import DEFAULT_TTL_MS, submit_runs
 from tests.support.clock import ManualClock

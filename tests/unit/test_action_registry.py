@@ -98,7 +98,7 @@ def test_a_failing_factory_is_refused_at_startup_without_its_message(tmp_path: P
 
 
 def test_registration_errors_are_configuration_errors() -> None:
-    # The CLI maps a ConfigurationError to exit 78 (DESIGN.md §8).
+    # The CLI maps a ConfigurationError to exit 78 (docs/cli.md).
     assert issubclass(errors.ActionRegistrationError, errors.ConfigurationError)
 
 

@@ -1,1 +1,1 @@
-"""The pure part of tool steps (ADR-0156/0158): registry, StepRuns, start command and barrier."""
+"""The pure part of tool steps: registry, StepRuns, start command, barrier (docs/decisions/0019)."""

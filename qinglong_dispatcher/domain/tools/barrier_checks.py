@@ -1,10 +1,10 @@
 """The start barrier's rules: refusing a start, building the barrier, re-checking a stored one.
 
-`start_refusal` decides step 2 of ADR-0158 §2 on the rows the barrier transaction holds, the
+`start_refusal` decides step 2 of docs/decisions/0019 on the rows the barrier transaction holds, the
 same function for both dialects. A stored barrier is trusted only after its JSON re-normalises
 to the stored bytes, its digest matches, every mirror column equals its JSON member, and the
 ledger line, RunEvent, Trace anchor, Audit event and receipt it references still hash to what
-it recorded (ADR-0158 §4). Anything else is `StoreCorrupted`: a read fails closed, it never
+it recorded (docs/decisions/0019). Anything else is `StoreCorrupted`: a read fails closed, it never
 returns a doubtful barrier.
 """
 

@@ -2,7 +2,7 @@
 
 A tool definition names the reviewed adapter, its redaction contract and its audit contract,
 each by identity and by the digest of its terms; the registry's digest is the "snapshot" a
-start barrier binds (ADR-0158 §1). The tool policy (sandbox root and size caps) is hashed
+start barrier binds (docs/decisions/0019). The tool policy (sandbox root and size caps) is hashed
 into the policy fence. Nothing here touches a file: callers pass resolved values in.
 """
 

@@ -1,4 +1,6 @@
-"""The tool execution start command and barrier of ADR-0158 §1: exact shapes and their digests.
+"""The tool execution start command and barrier: exact shapes and their digests.
+
+Why the barrier is the tool's own: docs/decisions/0019.
 
 `qinglong/tool-execution-start-command@v1` (≤ 64 KiB canonical) binds everything a start is
 authorised by; `qinglong/tool-execution-start-barrier@v1` (≤ 16 KiB) is the immutable record

@@ -1,4 +1,4 @@
-"""Tool StepRuns (ADR-0156/0158): states, the tamper-evident binding, and the mutation ledger."""
+"""Tool StepRuns: states, the tamper-evident binding, and the mutation ledger."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ TERMINAL: Final = frozenset({StepRunStatus.SUCCEEDED, StepRunStatus.FAILED})
 """States a StepRun never leaves (`lost` is not one: an operator may re-arm it)."""
 
 OPERATOR_REARM: Final = (StepRunStatus.LOST, StepRunStatus.READY)
-"""The one row change only an operator makes (ADR-0158: a new attempt gets a new version)."""
+"""The one row change only an operator makes (a new attempt gets a new version)."""
 
 ROW_UPDATES: Final = ALLOWED_TRANSITIONS | {OPERATOR_REARM}
 """Every (old, new) status pair an UPDATE of a StepRun row may have.

@@ -1,4 +1,4 @@
-"""`run.create` (ADR-0034): inspect resolves the immutable plan; execute creates the Run.
+"""`run.create` (docs/actions.md): inspect resolves the immutable plan; execute creates the Run.
 
 The effect, its receipt and the completion commit in one transaction, so `execute` returns
 `committed`. A rolled-back effect produced nothing and re-entry replays from the receipt, so a
@@ -16,7 +16,7 @@ import structlog
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import errors, fencing, ids, plans, records, runs
 
-log = structlog.get_logger("qinglong_dispatcher.actions.run_create")
+log = structlog.get_logger("qinglong_dispatcher.actions.run_create.handler")
 
 ACTION_TYPE = "run.create"
 

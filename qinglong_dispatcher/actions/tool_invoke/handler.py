@@ -1,4 +1,5 @@
-"""The `tool.invoke` handler (ADR-0158): the start barrier commits before the adapter runs, once.
+"""The `tool.invoke` handler: the start barrier commits before the adapter runs, once
+(docs/decisions/0019).
 
 `inspect` resolves the plan and checks the StepRun waits for this very approval. `execute`
 builds the start command once and calls `prepare`, retrying it (jittered backoff, within the
@@ -19,13 +20,12 @@ import anyio
 import structlog
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions.tool_invoke import file_write, sandbox
 from qinglong_dispatcher.domain import errors, plans, records, states
 from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
-from qinglong_dispatcher.tools import sandbox
-from qinglong_dispatcher.tools.builtin import file_write
 
-log = structlog.get_logger("qinglong_dispatcher.tools.invoke")
+log = structlog.get_logger("qinglong_dispatcher.actions.tool_invoke.handler")
 
 ACTION_TYPE = "tool.invoke"
 RETRY_FIRST_S = 0.02

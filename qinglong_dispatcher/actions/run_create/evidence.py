@@ -1,4 +1,7 @@
-"""The `run.create` evidence provider (ADR-0034 §4): reads the receipt and the Run, nothing else."""
+"""The `run.create` evidence provider: reads the receipt and the Run, nothing else.
+
+What it must prove, and why nothing else may settle a row: docs/decisions/0002.
+"""
 
 from __future__ import annotations
 

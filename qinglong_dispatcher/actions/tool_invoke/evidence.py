@@ -15,10 +15,10 @@ from pathlib import Path
 import anyio.to_thread
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions.tool_invoke import sandbox
 from qinglong_dispatcher.domain import digests, errors, plans, recovery
 from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
-from qinglong_dispatcher.tools import sandbox
 
 Kind = recovery.EvidenceKind
 EVIDENCE_TAG = "qinglong/tool-file-evidence@v1"

@@ -18,11 +18,11 @@ from pathlib import Path
 import anyio.to_thread
 import structlog
 
+from qinglong_dispatcher.actions.tool_invoke import sandbox
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.domain.tools import registry as tool_registry
-from qinglong_dispatcher.tools import sandbox
 
-log = structlog.get_logger("qinglong_dispatcher.tools.builtin.file_write")
+log = structlog.get_logger("qinglong_dispatcher.actions.tool_invoke.file_write")
 
 DEFINITION = tool_registry.FILE_WRITE_V1
 """The reviewed definition this adapter implements."""

@@ -1,0 +1,30 @@
+"""The built-in actions, built from their specs like the installed ones are from theirs."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions import contract, run_create, tool_invoke
+
+BUILT_IN: Final[tuple[contract.BuiltInSpec, ...]] = (run_create.ACTION, tool_invoke.ACTION)
+"""Every built-in action; `domain.plans.PLAN_MODELS` holds their plan models."""
+
+
+def handlers(ctx: contract.BuiltInContext) -> dict[str, ports.ApprovedActionHandler]:
+    """The handler of every built-in action configured in this process, by action type."""
+    built: dict[str, ports.ApprovedActionHandler] = {}
+    for spec in BUILT_IN:
+        handler = spec.handler(ctx)
+        if handler is not None:
+            built[spec.action_type] = handler
+    return built
+
+
+def evidence_providers(ctx: contract.BuiltInContext) -> dict[str, ports.EvidenceProvider]:
+    """The evidence provider of every built-in action that has one, by action type."""
+    return {
+        spec.action_type: spec.evidence(ctx)
+        for spec in BUILT_IN
+        if spec.evidence is not contract.MANUAL_ONLY
+    }

@@ -1,0 +1,27 @@
+"""`run.create`: queue one Run of an approved task revision, exactly once.
+
+- plan: `domain.plans.ApprovedRunCreationPlan` (the built-in plans are domain records:
+  approvals parse them before any action is loaded);
+- `handler`: inspect resolves the immutable plan; execute creates the Run, its receipt and
+  the completion in one transaction (`committed`);
+- `evidence`: the receipt and the Run, read-only;
+- its tables: `runs`, `run_attempts`, `run_events` and `approved_run_action_receipts`
+  (migration `0002_runs_and_receipts`), written by `adapters/sql/runs.py`.
+
+See `docs/actions.md#runcreate`.
+"""
+
+from __future__ import annotations
+
+from qinglong_dispatcher.actions import contract
+from qinglong_dispatcher.actions.run_create import evidence, handler
+from qinglong_dispatcher.domain import plans
+
+ACTION_TYPE = handler.ACTION_TYPE
+
+ACTION = contract.BuiltInSpec(
+    action_type=ACTION_TYPE,
+    plan_model=plans.ApprovedRunCreationPlan,
+    handler=lambda ctx: handler.RunCreateHandler(ctx.store, ctx.store, ctx.clock),
+    evidence=lambda ctx: evidence.RunCreateEvidence(ctx.store),
+)

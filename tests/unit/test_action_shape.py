@@ -1,0 +1,43 @@
+"""Every action package, built in or installed, has one shape: plan, handler, evidence, ACTION."""
+
+from __future__ import annotations
+
+import importlib
+import pathlib
+
+import pytest
+
+from qinglong_dispatcher.actions import builtin, contract, registry
+from qinglong_dispatcher.domain import plans
+
+EXAMPLE = pathlib.Path(__file__).parents[2] / "examples" / "qinglong-action-note"
+
+
+def test_the_built_in_specs_are_the_built_in_plan_models_and_the_reserved_types() -> None:
+    by_type = {spec.action_type: spec for spec in builtin.BUILT_IN}
+    assert set(by_type) == set(plans.PLAN_MODELS) == registry.BUILT_IN
+    for action_type, spec in by_type.items():
+        assert spec.plan_model is plans.PLAN_MODELS[action_type]
+        assert action_type == spec.plan_model.ACTION_TYPE
+
+
+@pytest.mark.parametrize("package", ["run_create", "tool_invoke"])
+def test_a_built_in_action_is_a_package_with_a_handler_an_evidence_provider_and_its_spec(
+    package: str,
+) -> None:
+    module = importlib.import_module(f"qinglong_dispatcher.actions.{package}")
+    handler = importlib.import_module(f"qinglong_dispatcher.actions.{package}.handler")
+    evidence = importlib.import_module(f"qinglong_dispatcher.actions.{package}.evidence")
+    assert isinstance(module.ACTION, contract.BuiltInSpec)
+    assert module.ACTION.action_type == handler.ACTION_TYPE
+    assert module.ACTION.evidence is not contract.MANUAL_ONLY
+    assert any(
+        getattr(cls, "action_type", None) == handler.ACTION_TYPE for cls in vars(evidence).values()
+    )
+
+
+def test_the_example_package_has_the_same_modules_as_a_built_in_one() -> None:
+    modules = {p.stem for p in (EXAMPLE / "qinglong_action_note").glob("*.py")}
+    assert {"__init__", "plan", "handler", "evidence"} <= modules
+    source = (EXAMPLE / "qinglong_action_note" / "__init__.py").read_text(encoding="utf-8")
+    assert "ACTION = contract.ActionSpec(" in source
