@@ -1,11 +1,13 @@
 -- Approvals, immutable plans and dispatches, the mutable execution row and its event ledger
--- (ADR-0031/0032), in schema qinglong. Runs as qinglong_migrator, which owns every object.
+-- (docs/decisions/0001 and 0009), in schema qinglong. Runs as qinglong_migrator, which owns every object.
 -- Immutable tables refuse UPDATE, DELETE and TRUNCATE by trigger (even for their owner) and
 -- the runtime role holds only SELECT, INSERT on them.
 --
 -- Amended in place: every function pins pg_temp last (migration 0011 says why). A
 -- database that applied the first text of this file matches this checksum:
 -- amends checksum 8ccf07a8f3864fbdeb480952b76fd9cefc844edc46f3a6b3fa52391e0702bdf4
+-- Amended again, to point its comments at docs/ (the SQL is unchanged):
+-- amends checksum c0e369936d69ba6b234cf39aa4166546c351fe19eb222654b741b7981b13cce1
 
 CREATE TABLE qinglong.action_plans (
     project_id    TEXT NOT NULL,
@@ -128,7 +130,7 @@ CREATE TRIGGER execution_events_immutable
     BEFORE UPDATE OR DELETE OR TRUNCATE ON qinglong.execution_events
     FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 
--- Grants (DESIGN.md §2). The runtime: SELECT, INSERT on immutable tables, SELECT, INSERT,
+-- Grants (docs/security.md). The runtime: SELECT, INSERT on immutable tables, SELECT, INSERT,
 -- UPDATE on mutable ones, never DELETE. The operator reads everything, appends execution
 -- events, and may change only the state columns of an execution when resolving recovery.
 GRANT SELECT, INSERT ON qinglong.action_plans, qinglong.approved_action_dispatches,

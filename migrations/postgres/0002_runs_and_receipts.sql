@@ -1,5 +1,9 @@
 -- Runs created by run.create, their first attempt and events, and the receipt that is the
--- recovery evidence (ADR-0034), in schema qinglong. Receipts and Run events are immutable.
+-- recovery evidence (docs/actions.md), in schema qinglong. Receipts and Run events are immutable.
+--
+-- Amended in place: its comments point at docs/; the SQL is unchanged. A database that
+-- applied the earlier text matches this checksum:
+-- amends checksum bcc0992657df1b5a466b980ad65e2f5cbebbd05848ba791b2e512a266027758f
 
 CREATE TABLE qinglong.runs (
     run_id            TEXT PRIMARY KEY,
@@ -73,7 +77,7 @@ CREATE TRIGGER approved_run_action_receipts_immutable
     BEFORE UPDATE OR DELETE OR TRUNCATE ON qinglong.approved_run_action_receipts
     FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 
--- Grants (DESIGN.md §2): see 0001. The operator may append Run events and change only the
+-- Grants (docs/security.md): see 0001. The operator may append Run events and change only the
 -- state columns of a Run.
 GRANT SELECT, INSERT ON qinglong.run_events, qinglong.approved_run_action_receipts
     TO qinglong_runtime;

@@ -1,10 +1,12 @@
--- Recovery (ADR-0033/0034, DESIGN.md §6), in schema qinglong: one resolution per settled
+-- Recovery (docs/decisions/0002, docs/operations.md), in schema qinglong: one resolution per settled
 -- recovery_required execution, the last reconcile observation per dispatch, and the operator
 -- audit trail. Resolutions and audit events are immutable.
 --
 -- Amended in place: every function pins pg_temp last (migration 0011 says why). A
 -- database that applied the first text of this file matches this checksum:
 -- amends checksum 0963b258121b2258cd62c4f90f85133c1fa7666ad27d3ee7c0770f12d9068b58
+-- Amended again, to point its comments at docs/ (the SQL is unchanged):
+-- amends checksum 3f064163ac42fb032150a24c4ac410fc1c48e8db6786b6eec051eee09a8b3cee
 
 CREATE TABLE qinglong.recovery_resolutions (
     dispatch_id         TEXT PRIMARY KEY
@@ -47,7 +49,7 @@ CREATE TABLE qinglong.security_audit_events (
 
 CREATE INDEX security_audit_events_subject ON qinglong.security_audit_events (subject_id);
 
--- DESIGN.md §6: the database itself refuses a manual resolution from a session whose login is
+-- docs/operations.md: the database itself refuses a manual resolution from a session whose login is
 -- not a member of qinglong_operator (the runtime may settle by evidence only), and the recorded
 -- principal must be the session's own login: nobody writes another role's name there.
 CREATE FUNCTION qinglong.check_resolution_principal() RETURNS trigger
@@ -78,7 +80,7 @@ CREATE TRIGGER security_audit_events_immutable
     BEFORE UPDATE OR DELETE OR TRUNCATE ON qinglong.security_audit_events
     FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 
--- Grants (DESIGN.md §2): see 0001. The runtime settles by evidence and keeps observations
+-- Grants (docs/security.md): see 0001. The runtime settles by evidence and keeps observations
 -- (an upsert: INSERT and UPDATE); the operator appends resolutions and audit records.
 GRANT SELECT, INSERT ON qinglong.recovery_resolutions, qinglong.security_audit_events
     TO qinglong_runtime;

@@ -1,7 +1,11 @@
--- Tool StepRuns and the atomic start barrier (ADR-0158, DESIGN.md §2 and §5), in schema
+-- Tool StepRuns and the atomic start barrier (docs/decisions/0019), in schema
 -- qinglong: the StepRun, its mutation ledger, the Trace anchor, the Audit receipt and the
 -- immutable start barrier. The tool-start audit event itself is a security_audit_events row
 -- (kind 'tool.start_authorised'). Everything but step_runs is immutable.
+--
+-- Amended in place: its comments point at docs/; the SQL is unchanged. A database that
+-- applied the earlier text matches this checksum:
+-- amends checksum b27a5e92f15fcbca105a86e9adc62428ff4ffac49cc9b136d5e5b73246d2bde1
 
 CREATE TABLE qinglong.step_runs (
     step_run_id         TEXT PRIMARY KEY,
@@ -122,7 +126,7 @@ CREATE TRIGGER tool_execution_start_barriers_immutable
     BEFORE UPDATE OR DELETE OR TRUNCATE ON qinglong.tool_execution_start_barriers
     FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 
--- Grants (DESIGN.md §2). The runtime: SELECT, INSERT only on the barrier, ledger and audit
+-- Grants (docs/security.md). The runtime: SELECT, INSERT only on the barrier, ledger and audit
 -- tables; SELECT, INSERT, UPDATE on step_runs (runs are already updatable). The operator
 -- reads everything but the barriers, appends the bookkeeping a recovery resolution writes
 -- (ledger lines; Run events and audit events are granted in 0002/0003), and may UPDATE only

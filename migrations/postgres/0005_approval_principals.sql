@@ -1,4 +1,4 @@
--- Approvals by authenticated principals (issue 11 §1–2), in schema qinglong: the login that
+-- Approvals by authenticated principals, in schema qinglong: the login that
 -- created, decided and consumed each request is stored beside the free-text labels; a trigger
 -- lets only qinglong_approver logins approve, applies separation of duties (self-approval
 -- only for qinglong_self_approver), allows exactly the transitions of domain/approvals.py and
@@ -7,6 +7,8 @@
 -- Amended in place: every function pins pg_temp last (migration 0011 says why). A
 -- database that applied the first text of this file matches this checksum:
 -- amends checksum a527fe3ef9ad81407d4418747461797fb2a16d79c390359d47e5c93ed6491e9c
+-- Amended again, to point its comments at docs/ (the SQL is unchanged):
+-- amends checksum a9973a6d67f526506971d531982d6f947c235110fa745b12f29819f43a52f56e
 
 -- Rows older than this migration were made by a principal nobody recorded: 'unknown'. The
 -- default exists only to backfill them and is dropped at once: every new row names its own.
@@ -183,7 +185,7 @@ CREATE TRIGGER approved_action_dispatches_guard
     BEFORE INSERT ON qinglong.approved_action_dispatches
     FOR EACH ROW EXECUTE FUNCTION qinglong.guard_dispatch_insert();
 
--- Grants (DESIGN.md §2, README "Cluster profile"). The approver creates plans and requests,
+-- Grants (docs/security.md, docs/installation.md). The approver creates plans and requests,
 -- decides them, and consumes them (the dispatch, its execution and its first ledger line);
 -- `submit tool-invoke` also reads the Run and inserts the waiting StepRun. It never runs an
 -- execution (no UPDATE on executions) and never writes the audit table itself: the trigger

@@ -1,5 +1,5 @@
--- The execution and StepRun state machines held by the database (DESIGN.md §3, ADR-0032,
--- ADR-0158), in schema qinglong: a row trigger on each mutable table allows exactly the row
+-- The execution and StepRun state machines held by the database (docs/state-machine.md,
+-- docs/decisions/0019), in schema qinglong: a row trigger on each mutable table allows exactly the row
 -- changes of `domain/states.py` ROW_UPDATES and `domain/steps.py` ROW_UPDATES, so neither a
 -- buggy daemon nor a direct SQL session of any login can move a row the domain would not
 -- (before this, the runtime login could UPDATE a succeeded execution back to pending).
@@ -9,6 +9,8 @@
 -- Amended in place: every function pins pg_temp last (migration 0011 says why). A
 -- database that applied the first text of this file matches this checksum:
 -- amends checksum 4ebc2325368bb1c631657a5d7df99695ab4e582d9d10d8a4d7ca9d025185f03f
+-- Amended again, to point its comments at docs/ (the SQL is unchanged):
+-- amends checksum 06efc778ed8ca5dd33bbd3ba1c60ad4bc7f09f96889170a46bf41411e43e4d81
 
 CREATE FUNCTION qinglong.check_execution_change() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -17,7 +19,7 @@ DECLARE
     refund integer;
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        -- A consumed approval creates the row pending@v0 (DESIGN.md §2): nothing claimed,
+        -- A consumed approval creates the row pending@v0 (docs/state-machine.md): nothing claimed,
         -- started or settled yet.
         IF NEW.status IS DISTINCT FROM 'pending' OR NEW.version IS DISTINCT FROM 0
                 OR NEW.attempt IS DISTINCT FROM 0 OR NEW.lease_owner IS NOT NULL
@@ -125,7 +127,7 @@ BEGIN
             USING ERRCODE = 'QLT01';
     END IF;
     -- Re-arming a lost StepRun lets its tool run again: an operator's decision (the runtime
-    -- never makes it, ADR-0158), so the database asks who is deciding.
+    -- never makes it, docs/decisions/0019), so the database asks who is deciding.
     IF OLD.status = 'lost'
             AND NOT pg_has_role(session_user, 'qinglong_operator', 'MEMBER') THEN
         RAISE EXCEPTION 'qinglong:transition_refused: operator (% → %)', OLD.status, NEW.status

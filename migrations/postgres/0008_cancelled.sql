@@ -1,4 +1,4 @@
--- The terminal state `cancelled` (issue 14 §2), in schema qinglong: an operator cancels a
+-- The terminal state `cancelled`, in schema qinglong: an operator cancels a
 -- dispatch while it waits (`pending` or `retry_wait`), under the same row lock and version a
 -- claim takes, so it never reaches the barrier. The status CHECK admits the new state (it is
 -- strictly wider, so every existing row passes), the state-machine function of 0006 is
@@ -8,6 +8,8 @@
 -- Amended in place: every function pins pg_temp last (migration 0011 says why). A
 -- database that applied the first text of this file matches this checksum:
 -- amends checksum 292a9ac8db36b4a9c1f1fbe4496732ca0db94d77c76e22004b40693360b3489d
+-- Amended again, to point its comments at docs/ (the SQL is unchanged):
+-- amends checksum cbf89f64e7349f23506f12cab0e666c6d322593e5eaed8e29425c0d1a07380e5
 
 ALTER TABLE qinglong.approved_action_dispatch_executions
     DROP CONSTRAINT approved_action_dispatch_executions_status_check;
@@ -27,7 +29,7 @@ DECLARE
     refund integer;
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        -- A consumed approval creates the row pending@v0 (DESIGN.md §2): nothing claimed,
+        -- A consumed approval creates the row pending@v0 (docs/state-machine.md): nothing claimed,
         -- started or settled yet.
         IF NEW.status IS DISTINCT FROM 'pending' OR NEW.version IS DISTINCT FROM 0
                 OR NEW.attempt IS DISTINCT FROM 0 OR NEW.lease_owner IS NOT NULL
@@ -64,7 +66,7 @@ BEGIN
         RAISE EXCEPTION 'qinglong:transition_refused: transition (% → %)', OLD.status, NEW.status
             USING ERRCODE = 'QLT01';
     END IF;
-    -- Cancelling is an operator's decision (issue 14 §2): the runtime login, which may UPDATE
+    -- Cancelling is an operator's decision: the runtime login, which may UPDATE
     -- every column of the row, never makes it, so the database asks who is deciding.
     IF NEW.status = 'cancelled'
             AND NOT pg_has_role(session_user, 'qinglong_operator', 'MEMBER') THEN

@@ -1,4 +1,4 @@
--- Retention (issue 14 §3, README "Retention and pruning"): finished dispatch trees and old
+-- Retention (docs/operations.md): finished dispatch trees and old
 -- audit records may be deleted, and only by a prune run as a member of qinglong_pruner.
 --
 -- qinglong_pruner is the only role granted DELETE. A prune first writes a permit per dispatch
@@ -13,6 +13,8 @@
 -- Amended in place: every function pins pg_temp last (migration 0011 says why). A
 -- database that applied the first text of this file matches this checksum:
 -- amends checksum dd69ba850f484232f36b07bc365ad50027361d72e5e1b938f51490bdefa58d61
+-- Amended again, to point its comments at docs/ (the SQL is unchanged):
+-- amends checksum 8493a5911c6af7624e3081ef5c005b81db4361acab615668e699e694adab4a1a
 
 CREATE TABLE qinglong.prune_permits (
     dispatch_id         TEXT PRIMARY KEY,
@@ -177,7 +179,7 @@ CREATE TRIGGER security_audit_events_prune_only
     BEFORE DELETE ON qinglong.security_audit_events
     FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 
--- Grants (DESIGN.md §2): the pruner reads what a prune must check (the tool rows that keep a
+-- Grants (docs/security.md): the pruner reads what a prune must check (the tool rows that keep a
 -- tree, the audit receipts that keep an audit record), writes its permits, and deletes the
 -- rows of a tree and old audit records. Nobody else is granted DELETE.
 GRANT USAGE ON SCHEMA qinglong TO qinglong_pruner;

@@ -21,6 +21,10 @@
 -- SQLSTATEs: QLF01 not the lease holder, QLF02 a live lease, QLF03 a lease beyond the bound,
 -- QLR01 a resolution that does not match its execution, QLA04 expired on the database clock,
 -- QLA05 a lifetime out of range, QLI01 a record for another principal, row or identity.
+--
+-- Amended in place: its comments point at docs/; the SQL is unchanged. A database that
+-- applied the earlier text matches this checksum:
+-- amends checksum a75c101d73f3dfeb2829f4578a38b8090bf14ba646d65ddd9e1c790c0d01c0b8
 
 -- -- 1. search_path and the recorder ------------------------------------------------------
 
@@ -102,7 +106,7 @@ DECLARE
     settled pg_catalog.bool;
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        -- A consumed approval creates the row pending@v0 (DESIGN.md §2): nothing claimed,
+        -- A consumed approval creates the row pending@v0 (docs/state-machine.md): nothing claimed,
         -- started or settled yet.
         IF NEW.status IS DISTINCT FROM 'pending' OR NEW.version IS DISTINCT FROM 0
                 OR NEW.attempt IS DISTINCT FROM 0 OR NEW.lease_owner IS NOT NULL

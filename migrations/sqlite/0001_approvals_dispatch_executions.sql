@@ -1,5 +1,9 @@
 -- Approvals, immutable plans and dispatches, the mutable execution row and its event ledger
--- (ADR-0031/0032). Immutable tables abort UPDATE and DELETE.
+-- (docs/decisions/0001 and 0009). Immutable tables abort UPDATE and DELETE.
+--
+-- Amended in place: its comments point at docs/; the SQL is unchanged. A database that
+-- applied the earlier text matches this checksum:
+-- amends checksum a44954ee13a2ffa91587cdce1035f344df2ac66f957488fd65caefa4ae121508
 
 CREATE TABLE action_plans (
     project_id    TEXT NOT NULL,

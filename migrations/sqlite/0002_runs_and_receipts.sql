@@ -1,5 +1,9 @@
 -- Runs created by run.create, their first attempt and events, and the receipt that is the
--- recovery evidence (ADR-0034). Receipts and Run events are immutable.
+-- recovery evidence (docs/actions.md). Receipts and Run events are immutable.
+--
+-- Amended in place: its comments point at docs/; the SQL is unchanged. A database that
+-- applied the earlier text matches this checksum:
+-- amends checksum 8be77ce72bd8ec5795fa6f282c362132008dfa468c7304e7a08fbf50737871d9
 
 CREATE TABLE runs (
     run_id            TEXT PRIMARY KEY,

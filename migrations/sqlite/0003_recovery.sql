@@ -1,5 +1,9 @@
--- Recovery (ADR-0033/0034, DESIGN.md §6): one resolution per settled recovery_required
+-- Recovery (docs/decisions/0002, docs/operations.md): one resolution per settled recovery_required
 -- execution, the last reconcile observation per dispatch, and the operator audit trail.
+--
+-- Amended in place: its comments point at docs/; the SQL is unchanged. A database that
+-- applied the earlier text matches this checksum:
+-- amends checksum 7695afc44c61b669a9a0e757c38980a68c478b2f8db4760f6065c2ed2e2bb08c
 
 CREATE TABLE recovery_resolutions (
     dispatch_id         TEXT PRIMARY KEY REFERENCES approved_action_dispatches (dispatch_id),

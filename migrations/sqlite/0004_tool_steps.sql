@@ -1,7 +1,11 @@
--- Tool StepRuns and the atomic start barrier (ADR-0158, DESIGN.md §2 and §5): the StepRun,
+-- Tool StepRuns and the atomic start barrier (docs/decisions/0019): the StepRun,
 -- its mutation ledger, the Trace anchor, the Audit receipt and the immutable start barrier.
 -- The tool-start audit event itself is a security_audit_events row (kind
 -- 'tool.start_authorised'). Everything but step_runs is immutable.
+--
+-- Amended in place: its comments point at docs/; the SQL is unchanged. A database that
+-- applied the earlier text matches this checksum:
+-- amends checksum 773b88480722443de06624c891cf573d5dcce8094127f40a03baf8fc0cdd9397
 
 CREATE TABLE step_runs (
     step_run_id         TEXT PRIMARY KEY,

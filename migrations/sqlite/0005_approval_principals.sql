@@ -1,7 +1,11 @@
--- Approvals by authenticated principals (issue 11 §1–2): the OS user that created, decided
+-- Approvals by authenticated principals: the OS user that created, decided
 -- and consumed each request is stored beside the free-text labels; triggers allow exactly the
 -- transitions of domain/approvals.py and audit every state change. Separation of duties is
 -- the store's (QINGLONG_SELF_APPROVAL): SQLite has no session identity to compare.
+--
+-- Amended in place: its comments point at docs/; the SQL is unchanged. A database that
+-- applied the earlier text matches this checksum:
+-- amends checksum 0118d79573b7fe692d74a1b174a92ef4883943c5c5c23716c887b1d328f3eb83
 
 -- SQLite adds a NOT NULL column only with a default. It is '' and never a principal: the
 -- rows older than this migration are backfilled to 'unknown' below, and the insert trigger

@@ -1,10 +1,14 @@
--- The execution and StepRun state machines held by the database (DESIGN.md §3, ADR-0032,
--- ADR-0158): triggers allow exactly the row changes of `domain/states.py` ROW_UPDATES and
+-- The execution and StepRun state machines held by the database (docs/state-machine.md,
+-- docs/decisions/0019): triggers allow exactly the row changes of `domain/states.py` ROW_UPDATES and
 -- `domain/steps.py` ROW_UPDATES, whoever writes the file. Each trigger is one CASE whose
 -- first failing rule aborts with `qinglong:transition_refused: <rule>` (the same rule names
 -- and order as PostgreSQL's QLT01); the adapter translates it to `errors.TransitionRefused`.
 -- Conditions are written with = and OR: SQLite rebuilds an IN (…) list for every row a
 -- trigger fires on, which made a bulk update several times slower.
+--
+-- Amended in place: its comments point at docs/; the SQL is unchanged. A database that
+-- applied the earlier text matches this checksum:
+-- amends checksum 0db8e37cd400da5373cbb376fe5719b603de84482060f59ae607cbda20defef3
 
 -- A consumed approval creates the row pending@v0: nothing claimed, started or settled yet.
 CREATE TRIGGER approved_action_dispatch_executions_insert_state
@@ -67,7 +71,7 @@ WHEN NOT (NEW.status = 'ready' OR NEW.status = 'waiting_approval') OR NEW.versio
     OR NEW.result_code IS NOT NULL
 BEGIN SELECT RAISE(ABORT, 'qinglong:transition_refused: insert'); END;
 
--- `lost → ready` is the operator's re-arm (ADR-0158); on an edge device the file's owner is
+-- `lost → ready` is the operator's re-arm (docs/decisions/0019); on an edge device the file's owner is
 -- the operator, so SQLite has no principal to ask (PostgreSQL does).
 CREATE TRIGGER step_runs_state_machine
 BEFORE UPDATE ON step_runs

@@ -1,8 +1,12 @@
--- The terminal state `cancelled` (issue 14 §2): an operator cancels a dispatch while it waits
+-- The terminal state `cancelled`: an operator cancels a dispatch while it waits
 -- (`pending` or `retry_wait`), under the same fence a claim takes, so it never reaches the
 -- barrier. SQLite cannot alter a CHECK, so the execution table is rebuilt with the new status
 -- and its indexes and state-machine triggers are created again (they went with the old table);
 -- no table references executions, and the copy keeps every row and column as it was.
+--
+-- Amended in place: its comments point at docs/; the SQL is unchanged. A database that
+-- applied the earlier text matches this checksum:
+-- amends checksum 05b31cc471e7d6ce8f9b5b38ba7db79739dae6d7c26070f292426cb0892a0500
 
 CREATE TABLE approved_action_dispatch_executions_0008 (
     dispatch_id         TEXT PRIMARY KEY REFERENCES approved_action_dispatches (dispatch_id),

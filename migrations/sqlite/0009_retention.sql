@@ -1,4 +1,4 @@
--- Retention (issue 14 §3, README "Retention and pruning"): finished dispatch trees and old
+-- Retention (docs/operations.md): finished dispatch trees and old
 -- audit records may be deleted, and only by a prune. Every other DELETE stays refused.
 --
 -- A prune first writes a permit per dispatch tree it will delete, in its own transaction; the
@@ -10,6 +10,10 @@
 -- prune removes its permits before it commits. On an edge device the file's owner can drop
 -- these triggers: the file permissions are the authority there (as for approvals); the
 -- triggers hold every program that uses the file as it stands to the rule.
+--
+-- Amended in place: its comments point at docs/; the SQL is unchanged. A database that
+-- applied the earlier text matches this checksum:
+-- amends checksum d7a196a5968f6cc80d64b0f9d597020663c531c6e480deb59781a23a5d66f36d
 
 CREATE TABLE prune_permits (
     dispatch_id         TEXT PRIMARY KEY,

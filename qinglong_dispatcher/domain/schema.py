@@ -19,7 +19,8 @@ class Migration:
     amends: frozenset[str] = frozenset()
     """Checksums of earlier texts of this file that a database may have applied: a file is
     amended in place only to close a hole before its later migration does (a fresh database
-    then never holds the hole), and says so in an `-- amends checksum <hex>` line."""
+    then never holds the hole) or to correct its comments, and says so in an
+    `-- amends checksum <hex>` line."""
 
     def accepts(self, applied_checksum: str) -> bool:
         """Whether a database that recorded `applied_checksum` applied this migration."""
