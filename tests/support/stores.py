@@ -339,15 +339,14 @@ async def require_server() -> str:
 
 
 @contextlib.asynccontextmanager
-async def fresh_database(*, migrated: bool = True) -> AsyncIterator[str]:
-    """A new database (a clone of the migrated template, or empty), dropped afterwards."""
-    template = await require_server()
-    name = f"qinglong_t_{os.getpid()}_{next(_PG.numbers)}"
+async def _database(name: str, *, template: str | None, drop_roles: bool) -> AsyncIterator[str]:
+    """Create database `name` (a clone of `template`, or empty); drop it afterwards and, with
+    `drop_roles`, the roles of the installation a `migrate` made named after it."""
     conn = await _admin_connect()
     try:
         # The default strategy (WAL_LOG) measured faster here than FILE_COPY, whose checkpoint
         # costs more than copying the few pages of a migrated template through the WAL.
-        clause = f" TEMPLATE {template}" if migrated else ""
+        clause = f" TEMPLATE {template}" if template is not None else ""
         await conn.execute(f"CREATE DATABASE {name}{clause}")
     finally:
         await conn.close()
@@ -357,12 +356,24 @@ async def fresh_database(*, migrated: bool = True) -> AsyncIterator[str]:
         conn = await _admin_connect()
         try:
             await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            if not migrated:
-                # A `migrate` without the suite's installation made one named after it.
+            if drop_roles:
                 for role in installation.roles(name):
-                    await conn.execute(f"DROP ROLE IF EXISTS {role}")
+                    with contextlib.suppress(asyncpg.PostgresError):
+                        await conn.execute(f"DROP ROLE IF EXISTS {role}")
         finally:
             await conn.close()
+
+
+@contextlib.asynccontextmanager
+async def fresh_database(*, migrated: bool = True) -> AsyncIterator[str]:
+    """A new database (a clone of the migrated template, or empty), dropped afterwards."""
+    template = await require_server()
+    name = f"qinglong_t_{os.getpid()}_{next(_PG.numbers)}"
+    # A `migrate` of an empty one without the suite's installation makes one named after it.
+    async with _database(
+        name, template=template if migrated else None, drop_roles=not migrated
+    ) as created:
+        yield created
 
 
 @contextlib.asynccontextmanager
@@ -370,23 +381,8 @@ async def installation_database(purpose: str) -> AsyncIterator[str]:
     """A new empty database named as a session installation (so `migrate` makes it one of its
     own name), dropped afterwards with the roles `migrate` created for it."""
     await require_server()
-    name = session_installation(purpose)
-    conn = await _admin_connect()
-    try:
-        await conn.execute(f"CREATE DATABASE {name}")
-    finally:
-        await conn.close()
-    try:
+    async with _database(session_installation(purpose), template=None, drop_roles=True) as name:
         yield name
-    finally:
-        conn = await _admin_connect()
-        try:
-            await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            for role in installation.roles(name):
-                with contextlib.suppress(asyncpg.PostgresError):
-                    await conn.execute(f"DROP ROLE IF EXISTS {role}")
-        finally:
-            await conn.close()
 
 
 async def create_login(login: str, *member_of: str) -> None:
