@@ -10,11 +10,12 @@ end inside one worker-thread hop (`adapters/sqlite/database.drive`); asyncpg awa
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from qinglong_dispatcher.domain import records
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 Params = Mapping[str, object]
 """Named parameters. A statement reads the names it uses; extra names are ignored."""
@@ -56,3 +57,26 @@ class Runner(Protocol):
     async def transaction(self, work: Work[T], *, write: bool = True) -> T:
         """Begin, run `work`, commit (a write) or end (a read); roll back on any exception."""
         ...
+
+
+class HasRunner(Protocol):
+    """A store: what runs its transactions (replaceable, so a test can wrap it)."""
+
+    runner: Runner
+
+
+def operation(
+    work: Callable[Concatenate[Query, P], Coroutine[Any, Any, T]], *, write: bool = True
+) -> Callable[Concatenate[HasRunner, P], Coroutine[Any, Any, T]]:
+    """The store method that runs `work` as one transaction of the store's runner.
+
+    The method takes `work`'s parameters after the query, so mypy checks the store against
+    its ports through these signatures: a transaction is written once, and nothing forwards.
+    """
+
+    async def method(self: HasRunner, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.runner.transaction(lambda q: work(q, *args, **kwargs), write=write)
+
+    method.__name__ = work.__name__
+    method.__doc__ = work.__doc__
+    return method

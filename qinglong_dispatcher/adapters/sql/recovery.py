@@ -33,7 +33,7 @@ def _snapshot(row: query.Row) -> recovery.Snapshot:
 
 
 async def list_recovery_required(
-    q: query.Query, *, now_ms: int, limit: int, after: tuple[int, str] | None
+    q: query.Query, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
 ) -> list[recovery.Snapshot]:
     """A keyset page over the executing index: rows whose lease expired."""
     first = after or _BEFORE_ALL
@@ -141,8 +141,8 @@ async def resolve(
 
 async def record_observation(
     q: query.Query,
-    *,
     dispatch_id: str,
+    *,
     outcome: recovery.ObservationOutcome,
     reason_code: str,
     now_ms: int,
