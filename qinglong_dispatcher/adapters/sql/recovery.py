@@ -96,7 +96,8 @@ async def resolve(
             "reason_code": resolution.reason_code,
         },
     )
-    done = await q.one(
+    resolved = await rows.fenced_update(
+        q,
         "resolve_row",
         {
             **params,
@@ -105,8 +106,11 @@ async def resolve(
             "result_code": resolution.reason_code,
             "expired_by_ms": settled_at_ms,
         },
+        dispatch_id=fence.dispatch_id,
+        outcome=Outcome.COMPLETED,
+        status=target,
     )
-    if done is None:
+    if resolved.outcome is Outcome.CONFLICT:
         # Under the row lock the domain's refusal above already saw what the update repeats:
         # a miss is a broken invariant, and raising undoes the resolution with it.
         raise errors.StoreError("the resolution's update matched no row", code="raced")
@@ -131,12 +135,7 @@ async def resolve(
                 "detail_code": f"{resolution.resolution.value}:{resolution.reason_code}"[:128],
             },
         )
-    return records.Transition(
-        outcome=Outcome.COMPLETED,
-        dispatch_id=fence.dispatch_id,
-        status=target,
-        version=done["version"],
-    )
+    return resolved
 
 
 async def record_observation(
