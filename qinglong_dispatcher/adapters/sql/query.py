@@ -1,7 +1,7 @@
 """The small query interface every store transaction is written against, once for both dialects.
 
 A transaction is an `async def` taking a `Query`. It runs named statements — the same names
-in `adapters/sqlite/queries.sql` and `adapters/postgres/queries.sql` — and never anything
+in `adapters/sqlite/queries/` and `adapters/postgres/queries/` — and never anything
 else: connecting, isolation, retries and error translation belong to the dialect's runner.
 On SQLite the query methods never suspend, so the runner drives the whole coroutine to its
 end inside one worker-thread hop (`adapters/sqlite/database.drive`); asyncpg awaits it.
