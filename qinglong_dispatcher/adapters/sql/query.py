@@ -47,6 +47,25 @@ class Query(Protocol):
         ...
 
 
+async def in_savepoint(
+    q: Query, work: Work[T], typed: Callable[[BaseException], Exception | None]
+) -> T:
+    """`Query.savepoint` for both dialects; `typed` is a driver error's typed store error
+    (None for any other exception, which goes on as it is)."""
+    await q.run("savepoint")
+    try:
+        result = await work(q)
+    except BaseException as exc:
+        await q.run("rollback_to_savepoint")
+        await q.run("release_savepoint")
+        error = typed(exc)
+        if error is not None:
+            raise error from exc
+        raise
+    await q.run("release_savepoint")
+    return result
+
+
 Work = Callable[[Query], Coroutine[Any, Any, T]]
 """A whole transaction: the runner begins it, runs the body, and commits or rolls back."""
 

@@ -16,11 +16,16 @@ from qinglong_dispatcher.domain.tools import start as tool_start
 _BEFORE_ALL = (-(2**63), "")
 
 
+async def database_now_ms(q: query.Query) -> int:
+    """The database server's wall clock, in epoch milliseconds (ledger `committed_at_ms` uses
+    it; the skew guard reads it)."""
+    return int((await q.one("database_now"))["now_ms"])
+
+
 async def settling_ms(q: query.Query, now_ms: int) -> int:
     """The instant that decides "expired" in this transaction: the earlier of the caller's
     clock and the database's (`domain.recovery.settling_now_ms`)."""
-    database_ms = int((await q.one("database_now"))["now_ms"])
-    return recovery.settling_now_ms(now_ms, database_ms)
+    return recovery.settling_now_ms(now_ms, await database_now_ms(q))
 
 
 def _snapshot(row: query.Row) -> recovery.Snapshot:

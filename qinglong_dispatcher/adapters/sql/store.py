@@ -9,7 +9,8 @@ its own (opening, migrations, the durability check, measured fast paths).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import (
@@ -33,9 +34,24 @@ from qinglong_dispatcher.domain import errors, records
 from qinglong_dispatcher.domain import recovery as recovery_records
 from qinglong_dispatcher.domain import retention as retention_records
 from qinglong_dispatcher.domain.tools import start as tool_start
-from qinglong_dispatcher.domain.tools import steps
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 operation = query.operation
+
+
+def as_approver(
+    work: Callable[Concatenate[query.Query, approval_records.Principal, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[SqlStore, P], Coroutine[Any, Any, T]]:
+    """`query.operation` for a transaction that acts as the store's principal (`approver`)."""
+
+    async def method(self: SqlStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.runner.transaction(lambda q: work(q, self.approver, *args, **kwargs))
+
+    method.__name__ = work.__name__
+    method.__doc__ = work.__doc__
+    return method
 
 
 class SqlStore:
@@ -79,76 +95,11 @@ class SqlStore:
 
     # -- approvals: the store's principal creates, decides and consumes -------------------
 
-    async def create_approval(
-        self, new: approval_records.NewApproval, *, now_ms: int
-    ) -> approval_records.Approval:
-        """See `ports.ApprovalStore.create_approval`."""
-        return await self.runner.transaction(
-            lambda q: approvals.create(q, new, principal=self.approver, now_ms=now_ms)
-        )
-
-    async def approve(
-        self, approval_request_id: str, *, decided_by: str, now_ms: int
-    ) -> approval_records.Approval:
-        """See `ports.ApprovalStore.approve`."""
-        return await self.runner.transaction(
-            lambda q: approvals.approve(
-                q,
-                approval_request_id,
-                decided_by=decided_by,
-                principal=self.approver,
-                now_ms=now_ms,
-            )
-        )
-
-    async def reject(
-        self, approval_request_id: str, *, decided_by: str, now_ms: int
-    ) -> approval_records.Approval:
-        """See `ports.ApprovalStore.reject`."""
-        return await self.runner.transaction(
-            lambda q: approvals.reject(
-                q,
-                approval_request_id,
-                decided_by=decided_by,
-                principal=self.approver,
-                now_ms=now_ms,
-            )
-        )
-
-    async def consume(
-        self, approval_request_id: str, *, now_ms: int, max_attempts: int
-    ) -> approval_records.Consumed:
-        """See `ports.ApprovalStore.consume`."""
-        return await self.runner.transaction(
-            lambda q: approvals.consume(
-                q,
-                approval_request_id,
-                principal=self.approver,
-                now_ms=now_ms,
-                max_attempts=max_attempts,
-            )
-        )
-
-    async def submit(
-        self,
-        items: Sequence[approval_records.NewApproval],
-        *,
-        approved_by: str,
-        now_ms: int,
-        max_attempts: int,
-    ) -> list[approval_records.Consumed]:
-        """See `ports.ApprovalStore.submit`."""
-        return await self.runner.transaction(
-            lambda q: approvals.submit(
-                q,
-                items,
-                approved_by=approved_by,
-                principal=self.approver,
-                now_ms=now_ms,
-                max_attempts=max_attempts,
-            )
-        )
-
+    create_approval = as_approver(approvals.create)
+    approve = as_approver(approvals.approve)
+    reject = as_approver(approvals.reject)
+    consume = as_approver(approvals.consume)
+    submit = as_approver(approvals.submit)
     get_approval = operation(approvals.get, write=False)
 
     # -- plans, run.create and the page transaction ---------------------------------------
@@ -189,6 +140,7 @@ class SqlStore:
 
     # -- recovery (DESIGN.md §6), cancels and retention -----------------------------------
 
+    database_now_ms = operation(recovery.database_now_ms, write=False)
     list_recovery_required = operation(recovery.list_recovery_required, write=False)
     record_observation = operation(recovery.record_observation)
     get_resolution = operation(recovery.get_resolution, write=False)
@@ -241,27 +193,7 @@ class SqlStore:
     get_by_start_id = operation(tool_barriers.get_by_start_id, write=False)
     get_by_started_step_run_version = operation(tool_barriers.get_by_started_version, write=False)
 
-    async def submit_tool_invocation(
-        self,
-        new: approval_records.NewApproval,
-        step: steps.NewStepRun,
-        *,
-        approved_by: str,
-        now_ms: int,
-        max_attempts: int,
-    ) -> approval_records.Consumed:
-        """See `ports.ToolStepRepository.submit_tool_invocation`."""
-        return await self.runner.transaction(
-            lambda q: tool_steps.submit(
-                q,
-                new,
-                step,
-                approved_by=approved_by,
-                principal=self.approver,
-                now_ms=now_ms,
-                max_attempts=max_attempts,
-            )
-        )
+    submit_tool_invocation = as_approver(tool_steps.submit)
 
     async def complete_tool_step(
         self, request: ports.ToolStepCompletion
