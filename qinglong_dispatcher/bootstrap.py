@@ -9,63 +9,43 @@ from pathlib import Path
 
 from qinglong_dispatcher import api, dispatcher, ports
 from qinglong_dispatcher.actions import builtin, contract, registry
+from qinglong_dispatcher.adapters import dialect
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.lifecycle import daemon, http, metrics, pruning, skew, systemd
 from qinglong_dispatcher.recovery import reconciler
 from qinglong_dispatcher.settings import Settings
 
 
-async def open_store(settings: Settings, *, create: bool = True) -> ports.Store:
-    """Open the profile's store; edge never imports asyncpg (it is imported only here, lazily).
-
-    `create=False` refuses a SQLite file that does not exist instead of creating it."""
+def _dialect(settings: Settings) -> dialect.Dialect:
+    """The profile's dialect; edge never imports asyncpg (it is imported only here, lazily)."""
     if settings.dialect == "sqlite":
-        from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
+        from qinglong_dispatcher.adapters.sqlite import DIALECT as SQLITE
 
-        return await sqlite_store.SqliteStore.open(
-            settings.sqlite_path,
-            busy_timeout_s=settings.sqlite_busy_timeout_seconds,
-            self_approval=settings.self_approval,
-            create=create,
-        )
+        return SQLITE
     if settings.dialect != "postgres":  # pragma: no cover - settings admit only the two
         raise errors.ConfigurationError(f"QINGLONG_DATABASE_URL: no store for {settings.dialect}")
-    from qinglong_dispatcher.adapters.postgres import store as postgres_store
+    from qinglong_dispatcher.adapters.postgres import DIALECT as POSTGRES
 
-    # Executes in flight each hold a connection for their effect transaction; renewals and
-    # the next claim need a few more.
-    return await postgres_store.PostgresStore.open(
-        settings.database_url,
-        allow_async_commit=settings.allow_async_commit,
-        require_sync_standby=settings.require_sync_standby,
-        max_size=settings.concurrency + 4,
-        installation=settings.installation,
-    )
+    return POSTGRES
+
+
+async def open_store(settings: Settings, *, create: bool = True) -> ports.Store:
+    """Open the profile's store.
+
+    `create=False` refuses a SQLite file that does not exist instead of creating it."""
+    return await _dialect(settings).open_store(settings, create=create)
 
 
 async def move_installation(settings: Settings, to: str) -> tuple[str, list[str]]:
     """`migrate --move-to`: the database's roles become installation `to`'s (PostgreSQL)."""
-    if settings.dialect != "postgres":
-        raise errors.ConfigurationError("--move-to: SQLite has no roles (PostgreSQL only)")
-    from qinglong_dispatcher.adapters.postgres import store as postgres_store
-
-    store = await postgres_store.PostgresStore.open(settings.database_url, max_size=1)
-    try:
-        return await store.move_installation(to)
-    finally:
-        await store.close()
+    return await _dialect(settings).move_installation(settings, to)
 
 
 @contextlib.contextmanager
 def sole_daemon(settings: Settings) -> Iterator[None]:
     """On edge, hold the SQLite file's daemon lock for as long as `run` runs (one authority per
     file); a second daemon gets `StoreInUse`. Nothing to hold on cluster."""
-    if settings.dialect != "sqlite":
-        yield
-        return
-    from qinglong_dispatcher.adapters.sqlite import authority
-
-    with authority.sole_daemon(settings.sqlite_path):
+    with _dialect(settings).sole_daemon(settings):
         yield
 
 
@@ -186,10 +166,8 @@ def build_daemon_parts(settings: Settings, store: ports.Store, clock: ports.Cloc
     )
     if settings.profile == "cluster":
         parts.skew_guard = skew.SkewGuard(settings.max_clock_skew_seconds)
-    if settings.wakeup_on_submit and settings.dialect == "postgres":
-        from qinglong_dispatcher.adapters.postgres import wakeup as postgres_wakeup
-
-        parts.wakeup = postgres_wakeup.PostgresWakeup(settings.database_url)
+    if settings.wakeup_on_submit:
+        parts.wakeup = _dialect(settings).wakeup(settings)
     if settings.retention_days > 0:
         parts.pruner = pruning.Pruner(store, clock, metrics=the_metrics)
     return parts
@@ -218,53 +196,21 @@ async def scratch_database(settings: Settings) -> AsyncIterator[str]:
     SQLite: a file in a new temporary folder. PostgreSQL: a database created through
     `settings.database_url` (an administrator URL) and dropped with its sessions.
     """
-    if settings.dialect == "sqlite":
-        from qinglong_dispatcher.adapters.sqlite import bench as sqlite_bench
-
-        url, path = sqlite_bench.create_scratch()
-        try:
-            yield url
-        finally:
-            sqlite_bench.drop_scratch(path)
-        return
-    from qinglong_dispatcher.adapters.postgres import bench as postgres_bench
-
-    url = await postgres_bench.create_scratch(settings.database_url)
-    try:
+    async with _dialect(settings).scratch_database(settings) as url:
         yield url
-    finally:
-        await postgres_bench.drop_scratch(settings.database_url, url)
 
 
 async def raw_commits(settings: Settings, seconds: float) -> tuple[float, float | None]:
     """The smallest durable write in a loop: (through the store's own path, through plain stdlib
     sqlite3 — None on PostgreSQL)."""
-    if settings.dialect == "sqlite":
-        from qinglong_dispatcher.adapters.sqlite import bench as sqlite_bench
-
-        return await sqlite_bench.raw_commits(
-            settings.sqlite_path, seconds, busy_timeout_s=settings.sqlite_busy_timeout_seconds
-        )
-    from qinglong_dispatcher.adapters.postgres import bench as postgres_bench
-
-    return await postgres_bench.raw_commits_per_s(settings.database_url, seconds), None
+    return await _dialect(settings).raw_commits(settings, seconds)
 
 
 async def seed_terminal_rows(
     settings: Settings, store: ports.Store, rows: int, now_ms: int
 ) -> None:
     """`rows` bench-only succeeded executions in `store` (opened by `open_store(settings)`)."""
-    if settings.dialect == "sqlite":
-        from qinglong_dispatcher.adapters.sqlite import bench as sqlite_bench
-        from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
-
-        if not isinstance(store, sqlite_store.SqliteStore):
-            raise errors.ConfigurationError("the SQLite bench seeds only a SQLite store")
-        await sqlite_bench.seed_terminal_rows(store, rows, now_ms)
-        return
-    from qinglong_dispatcher.adapters.postgres import bench as postgres_bench
-
-    await postgres_bench.seed_terminal_rows(settings.database_url, rows, now_ms)
+    await _dialect(settings).seed_terminal_rows(settings, store, rows, now_ms)
 
 
 def os_user() -> str:

@@ -1,4 +1,8 @@
-"""Loads a dialect's named SQL blocks (`-- name --` headers), once per process."""
+"""Loads a dialect's named SQL blocks (`-- name --` headers), once per process.
+
+A dialect's statements are a folder of files by area (`queries/executions.sql`, …): one
+namespace, so a name appears in one file only, and a block may splice one from another file.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +14,25 @@ _HEADER = re.compile(r"^--\s*([a-z_][a-z0-9_]*)\s*--\s*$", re.MULTILINE)
 _REFERENCE = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 
+def load_folder(folder: Path) -> dict[str, str]:
+    """`load` of every `*.sql` file in `folder`, in name order."""
+    return load(*sorted(folder.glob("*.sql")))
+
+
 @functools.cache
-def load(path: Path) -> dict[str, str]:
-    """Map block name to its SQL text; a repeated name is a programming error."""
-    text = path.read_text(encoding="utf-8")
-    parts = _HEADER.split(text)
+def load(*paths: Path) -> dict[str, str]:
+    """Map block name to its SQL text; a name defined twice (in one file or two) is refused."""
     blocks: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        if name in blocks:
-            raise ValueError(f"{path.name}: block {name!r} is defined twice")
-        blocks[name] = body.strip().rstrip(";")
+    defined_in: dict[str, str] = {}
+    for path in paths:
+        parts = _HEADER.split(path.read_text(encoding="utf-8"))
+        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+            if name in blocks:
+                raise ValueError(
+                    f"{path.name}: block {name!r} is defined in {defined_in[name]} too"
+                )
+            blocks[name] = body.strip().rstrip(";")
+            defined_in[name] = path.name
     # A block may splice in another with `{name}` (shared column lists, a statement and its
     # locking variant); a spliced block may splice in turn, a few levels deep at most.
     for _ in range(3):

@@ -21,7 +21,7 @@ _SQLITE_PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 
 
 def _sqlite_blocks() -> dict[str, str]:
-    return named_sql.load(Path(sqlite_queries.__file__).with_name("queries.sql"))
+    return named_sql.load_folder(Path(sqlite_queries.__file__).parent)
 
 
 def test_both_dialects_have_the_same_block_names() -> None:

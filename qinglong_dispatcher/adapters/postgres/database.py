@@ -202,17 +202,9 @@ class PgQuery:
 
     async def savepoint(self, work: query.Work[T]) -> T:
         """See `query.Query.savepoint`."""
-        await self.run("savepoint")
-        try:
-            result = await work(self)
-        except BaseException as exc:
-            await self.run("rollback_to_savepoint")
-            await self.run("release_savepoint")
-            if isinstance(exc, DRIVER_ERRORS):
-                raise translate(exc) from exc
-            raise
-        await self.run("release_savepoint")
-        return result
+        return await query.in_savepoint(
+            self, work, lambda exc: translate(exc) if isinstance(exc, DRIVER_ERRORS) else None
+        )
 
 
 class Database:

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.postgres import database as db
 from qinglong_dispatcher.adapters.postgres import fast_paths, migrations, replication
-from qinglong_dispatcher.adapters.postgres.queries import Q
 from qinglong_dispatcher.adapters.sql import query
 from qinglong_dispatcher.adapters.sql import store as sql_store
 from qinglong_dispatcher.domain import approvals as approval_records
@@ -144,14 +143,6 @@ class PostgresStore(sql_store.SqlStore):
     async def reclaim_space(self, *, max_pages: int) -> int:
         """See `ports.PruneStore.reclaim_space`: autovacuum reuses the space, nothing to do."""
         return 0
-
-    async def database_now_ms(self) -> int:
-        """The database server's wall clock (for the skew guard), in epoch milliseconds."""
-
-        async def read(conn: db.Connection) -> int:
-            return int((await db.fetchrow(conn, Q["database_now"], {}))["now_ms"])
-
-        return await self.db.read(read)
 
     async def ddl_capabilities(self) -> tuple[str, ...]:
         """Why the connected role could change the schema; empty for a proper runtime role.

@@ -38,7 +38,7 @@ async def _refusal(
 
 
 async def create(
-    q: query.Query, new: approvals.NewApproval, *, principal: approvals.Principal, now_ms: int
+    q: query.Query, principal: approvals.Principal, new: approvals.NewApproval, *, now_ms: int
 ) -> approvals.Approval:
     """Insert the immutable plan and the pending request."""
     if await q.one("select_plan", {"project_id": new.project_id, "action_ref": new.action_ref}):
@@ -101,10 +101,10 @@ async def _decide(
 
 async def approve(
     q: query.Query,
+    principal: approvals.Principal,
     approval_request_id: str,
     *,
     decided_by: str,
-    principal: approvals.Principal,
     now_ms: int,
 ) -> approvals.Approval:
     """`pending@v1 → approved@v2`, by another principal unless self-approval is allowed."""
@@ -125,10 +125,10 @@ async def approve(
 
 async def reject(
     q: query.Query,
+    principal: approvals.Principal,
     approval_request_id: str,
     *,
     decided_by: str,
-    principal: approvals.Principal,
     now_ms: int,
 ) -> approvals.Approval:
     """`pending@v1 → rejected@v2`: the request can never be approved or consumed."""
@@ -147,9 +147,9 @@ async def reject(
 
 async def consume(
     q: query.Query,
+    principal: approvals.Principal,
     approval_request_id: str,
     *,
-    principal: approvals.Principal,
     now_ms: int,
     max_attempts: int,
 ) -> approvals.Consumed:
@@ -204,25 +204,19 @@ async def create_approve_consume(
     max_attempts: int,
 ) -> approvals.Consumed:
     """One self-approved action, in the caller's transaction (`submit`, tool steps)."""
-    await create(q, new, principal=principal, now_ms=now_ms)
-    await approve(
-        q, new.approval_request_id, decided_by=approved_by, principal=principal, now_ms=now_ms
-    )
+    await create(q, principal, new, now_ms=now_ms)
+    await approve(q, principal, new.approval_request_id, decided_by=approved_by, now_ms=now_ms)
     return await consume(
-        q,
-        new.approval_request_id,
-        principal=principal,
-        now_ms=now_ms,
-        max_attempts=max_attempts,
+        q, principal, new.approval_request_id, now_ms=now_ms, max_attempts=max_attempts
     )
 
 
 async def submit(
     q: query.Query,
+    principal: approvals.Principal,
     items: Sequence[approvals.NewApproval],
     *,
     approved_by: str,
-    principal: approvals.Principal,
     now_ms: int,
     max_attempts: int,
 ) -> list[approvals.Consumed]:

@@ -36,7 +36,8 @@ async def cancel(
             reason=refused,
         )
     mutation = cancels.mutation_id(request.dispatch_id)
-    done = await q.one(
+    cancelled = await rows.fenced_update(
+        q,
         "cancel_row",
         {
             "dispatch_id": request.dispatch_id,
@@ -45,11 +46,12 @@ async def cancel(
             "result_code": request.reason_code,
             "now_ms": now_ms,
         },
+        dispatch_id=request.dispatch_id,
+        outcome=Outcome.COMPLETED,
+        status=ExecutionStatus.CANCELLED,
     )
-    if done is None:
-        return records.Transition(
-            outcome=Outcome.CONFLICT, dispatch_id=request.dispatch_id, reason="raced"
-        )
+    if cancelled.outcome is Outcome.CONFLICT:
+        return cancelled
     if dispatch.action_type == tool_start.TOOL_INVOKE:
         await tool_steps.settle(
             q,
@@ -69,9 +71,4 @@ async def cancel(
             "detail_code": f"{execution.status.value}:{request.reason_code}"[:128],
         },
     )
-    return records.Transition(
-        outcome=Outcome.COMPLETED,
-        dispatch_id=request.dispatch_id,
-        status=ExecutionStatus.CANCELLED,
-        version=done["version"],
-    )
+    return cancelled

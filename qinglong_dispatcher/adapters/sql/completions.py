@@ -8,8 +8,7 @@ UPDATE repeats their conditions in SQL.
 
 from __future__ import annotations
 
-from qinglong_dispatcher.adapters.sql import query
-from qinglong_dispatcher.adapters.sql.rows import read_row
+from qinglong_dispatcher.adapters.sql import query, rows
 from qinglong_dispatcher.domain import fencing, ids, records, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
@@ -54,7 +53,7 @@ async def release_preflight(
     now_ms: int,
 ) -> records.Transition:
     """Give a claim back before the barrier; replays by mutation id."""
-    found = await read_row(q, lease.dispatch_id, lock=True)
+    found = await rows.read_row(q, lease.dispatch_id, lock=True)
     if found is None:
         return records.Transition(
             outcome=Outcome.NOT_FOUND, dispatch_id=lease.dispatch_id, reason="not_found"
@@ -81,7 +80,8 @@ async def release_preflight(
         ExecutionStatus.PENDING: now_ms,
         ExecutionStatus.RETRY_WAIT: retry_at_ms if retry_at_ms is not None else now_ms,
     }.get(target)
-    done = await q.one(
+    return await rows.fenced_update(
+        q,
         "release_row",
         {
             "dispatch_id": lease.dispatch_id,
@@ -99,16 +99,9 @@ async def release_preflight(
             "completed_at_ms": now_ms if target is ExecutionStatus.BLOCKED else None,
             "now_ms": now_ms,
         },
-    )
-    if done is None:
-        return records.Transition(
-            outcome=Outcome.CONFLICT, dispatch_id=lease.dispatch_id, reason="raced"
-        )
-    return records.Transition(
-        outcome=Outcome.RELEASED,
         dispatch_id=lease.dispatch_id,
+        outcome=Outcome.RELEASED,
         status=target,
-        version=done["version"],
     )
 
 
@@ -124,7 +117,7 @@ async def complete(
     """Record the terminal result under the execution identity; a renewed version is fine."""
     target = ExecutionStatus(completion.value)
     # Locked first: a concurrent complete of the same mutation then finds its event committed.
-    found = await read_row(q, identity.dispatch_id, lock=True)
+    found = await rows.read_row(q, identity.dispatch_id, lock=True)
     replay = await _replayed_mutation(
         q,
         identity.dispatch_id,
@@ -168,7 +161,8 @@ async def complete_checked(
     """The completion write itself, for a caller that already read and fenced the row in this
     transaction (the update still repeats every condition)."""
     target = ExecutionStatus(completion.value)
-    done = await q.one(
+    return await rows.fenced_update(
+        q,
         "complete_row",
         {
             "dispatch_id": identity.dispatch_id,
@@ -183,14 +177,7 @@ async def complete_checked(
             "result_code": result_code,
             "now_ms": now_ms,
         },
-    )
-    if done is None:
-        return records.Transition(
-            outcome=Outcome.CONFLICT, dispatch_id=identity.dispatch_id, reason="raced"
-        )
-    return records.Transition(
-        outcome=Outcome.COMPLETED,
         dispatch_id=identity.dispatch_id,
+        outcome=Outcome.COMPLETED,
         status=target,
-        version=done["version"],
     )

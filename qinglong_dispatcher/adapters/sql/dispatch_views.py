@@ -21,7 +21,7 @@ _NEWEST: Final = dispatch_views.Cursor(created_at_ms=2**63 - 1, dispatch_id="")
 
 
 async def list_dispatches(
-    q: query.Query, *, request: dispatch_views.ListQuery, now_ms: int
+    q: query.Query, request: dispatch_views.ListQuery, *, now_ms: int
 ) -> dispatch_views.Page:
     """A page, newest first, after `request.after`; one row more is read to know if it is last."""
     settling_ms = await recovery.settling_ms(q, now_ms)
@@ -51,7 +51,7 @@ async def list_dispatches(
 
 
 async def show_dispatch(
-    q: query.Query, *, dispatch_id: str, now_ms: int
+    q: query.Query, dispatch_id: str, *, now_ms: int
 ) -> dispatch_views.Detail | None:
     """Everything about one dispatch, or None when there is no such dispatch."""
     row = await q.one("select_dispatch_view", {"dispatch_id": dispatch_id})
@@ -84,7 +84,7 @@ async def show_dispatch(
     )
 
 
-async def run_ids(q: query.Query, *, dispatch_ids: Sequence[str]) -> dict[str, str]:
+async def run_ids(q: query.Query, dispatch_ids: Sequence[str]) -> dict[str, str]:
     """The Run holding each dispatch id as its idempotency key, for those that have one."""
     found = await q.all(
         "select_run_ids_by_dispatch", {"dispatch_ids": json.dumps(list(dispatch_ids))}

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import query, rows
 from qinglong_dispatcher.domain import fencing, ids, records, states
 from qinglong_dispatcher.domain.records import Outcome
@@ -299,7 +300,7 @@ async def _start_refused(
 
 
 async def list_due(
-    q: query.Query, *, now_ms: int, limit: int, after: tuple[int, str] | None
+    q: query.Query, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
 ) -> list[records.Execution]:
     """A keyset page of the due index, read only (no locks)."""
     found = await q.all("select_due", _due_params(now_ms=now_ms, limit=limit, after=after))
@@ -326,7 +327,7 @@ async def counts(q: query.Query, *, now_ms: int) -> records.StatusCounts:
     )
 
 
-async def backlog(q: query.Query, *, now_ms: int, cap: int) -> records.Backlog:
+async def backlog(q: query.Query, *, now_ms: int, cap: int = ports.BACKLOG_CAP) -> records.Backlog:
     """The metrics gauges, from queries bounded by the due cap and the started rows."""
     due = await q.one("backlog_due", {"now_ms": now_ms, "cap": cap})
     started_rows = await q.one("backlog_started", {"now_ms": now_ms})

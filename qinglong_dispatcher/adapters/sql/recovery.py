@@ -16,11 +16,16 @@ from qinglong_dispatcher.domain.tools import start as tool_start
 _BEFORE_ALL = (-(2**63), "")
 
 
+async def database_now_ms(q: query.Query) -> int:
+    """The database server's wall clock, in epoch milliseconds (ledger `committed_at_ms` uses
+    it; the skew guard reads it)."""
+    return int((await q.one("database_now"))["now_ms"])
+
+
 async def settling_ms(q: query.Query, now_ms: int) -> int:
     """The instant that decides "expired" in this transaction: the earlier of the caller's
     clock and the database's (`domain.recovery.settling_now_ms`)."""
-    database_ms = int((await q.one("database_now"))["now_ms"])
-    return recovery.settling_now_ms(now_ms, database_ms)
+    return recovery.settling_now_ms(now_ms, await database_now_ms(q))
 
 
 def _snapshot(row: query.Row) -> recovery.Snapshot:
@@ -33,7 +38,7 @@ def _snapshot(row: query.Row) -> recovery.Snapshot:
 
 
 async def list_recovery_required(
-    q: query.Query, *, now_ms: int, limit: int, after: tuple[int, str] | None
+    q: query.Query, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
 ) -> list[recovery.Snapshot]:
     """A keyset page over the executing index: rows whose lease expired."""
     first = after or _BEFORE_ALL
@@ -96,7 +101,8 @@ async def resolve(
             "reason_code": resolution.reason_code,
         },
     )
-    done = await q.one(
+    resolved = await rows.fenced_update(
+        q,
         "resolve_row",
         {
             **params,
@@ -105,8 +111,11 @@ async def resolve(
             "result_code": resolution.reason_code,
             "expired_by_ms": settled_at_ms,
         },
+        dispatch_id=fence.dispatch_id,
+        outcome=Outcome.COMPLETED,
+        status=target,
     )
-    if done is None:
+    if resolved.outcome is Outcome.CONFLICT:
         # Under the row lock the domain's refusal above already saw what the update repeats:
         # a miss is a broken invariant, and raising undoes the resolution with it.
         raise errors.StoreError("the resolution's update matched no row", code="raced")
@@ -131,18 +140,13 @@ async def resolve(
                 "detail_code": f"{resolution.resolution.value}:{resolution.reason_code}"[:128],
             },
         )
-    return records.Transition(
-        outcome=Outcome.COMPLETED,
-        dispatch_id=fence.dispatch_id,
-        status=target,
-        version=done["version"],
-    )
+    return resolved
 
 
 async def record_observation(
     q: query.Query,
-    *,
     dispatch_id: str,
+    *,
     outcome: recovery.ObservationOutcome,
     reason_code: str,
     now_ms: int,

@@ -8,8 +8,6 @@ what a whole prune would remove and writes nothing.
 
 from __future__ import annotations
 
-import functools
-
 from qinglong_dispatcher.adapters.sql import query
 from qinglong_dispatcher.domain import retention
 
@@ -53,26 +51,3 @@ async def count_prunable(
         dispatches=int((await q.one("prune_count_dispatches", params))["n"]),
         audit_events=int((await q.one("prune_count_audit_events", params))["n"]),
     )
-
-
-class RetentionOperations:
-    """`ports.PruneStore.prune_batch`, for the shared store; a dialect adds `reclaim_space`."""
-
-    runner: query.Runner
-
-    async def prune_batch(
-        self, *, cutoff_ms: int, audit_cutoff_ms: int, limit: int, dry_run: bool = False
-    ) -> retention.PruneCounts:
-        """See `ports.PruneStore.prune_batch`."""
-        if dry_run:
-            return await self.runner.transaction(
-                functools.partial(
-                    count_prunable, cutoff_ms=cutoff_ms, audit_cutoff_ms=audit_cutoff_ms
-                ),
-                write=False,
-            )
-        return await self.runner.transaction(
-            functools.partial(
-                prune_batch, cutoff_ms=cutoff_ms, audit_cutoff_ms=audit_cutoff_ms, limit=limit
-            )
-        )

@@ -1,14 +1,16 @@
-"""`SqlStore`: the store port operations written once; a dialect supplies the runner.
+"""`SqlStore`: the store port operations, each a shared transaction run by the dialect's runner.
 
-Each method is one shared transaction (`adapters/sql/*`) run by the dialect's runner; a
-dialect's store subclasses this and adds only what is its own (opening, migrations, the
-durability check, measured fast paths).
+Most operations are a transaction of `adapters/sql/*` made a method by `query.operation`; the
+explicit methods add something of the store's own: its principal, a composite read, or a
+refusal turned into a typed result. A dialect's store subclasses this and adds only what is
+its own (opening, migrations, the durability check, measured fast paths).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import (
@@ -16,174 +18,102 @@ from qinglong_dispatcher.adapters.sql import (
     cancels,
     completions,
     dispatch_views,
-    execution_store,
+    executions,
     page,
     query,
     recovery,
     retention,
+    rows,
     runs,
     tool_barriers,
     tool_steps,
 )
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import cancels as cancel_records
-from qinglong_dispatcher.domain import dispatch_views as views
-from qinglong_dispatcher.domain import errors, records, states
+from qinglong_dispatcher.domain import errors, records
 from qinglong_dispatcher.domain import recovery as recovery_records
-from qinglong_dispatcher.domain import runs as run_records
-from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
+from qinglong_dispatcher.domain import retention as retention_records
 from qinglong_dispatcher.domain.tools import start as tool_start
-from qinglong_dispatcher.domain.tools import steps
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+operation = query.operation
 
 
-class SqlStore(execution_store.ExecutionOperations, retention.RetentionOperations):
-    """The operations whose transactions are shared (the rest move here as they are)."""
+def as_approver(
+    work: Callable[Concatenate[query.Query, approval_records.Principal, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[SqlStore, P], Coroutine[Any, Any, T]]:
+    """`query.operation` for a transaction that acts as the store's principal (`approver`)."""
+
+    async def method(self: SqlStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.runner.transaction(lambda q: work(q, self.approver, *args, **kwargs))
+
+    method.__name__ = work.__name__
+    method.__doc__ = work.__doc__
+    return method
+
+
+class SqlStore:
+    """Every store port operation whose transaction is shared by both dialects."""
 
     def __init__(self, runner: query.Runner, approver: approval_records.Principal) -> None:
         self.runner = runner
         self.approver = approver
         """Who creates, decides and consumes approvals through this store."""
 
-    async def release_preflight(
-        self,
-        lease: records.Lease,
-        *,
-        mutation_id: str,
-        kind: states.ReleaseKind,
-        result_code: str,
-        retry_at_ms: int | None,
-        now_ms: int,
-    ) -> records.Transition:
-        """See `ports.ExecutionStore.release_preflight`."""
-        return await self.runner.transaction(
-            functools.partial(
-                completions.release_preflight,
-                lease=lease,
-                mutation_id=mutation_id,
-                kind=kind,
-                result_code=result_code,
-                retry_at_ms=retry_at_ms,
-                now_ms=now_ms,
-            )
-        )
+    # -- executions (DESIGN.md §3) -------------------------------------------------------
 
-    async def complete(
-        self,
-        identity: records.ExecutionIdentity,
-        *,
-        mutation_id: str,
-        completion: states.Completion,
-        result_code: str,
-        now_ms: int,
-    ) -> records.Transition:
-        """See `ports.ExecutionStore.complete`."""
-        return await self.runner.transaction(
-            functools.partial(
-                completions.complete,
-                identity=identity,
-                mutation_id=mutation_id,
-                completion=completion,
-                result_code=result_code,
-                now_ms=now_ms,
-            )
-        )
+    claim_due = operation(executions.claim_due)
+    claim = operation(executions.claim)
+    renew = operation(executions.renew)
+    start = operation(executions.start)
+    release_preflight = operation(completions.release_preflight)
+    complete = operation(completions.complete)
+    list_due = operation(executions.list_due, write=False)
+    backlog = operation(executions.backlog, write=False)
+    execution_events = operation(executions.events, write=False)
 
-    async def create_approval(
-        self, new: approval_records.NewApproval, *, now_ms: int
-    ) -> approval_records.Approval:
-        """See `ports.ApprovalStore.create_approval`."""
-        return await self.runner.transaction(
-            functools.partial(approvals.create, new=new, principal=self.approver, now_ms=now_ms)
-        )
+    async def counts(self, *, now_ms: int) -> records.StatusCounts:
+        """See `ports.ExecutionStore.counts` (with StepRuns per status, from one snapshot)."""
 
-    async def approve(
-        self, approval_request_id: str, *, decided_by: str, now_ms: int
-    ) -> approval_records.Approval:
-        """See `ports.ApprovalStore.approve`."""
-        return await self.runner.transaction(
-            functools.partial(
-                approvals.approve,
-                approval_request_id=approval_request_id,
-                decided_by=decided_by,
-                principal=self.approver,
-                now_ms=now_ms,
-            )
-        )
+        async def read(q: query.Query) -> records.StatusCounts:
+            counts = await executions.counts(q, now_ms=now_ms)
+            return dataclasses.replace(counts, step_runs=await tool_steps.count_by_status(q))
 
-    async def reject(
-        self, approval_request_id: str, *, decided_by: str, now_ms: int
-    ) -> approval_records.Approval:
-        """See `ports.ApprovalStore.reject`."""
-        return await self.runner.transaction(
-            functools.partial(
-                approvals.reject,
-                approval_request_id=approval_request_id,
-                decided_by=decided_by,
-                principal=self.approver,
-                now_ms=now_ms,
-            )
-        )
+        return await self.runner.transaction(read, write=False)
 
-    async def consume(
-        self, approval_request_id: str, *, now_ms: int, max_attempts: int
-    ) -> approval_records.Consumed:
-        """See `ports.ApprovalStore.consume`."""
-        return await self.runner.transaction(
-            functools.partial(
-                approvals.consume,
-                approval_request_id=approval_request_id,
-                principal=self.approver,
-                now_ms=now_ms,
-                max_attempts=max_attempts,
-            )
-        )
+    async def get_execution(self, dispatch_id: str) -> records.Execution | None:
+        """See `ports.ExecutionStore.get_execution`."""
+        found = await self.runner.transaction(lambda q: rows.read_row(q, dispatch_id), write=False)
+        return None if found is None else found[0]
 
-    async def submit(
-        self,
-        items: Sequence[approval_records.NewApproval],
-        *,
-        approved_by: str,
-        now_ms: int,
-        max_attempts: int,
-    ) -> list[approval_records.Consumed]:
-        """See `ports.ApprovalStore.submit`."""
-        return await self.runner.transaction(
-            functools.partial(
-                approvals.submit,
-                items=tuple(items),
-                approved_by=approved_by,
-                principal=self.approver,
-                now_ms=now_ms,
-                max_attempts=max_attempts,
-            )
-        )
+    async def get_dispatch(self, dispatch_id: str) -> records.Dispatch | None:
+        """See `ports.ExecutionStore.get_dispatch`."""
+        found = await self.runner.transaction(lambda q: rows.read_row(q, dispatch_id), write=False)
+        return None if found is None else found[1]
 
-    async def get_approval(self, approval_request_id: str) -> approval_records.Approval | None:
-        """See `ports.ApprovalStore.get_approval`."""
-        return await self.runner.transaction(
-            functools.partial(approvals.get, approval_request_id=approval_request_id),
-            write=False,
-        )
+    # -- approvals: the store's principal creates, decides and consumes -------------------
 
-    # -- plans and run.create ------------------------------------------------------------
+    create_approval = as_approver(approvals.create)
+    approve = as_approver(approvals.approve)
+    reject = as_approver(approvals.reject)
+    consume = as_approver(approvals.consume)
+    submit = as_approver(approvals.submit)
+    get_approval = operation(approvals.get, write=False)
 
-    async def get_plan(self, project_id: str, action_ref: str) -> ports.StoredPlan | None:
-        """See `ports.PlanStore.get_plan`."""
-        return await self.runner.transaction(
-            functools.partial(runs.get_plan, project_id=project_id, action_ref=action_ref),
-            write=False,
-        )
+    # -- plans, run.create and the page transaction ---------------------------------------
 
-    async def get_plans(self, keys: Sequence[tuple[str, str]]) -> list[ports.StoredPlan]:
-        """See `ports.PlanStore.get_plans`."""
-        return await self.runner.transaction(
-            functools.partial(runs.get_plans, keys=tuple(keys)), write=False
-        )
+    get_plan = operation(runs.get_plan, write=False)
+    get_plans = operation(runs.get_plans, write=False)
+    get_receipt = operation(runs.get_receipt, write=False)
+    get_run_by_key = operation(runs.get_run_by_key, write=False)
+    get_run = operation(runs.get_run, write=False)
 
     async def create_run(self, request: ports.RunCreateRequest) -> ports.RunCreateResult:
         """See `ports.RunCreateRepository.create_run`."""
         try:
-            return await self.runner.transaction(functools.partial(runs.create, request=request))
+            return await self.runner.transaction(lambda q: runs.create(q, request))
         except runs.FencedEffect as fenced:
             return ports.RunCreateResult(
                 outcome=ports.RunCreateOutcome.FENCED, reason=fenced.reason
@@ -193,12 +123,9 @@ class SqlStore(execution_store.ExecutionOperations, retention.RetentionOperation
         self, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
     ) -> list[ports.PageResult]:
         """See `ports.PageStore.commit_page`."""
-        page_items = tuple(items)
         try:
             return await self.runner.transaction(
-                functools.partial(
-                    page.commit_page, items=page_items, now_ms=now_ms, lease_ms=lease_ms
-                )
+                lambda q: page.commit_page(q, items, now_ms=now_ms, lease_ms=lease_ms)
             )
         except errors.StoreFull:
             # Every item would fail alike, and the per-item path would commit start barriers
@@ -208,56 +135,23 @@ class SqlStore(execution_store.ExecutionOperations, retention.RetentionOperation
             # Rolled back whole (or its commit unacknowledged: then every item it committed is
             # fenced now and comes back not taken). Again, each item under its own savepoint.
             return await self.runner.transaction(
-                functools.partial(
-                    page.commit_each, items=page_items, now_ms=now_ms, lease_ms=lease_ms
-                )
+                lambda q: page.commit_each(q, items, now_ms=now_ms, lease_ms=lease_ms)
             )
 
-    async def get_receipt(self, dispatch_id: str) -> run_records.RunReceipt | None:
-        """See `ports.RunCreateRepository.get_receipt`."""
-        return await self.runner.transaction(
-            functools.partial(runs.get_receipt, dispatch_id=dispatch_id), write=False
-        )
+    # -- recovery (DESIGN.md §6), cancels and retention -----------------------------------
 
-    async def get_run_by_key(self, project_id: str, idempotency_key: str) -> run_records.Run | None:
-        """See `ports.RunCreateRepository.get_run_by_key`."""
-        return await self.runner.transaction(
-            functools.partial(
-                runs.get_run_by_key, project_id=project_id, idempotency_key=idempotency_key
-            ),
-            write=False,
-        )
-
-    async def get_run(self, run_id: str) -> run_records.Run | None:
-        """See `ports.RunCreateRepository.get_run`."""
-        return await self.runner.transaction(
-            functools.partial(runs.get_run, run_id=run_id), write=False
-        )
-
-    # -- recovery (DESIGN.md §6) ---------------------------------------------------------
-
-    async def list_recovery_required(
-        self, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
-    ) -> list[recovery_records.Snapshot]:
-        """See `ports.RecoveryStore.list_recovery_required`."""
-        return await self.runner.transaction(
-            functools.partial(
-                recovery.list_recovery_required, now_ms=now_ms, limit=limit, after=after
-            ),
-            write=False,
-        )
+    database_now_ms = operation(recovery.database_now_ms, write=False)
+    list_recovery_required = operation(recovery.list_recovery_required, write=False)
+    record_observation = operation(recovery.record_observation)
+    get_resolution = operation(recovery.get_resolution, write=False)
+    audit_events = operation(recovery.audit_events, write=False)
 
     async def resolve_recovery(
         self, resolution: recovery_records.Resolution, *, now_ms: int
     ) -> records.Transition:
         """See `ports.RecoveryStore.resolve_recovery`."""
         return await self.runner.transaction(
-            functools.partial(
-                recovery.resolve,
-                resolution=resolution,
-                principal=self.approver.name,
-                now_ms=now_ms,
-            )
+            lambda q: recovery.resolve(q, resolution, principal=self.approver.name, now_ms=now_ms)
         )
 
     async def cancel_dispatch(
@@ -265,115 +159,48 @@ class SqlStore(execution_store.ExecutionOperations, retention.RetentionOperation
     ) -> records.Transition:
         """See `ports.CancelStore.cancel_dispatch`."""
         return await self.runner.transaction(
-            functools.partial(
-                cancels.cancel, request=request, principal=self.approver.name, now_ms=now_ms
+            lambda q: cancels.cancel(q, request, principal=self.approver.name, now_ms=now_ms)
+        )
+
+    async def prune_batch(
+        self, *, cutoff_ms: int, audit_cutoff_ms: int, limit: int, dry_run: bool = False
+    ) -> retention_records.PruneCounts:
+        """See `ports.PruneStore.prune_batch`."""
+        if dry_run:
+            return await self.runner.transaction(
+                lambda q: retention.count_prunable(
+                    q, cutoff_ms=cutoff_ms, audit_cutoff_ms=audit_cutoff_ms
+                ),
+                write=False,
             )
-        )
-
-    async def record_observation(
-        self,
-        dispatch_id: str,
-        *,
-        outcome: recovery_records.ObservationOutcome,
-        reason_code: str,
-        now_ms: int,
-    ) -> None:
-        """See `ports.RecoveryStore.record_observation`."""
-        await self.runner.transaction(
-            functools.partial(
-                recovery.record_observation,
-                dispatch_id=dispatch_id,
-                outcome=outcome,
-                reason_code=reason_code,
-                now_ms=now_ms,
+        return await self.runner.transaction(
+            lambda q: retention.prune_batch(
+                q, cutoff_ms=cutoff_ms, audit_cutoff_ms=audit_cutoff_ms, limit=limit
             )
-        )
-
-    async def get_resolution(self, dispatch_id: str) -> recovery_records.StoredResolution | None:
-        """See `ports.RecoveryStore.get_resolution`."""
-        return await self.runner.transaction(
-            functools.partial(recovery.get_resolution, dispatch_id=dispatch_id), write=False
-        )
-
-    async def audit_events(self, subject_id: str) -> list[recovery_records.AuditEvent]:
-        """See `ports.RecoveryStore.audit_events`."""
-        return await self.runner.transaction(
-            functools.partial(recovery.audit_events, subject_id=subject_id), write=False
         )
 
     # -- reading dispatches (`dispatch list|show`) ----------------------------------------
 
-    async def list_dispatches(self, request: views.ListQuery, *, now_ms: int) -> views.Page:
-        """See `ports.DispatchReadStore.list_dispatches`."""
-        return await self.runner.transaction(
-            functools.partial(dispatch_views.list_dispatches, request=request, now_ms=now_ms),
-            write=False,
-        )
-
-    async def show_dispatch(self, dispatch_id: str, *, now_ms: int) -> views.Detail | None:
-        """See `ports.DispatchReadStore.show_dispatch`."""
-        return await self.runner.transaction(
-            functools.partial(dispatch_views.show_dispatch, dispatch_id=dispatch_id, now_ms=now_ms),
-            write=False,
-        )
-
-    async def dispatch_run_ids(self, dispatch_ids: Sequence[str]) -> dict[str, str]:
-        """See `ports.DispatchReadStore.dispatch_run_ids`."""
-        return await self.runner.transaction(
-            functools.partial(dispatch_views.run_ids, dispatch_ids=tuple(dispatch_ids)),
-            write=False,
-        )
+    list_dispatches = operation(dispatch_views.list_dispatches, write=False)
+    show_dispatch = operation(dispatch_views.show_dispatch, write=False)
+    dispatch_run_ids = operation(dispatch_views.run_ids, write=False)
 
     # -- tool steps and the start barrier (ADR-0158) --------------------------------------
 
-    async def create_step_run(self, step: steps.NewStepRun, *, now_ms: int) -> steps.StepRun:
-        """See `ports.ToolStepRepository.create_step_run`."""
-        return await self.runner.transaction(
-            functools.partial(tool_steps.create, new=step, now_ms=now_ms)
-        )
+    create_step_run = operation(tool_steps.create)
+    get_step_run = operation(tool_steps.get, write=False)
+    step_run_mutations = operation(tool_steps.mutations, write=False)
+    get_by_start_id = operation(tool_barriers.get_by_start_id, write=False)
+    get_by_started_step_run_version = operation(tool_barriers.get_by_started_version, write=False)
 
-    async def get_step_run(self, step_run_id: str) -> steps.StepRun | None:
-        """See `ports.ToolStepRepository.get_step_run`."""
-        return await self.runner.transaction(
-            functools.partial(tool_steps.get, step_run_id=step_run_id), write=False
-        )
-
-    async def step_run_mutations(self, step_run_id: str) -> list[steps.Mutation]:
-        """See `ports.ToolStepRepository.step_run_mutations`."""
-        return await self.runner.transaction(
-            functools.partial(tool_steps.mutations, step_run_id=step_run_id), write=False
-        )
-
-    async def submit_tool_invocation(
-        self,
-        new: approval_records.NewApproval,
-        step: steps.NewStepRun,
-        *,
-        approved_by: str,
-        now_ms: int,
-        max_attempts: int,
-    ) -> approval_records.Consumed:
-        """See `ports.ToolStepRepository.submit_tool_invocation`."""
-        return await self.runner.transaction(
-            functools.partial(
-                tool_steps.submit,
-                new=new,
-                step=step,
-                approved_by=approved_by,
-                principal=self.approver,
-                now_ms=now_ms,
-                max_attempts=max_attempts,
-            )
-        )
+    submit_tool_invocation = as_approver(tool_steps.submit)
 
     async def complete_tool_step(
         self, request: ports.ToolStepCompletion
     ) -> ports.ToolStepCompletionResult:
         """See `ports.ToolStepRepository.complete_tool_step`."""
         try:
-            return await self.runner.transaction(
-                functools.partial(tool_steps.complete, request=request)
-            )
+            return await self.runner.transaction(lambda q: tool_steps.complete(q, request))
         except tool_steps.Refused as refused:
             return ports.ToolStepCompletionResult(
                 outcome=ports.ToolStepOutcome.FENCED, reason=refused.reason
@@ -383,9 +210,7 @@ class SqlStore(execution_store.ExecutionOperations, retention.RetentionOperation
         """See `ports.ToolExecutionStartBarrierRepository.prepare`."""
         try:
             return await self.barrier_transaction(
-                functools.partial(
-                    tool_barriers.prepare, command=command, principal=self.approver.name
-                )
+                lambda q: tool_barriers.prepare(q, command, principal=self.approver.name)
             )
         except tool_steps.Refused as refused:
             return ports.StartBarrierResult(
@@ -397,23 +222,3 @@ class SqlStore(execution_store.ExecutionOperations, retention.RetentionOperation
     ) -> ports.StartBarrierResult:
         """Run the start barrier's transaction (a dialect may give it a stricter isolation)."""
         return await self.runner.transaction(work)
-
-    async def get_by_start_id(self, start_id: str) -> tool_barrier_checks.StoredBarrier | None:
-        """See `ports.ToolExecutionStartBarrierRepository.get_by_start_id`."""
-        return await self.runner.transaction(
-            functools.partial(tool_barriers.get_by_start_id, start_id=start_id), write=False
-        )
-
-    async def get_by_started_step_run_version(
-        self, run_id: str, step_run_id: str, started_version: int
-    ) -> tool_barrier_checks.StoredBarrier | None:
-        """See `ports.ToolExecutionStartBarrierRepository.get_by_started_step_run_version`."""
-        return await self.runner.transaction(
-            functools.partial(
-                tool_barriers.get_by_started_version,
-                run_id=run_id,
-                step_run_id=step_run_id,
-                started_version=started_version,
-            ),
-            write=False,
-        )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.sql import query, rows, tool_steps
+from qinglong_dispatcher.adapters.sql import query, recovery, rows, tool_steps
 from qinglong_dispatcher.domain import errors, records, runs
 from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
 from qinglong_dispatcher.domain.tools import start as tool_start
@@ -177,7 +177,7 @@ async def prepare(
     wanted = command.step_run
     assert run is not None
     assert step is not None
-    now_ms = int((await q.one("database_now"))["now_ms"])
+    now_ms = await recovery.database_now_ms(q)
     audit_event_id, trace, receipt = await _evidence(q, command, principal=principal)  # 3
     mutation = await tool_steps.advance(  # 4, 5, 6
         q,

@@ -111,11 +111,11 @@ async def create(q: query.Query, new: steps.NewStepRun, *, now_ms: int) -> steps
 
 async def submit(
     q: query.Query,
+    principal: approval_records.Principal,
     new: approval_records.NewApproval,
     step: steps.NewStepRun,
     *,
     approved_by: str,
-    principal: approval_records.Principal,
     now_ms: int,
     max_attempts: int,
 ) -> approval_records.Consumed:
@@ -123,13 +123,13 @@ async def submit(
 
     A self-approval: refused whole when the principal may not self-approve.
     """
-    await approvals.create(q, new, principal=principal, now_ms=now_ms)
+    await approvals.create(q, principal, new, now_ms=now_ms)
     await create(q, step, now_ms=now_ms)
     await approvals.approve(
-        q, new.approval_request_id, decided_by=approved_by, principal=principal, now_ms=now_ms
+        q, principal, new.approval_request_id, decided_by=approved_by, now_ms=now_ms
     )
     return await approvals.consume(
-        q, new.approval_request_id, principal=principal, now_ms=now_ms, max_attempts=max_attempts
+        q, principal, new.approval_request_id, now_ms=now_ms, max_attempts=max_attempts
     )
 
 

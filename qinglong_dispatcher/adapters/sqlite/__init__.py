@@ -1,1 +1,7 @@
 """The edge store: one SQLite file, one connection, `BEGIN IMMEDIATE` short transactions."""
+
+from __future__ import annotations
+
+from qinglong_dispatcher.adapters.sqlite.dialect import DIALECT
+
+__all__ = ["DIALECT"]

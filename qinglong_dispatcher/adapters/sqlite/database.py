@@ -119,18 +119,9 @@ class SqliteQuery:
 
     async def savepoint(self, work: query.Work[T]) -> T:
         """See `query.Query.savepoint`."""
-        conn = self._conn
-        conn.execute(Q["savepoint"])
-        try:
-            result = await work(self)
-        except BaseException as exc:
-            conn.execute(Q["rollback_to_savepoint"])
-            conn.execute(Q["release_savepoint"])
-            if isinstance(exc, sqlite3.Error):
-                raise translate(exc) from exc
-            raise
-        conn.execute(Q["release_savepoint"])
-        return result
+        return await query.in_savepoint(
+            self, work, lambda exc: translate(exc) if isinstance(exc, sqlite3.Error) else None
+        )
 
 
 def drive(work: Coroutine[Any, Any, T]) -> T:

@@ -14,7 +14,6 @@ from qinglong_dispatcher.adapters.sqlite import (
     os_user,
     space,
 )
-from qinglong_dispatcher.adapters.sqlite.queries import Q
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import (
     errors,
@@ -115,11 +114,3 @@ class SqliteStore(sql_store.SqlStore):
     async def reclaim_space(self, *, max_pages: int) -> int:
         """See `ports.PruneStore.reclaim_space`: SQLite's incremental vacuum."""
         return await self.db.read(functools.partial(space.incremental_vacuum, max_pages=max_pages))
-
-    async def database_now_ms(self) -> int:
-        """SQLite's clock is this machine's system clock."""
-
-        def read(conn: sqlite3.Connection) -> int:
-            return int(conn.execute(Q["database_now"]).fetchone()[0])
-
-        return await self.db.read(read)

@@ -1,8 +1,12 @@
 """The PostgreSQL dialect's named statements, loaded once and bound positionally for asyncpg.
 
-The blocks keep SQLite's `:name` parameters so the two files read alike; each block is
-compiled once into `$n` text plus the order of its names, and the call site passes the same
-mapping the SQLite adapter passes.
+The files of this folder have the SQLite folder's names and blocks. The blocks keep SQLite's
+`:name` parameters so the two dialects read alike; each block is compiled once into `$n` text
+plus the order of its names, and the call site passes the same mapping the SQLite adapter
+passes. Every table is schema-qualified so search_path never decides what a statement
+touches; committed_at_ms columns use the database clock (transaction_timestamp(): one instant
+per transaction). A locking read splices the plain one and adds its clause (`claim_due_rows`,
+`lock_execution`), so one text serves the locked and the read-only path.
 """
 
 from __future__ import annotations
@@ -43,9 +47,7 @@ def compile_block(sql: str) -> Statement:
     return Statement(_PARAMETER.sub(number, sql), tuple(names))
 
 
-SOURCE = Path(__file__).with_name("queries.sql")
-
-BLOCKS = named_sql.load(SOURCE)
+BLOCKS = named_sql.load_folder(Path(__file__).parent)
 """Block text by name, as written (the block-name test compares these with SQLite's)."""
 
 Q = {name: compile_block(sql) for name, sql in BLOCKS.items()}

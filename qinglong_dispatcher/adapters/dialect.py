@@ -1,0 +1,70 @@
+"""`Dialect`: everything the composition root asks of a database engine, in one object.
+
+Each dialect package exports one (`adapters.sqlite.DIALECT`, `adapters.postgres.DIALECT`);
+the composition root imports the chosen package only, so the edge profile never loads the
+PostgreSQL one (nor asyncpg).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Protocol
+
+from qinglong_dispatcher import ports
+
+
+class Configured(Protocol):
+    """What a dialect reads of the settings (the composition root's `Settings` is one)."""
+
+    @property
+    def database_url(self) -> str: ...
+    @property
+    def sqlite_path(self) -> Path: ...
+    @property
+    def sqlite_busy_timeout_seconds(self) -> float: ...
+    @property
+    def self_approval(self) -> bool: ...
+    @property
+    def allow_async_commit(self) -> bool: ...
+    @property
+    def require_sync_standby(self) -> bool: ...
+    @property
+    def concurrency(self) -> int: ...
+    @property
+    def installation(self) -> str | None: ...
+
+
+class Dialect(Protocol):
+    """Opening a store and the few engine-specific tools beside it."""
+
+    async def open_store(self, settings: Configured, *, create: bool) -> ports.Store:
+        """The store (`create=False`: refuse a SQLite file that does not exist)."""
+        ...
+
+    async def move_installation(self, settings: Configured, to: str) -> tuple[str, list[str]]:
+        """`migrate --move-to`: give the database installation `to`'s roles."""
+        ...
+
+    def sole_daemon(self, settings: Configured) -> contextlib.AbstractContextManager[None]:
+        """Held while `run` runs: a second daemon on the same database is refused."""
+        ...
+
+    def wakeup(self, settings: Configured) -> ports.WakeupListener | None:
+        """The source of wake-ups on submit, or None where the engine has none."""
+        ...
+
+    def scratch_database(self, settings: Configured) -> contextlib.AbstractAsyncContextManager[str]:
+        """A fresh, empty database for the bench: its URL, removed on exit."""
+        ...
+
+    async def raw_commits(self, settings: Configured, seconds: float) -> tuple[float, float | None]:
+        """Commits per second of the smallest durable write: through the store's own path,
+        and through the plain driver where that differs (else None)."""
+        ...
+
+    async def seed_terminal_rows(
+        self, settings: Configured, store: ports.Store, rows: int, now_ms: int
+    ) -> None:
+        """`rows` bench-only succeeded executions in `store`."""
+        ...

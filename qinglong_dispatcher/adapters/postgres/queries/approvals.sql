@@ -1,0 +1,87 @@
+-- PostgreSQL statements: plans, approvals and the dispatch and execution rows a consume creates.
+
+-- insert_plan --
+INSERT INTO qinglong.action_plans (project_id, action_ref, action_type, plan_json, plan_digest,
+                                   created_at_ms)
+VALUES (:project_id, :action_ref, :action_type, :plan_json, :plan_digest, :now_ms)
+
+-- select_plan --
+SELECT project_id, action_ref, action_type, plan_json, plan_digest
+FROM qinglong.action_plans
+WHERE project_id = :project_id AND action_ref = :action_ref
+
+-- select_plans --
+-- One read for a page of dispatches: the keys arrive as two JSON arrays of equal length (the
+-- one list form SQLite binds too), zipped element by element. The lateral LIMIT 1 (the key
+-- is the primary key) keeps each key one primary-key probe: the planner guesses 100 keys from
+-- a JSON array and would otherwise hash-join over a full scan of a table of some 10k plans.
+SELECT p.project_id, p.action_ref, p.action_type, p.plan_json, p.plan_digest
+FROM ROWS FROM (jsonb_array_elements_text(:project_ids::jsonb),
+                jsonb_array_elements_text(:action_refs::jsonb)) AS k (project_id, action_ref)
+CROSS JOIN LATERAL (
+    SELECT x.project_id, x.action_ref, x.action_type, x.plan_json, x.plan_digest
+    FROM qinglong.action_plans AS x
+    WHERE x.project_id = k.project_id AND x.action_ref = k.action_ref
+    LIMIT 1
+) AS p
+
+-- insert_approval --
+-- Every principal column is the session's own login (session_user), written by the server:
+-- the approval trigger refuses any other name, and applies the approver and self-approval
+-- rules to `approve_approval` (SQLSTATE QLA01/QLA02/QLA03, typed in `database.translate`).
+INSERT INTO qinglong.approval_requests (
+    approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
+    requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms
+) VALUES (
+    :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending', 1,
+    :requested_by, NULL, session_user, :expires_at_ms, :now_ms::bigint, :now_ms::bigint
+)
+
+-- select_approval --
+SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
+       requested_by, decided_by, requested_principal, decided_principal, consumed_principal,
+       expires_at_ms, created_at_ms, updated_at_ms
+FROM qinglong.approval_requests
+WHERE approval_request_id = :approval_request_id
+
+-- approve_approval --
+UPDATE qinglong.approval_requests
+SET status = 'approved', version = 2, decided_by = :decided_by,
+    decided_principal = session_user, updated_at_ms = :now_ms::bigint
+WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
+  AND expires_at_ms > :now_ms::bigint
+RETURNING approval_request_id, requested_principal
+
+-- reject_approval --
+-- No expiry condition: withdrawing authority is always allowed while pending.
+UPDATE qinglong.approval_requests
+SET status = 'rejected', version = 2, decided_by = :decided_by,
+    decided_principal = session_user, updated_at_ms = :now_ms::bigint
+WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
+RETURNING approval_request_id, requested_principal
+
+-- consume_approval --
+UPDATE qinglong.approval_requests
+SET status = 'consumed', version = 3, consumed_at_ms = :now_ms::bigint,
+    consumed_principal = session_user, updated_at_ms = :now_ms::bigint
+WHERE approval_request_id = :approval_request_id AND status = 'approved' AND version = 2
+  AND expires_at_ms > :now_ms::bigint
+RETURNING project_id, action_type, action_ref, action_digest, decided_by
+
+-- insert_dispatch --
+INSERT INTO qinglong.approved_action_dispatches (
+    dispatch_id, approval_request_id, project_id, action_type, action_ref, action_digest,
+    approved_by, created_at_ms
+) VALUES (
+    :dispatch_id, :approval_request_id, :project_id, :action_type, :action_ref, :action_digest,
+    :approved_by, :now_ms
+)
+
+-- insert_execution --
+INSERT INTO qinglong.approved_action_dispatch_executions (
+    dispatch_id, project_id, status, version, attempt, max_attempts, eligible_at_ms,
+    created_at_ms, updated_at_ms
+) VALUES (
+    :dispatch_id, :project_id, 'pending', 0, 0, :max_attempts, :now_ms::bigint,
+    :now_ms::bigint, :now_ms::bigint
+)

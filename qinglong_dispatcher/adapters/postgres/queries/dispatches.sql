@@ -1,0 +1,62 @@
+-- PostgreSQL statements: an operator's cancel and the `dispatch list|show` reads.
+
+-- cancel_row --
+-- The claim's fence: this version, still waiting. Lease columns and attempt stay as they were
+-- (the trigger's fence rule); the row leaves the due index.
+UPDATE qinglong.approved_action_dispatch_executions
+SET status = 'cancelled', eligible_at_ms = NULL, retry_at_ms = NULL,
+    result_mutation_id = :mutation_id, result_code = :result_code,
+    completed_at_ms = :now_ms::bigint, version = version + 1, updated_at_ms = :now_ms::bigint
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND status IN ('pending', 'retry_wait')
+RETURNING version
+
+-- list_dispatches --
+-- `dispatch list`: newest first, a keyset page after (:after_created_at_ms, :after_dispatch_id);
+-- a NULL filter matches everything. :lease_expired is the effective-status split of
+-- `executing`: true recovery_required, false still live, NULL either, at :settling_ms (the
+-- earlier of the caller's clock and the database's, as in count_recovery_required).
+SELECT d.dispatch_id, d.project_id, d.action_type, d.action_ref, d.created_at_ms,
+       e.status, e.attempt, e.max_attempts, e.lease_expires_at_ms, e.updated_at_ms,
+       e.result_code
+FROM qinglong.approved_action_dispatches AS d
+JOIN qinglong.approved_action_dispatch_executions AS e ON e.dispatch_id = d.dispatch_id
+WHERE (d.created_at_ms, d.dispatch_id)
+      < (:after_created_at_ms::bigint, :after_dispatch_id::text)
+  AND (:project_id::text IS NULL OR d.project_id = :project_id::text)
+  AND (:action_type::text IS NULL OR d.action_type = :action_type::text)
+  AND (:stored_status::text IS NULL OR e.status = :stored_status::text)
+  AND (:lease_expired::boolean IS NULL
+       OR (e.lease_expires_at_ms <= :settling_ms::bigint) = :lease_expired::boolean)
+ORDER BY d.created_at_ms DESC, d.dispatch_id DESC
+LIMIT :limit::bigint
+
+-- select_dispatch_view --
+-- `dispatch show`: the dispatch, its execution without the lease token, its last observation.
+SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.action_ref,
+       d.action_digest, d.approved_by, d.created_at_ms AS dispatch_created_at_ms,
+       e.status, e.version, e.attempt, e.max_attempts, e.eligible_at_ms, e.retry_at_ms,
+       e.lease_owner, e.lease_expires_at_ms, e.started_at_ms, e.result_mutation_id,
+       e.result_code, e.completed_at_ms, e.created_at_ms, e.updated_at_ms,
+       o.outcome AS observation_outcome, o.reason_code AS observation_reason,
+       o.observation_count, o.last_seen_at_ms AS observation_last_seen_at_ms
+FROM qinglong.approved_action_dispatches AS d
+JOIN qinglong.approved_action_dispatch_executions AS e ON e.dispatch_id = d.dispatch_id
+LEFT JOIN qinglong.recovery_observations AS o ON o.dispatch_id = d.dispatch_id
+WHERE d.dispatch_id = :dispatch_id::text
+
+-- select_event_views --
+-- The ledger of one dispatch for `dispatch show`: `select_events` without the lease token.
+SELECT version, from_status, to_status, attempt, lease_owner, mutation_id, result_code,
+       committed_at_ms
+FROM qinglong.execution_events
+WHERE dispatch_id = :dispatch_id::text
+ORDER BY version
+
+-- select_run_ids_by_dispatch --
+-- The Run holding each dispatch id (a JSON array) as its idempotency key: `submit --json`.
+-- Only dispatches and Runs, which every login that may submit can read.
+SELECT d.dispatch_id, r.run_id
+FROM qinglong.approved_action_dispatches AS d
+JOIN qinglong.runs AS r ON r.project_id = d.project_id AND r.idempotency_key = d.dispatch_id
+WHERE d.dispatch_id IN (SELECT jsonb_array_elements_text(:dispatch_ids::jsonb))

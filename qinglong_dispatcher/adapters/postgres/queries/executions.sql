@@ -1,0 +1,147 @@
+-- PostgreSQL statements: claims, leases, the start barrier, releases and completions of execution rows.
+
+-- execution_columns --
+e.dispatch_id, e.project_id, e.status, e.version, e.attempt, e.max_attempts,
+e.eligible_at_ms, e.retry_at_ms, e.lease_owner, e.lease_token, e.lease_expires_at_ms,
+e.started_at_ms, e.result_mutation_id, e.result_code, e.completed_at_ms,
+e.created_at_ms, e.updated_at_ms
+
+-- select_due --
+SELECT {execution_columns},
+       d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
+       d.created_at_ms AS dispatch_created_at_ms
+FROM qinglong.approved_action_dispatch_executions AS e
+JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms::bigint
+  AND (e.eligible_at_ms, e.dispatch_id) > (:after_eligible_at_ms::bigint, :after_dispatch_id::text)
+ORDER BY e.eligible_at_ms, e.dispatch_id
+LIMIT :limit::bigint
+
+-- claim_due_rows --
+-- The due observation of `claim_due` locks what it sees, and skips (never waits for) the
+-- rows another replica holds: their claims are that replica's.
+{select_due}
+FOR UPDATE OF e SKIP LOCKED
+
+-- select_execution --
+SELECT {execution_columns},
+       d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
+       d.created_at_ms AS dispatch_created_at_ms
+FROM qinglong.approved_action_dispatch_executions AS e
+JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+WHERE e.dispatch_id = :dispatch_id
+
+-- lock_execution --
+-- The same read under a row lock, so a fencing decision and its update see one row.
+{select_execution}
+FOR UPDATE OF e
+
+-- lease_page --
+-- The fenced claim of a page, one statement: each JSON element {dispatch_id, version, token,
+-- proof} leases its row only at the version the claim observed (the rows are already locked
+-- by claim_due_rows), and a live lease only once the database's clock also says it expired
+-- (the trigger would refuse it: QLF02). The trigger keeps the proof's digest and writes the
+-- ledger line; RETURNING names the rows that took, so a lease is reported, never assumed.
+UPDATE qinglong.approved_action_dispatch_executions AS e
+SET status = 'leased', version = e.version + 1, attempt = e.attempt + 1,
+    lease_owner = :owner::text, lease_token = k.token, lease_proof = k.proof,
+    lease_expires_at_ms = :expires_at_ms::bigint, eligible_at_ms = :expires_at_ms::bigint,
+    retry_at_ms = NULL, started_at_ms = NULL, updated_at_ms = :now_ms::bigint
+FROM jsonb_to_recordset(:page::jsonb) AS k (dispatch_id text, version bigint, token text,
+                                            proof text)
+WHERE e.dispatch_id = k.dispatch_id AND e.version = k.version
+  AND e.status IN ('pending', 'leased', 'retry_wait') AND e.eligible_at_ms <= :now_ms::bigint
+  AND e.attempt < e.max_attempts
+  AND (e.status <> 'leased' OR e.lease_expires_at_ms <= qinglong.db_now_ms())
+RETURNING e.dispatch_id, e.version, e.attempt
+
+-- exhaust_row --
+-- An expired lease of another holder needs no proof here: the budget is spent (QLF01 else).
+UPDATE qinglong.approved_action_dispatch_executions
+SET status = 'blocked', version = version + 1, lease_proof = :proof, eligible_at_ms = NULL, retry_at_ms = NULL,
+    result_code = :result_code, completed_at_ms = :now_ms::bigint,
+    updated_at_ms = :now_ms::bigint
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND status IN ('pending', 'leased', 'retry_wait') AND eligible_at_ms <= :now_ms::bigint
+  AND attempt >= max_attempts
+  AND (status <> 'leased' OR lease_expires_at_ms <= qinglong.db_now_ms())
+RETURNING version, attempt
+
+-- renew_lease --
+UPDATE qinglong.approved_action_dispatch_executions
+SET lease_expires_at_ms = :expires_at_ms::bigint,
+    eligible_at_ms = CASE WHEN status = 'leased' THEN :expires_at_ms::bigint ELSE NULL END,
+    version = version + 1, updated_at_ms = :now_ms::bigint, lease_proof = :proof
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
+  AND status IN ('leased', 'executing') AND lease_expires_at_ms > :now_ms::bigint
+RETURNING version, lease_expires_at_ms
+
+-- start_row --
+-- The barrier grants a fresh lease (never a shorter one): an item that waited in its page
+-- starts with a whole lease ahead of its execute, not with what the wait left of it.
+-- The fence and the binding (the approval and action digest the dispatch was created for) in
+-- the update itself: no row back and the caller diagnoses with `lock_execution`.
+UPDATE qinglong.approved_action_dispatch_executions AS e
+SET status = 'executing', started_at_ms = :now_ms::bigint, eligible_at_ms = NULL,
+    lease_expires_at_ms = greatest(e.lease_expires_at_ms, :expires_at_ms::bigint),
+    version = e.version + 1, updated_at_ms = :now_ms::bigint, lease_proof = :proof::text
+FROM qinglong.approved_action_dispatches AS d
+WHERE e.dispatch_id = :dispatch_id::text AND d.dispatch_id = e.dispatch_id
+  AND d.approval_request_id = :approval_request_id::text
+  AND d.action_digest = :action_digest::text
+  AND e.version = :version::bigint AND e.lease_owner = :owner::text
+  AND e.lease_token = :token::text AND e.attempt = :attempt::integer
+  AND e.status = 'leased' AND e.lease_expires_at_ms > :now_ms::bigint
+RETURNING e.dispatch_id, e.version, e.attempt, e.lease_owner, e.lease_token,
+          e.lease_expires_at_ms
+
+-- start_fast --
+-- The start barrier's happy path as ONE statement (one round trip, its own transaction):
+-- `start_row`, whose ledger line the trigger writes. No row back means "not the happy path":
+-- the store then runs the shared transaction (`start_row`, diagnosed with `lock_execution`).
+WITH started AS (
+    {start_row}
+)
+SELECT version, lease_expires_at_ms FROM started
+
+-- release_row --
+UPDATE qinglong.approved_action_dispatch_executions
+SET status = :to_status, eligible_at_ms = :eligible_at_ms::bigint,
+    retry_at_ms = :retry_at_ms::bigint, attempt = attempt - :refund::integer,
+    result_mutation_id = :mutation_id, result_code = :result_code,
+    completed_at_ms = :completed_at_ms::bigint, version = version + 1,
+    updated_at_ms = :now_ms::bigint, lease_proof = :proof
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
+  AND status = 'leased'
+RETURNING version, attempt
+
+-- complete_row --
+UPDATE qinglong.approved_action_dispatch_executions
+SET status = :to_status, result_mutation_id = :mutation_id, result_code = :result_code,
+    completed_at_ms = :now_ms::bigint, version = version + 1, updated_at_ms = :now_ms::bigint,
+    lease_proof = :proof
+WHERE dispatch_id = :dispatch_id AND status = 'executing'
+  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
+  AND started_at_ms = :started_at_ms AND version >= :version
+RETURNING version, attempt
+
+-- select_event_by_mutation --
+SELECT dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
+       mutation_id, result_code, committed_at_ms
+FROM qinglong.execution_events
+WHERE dispatch_id = :dispatch_id AND mutation_id = :mutation_id
+
+-- select_events --
+SELECT dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
+       mutation_id, result_code, committed_at_ms
+FROM qinglong.execution_events
+WHERE dispatch_id = :dispatch_id
+ORDER BY version
+
+-- select_dispatch --
+SELECT dispatch_id, approval_request_id, project_id, action_type, action_ref, action_digest,
+       approved_by, created_at_ms
+FROM qinglong.approved_action_dispatches
+WHERE dispatch_id = :dispatch_id

@@ -1,0 +1,46 @@
+-- PostgreSQL statements: the counts of `status` and the metrics gauges.
+
+-- count_by_status --
+SELECT status, count(*) AS n
+FROM qinglong.approved_action_dispatch_executions
+GROUP BY status
+
+-- count_recovery_required --
+SELECT count(*) AS n
+FROM qinglong.approved_action_dispatch_executions
+-- A started lease has expired only when the caller's clock and the database's both say so.
+WHERE status = 'executing'
+  AND lease_expires_at_ms <= least(:now_ms::bigint,
+      (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+
+-- due_summary --
+SELECT count(*) AS n, min(eligible_at_ms) AS oldest
+FROM qinglong.approved_action_dispatch_executions
+WHERE eligible_at_ms IS NOT NULL AND eligible_at_ms <= :now_ms::bigint
+
+-- count_runs --
+SELECT count(*) AS n FROM qinglong.runs
+
+-- backlog_due --
+-- Bounded: the due index is read for at most :cap rows, whatever the table holds.
+SELECT count(*) AS n, min(eligible_at_ms) AS oldest
+FROM (
+    SELECT eligible_at_ms FROM qinglong.approved_action_dispatch_executions
+    WHERE eligible_at_ms IS NOT NULL AND eligible_at_ms <= :now_ms::bigint
+    ORDER BY eligible_at_ms
+    LIMIT :cap::bigint
+) AS due
+
+-- backlog_started --
+-- Bounded by the started rows (the executing partial index), never the terminal ones.
+SELECT count(*) AS n,
+       coalesce(sum(CASE
+           WHEN lease_expires_at_ms <= least(:now_ms::bigint,
+               (extract(epoch FROM clock_timestamp()) * 1000)::bigint) THEN 1
+           ELSE 0 END), 0)
+           AS expired
+FROM qinglong.approved_action_dispatch_executions
+WHERE status = 'executing'
+
+-- count_step_runs_by_status --
+SELECT status, count(*) AS n FROM qinglong.step_runs GROUP BY status

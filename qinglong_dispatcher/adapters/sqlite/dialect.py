@@ -1,0 +1,68 @@
+"""The edge dialect: one SQLite file, its daemon lock, and the bench's scratch files."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.adapters import dialect
+from qinglong_dispatcher.adapters.sqlite import authority, bench, store
+from qinglong_dispatcher.domain import errors
+
+
+class SqliteDialect:
+    """`dialect.Dialect` for SQLite."""
+
+    async def open_store(self, settings: dialect.Configured, *, create: bool) -> ports.Store:
+        """See `dialect.Dialect.open_store`."""
+        return await store.SqliteStore.open(
+            settings.sqlite_path,
+            busy_timeout_s=settings.sqlite_busy_timeout_seconds,
+            self_approval=settings.self_approval,
+            create=create,
+        )
+
+    async def move_installation(
+        self, settings: dialect.Configured, to: str
+    ) -> tuple[str, list[str]]:
+        """Refused: a SQLite file has no roles to move."""
+        raise errors.ConfigurationError("--move-to: SQLite has no roles (PostgreSQL only)")
+
+    @contextlib.contextmanager
+    def sole_daemon(self, settings: dialect.Configured) -> Iterator[None]:
+        """The file's daemon lock (`authority.sole_daemon`): one authority per file."""
+        with authority.sole_daemon(settings.sqlite_path):
+            yield
+
+    def wakeup(self, settings: dialect.Configured) -> ports.WakeupListener | None:
+        """None: one daemon per file, and its cadence is the only waker."""
+        return None
+
+    @contextlib.asynccontextmanager
+    async def scratch_database(self, settings: dialect.Configured) -> AsyncIterator[str]:
+        """A file in a new temporary folder, removed with its folder."""
+        url, path = bench.create_scratch()
+        try:
+            yield url
+        finally:
+            bench.drop_scratch(path)
+
+    async def raw_commits(
+        self, settings: dialect.Configured, seconds: float
+    ) -> tuple[float, float | None]:
+        """Through the store's own hop, then through plain stdlib sqlite3."""
+        return await bench.raw_commits(
+            settings.sqlite_path, seconds, busy_timeout_s=settings.sqlite_busy_timeout_seconds
+        )
+
+    async def seed_terminal_rows(
+        self, settings: dialect.Configured, seeded: ports.Store, rows: int, now_ms: int
+    ) -> None:
+        """See `bench.seed_terminal_rows`; `seeded` must be a SQLite store."""
+        if not isinstance(seeded, store.SqliteStore):
+            raise errors.ConfigurationError("the SQLite bench seeds only a SQLite store")
+        await bench.seed_terminal_rows(seeded, rows, now_ms)
+
+
+DIALECT = SqliteDialect()

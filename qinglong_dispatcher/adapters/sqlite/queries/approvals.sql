@@ -1,0 +1,81 @@
+-- SQLite statements: plans, approvals and the dispatch and execution rows a consume creates.
+
+-- insert_plan --
+INSERT INTO action_plans (project_id, action_ref, action_type, plan_json, plan_digest,
+                          created_at_ms)
+VALUES (:project_id, :action_ref, :action_type, :plan_json, :plan_digest, :now_ms)
+
+-- select_plan --
+SELECT project_id, action_ref, action_type, plan_json, plan_digest
+FROM action_plans
+WHERE project_id = :project_id AND action_ref = :action_ref
+
+-- select_plans --
+-- One read for a page of dispatches: the keys arrive as two JSON arrays of equal length.
+SELECT p.project_id, p.action_ref, p.action_type, p.plan_json, p.plan_digest
+-- Both key columns are bound before the plans are read, so each key is one primary-key probe.
+FROM json_each(:project_ids) AS k
+JOIN action_plans AS p
+  ON p.project_id = k.value AND p.action_ref = json_extract(:action_refs, '$[' || k.key || ']')
+
+-- insert_approval --
+-- :principal is the OS user running the store (file permissions are the authority on edge).
+-- db_expires_at_ms counts the requested lifetime from now on the database's (system) clock;
+-- the insert trigger bounds it, and approving or consuming after it is refused.
+INSERT INTO approval_requests (
+    approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
+    requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms,
+    db_expires_at_ms
+) VALUES (
+    :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending', 1,
+    :requested_by, NULL, :principal, :expires_at_ms, :now_ms, :now_ms,
+    CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + (:expires_at_ms - :now_ms)
+)
+
+-- select_approval --
+SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
+       requested_by, decided_by, requested_principal, decided_principal, consumed_principal,
+       expires_at_ms, created_at_ms, updated_at_ms
+FROM approval_requests
+WHERE approval_request_id = :approval_request_id
+
+-- approve_approval --
+UPDATE approval_requests
+SET status = 'approved', version = 2, decided_by = :decided_by,
+    decided_principal = :principal, updated_at_ms = :now_ms
+WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
+  AND expires_at_ms > :now_ms
+RETURNING approval_request_id, requested_principal
+
+-- reject_approval --
+-- No expiry condition: withdrawing authority is always allowed while pending.
+UPDATE approval_requests
+SET status = 'rejected', version = 2, decided_by = :decided_by,
+    decided_principal = :principal, updated_at_ms = :now_ms
+WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
+RETURNING approval_request_id, requested_principal
+
+-- consume_approval --
+UPDATE approval_requests
+SET status = 'consumed', version = 3, consumed_at_ms = :now_ms,
+    consumed_principal = :principal, updated_at_ms = :now_ms
+WHERE approval_request_id = :approval_request_id AND status = 'approved' AND version = 2
+  AND expires_at_ms > :now_ms
+RETURNING project_id, action_type, action_ref, action_digest, decided_by
+
+-- insert_dispatch --
+INSERT INTO approved_action_dispatches (
+    dispatch_id, approval_request_id, project_id, action_type, action_ref, action_digest,
+    approved_by, created_at_ms
+) VALUES (
+    :dispatch_id, :approval_request_id, :project_id, :action_type, :action_ref, :action_digest,
+    :approved_by, :now_ms
+)
+
+-- insert_execution --
+INSERT INTO approved_action_dispatch_executions (
+    dispatch_id, project_id, status, version, attempt, max_attempts, eligible_at_ms,
+    created_at_ms, updated_at_ms
+) VALUES (
+    :dispatch_id, :project_id, 'pending', 0, 0, :max_attempts, :now_ms, :now_ms, :now_ms
+)

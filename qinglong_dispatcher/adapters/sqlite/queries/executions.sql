@@ -1,0 +1,136 @@
+-- SQLite statements: claims, leases, the start barrier, releases and completions of execution rows.
+
+-- execution_columns --
+e.dispatch_id, e.project_id, e.status, e.version, e.attempt, e.max_attempts,
+e.eligible_at_ms, e.retry_at_ms, e.lease_owner, e.lease_token, e.lease_expires_at_ms,
+e.started_at_ms, e.result_mutation_id, e.result_code, e.completed_at_ms,
+e.created_at_ms, e.updated_at_ms
+
+-- select_due --
+SELECT {execution_columns},
+       d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
+       d.created_at_ms AS dispatch_created_at_ms
+FROM approved_action_dispatch_executions AS e
+JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms
+  AND (e.eligible_at_ms, e.dispatch_id) > (:after_eligible_at_ms, :after_dispatch_id)
+ORDER BY e.eligible_at_ms, e.dispatch_id
+LIMIT :limit
+
+-- claim_due_rows --
+-- The due observation of `claim_due`. BEGIN IMMEDIATE already holds the database's one write
+-- lock, so no other writer can take an observed row: the plain due read is the locked one.
+{select_due}
+
+-- select_execution --
+SELECT {execution_columns},
+       d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
+       d.created_at_ms AS dispatch_created_at_ms
+FROM approved_action_dispatch_executions AS e
+JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+WHERE e.dispatch_id = :dispatch_id
+
+-- lock_execution --
+-- BEGIN IMMEDIATE already holds the database's one write lock: the plain read is the locked one.
+{select_execution}
+
+-- lease_page --
+-- The fenced claim of a page, one statement: each JSON element {dispatch_id, version, token}
+-- leases its row only at the version the claim observed. The unary `+` keeps the planner off
+-- the status and due indexes, so each element is one primary-key probe (as in start_page).
+-- The trigger writes each ledger line; RETURNING names the rows that took, so a lease is
+-- reported, never assumed.
+UPDATE approved_action_dispatch_executions AS e
+SET status = 'leased', version = e.version + 1, attempt = e.attempt + 1,
+    lease_owner = :owner, lease_token = k.value ->> 'token', lease_expires_at_ms = :expires_at_ms,
+    eligible_at_ms = :expires_at_ms, retry_at_ms = NULL, started_at_ms = NULL,
+    updated_at_ms = :now_ms
+FROM json_each(:page) AS k
+WHERE e.dispatch_id = k.value ->> 'dispatch_id' AND e.version = k.value ->> 'version'
+  AND +e.status IN ('pending', 'leased', 'retry_wait') AND +e.eligible_at_ms <= :now_ms
+  AND e.attempt < e.max_attempts
+RETURNING dispatch_id, version, attempt
+
+-- exhaust_row --
+UPDATE approved_action_dispatch_executions
+SET status = 'blocked', version = version + 1, eligible_at_ms = NULL, retry_at_ms = NULL,
+    result_code = :result_code, completed_at_ms = :now_ms, updated_at_ms = :now_ms
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND status IN ('pending', 'leased', 'retry_wait') AND eligible_at_ms <= :now_ms
+  AND attempt >= max_attempts
+RETURNING version, attempt
+
+-- renew_lease --
+UPDATE approved_action_dispatch_executions
+SET lease_expires_at_ms = :expires_at_ms,
+    eligible_at_ms = CASE WHEN status = 'leased' THEN :expires_at_ms ELSE NULL END,
+    version = version + 1, updated_at_ms = :now_ms
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
+  AND status IN ('leased', 'executing') AND lease_expires_at_ms > :now_ms
+RETURNING version, lease_expires_at_ms
+
+-- start_row --
+-- The barrier grants a fresh lease (never a shorter one): an item that waited in its page
+-- starts with a whole lease ahead of its execute, not with what the wait left of it.
+-- The fence and the binding (the approval and action digest the dispatch was created for) in
+-- the update itself: no row back and the caller diagnoses with `lock_execution`.
+UPDATE approved_action_dispatch_executions AS e
+SET status = 'executing', started_at_ms = :now_ms, eligible_at_ms = NULL,
+    lease_expires_at_ms = max(e.lease_expires_at_ms, :expires_at_ms),
+    version = e.version + 1, updated_at_ms = :now_ms
+FROM approved_action_dispatches AS d
+WHERE e.dispatch_id = :dispatch_id AND d.dispatch_id = e.dispatch_id
+  AND d.approval_request_id = :approval_request_id AND d.action_digest = :action_digest
+  AND e.version = :version AND e.lease_owner = :owner AND e.lease_token = :token
+  AND e.attempt = :attempt AND e.status = 'leased' AND e.lease_expires_at_ms > :now_ms
+RETURNING version, lease_expires_at_ms
+
+-- start_fast --
+-- PostgreSQL's one-statement start barrier: a data-modifying CTE writes `start_row` and its
+-- ledger event together. SQLite has no data-modifying CTE and no round trip to save: its
+-- barrier is the shared transaction (`start_row`, then `insert_event`), one hop. The name
+-- stays so both files name the same blocks; nothing runs this one. It matches no row, and it
+-- names the parameters of PostgreSQL's block, because the two files bind the same names.
+SELECT NULL AS version, NULL AS lease_expires_at_ms
+WHERE 0 AND coalesce(:dispatch_id, :approval_request_id, :action_digest, :version, :owner,
+                     :token, :attempt, :now_ms, :expires_at_ms) IS NOT NULL
+
+-- release_row --
+UPDATE approved_action_dispatch_executions
+SET status = :to_status, eligible_at_ms = :eligible_at_ms, retry_at_ms = :retry_at_ms,
+    attempt = attempt - :refund, result_mutation_id = :mutation_id,
+    result_code = :result_code, completed_at_ms = :completed_at_ms,
+    version = version + 1, updated_at_ms = :now_ms
+WHERE dispatch_id = :dispatch_id AND version = :version
+  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
+  AND status = 'leased'
+RETURNING version, attempt
+
+-- complete_row --
+UPDATE approved_action_dispatch_executions
+SET status = :to_status, result_mutation_id = :mutation_id, result_code = :result_code,
+    completed_at_ms = :now_ms, version = version + 1, updated_at_ms = :now_ms
+WHERE dispatch_id = :dispatch_id AND status = 'executing'
+  AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
+  AND started_at_ms = :started_at_ms AND version >= :version
+RETURNING version, attempt
+
+-- select_event_by_mutation --
+SELECT dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
+       mutation_id, result_code, committed_at_ms
+FROM execution_events
+WHERE dispatch_id = :dispatch_id AND mutation_id = :mutation_id
+
+-- select_events --
+SELECT dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
+       mutation_id, result_code, committed_at_ms
+FROM execution_events
+WHERE dispatch_id = :dispatch_id
+ORDER BY version
+
+-- select_dispatch --
+SELECT dispatch_id, approval_request_id, project_id, action_type, action_ref, action_digest,
+       approved_by, created_at_ms
+FROM approved_action_dispatches
+WHERE dispatch_id = :dispatch_id

@@ -1,0 +1,45 @@
+-- SQLite statements: the counts of `status` and the metrics gauges.
+
+-- count_by_status --
+SELECT status, count(*) AS n
+FROM approved_action_dispatch_executions
+GROUP BY status
+
+-- count_recovery_required --
+-- A started lease has expired only when the caller's clock and the database's both say so.
+SELECT count(*) AS n
+FROM approved_action_dispatch_executions
+WHERE status = 'executing'
+  AND lease_expires_at_ms <= min(:now_ms,
+      CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+
+-- due_summary --
+SELECT count(*) AS n, min(eligible_at_ms) AS oldest
+FROM approved_action_dispatch_executions
+WHERE eligible_at_ms IS NOT NULL AND eligible_at_ms <= :now_ms
+
+-- count_runs --
+SELECT count(*) AS n FROM runs
+
+-- backlog_due --
+-- Bounded: the due index is read for at most :cap rows, whatever the table holds.
+SELECT count(*) AS n, min(eligible_at_ms) AS oldest
+FROM (
+    SELECT eligible_at_ms FROM approved_action_dispatch_executions
+    WHERE eligible_at_ms IS NOT NULL AND eligible_at_ms <= :now_ms
+    ORDER BY eligible_at_ms
+    LIMIT :cap
+) AS due
+
+-- backlog_started --
+-- Bounded by the started rows (the executing partial index), never the terminal ones.
+SELECT count(*) AS n,
+       coalesce(sum(CASE
+           WHEN lease_expires_at_ms <= min(:now_ms,
+               CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)) THEN 1
+           ELSE 0 END), 0) AS expired
+FROM approved_action_dispatch_executions
+WHERE status = 'executing'
+
+-- count_step_runs_by_status --
+SELECT status, count(*) AS n FROM step_runs GROUP BY status
