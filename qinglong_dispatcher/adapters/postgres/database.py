@@ -244,7 +244,7 @@ class Database:
     async def write(self, body: Transaction[T], *, isolation: str = "read_committed") -> T:
         """Run `body` as one READ COMMITTED transaction; row locks and fenced updates decide.
 
-        `isolation="serializable"` is for the tool start barrier (ADR-0158 §4): its
+        `isolation="serializable"` is for the tool start barrier (docs/decisions/0019): its
         serialization failures are retried like deadlocks, at most `MAX_ATTEMPTS` times.
         """
         result = await self._run(body, isolation=isolation, readonly=False)
@@ -271,7 +271,7 @@ class Database:
             except DRIVER_ERRORS as exc:
                 # A read that lost its connection wrote nothing: read again on a fresh one. A
                 # write learns it, typed (its COMMIT may or may not have landed), and the
-                # caller replays under its fence (DESIGN.md §4).
+                # caller replays under its fence (docs/actions.md).
                 again = _retryable(exc) or (readonly and _connection_lost(exc))
                 if again and attempt < MAX_ATTEMPTS:
                     await anyio.sleep(random.uniform(0.005, 0.02) * attempt)

@@ -2,7 +2,7 @@
 
 The shared transactions (`adapters/sql/executions.start`, `adapters/sql/runs.create`) cost a
 round trip per statement and one each for BEGIN and COMMIT; on the happy path these write the
-same facts in one data-modifying CTE, its own implicit transaction (README, "Performance":
+same facts in one data-modifying CTE, its own implicit transaction (docs/performance.md:
 cluster 235 → 668 dispatches/s for the two together). Anything else — a replay, a lost lease,
 a renewed version, a wrong binding, a collision — matches nothing here and goes to the shared
 transaction, which decides.

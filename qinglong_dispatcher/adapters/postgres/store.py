@@ -206,5 +206,5 @@ class PostgresStore(sql_store.SqlStore):
     async def barrier_transaction(
         self, work: query.Work[ports.StartBarrierResult]
     ) -> ports.StartBarrierResult:
-        """The tool start barrier runs SERIALIZABLE (ADR-0158 §4); conflicts rerun it whole."""
+        """The tool start barrier runs SERIALIZABLE (docs/decisions/0019); a conflict reruns it."""
         return await self.db.transaction(work, isolation="serializable")

@@ -1,4 +1,4 @@
-"""Ending a claim: the pre-barrier release and the fenced completion (DESIGN.md §3).
+"""Ending a claim: the pre-barrier release and the fenced completion (docs/state-machine.md).
 
 Both replay by mutation id (the same content is `existing`, other content a conflict) and both
 read the execution row locked first, so a concurrent replay of the same mutation waits for the

@@ -1,4 +1,6 @@
-"""Recovery transactions: list, resolve under the snapshot fence, observe, audit (DESIGN.md §6).
+"""Recovery transactions: list, resolve under the snapshot fence, observe, audit.
+
+See docs/operations.md, "Recovery".
 
 The principal recorded beside the operator's name is the one the system authenticated: on
 SQLite the store passes the OS user; PostgreSQL's `insert_resolution` and `insert_audit_event`

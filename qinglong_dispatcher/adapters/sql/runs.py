@@ -1,6 +1,6 @@
 """The `run.create` effect transaction and its replay from the receipt, once for both dialects.
 
-One transaction (ADR-0034, DESIGN.md §5): the execution row is read locked, a receipt means a
+One transaction (docs/actions.md): the execution row is read locked, a receipt means a
 replay, otherwise the fence is re-verified and Run, attempt, RunEvent, receipt and the fenced
 completion are written together. PostgreSQL first tries its one-statement happy path
 (`adapters/postgres/fast_paths.create_run_fast`) and falls back to this transaction.

@@ -62,7 +62,7 @@ class SqlStore:
         self.approver = approver
         """Who creates, decides and consumes approvals through this store."""
 
-    # -- executions (DESIGN.md §3) -------------------------------------------------------
+    # -- executions (docs/state-machine.md) ----------------------------------------------------
 
     claim_due = operation(executions.claim_due)
     claim = operation(executions.claim)
@@ -93,7 +93,7 @@ class SqlStore:
         found = await self.runner.transaction(lambda q: rows.read_row(q, dispatch_id), write=False)
         return None if found is None else found[1]
 
-    # -- approvals: the store's principal creates, decides and consumes -------------------
+    # -- approvals: the store's principal creates, decides and consumes ------------------------
 
     create_approval = as_approver(approvals.create)
     approve = as_approver(approvals.approve)
@@ -102,7 +102,7 @@ class SqlStore:
     submit = as_approver(approvals.submit)
     get_approval = operation(approvals.get, write=False)
 
-    # -- plans, run.create and the page transaction ---------------------------------------
+    # -- plans, run.create and the page transaction --------------------------------------------
 
     get_plan = operation(runs.get_plan, write=False)
     get_plans = operation(runs.get_plans, write=False)
@@ -138,7 +138,7 @@ class SqlStore:
                 lambda q: page.commit_each(q, items, now_ms=now_ms, lease_ms=lease_ms)
             )
 
-    # -- recovery (DESIGN.md §6), cancels and retention -----------------------------------
+    # -- recovery (docs/operations.md), cancels and retention ----------------------------------
 
     database_now_ms = operation(recovery.database_now_ms, write=False)
     list_recovery_required = operation(recovery.list_recovery_required, write=False)
@@ -179,13 +179,13 @@ class SqlStore:
             )
         )
 
-    # -- reading dispatches (`dispatch list|show`) ----------------------------------------
+    # -- reading dispatches (`dispatch list|show`) ---------------------------------------------
 
     list_dispatches = operation(dispatch_views.list_dispatches, write=False)
     show_dispatch = operation(dispatch_views.show_dispatch, write=False)
     dispatch_run_ids = operation(dispatch_views.run_ids, write=False)
 
-    # -- tool steps and the start barrier (ADR-0158) --------------------------------------
+    # -- tool steps and the start barrier (docs/decisions/0019) --------------------------------
 
     create_step_run = operation(tool_steps.create)
     get_step_run = operation(tool_steps.get, write=False)

@@ -1,6 +1,6 @@
-"""The tool execution start barrier (ADR-0158 §2, §4): one transaction, every fact or none.
+"""The tool execution start barrier (docs/decisions/0019): one transaction, every fact or none.
 
-`prepare` runs in the fixed order of ADR-0158 §2: (1) every start/replay identity, an exact
+`prepare` runs in the fixed order of docs/decisions/0019: (1) every start/replay identity, an exact
 replay returning `existing`; (2) Run and StepRun locked and re-verified
 (`tool_barrier_checks.start_refusal`); (3) audit event, Trace anchor, Audit receipt;
 (4) StepRun → `running`; (5) Run version/event sequence; (6) RunEvent and ledger line; (7) the
@@ -21,7 +21,7 @@ from qinglong_dispatcher.domain.tools import start as tool_start
 from qinglong_dispatcher.domain.tools import steps
 
 TIMEOUTS = {"statement_timeout": "5s", "lock_timeout": "2s", "idle_timeout": "10s"}
-"""Fixed bounds of the barrier transaction (ADR-0158 §4): PostgreSQL sets them LOCAL to it;
+"""Fixed bounds of the barrier transaction (docs/decisions/0019): PostgreSQL sets them LOCAL to it;
 SQLite's statement only selects them back (the one connection's busy timeout bounds it)."""
 
 
@@ -161,7 +161,7 @@ async def _evidence(
 async def prepare(
     q: query.Query, command: tool_start.StartCommand, *, principal: str | None
 ) -> ports.StartBarrierResult:
-    """The seven steps of ADR-0158 §2 in the caller's transaction.
+    """The seven steps of docs/decisions/0019 in the caller's transaction.
 
     `principal` names the audit event on SQLite (the OS user); PostgreSQL's statement writes
     `session_user` instead.

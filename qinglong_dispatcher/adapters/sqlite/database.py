@@ -3,7 +3,7 @@
 Every transaction is a plain function over a stdlib `sqlite3.Connection`, run whole in a
 worker thread under a capacity limiter of one: every store operation of the process is
 serialised through the single connection, and a transaction costs one thread hop instead of
-one per statement (see README, "Why stdlib sqlite3 on a worker thread").
+one per statement (docs/decisions/0004).
 """
 
 from __future__ import annotations

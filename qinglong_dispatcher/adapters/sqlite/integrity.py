@@ -22,7 +22,7 @@ def quick_check(conn: sqlite3.Connection) -> str | None:
 
     quick_check reads every page once (B-tree structure, free list, record formats) but skips
     the index-to-table cross-checks of `integrity_check`, so its cost is linear in the file
-    size (README, "A damaged SQLite file"). Its messages name pages and trees, never row
+    size (docs/operations.md). Its messages name pages and trees, never row
     contents. SQLite's own refusal to read a page (SQLITE_CORRUPT, SQLITE_NOTADB) counts as
     a problem too.
     """

@@ -1,4 +1,4 @@
--- PostgreSQL statements: tool steps: StepRuns, their ledger and the start barrier (ADR-0158).
+-- PostgreSQL statements: tool steps: StepRuns, their ledger and the start barrier (docs/decisions/0019).
 
 -- step_run_columns --
 step_run_id, run_id, project_id, step_kind, tool_id, tool_version, definition_digest,
