@@ -1,4 +1,4 @@
-"""Both dialects' migrations produce the same tables and columns (docs/cli.md)."""
+"""Both dialects' migrations produce the same tables and columns."""
 
 from __future__ import annotations
 
