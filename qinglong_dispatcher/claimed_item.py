@@ -217,6 +217,16 @@ class ItemRunner:
             return await self._complete(
                 dispatch, identity, states.Completion.BLOCKED, f"indeterminate:{failure}"[:128]
             )
+        if result.kind is ports.ExecuteKind.UNCERTAIN:
+            # Nothing is written and the renewals have stopped: the lease runs out, the row is
+            # recovery_required, and only evidence or an operator settles it — never a retry.
+            log.warning(
+                "dispatch.uncertain",
+                dispatch_id=dispatch.dispatch_id,
+                attempt=identity.attempt,
+                code=result.code,
+            )
+            return "uncertain"
         if result.kind is ports.ExecuteKind.COMMITTED:
             log.info(
                 "dispatch.completed",

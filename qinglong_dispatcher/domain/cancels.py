@@ -1,4 +1,4 @@
-"""Cancelling a waiting dispatch (issue 14 §2): who may, from which states, what is recorded.
+"""Cancelling a waiting dispatch: who may, from which states, what is recorded.
 
 A cancel is decided like a claim: on the locked row, at its version, and only while the row
 waits in `CANCELLABLE`. Whichever of a claim and a cancel commits first wins; the other sees

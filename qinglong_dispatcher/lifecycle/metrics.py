@@ -30,6 +30,7 @@ OUTCOMES = (
     "release_conflict",
     "release_failed",
     "lease_lost",
+    "uncertain",
 )
 """What became of a claimed item (the report keys of `claimed_item.ItemRunner` and, for a
 queued claim whose renewal was refused, of `Dispatcher`)."""

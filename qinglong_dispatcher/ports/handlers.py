@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from qinglong_dispatcher.domain import records, recovery, runs, states
@@ -38,6 +38,11 @@ class ExecuteKind(enum.StrEnum):
     FAILED = "failed"
     COMMITTED = "committed"
     """The action completed the execution inside its own effect transaction."""
+    UNCERTAIN = "uncertain"
+    """The effect may or may not have happened (a 5xx, a reset or a timeout after sending, a
+    command that does not fail cleanly): the dispatcher writes nothing and stops renewing, so
+    the lease runs out and the row is `recovery_required`, settled only by evidence or an
+    operator. Never a retry."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -48,6 +53,10 @@ class ExecuteResult:
     code: str
     committed_as: states.Completion = states.Completion.SUCCEEDED
     """For `committed`: the terminal status the action's own transaction wrote."""
+    receipt: Mapping[str, object] | None = None
+    """For `succeeded` and `failed`: what the downstream system answered (status, selected
+    headers, digests — never a body or a secret), committed with the completion as the
+    dispatch's action receipt. Canonical-JSON values only, at most 16 KiB."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -1,4 +1,4 @@
-"""`dispatch cancel` (issue 14 §2): a waiting dispatch ends `cancelled`, decided by the
+"""`dispatch cancel`: a waiting dispatch ends `cancelled`, decided by the
 database under the claim's fence, by an authenticated principal, with its audit record."""
 
 from __future__ import annotations

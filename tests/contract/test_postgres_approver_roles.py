@@ -1,4 +1,4 @@
-"""PostgreSQL decides who approves (issue 11): `qinglong_approver`, separation of duties with
+"""PostgreSQL decides who approves: `qinglong_approver`, separation of duties with
 `qinglong_self_approver`, and no dispatch without its consumed approval — for the store and
 for direct SQL sessions alike."""
 

@@ -1,5 +1,5 @@
 """Wake-up on submit (cluster): what the database notifies, the listener's reconnects, and a
-daemon on an hour-long cadence that still starts a submitted dispatch (issue 14).
+daemon on an hour-long cadence that still starts a submitted dispatch.
 
 Order of delivery is the referee, not time: PostgreSQL delivers the notifications of
 committed transactions in commit order, so once a marker NOTIFY sent afterwards has arrived,

@@ -1,4 +1,4 @@
-"""Two real `run` daemons on the cluster profile share one PostgreSQL database (issue 5), and
+"""Two real `run` daemons on the cluster profile share one PostgreSQL database, and
 `run` refuses an unreachable or unmigrated store in one line with its exit code."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The real `run` daemon on the cluster profile with a 60 s cadence starts what is submitted
-at once, also after its listener's backend was terminated (issue 14).
+at once, also after its listener's backend was terminated.
 
 With a cadence of 60 s (±10 %) and the start-up tick behind it, a dispatch that starts at
 all within the 10 s each wait allows was started by a wake-up, not by the cadence.

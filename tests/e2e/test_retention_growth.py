@@ -1,4 +1,4 @@
-"""Issue 14 §3: 200,000 dispatches through one edge SQLite file with a short retention, pruned
+"""200,000 dispatches through one edge SQLite file with a short retention, pruned
 as the daemon prunes between rounds; the file's size levels off instead of growing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The edge daemon under its limits (issue 15, item 3): memory the kernel caps, a quarter core.
+"""The edge daemon under its limits: memory the kernel caps, a quarter core.
 
 The real `run` daemon, edge profile, runs in a cgroup with the unit's `MemoryMax=96M` (no
 swap) and a CPU quota of 25 ms per 100 ms (`tests.support.edge_limits`), while this process

@@ -1,4 +1,4 @@
-"""Primary loss on PostgreSQL with a synchronous standby (issue 15, item 1), two generations.
+"""Primary loss on PostgreSQL with a synchronous standby, two generations.
 
 A primary and a synchronous standby (`synchronous_commit=remote_apply`) are built on this
 machine (`tests.support.pg_ha`). Four real `run` daemons, all given one multi-host URL with

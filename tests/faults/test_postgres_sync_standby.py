@@ -1,4 +1,4 @@
-"""`QINGLONG_REQUIRE_SYNC_STANDBY=true` (issue 15, item 2): `run` refuses to start (exit 78,
+"""`QINGLONG_REQUIRE_SYNC_STANDBY=true`: `run` refuses to start (exit 78,
 one line) unless the primary has a synchronous standby and `synchronous_commit` is `on` or
 `remote_apply`, and readiness fails while that stops holding."""
 

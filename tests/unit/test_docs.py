@@ -134,6 +134,24 @@ def test_no_issue_numbers_or_commit_hashes(document: Path) -> None:
     assert not hashes
 
 
+SOURCES = sorted(
+    path
+    for folder in ("qinglong_dispatcher", "tests", "examples", "migrations", "deploy")
+    for path in (ROOT / folder).rglob("*")
+    if path.suffix in {".py", ".sql", ".toml", ".yaml", ".service"} and path.name != "test_docs.py"
+)
+
+
+def test_code_cites_no_issue_numbers() -> None:
+    """Docstrings and comments point at docs/, never at an issue a reader cannot open."""
+    cited = [
+        f"{path.relative_to(ROOT)}: {match}"
+        for path in SOURCES
+        for match in re.findall(r"\bissues?\s+#?\d+", path.read_text(encoding="utf-8"), re.I)
+    ]
+    assert not cited, cited
+
+
 def _quick_start_edge() -> list[str]:
     """The shell blocks of the README section "Quick start: edge", in order."""
     text = README.read_text(encoding="utf-8")

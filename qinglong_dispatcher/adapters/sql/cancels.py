@@ -1,4 +1,4 @@
-"""`cancel`: an operator ends a waiting dispatch under the claim's fence (issue 14 §2).
+"""`cancel`: an operator ends a waiting dispatch under the claim's fence.
 
 The row is locked and read, the decision made on what was read, and the update is conditioned
 on that same version and a waiting status, so a claim racing it either committed first (the
