@@ -17,7 +17,7 @@ import anyio
 import structlog
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.domain import errors, fencing, records, states
+from qinglong_dispatcher.domain import digests, errors, fencing, records, states
 from qinglong_dispatcher.domain.records import Outcome
 
 # The dispatcher's logger: the event names and their source stay what operators know.
@@ -241,7 +241,8 @@ class ItemRunner:
             if result.kind is ports.ExecuteKind.SUCCEEDED
             else states.Completion.FAILED
         )
-        outcome = await self._complete(dispatch, identity, completion, result.code)
+        receipt = _receipt_of(dispatch, result)
+        outcome = await self._complete(dispatch, identity, completion, result.code, receipt)
         await self._fault("after_complete", dispatch)
         return outcome
 
@@ -283,6 +284,7 @@ class ItemRunner:
         identity: records.ExecutionIdentity,
         completion: states.Completion,
         code: str,
+        receipt: records.ActionReceipt | None = None,
     ) -> str:
         try:
             done = await self._store.complete(
@@ -291,6 +293,7 @@ class ItemRunner:
                 completion=completion,
                 result_code=code,
                 now_ms=self._clock.now_ms(),
+                receipt=receipt,
             )
         except errors.StoreError as exc:
             # Never executed again: the row stays executing and surfaces as recovery_required.
@@ -349,3 +352,18 @@ class ItemRunner:
             code=code,
         )
         return status if done.outcome is not Outcome.CONFLICT else "release_conflict"
+
+
+def _receipt_of(
+    dispatch: records.Dispatch, result: ports.ExecuteResult
+) -> records.ActionReceipt | None:
+    """The result's receipt as stored, or None. An effect has happened by now, so a receipt
+    that is not canonical JSON within its cap costs the receipt, never the completion."""
+    if result.receipt is None:
+        return None
+    try:
+        receipt_json, receipt_digest = digests.action_receipt(result.receipt)
+    except errors.CanonicalJsonError as exc:
+        log.warning("dispatch.receipt_invalid", dispatch_id=dispatch.dispatch_id, code=exc.code)
+        return None
+    return records.ActionReceipt(receipt_json=receipt_json, receipt_digest=receipt_digest)

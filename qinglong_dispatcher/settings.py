@@ -150,6 +150,16 @@ class Settings(BaseSettings):
     tool_sandbox_dir: Path | None = Field(
         default_factory=_tool_sandbox_factory, description="root for builtin.file.write"
     )
+    receivers_file: Path | None = Field(
+        None,
+        description="http.request: the TOML file of receivers a plan may name (none: the "
+        "action has no handler)",
+    )
+    commands_file: Path | None = Field(
+        None,
+        description="command.run: the TOML file of commands a plan may name (none: the "
+        "action has no handler)",
+    )
     wakeup_on_submit: bool = Field(
         False,
         description="cluster: LISTEN for consumed approvals and tick at once (the cadence "

@@ -127,6 +127,14 @@ class BuiltInContext:
     tool_sandbox_dir: Path | None = None
     """`QINGLONG_TOOL_SANDBOX_DIR`: where `builtin.file.write` writes; None leaves
     `tool.invoke` without a handler."""
+    receivers_file: Path | None = None
+    """`QINGLONG_RECEIVERS_FILE`: the receivers `http.request` may send to; None leaves it
+    without a handler."""
+    commands_file: Path | None = None
+    """`QINGLONG_COMMANDS_FILE`: the commands `command.run` may run; None leaves it without a
+    handler."""
+    execute_timeout_s: float = 15.0
+    """`QINGLONG_EXECUTE_TIMEOUT_SECONDS`: an action's own timeouts must stay below it."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 
 from qinglong_dispatcher import api, bootstrap, clock
 from qinglong_dispatcher.commands import common
@@ -147,6 +148,9 @@ def _lines(detail: dispatch_views.Detail) -> list[str]:
             f"{'receipt':<12} {r.outcome} {r.result_code} → {r.resource_type} {r.resource_id}"
             f" (attempt {r.execution_attempt}, evidence {r.evidence_digest[:16]}…)"
         )
+    if e.receipt is not None:
+        shown = json.dumps(e.receipt, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        lines.append(f"{'receipt':<12} {shown} (digest {(e.receipt_digest or '')[:16]}…)")
     if detail.step_run is not None:
         s = detail.step_run
         lines.append(

@@ -18,6 +18,13 @@ PLAN_TAG: Final = "qinglong/action-plan@v1"
 RUN_RECEIPT_TAG: Final = "qinglong/approved-run-receipt@v1"
 """Domain of the evidence digest of a `run.create` receipt."""
 
+ACTION_RECEIPT_TAG: Final = "qinglong/action-receipt@v1"
+"""Domain of the digest of an action receipt (what a downstream system answered); PostgreSQL
+recomputes it when the receipt is written (migration 0012)."""
+
+ACTION_RECEIPT_MAX_BYTES: Final = 16 * 1024
+"""An action receipt as canonical JSON: a status, a few headers and digests, never a body."""
+
 # `qinglong/<domain>@v<n>`: no NUL, so the separator that follows is unambiguous.
 _TAG = re.compile(r"qinglong/[A-Za-z0-9][A-Za-z0-9._/-]*@v[1-9][0-9]*")
 
@@ -72,3 +79,15 @@ def evidence_digest(
     if not isinstance(fields, Mapping):
         raise errors.CanonicalJsonError("$: must be an object")
     return digest(tag, canonical.dumps(fields, max_bytes=max_bytes))
+
+
+def action_receipt(receipt: Mapping[str, object]) -> tuple[str, str]:
+    """An action receipt as canonical JSON text and its digest in domain ACTION_RECEIPT_TAG.
+
+    Raises `CanonicalJsonError` (naming the path, never the value) for a receipt that is not
+    a JSON object of canonical values within ACTION_RECEIPT_MAX_BYTES.
+    """
+    if not isinstance(receipt, Mapping):
+        raise errors.CanonicalJsonError("$.receipt: must be an object")
+    data = canonical.dumps(receipt, max_bytes=ACTION_RECEIPT_MAX_BYTES, root="$.receipt")
+    return data.decode("utf-8"), digest(ACTION_RECEIPT_TAG, data)

@@ -161,6 +161,9 @@ class ExecutionView:
     completed_at_ms: int | None
     result_code: str | None
     result_mutation_id: str | None
+    receipt: Mapping[str, object] | None
+    """The action receipt committed with the completion (external actions), as JSON."""
+    receipt_digest: str | None
     created_at_ms: int
     updated_at_ms: int
 
@@ -184,6 +187,8 @@ class ExecutionView:
             completed_at_ms=row["completed_at_ms"],
             result_code=row["result_code"],
             result_mutation_id=row["result_mutation_id"],
+            receipt=_receipt(row["result_receipt_json"]),
+            receipt_digest=row["result_receipt_digest"],
             created_at_ms=row["created_at_ms"],
             updated_at_ms=row["updated_at_ms"],
         )
@@ -193,7 +198,19 @@ class ExecutionView:
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         values["status"] = self.status.value
         values["effective_status"] = self.effective_status.value
+        values["receipt"] = None if self.receipt is None else dict(self.receipt)
         return values
+
+
+def _receipt(receipt_json: str | None) -> Mapping[str, object] | None:
+    # Canonical JSON the store wrote; anything else (a hand-edited file) shows as absent.
+    if receipt_json is None:
+        return None
+    try:
+        value = json.loads(receipt_json)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -186,6 +186,24 @@ class StartResult:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ActionReceipt:
+    """What a downstream system answered, committed with the completion (migration 0012)."""
+
+    receipt_json: str
+    """Canonical JSON (`digests.action_receipt`): a status, headers, digests; no body."""
+    receipt_digest: str
+
+    @classmethod
+    def from_row(cls, row: RowLike) -> ActionReceipt | None:
+        """The `result_receipt_*` columns of an execution row, if it has a receipt."""
+        if row["result_receipt_json"] is None:
+            return None
+        return cls(
+            receipt_json=row["result_receipt_json"], receipt_digest=row["result_receipt_digest"]
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Transition:
     """Result of `release_preflight` or `complete`."""
 

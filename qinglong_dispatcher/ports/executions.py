@@ -68,8 +68,10 @@ class ExecutionStore(Protocol):
         completion: states.Completion,
         result_code: str,
         now_ms: int,
+        receipt: records.ActionReceipt | None = None,
     ) -> records.Transition:
-        """Record the terminal result of a started execution under its fence."""
+        """Record the terminal result of a started execution under its fence, with the
+        action's receipt when it has one (`succeeded` and `failed` only)."""
         ...
 
     async def list_due(

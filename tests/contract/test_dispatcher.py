@@ -135,6 +135,45 @@ async def test_explicit_results_complete_the_execution(
     assert ctx.identity.owner == "w1"
 
 
+async def test_an_uncertain_execute_writes_nothing_and_surfaces_as_recovery_required(
+    harness: Harness, clock: ManualClock
+) -> None:
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
+    handler = RecordingHandler(result=ports.ExecuteKind.UNCERTAIN)
+    the_dispatcher = make_dispatcher(harness.store, clock, handlers={"run.create": handler})
+    report = await the_dispatcher.dispatch_batch()
+    assert report.outcomes["uncertain"] == 1
+    assert await status_of(harness, consumed.dispatch_id) is ExecutionStatus.EXECUTING
+    clock.advance(ms=LEASE_MS * 10)
+    await the_dispatcher.dispatch_batch()
+    assert handler.executed == [consumed.dispatch_id]
+    (stuck,) = await harness.store.list_recovery_required(now_ms=clock.now_ms(), limit=10)
+    assert stuck.dispatch.dispatch_id == consumed.dispatch_id
+
+
+async def test_a_receipt_commits_with_the_completion_and_an_invalid_one_costs_only_itself(
+    harness: Harness, clock: ManualClock
+) -> None:
+    consumed_both = await submit_runs(harness.approver_store, clock, 2)
+    answered: dict[str, object] = {"status": 201, "bodyDigest": "cd" * 32}
+    invalid: dict[str, object] = {"seconds": 0.5}
+    for receipt in (answered, invalid):
+        await make_dispatcher(
+            harness.store,
+            clock,
+            handlers={"run.create": RecordingHandler(receipt=receipt)},
+            page_size=1,
+        ).dispatch_batch()
+    shown = []
+    for consumed in consumed_both:
+        detail = await harness.store.show_dispatch(consumed.dispatch_id, now_ms=clock.now_ms())
+        assert detail is not None
+        assert detail.execution.status is ExecutionStatus.SUCCEEDED
+        shown.append(detail.execution.receipt)
+    # Which of the two each page took is the due index's order: compare as a multiset.
+    assert sorted(shown, key=lambda r: r is None) == [answered, None]
+
+
 async def test_a_failed_completion_write_leaves_the_row_executing(
     harness: Harness, clock: ManualClock
 ) -> None:

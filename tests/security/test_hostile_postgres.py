@@ -15,7 +15,7 @@ import anyio
 import asyncpg
 import pytest
 
-from qinglong_dispatcher.domain import records
+from qinglong_dispatcher.domain import digests, ids, records
 from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
@@ -373,3 +373,55 @@ async def test_a_receipted_runs_identity_never_changes(
         )
         assert state == "QLI01"
     assert await pg.raw("SELECT * FROM qinglong.runs") == before
+
+
+# -- an action receipt is the completion's, exactly as its digest says ----------------------
+
+
+async def test_the_holder_cannot_write_a_receipt_its_digest_does_not_name_nor_one_on_a_renew(
+    pg: stores.Harness, now: ManualClock
+) -> None:
+    dispatch, identity = await _executing(pg, now)
+    runtime = stores.runtime_url(await _database(pg))
+    proof = ids.lease_proof(identity.token)
+    receipt_json, receipt_digest = digests.action_receipt({"status": 201})
+    before = await _snapshot(pg, dispatch.dispatch_id)
+    forged = await _refused(
+        runtime,
+        f"UPDATE {EXECUTIONS} SET status = 'succeeded', version = version + 1, "
+        "result_mutation_id = 'm', result_code = 'http_201', completed_at_ms = 1, "
+        "updated_at_ms = 1, lease_proof = $2, result_receipt_json = $3, "
+        "result_receipt_digest = $4 WHERE dispatch_id = $1",
+        dispatch.dispatch_id,
+        proof,
+        '{"status":200}',
+        receipt_digest,
+    )
+    assert forged == "QLT01"
+    on_renew = await _refused(
+        runtime,
+        f"UPDATE {EXECUTIONS} SET version = version + 1, lease_proof = $2, "
+        "result_receipt_json = $3, result_receipt_digest = $4 WHERE dispatch_id = $1",
+        dispatch.dispatch_id,
+        proof,
+        receipt_json,
+        receipt_digest,
+    )
+    assert on_renew == "QLT01"
+    assert await _snapshot(pg, dispatch.dispatch_id) == before
+
+
+async def test_an_operator_cannot_write_a_receipt(pg: stores.Harness, now: ManualClock) -> None:
+    dispatch, _ = await _executing(pg, now)
+    receipt_json, receipt_digest = digests.action_receipt({"status": 201})
+    before = await _snapshot(pg, dispatch.dispatch_id)
+    state = await _refused(
+        stores.operator_url(await _database(pg)),
+        f"UPDATE {EXECUTIONS} SET result_receipt_json = $2, result_receipt_digest = $3 "
+        "WHERE dispatch_id = $1",
+        dispatch.dispatch_id,
+        receipt_json,
+        receipt_digest,
+    )
+    assert state == "42501"
+    assert await _snapshot(pg, dispatch.dispatch_id) == before

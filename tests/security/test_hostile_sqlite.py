@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from qinglong_dispatcher.domain import states
 from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
@@ -170,4 +171,36 @@ async def test_a_runs_identity_never_changes(edge: stores.Harness, clock: Manual
         edge, "UPDATE runs SET idempotency_key = 'k-other', version = 2 WHERE run_id = 'r-1'"
     )
     assert message == "runs: the identity of a Run never changes"
+    assert await _snapshot(edge) == before
+
+
+async def test_a_receipt_is_written_only_by_the_completion_and_never_rewritten(
+    edge: stores.Harness, clock: ManualClock
+) -> None:
+    await submit_runs(edge.approver_store, clock, 2)
+    dispatch, _ = await started_execution(edge, clock)
+    before = await _snapshot(edge)
+    message = await _refused(
+        edge,
+        "UPDATE approved_action_dispatch_executions SET version = version + 1, "
+        f"result_receipt_json = '{{}}', result_receipt_digest = '{'e' * 64}' "
+        f"WHERE dispatch_id = '{dispatch.dispatch_id}'",
+    )
+    assert message == "qinglong:transition_refused: receipt"
+    assert await _snapshot(edge) == before
+    settled, identity = await started_execution(edge, clock)
+    await edge.store.complete(
+        identity,
+        mutation_id="m-settled",
+        completion=states.Completion.SUCCEEDED,
+        result_code="done",
+        now_ms=clock.now_ms(),
+    )
+    before = await _snapshot(edge)
+    message = await _refused(
+        edge,
+        f"UPDATE approved_action_dispatch_executions SET result_receipt_json = '{{}}', "
+        f"result_receipt_digest = '{'e' * 64}' WHERE dispatch_id = '{settled.dispatch_id}'",
+    )
+    assert message.startswith("qinglong:transition_refused")
     assert await _snapshot(edge) == before

@@ -14,6 +14,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from qinglong_dispatcher.adapters import migration_files
 from qinglong_dispatcher.adapters.postgres import store as postgres_store
 from qinglong_dispatcher.domain import errors, installation
 from tests.support import cli, stores
@@ -21,7 +22,7 @@ from tests.support.clock import START_MS
 
 pytestmark = pytest.mark.postgres
 
-ALL_MIGRATIONS = list(range(1, 12))
+ALL_MIGRATIONS = [m.version for m in migration_files.load("postgres")]
 
 
 async def _migrate(database: str, requested: str | None = None) -> list[int]:

@@ -21,6 +21,7 @@ class RecordingHandler:
     execute_raises: Exception | None = None
     execute_sleep_s: float = 0.0
     result: ports.ExecuteKind = ports.ExecuteKind.SUCCEEDED
+    receipt: dict[str, object] | None = None
     inspected: list[str] = dataclasses.field(default_factory=list)
     executed: list[str] = dataclasses.field(default_factory=list)
     contexts: list[ports.ExecutionContext] = dataclasses.field(default_factory=list)
@@ -45,4 +46,4 @@ class RecordingHandler:
             await anyio.sleep(self.execute_sleep_s)
         if self.execute_raises is not None:
             raise self.execute_raises
-        return ports.ExecuteResult(kind=self.result, code="test_done")
+        return ports.ExecuteResult(kind=self.result, code="test_done", receipt=self.receipt)

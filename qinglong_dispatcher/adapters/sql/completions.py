@@ -113,8 +113,12 @@ async def complete(
     completion: states.Completion,
     result_code: str,
     now_ms: int,
+    receipt: records.ActionReceipt | None = None,
 ) -> records.Transition:
-    """Record the terminal result under the execution identity; a renewed version is fine."""
+    """Record the terminal result under the execution identity; a renewed version is fine.
+
+    A receipt commits with the completion, in the row (a replay of the same mutation returns
+    `existing` and writes nothing: the first completion's receipt stands)."""
     target = ExecutionStatus(completion.value)
     # Locked first: a concurrent complete of the same mutation then finds its event committed.
     found = await rows.read_row(q, identity.dispatch_id, lock=True)
@@ -146,6 +150,7 @@ async def complete(
         completion=completion,
         result_code=result_code,
         now_ms=now_ms,
+        receipt=receipt,
     )
 
 
@@ -157,6 +162,7 @@ async def complete_checked(
     completion: states.Completion,
     result_code: str,
     now_ms: int,
+    receipt: records.ActionReceipt | None = None,
 ) -> records.Transition:
     """The completion write itself, for a caller that already read and fenced the row in this
     transaction (the update still repeats every condition)."""
@@ -176,6 +182,8 @@ async def complete_checked(
             "mutation_id": mutation_id,
             "result_code": result_code,
             "now_ms": now_ms,
+            "receipt_json": None if receipt is None else receipt.receipt_json,
+            "receipt_digest": None if receipt is None else receipt.receipt_digest,
         },
         dispatch_id=identity.dispatch_id,
         outcome=Outcome.COMPLETED,

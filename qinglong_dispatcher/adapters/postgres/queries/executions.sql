@@ -120,6 +120,7 @@ RETURNING version, attempt
 -- complete_row --
 UPDATE qinglong.approved_action_dispatch_executions
 SET status = :to_status, result_mutation_id = :mutation_id, result_code = :result_code,
+    result_receipt_json = :receipt_json, result_receipt_digest = :receipt_digest,
     completed_at_ms = :now_ms::bigint, version = version + 1, updated_at_ms = :now_ms::bigint,
     lease_proof = :proof
 WHERE dispatch_id = :dispatch_id AND status = 'executing'

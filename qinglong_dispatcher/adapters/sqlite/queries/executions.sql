@@ -110,6 +110,7 @@ RETURNING version, attempt
 -- complete_row --
 UPDATE approved_action_dispatch_executions
 SET status = :to_status, result_mutation_id = :mutation_id, result_code = :result_code,
+    result_receipt_json = :receipt_json, result_receipt_digest = :receipt_digest,
     completed_at_ms = :now_ms, version = version + 1, updated_at_ms = :now_ms
 WHERE dispatch_id = :dispatch_id AND status = 'executing'
   AND lease_owner = :owner AND lease_token = :token AND attempt = :attempt
