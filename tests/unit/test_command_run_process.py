@@ -159,7 +159,7 @@ async def test_a_command_that_cannot_start_is_a_spawn_failure_not_a_run(tmp_path
         with pytest.raises(process.SpawnFailed) as info:
             await process.run(_invocation(*argv, cwd=cwd))
         assert str(info.value) == f"command could not be started ({reason})"
-        assert info.value.code == "command_spawn_failed"
+        assert (info.value.code, info.value.reason) == ("command_spawn_failed", reason)
         assert str(tmp_path) not in str(info.value)
 
 

@@ -131,7 +131,10 @@ class CommandRunHandler:
             outcome = await process.run(invocation)
         except process.SpawnFailed as exc:
             log.warning(
-                "command_run.spawn_failed", dispatch_id=dispatch.dispatch_id, command=found.name
+                "command_run.spawn_failed",
+                dispatch_id=dispatch.dispatch_id,
+                command=found.name,
+                reason=exc.reason,
             )
             return _failed(exc.code)
         result = verdict(found, outcome)

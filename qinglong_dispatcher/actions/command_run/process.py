@@ -40,6 +40,8 @@ class SpawnFailed(errors.QinglongError):
     nothing ran."""
 
     code = "command_spawn_failed"
+    reason = "unknown"
+    """The errno name (`ENOENT`, `EACCES`, …): low-sensitivity, no path."""
 
 
 class SecretInvalid(errors.QinglongError):
@@ -182,8 +184,9 @@ async def _spawn(invocation: Invocation) -> anyio.abc.Process:
         )
     except (OSError, subprocess.SubprocessError) as exc:
         # Raised before exec: the command never ran. The reason is an errno name, no path.
-        reason = errno_name(exc)
-        raise SpawnFailed(f"command could not be started ({reason})") from None
+        failed = SpawnFailed(f"command could not be started ({errno_name(exc)})")
+        failed.reason = errno_name(exc)
+        raise failed from None
 
 
 def errno_name(exc: BaseException) -> str:
