@@ -50,6 +50,18 @@ class Answer:
         """The body as JSON."""
         return json.loads(self.body)
 
+    @property
+    def replayed(self) -> bool:
+        """Marked `Idempotency-Replayed: true`: a stored answer, nothing executed for it."""
+        return self.headers.get("idempotency-replayed") == "true"
+
+    @property
+    def problem(self) -> str | None:
+        """The last segment of a problem+json `type` (`idempotency-key-missing`, …), else None."""
+        if not self.headers.get("content-type", "").startswith("application/problem+json"):
+            return None
+        return str(self.json()["type"]).rsplit("/", 1)[1]
+
 
 def sf_string(key: str) -> str:
     """`key` as an RFC 8941 sf-string, the form an `Idempotency-Key` field carries."""
@@ -247,6 +259,13 @@ class Receiver:
     def lookup(self, key: str, headers: Mapping[str, str] | None = None) -> Answer:
         """`GET /idempotency/{key}`."""
         return self.get("/idempotency/" + parse.quote(key, safe=""), headers)
+
+    def wait_until_in_flight(self, key: str, timeout: float = 5.0) -> None:
+        """Poll the lookup until `key` is in flight (a `hold_in_flight` request got that far)."""
+        deadline = time.monotonic() + timeout
+        while (found := self.lookup(key)).status != 200 or found.json()["status"] != "in_flight":
+            assert time.monotonic() < deadline, f"{key} never went in flight"
+            time.sleep(POLL_S)
 
     def set_fault(
         self, mode: str, count: int = 1, seconds: float = 0.0, status: int | None = None

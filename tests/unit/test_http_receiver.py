@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import http.client
 import json
@@ -23,6 +24,13 @@ from tests.support.receiver_client import Receiver
 ROOT = Path(__file__).resolve().parents[2]
 PATH = "/effects/silences"
 BODY = b'{"matchers": [{"name": "alertname", "value": "Disk"}]}'
+ORPHANING_PARENT = """
+import pathlib, sys, time
+from tests.support.receiver_client import Receiver
+print(Receiver(pathlib.Path(sys.argv[1])).start().pid, flush=True)
+time.sleep(60)
+"""
+"""A parent that starts a receiver, says its pid, and waits to be killed."""
 
 Make = Callable[..., Receiver]
 
@@ -46,26 +54,16 @@ def key() -> str:
     return "dispatch-" + secrets.token_hex(8)
 
 
-def _problem_type(answer: receiver_client.Answer) -> str:
-    assert answer.headers["content-type"].startswith("application/problem+json")
-    problem_type: str = answer.json()["type"]
-    return problem_type.rsplit("/", 1)[1]
-
-
-def _wait_in_flight(receiver: Receiver, key: str) -> None:
-    deadline = time.monotonic() + 5
-    while receiver.lookup(key).status != 200:
-        assert time.monotonic() < deadline, "the first request never went in flight"
-        time.sleep(0.01)
-    assert receiver.lookup(key).json()["status"] == "in_flight"
+def _fresh(answer: receiver_client.Answer) -> bool:
+    """A 201 from an execution, not a replay."""
+    return answer.status == 201 and not answer.replayed
 
 
 def test_the_first_send_executes_once_and_answers_201_with_the_effect(
     receiver: Receiver, key: str
 ) -> None:
     answer = receiver.request("POST", PATH, BODY, key=key)
-    assert answer.status == 201
-    assert "idempotency-replayed" not in answer.headers
+    assert _fresh(answer)
     (row,) = receiver.effects()
     assert answer.json() == {"effect_id": row["effect_id"], "key": key}
     assert row["method"] == "POST"
@@ -80,37 +78,26 @@ def test_a_replay_answers_the_stored_response_marked_replayed_and_does_not_execu
 ) -> None:
     first = receiver.request("POST", PATH, BODY, key=key)
     again = receiver.request("POST", PATH, BODY, key=key)
-    assert (again.status, again.body) == (first.status, first.body)
-    assert again.headers["idempotency-replayed"] == "true"
+    assert (again.status, again.replayed) == (201, True)
+    assert again.body == first.body
     assert receiver.executed(key) == 1
 
 
 def test_a_missing_key_is_a_400_problem_and_executes_nothing(receiver: Receiver) -> None:
     answer = receiver.request("POST", PATH, BODY)
     assert answer.status == 400
-    assert _problem_type(answer) == "idempotency-key-missing"
+    assert answer.problem == "idempotency-key-missing"
     assert receiver.effects() == []
 
 
 @pytest.mark.parametrize(
     "field",
     ["abc", '"abc', '"a\\b"', '""', '"a", "b"', "42", ":YWJj:", '"a" junk', '"a";Bad=1'],
-    ids=[
-        "token",
-        "unterminated",
-        "bad-escape",
-        "empty",
-        "list",
-        "integer",
-        "bytes",
-        "tail",
-        "param",
-    ],
 )
 def test_a_key_that_is_not_an_sf_string_is_a_400_problem(receiver: Receiver, field: str) -> None:
     answer = receiver.request("POST", PATH, BODY, {"Idempotency-Key": field})
     assert answer.status == 400
-    assert _problem_type(answer) == "idempotency-key-malformed"
+    assert answer.problem == "idempotency-key-malformed"
     assert receiver.effects() == []
 
 
@@ -126,10 +113,10 @@ def test_the_same_key_while_the_first_is_in_flight_is_a_409(receiver: Receiver, 
     receiver.set_fault("hold_in_flight", seconds=0.8)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         first = pool.submit(receiver.request, "POST", PATH, BODY, key=key)
-        _wait_in_flight(receiver, key)
+        receiver.wait_until_in_flight(key)
         second = receiver.request("POST", PATH, BODY, key=key)
         assert second.status == 409
-        assert _problem_type(second) == "idempotency-key-in-flight"
+        assert second.problem == "idempotency-key-in-flight"
         assert receiver.executed(key) == 0
         assert first.result().status == 201
     assert receiver.executed(key) == 1
@@ -138,8 +125,7 @@ def test_the_same_key_while_the_first_is_in_flight_is_a_409(receiver: Receiver, 
 def test_many_concurrent_sends_of_one_key_execute_once(receiver: Receiver, key: str) -> None:
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
         answers = list(pool.map(lambda _: receiver.request("POST", PATH, BODY, key=key), range(8)))
-    fresh = [a for a in answers if a.status == 201 and "idempotency-replayed" not in a.headers]
-    assert len(fresh) == 1
+    assert len([a for a in answers if _fresh(a)]) == 1
     assert {a.status for a in answers} <= {201, 409}
     assert receiver.executed(key) == 1
 
@@ -155,7 +141,7 @@ def test_the_same_key_on_another_request_is_a_422(
     assert receiver.request("POST", PATH, BODY, key=key).status == 201
     answer = receiver.request(method, path, body, key=key)
     assert answer.status == 422
-    assert _problem_type(answer) == "idempotency-key-reused"
+    assert answer.problem == "idempotency-key-reused"
     assert receiver.executed(key) == 1
 
 
@@ -182,8 +168,7 @@ def test_a_key_is_forgotten_after_its_retention_and_then_executes_again(
     time.sleep(1.1)
     assert receiver.lookup(key).status == 404
     again = receiver.request("POST", PATH, BODY, key=key)
-    assert again.status == 201
-    assert "idempotency-replayed" not in again.headers
+    assert _fresh(again)
     assert receiver.executed(key) == 2
 
 
@@ -225,7 +210,7 @@ def test_a_webhook_signature_is_accepted_and_a_bad_stale_or_missing_one_refused(
     for refused in ({}, forged, stale, {**signed, "webhook-id": "msg-2"}):
         answer = receiver.request("POST", PATH, BODY, refused, key=key)
         assert answer.status == 401
-        assert _problem_type(answer) == "webhook-signature"
+        assert answer.problem == "webhook-signature"
     assert receiver.executed(key) == 0
     # A space-separated list passes when one v1 signature matches (keys being rotated).
     rotating = {**signed}
@@ -242,7 +227,7 @@ def test_drop_after_commit_executes_then_closes_without_an_answer(
         receiver.request("POST", PATH, BODY, key=key)
     assert receiver.executed(key) == 1
     again = receiver.request("POST", PATH, BODY, key=key)
-    assert (again.status, again.headers["idempotency-replayed"]) == (201, "true")
+    assert (again.status, again.replayed) == (201, True)
     assert receiver.executed(key) == 1
 
 
@@ -255,7 +240,7 @@ def test_stall_commits_before_the_late_answer(receiver: Receiver, key: str) -> N
     receiver.set_fault("stall", seconds=0.3)
     late = receiver.request("POST", PATH, BODY, key=key)
     assert time.monotonic() - started >= 0.3
-    assert (late.status, late.headers["idempotency-replayed"]) == (201, "true")
+    assert (late.status, late.replayed) == (201, True)
     assert receiver.executed(key) == 1
 
 
@@ -265,11 +250,11 @@ def test_error_after_commit_answers_500_and_a_replay_gets_the_stored_201(
     receiver.set_fault("error_after_commit")
     failed = receiver.request("POST", PATH, BODY, key=key)
     assert failed.status == 500
-    assert _problem_type(failed) == "injected-error-after-commit"
+    assert failed.problem == "injected-error-after-commit"
     assert receiver.executed(key) == 1
     assert receiver.lookup(key).json()["response_status"] == 201
     again = receiver.request("POST", PATH, BODY, key=key)
-    assert (again.status, again.headers["idempotency-replayed"]) == (201, "true")
+    assert (again.status, again.replayed) == (201, True)
     assert again.json()["key"] == key
     assert receiver.executed(key) == 1
 
@@ -299,32 +284,25 @@ def test_huge_answers_200_with_3_mib_after_the_commit(receiver: Receiver, key: s
 def test_error_before_answers_500_without_executing(receiver: Receiver, key: str) -> None:
     receiver.set_fault("error_before")
     failed = receiver.request("POST", PATH, BODY, key=key)
-    assert (failed.status, _problem_type(failed)) == (500, "injected-error-before")
+    assert (failed.status, failed.problem) == (500, "injected-error-before")
     assert receiver.executed(key) == 0
     assert receiver.lookup(key).status == 404
     retried = receiver.request("POST", PATH, BODY, key=key)
-    assert retried.status == 201
-    assert "idempotency-replayed" not in retried.headers
+    assert _fresh(retried)
     assert receiver.executed(key) == 1
 
 
 @pytest.mark.parametrize(
-    ("status", "header", "value"),
-    [
-        (429, "retry-after", "1"),
-        (302, "location", "/effects/redirected"),
-        (403, None, None),
-        (400, None, None),
-    ],
+    ("status", "headers"),
+    [(429, {"retry-after": "1"}), (302, {"location": "/effects/redirected"}), (403, {}), (400, {})],
 )
 def test_status_answers_the_given_code_without_executing(
-    receiver: Receiver, key: str, status: int, header: str | None, value: str | None
+    receiver: Receiver, key: str, status: int, headers: dict[str, str]
 ) -> None:
     receiver.set_fault("status", status=status)
     answer = receiver.request("POST", PATH, BODY, key=key)
     assert answer.status == status
-    if header is not None:
-        assert answer.headers[header] == value
+    assert headers.items() <= answer.headers.items()
     assert receiver.executed(key) == 0
     assert receiver.lookup(key).status == 404
 
@@ -350,7 +328,7 @@ def test_a_fault_given_on_the_command_line_is_armed_at_start(make: Make, key: st
 )
 def test_a_bad_fault_is_refused_with_a_400(receiver: Receiver, fault: dict[str, object]) -> None:
     answer = receiver.request("POST", "/_control/faults", json.dumps(fault).encode())
-    assert (answer.status, _problem_type(answer)) == (400, "bad-fault")
+    assert (answer.status, answer.problem) == (400, "bad-fault")
 
 
 def test_the_control_endpoints_list_the_effects_and_answer_health(
@@ -361,16 +339,18 @@ def test_the_control_endpoints_list_the_effects_and_answer_health(
     assert receiver.get("/_control/health").json() == {"status": "ok", "pid": receiver.pid}
 
 
-def test_a_killed_receiver_keeps_its_record_and_replays_after_a_restart(
+def test_a_killed_receiver_keeps_its_record_and_replays_after_a_restart_on_its_port(
     receiver: Receiver, key: str
 ) -> None:
     first = receiver.request("POST", PATH, BODY, key=key)
+    port = receiver.port
     receiver.kill()
     assert receiver.executed(key) == 1
     receiver.restart()
+    assert receiver.port == port
     again = receiver.request("POST", PATH, BODY, key=key)
-    assert (again.status, again.body) == (201, first.body)
-    assert again.headers["idempotency-replayed"] == "true"
+    assert (again.status, again.replayed) == (201, True)
+    assert again.body == first.body
     assert receiver.executed(key) == 1
 
 
@@ -380,7 +360,7 @@ def test_a_key_in_flight_when_the_receiver_was_killed_executes_on_the_next_send(
     receiver.set_fault("hold_in_flight", seconds=10)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         first = pool.submit(receiver.request, "POST", PATH, BODY, key=key)
-        _wait_in_flight(receiver, key)
+        receiver.wait_until_in_flight(key)
         receiver.kill()
         with pytest.raises(ConnectionError):
             first.result()
@@ -390,27 +370,10 @@ def test_a_key_in_flight_when_the_receiver_was_killed_executes_on_the_next_send(
     assert receiver.executed(key) == 1
 
 
-def test_a_restart_keeps_the_port(receiver: Receiver) -> None:
-    port = receiver.port
-    receiver.restart()
-    assert receiver.port == port
-    assert receiver.get("/_control/health").status == 200
-
-
 def test_the_receiver_exits_by_itself_when_its_parent_dies(tmp_path: Path) -> None:
-    parent = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import pathlib, sys, time\n"
-            "from tests.support.receiver_client import Receiver\n"
-            "print(Receiver(pathlib.Path(sys.argv[1])).start().pid, flush=True)\n"
-            "time.sleep(60)\n",
-            str(tmp_path / "orphan.sqlite3"),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-    )
+    state = str(tmp_path / "orphan.sqlite3")
+    command = [sys.executable, "-c", ORPHANING_PARENT, state]
+    parent = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE)
     try:
         assert parent.stdout is not None
         child = int(parent.stdout.readline())
@@ -429,8 +392,6 @@ def test_the_receiver_exits_by_itself_when_its_parent_dies(tmp_path: Path) -> No
 
 def _alive(pid: int) -> bool:
     """Running, not merely a zombie its new parent has yet to reap."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    with contextlib.suppress(FileNotFoundError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    return False
