@@ -160,14 +160,13 @@ class State:
     def lookup(self, key: str) -> dict[str, Any] | None:
         """What `GET /idempotency/{key}` answers, or None for an unknown (or forgotten) key."""
         self._forget_expired(self.conn)
-        row = self.conn.execute(
-            "SELECT key, status, response_status, body_sha256 AS body_digest, effect_id"
-            " FROM idempotency_keys WHERE key = ?",
-            (key,),
-        ).fetchone()
+        columns = "key, status, response_status, body_sha256 AS body_digest, effect_id"
+        sql = f"SELECT {columns} FROM idempotency_keys WHERE key = ?"
+        row = self.conn.execute(sql, (key,)).fetchone()
         return None if row is None else dict(row)
 
     def effects(self) -> list[dict[str, Any]]:
+        """Every effect row, oldest first."""
         return [dict(r) for r in self.conn.execute("SELECT * FROM effects ORDER BY effect_id")]
 
 
@@ -200,7 +199,8 @@ def webhook_refusal(secret: str, headers: Mapping[str, str], body: bytes) -> str
 
 
 class Receiver:
-    """The routes; one instance per process."""
+    """The routes, one instance per process: effects, the key lookup, and `/_control/` (test
+    set-up, no auth: faults, the effect rows, health)."""
 
     def __init__(self, options: argparse.Namespace, state: State) -> None:
         self.options = options
@@ -213,13 +213,14 @@ class Receiver:
             )
 
     def app(self) -> web.Application:
+        """The aiohttp application serving these routes."""
         app = web.Application()
         for method in EFFECT_METHODS:
-            app.router.add_route(method, "/effects/{tail:.+}", self.effect)
-        app.router.add_get("/idempotency/{key:.+}", self.lookup)
-        app.router.add_post("/_control/faults", self.set_fault)
-        app.router.add_get("/_control/effects", self.effects)
-        app.router.add_get("/_control/health", self.health)
+            app.router.add_route(method, "/effects/{tail:.+}", self._effect)
+        app.router.add_get("/idempotency/{key:.+}", self._lookup)
+        app.router.add_post("/_control/faults", self._set_fault)
+        app.router.add_get("/_control/effects", self._effects)
+        app.router.add_get("/_control/health", self._health)
         return app
 
     def _unauthorized(self, request: web.Request) -> web.Response | None:
@@ -242,7 +243,7 @@ class Receiver:
             self.fault = None
         return taken
 
-    async def effect(self, request: web.Request) -> web.StreamResponse:
+    async def _effect(self, request: web.Request) -> web.StreamResponse:
         if (refused := self._unauthorized(request)) is not None:
             return refused
         body = await request.read()
@@ -279,7 +280,7 @@ class Receiver:
         stored = bytes(existing["response_body"])
         return await deliver(request, existing["response_status"], stored, replayed, fault)
 
-    async def lookup(self, request: web.Request) -> web.Response:
+    async def _lookup(self, request: web.Request) -> web.Response:
         if (refused := self._unauthorized(request)) is not None:
             return refused
         found = self.state.lookup(request.match_info["key"])
@@ -287,7 +288,7 @@ class Receiver:
             return problem(404, "idempotency-key-unknown", "no such Idempotency-Key")
         return web.json_response(found)
 
-    async def set_fault(self, request: web.Request) -> web.Response:
+    async def _set_fault(self, request: web.Request) -> web.Response:
         try:
             raw = await request.json()
             self.fault = None if raw.get("mode") == "none" else Fault.parse(raw)
@@ -295,10 +296,10 @@ class Receiver:
             return problem(400, "bad-fault", str(exc))
         return web.json_response(dataclasses.asdict(self.fault) if self.fault else None)
 
-    async def effects(self, request: web.Request) -> web.Response:
+    async def _effects(self, request: web.Request) -> web.Response:
         return web.json_response(self.state.effects())
 
-    async def health(self, request: web.Request) -> web.Response:
+    async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok", "pid": os.getpid()})
 
 
@@ -358,9 +359,8 @@ async def serve(options: argparse.Namespace) -> None:
         loop.add_signal_handler(signum, stop.set)
     parent = options.parent_pid if options.parent_pid is not None else os.getppid()
     _watch_parent(loop, parent, stop)
-    runner = web.AppRunner(
-        Receiver(options, state).app(), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S
-    )
+    app = Receiver(options, state).app()
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S)
     await runner.setup()
     try:
         site = web.TCPSite(runner, "127.0.0.1", options.port)

@@ -254,6 +254,7 @@ class Receiver:
         return send(self.port, method, path, body, sent, timeout=timeout)
 
     def get(self, path: str, headers: Mapping[str, str] | None = None) -> Answer:
+        """`GET path`."""
         return self.request("GET", path, headers=headers)
 
     def lookup(self, key: str, headers: Mapping[str, str] | None = None) -> Answer:

@@ -232,9 +232,9 @@ def test_drop_after_commit_executes_then_closes_without_an_answer(
 
 
 def test_stall_commits_before_the_late_answer(receiver: Receiver, key: str) -> None:
-    receiver.set_fault("stall", seconds=0.6)
+    receiver.set_fault("stall", seconds=0.8)
     with pytest.raises(TimeoutError):
-        receiver.request("POST", PATH, BODY, key=key, timeout=0.2)
+        receiver.request("POST", PATH, BODY, key=key, timeout=0.4)
     assert receiver.executed(key) == 1
     started = time.monotonic()
     receiver.set_fault("stall", seconds=0.3)
@@ -316,10 +316,11 @@ def test_a_fault_hits_the_next_count_requests_and_then_clears(receiver: Receiver
     assert receiver.request("POST", PATH, BODY, key=key).status == 201
 
 
-def test_a_fault_given_on_the_command_line_is_armed_at_start(make: Make, key: str) -> None:
-    receiver = make(fault="status", fault_status=503)
-    assert receiver.request("POST", PATH, BODY, key=key).status == 503
-    assert receiver.request("POST", PATH, BODY, key=key).status == 201
+def test_a_fault_given_on_the_command_line_is_armed_at_start(tmp_path: Path, key: str) -> None:
+    with Receiver(tmp_path / "flags.sqlite3", fault="status", fault_status=503) as receiver:
+        assert receiver.request("POST", PATH, BODY, key=key).status == 503
+        assert receiver.request("POST", PATH, BODY, key=key).status == 201
+    assert receiver.stop() == 0  # the context manager stopped it, cleanly, with SIGTERM
 
 
 @pytest.mark.parametrize(
