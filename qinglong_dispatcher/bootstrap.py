@@ -49,37 +49,47 @@ def sole_daemon(settings: Settings) -> Iterator[None]:
         yield
 
 
+def builtin_context(
+    store: ports.Store,
+    clock: ports.Clock,
+    settings: Settings | None = None,
+    *,
+    tool_sandbox_dir: Path | None = None,
+    profile: str = "edge",
+) -> contract.BuiltInContext:
+    """What the built-in actions' factories get: from `settings` when given (the daemon and
+    the commands), else only a sandbox and a profile (tests that need nothing more)."""
+    if settings is None:
+        return contract.BuiltInContext(
+            store=store, clock=clock, profile=profile, tool_sandbox_dir=tool_sandbox_dir
+        )
+    return contract.BuiltInContext(
+        store=store,
+        clock=clock,
+        profile=settings.profile,
+        tool_sandbox_dir=settings.tool_sandbox_dir,
+        receivers_file=settings.receivers_file,
+        commands_file=settings.commands_file,
+        execute_timeout_s=settings.execute_timeout,
+    )
+
+
 def handlers(
     store: ports.Store,
     clock: ports.Clock,
     *,
     tool_sandbox_dir: Path | None = None,
     profile: str = "edge",
+    settings: Settings | None = None,
 ) -> dict[str, ports.ApprovedActionHandler]:
     """The built-in actions' handlers, keyed by action type.
 
-    `tool.invoke` is registered only with a sandbox directory (`QINGLONG_TOOL_SANDBOX_DIR`);
-    without one its dispatches find no handler and are retried, then blocked.
+    An action whose configuration is missing (`tool.invoke` without a sandbox directory,
+    `http.request` without receivers, `command.run` without commands) has none: its
+    dispatches are retried, then blocked.
     """
     return builtin.handlers(
-        contract.BuiltInContext(
-            store=store, clock=clock, profile=profile, tool_sandbox_dir=tool_sandbox_dir
-        )
-    )
-
-
-def evidence_providers(
-    store: ports.Store,
-    clock: ports.Clock,
-    *,
-    tool_sandbox_dir: Path | None = None,
-    profile: str = "edge",
-) -> dict[str, ports.EvidenceProvider]:
-    """The built-in actions' evidence providers by action type."""
-    return builtin.evidence_providers(
-        contract.BuiltInContext(
-            store=store, clock=clock, profile=profile, tool_sandbox_dir=tool_sandbox_dir
-        )
+        builtin_context(store, clock, settings, tool_sandbox_dir=tool_sandbox_dir, profile=profile)
     )
 
 
@@ -89,16 +99,20 @@ def build_reconciler(
     *,
     tool_sandbox_dir: Path | None = None,
     profile: str = "edge",
+    settings: Settings | None = None,
     installed: registry.Installed | None = None,
 ) -> reconciler.Reconciler:
     """The reconciler: the store and the providers, and no handler at all.
 
     `installed` defaults to this process's entry-point actions (`registry.installed()`)."""
     actions = registry.installed() if installed is None else installed
+    context = builtin_context(
+        store, clock, settings, tool_sandbox_dir=tool_sandbox_dir, profile=profile
+    )
     return reconciler.Reconciler(
         store,
         {
-            **evidence_providers(store, clock, tool_sandbox_dir=tool_sandbox_dir, profile=profile),
+            **builtin.evidence_providers(context),
             **actions.evidence_providers(actions.context(store, clock)),
         },
         clock,
@@ -128,12 +142,7 @@ def build_dispatcher(
     return dispatcher.Dispatcher(
         store,
         {
-            **handlers(
-                store,
-                clock,
-                tool_sandbox_dir=settings.tool_sandbox_dir,
-                profile=settings.profile,
-            ),
+            **handlers(store, clock, settings=settings),
             **actions.handlers(actions.context(store, clock)),
             **(extra_handlers or {}),
         },
@@ -157,9 +166,7 @@ def build_daemon_parts(settings: Settings, store: ports.Store, clock: ports.Cloc
         store=store,
         clock=clock,
         dispatcher=the_dispatcher,
-        reconciler=build_reconciler(
-            store, clock, tool_sandbox_dir=settings.tool_sandbox_dir, profile=settings.profile
-        ),
+        reconciler=build_reconciler(store, clock, settings=settings),
         metrics=the_metrics,
         health=http.Health(cadence_s=settings.cadence_seconds, stale_after_s=stale_after),
         notifier=systemd.Notifier(),
@@ -182,7 +189,7 @@ def build_api(settings: Settings, store: ports.Store, clock: ports.Clock) -> api
             approval_ttl_ms=int(settings.approval_ttl_seconds * 1000),
             max_attempts=settings.max_attempts,
         ),
-        installed_plan_models=lambda: registry.installed().plan_models,
+        installed_plan_models=lambda: {**builtin.PLAN_MODELS, **registry.installed().plan_models},
     )
 
 

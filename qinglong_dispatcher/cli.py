@@ -50,7 +50,7 @@ def _require_known_action(args: argparse.Namespace) -> None:
     """`--action` names a built-in or installed type; the entry points are read (once, after
     logging is set up: loading logs `actions.loaded`) only for another name."""
     action = getattr(args, "action", None) if getattr(args, "action_option", False) else None
-    if action is None or action in plans.PLAN_MODELS or action in registry.installed().specs:
+    if action is None or action in registry.BUILT_IN or action in registry.installed().specs:
         return
     shown = action if plans.is_identifier(action) else "?"
     raise common.UsageError(f"argument --action: unknown action type: {shown}")
@@ -180,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--action",
         required=True,
         metavar="TYPE",
-        help=f"{', '.join(sorted(plans.PLAN_MODELS))} or an installed action's type",
+        help=f"{', '.join(sorted(registry.BUILT_IN))} or an installed action's type",
     )
     a.set_defaults(action_option=True)
     a.add_argument("--plan", required=True, type=Path, metavar="FILE")

@@ -77,6 +77,12 @@ class Dispatcher:
         )
         self._page = page_path.PagePath(store, handlers, clock, config, fault_hook=fault_hook)
 
+    async def aclose(self) -> None:
+        """Release what the handlers hold (an HTTP client's connections), once no batch runs."""
+        for handler in self._handlers.values():
+            if isinstance(handler, ports.Closable):
+                await handler.aclose()
+
     def drain(self) -> None:
         """Shutdown: claim nothing more; give back claimed items that have not started."""
         self._draining.set()

@@ -5,10 +5,23 @@ from __future__ import annotations
 from typing import Final
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.actions import contract, run_create, tool_invoke
+from qinglong_dispatcher.actions import command_run, contract, http_request, run_create, tool_invoke
+from qinglong_dispatcher.domain import plans
 
-BUILT_IN: Final[tuple[contract.BuiltInSpec, ...]] = (run_create.ACTION, tool_invoke.ACTION)
-"""Every built-in action; `domain.plans.PLAN_MODELS` holds their plan models."""
+BUILT_IN: Final[tuple[contract.BuiltInSpec, ...]] = (
+    run_create.ACTION,
+    tool_invoke.ACTION,
+    http_request.ACTION,
+    command_run.ACTION,
+)
+"""Every built-in action."""
+
+PLAN_MODELS: Final[plans.PlanModels] = {
+    **http_request.PLAN_MODELS,
+    **command_run.PLAN_MODELS,
+}
+"""The built-in plan models kept in their action's package (the first two built-ins' are in
+`domain.plans.PLAN_MODELS`): parsed like an installed action's, reserved like a built-in."""
 
 
 def handlers(ctx: contract.BuiltInContext) -> dict[str, ports.ApprovedActionHandler]:

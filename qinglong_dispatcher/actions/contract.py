@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.domain import errors, plans, records
+from qinglong_dispatcher.domain import errors, plans, records, recovery
 
 P = TypeVar("P", bound=plans.PlanModel)
 
@@ -142,8 +142,24 @@ class BuiltInSpec:
     """One built-in action: an `ActionSpec` whose factories get a `BuiltInContext`."""
 
     action_type: str
-    plan_model: type[plans.ActionPlan]
+    plan_model: type[plans.ActionPlan] | type[plans.PlanModel]
+    """Where the model lives: `domain/plans.py` for the first two built-ins, the package's own
+    `plan` module for the others (passed to parsing like an installed model)."""
     handler: Callable[[BuiltInContext], ports.ApprovedActionHandler | None]
     """None: not configured in this process; its dispatches find no handler and are retried,
     then blocked."""
     evidence: Callable[[BuiltInContext], ports.EvidenceProvider] | ManualOnly
+
+
+class Unconfigured:
+    """The evidence provider of a built-in action this process has no configuration for: it
+    cannot look, so every answer is `unavailable` (never `missing`, which would invite an
+    operator to fail work that may have happened)."""
+
+    def __init__(self, action_type: str, code: str) -> None:
+        self.action_type = action_type
+        self._code = code
+
+    async def evidence(self, snapshot: recovery.Snapshot) -> recovery.Evidence:
+        """Raise: the action is not configured here."""
+        raise errors.ConfigurationError(f"{self.action_type} is not configured", code=self._code)

@@ -20,12 +20,12 @@ from typing import Final
 import structlog
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.actions import contract
+from qinglong_dispatcher.actions import builtin, contract
 from qinglong_dispatcher.domain import errors, plans, records, recovery
 
 log = structlog.get_logger("qinglong_dispatcher.actions.registry")
 
-BUILT_IN: Final = frozenset(plans.PLAN_MODELS)
+BUILT_IN: Final = frozenset(plans.PLAN_MODELS) | frozenset(builtin.PLAN_MODELS)
 """Action types the dispatcher itself serves; no entry point may declare one."""
 
 _REQUIRED_CONFIG: Final = {"extra": "forbid", "strict": True, "frozen": True}

@@ -85,9 +85,12 @@ async def cmd_tick(settings: Settings, args: argparse.Namespace) -> int:
             totals.update(report.outcomes)
             if report.observed == 0 or not args.drain:
                 break
-        reconciled = await bootstrap.build_reconciler(
-            store, the_clock, tool_sandbox_dir=settings.tool_sandbox_dir
-        ).reconcile_pass()
+        await the_dispatcher.aclose()
+        the_reconciler = bootstrap.build_reconciler(store, the_clock, settings=settings)
+        try:
+            reconciled = await the_reconciler.reconcile_pass()
+        finally:
+            await the_reconciler.aclose()
         result = {
             "batches": batches,
             "observed": observed,

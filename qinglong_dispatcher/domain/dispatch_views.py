@@ -26,6 +26,9 @@ CURSOR_FORMAT: Final = "<created_at_ms>:<dispatch_id>"
 PLAN_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
     "run.create": ("projectId", "taskId", "taskRevision", "executorType", "priority", "taskName"),
     "tool.invoke": ("projectId", "runId", "stepRunId", "toolId", "toolVersion"),
+    # Headers, query, body and arguments may carry customer data: never shown here.
+    "http.request": ("projectId", "receiver", "method", "path"),
+    "command.run": ("projectId", "command"),
 }
 """The plan members `dispatch show` prints, per action type: none of them is sensitive."""
 

@@ -93,6 +93,8 @@ class Daemon:
             await self._stop.wait()
             await self._drain()
             tg.cancel_scope.cancel()
+        await p.dispatcher.aclose()
+        await p.reconciler.aclose()
         log.info("daemon.stopped", ticks=self.ticks)
         return 0
 

@@ -30,6 +30,7 @@ from qinglong_dispatcher.ports.executions import (
 )
 from qinglong_dispatcher.ports.handlers import (
     ApprovedActionHandler,
+    Closable,
     EvidenceProvider,
     ExecuteKind,
     ExecuteResult,
@@ -74,6 +75,7 @@ __all__ = [
     "ApprovedActionHandler",
     "CancelStore",
     "Clock",
+    "Closable",
     "DispatchReadStore",
     "DispatchStore",
     "EvidenceProvider",

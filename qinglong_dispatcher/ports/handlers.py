@@ -113,6 +113,16 @@ class TransactionalHandler(Protocol):
         ...
 
 
+@runtime_checkable
+class Closable(Protocol):
+    """A handler or evidence provider holding something to release at shutdown (an HTTP
+    client's connections); the dispatcher and the reconciler close those they hold."""
+
+    async def aclose(self) -> None:
+        """Release what it holds; called once, after the last execute or evidence."""
+        ...
+
+
 class EvidenceProvider(Protocol):
     """Reads an action's trusted evidence; read-only, no way to execute."""
 

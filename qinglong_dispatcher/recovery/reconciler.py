@@ -53,6 +53,12 @@ class Reconciler:
         self._page_size = page_size
         self._cursor: tuple[int, str] | None = None
 
+    async def aclose(self) -> None:
+        """Release what the providers hold (an HTTP client's connections)."""
+        for provider in self._providers.values():
+            if isinstance(provider, ports.Closable):
+                await provider.aclose()
+
     async def reconcile_pass(self) -> ReconcileReport:
         """One page; the cursor moves on so rows that stay stuck do not starve the rest."""
         page = await self._store.list_recovery_required(

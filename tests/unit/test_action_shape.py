@@ -15,13 +15,15 @@ EXAMPLE = pathlib.Path(__file__).parents[2] / "examples" / "qinglong-action-note
 
 def test_the_built_in_specs_are_the_built_in_plan_models_and_the_reserved_types() -> None:
     by_type = {spec.action_type: spec for spec in builtin.BUILT_IN}
-    assert set(by_type) == set(plans.PLAN_MODELS) == registry.BUILT_IN
+    models = {**plans.PLAN_MODELS, **builtin.PLAN_MODELS}
+    assert set(by_type) == set(models) == registry.BUILT_IN
+    assert not set(plans.PLAN_MODELS) & set(builtin.PLAN_MODELS)
     for action_type, spec in by_type.items():
-        assert spec.plan_model is plans.PLAN_MODELS[action_type]
+        assert spec.plan_model is models[action_type]
         assert action_type == spec.plan_model.ACTION_TYPE
 
 
-@pytest.mark.parametrize("package", ["run_create", "tool_invoke"])
+@pytest.mark.parametrize("package", ["run_create", "tool_invoke", "http_request", "command_run"])
 def test_a_built_in_action_is_a_package_with_a_handler_an_evidence_provider_and_its_spec(
     package: str,
 ) -> None:

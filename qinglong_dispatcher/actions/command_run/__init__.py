@@ -38,6 +38,7 @@ from __future__ import annotations
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import contract
 from qinglong_dispatcher.actions.command_run import commands, evidence, handler, plan
+from qinglong_dispatcher.domain import plans
 
 ACTION_TYPE = plan.ACTION_TYPE
 
@@ -50,3 +51,37 @@ def build(
         handler.CommandRunHandler(plans, commands, clock),
         evidence.CommandRunEvidence(plans, commands),
     )
+
+
+PLAN_MODELS: plans.PlanModels = {ACTION_TYPE: plan.CommandRunPlan}
+
+
+def _commands(ctx: contract.BuiltInContext) -> commands.CommandSet | None:
+    # Read at startup: a broken file is a configuration error (exit 78), not a dead dispatch.
+    return None if ctx.commands_file is None else commands.load(ctx.commands_file)
+
+
+def _handler(ctx: contract.BuiltInContext) -> handler.CommandRunHandler | None:
+    loaded = _commands(ctx)
+    if loaded is None:
+        return None
+    built, _ = build(loaded, contract.PlanReader(ctx.store, PLAN_MODELS), ctx.clock)
+    return built
+
+
+def _evidence(
+    ctx: contract.BuiltInContext,
+) -> evidence.CommandRunEvidence | contract.Unconfigured:
+    loaded = _commands(ctx)
+    if loaded is None:
+        return contract.Unconfigured(ACTION_TYPE, "commands_unconfigured")
+    _, provider = build(loaded, contract.PlanReader(ctx.store, PLAN_MODELS), ctx.clock)
+    return provider
+
+
+ACTION = contract.BuiltInSpec(
+    action_type=ACTION_TYPE,
+    plan_model=plan.CommandRunPlan,
+    handler=_handler,
+    evidence=_evidence,
+)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import contract
 from qinglong_dispatcher.actions.http_request import evidence, handler, plan, receivers
+from qinglong_dispatcher.domain import plans
 
 if TYPE_CHECKING:
     from qinglong_dispatcher.actions.http_request import send
@@ -47,3 +48,41 @@ def build(
         evidence.HttpRequestEvidence(plans, receivers, sender, clock),
         sender,
     )
+
+
+PLAN_MODELS: plans.PlanModels = {ACTION_TYPE: plan.HttpRequestPlan}
+
+
+def _receivers(ctx: contract.BuiltInContext) -> receivers.ReceiverSet | None:
+    # Read at startup: a broken file is a configuration error (exit 78), not a dead dispatch.
+    if ctx.receivers_file is None:
+        return None
+    loaded = receivers.load(ctx.receivers_file)
+    loaded.require_within(ctx.execute_timeout_s)
+    return loaded
+
+
+def _handler(ctx: contract.BuiltInContext) -> handler.HttpRequestHandler | None:
+    loaded = _receivers(ctx)
+    if loaded is None:
+        return None
+    built, _, _ = build(loaded, contract.PlanReader(ctx.store, PLAN_MODELS), ctx.clock)
+    return built
+
+
+def _evidence(
+    ctx: contract.BuiltInContext,
+) -> evidence.HttpRequestEvidence | contract.Unconfigured:
+    loaded = _receivers(ctx)
+    if loaded is None:
+        return contract.Unconfigured(ACTION_TYPE, "receivers_unconfigured")
+    _, provider, _ = build(loaded, contract.PlanReader(ctx.store, PLAN_MODELS), ctx.clock)
+    return provider
+
+
+ACTION = contract.BuiltInSpec(
+    action_type=ACTION_TYPE,
+    plan_model=plan.HttpRequestPlan,
+    handler=_handler,
+    evidence=_evidence,
+)

@@ -6,7 +6,7 @@ Only a receiver that keeps its keys can answer, and only while it still keeps th
 
 - `get`: `GET lookup_path` with the key. 200 whose JSON `status` is `completed` is
   `verified_succeeded`; a 404 is `missing` (`lookup_missing`); 409, or a 200 whose status is
-  `pending`, `processing` or `in_progress`, is `missing` (`lookup_in_flight`).
+  `in_flight`, `pending`, `processing` or `in_progress`, is `missing` (`lookup_in_flight`).
 - `replay`: the exact approved bytes again under the same key. Configuration allows it only
   for a receiver that dedupes per key, which answers a same-key resend from its store and
   cannot perform the effect twice: a 2xx is `verified_succeeded`, a 422 (the key was used
@@ -32,7 +32,7 @@ ACTION_TYPE: Final = plan_model.ACTION_TYPE
 EVIDENCE_TAG: Final = "qinglong/http.request/evidence@v1"
 Kind = recovery.EvidenceKind
 _COMPLETED: Final = "completed"
-_IN_FLIGHT: Final = frozenset({"pending", "processing", "in_progress"})
+_IN_FLIGHT: Final = frozenset({"in_flight", "pending", "processing", "in_progress"})
 
 
 class LookupUnavailable(errors.QinglongError):
@@ -57,6 +57,10 @@ class HttpRequestEvidence:
         self._receivers = receivers
         self._sender = sender
         self._clock = clock
+
+    async def aclose(self) -> None:
+        """Close the sender's connections (`ports.Closable`)."""
+        await self._sender.aclose()
 
     async def evidence(self, snapshot: recovery.Snapshot) -> recovery.Evidence:
         """Ask the receiver about the dispatch's key (see the module docstring)."""

@@ -55,6 +55,10 @@ class HttpRequestHandler:
         self._clock = clock
         self._rng = rng or random.Random()
 
+    async def aclose(self) -> None:
+        """Close the sender's connections (`ports.Closable`)."""
+        await self._sender.aclose()
+
     def _prepare(
         self, plan: plan_model.HttpRequestPlan, key: str
     ) -> tuple[receiver_config.Receiver, http.PreparedRequest]:

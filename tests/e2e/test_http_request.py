@@ -1,0 +1,234 @@
+"""`http.request` end to end, on SQLite and PostgreSQL: the real console script sends approved
+requests to a real receiver process (stored results per key, faults on demand), the receipt
+commits with the completion, an uncertain answer waits in `recovery_required` until the
+receiver's own record settles it, and the bearer secret is found nowhere but on the wire.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+import pytest
+
+from tests.support import stores
+from tests.support.cli import json_out, run_cli
+from tests.support.receiver_client import Receiver, receivers
+
+ACTION = "http.request"
+
+
+@dataclasses.dataclass
+class Target:
+    """One dialect's logins as the CLI takes them, and everything the runs printed."""
+
+    dialect: str
+    admin: list[str]
+    runtime: list[str]
+    approver: list[str]
+    env: dict[str, str]
+    cwd: Path
+    database: str | None = None
+    printed: list[str] = dataclasses.field(default_factory=list)
+
+    def run(self, login: list[str], *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        done = run_cli(*args, *login, cwd=self.cwd, env={**self.env, **extra})
+        self.printed += [done.stdout, done.stderr]
+        return done
+
+
+@pytest.fixture
+def receiver(tmp_path: Path) -> Iterator[tuple[Receiver, str]]:
+    """A receiver that demands a bearer token, and the token (unique to this test)."""
+    token = f"tok-{uuid.uuid4().hex}"
+    bearer = tmp_path / "bearer"
+    bearer.write_text(token, encoding="utf-8")
+    with receivers(tmp_path) as make:
+        yield make(bearer_file=bearer), token
+
+
+@pytest.fixture(params=stores.DIALECTS)
+async def target(
+    request: pytest.FixtureRequest, tmp_path: Path, receiver: tuple[Receiver, str]
+) -> AsyncIterator[Target]:
+    the_receiver, token = receiver
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    (credentials / "receiver-token").write_text(token + "\n", encoding="utf-8")
+    config = tmp_path / "receivers.toml"
+    config.write_text(
+        f"""
+[receivers.orders]
+base_url = "{the_receiver.url}"
+methods = ["POST"]
+path_prefixes = ["/effects/"]
+connect_timeout_seconds = 0.5
+read_timeout_seconds = 0.8
+total_timeout_seconds = 1.0
+keep_headers = ["idempotency-replayed"]
+auth = "credential:receiver-token"
+idempotency = {{ dedupes = true, key_retention_seconds = 3600, lookup = "get", lookup_path = "/idempotency/{{key}}" }}
+""",
+        encoding="utf-8",
+    )
+    env = {
+        "QINGLONG_RECEIVERS_FILE": str(config),
+        "CREDENTIALS_DIRECTORY": str(credentials),
+        # A short lease, so that an uncertain send reaches recovery quickly.
+        "QINGLONG_LEASE_SECONDS": "2",
+        "QINGLONG_EXECUTE_TIMEOUT_SECONDS": "1.5",
+        "QINGLONG_LOG_LEVEL": "debug",
+    }
+    if request.param == "sqlite":
+        login = ["--database", f"sqlite:///{tmp_path / 'q.db'}"]
+        yield Target("sqlite", login, login, login, env, tmp_path)
+        return
+    async with stores.fresh_database(migrated=False) as name:
+
+        def cluster(url: str) -> list[str]:
+            return ["--profile", "cluster", "--database", url]
+
+        yield Target(
+            "postgres",
+            admin=cluster(stores.pg_url(name)),
+            runtime=cluster(stores.runtime_url(name)),
+            approver=cluster(stores.strict_approver_url(name)),
+            env={**env, "QINGLONG_INSTALLATION": stores.INSTALLATION},
+            cwd=tmp_path,
+            database=name,
+        )
+
+
+def _dispatch(t: Target, ref: str, body: bytes) -> str:
+    """Approve and consume one POST of `body` to the receiver: its dispatch id."""
+    plan = t.cwd / f"{ref}.json"
+    plan.write_text(
+        json.dumps(
+            {
+                "schemaVersion": 1,
+                "actionRef": ref,
+                "projectId": "p1",
+                "receiver": "orders",
+                "method": "POST",
+                "path": "/effects/silences",
+                "query": [],
+                "headers": [],
+                "body": base64.b64encode(body).decode("ascii"),
+                "contentType": "application/json",
+            }
+        ),
+        encoding="utf-8",
+    )
+    create = ("approval", "create", "--action", ACTION, "--plan", str(plan))
+    created = json_out(t.run(t.runtime, *create, "--requested-by", "alice", "--json"))
+    approval_id = created["approval_request_id"]
+    json_out(t.run(t.approver, "approval", "approve", approval_id, "--by", "bob", "--json"))
+    consumed = json_out(t.run(t.runtime, "approval", "consume", approval_id, "--json"))
+    return str(consumed["dispatch_id"])
+
+
+def _show(t: Target, dispatch_id: str) -> dict[str, Any]:
+    shown: dict[str, Any] = json_out(t.run(t.runtime, "dispatch", "show", dispatch_id, "--json"))
+    return shown
+
+
+def _settle_by_evidence(t: Target, dispatch_id: str) -> dict[str, Any]:
+    """Tick until the reconciler has settled `dispatch_id` (its lease must run out first)."""
+    deadline = time.monotonic() + 30
+    while True:
+        json_out(t.run(t.runtime, "tick", "--once", "--json"))
+        shown = _show(t, dispatch_id)
+        if shown["execution"]["status"] != "executing":
+            return shown
+        assert time.monotonic() < deadline, "recovery never settled the uncertain send"
+        time.sleep(0.3)
+
+
+def _end_to_end(t: Target, receiver: Receiver) -> None:
+    assert t.run(t.admin, "migrate").returncode == 0
+    sent = _dispatch(t, "silence-1", b'{"matchers":[{"name":"alertname","value":"Disk"}]}')
+    assert receiver.executed(sent) == 0  # approving and consuming sent nothing
+
+    ticked = json_out(t.run(t.runtime, "tick", "--once", "--json"))
+    assert ticked["outcomes"] == {"succeeded": 1}
+    assert receiver.executed(sent) == 1
+    (effect,) = receiver.effects()
+    assert effect["body_sha256"] == _sha256(b'{"matchers":[{"name":"alertname","value":"Disk"}]}')
+    shown = _show(t, sent)
+    assert shown["execution"]["result_code"] == "http_201"
+    receipt = shown["execution"]["receipt"]
+    assert (receipt["status"], receipt["replayed"]) == (201, False)
+    assert len(receipt["bodyDigest"]) == 64
+    assert shown["plan"] == {
+        "projectId": "p1",
+        "receiver": "orders",
+        "method": "POST",
+        "path": "/effects/silences",
+    }
+
+    # The receiver commits, then answers 500: uncertain, never resent by the dispatcher; the
+    # receiver's record of the key settles it once the lease has run out.
+    receiver.set_fault("error_after_commit")
+    uncertain = _dispatch(t, "silence-2", b'{"matchers":[]}')
+    ticked = json_out(t.run(t.runtime, "tick", "--once", "--json"))
+    assert ticked["outcomes"] == {"uncertain": 1}
+    assert _show(t, uncertain)["execution"]["status"] == "executing"
+    settled = _settle_by_evidence(t, uncertain)
+    assert settled["execution"]["status"] == "succeeded"
+    assert settled["resolution"]["source"] == "evidence"
+    assert receiver.executed(uncertain) == 1
+
+    # A 422 proves nothing happened under this receiver's profile: failed, with its receipt.
+    receiver.set_fault("status", status=422)
+    refused = _dispatch(t, "silence-3", b"{}")
+    ticked = json_out(t.run(t.runtime, "tick", "--once", "--json"))
+    assert ticked["outcomes"] == {"failed": 1}
+    shown = _show(t, refused)
+    assert (shown["execution"]["result_code"], shown["execution"]["receipt"]["status"]) == (
+        "http_422",
+        422,
+    )
+    assert receiver.executed(refused) == 0
+
+    # Nothing is ever sent twice: another tick finds nothing due.
+    assert json_out(t.run(t.runtime, "tick", "--once", "--json"))["outcomes"] == {}
+    assert [receiver.executed(d) for d in (sent, uncertain, refused)] == [1, 1, 0]
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _stored_bytes(t: Target) -> bytes:
+    """Everything the database holds: the SQLite file and its WAL, or a pg_dump."""
+    if t.dialect == "sqlite":
+        return b"".join(p.read_bytes() for p in t.cwd.glob("q.db*"))
+    assert t.database is not None
+    dumped = subprocess.run(
+        ["pg_dump", "--data-only", stores.pg_url(t.database)],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    return dumped.stdout
+
+
+async def test_approved_requests_are_sent_once_receipted_and_recovered_by_the_receivers_record(
+    target: Target, receiver: tuple[Receiver, str]
+) -> None:
+    the_receiver, token = receiver
+    await anyio.to_thread.run_sync(_end_to_end, target, the_receiver)
+    # The secret went over the wire (the receiver refuses a request without it) and nowhere
+    # else: not in any output or log line at debug level, nor in the database.
+    assert all(token not in text for text in target.printed)
+    assert token.encode() not in await anyio.to_thread.run_sync(_stored_bytes, target)
