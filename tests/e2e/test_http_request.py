@@ -75,7 +75,12 @@ read_timeout_seconds = 0.8
 total_timeout_seconds = 1.0
 keep_headers = ["idempotency-replayed"]
 auth = "credential:receiver-token"
-idempotency = {{ dedupes = true, key_retention_seconds = 3600, lookup = "get", lookup_path = "/idempotency/{{key}}" }}
+
+[receivers.orders.idempotency]
+dedupes = true
+key_retention_seconds = 3600
+lookup = "get"
+lookup_path = "/idempotency/{{key}}"
 """,
         encoding="utf-8",
     )
