@@ -198,6 +198,15 @@ class Settings(BaseSettings):
     def _lower_log_level(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
+    @field_validator("receivers_file", "commands_file")
+    @classmethod
+    def _regular_file(cls, value: Path | None) -> Path | None:
+        # Its contents are checked when the actions are built (run, tick): here, that it is
+        # there at all, so that a mistyped path is refused by every command alike.
+        if value is not None and not value.is_file():
+            raise ValueError(f"not a readable regular file: {value}")
+        return value
+
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, value: str) -> str:

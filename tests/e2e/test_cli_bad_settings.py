@@ -39,6 +39,8 @@ BAD: dict[str, str] = {
     "require_sync_standby": "maybe",
     "max_clock_skew_seconds": "0",
     "tool_sandbox_dir": "",  # no bad text exists; the config file gives it a number below
+    "receivers_file": "/nonexistent/receivers.toml",
+    "commands_file": "/nonexistent/commands.toml",
     "wakeup_on_submit": "maybe",
     "retention_days": "1e308",
     "audit_retention_days": "12 months",
@@ -91,3 +93,23 @@ def test_a_bad_config_file_value_is_one_line_naming_it_and_exit_78(
     config.write_text(f"{port}{field} = {literal}\n", encoding="utf-8")
     result = run_cli("--config", str(config), *_command(field), cwd=workdir, timeout=30)
     _assert_refused(result.stderr, result.returncode, field)
+
+
+@pytest.mark.parametrize(
+    ("setting", "text"),
+    [
+        ("receivers_file", '[receivers.orders]\nbase_url = "ftp://example.test"\n'),
+        ("commands_file", '[commands.reload]\nexecutable = "/nonexistent/tool"\n'),
+    ],
+)
+def test_a_broken_actions_file_stops_the_daemon_in_one_line_with_exit_78(
+    workdir: Path, setting: str, text: str
+) -> None:
+    config = workdir / f"broken-{setting}.toml"
+    config.write_text(text, encoding="utf-8")
+    env = {"QINGLONG_METRICS_PORT": "0", env_name(setting): str(config)}
+    result = run_cli("tick", "--once", cwd=workdir, env=env, timeout=30)
+    assert result.returncode == 78, result.stderr
+    (line,) = error_lines(result.stderr)
+    assert "Traceback" not in result.stderr
+    assert config.name in line
