@@ -113,3 +113,21 @@ def test_a_broken_actions_file_stops_the_daemon_in_one_line_with_exit_78(
     (line,) = error_lines(result.stderr)
     assert "Traceback" not in result.stderr
     assert config.name in line
+
+
+def test_a_command_whose_timeout_reaches_the_execute_timeout_stops_the_daemon(
+    workdir: Path,
+) -> None:
+    config = workdir / "slow-commands.toml"
+    config.write_text(
+        '[commands.reload]\nexecutable = "/bin/true"\ntimeout_seconds = 20\n', encoding="utf-8"
+    )
+    env = {
+        "QINGLONG_METRICS_PORT": "0",
+        "QINGLONG_COMMANDS_FILE": str(config),
+        "QINGLONG_EXECUTE_TIMEOUT_SECONDS": "15",
+    }
+    result = run_cli("tick", "--once", cwd=workdir, env=env, timeout=30)
+    assert result.returncode == 78, result.stderr
+    (line,) = error_lines(result.stderr)
+    assert "commands.reload.timeout_seconds must be below the execute timeout" in line

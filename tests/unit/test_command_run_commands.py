@@ -80,7 +80,7 @@ executable = "{tool}"
         (),
         (),
     )
-    assert (plain.timeout_seconds, plain.output_cap_bytes) == (30.0, 65536)
+    assert (plain.timeout_seconds, plain.output_cap_bytes) == (10.0, 65536)
     assert (plain.run_as, plain.fails_cleanly, plain.check) == (None, False, None)
     assert loaded.get("absent") is None
 

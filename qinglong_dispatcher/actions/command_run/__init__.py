@@ -58,7 +58,11 @@ PLAN_MODELS: plans.PlanModels = {ACTION_TYPE: plan.CommandRunPlan}
 
 def _commands(ctx: contract.BuiltInContext) -> commands.CommandSet | None:
     # Read at startup: a broken file is a configuration error (exit 78), not a dead dispatch.
-    return None if ctx.commands_file is None else commands.load(ctx.commands_file)
+    if ctx.commands_file is None:
+        return None
+    loaded = commands.load(ctx.commands_file)
+    loaded.require_within(ctx.execute_timeout_s)
+    return loaded
 
 
 def _handler(ctx: contract.BuiltInContext) -> handler.CommandRunHandler | None:

@@ -23,7 +23,8 @@ from qinglong_dispatcher import bounded_files
 from qinglong_dispatcher.actions import secrets
 from qinglong_dispatcher.domain import errors, plans
 
-DEFAULT_TIMEOUT_S: Final = 30.0
+DEFAULT_TIMEOUT_S: Final = 10.0
+"""Below the default execute timeout (half the default 30 s lease)."""
 DEFAULT_CHECK_TIMEOUT_S: Final = 10.0
 MAX_TIMEOUT_S: Final = 86_400.0
 DEFAULT_OUTPUT_CAP_BYTES: Final = 64 * 1024
@@ -138,10 +139,23 @@ class CommandSet:
     """Every configured command by name."""
 
     commands: Mapping[str, Command]
+    source: str = "commands"
+    """The file it was read from, named in refusals."""
 
     def get(self, name: str) -> Command | None:
         """The command called `name`, or None."""
         return self.commands.get(name)
+
+    def require_within(self, execute_timeout_s: float) -> None:
+        """Refuse a command whose timeout is not below the execute timeout: the dispatcher
+        would cut the execute off mid-run, which can only end indeterminate (`blocked`)
+        instead of `uncertain`, and recovery would never ask the check."""
+        for name, command in self.commands.items():
+            if command.timeout_seconds >= execute_timeout_s:
+                raise CommandConfigInvalid(
+                    f"{self.source}: commands.{name}.timeout_seconds must be below the "
+                    f"execute timeout ({execute_timeout_s:g} s)"
+                )
 
 
 class _Fields:
@@ -348,7 +362,7 @@ def parse(data: Mapping[str, object], *, source: str, euid: int | None = None) -
                 f"{source}: commands.?: a command name must match {_NAME_RULE}"
             )
         built[name] = _command(source, name, table, running_as)
-    return CommandSet(built)
+    return CommandSet(built, source)
 
 
 def load(path: Path) -> CommandSet:
