@@ -1,5 +1,4 @@
-"""SIGKILL of `command.run` between the command's run and the completion, 20 times per dialect:
-each line is written at most once, the check settles those that are there, the rest wait."""
+"""SIGKILL after command.run ran: each line written once, settled by its check; none: it waits."""
 
 from __future__ import annotations
 
