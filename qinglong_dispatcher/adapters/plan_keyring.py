@@ -215,7 +215,9 @@ def load(path: Path, *, allow_group_read: bool = False) -> KeyRing:
     or execute for group, and any bit for other, are refused either way.
     """
     try:
-        with path.open("rb") as handle:
+        # O_NONBLOCK: a FIFO put in the ring's place is refused below instead of hanging here.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as handle:
             # The checks look at the file that was opened, not at whatever the path names now.
             info = os.fstat(handle.fileno())
             if not stat.S_ISREG(info.st_mode):
