@@ -109,7 +109,8 @@ async def receiver(workdir: Path) -> AsyncIterator[Receiver]:
             await anyio.to_thread.run_sync(_stop, process)
 
 
-def _fetch_stats(port: int) -> dict[str, Any]:
+def fetch_stats(port: int) -> dict[str, Any]:
+    """What the receiver counted (`GET /_bench/stats`)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=STATS_TIMEOUT_S)
     try:
         connection.request("GET", STATS_PATH)
@@ -232,7 +233,7 @@ async def mixed_http(made: Scratch, workdir: Path, count: int, replicas: int) ->
         before = procstat.of_pid(the_receiver.pid)
         results, elapsed = await phases.drain(made, replicas, receivers_file=str(config))
         after = procstat.of_pid(the_receiver.pid)
-        stats = await anyio.to_thread.run_sync(_fetch_stats, the_receiver.port)
+        stats = await anyio.to_thread.run_sync(fetch_stats, the_receiver.port)
     executed: dict[str, int] = stats["executed"]
     executed_once = sum(1 for d in http_ids if executed.get(d) == 1)
     if len(executed) != len(http_ids):
