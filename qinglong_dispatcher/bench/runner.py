@@ -158,12 +158,12 @@ def _mixed_http_entry(
 
 
 def table(report: dict[str, Any]) -> str:
-    """A short human-readable table."""
-    lines = []
+    """A short human-readable table: one figure a line, nested ones as `phase.figure`."""
+    rows: list[tuple[str, object]] = []
     for key, value in report.items():
         if isinstance(value, dict):
-            for sub, inner in value.items():
-                lines.append(f"{key}.{sub:<24} {inner}")
+            rows.extend((f"{key}.{sub}", inner) for sub, inner in value.items())
         else:
-            lines.append(f"{key:<27} {value}")
-    return "\n".join(lines)
+            rows.append((key, value))
+    width = max(len(label) for label, _ in rows) + 2
+    return "\n".join(f"{label:<{width}}{value}" for label, value in rows)
