@@ -1,10 +1,10 @@
-"""The mixed HTTP phase: nine in ten dispatches `run.create`, one in ten `http.request` to a
-local receiver process, drained by the same replica processes as the dispatch phase.
+"""The mixed HTTP phase: 90 % `run.create`, 10 % `http.request` to a local receiver process.
 
-The receiver (`bench.receiver`) is started here as its own process on 127.0.0.1 and stopped
-whatever happens; its CPU is read from /proc by pid around the timed drain. The send latency
-of each `http.request` is the receiver's arrival stamp minus the dispatcher's start barrier
-(the `→ executing` ledger line, the database clock): both are the wall clock of this machine.
+The batch is drained by the same replica processes as the dispatch phase. The receiver
+(`bench.receiver`) is started here as its own process on 127.0.0.1 and stopped whatever
+happens; its CPU is read from /proc by pid around the timed drain. The send latency of each
+`http.request` is the receiver's arrival stamp minus the dispatcher's start barrier (the
+`→ executing` ledger line, the database clock): both are the wall clock of this machine.
 aiohttp is never imported into this process: the receiver is asked for its figures with the
 standard library's client.
 """
@@ -101,6 +101,7 @@ def _spawn(workdir: Path, port_file: Path) -> subprocess.Popen[bytes]:
 async def receiver(workdir: Path) -> AsyncIterator[Receiver]:
     """Start the receiver process and stop it on the way out, however that is."""
     port_file = workdir / "receiver.port"
+    port_file.unlink(missing_ok=True)  # a port written by an earlier receiver is not this one's
     process = _spawn(workdir, port_file)
     try:
         yield Receiver(pid=process.pid, port=await _port(port_file, process))
