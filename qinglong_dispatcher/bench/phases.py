@@ -144,7 +144,8 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
+def percentile(values: Sequence[float], q: float) -> float:
+    """The `q` quantile of `values` at the nearest index of the sorted list (not empty)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
@@ -211,10 +212,10 @@ async def trickle(
         await store.close()
         await anyio.to_thread.run_sync(_stop, daemon)
     return {
-        "start_p50": _percentile(starts, 0.50),
-        "start_p99": _percentile(starts, 0.99),
-        "complete_p50": _percentile(completes, 0.50),
-        "complete_p99": _percentile(completes, 0.99),
+        "start_p50": percentile(starts, 0.50),
+        "start_p99": percentile(starts, 0.99),
+        "complete_p50": percentile(completes, 0.50),
+        "complete_p99": percentile(completes, 0.99),
     }
 
 

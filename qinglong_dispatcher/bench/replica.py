@@ -29,13 +29,16 @@ async def _drain(start_at: float) -> dict[str, float]:
         cpu_before = procstat.of_self().cpu_s
         begun = time.time()
         dispatched = 0
-        while True:
-            report = await the_dispatcher.dispatch_batch()
-            dispatched += sum(report.claims.get(k, 0) for k in ("claimed", "replayed"))
-            if report.observed == 0:
-                break
-        ended = time.time()
-        usage = procstat.of_self()
+        try:
+            while True:
+                report = await the_dispatcher.dispatch_batch()
+                dispatched += sum(report.claims.get(k, 0) for k in ("claimed", "replayed"))
+                if report.observed == 0:
+                    break
+            ended = time.time()
+            usage = procstat.of_self()
+        finally:
+            await the_dispatcher.aclose()  # an http.request sender's connections
         return {
             "dispatched": dispatched,
             "commits": store.commits - commits_before,

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from qinglong_dispatcher.bench import mixed, phases, scratch
+from qinglong_dispatcher.bench import mixed, mixed_http, phases, scratch
 from qinglong_dispatcher.settings import Settings
 
 
@@ -18,7 +18,8 @@ class Options:
 
     dispatches: int = 5_000
     mixed_dispatches: int = 5_000
-    """The mixed phase's batch (90 % run.create, 10 % tool.invoke); 0 skips it."""
+    """The batch of each mixed phase (90 % run.create, 10 % tool.invoke or http.request); 0
+    skips both."""
     replicas: int = 1
     scan_rows: int = 1_000_000
     idle_seconds: float = 30.0
@@ -61,6 +62,19 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
                     await mixed.mixed(made, workdir, options.mixed_dispatches, options.replicas),
                     options.mixed_dispatches,
                 )
+        mixed_http_entry: dict[str, Any] | None = None
+        if options.mixed_dispatches:
+            async with scratch.scratch(settings) as made:
+                _progress(
+                    f"mixed http {options.mixed_dispatches} with {options.replicas} replica(s)"
+                )
+                mixed_http_entry = _mixed_http_entry(
+                    await mixed_http.mixed_http(
+                        made, workdir, options.mixed_dispatches, options.replicas
+                    ),
+                    options.mixed_dispatches,
+                    run_create_per_s=dispatched["dispatch_per_s"],
+                )
         async with scratch.scratch(settings) as made:
             _progress(f"scan cost with {options.scan_rows} terminal rows")
             scan_ratio = await phases.scan_cost(made, options.scan_rows)
@@ -83,6 +97,7 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
         "scan_cost_ratio": round(scan_ratio, 3),
         "idle": {k: round(v, 3) for k, v in idle.items()},
         "mixed": mixed_entry,
+        "mixed_http": mixed_http_entry,
     }
 
 
@@ -107,13 +122,48 @@ def _mixed_entry(figures: dict[str, float], count: int) -> dict[str, Any]:
     }
 
 
+def _mixed_http_entry(
+    figures: dict[str, float], count: int, *, run_create_per_s: float
+) -> dict[str, Any]:
+    """The mixed http phase's figures (it raises unless every dispatch was verified), with its
+    rate over the pure run.create rate of the same run."""
+    counted = (
+        "run_create",
+        "http_request",
+        "succeeded",
+        "runs_created",
+        "keys_executed_once",
+        "receiver_requests",
+        "receiver_replayed",
+    )
+    rounded = (
+        "send_p50_ms",
+        "send_p99_ms",
+        "execute_p50_ms",
+        "execute_p99_ms",
+        "receiver_rss_mib",
+    )
+    return {
+        "dispatches": count,
+        **{key: int(figures[key]) for key in counted},
+        "verified": True,
+        "dispatch_per_s": round(figures["dispatch_per_s"], 1),
+        "ratio_to_dispatch_per_s": round(figures["dispatch_per_s"] / run_create_per_s, 3),
+        "commits_per_dispatch": round(figures["commits_per_dispatch"], 3),
+        "cpu_s_per_1000": round(figures["cpu_s_per_1000"], 3),
+        "rss_mib_peak": round(figures["rss_mib_peak"], 1),
+        **{key: round(figures[key], 1) for key in rounded},
+        "receiver_cpu_s_per_1000": round(figures["receiver_cpu_s_per_1000"], 3),
+    }
+
+
 def table(report: dict[str, Any]) -> str:
-    """A short human-readable table."""
-    lines = []
+    """A short human-readable table: one figure a line, nested ones as `phase.figure`."""
+    rows: list[tuple[str, object]] = []
     for key, value in report.items():
         if isinstance(value, dict):
-            for sub, inner in value.items():
-                lines.append(f"{key}.{sub:<16} {inner}")
+            rows.extend((f"{key}.{sub}", inner) for sub, inner in value.items())
         else:
-            lines.append(f"{key:<27} {value}")
-    return "\n".join(lines)
+            rows.append((key, value))
+    width = max(len(label) for label, _ in rows) + 2
+    return "\n".join(f"{label:<{width}}{value}" for label, value in rows)

@@ -1,15 +1,20 @@
-"""A short `bench` run per profile: the report's exact shape; every dispatch verified.
+"""A short `bench` run per profile: the report's exact shape; every dispatch verified. The bench's
+own HTTP receiver: one execution per key, a same-key resend answered from its store.
 
 No timing is asserted here: speed targets live in the benchmark's own figures (docs/performance.md).
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import os
 from pathlib import Path
 
+import anyio.to_thread
 import pytest
 
+from qinglong_dispatcher.bench import mixed_http
 from tests.support.cli import run_cli
 from tests.support.stores import pg_url
 
@@ -28,8 +33,9 @@ KEYS = {
     "scan_cost_ratio",
     "idle",
     "mixed",
+    "mixed_http",
 }
-NESTED = {"latency_ms", "wakeup_latency_ms", "idle", "mixed"}
+NESTED = {"latency_ms", "wakeup_latency_ms", "idle", "mixed", "mixed_http"}
 NULL_ON_POSTGRES = {"raw_commits_per_s_stdlib", "ratio_to_raw_commit_stdlib"}
 MIXED_KEYS = {
     "dispatches",
@@ -44,6 +50,28 @@ MIXED_KEYS = {
     "commits_per_dispatch",
     "cpu_s_per_1000",
     "rss_mib_peak",
+}
+MIXED_HTTP_KEYS = {
+    "dispatches",
+    "run_create",
+    "http_request",
+    "succeeded",
+    "runs_created",
+    "keys_executed_once",
+    "receiver_requests",
+    "receiver_replayed",
+    "verified",
+    "dispatch_per_s",
+    "ratio_to_dispatch_per_s",
+    "commits_per_dispatch",
+    "cpu_s_per_1000",
+    "rss_mib_peak",
+    "send_p50_ms",
+    "send_p99_ms",
+    "execute_p50_ms",
+    "execute_p99_ms",
+    "receiver_rss_mib",
+    "receiver_cpu_s_per_1000",
 }
 MIXED_DISPATCHES = 150
 SHORT = [
@@ -83,6 +111,9 @@ def check(report: dict[str, object], *, stdlib: bool) -> None:
     assert isinstance(commits, int | float)
     assert 0 < commits < 1
     check_mixed(report["mixed"], dispatches=MIXED_DISPATCHES)
+    check_mixed_http(
+        report["mixed_http"], dispatches=MIXED_DISPATCHES, run_create=report["dispatch_per_s"]
+    )
     check_wakeup(report["wakeup_latency_ms"], cluster=not stdlib)
 
 
@@ -122,6 +153,35 @@ def check_mixed(mixed: object, *, dispatches: int) -> None:
         assert value > 0, key
 
 
+def check_mixed_http(mixed: object, *, dispatches: int, run_create: object) -> None:
+    """Nine in ten run.create, one in ten http.request: each key executed once, by as many
+    requests as there were http.request dispatches (nothing resent)."""
+    assert isinstance(mixed, dict)
+    assert set(mixed) == MIXED_HTTP_KEYS
+    https = dispatches // 10
+    assert mixed["verified"] is True
+    assert mixed["dispatches"] == mixed["succeeded"] == dispatches
+    assert mixed["run_create"] == mixed["runs_created"] == dispatches - https
+    assert mixed["http_request"] == mixed["keys_executed_once"] == https
+    assert mixed["receiver_requests"] == https
+    assert mixed["receiver_replayed"] == 0
+    positive = ("dispatch_per_s", "ratio_to_dispatch_per_s", "commits_per_dispatch")
+    for key in (*positive, "cpu_s_per_1000", "rss_mib_peak", "receiver_rss_mib"):
+        value = mixed[key]
+        assert isinstance(value, int | float)
+        assert value > 0, key
+    assert isinstance(run_create, int | float)
+    assert mixed["ratio_to_dispatch_per_s"] == pytest.approx(
+        mixed["dispatch_per_s"] / run_create, abs=0.002
+    )
+    # CPU is counted in clock ticks: a few requests may cost none that show.
+    assert mixed["receiver_cpu_s_per_1000"] >= 0
+    # The ledger's times are whole milliseconds: an arrival may read up to 1 ms early.
+    for kind in ("send", "execute"):
+        p50, p99 = mixed[f"{kind}_p50_ms"], mixed[f"{kind}_p99_ms"]
+        assert -1 < p50 <= p99, kind
+
+
 @pytest.mark.slow
 def test_edge_bench_reports_every_figure(tmp_path: Path) -> None:
     result = run_cli("bench", "--profile", "edge", *SHORT, cwd=tmp_path, timeout=300)
@@ -155,3 +215,41 @@ def test_a_negative_mixed_batch_is_refused(tmp_path: Path) -> None:
     result = run_cli("bench", "--profile", "edge", "--mixed-dispatches", "-1", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert "--mixed-dispatches must be ≥ 0" in result.stderr
+
+
+def _post(port: int, key: str | None, body: bytes) -> tuple[int, bool]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        headers = {"Content-Type": "application/json"}
+        if key is not None:
+            headers["Idempotency-Key"] = f'"{key}"'
+        connection.request("POST", "/bench/effects", body=body, headers=headers)
+        answer = connection.getresponse()
+        answer.read()
+        return answer.status, answer.getheader("Idempotency-Replayed") == "true"
+    finally:
+        connection.close()
+
+
+def _alive(pid: int) -> bool:
+    # The bench reaps the receiver when it stops it: once stopped, its pid is gone.
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_the_bench_receiver_executes_each_key_once_and_stops_with_the_bench(
+    tmp_path: Path,
+) -> None:
+    async with mixed_http.receiver(tmp_path) as receiver:
+        sent = [
+            await anyio.to_thread.run_sync(_post, receiver.port, key, body)
+            for key, body in (("k1", b"{}"), ("k1", b"{}"), ("k1", b"{ }"), (None, b"{}"))
+        ]
+        stats = await anyio.to_thread.run_sync(mixed_http.fetch_stats, receiver.port)
+    assert sent == [(201, False), (201, True), (422, False), (400, False)]
+    assert stats["executed"] == {"k1": 1}
+    assert (stats["requests"], stats["replayed"], stats["refused"]) == (4, 1, 2)
+    assert not _alive(receiver.pid)
