@@ -242,7 +242,7 @@ async def kill_when(
 
 async def settle(t: Target, ids: Sequence[str], *, within_s: float = 30.0) -> dict[str, Outcome]:
     """Tick (the real CLI) until each dispatch of `ids` is terminal or `recovery_required` with
-    a reconcile observation; their outcomes."""
+    a reconcile observation that is an answer (`unavailable` is asked again); their outcomes."""
     deadline = time.monotonic() + within_s
     while True:
         outcomes = {d: await t.outcome(d) for d in ids}
@@ -250,7 +250,10 @@ async def settle(t: Target, ids: Sequence[str], *, within_s: float = 30.0) -> di
             d
             for d, o in outcomes.items()
             if o.status in _WAITING
-            or (o.status is ExecutionStatus.EXECUTING and o.observation is None)
+            or (
+                o.status is ExecutionStatus.EXECUTING
+                and (o.observation is None or o.observation[0] == "unavailable")
+            )
         ]
         if not waiting:
             return outcomes

@@ -117,6 +117,27 @@ async def test_the_check_answers_missing_when_the_line_is_not_there(
     assert found == recovery.Evidence(kind=Kind.MISSING, reason="check_not_matched")
 
 
+async def test_a_no_counts_only_once_the_run_cannot_still_be_going(
+    sqlite: stores.Harness, config: commands.CommandSet, tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    await _submit(sqlite, clock, "checked", "alpha", "0")
+    snapshot = await _snapshot(sqlite, clock)
+    (tmp_path / "log").write_text("")
+    command = config.get("checked")
+    assert command is not None
+    provider = evidence.CommandRunEvidence(
+        contract.PlanReader(sqlite.store, MODELS), config, clock=clock
+    )
+    # A dispatcher killed mid-run leaves its command going: within its timeout, no "no".
+    with pytest.raises(evidence.CheckUnavailable) as early:
+        await provider.evidence(snapshot)
+    assert early.value.code == "check_too_early"
+    clock.advance(ms=int(command.timeout_seconds * 1000) + evidence.NO_BEFORE_MARGIN_MS)
+    found = await provider.evidence(snapshot)
+    assert found == recovery.Evidence(kind=Kind.MISSING, reason="check_not_matched")
+
+
 async def test_a_check_that_cannot_look_raises_rather_than_answer_missing(
     sqlite: stores.Harness, config: commands.CommandSet, tmp_path: Path
 ) -> None:

@@ -49,7 +49,7 @@ def build(
     """The handler and the evidence provider over one loaded configuration; no I/O."""
     return (
         handler.CommandRunHandler(plans, commands, clock),
-        evidence.CommandRunEvidence(plans, commands),
+        evidence.CommandRunEvidence(plans, commands, clock=clock),
     )
 
 

@@ -9,17 +9,28 @@ end — it cannot start, times out, is killed, exits 2 or more — means it coul
 raises: the reconciler records `unavailable`, never `missing`, which would invite an operator
 to fail work that may have happened. A command without a check is the operator's to settle
 (`missing`, reason `manual_only`).
+
+A "no" counts only once the run cannot still be going: a dispatcher killed mid-run leaves
+its command running on its own (it is in a process group of its own), so until its start
+plus its timeout (and a margin) has passed, a "no" raises `check_too_early` instead of
+answering `missing`. A command that outlives its own timeout after its dispatcher died is
+beyond this bound (docs/actions.md says so).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import contract, secrets
 from qinglong_dispatcher.actions.command_run import commands, plan, process
 from qinglong_dispatcher.domain import digests, errors, recovery
 
 EVIDENCE_TAG = "qinglong/command.run/evidence@v1"
+
+NO_BEFORE_MARGIN_MS = 2_000
+"""After its start plus its timeout, a run of a dead dispatcher has ended or been given up;
+the margin covers the spawn and the clocks of two replicas."""
 ACTION_TYPE = plan.ACTION_TYPE
 
 Kind = recovery.EvidenceKind
@@ -61,10 +72,13 @@ class CommandRunEvidence:
         plans: contract.PlanReader,
         commands: commands.CommandSet,
         *,
+        clock: ports.Clock | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self._plans = plans
         self._commands = commands
+        self._clock = clock
+        """None: a "no" is trusted at once (a test that starts no run of its own)."""
         self._environ = environ
         """The daemon's environment (None: `os.environ`, read at each check)."""
 
@@ -97,6 +111,10 @@ class CommandRunEvidence:
             raise CheckUnavailable("check could not look", code="check_failed")
         found = check.expect.search(outcome.stdout.decode("utf-8", errors="replace"))
         if outcome.exit_code != 0 or found is None:
+            started = snapshot.execution.started_at_ms or 0
+            settled_by = started + int(command.timeout_seconds * 1000) + NO_BEFORE_MARGIN_MS
+            if self._clock is not None and self._clock.now_ms() < settled_by:
+                raise CheckUnavailable("the run may still be going", code="check_too_early")
             return recovery.Evidence(kind=Kind.MISSING, reason="check_not_matched")
         return recovery.Evidence(
             kind=Kind.VERIFIED_SUCCEEDED,
