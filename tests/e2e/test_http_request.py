@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import signal
 import subprocess
 import time
 import uuid
@@ -19,7 +20,7 @@ from typing import Any
 import anyio.to_thread
 import pytest
 
-from tests.support import stores
+from tests.support import daemon, stores
 from tests.support.cli import json_out, run_cli
 from tests.support.receiver_client import Receiver, receivers
 
@@ -203,9 +204,37 @@ def _end_to_end(t: Target, receiver: Receiver) -> None:
     )
     assert receiver.executed(refused) == 0
 
+    # The receiver commits, then stalls past the read timeout: uncertain, and settled too.
+    receiver.set_fault("stall", seconds=2.0)
+    stalled = _dispatch(t, "silence-4", b'{"comment":"stalled"}')
+    ticked = json_out(t.run(t.runtime, "tick", "--once", "--json"))
+    assert ticked["outcomes"] == {"uncertain": 1}
+    assert _settle_by_evidence(t, stalled)["resolution"]["source"] == "evidence"
+
     # Nothing is ever sent twice: another tick finds nothing due.
     assert json_out(t.run(t.runtime, "tick", "--once", "--json"))["outcomes"] == {}
-    assert [receiver.executed(d) for d in (sent, uncertain, refused)] == [1, 1, 0]
+    assert [receiver.executed(d) for d in (sent, uncertain, refused, stalled)] == [1, 1, 0, 1]
+
+    # The daemon sends one more and serves its metrics page; its log and page are read too.
+    daemon_sent = _dispatch(t, "silence-5", b'{"comment":"by the daemon"}')
+    port = daemon.free_port()
+    login = t.runtime[t.runtime.index("--database") + 1]
+    env = {
+        **t.env,
+        "QINGLONG_DATABASE_URL": login,
+        "QINGLONG_METRICS_PORT": str(port),
+        "QINGLONG_CADENCE_SECONDS": "0.2",
+    }
+    if t.dialect == "postgres":
+        env["QINGLONG_PROFILE"] = "cluster"
+    with daemon.running(t.cwd, env) as running:
+        daemon.wait_until(lambda: receiver.executed(daemon_sent) == 1)
+        status, page = daemon.get(port, "/metrics")
+        assert status == 200
+        assert 'action_type="http.request"' in page
+        running.send_signal(signal.SIGTERM)
+        assert running.wait(timeout=30) == 0
+        t.printed += [page, running.stderr]
 
 
 def _sha256(data: bytes) -> str:
