@@ -9,7 +9,7 @@ from pathlib import Path
 
 from qinglong_dispatcher import api, dispatcher, ports
 from qinglong_dispatcher.actions import builtin, contract, registry
-from qinglong_dispatcher.adapters import dialect
+from qinglong_dispatcher.adapters import dialect, plan_keyring
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.lifecycle import daemon, http, metrics, pruning, skew, systemd
 from qinglong_dispatcher.recovery import reconciler
@@ -225,3 +225,10 @@ def os_user() -> str:
     from qinglong_dispatcher.adapters.sqlite import os_user as os_users
 
     return os_users.os_principal()
+
+
+def write_plan_keys(path: Path, *, add: bool) -> tuple[str, int]:
+    """`keys generate`: a new ring at `path` (refused if one is there), or with `add` a new
+    active key in the ring at `path`; the active key id and how many keys the ring holds."""
+    ring = plan_keyring.add_key(path) if add else plan_keyring.generate(path)
+    return ring.active, len(ring.ids)

@@ -18,6 +18,7 @@ from qinglong_dispatcher.commands import (
     common,
     dispatches,
     dispatching,
+    keys,
     prune,
     recovery,
     submitting,
@@ -280,6 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("prune", "delete finished dispatch trees and old audit records (retention)")
     prune.add_arguments(p)
     p.set_defaults(handler=prune.cmd_prune)
+
+    p = command("keys", "the plan key ring: generate, rotate stored plans, check they open")
+    keys.add_arguments(p, shared)
+    p.set_defaults(handler=keys.cmd_keys)
 
     p = command("health", "exit 0 when the store is reachable and migrated")
     p.add_argument("--json", action="store_true")

@@ -12,7 +12,6 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
-from urllib import parse
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -22,7 +21,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from qinglong_dispatcher import bounded_files, resources, setting_errors, url_file
+from qinglong_dispatcher import bounded_files, database_urls, resources, setting_errors, url_file
 from qinglong_dispatcher.domain import errors
 
 ENV_PREFIX = "QINGLONG_"
@@ -33,7 +32,6 @@ LogFormat = Literal["json", "console"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 
 _OWNER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
-_URL_FORMS = "sqlite:///relative.db, sqlite:////abs/path.db or postgresql://…"
 
 # Upper bounds of the durations: beyond them a value is a typo, and an unbounded one (1e308)
 # overflows the milliseconds stored and the timers armed with it (exit 70, not 78).
@@ -64,31 +62,11 @@ def _tool_sandbox_factory(data: dict[str, Any]) -> Path | None:
     return None if data.get("profile") == "cluster" else Path("var/tool-sandbox")
 
 
-def _redact(url: str) -> str:
-    """The URL with any password replaced, safe for an error message or a log line."""
-    try:
-        parts = parse.urlsplit(url)
-        if parts.password is None:
-            return url
-    except ValueError:
-        return "<unparsable URL>"
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parse.urlunsplit(parts._replace(netloc=netloc))
-
-
-def _split_database_url(url: str) -> tuple[resources.Dialect, Path | None]:
-    """Return the dialect of `url` and, for SQLite, the file path; ValueError if malformed."""
-    if url.startswith(("postgresql://", "postgres://")):
-        return "postgres", None
-    if not url.startswith("sqlite:"):
-        raise ValueError(f"must be {_URL_FORMS} (got {_redact(url)!r})")
-    raw = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else ""
-    # A file path only: no host, no query, no in-memory database (the store must be durable).
-    if not raw or raw.endswith("/") or raw == ":memory:" or any(c in raw for c in "?#"):
-        raise ValueError(
-            f"a SQLite URL must be sqlite:///relative.db or sqlite:////abs/path.db (got {url!r})"
-        )
-    return "sqlite", Path(raw)
+def _plan_keyring_factory(data: dict[str, Any]) -> Path | None:
+    # systemd's LoadCredential=plan-keys:… puts the ring here; without it, plans stay in clear.
+    folder = os.environ.get("CREDENTIALS_DIRECTORY")
+    candidate = Path(folder) / "plan-keys" if folder else None
+    return candidate if candidate is not None and candidate.is_file() else None
 
 
 class Settings(BaseSettings):
@@ -160,6 +138,11 @@ class Settings(BaseSettings):
         description="command.run: the TOML file of commands a plan may name (none: the "
         "action has no handler)",
     )
+    plan_keyring_file: Path | None = Field(
+        default_factory=_plan_keyring_factory,
+        description="the plan key ring: plans are encrypted at rest under its active key "
+        "(default: $CREDENTIALS_DIRECTORY/plan-keys when that file exists; none: plans in clear)",
+    )
     wakeup_on_submit: bool = Field(
         False,
         description="cluster: LISTEN for consumed approvals and tick at once (the cadence "
@@ -198,7 +181,7 @@ class Settings(BaseSettings):
     def _lower_log_level(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
-    @field_validator("receivers_file", "commands_file")
+    @field_validator("receivers_file", "commands_file", "plan_keyring_file")
     @classmethod
     def _regular_file(cls, value: Path | None) -> Path | None:
         # Its contents are checked when the actions are built (run, tick): here, that it is
@@ -210,7 +193,7 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _check_database_url(cls, value: str) -> str:
-        _split_database_url(value)
+        database_urls.split(value)
         return value
 
     @field_validator("owner_id")
@@ -279,12 +262,12 @@ class Settings(BaseSettings):
     @property
     def dialect(self) -> resources.Dialect:
         """`sqlite` or `postgres`, from the database URL."""
-        return _split_database_url(self.database_url)[0]
+        return database_urls.split(self.database_url)[0]
 
     @property
     def sqlite_path(self) -> Path:
         """The SQLite file: relative for `sqlite:///x.db`, absolute for `sqlite:////x.db`."""
-        path = _split_database_url(self.database_url)[1]
+        path = database_urls.split(self.database_url)[1]
         if path is None:
             raise errors.ConfigurationError(f"{env_name('database_url')}: not a SQLite URL")
         return path
@@ -292,7 +275,7 @@ class Settings(BaseSettings):
     @property
     def redacted_database_url(self) -> str:
         """The database URL with any password masked, for logs and status output."""
-        return _redact(self.database_url)
+        return database_urls.redact(self.database_url)
 
     @property
     def execute_timeout(self) -> float:

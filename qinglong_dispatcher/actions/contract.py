@@ -66,7 +66,7 @@ class PlanReader:
             raise errors.PlanInvalid("plan is of another action type", code="plan_type_mismatch")
         plan, digest = plans.resolve_plan(
             stored.action_type,
-            stored.plan_json.encode("utf-8"),
+            stored.plan_bytes(),
             approved_digest=dispatch.action_digest,
             models=self._models,
         )

@@ -320,7 +320,9 @@ def _write(
 
 
 def _exists(path: Path) -> PlanKeyRingExists:
-    return PlanKeyRingExists(f"plan key ring {path} exists already; use add_key to extend it")
+    return PlanKeyRingExists(
+        f"plan key ring {path} exists already; add a key with `keys generate --add`"
+    )
 
 
 def generate(path: Path, *, overwrite: bool = False) -> KeyRing:

@@ -26,6 +26,7 @@ async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     try:
         authority.enter_context(bootstrap.sole_daemon(settings))
         await store.check_durability()
+        await store.probe_plan_keys()
         if reasons := await store.ddl_capabilities():
             log.warning("store.ddl_capable_role", reasons=list(reasons))
         parts = bootstrap.build_daemon_parts(settings, store, clock.SystemClock())
@@ -59,6 +60,7 @@ async def cmd_tick(settings: Settings, args: argparse.Namespace) -> int:
     the_clock = clock.SystemClock()
     try:
         await store.check_durability()
+        await store.probe_plan_keys()
         the_dispatcher = bootstrap.build_dispatcher(settings, store, the_clock)
         claims: collections.Counter[str] = collections.Counter()
         totals: collections.Counter[str] = collections.Counter()

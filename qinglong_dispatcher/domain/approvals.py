@@ -132,10 +132,35 @@ class NewApproval:
     action_type: str
     action_ref: str
     plan_json: str
+    """The canonical plan; empty once the store sealed it (`sealed`)."""
     plan_digest: str
     action_digest: str
     requested_by: str
     expires_at_ms: int
+    sealed: SealedPlan | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class SealedPlan:
+    """A plan encrypted at rest: the key that opens it, the algorithm, nonce + ciphertext + tag,
+    and the plan's schema version (part of the associated data, known without opening it)."""
+
+    key_id: str
+    algorithm: str
+    data: bytes
+    schema_version: int
+
+    @classmethod
+    def from_row(cls, row: records.RowLike) -> SealedPlan | None:
+        """The envelope columns of an `action_plans` row; None for a clear plan."""
+        if row["plan_sealed"] is None:
+            return None
+        return cls(
+            key_id=row["plan_key_id"],
+            algorithm=row["plan_algorithm"],
+            data=bytes(row["plan_sealed"]),
+            schema_version=row["plan_schema_version"],
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -40,6 +40,12 @@ from qinglong_dispatcher.ports.handlers import (
     PrefetchingHandler,
     TransactionalHandler,
 )
+from qinglong_dispatcher.ports.plan_keys import (
+    CheckBatch,
+    PlanKey,
+    PlanKeyStore,
+    ResealBatch,
+)
 from qinglong_dispatcher.ports.recovery import (
     RecoveryStore,
 )
@@ -74,6 +80,7 @@ __all__ = [
     "ApprovalStore",
     "ApprovedActionHandler",
     "CancelStore",
+    "CheckBatch",
     "Clock",
     "Closable",
     "DispatchReadStore",
@@ -89,10 +96,13 @@ __all__ = [
     "PageOutcome",
     "PageResult",
     "PageStore",
+    "PlanKey",
+    "PlanKeyStore",
     "PlanStore",
     "PrefetchingHandler",
     "PruneStore",
     "RecoveryStore",
+    "ResealBatch",
     "RunCreateOutcome",
     "RunCreateRepository",
     "RunCreateRequest",

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from qinglong_dispatcher.domain import (
     approvals,
+    errors,
     records,
 )
 
@@ -70,17 +71,32 @@ class StoredPlan:
     action_ref: str
     action_type: str
     plan_json: str
+    """The canonical plan (the store opens a sealed one before handing it out)."""
     plan_digest: str
+    sealed: approvals.SealedPlan | None = None
+    """Only inside the store: the envelope of a plan not opened yet."""
+    unreadable: str | None = None
+    """Set, with an empty `plan_json`, when the store could not open the plan: the code
+    (`plan_key_unknown`, `plan_decrypt_failed`, `plan_keyring_missing`). Never executed."""
+
+    def plan_bytes(self) -> bytes:
+        """The canonical plan's bytes; `errors.PlanInvalid` with the store's code when it could
+        not be opened (so inspect blocks it: a plan that does not open never executes)."""
+        if self.unreadable is not None or self.sealed is not None:
+            code = self.unreadable or "plan_sealed"
+            raise errors.PlanInvalid("the stored plan cannot be opened", code=code)
+        return self.plan_json.encode("utf-8")
 
     @classmethod
     def from_row(cls, row: records.RowLike) -> StoredPlan:
-        """An `action_plans` row."""
+        """An `action_plans` row, sealed or clear."""
         return cls(
             project_id=row["project_id"],
             action_ref=row["action_ref"],
             action_type=row["action_type"],
             plan_json=row["plan_json"],
             plan_digest=row["plan_digest"],
+            sealed=approvals.SealedPlan.from_row(row),
         )
 
 

@@ -10,6 +10,7 @@ from qinglong_dispatcher.domain import (
 from qinglong_dispatcher.ports.approvals import ApprovalStore, PlanStore
 from qinglong_dispatcher.ports.dispatches import CancelStore, DispatchReadStore
 from qinglong_dispatcher.ports.executions import ExecutionStore, PageStore
+from qinglong_dispatcher.ports.plan_keys import PlanKeyStore
 from qinglong_dispatcher.ports.recovery import RecoveryStore
 from qinglong_dispatcher.ports.retention import PruneStore
 from qinglong_dispatcher.ports.runs import RunCreateRepository
@@ -29,6 +30,7 @@ class Store(
     CancelStore,
     DispatchReadStore,
     PruneStore,
+    PlanKeyStore,
     ToolStepRepository,
     ToolExecutionStartBarrierRepository,
     Protocol,

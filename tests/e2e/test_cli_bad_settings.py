@@ -41,6 +41,7 @@ BAD: dict[str, str] = {
     "tool_sandbox_dir": "",  # no bad text exists; the config file gives it a number below
     "receivers_file": "/nonexistent/receivers.toml",
     "commands_file": "/nonexistent/commands.toml",
+    "plan_keyring_file": "/nonexistent/plan-keys",
     "wakeup_on_submit": "maybe",
     "retention_days": "1e308",
     "audit_retention_days": "12 months",

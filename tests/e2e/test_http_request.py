@@ -25,6 +25,8 @@ from tests.support.cli import json_out, run_cli
 from tests.support.receiver_client import Receiver, receivers
 
 ACTION = "http.request"
+MARKER = "customer-4e1b-marker"
+FIRST_BODY = f'{{"matchers":[{{"name":"alertname","value":"{MARKER}"}}]}}'.encode()
 
 
 @dataclasses.dataclass
@@ -85,7 +87,10 @@ lookup_path = "/idempotency/{{key}}"
 """,
         encoding="utf-8",
     )
+    ring = tmp_path / "plan-keys"
+    assert run_cli("keys", "generate", "--out", str(ring), cwd=tmp_path).returncode == 0
     env = {
+        "QINGLONG_PLAN_KEYRING_FILE": str(ring),
         "QINGLONG_RECEIVERS_FILE": str(config),
         "CREDENTIALS_DIRECTORY": str(credentials),
         # A short lease, so that an uncertain send reaches recovery quickly.
@@ -160,14 +165,14 @@ def _settle_by_evidence(t: Target, dispatch_id: str) -> dict[str, Any]:
 
 def _end_to_end(t: Target, receiver: Receiver) -> None:
     assert t.run(t.admin, "migrate").returncode == 0
-    sent = _dispatch(t, "silence-1", b'{"matchers":[{"name":"alertname","value":"Disk"}]}')
+    sent = _dispatch(t, "silence-1", FIRST_BODY)
     assert receiver.executed(sent) == 0  # approving and consuming sent nothing
 
     ticked = json_out(t.run(t.runtime, "tick", "--once", "--json"))
     assert ticked["outcomes"] == {"succeeded": 1}
     assert receiver.executed(sent) == 1
     (effect,) = receiver.effects()
-    assert effect["body_sha256"] == _sha256(b'{"matchers":[{"name":"alertname","value":"Disk"}]}')
+    assert effect["body_sha256"] == _sha256(FIRST_BODY)  # the marker reached the receiver
     shown = _show(t, sent)
     assert shown["execution"]["result_code"] == "http_201"
     receipt = shown["execution"]["receipt"]
@@ -264,5 +269,8 @@ async def test_approved_requests_are_sent_once_receipted_and_recovered_by_the_re
     await anyio.to_thread.run_sync(_end_to_end, target, the_receiver)
     # The secret went over the wire (the receiver refuses a request without it) and nowhere
     # else: not in any output or log line at debug level, nor in the database.
-    assert all(token not in text for text in target.printed)
-    assert token.encode() not in await anyio.to_thread.run_sync(_stored_bytes, target)
+    stored = await anyio.to_thread.run_sync(_stored_bytes, target)
+    # The plan is sealed at rest: its body is in no output, log or stored byte either.
+    for secret in (token, MARKER, base64.b64encode(FIRST_BODY).decode()):
+        assert all(secret not in text for text in target.printed)
+        assert secret.encode() not in stored

@@ -425,3 +425,54 @@ async def test_an_operator_cannot_write_a_receipt(pg: stores.Harness, now: Manua
     )
     assert state == "42501"
     assert await _snapshot(pg, dispatch.dispatch_id) == before
+
+
+# -- a stored plan changes only by being sealed again -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "sqlstate"),
+    [
+        # The envelope columns are the runtime's to write, and only as a whole new seal.
+        ("plan_json = '{\"forged\":true}'", "23001"),
+        ("plan_json = '', plan_sealed = NULL", "23001"),
+        # Everything else of a plan is nobody's to write.
+        ("plan_digest = repeat('0', 64)", "42501"),
+        (
+            "plan_json = '', plan_key_id = 'k', plan_algorithm = 'AES-256-GCM', "
+            "plan_sealed = '\\x00'::bytea, plan_schema_version = 1, action_type = 'tool.invoke'",
+            "42501",
+        ),
+    ],
+)
+async def test_the_runtime_login_cannot_rewrite_a_plan_only_seal_it_again(
+    pg: stores.Harness, now: ManualClock, change: str, sqlstate: str
+) -> None:
+    (consumed,) = await submit_runs(pg.approver_store, now, 1)
+    plans = "SELECT * FROM qinglong.action_plans ORDER BY action_ref"
+    before = await pg.raw(plans)
+    state = await _refused(
+        stores.runtime_url(await _database(pg)),
+        f"UPDATE qinglong.action_plans SET {change} WHERE action_ref = $1",
+        consumed.action_ref,
+    )
+    assert state == sqlstate
+    assert await pg.raw(plans) == before
+
+
+async def test_an_operator_or_approver_cannot_touch_a_plan(
+    pg: stores.Harness, now: ManualClock
+) -> None:
+    (consumed,) = await submit_runs(pg.approver_store, now, 1)
+    plans = "SELECT * FROM qinglong.action_plans ORDER BY action_ref"
+    before = await pg.raw(plans)
+    for url in (stores.operator_url, stores.approver_url):
+        state = await _refused(
+            url(await _database(pg)),
+            "UPDATE qinglong.action_plans SET plan_json = '', plan_key_id = 'k', "
+            "plan_algorithm = 'AES-256-GCM', plan_sealed = '\\x00'::bytea, "
+            "plan_schema_version = 1 WHERE action_ref = $1",
+            consumed.action_ref,
+        )
+        assert state == "42501"
+    assert await pg.raw(plans) == before

@@ -204,3 +204,19 @@ async def test_a_receipt_is_written_only_by_the_completion_and_never_rewritten(
     )
     assert message.startswith("qinglong:transition_refused")
     assert await _snapshot(edge) == before
+
+
+async def test_a_plan_is_never_rewritten_in_clear_only_sealed_again(
+    edge: stores.Harness, clock: ManualClock
+) -> None:
+    (consumed,) = await submit_runs(edge.approver_store, clock, 1)
+    before = await _snapshot(edge)
+    plans_before = await edge.raw("SELECT * FROM action_plans")
+    message = await _refused(
+        edge,
+        "UPDATE action_plans SET plan_json = '{\"forged\":true}' "
+        f"WHERE action_ref = '{consumed.action_ref}'",
+    )
+    assert message == "action_plans is immutable"
+    assert await _snapshot(edge) == before
+    assert await edge.raw("SELECT * FROM action_plans") == plans_before

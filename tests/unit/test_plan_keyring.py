@@ -119,7 +119,7 @@ def test_generate_refuses_an_existing_file_unless_asked(tmp_path: Path) -> None:
         plan_keyring.generate(path)
     assert caught.value.code == "plan_keyring_exists"
     assert str(path) in str(caught.value)
-    assert "add_key" in str(caught.value)
+    assert "keys generate --add" in str(caught.value)
     assert path.read_bytes() == before
     replaced = plan_keyring.generate(path, overwrite=True)
     assert replaced.active != first.active

@@ -88,7 +88,7 @@ class RunCreateHandler:
 
     def _remember(self, stored: ports.StoredPlan, approved_digest: str) -> Resolved:
         plan, digest = plans.resolve_plan(
-            stored.action_type, stored.plan_json.encode("utf-8"), approved_digest=approved_digest
+            stored.action_type, stored.plan_bytes(), approved_digest=approved_digest
         )
         if not isinstance(plan, plans.ApprovedRunCreationPlan):
             raise errors.PlanInvalid("plan is not a run.create plan", code="plan_type_mismatch")

@@ -65,8 +65,9 @@ class ToolInvokeEvidence:
         stored = await self._plans.get_plan(dispatch.project_id, dispatch.action_ref)
         if stored is None:
             return recovery.Evidence(kind=Kind.CONFLICT, reason="plan_missing")
+        data = stored.plan_bytes()  # a plan that does not open: unavailable, never a conflict
         try:
-            plan = plans.parse_plan(stored.action_type, stored.plan_json.encode("utf-8"))
+            plan = plans.parse_plan(stored.action_type, data)
         except errors.InvalidInput:
             return recovery.Evidence(kind=Kind.CONFLICT, reason="plan_invalid")
         if not isinstance(plan, plans.ToolInvocationPlan):

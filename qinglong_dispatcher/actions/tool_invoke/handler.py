@@ -78,7 +78,7 @@ class ToolInvokeHandler:
         stored = await self._store.get_plan(dispatch.project_id, dispatch.action_ref)
         if stored is None:
             raise errors.PlanInvalid("no plan for this action", code="plan_missing")
-        plan = plans.parse_plan(stored.action_type, stored.plan_json.encode("utf-8"))
+        plan = plans.parse_plan(stored.action_type, stored.plan_bytes())
         if not isinstance(plan, plans.ToolInvocationPlan):
             raise errors.PlanInvalid("plan is not a tool.invoke plan", code="plan_type_mismatch")
         if plan.project_id != dispatch.project_id or plan.action_ref != dispatch.action_ref:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import dialect
 from qinglong_dispatcher.adapters.postgres import bench, store, wakeup
+from qinglong_dispatcher.adapters.sql import plan_envelopes
 
 
 class PostgresDialect:
@@ -23,6 +24,7 @@ class PostgresDialect:
             require_sync_standby=settings.require_sync_standby,
             max_size=settings.concurrency + 4,
             installation=settings.installation,
+            envelopes=plan_envelopes.from_keyring(settings.plan_keyring_file),
         )
 
     async def move_installation(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.postgres import database as db
 from qinglong_dispatcher.adapters.postgres import fast_paths, migrations, replication
-from qinglong_dispatcher.adapters.sql import query
+from qinglong_dispatcher.adapters.sql import plan_envelopes, query
 from qinglong_dispatcher.adapters.sql import store as sql_store
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import (
@@ -55,11 +55,12 @@ class PostgresStore(sql_store.SqlStore):
         allow_async_commit: bool = False,
         require_sync_standby: bool = False,
         installation: str | None = None,
+        envelopes: plan_envelopes.Envelopes | None = None,
     ) -> None:
         self.db = database
         self.installation = installation
         """The installation a new database is migrated for (None: the database's name)."""
-        super().__init__(database, approval_records.DATABASE_PRINCIPAL)
+        super().__init__(database, approval_records.DATABASE_PRINCIPAL, envelopes)
         self.allow_async_commit = allow_async_commit
         self.require_sync_standby = require_sync_standby
 
@@ -77,6 +78,7 @@ class PostgresStore(sql_store.SqlStore):
         idle_in_transaction_timeout_s: float = 60.0,
         connect_timeout_s: float = 10.0,
         installation: str | None = None,
+        envelopes: plan_envelopes.Envelopes | None = None,
     ) -> PostgresStore:
         """Open a pool on `url` (postgresql://…); fails typed when the server cannot be used."""
         config = db.PoolConfig(
@@ -92,6 +94,7 @@ class PostgresStore(sql_store.SqlStore):
             allow_async_commit=allow_async_commit,
             require_sync_standby=require_sync_standby,
             installation=installation,
+            envelopes=envelopes,
         )
 
     async def close(self) -> None:

@@ -54,6 +54,10 @@ async def create(
             "plan_json": new.plan_json,
             "plan_digest": new.plan_digest,
             "now_ms": now_ms,
+            "plan_key_id": None if new.sealed is None else new.sealed.key_id,
+            "plan_algorithm": None if new.sealed is None else new.sealed.algorithm,
+            "plan_sealed": None if new.sealed is None else new.sealed.data,
+            "plan_schema_version": None if new.sealed is None else new.sealed.schema_version,
         },
     )
     await q.run(

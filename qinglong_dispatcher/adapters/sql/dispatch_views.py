@@ -9,9 +9,10 @@ None of the statements here selects a lease token.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import query, recovery, runs, tool_steps
 from qinglong_dispatcher.domain import dispatch_views, records
 from qinglong_dispatcher.domain import recovery as recovery_records
@@ -51,16 +52,22 @@ async def list_dispatches(
 
 
 async def show_dispatch(
-    q: query.Query, dispatch_id: str, *, now_ms: int
+    q: query.Query,
+    dispatch_id: str,
+    *,
+    now_ms: int,
+    open_plan: Callable[[ports.StoredPlan], ports.StoredPlan] = lambda plan: plan,
 ) -> dispatch_views.Detail | None:
-    """Everything about one dispatch, or None when there is no such dispatch."""
+    """Everything about one dispatch, or None when there is no such dispatch (`open_plan`:
+    how the store opens a sealed plan)."""
     row = await q.one("select_dispatch_view", {"dispatch_id": dispatch_id})
     if row is None:
         return None
     settling_ms = await recovery.settling_ms(q, now_ms)
     dispatch = records.Dispatch.from_joined_row(row)
     observation = recovery_records.Observation.from_joined_row(row)
-    plan = await runs.get_plan(q, dispatch.project_id, dispatch.action_ref)
+    stored = await runs.get_plan(q, dispatch.project_id, dispatch.action_ref)
+    plan = None if stored is None else open_plan(stored)
     events = await q.all("select_event_views", {"dispatch_id": dispatch_id})
     receipt = await runs.get_receipt(q, dispatch_id)
     step = await tool_steps.get_by_approval(q, dispatch.approval_request_id)
@@ -72,7 +79,9 @@ async def show_dispatch(
         run_id = step.binding.run_id
     return dispatch_views.Detail(
         dispatch=dispatch,
-        plan=None if plan is None else dispatch_views.plan_fields(plan.action_type, plan.plan_json),
+        plan=None
+        if plan is None or plan.unreadable
+        else dispatch_views.plan_fields(plan.action_type, plan.plan_json),
         execution=dispatch_views.ExecutionView.from_row(row, settling_ms=settling_ms),
         events=tuple(dispatch_views.EventView.from_row(event) for event in events),
         receipt=receipt,

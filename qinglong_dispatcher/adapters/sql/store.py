@@ -20,6 +20,8 @@ from qinglong_dispatcher.adapters.sql import (
     dispatch_views,
     executions,
     page,
+    plan_envelopes,
+    plan_keys,
     query,
     recovery,
     retention,
@@ -30,10 +32,12 @@ from qinglong_dispatcher.adapters.sql import (
 )
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import cancels as cancel_records
+from qinglong_dispatcher.domain import dispatch_views as dispatch_view_records
 from qinglong_dispatcher.domain import errors, records
 from qinglong_dispatcher.domain import recovery as recovery_records
 from qinglong_dispatcher.domain import retention as retention_records
 from qinglong_dispatcher.domain.tools import start as tool_start
+from qinglong_dispatcher.domain.tools import steps as tool_step_records
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -57,10 +61,17 @@ def as_approver(
 class SqlStore:
     """Every store port operation whose transaction is shared by both dialects."""
 
-    def __init__(self, runner: query.Runner, approver: approval_records.Principal) -> None:
+    def __init__(
+        self,
+        runner: query.Runner,
+        approver: approval_records.Principal,
+        envelopes: plan_envelopes.Envelopes | None = None,
+    ) -> None:
         self.runner = runner
         self.approver = approver
         """Who creates, decides and consumes approvals through this store."""
+        self.envelopes = envelopes or plan_envelopes.Envelopes(None)
+        """Seals plans as they are written and opens them as they are read."""
 
     # -- executions (docs/state-machine.md) ----------------------------------------------------
 
@@ -95,17 +106,55 @@ class SqlStore:
 
     # -- approvals: the store's principal creates, decides and consumes ------------------------
 
-    create_approval = as_approver(approvals.create)
     approve = as_approver(approvals.approve)
     reject = as_approver(approvals.reject)
     consume = as_approver(approvals.consume)
-    submit = as_approver(approvals.submit)
     get_approval = operation(approvals.get, write=False)
+
+    async def create_approval(
+        self, new: approval_records.NewApproval, *, now_ms: int
+    ) -> approval_records.Approval:
+        """See `ports.ApprovalStore.create_approval` (the plan sealed when there is a ring)."""
+        sealed = self.envelopes.seal(new)
+        return await self.runner.transaction(
+            lambda q: approvals.create(q, self.approver, sealed, now_ms=now_ms)
+        )
+
+    async def submit(
+        self,
+        items: Sequence[approval_records.NewApproval],
+        *,
+        approved_by: str,
+        now_ms: int,
+        max_attempts: int,
+    ) -> list[approval_records.Consumed]:
+        """See `ports.ApprovalStore.submit` (each plan sealed when there is a ring)."""
+        sealed = [self.envelopes.seal(new) for new in items]
+        return await self.runner.transaction(
+            lambda q: approvals.submit(
+                q,
+                self.approver,
+                sealed,
+                approved_by=approved_by,
+                now_ms=now_ms,
+                max_attempts=max_attempts,
+            )
+        )
 
     # -- plans, run.create and the page transaction --------------------------------------------
 
-    get_plan = operation(runs.get_plan, write=False)
-    get_plans = operation(runs.get_plans, write=False)
+    async def get_plan(self, project_id: str, action_ref: str) -> ports.StoredPlan | None:
+        """See `ports.PlanStore.get_plan` (a sealed plan opened, or marked unreadable)."""
+        found = await self.runner.transaction(
+            lambda q: runs.get_plan(q, project_id, action_ref), write=False
+        )
+        return None if found is None else self.envelopes.open(found)
+
+    async def get_plans(self, keys: Sequence[tuple[str, str]]) -> list[ports.StoredPlan]:
+        """See `ports.PlanStore.get_plans` (each sealed plan opened, or marked unreadable)."""
+        found = await self.runner.transaction(lambda q: runs.get_plans(q, keys), write=False)
+        return [self.envelopes.open(plan) for plan in found]
+
     get_receipt = operation(runs.get_receipt, write=False)
     get_run_by_key = operation(runs.get_run_by_key, write=False)
     get_run = operation(runs.get_run, write=False)
@@ -179,10 +228,44 @@ class SqlStore:
             )
         )
 
+    # -- plans at rest (`keys rotate`, `keys check`) ------------------------------------------
+
+    async def reseal_plans(
+        self, *, limit: int, after: ports.PlanKey | None = None
+    ) -> ports.ResealBatch:
+        """See `ports.PlanKeyStore.reseal_plans`."""
+        return await self.runner.transaction(
+            lambda q: plan_keys.reseal_batch(q, self.envelopes, limit=limit, after=after)
+        )
+
+    async def probe_plan_keys(self) -> None:
+        """See `ports.PlanKeyStore.probe_plan_keys`."""
+        await self.runner.transaction(lambda q: plan_keys.probe(q, self.envelopes), write=False)
+
+    async def check_plans(
+        self, *, limit: int, after: ports.PlanKey | None = None
+    ) -> ports.CheckBatch:
+        """See `ports.PlanKeyStore.check_plans`."""
+        return await self.runner.transaction(
+            lambda q: plan_keys.check_batch(q, self.envelopes, limit=limit, after=after),
+            write=False,
+        )
+
     # -- reading dispatches (`dispatch list|show`) ---------------------------------------------
 
     list_dispatches = operation(dispatch_views.list_dispatches, write=False)
-    show_dispatch = operation(dispatch_views.show_dispatch, write=False)
+
+    async def show_dispatch(
+        self, dispatch_id: str, *, now_ms: int
+    ) -> dispatch_view_records.Detail | None:
+        """See `ports.DispatchReadStore.show_dispatch` (its plan opened to be previewed)."""
+        return await self.runner.transaction(
+            lambda q: dispatch_views.show_dispatch(
+                q, dispatch_id, now_ms=now_ms, open_plan=self.envelopes.open
+            ),
+            write=False,
+        )
+
     dispatch_run_ids = operation(dispatch_views.run_ids, write=False)
 
     # -- tool steps and the start barrier (docs/decisions/0019) --------------------------------
@@ -193,7 +276,28 @@ class SqlStore:
     get_by_start_id = operation(tool_barriers.get_by_start_id, write=False)
     get_by_started_step_run_version = operation(tool_barriers.get_by_started_version, write=False)
 
-    submit_tool_invocation = as_approver(tool_steps.submit)
+    async def submit_tool_invocation(
+        self,
+        new: approval_records.NewApproval,
+        step: tool_step_records.NewStepRun,
+        *,
+        approved_by: str,
+        now_ms: int,
+        max_attempts: int,
+    ) -> approval_records.Consumed:
+        """See `ports.ToolStepRepository.submit_tool_invocation` (its plan sealed)."""
+        sealed = self.envelopes.seal(new)
+        return await self.runner.transaction(
+            lambda q: tool_steps.submit(
+                q,
+                self.approver,
+                sealed,
+                step,
+                approved_by=approved_by,
+                now_ms=now_ms,
+                max_attempts=max_attempts,
+            )
+        )
 
     async def complete_tool_step(
         self, request: ports.ToolStepCompletion

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import dialect
+from qinglong_dispatcher.adapters.sql import plan_envelopes
 from qinglong_dispatcher.adapters.sqlite import authority, bench, store
 from qinglong_dispatcher.domain import errors
 
@@ -21,6 +22,7 @@ class SqliteDialect:
             busy_timeout_s=settings.sqlite_busy_timeout_seconds,
             self_approval=settings.self_approval,
             create=create,
+            envelopes=plan_envelopes.from_keyring(settings.plan_keyring_file),
         )
 
     async def move_installation(

@@ -6,6 +6,7 @@ import functools
 import sqlite3
 from pathlib import Path
 
+from qinglong_dispatcher.adapters.sql import plan_envelopes
 from qinglong_dispatcher.adapters.sql import store as sql_store
 from qinglong_dispatcher.adapters.sqlite import (
     database,
@@ -32,6 +33,7 @@ class SqliteStore(sql_store.SqlStore):
         *,
         self_approval: bool = True,
         principal: str | None = None,
+        envelopes: plan_envelopes.Envelopes | None = None,
     ) -> None:
         self.db = db
         super().__init__(
@@ -40,6 +42,7 @@ class SqliteStore(sql_store.SqlStore):
                 name=os_user.os_principal() if principal is None else principal,
                 self_approval=self_approval,
             ),
+            envelopes,
         )
 
     @classmethod
@@ -51,12 +54,14 @@ class SqliteStore(sql_store.SqlStore):
         self_approval: bool = True,
         principal: str | None = None,
         create: bool = True,
+        envelopes: plan_envelopes.Envelopes | None = None,
     ) -> SqliteStore:
         """Open the SQLite file with the production pragmas (creating it only with `create`)."""
         return cls(
             await database.Database.open(path, busy_timeout_s=busy_timeout_s, create=create),
             self_approval=self_approval,
             principal=principal,
+            envelopes=envelopes,
         )
 
     async def close(self) -> None:

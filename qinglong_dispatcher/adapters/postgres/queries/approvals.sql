@@ -2,11 +2,14 @@
 
 -- insert_plan --
 INSERT INTO qinglong.action_plans (project_id, action_ref, action_type, plan_json, plan_digest,
-                                   created_at_ms)
-VALUES (:project_id, :action_ref, :action_type, :plan_json, :plan_digest, :now_ms)
+                                   created_at_ms, plan_key_id, plan_algorithm, plan_sealed,
+                                   plan_schema_version)
+VALUES (:project_id, :action_ref, :action_type, :plan_json, :plan_digest, :now_ms, :plan_key_id,
+        :plan_algorithm, :plan_sealed, :plan_schema_version)
 
 -- select_plan --
-SELECT project_id, action_ref, action_type, plan_json, plan_digest
+SELECT project_id, action_ref, action_type, plan_json, plan_digest, plan_key_id,
+       plan_algorithm, plan_sealed, plan_schema_version
 FROM qinglong.action_plans
 WHERE project_id = :project_id AND action_ref = :action_ref
 
@@ -15,11 +18,13 @@ WHERE project_id = :project_id AND action_ref = :action_ref
 -- one list form SQLite binds too), zipped element by element. The lateral LIMIT 1 (the key
 -- is the primary key) keeps each key one primary-key probe: the planner guesses 100 keys from
 -- a JSON array and would otherwise hash-join over a full scan of a table of some 10k plans.
-SELECT p.project_id, p.action_ref, p.action_type, p.plan_json, p.plan_digest
+SELECT p.project_id, p.action_ref, p.action_type, p.plan_json, p.plan_digest, p.plan_key_id,
+       p.plan_algorithm, p.plan_sealed, p.plan_schema_version
 FROM ROWS FROM (jsonb_array_elements_text(:project_ids::jsonb),
                 jsonb_array_elements_text(:action_refs::jsonb)) AS k (project_id, action_ref)
 CROSS JOIN LATERAL (
-    SELECT x.project_id, x.action_ref, x.action_type, x.plan_json, x.plan_digest
+    SELECT x.project_id, x.action_ref, x.action_type, x.plan_json, x.plan_digest, x.plan_key_id,
+           x.plan_algorithm, x.plan_sealed, x.plan_schema_version
     FROM qinglong.action_plans AS x
     WHERE x.project_id = k.project_id AND x.action_ref = k.action_ref
     LIMIT 1

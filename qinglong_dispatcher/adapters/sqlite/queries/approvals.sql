@@ -2,17 +2,21 @@
 
 -- insert_plan --
 INSERT INTO action_plans (project_id, action_ref, action_type, plan_json, plan_digest,
-                          created_at_ms)
-VALUES (:project_id, :action_ref, :action_type, :plan_json, :plan_digest, :now_ms)
+                          created_at_ms, plan_key_id, plan_algorithm, plan_sealed,
+                          plan_schema_version)
+VALUES (:project_id, :action_ref, :action_type, :plan_json, :plan_digest, :now_ms, :plan_key_id,
+        :plan_algorithm, :plan_sealed, :plan_schema_version)
 
 -- select_plan --
-SELECT project_id, action_ref, action_type, plan_json, plan_digest
+SELECT project_id, action_ref, action_type, plan_json, plan_digest, plan_key_id,
+       plan_algorithm, plan_sealed, plan_schema_version
 FROM action_plans
 WHERE project_id = :project_id AND action_ref = :action_ref
 
 -- select_plans --
 -- One read for a page of dispatches: the keys arrive as two JSON arrays of equal length.
-SELECT p.project_id, p.action_ref, p.action_type, p.plan_json, p.plan_digest
+SELECT p.project_id, p.action_ref, p.action_type, p.plan_json, p.plan_digest, p.plan_key_id,
+       p.plan_algorithm, p.plan_sealed, p.plan_schema_version
 -- Both key columns are bound before the plans are read, so each key is one primary-key probe.
 FROM json_each(:project_ids) AS k
 JOIN action_plans AS p

@@ -1,0 +1,124 @@
+"""`keys rotate` and `keys check` as store transactions, written once for both dialects.
+
+A rotation batch reads the next plans not sealed under the active key (clear ones included),
+opens each, seals it again under the active key and writes it only if nobody resealed it
+meanwhile; it is one short transaction, so it runs beside replicas that only read plans, and
+a rotation stopped anywhere resumes where the remaining plans are. A check batch reads every
+plan in key order and proves that it opens and that its plaintext is the one its digest names.
+"""
+
+from __future__ import annotations
+
+import collections
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.adapters.sql import plan_envelopes, query
+from qinglong_dispatcher.domain import digests, errors
+
+_FIRST = ("", "")
+"""Before every plan key: identifiers are never empty."""
+
+
+def _keyset(after: ports.PlanKey | None, limit: int) -> dict[str, object]:
+    start = after or _FIRST
+    return {"after_project_id": start[0], "after_action_ref": start[1], "limit": limit}
+
+
+def _next(plans: list[ports.StoredPlan], limit: int) -> ports.PlanKey | None:
+    if len(plans) < limit:
+        return None
+    return (plans[-1].project_id, plans[-1].action_ref)
+
+
+async def reseal_batch(
+    q: query.Query,
+    envelopes: plan_envelopes.Envelopes,
+    *,
+    limit: int,
+    after: ports.PlanKey | None,
+) -> ports.ResealBatch:
+    """See `ports.PlanKeyStore.reseal_plans`."""
+    active = envelopes.active_key_id
+    if active is None:
+        raise errors.ConfigurationError(
+            "keys rotate needs a plan key ring (QINGLONG_PLAN_KEYRING_FILE)",
+            code="plan_keyring_missing",
+        )
+    rows = await q.all("select_plans_to_reseal", {**_keyset(after, limit), "active_key_id": active})
+    found = [ports.StoredPlan.from_row(row) for row in rows]
+    resealed = unreadable = 0
+    for stored in found:
+        opened = envelopes.open(stored)
+        if opened.unreadable is not None:
+            unreadable += 1
+            continue
+        sealed = envelopes.seal_plan(
+            opened.project_id, opened.action_ref, opened.action_type, opened.plan_json
+        )
+        written = await q.one(
+            "reseal_plan",
+            {
+                "project_id": stored.project_id,
+                "action_ref": stored.action_ref,
+                "old_key_id": None if stored.sealed is None else stored.sealed.key_id,
+                "key_id": sealed.key_id,
+                "algorithm": sealed.algorithm,
+                "sealed": sealed.data,
+                "schema_version": sealed.schema_version,
+            },
+        )
+        resealed += written is not None
+    remaining = await q.one("count_plans_to_reseal", {"active_key_id": active})
+    return ports.ResealBatch(
+        resealed=resealed,
+        unreadable=unreadable,
+        remaining=int(remaining["n"]),
+        after=_next(found, limit),
+    )
+
+
+async def check_batch(
+    q: query.Query,
+    envelopes: plan_envelopes.Envelopes,
+    *,
+    limit: int,
+    after: ports.PlanKey | None,
+) -> ports.CheckBatch:
+    """See `ports.PlanKeyStore.check_plans`."""
+    rows = await q.all("select_plans_after", _keyset(after, limit))
+    found = [ports.StoredPlan.from_row(row) for row in rows]
+    by_key: collections.Counter[str] = collections.Counter()
+    failed: collections.Counter[str] = collections.Counter()
+    clear = 0
+    for stored in found:
+        if stored.sealed is None:
+            clear += 1
+        else:
+            by_key[stored.sealed.key_id] += 1
+        opened = envelopes.open(stored)
+        if opened.unreadable is not None:
+            failed[opened.unreadable] += 1
+        elif digests.digest(digests.PLAN_TAG, opened.plan_bytes()) != opened.plan_digest:
+            failed["plan_digest_mismatch"] += 1
+    return ports.CheckBatch(
+        checked=len(found),
+        clear=clear,
+        by_key=dict(by_key),
+        failed=dict(failed),
+        after=_next(found, limit),
+    )
+
+
+async def probe(q: query.Query, envelopes: plan_envelopes.Envelopes) -> None:
+    """Raise `ConfigurationError` unless the newest sealed plan opens with this process's ring
+    (no ring while plans are sealed, or a ring without their key, would block every one)."""
+    row = await q.one("select_newest_sealed_plan")
+    if row is None:
+        return
+    opened = envelopes.open(ports.StoredPlan.from_row(row))
+    if opened.unreadable is not None:
+        raise errors.ConfigurationError(
+            f"QINGLONG_PLAN_KEYRING_FILE: stored plans are sealed and the newest does not open "
+            f"with this process's key ring ({opened.unreadable})",
+            code=opened.unreadable,
+        )

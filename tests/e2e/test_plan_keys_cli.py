@@ -1,0 +1,112 @@
+"""`keys generate|rotate|check` through the real console script, on SQLite and PostgreSQL: a
+store whose plans were written in clear is sealed by `keys rotate`, a rotation to a new key
+resumes in batches, `keys check` proves every plan opens, and a daemon whose ring is missing
+or wrong stops at startup in one line (exit 78) instead of blocking every dispatch."""
+
+from __future__ import annotations
+
+import dataclasses
+import stat
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio.to_thread
+import pytest
+
+from tests.support import stores
+from tests.support.cli import error_lines, json_out, run_cli
+
+
+@dataclasses.dataclass
+class Target:
+    """One dialect's logins as the CLI takes them."""
+
+    admin: list[str]
+    runtime: list[str]
+    approver: list[str]
+    env: dict[str, str]
+    cwd: Path
+
+    def run(self, login: list[str], *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return run_cli(*args, *login, cwd=self.cwd, env={**self.env, **env})
+
+
+@pytest.fixture(params=stores.DIALECTS)
+async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Target]:
+    if request.param == "sqlite":
+        login = ["--database", f"sqlite:///{tmp_path / 'q.db'}"]
+        yield Target(login, login, login, {}, tmp_path)
+        return
+    async with stores.fresh_database(migrated=False) as name:
+
+        def cluster(url: str) -> list[str]:
+            return ["--profile", "cluster", "--database", url]
+
+        yield Target(
+            admin=cluster(stores.pg_url(name)),
+            runtime=cluster(stores.runtime_url(name)),
+            approver=cluster(stores.approver_url(name)),  # submit approves its own request
+            env={"QINGLONG_INSTALLATION": stores.INSTALLATION},
+            cwd=tmp_path,
+        )
+
+
+def _submit(t: Target, n: int, **env: str) -> None:
+    jsonl = t.cwd / "plans.jsonl"
+    jsonl.write_text(
+        "".join(f'{{"projectId":"p","taskId":"t{i}","taskRevision":{i}}}\n' for i in range(n)),
+        encoding="utf-8",
+    )
+    done = t.run(t.approver, "submit", "run-create", "--from-jsonl", str(jsonl), "--json", **env)
+    assert done.returncode == 0, done.stderr
+
+
+def _life_of_a_ring(t: Target) -> None:
+    ring = t.cwd / "plan-keys"
+    made = json_out(t.run([], "keys", "generate", "--out", str(ring), "--json"))
+    assert stat.S_IMODE(ring.stat().st_mode) == 0o600
+    assert made["keys"] == 1
+    again = t.run([], "keys", "generate", "--out", str(ring))
+    assert again.returncode == 78
+    assert len(error_lines(again.stderr)) == 1
+
+    assert t.run(t.admin, "migrate").returncode == 0
+    _submit(t, 3)  # written in clear: no ring configured yet
+    sealed_env = {"QINGLONG_PLAN_KEYRING_FILE": str(ring)}
+    check = json_out(t.run(t.runtime, "keys", "check", "--json", **sealed_env))
+    assert (check["ok"], check["clear"], check["checked"]) == (True, 3, 3)
+    rotated = json_out(t.run(t.runtime, "keys", "rotate", "--json", **sealed_env))
+    assert rotated == {"resealed": 3, "unreadable": 0, "remaining": 0}
+    _submit(t, 2, **sealed_env)
+
+    added = json_out(t.run([], "keys", "generate", "--out", str(ring), "--add", "--json"))
+    assert added["keys"] == 2
+    partial = t.run(
+        t.runtime, "keys", "rotate", "--batch", "2", "--max-batches", "1", "--json", **sealed_env
+    )
+    assert json_out(partial)["remaining"] == 3  # stopped after one batch: resumable
+    rest = json_out(t.run(t.runtime, "keys", "rotate", "--json", **sealed_env))
+    assert rest == {"resealed": 3, "unreadable": 0, "remaining": 0}
+    check = json_out(t.run(t.runtime, "keys", "check", "--json", **sealed_env))
+    assert check["by_key"] == {added["active"]: 5}
+
+    # Without the ring, or with another one, the daemon's commands stop at startup.
+    for env in ({}, {"QINGLONG_PLAN_KEYRING_FILE": str(_other_ring(t))}):
+        refused = t.run(t.runtime, "tick", "--once", **env)
+        assert refused.returncode == 78, refused.stderr
+        (line,) = error_lines(refused.stderr)
+        assert "QINGLONG_PLAN_KEYRING_FILE" in line
+    ticked = json_out(t.run(t.runtime, "tick", "--drain", "--json", **sealed_env))
+    assert ticked["outcomes"] == {"succeeded": 5}
+
+
+def _other_ring(t: Target) -> Path:
+    other = t.cwd / "other-keys"
+    if not other.exists():
+        assert t.run([], "keys", "generate", "--out", str(other)).returncode == 0
+    return other
+
+
+async def test_a_ring_is_made_rotated_checked_and_required_by_the_daemon(target: Target) -> None:
+    await anyio.to_thread.run_sync(_life_of_a_ring, target)
