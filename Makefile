@@ -15,10 +15,14 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The edge daemon on var/qinglong.db, its plans encrypted at rest under var/plan-keys (made once).
 run: $(STAMP)
 	mkdir -p var
-	$(BIN)/qinglong-dispatcher --profile edge --database sqlite:///var/qinglong.db migrate
-	$(BIN)/qinglong-dispatcher --profile edge --database sqlite:///var/qinglong.db run
+	test -f var/plan-keys || $(BIN)/qinglong-dispatcher keys generate --out var/plan-keys
+	QINGLONG_PLAN_KEYRING_FILE=var/plan-keys $(BIN)/qinglong-dispatcher --profile edge \
+	    --database sqlite:///var/qinglong.db migrate
+	QINGLONG_PLAN_KEYRING_FILE=var/plan-keys $(BIN)/qinglong-dispatcher --profile edge \
+	    --database sqlite:///var/qinglong.db run
 
 lint: $(STAMP)
 	$(BIN)/ruff check qinglong_dispatcher tests examples
