@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from qinglong_dispatcher import bootstrap
 from qinglong_dispatcher.bench import mixed, mixed_http, phases, scratch
 from qinglong_dispatcher.settings import Settings
 
@@ -54,6 +55,8 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
             )
             _progress(f"idle for {options.idle_seconds:g} s")
             idle = await phases.idle(made, workdir, seconds=options.idle_seconds)
+        _progress(f"enqueue and dispatch {options.dispatches} with plans sealed at rest")
+        sealed = await _sealed(settings, workdir, options, dispatched)
         mixed_entry: dict[str, Any] | None = None
         if options.mixed_dispatches:
             async with scratch.scratch(settings) as made:
@@ -96,8 +99,28 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
         "rss_mib_peak": round(dispatched["rss_mib_peak"], 1),
         "scan_cost_ratio": round(scan_ratio, 3),
         "idle": {k: round(v, 3) for k, v in idle.items()},
+        "sealed": sealed,
         "mixed": mixed_entry,
         "mixed_http": mixed_http_entry,
+    }
+
+
+async def _sealed(
+    settings: Settings, workdir: Path, options: Options, clear: dict[str, float]
+) -> dict[str, Any]:
+    """The enqueue and dispatch phases again with every plan sealed under a fresh key ring
+    (AES-256-GCM at write, opened at inspect), beside the clear figures of the same run."""
+    ring = workdir / "plan-keys"
+    bootstrap.write_plan_keys(ring, add=False)
+    async with scratch.scratch(settings, plan_keyring=ring) as made:
+        enqueue_per_s = await phases.enqueue(made, options.dispatches)
+        dispatched = await phases.dispatch(made, options.dispatches, options.replicas)
+    return {
+        "enqueue_per_s": round(enqueue_per_s, 1),
+        "dispatch_per_s": round(dispatched["dispatch_per_s"], 1),
+        "ratio_to_dispatch_per_s": round(dispatched["dispatch_per_s"] / clear["dispatch_per_s"], 3),
+        "cpu_s_per_1000": round(dispatched["cpu_s_per_1000"], 3),
+        "cpu_s_per_1000_clear": round(clear["cpu_s_per_1000"], 3),
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 from qinglong_dispatcher import bootstrap, clock, ports
 from qinglong_dispatcher.settings import Settings, load_settings
@@ -18,10 +19,12 @@ class Scratch:
     url: str
 
     def env(self, **extra: str) -> dict[str, str]:
-        """`QINGLONG_*` variables that point a subprocess at this store."""
+        """`QINGLONG_*` variables that point a subprocess at this store (and its key ring)."""
+        ring = self.settings.plan_keyring_file
         return {
             "QINGLONG_PROFILE": self.settings.profile,
             "QINGLONG_DATABASE_URL": self.url,
+            **({} if ring is None else {"QINGLONG_PLAN_KEYRING_FILE": str(ring)}),
             **{f"QINGLONG_{k.upper()}": v for k, v in extra.items()},
         }
 
@@ -31,8 +34,11 @@ class Scratch:
 
 
 @contextlib.asynccontextmanager
-async def scratch(settings: Settings) -> AsyncIterator[Scratch]:
-    """Create, migrate, yield and remove one scratch store of the profile's dialect."""
+async def scratch(
+    settings: Settings, *, plan_keyring: Path | None = None
+) -> AsyncIterator[Scratch]:
+    """Create, migrate, yield and remove one scratch store of the profile's dialect (its plans
+    sealed under `plan_keyring` when one is given, else in clear whatever `settings` say)."""
     async with bootstrap.scratch_database(settings) as url:
         # The bench submits (a self-approval) into its own scratch store, whatever the policy
         # of the real one; on PostgreSQL its administrator login is a superuser, a member of
@@ -41,7 +47,11 @@ async def scratch(settings: Settings) -> AsyncIterator[Scratch]:
             settings=load_settings(
                 profile=settings.profile,
                 database_url=url,
-                overrides={"owner_id": "bench", "self_approval": True},
+                overrides={
+                    "owner_id": "bench",
+                    "self_approval": True,
+                    "plan_keyring_file": plan_keyring,
+                },
             ),
             url=url,
         )

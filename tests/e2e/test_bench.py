@@ -32,10 +32,11 @@ KEYS = {
     "rss_mib_peak",
     "scan_cost_ratio",
     "idle",
+    "sealed",
     "mixed",
     "mixed_http",
 }
-NESTED = {"latency_ms", "wakeup_latency_ms", "idle", "mixed", "mixed_http"}
+NESTED = {"latency_ms", "wakeup_latency_ms", "idle", "sealed", "mixed", "mixed_http"}
 NULL_ON_POSTGRES = {"raw_commits_per_s_stdlib", "ratio_to_raw_commit_stdlib"}
 MIXED_KEYS = {
     "dispatches",
@@ -110,6 +111,16 @@ def check(report: dict[str, object], *, stdlib: bool) -> None:
     commits = report["commits_per_dispatch"]
     assert isinstance(commits, int | float)
     assert 0 < commits < 1
+    sealed = report["sealed"]
+    assert isinstance(sealed, dict)
+    assert set(sealed) == {
+        "enqueue_per_s",
+        "dispatch_per_s",
+        "ratio_to_dispatch_per_s",
+        "cpu_s_per_1000",
+        "cpu_s_per_1000_clear",
+    }
+    assert all(isinstance(v, int | float) and v > 0 for v in sealed.values()), sealed
     check_mixed(report["mixed"], dispatches=MIXED_DISPATCHES)
     check_mixed_http(
         report["mixed_http"], dispatches=MIXED_DISPATCHES, run_create=report["dispatch_per_s"]
