@@ -114,10 +114,10 @@ def test_systemd_unit_fits_the_edge_profile() -> None:
     edge = _profile("edge")
     assert unit["Service.Type"] == ["notify"]
     assert unit["Service.NotifyAccess"] == ["main"]
-    assert unit["Service.ExecStart"] == ["/usr/local/bin/qinglong-dispatcher --profile edge run"]
-    assert unit["Service.ExecStartPre"] == [
-        "/usr/local/bin/qinglong-dispatcher --profile edge migrate"
-    ]
+    # The console script of the venv docs/installation.md installs the wheel and its lock into.
+    command = "/opt/qinglong-dispatcher/bin/qinglong-dispatcher"
+    assert unit["Service.ExecStart"] == [f"{command} --profile edge run"]
+    assert unit["Service.ExecStartPre"] == [f"{command} --profile edge migrate"]
     assert float(unit["Service.TimeoutStopSec"][0]) > edge["shutdown_grace_seconds"]
     assert int(unit["Service.WatchdogSec"][0]) > 2 * edge["cadence_seconds"]
     assert unit["Service.Restart"] == ["on-failure"]
@@ -412,7 +412,7 @@ def test_promtool_check_metrics_on_a_live_scrape() -> None:
 
 # A test machine does not have the binary installed; nothing else may be reported.
 _TOLERATED = (
-    re.compile(r"Command /usr/local/bin/qinglong-dispatcher is not executable"),
+    re.compile(r"Command /opt/qinglong-dispatcher/bin/qinglong-dispatcher is not executable"),
     re.compile(r"Failed to (resolve|look up) user"),
 )
 
