@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-slow lint format typecheck pytest bench clean
+.PHONY: run test test-slow lint format typecheck pytest bench lock dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,5 +55,36 @@ bench: $(STAMP)
 	$(BIN)/qinglong-dispatcher bench --profile edge
 	$(BIN)/qinglong-dispatcher bench --profile cluster --database $(BENCH_PG_URL)
 
+# The runtime lock: the package's dependencies pinned to the versions installed in .venv, each
+# with the hash of every file PyPI has for that version (any platform), so that the lock
+# installs on a router of another architecture too. pip-tools runs in a venv of its own.
+LOCK := deploy/requirements.lock
+
+lock: $(STAMP)
+	$(PYTHON) -m venv $(VENV)/lock-tools
+	$(VENV)/lock-tools/bin/python -m pip install --quiet pip-tools
+	$(BIN)/python -m pip freeze --exclude-editable > $(VENV)/installed-versions.txt
+	# The hashes of the index's own files, never of a local wheel folder a pip.conf names.
+	env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null \
+	    CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/lock-tools/bin/pip-compile --quiet \
+	    --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url \
+	    --no-emit-find-links --annotation-style=line \
+	    --constraint $(VENV)/installed-versions.txt --output-file $(LOCK) pyproject.toml
+	sed -i -e 's/ # via -c [^,]*, / # via /' -e 's/ *# via -c [^,]*$$//' $(LOCK)
+
+# The release artefacts of docs/installation.md: the wheel, the lock and a wheelhouse of the
+# locked files (checked against the lock's hashes) in $(DIST). The wheelhouse is for this
+# machine's platform; for another, e.g.
+#   make dist WHEELHOUSE_PLATFORM="--platform manylinux2014_aarch64 --python-version 3.11"
+DIST ?= dist
+WHEELHOUSE_PLATFORM ?=
+
+dist: $(STAMP)
+	rm -rf $(DIST)
+	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir $(DIST) .
+	cp $(LOCK) $(DIST)/requirements.lock
+	$(BIN)/python -m pip download --quiet --only-binary=:all: --no-deps --require-hashes \
+	    --requirement $(LOCK) --dest $(DIST)/wheelhouse $(WHEELHOUSE_PLATFORM)
+
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) var dist .pytest_cache .mypy_cache .ruff_cache

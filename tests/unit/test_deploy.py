@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import tomllib
 import urllib.request
@@ -26,7 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 ALERTS = DEPLOY / "prometheus" / "alerts.yml"
 UNIT = DEPLOY / "systemd" / "qinglong-dispatcher.service"
+KUBERNETES = DEPLOY / "kubernetes"
+SECRETS_EXAMPLE = KUBERNETES / "examples" / "secrets.yaml.example"
 YAML_FILES = sorted(p for p in DEPLOY.rglob("*") if p.suffix in {".yml", ".yaml"})
+# What `kubectl apply -f` reads from a folder: these suffixes, nothing else.
+APPLIED_SUFFIXES = {".yml", ".yaml", ".json"}
 METRIC_NAME = re.compile(r"qinglong_dispatcher_[a-z_]+")
 
 
@@ -80,7 +85,15 @@ def test_deploy_has_yaml_files() -> None:
         "prometheus/scrape.yml",
         "prometheus/scrape-kubernetes.yml",
     } <= names
-    assert {"kubernetes/deployment.yaml", "kubernetes/pdb.yaml"} <= names
+    assert {
+        "kubernetes/namespace.yaml",
+        "kubernetes/migrate/kustomization.yaml",
+        "kubernetes/migrate/migrate-job.yaml",
+        "kubernetes/app/kustomization.yaml",
+        "kubernetes/app/deployment.yaml",
+        "kubernetes/app/pdb.yaml",
+        "kubernetes/optional/servicemonitor.yaml",
+    } <= names
 
 
 @pytest.mark.parametrize("path", YAML_FILES, ids=lambda p: p.relative_to(DEPLOY).as_posix())
@@ -114,10 +127,10 @@ def test_systemd_unit_fits_the_edge_profile() -> None:
     edge = _profile("edge")
     assert unit["Service.Type"] == ["notify"]
     assert unit["Service.NotifyAccess"] == ["main"]
-    assert unit["Service.ExecStart"] == ["/usr/local/bin/qinglong-dispatcher --profile edge run"]
-    assert unit["Service.ExecStartPre"] == [
-        "/usr/local/bin/qinglong-dispatcher --profile edge migrate"
-    ]
+    # The console script of the venv docs/installation.md installs the wheel and its lock into.
+    command = "/opt/qinglong-dispatcher/bin/qinglong-dispatcher"
+    assert unit["Service.ExecStart"] == [f"{command} --profile edge run"]
+    assert unit["Service.ExecStartPre"] == [f"{command} --profile edge migrate"]
     assert float(unit["Service.TimeoutStopSec"][0]) > edge["shutdown_grace_seconds"]
     assert int(unit["Service.WatchdogSec"][0]) > 2 * edge["cadence_seconds"]
     assert unit["Service.Restart"] == ["on-failure"]
@@ -143,7 +156,7 @@ def test_systemd_unit_fits_the_edge_profile() -> None:
 
 def test_deployment_fits_the_cluster_profile() -> None:
     cluster = _profile("cluster")
-    deployment = _kind("kubernetes", "Deployment")
+    deployment = _kind("kubernetes/app", "Deployment")
     assert deployment["spec"]["replicas"] == 3
     pod = deployment["spec"]["template"]["spec"]
     assert pod["terminationGracePeriodSeconds"] > cluster["shutdown_grace_seconds"]
@@ -158,7 +171,7 @@ def test_deployment_fits_the_cluster_profile() -> None:
     owner = env["QINGLONG_OWNER_ID"]["valueFrom"]["fieldRef"]
     assert owner == {"fieldPath": "metadata.name"}
     # The schema is migrated by a Job (as an administrator); pods only wait for it.
-    job = _kind("kubernetes", "Job")
+    job = _kind("kubernetes/migrate", "Job")
     (migrate,) = job["spec"]["template"]["spec"]["containers"]
     assert migrate["args"] == ["--profile", "cluster", "migrate"]
     waits = [" ".join(c["command"]) for c in pod["initContainers"]]
@@ -166,15 +179,17 @@ def test_deployment_fits_the_cluster_profile() -> None:
 
 
 def test_pdb_service_and_monitor_select_the_pods() -> None:
-    labels = _kind("kubernetes", "Deployment")["spec"]["template"]["metadata"]["labels"]
+    labels = _kind("kubernetes/app", "Deployment")["spec"]["template"]["metadata"]["labels"]
 
     def selects(selector: dict[str, str]) -> bool:
         return all(labels.get(k) == v for k, v in selector.items())
 
-    assert selects(_kind("kubernetes", "PodDisruptionBudget")["spec"]["selector"]["matchLabels"])
-    service = _kind("kubernetes", "Service")
+    assert selects(
+        _kind("kubernetes/app", "PodDisruptionBudget")["spec"]["selector"]["matchLabels"]
+    )
+    service = _kind("kubernetes/app", "Service")
     assert selects(service["spec"]["selector"])
-    monitor = _kind("kubernetes", "ServiceMonitor")
+    monitor = _kind("kubernetes/optional", "ServiceMonitor")
     assert all(
         service["metadata"]["labels"].get(k) == v
         for k, v in monitor["spec"]["selector"]["matchLabels"].items()
@@ -182,45 +197,165 @@ def test_pdb_service_and_monitor_select_the_pods() -> None:
     assert {e["port"] for e in monitor["spec"]["endpoints"]} == {"metrics"}
 
 
-def _secret_refs(value: object) -> list[tuple[str, str]]:
+def _manifests(folder: Path, *, recursive: bool) -> list[dict[str, Any]]:
+    """The objects `kubectl apply [-R] -f folder` would send (kustomization files aside)."""
+    files = folder.rglob("*") if recursive else folder.glob("*")
+    return [
+        doc
+        for path in sorted(files)
+        if path.suffix in APPLIED_SUFFIXES and path.stem != "kustomization"
+        for doc in _docs(path)
+    ]
+
+
+def _kustomization(step: str) -> dict[str, Any]:
+    (doc,) = _docs(KUBERNETES / step / "kustomization.yaml")
+    return dict(doc)
+
+
+def test_no_apply_of_the_kubernetes_folder_reaches_a_secret() -> None:
+    """The example Secrets carry a suffix `kubectl apply -f` skips, even with -R."""
+    assert SECRETS_EXAMPLE.suffix not in APPLIED_SUFFIXES
+    kinds = [doc["kind"] for doc in _manifests(KUBERNETES, recursive=True)]
+    assert "Secret" not in kinds
+    assert {doc["kind"] for doc in _docs(SECRETS_EXAMPLE)} == {"Secret"}
+
+
+def test_the_plain_apply_of_the_folder_creates_only_the_namespace() -> None:
+    top = _manifests(KUBERNETES, recursive=False)
+    assert [(d["kind"], d["metadata"]["name"]) for d in top] == [
+        ("Namespace", "qinglong-dispatcher")
+    ]
+    for step in ("migrate", "app", "optional"):
+        assert _kustomization(step)["namespace"] == "qinglong-dispatcher", step
+
+
+def test_each_step_lists_every_manifest_of_its_folder_and_only_the_optional_one_needs_a_crd() -> (
+    None
+):
+    builtin_groups = {"v1", "apps/v1", "batch/v1", "policy/v1"}
+    for step in ("migrate", "app", "optional"):
+        folder = KUBERNETES / step
+        listed = set(_kustomization(step)["resources"])
+        present = {p.name for p in folder.glob("*.yaml") if p.stem != "kustomization"}
+        assert listed == present, step
+        groups = {doc["apiVersion"] for doc in _manifests(folder, recursive=False)}
+        if step == "optional":
+            assert groups == {"monitoring.coreos.com/v1"}
+        else:
+            assert groups <= builtin_groups, (step, groups)
+    assert [d["kind"] for d in _manifests(KUBERNETES / "migrate", recursive=False)] == ["Job"]
+
+
+def _kubectl() -> str:
+    found = shutil.which("kubectl")
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("kubectl is part of this machine's image; under CI=true it must be there")
+        pytest.skip("kubectl is not installed")
+    return found
+
+
+@pytest.mark.parametrize("step", ["migrate", "app", "optional"])
+def test_kubectl_kustomize_builds_each_step_into_the_namespace(step: str) -> None:
+    """The kustomize built into kubectl renders each step offline, as `apply -k` will."""
+    done = subprocess.run(
+        [_kubectl(), "kustomize", str(KUBERNETES / step)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    built = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    assert built
+    assert all(doc["metadata"]["namespace"] == "qinglong-dispatcher" for doc in built)
+    assert "Secret" not in {doc["kind"] for doc in built}
+
+
+def _key_refs(value: object, kind: str = "secretKeyRef") -> list[tuple[str, str]]:
+    """Every (name, key) a manifest reads through `kind` (secretKeyRef, configMapKeyRef)."""
     if isinstance(value, dict):
-        ref = value.get("secretKeyRef")
+        ref = value.get(kind)
         found = [(ref["name"], ref["key"])] if isinstance(ref, dict) else []
-        return found + [r for v in value.values() for r in _secret_refs(v)]
+        return found + [r for v in value.values() for r in _key_refs(v, kind)]
     if isinstance(value, list):
-        return [r for v in value for r in _secret_refs(v)]
+        return [r for v in value for r in _key_refs(v, kind)]
     return []
 
 
-def test_every_secret_the_manifests_read_has_an_example() -> None:
+def test_every_secret_key_the_manifests_read_has_an_example_and_a_documented_command() -> None:
     examples = {
         (doc["metadata"]["name"], key)
-        for doc in _docs(DEPLOY / "kubernetes" / "secrets.example.yaml")
+        for doc in _docs(SECRETS_EXAMPLE)
         for key in doc["stringData"]
     }
-    used = {
-        ref
-        for path in (DEPLOY / "kubernetes").glob("*.yaml")
-        if path.name != "secrets.example.yaml"
-        for doc in _docs(path)
-        for ref in _secret_refs(doc)
-    }
+    manifests = _manifests(KUBERNETES, recursive=True)
+    used = {ref for doc in manifests for ref in _key_refs(doc)}
     assert used
-    assert used <= examples, used - examples
+    assert used == examples, used ^ examples
+    installation = (ROOT / "docs" / "installation.md").read_text(encoding="utf-8")
+    example_text = SECRETS_EXAMPLE.read_text(encoding="utf-8")
+    for name, key in used:
+        # One command, its continuation line commented out in the example file.
+        command = re.compile(
+            rf"create secret generic {name}\s+\\?\s*(?:#\s*)?--from-literal={key}="
+        )
+        assert command.search(installation), (name, key)
+        assert command.search(example_text), (name, key)
+    # No ConfigMap is read: every setting a pod needs is in its manifest or a Secret.
+    assert not [ref for doc in manifests for ref in _key_refs(doc, "configMapKeyRef")]
 
 
-def test_containerfile_runs_the_cluster_profile_as_non_root() -> None:
+def _instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of a Containerfile, continuation lines joined, comments out."""
+    joined = re.sub(
+        r"\\\n",
+        " ",
+        "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#")),
+    )
+    found = []
+    for line in joined.splitlines():
+        if line.strip():
+            word, _, rest = line.strip().partition(" ")
+            found.append((word.upper(), rest.strip()))
+    return found
+
+
+def test_containerfile_runs_the_cluster_profile_as_non_root_from_the_locked_artefacts() -> None:
     text = (DEPLOY / "container" / "Containerfile").read_text(encoding="utf-8")
-    assert re.search(r"^FROM python:3\.11-slim\s*$", text, flags=re.MULTILINE)
+    steps = _instructions(text)
+    # The base image: a released tag (or a digest), never a floating one.
+    (base,) = [args for word, args in steps if word == "ARG" and args.startswith("PYTHON_IMAGE=")]
+    image = base.partition("=")[2]
+    assert re.fullmatch(r"[\w./-]+/python:3\.11-slim-\w+(@sha256:[0-9a-f]{64})?", image), image
+    assert [args for word, args in steps if word == "FROM"] == [
+        "${PYTHON_IMAGE} AS build",
+        "${PYTHON_IMAGE}",
+    ]
+    # Nothing fetched: no ADD (of a URL or else), every RUN offline, the lock's hashes required.
+    assert not [args for word, args in steps if word == "ADD"]
+    runs = " ".join(args for word, args in steps if word == "RUN")
+    assert "--no-index" in runs
+    assert "--require-hashes" in runs
+    assert "--requirement /dist/requirements.lock" in runs
+    assert "pip check" in runs
+    copies = [args for word, args in steps if word == "COPY"]
+    assert "requirements.lock *.whl /dist/" in copies
     # The OCI format drops HEALTHCHECK: the build line must ask for the docker format.
     assert "podman build --format docker" in text
-    users = re.findall(r"^USER\s+(\S+)", text, flags=re.MULTILINE)
+    users = [args for word, args in steps if word == "USER"]
     assert users, "no USER"
     assert users[-1].split(":")[0] not in {"0", "root"}
+    # A read-only root: /tmp is the one writable path, declared, and the pods mount it.
+    assert [args for word, args in steps if word == "VOLUME"] == ['["/tmp"]']
+    container = _kind("kubernetes/app", "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert [m["mountPath"] for m in container["volumeMounts"]] == ["/tmp"]
     assert re.search(r"^HEALTHCHECK .*/healthz", text, flags=re.MULTILINE | re.DOTALL)
-    assert re.search(r"^EXPOSE 9464$", text, flags=re.MULTILINE)
-    assert 'ENTRYPOINT ["qinglong-dispatcher"]' in text
-    assert 'CMD ["--profile", "cluster", "run"]' in text
+    assert ("EXPOSE", "9464") in steps
+    assert ("ENTRYPOINT", '["qinglong-dispatcher"]') in steps
+    assert ("CMD", '["--profile", "cluster", "run"]') in steps
 
 
 # --- alerts ----------------------------------------------------------------------------------
@@ -412,7 +547,7 @@ def test_promtool_check_metrics_on_a_live_scrape() -> None:
 
 # A test machine does not have the binary installed; nothing else may be reported.
 _TOLERATED = (
-    re.compile(r"Command /usr/local/bin/qinglong-dispatcher is not executable"),
+    re.compile(r"Command /opt/qinglong-dispatcher/bin/qinglong-dispatcher is not executable"),
     re.compile(r"Failed to (resolve|look up) user"),
 )
 

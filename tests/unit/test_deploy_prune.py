@@ -1,4 +1,4 @@
-"""deploy/kubernetes/prune-cronjob.yaml: one CronJob running `prune` as the pruner login."""
+"""deploy/kubernetes/app/prune-cronjob.yaml: one CronJob running `prune` as the pruner login."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from qinglong_dispatcher import cli
 from qinglong_dispatcher.commands import prune
 from qinglong_dispatcher.domain import retention
 
-CRONJOB = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "prune-cronjob.yaml"
+CRONJOB = (
+    Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "app" / "prune-cronjob.yaml"
+)
 
 
 def _cronjob() -> dict[str, Any]:
