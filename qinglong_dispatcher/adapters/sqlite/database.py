@@ -58,6 +58,15 @@ def connect(path: Path, *, busy_timeout_s: float, create: bool = True) -> sqlite
         )
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        # Before the first pragma that writes (WAL rewrites the header): never touch a file
+        # that is another program's.
+        if foreign := _foreign_tables(conn):
+            conn.close()
+            shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
+            raise errors.SchemaForeign(
+                f"SQLite file {path} is not a qinglong-dispatcher database (it holds {shown} "
+                "and no schema_migrations); nothing was written"
+            )
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise errors.DurabilityRefused(f"SQLite refused WAL journal mode (got {mode})")
@@ -66,6 +75,18 @@ def connect(path: Path, *, busy_timeout_s: float, create: bool = True) -> sqlite
     except sqlite3.Error as exc:
         raise _named(translate(exc), path, exc) from exc
     return conn
+
+
+def _foreign_tables(conn: sqlite3.Connection) -> list[str]:
+    """The tables of a file that has some but not our migration ledger ([] otherwise)."""
+    names = [
+        str(row[0])
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            " ORDER BY name"
+        )
+    ]
+    return [] if not names or "schema_migrations" in names else names
 
 
 def _named(
