@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# `make run` and `make bench` need only the runtime dependencies; the other targets the
+# `test` extra too (the tools and the test libraries). Each stamp is its own install.
+RUNTIME_STAMP := $(VENV)/.installed-runtime
 
 .PHONY: run test test-slow lint format typecheck pytest bench clean
 
@@ -15,7 +18,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-run: $(STAMP)
+$(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUNTIME_STAMP)
+
+run: $(RUNTIME_STAMP)
 	mkdir -p var
 	$(BIN)/qinglong-dispatcher --profile edge --database sqlite:///var/qinglong.db migrate
 	$(BIN)/qinglong-dispatcher --profile edge --database sqlite:///var/qinglong.db run
@@ -47,7 +55,7 @@ test-slow: $(STAMP)
 
 BENCH_PG_URL ?= $(or $(QINGLONG_BENCH_PG_URL),postgresql://postgres@127.0.0.1:5432/postgres)
 
-bench: $(STAMP)
+bench: $(RUNTIME_STAMP)
 	$(BIN)/qinglong-dispatcher bench --profile edge
 	$(BIN)/qinglong-dispatcher bench --profile cluster --database $(BENCH_PG_URL)
 
