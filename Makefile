@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# `make run` and `make bench` need only the runtime dependencies; the other targets the
+# `test` extra too (the tools and the test libraries). Each stamp is its own install.
+RUNTIME_STAMP := $(VENV)/.installed-runtime
 
 .PHONY: run test test-slow lint format typecheck pytest bench lock dist clean
 
@@ -15,14 +18,19 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+$(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUNTIME_STAMP)
+
 # The edge daemon on var/qinglong.db, its plans encrypted at rest under var/plan-keys (made once).
-run: $(STAMP)
+EDGE := QINGLONG_PLAN_KEYRING_FILE=var/plan-keys $(BIN)/qinglong-dispatcher --profile edge --database sqlite:///var/qinglong.db
+
+run: $(RUNTIME_STAMP)
 	mkdir -p var
 	test -f var/plan-keys || $(BIN)/qinglong-dispatcher keys generate --out var/plan-keys
-	QINGLONG_PLAN_KEYRING_FILE=var/plan-keys $(BIN)/qinglong-dispatcher --profile edge \
-	    --database sqlite:///var/qinglong.db migrate
-	QINGLONG_PLAN_KEYRING_FILE=var/plan-keys $(BIN)/qinglong-dispatcher --profile edge \
-	    --database sqlite:///var/qinglong.db run
+	$(EDGE) migrate
+	$(EDGE) run
 
 lint: $(STAMP)
 	$(BIN)/ruff check qinglong_dispatcher tests examples
@@ -51,7 +59,7 @@ test-slow: $(STAMP)
 
 BENCH_PG_URL ?= $(or $(QINGLONG_BENCH_PG_URL),postgresql://postgres@127.0.0.1:5432/postgres)
 
-bench: $(STAMP)
+bench: $(RUNTIME_STAMP)
 	$(BIN)/qinglong-dispatcher bench --profile edge
 	$(BIN)/qinglong-dispatcher bench --profile cluster --database $(BENCH_PG_URL)
 

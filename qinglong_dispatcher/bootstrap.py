@@ -86,7 +86,7 @@ def handlers(
 
     An action whose configuration is missing (`tool.invoke` without a sandbox directory,
     `http.request` without receivers, `command.run` without commands) has none: its
-    dispatches are retried, then blocked.
+    dispatches wait (pending again later, the attempt refunded).
     """
     return builtin.handlers(
         builtin_context(store, clock, settings, tool_sandbox_dir=tool_sandbox_dir, profile=profile)

@@ -23,6 +23,10 @@ from qinglong_dispatcher.domain.records import Outcome
 # The dispatcher's logger: the event names and their source stay what operators know.
 log = structlog.get_logger("qinglong_dispatcher.dispatcher")
 
+HANDLER_MISSING_WAIT_MS = 60_000
+"""How long a dispatch whose action has no handler here waits (jittered ×0.5–1.5) before it
+is looked at again; the attempt is refunded, so it may wait for as long as it takes."""
+
 START_REPLAY_MAX_WAIT_S = 0.5
 """Longest pause between replays of an unacknowledged `start` (they go on until the lease ends)."""
 
@@ -97,7 +101,15 @@ class ItemRunner:
         await self._fault("after_claim", dispatch)
         handler = self._handlers.get(dispatch.action_type)
         if handler is None:
-            return await self._release(lease, dispatch, states.ReleaseKind.RETRY, "handler_missing")
+            # Not installed (or not configured) in this process: nothing ran, so the claim's
+            # attempt is refunded and the dispatch waits for a process that has the action.
+            log.warning(
+                "dispatch.handler_missing",
+                dispatch_id=dispatch.dispatch_id,
+                action_type=dispatch.action_type,
+                attempt=lease.attempt,
+            )
+            return await self._release(lease, dispatch, states.ReleaseKind.WAIT, "handler_missing")
         try:
             inspected = await handler.inspect(dispatch)
         except Exception as exc:  # inspect is side-effect free: any failure is pre-barrier
@@ -330,6 +342,8 @@ class ItemRunner:
             retry_at = now + states.retry_delay_ms(
                 self._config.retry_backoff_ms, lease.attempt, jitter
             )
+        elif kind is states.ReleaseKind.WAIT:
+            retry_at = now + int(HANDLER_MISSING_WAIT_MS * self._rng.uniform(0.5, 1.5))
         try:
             done = await self._store.release_preflight(
                 lease,

@@ -176,7 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("approval", "create, approve, reject or consume one approval request")
     approval_sub = p.add_subparsers(dest="approval_command", metavar="STEP", required=True)
-    a: argparse.ArgumentParser = approval_sub.add_parser("create", parents=[shared])
+    a: argparse.ArgumentParser = approval_sub.add_parser(
+        "create", parents=[shared], help="request approval of one action's plan (pending)"
+    )
     a.add_argument(
         "--action",
         required=True,
@@ -187,7 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--plan", required=True, type=Path, metavar="FILE")
     a.add_argument("--requested-by", required=True, metavar="W")
     a.add_argument("--json", action="store_true")
-    a = approval_sub.add_parser("approve", parents=[shared])
+    a = approval_sub.add_parser(
+        "approve", parents=[shared], help="approve a pending request (another principal)"
+    )
     a.add_argument("approval_request_id", metavar="ID")
     a.add_argument("--by", required=True, metavar="W")
     a.add_argument("--json", action="store_true")
@@ -197,7 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("approval_request_id", metavar="ID")
     a.add_argument("--by", required=True, metavar="W")
     a.add_argument("--json", action="store_true")
-    a = approval_sub.add_parser("consume", parents=[shared])
+    a = approval_sub.add_parser(
+        "consume", parents=[shared], help="consume an approved request into its dispatch"
+    )
     a.add_argument("approval_request_id", metavar="ID")
     a.add_argument("--json", action="store_true")
     p.set_defaults(handler=submitting.cmd_approval)

@@ -21,7 +21,14 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from qinglong_dispatcher import bounded_files, database_urls, resources, setting_errors, url_file
+from qinglong_dispatcher import (
+    bounded_files,
+    database_urls,
+    environment,
+    resources,
+    setting_errors,
+    url_file,
+)
 from qinglong_dispatcher.domain import errors
 
 ENV_PREFIX = "QINGLONG_"
@@ -346,6 +353,7 @@ def load_settings(
     argument, `QINGLONG_PROFILE`, the config file's `profile` key, else `edge`.
     """
     env: Mapping[str, str] = os.environ if environ is None else environ
+    environment.refuse_unknown(env, map(env_name, Settings.model_fields))
     explicit: dict[str, Any] = {k: v for k, v in (overrides or {}).items() if v is not None}
     for key in explicit:
         if key not in Settings.model_fields:

@@ -146,8 +146,8 @@ class BuiltInSpec:
     """Where the model lives: `domain/plans.py` for the first two built-ins, the package's own
     `plan` module for the others (passed to parsing like an installed model)."""
     handler: Callable[[BuiltInContext], ports.ApprovedActionHandler | None]
-    """None: not configured in this process; its dispatches find no handler and are retried,
-    then blocked."""
+    """None: not configured in this process; its dispatches find no handler and wait, their
+    attempts refunded."""
     evidence: Callable[[BuiltInContext], ports.EvidenceProvider] | ManualOnly
 
 

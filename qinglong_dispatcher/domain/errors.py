@@ -172,6 +172,12 @@ class SchemaTooNew(SchemaError):
     code = "schema_too_new"
 
 
+class SchemaForeign(SchemaError):
+    """The database holds another program's tables and no migration ledger of ours."""
+
+    code = "schema_foreign"
+
+
 class StoreInUse(QinglongError):
     """Another daemon already runs on this SQLite file, which must have one authority."""
 

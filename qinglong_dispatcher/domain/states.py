@@ -123,6 +123,9 @@ class ReleaseKind(enum.StrEnum):
     """The action must not run (drift, invalid plan, explicit block): terminal."""
     YIELD = "yield"
     """Shutdown: back to pending, eligible now, the claim's attempt refunded."""
+    WAIT = "wait"
+    """No handler for the action in this process: back to pending, eligible at the retry time
+    given, the claim's attempt refunded (nothing ran, so nothing is spent)."""
 
 
 class Completion(enum.StrEnum):
@@ -135,7 +138,7 @@ class Completion(enum.StrEnum):
 
 def release_target(kind: ReleaseKind, attempt: int, max_attempts: int) -> ExecutionStatus:
     """The status a release lands in; a retry with the budget spent is blocked."""
-    if kind is ReleaseKind.YIELD:
+    if kind is ReleaseKind.YIELD or kind is ReleaseKind.WAIT:
         return ExecutionStatus.PENDING
     if kind is ReleaseKind.RETRY and attempt < max_attempts:
         return ExecutionStatus.RETRY_WAIT

@@ -66,6 +66,7 @@ class Daemon:
         self._ready = False
         self._status = ""
         self._unsafe = ""
+        self._unwritable = ""
         self.ticks = 0
 
     def request_stop(self) -> None:
@@ -164,6 +165,19 @@ class Daemon:
             )
             p.metrics.record_tick(ok=False)
             p.health.set_store(reachable=not isinstance(exc, errors.StoreUnavailable))
+            p.health.set_writes(str(exc))
+            return False
+        # An idle tick writes nothing, so it cannot tell; ask what would stop a write.
+        problem = await p.store.write_problem()
+        if problem != self._unwritable:  # once per change, not once per tick
+            if problem:
+                log.warning("daemon.store_not_writable", message=problem)
+            else:
+                log.info("daemon.store_writable")
+            self._unwritable = problem
+        p.health.set_writes(problem)
+        if problem:
+            p.metrics.record_tick(ok=False)
             return False
         age = backlog.oldest_due_age_ms or 0
         p.metrics.set_backlog(

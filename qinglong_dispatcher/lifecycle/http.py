@@ -42,6 +42,8 @@ class Health:
         self._draining = False
         self._unsafe = ""
         """Why commits are not safe against a primary loss now (empty: they are)."""
+        self._unwritable = ""
+        """Why the store cannot be written now (empty: nothing known)."""
 
     def beat(self) -> None:
         """The loop made progress (a tick ended, successful or not): liveness is renewed."""
@@ -60,6 +62,11 @@ class Health:
         with self._lock:
             self._unsafe = problem
 
+    def set_writes(self, problem: str = "") -> None:
+        """Record why the last tick could not write, or why a write would fail (empty: ok)."""
+        with self._lock:
+            self._unwritable = problem
+
     def set_draining(self, draining: bool = True) -> None:
         """Shutdown began: readiness fails so no new traffic or rollout waits on this process."""
         with self._lock:
@@ -74,16 +81,19 @@ class Health:
         return True, "alive"
 
     def ready(self) -> tuple[bool, str]:
-        """(ok, reason): store reachable, schema migrated, durable as required, not draining."""
+        """(ok, reason): store reachable, migrated and writable, durable as required, not
+        draining."""
         with self._lock:
             reachable, migrated, draining = self._reachable, self._migrated, self._draining
-            unsafe = self._unsafe
+            unsafe, unwritable = self._unsafe, self._unwritable
         if draining:
             return False, "draining"
         if not reachable:
             return False, "store unreachable"
         if not migrated:
             return False, "store not migrated"
+        if unwritable:
+            return False, f"store not writable: {unwritable}"
         if unsafe:
             return False, unsafe
         return True, "ready"

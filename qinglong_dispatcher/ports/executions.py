@@ -57,7 +57,8 @@ class ExecutionStore(Protocol):
         retry_at_ms: int | None,
         now_ms: int,
     ) -> records.Transition:
-        """Give back a claim before the barrier: retry, blocked or the shutdown yield."""
+        """Give back a claim before the barrier: retry, blocked, the shutdown yield, or the
+        wait of an action with no handler (pending again at `retry_at_ms`, attempt refunded)."""
         ...
 
     async def complete(

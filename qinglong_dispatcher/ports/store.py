@@ -59,6 +59,11 @@ class Store(
         """The database's own clock (ledger `committed_at_ms` uses it; the skew guard reads it)."""
         ...
 
+    async def write_problem(self) -> str:
+        """Why a write would fail now, naming the database ("" when nothing is known): the
+        daemon's readiness fails while there is one (`/readyz`)."""
+        ...
+
     async def ddl_capabilities(self) -> tuple[str, ...]:
         """Why the connected role could change the schema (empty: it cannot; `run` warns)."""
         ...

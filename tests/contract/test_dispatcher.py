@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import structlog
+
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
@@ -73,12 +75,36 @@ async def test_transient_inspect_failure_retries_with_backoff_until_the_budget(
     assert (row.status, row.attempt) == (ExecutionStatus.BLOCKED, 3)
 
 
-async def test_a_missing_handler_is_a_bounded_retry(harness: Harness, clock: ManualClock) -> None:
-    (consumed,) = await submit_runs(harness.approver_store, clock, 1)
-    await make_dispatcher(harness.store, clock, handlers={}).dispatch_batch()
+async def test_a_missing_handler_waits_without_spending_attempts_until_one_is_installed(
+    harness: Harness, clock: ManualClock
+) -> None:
+    """No handler: pending again later with the attempt refunded, however often it is looked
+    at, so it never ends `blocked`; a dispatcher that has the action then runs it."""
+    (consumed,) = await submit_runs(harness.approver_store, clock, 1, max_attempts=2)
+    without = make_dispatcher(harness.store, clock, handlers={})
+    for _ in range(5):  # more looks than the budget of 2
+        with structlog.testing.capture_logs() as logs:
+            report = await without.dispatch_batch()
+        assert report.observed == 1
+        (missing,) = [e for e in logs if e["event"] == "dispatch.handler_missing"]
+        assert (missing["log_level"], missing["action_type"]) == ("warning", "run.create")
+        row = await harness.store.get_execution(consumed.dispatch_id)
+        assert row is not None
+        assert (row.status, row.attempt, row.result_code) == (
+            ExecutionStatus.PENDING,
+            0,
+            "handler_missing",
+        )
+        assert row.eligible_at_ms is not None
+        assert row.eligible_at_ms >= clock.now_ms() + 30_000  # waits, not a busy loop
+        assert (await without.dispatch_batch()).observed == 0  # not due yet
+        clock.advance(ms=90_000)
+    handler = RecordingHandler()
+    await make_dispatcher(harness.store, clock, handlers={"run.create": handler}).dispatch_batch()
+    assert handler.executed == [consumed.dispatch_id]
     row = await harness.store.get_execution(consumed.dispatch_id)
     assert row is not None
-    assert (row.status, row.result_code) == (ExecutionStatus.RETRY_WAIT, "handler_missing")
+    assert (row.status, row.attempt) == (ExecutionStatus.SUCCEEDED, 1)
 
 
 async def test_execute_raising_is_indeterminate_blocked_and_never_retried(

@@ -33,7 +33,8 @@ ADVANCES = (1, 999, 1_000, 15_000, 29_999, 30_000, 30_001, 60_000)
 OWNER = st.sampled_from(random_machine.OWNERS)
 # A blocked release ends a row's life: give the kinds that keep it going more weight.
 RELEASE_KIND = st.sampled_from(
-    [states.ReleaseKind.YIELD, states.ReleaseKind.RETRY] * 2 + [states.ReleaseKind.BLOCKED]
+    [states.ReleaseKind.YIELD, states.ReleaseKind.RETRY] * 2
+    + [states.ReleaseKind.WAIT, states.ReleaseKind.BLOCKED]
 )
 
 

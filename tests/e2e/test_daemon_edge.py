@@ -205,3 +205,43 @@ def test_a_second_daemon_on_the_same_file_refuses_to_start(workdir: Path) -> Non
         wait_until(lambda: ready(third_port))
         third.send_signal(signal.SIGTERM)
         assert third.wait(timeout=25) == 0, third.stderr
+
+
+@pytest.mark.parametrize("link", ["symlinked folder", "symlinked file", "hard link"])
+def test_a_second_daemon_reaching_the_same_file_through_a_link_refuses_to_start(
+    workdir: Path, link: str
+) -> None:
+    """The lock belongs to the file, not its path: a symlinked folder (systemd `DynamicUser`'s
+    `/var/lib/<name>`), a symlink to the file or a hard link to it is the same authority."""
+    database = workdir / "var" / "qinglong.db"
+    if link == "symlinked folder":
+        (workdir / "linked").symlink_to(workdir / "var", target_is_directory=True)
+        other = workdir / "linked" / "qinglong.db"
+    elif link == "symlinked file":
+        other = workdir / "other.db"
+        other.symlink_to(database)
+    else:
+        other = workdir / "other.db"
+        other.hardlink_to(database)
+    assert other.stat().st_ino == database.stat().st_ino
+    first_port = free_port()
+    env = {"QINGLONG_CADENCE_SECONDS": "0.05", "QINGLONG_METRICS_PORT": str(first_port)}
+    with running(workdir, env, name="first") as first:
+        wait_until(lambda: ready(first_port))
+        second = run_cli(
+            "run",
+            cwd=workdir,
+            env={
+                **env,
+                "QINGLONG_METRICS_PORT": str(free_port()),
+                "QINGLONG_DATABASE_URL": f"sqlite:///{other}",
+            },
+            timeout=30,
+        )
+        assert second.returncode == 1, second.stderr
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1, second.stderr
+        assert "another daemon already runs on" in lines[0]
+        assert first.poll() is None
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=25) == 0, first.stderr

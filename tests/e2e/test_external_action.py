@@ -75,7 +75,7 @@ async def target(
     notes.mkdir()
     env = {
         "PYTHONPATH": os.pathsep.join([str(note_site), str(REPO)]),
-        "QINGLONG_NOTE_DIR": str(notes),
+        "QINGLONG_ACTION_NOTE_DIR": str(notes),
     }
     if request.param == "sqlite":
         login = ["--database", f"sqlite:///{tmp_path / 'q.db'}"]

@@ -25,6 +25,7 @@ RELEASE_CODES = {
     states.ReleaseKind.RETRY: "transient",
     states.ReleaseKind.BLOCKED: "drift",
     states.ReleaseKind.YIELD: "shutdown",
+    states.ReleaseKind.WAIT: "handler_missing",
 }
 COMPLETE_CODES = {
     states.Completion.SUCCEEDED: "ok",
@@ -223,8 +224,9 @@ class Row:
         )
 
     def release_target(self, kind: states.ReleaseKind, lease: records.Lease) -> ExecutionStatus:
-        """Yield goes back to pending; a retry with budget left waits; the rest is blocked."""
-        if kind is states.ReleaseKind.YIELD:
+        """Yield and wait go back to pending; a retry with budget left waits; the rest is
+        blocked."""
+        if kind is states.ReleaseKind.YIELD or kind is states.ReleaseKind.WAIT:
             return ExecutionStatus.PENDING
         if kind is states.ReleaseKind.RETRY and lease.attempt < self.max_attempts:
             return ExecutionStatus.RETRY_WAIT
@@ -250,14 +252,16 @@ class Row:
     def apply_release(
         self, lease: records.Lease, kind: states.ReleaseKind, mutation_id: str, *, now_ms: int
     ) -> None:
-        """Released: yield refunds the attempt; a retry waits for its backoff."""
+        """Released: yield and wait refund the attempt; a retry and a wait wait for the
+        backoff."""
         target = self.release_target(kind, lease)
+        wait = RETRY_BACKOFF_MS if kind is states.ReleaseKind.WAIT else 0
         eligible = {
-            ExecutionStatus.PENDING: now_ms,
+            ExecutionStatus.PENDING: now_ms + wait,
             ExecutionStatus.RETRY_WAIT: now_ms + RETRY_BACKOFF_MS,
         }.get(target)
         self._change(target, eligible_at_ms=eligible)
-        if kind is states.ReleaseKind.YIELD:
+        if target is ExecutionStatus.PENDING:
             self.attempt -= 1
         self.mutations[mutation_id] = Mutation(
             target, RELEASE_CODES[kind], lease.owner, lease.token, self.version

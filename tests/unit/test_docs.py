@@ -198,7 +198,7 @@ def test_the_readme_edge_quick_start_runs_as_pasted(tmp_path: Path) -> None:
     every other block runs with bash as pasted, against it; then SIGTERM stops the daemon and
     `make run` ends with status 0.
 
-    The venv is the one running this test, already installed: `make -o .venv/.installed`
+    The venv is the one running this test, already installed: `make -o .venv/.installed-runtime`
     tells make so instead of letting it reinstall the package into it.
     """
     if shutil.which("make") is None:
@@ -214,7 +214,7 @@ def test_the_readme_edge_quick_start_runs_as_pasted(tmp_path: Path) -> None:
     daemon_env = {**env, "QINGLONG_METRICS_PORT": str(port), "QINGLONG_LOG_LEVEL": "warning"}
     log = (tmp_path / "make-run.log").open("wb")
     make = subprocess.Popen(
-        ["make", "-o", ".venv/.installed", "run"],
+        ["make", "-o", ".venv/.installed-runtime", "run"],
         cwd=tmp_path,
         env=daemon_env,
         stdin=subprocess.DEVNULL,

@@ -82,6 +82,7 @@ def test_step_run_row_updates_are_the_mutations_plus_the_operator_re_arm() -> No
     ("kind", "attempt", "expected"),
     [
         (ReleaseKind.YIELD, 3, ExecutionStatus.PENDING),
+        (ReleaseKind.WAIT, 3, ExecutionStatus.PENDING),
         (ReleaseKind.RETRY, 1, ExecutionStatus.RETRY_WAIT),
         (ReleaseKind.RETRY, 3, ExecutionStatus.BLOCKED),
         (ReleaseKind.BLOCKED, 1, ExecutionStatus.BLOCKED),

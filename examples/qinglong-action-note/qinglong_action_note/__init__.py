@@ -1,6 +1,6 @@
 """`example.note.write`: write one note file per dispatch — an installed action, as an example.
 
-The effect is `$QINGLONG_NOTE_DIR/<dispatch id>.json`, created atomically (written to a
+The effect is `$QINGLONG_ACTION_NOTE_DIR/<dispatch id>.json`, created atomically (written to a
 temporary file, fsynced, then linked into place, which fails if the name exists) and holding
 the dispatch id, the approved action digest and the text. The file is the effect and its
 own receipt at once: it exists whole or not at all, so the evidence provider can say for

@@ -13,7 +13,7 @@ from pathlib import Path
 from qinglong_action_note.plan import NotePlan
 from qinglong_dispatcher.domain import canonical, errors, records
 
-DIR_VARIABLE = "QINGLONG_NOTE_DIR"
+DIR_VARIABLE = "QINGLONG_ACTION_NOTE_DIR"
 
 
 def directory() -> Path:

@@ -23,7 +23,7 @@ ACTION_TYPE = handler.ACTION_TYPE
 
 
 def _handler(ctx: contract.BuiltInContext) -> handler.ToolInvokeHandler | None:
-    # Without a sandbox there is nowhere to write: no handler, so dispatches wait, then block.
+    # Without a sandbox there is nowhere to write: no handler, so dispatches wait for one.
     if ctx.tool_sandbox_dir is None:
         return None
     return handler.ToolInvokeHandler(

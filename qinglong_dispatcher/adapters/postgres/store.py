@@ -147,6 +147,11 @@ class PostgresStore(sql_store.SqlStore):
         """See `ports.PruneStore.reclaim_space`: autovacuum reuses the space, nothing to do."""
         return 0
 
+    async def write_problem(self) -> str:
+        """Nothing known ahead: a server that refuses writes (a standby, a full disk) fails
+        the claim itself, and the daemon's readiness follows that failure."""
+        return ""
+
     async def ddl_capabilities(self) -> tuple[str, ...]:
         """Why the connected role could change the schema; empty for a proper runtime role.
 

@@ -76,9 +76,10 @@ async def release_preflight(
         return records.Transition(
             outcome=Outcome.CONFLICT, dispatch_id=lease.dispatch_id, reason=refusal
         )
+    later = retry_at_ms if retry_at_ms is not None else now_ms
     eligible = {
-        ExecutionStatus.PENDING: now_ms,
-        ExecutionStatus.RETRY_WAIT: retry_at_ms if retry_at_ms is not None else now_ms,
+        ExecutionStatus.PENDING: later if kind is states.ReleaseKind.WAIT else now_ms,
+        ExecutionStatus.RETRY_WAIT: later,
     }.get(target)
     return await rows.fenced_update(
         q,
@@ -93,7 +94,7 @@ async def release_preflight(
             "to_status": target.value,
             "eligible_at_ms": eligible,
             "retry_at_ms": eligible if target is ExecutionStatus.RETRY_WAIT else None,
-            "refund": 1 if kind is states.ReleaseKind.YIELD else 0,
+            "refund": 1 if target is ExecutionStatus.PENDING else 0,  # a yield or a wait
             "mutation_id": mutation_id,
             "result_code": result_code,
             "completed_at_ms": now_ms if target is ExecutionStatus.BLOCKED else None,

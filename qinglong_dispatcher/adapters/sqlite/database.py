@@ -58,6 +58,15 @@ def connect(path: Path, *, busy_timeout_s: float, create: bool = True) -> sqlite
         )
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        # Before the first pragma that writes (WAL rewrites the header): never touch a file
+        # that is another program's.
+        if foreign := _foreign_tables(conn):
+            conn.close()
+            shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
+            raise errors.SchemaForeign(
+                f"SQLite file {path} is not a qinglong-dispatcher database (it holds {shown} "
+                "and no schema_migrations); nothing was written"
+            )
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise errors.DurabilityRefused(f"SQLite refused WAL journal mode (got {mode})")
@@ -68,13 +77,35 @@ def connect(path: Path, *, busy_timeout_s: float, create: bool = True) -> sqlite
     return conn
 
 
+def _foreign_tables(conn: sqlite3.Connection) -> list[str]:
+    """The tables of a file that has some but not our migration ledger ([] otherwise)."""
+    names = [
+        str(row[0])
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            " ORDER BY name"
+        )
+    ]
+    return [] if not names or "schema_migrations" in names else names
+
+
 def _named(
     error: errors.StoreError | errors.ApprovalError, path: Path, exc: sqlite3.Error
 ) -> errors.StoreError | errors.ApprovalError:
     """The store error of opening `path`, naming the file and SQLite's own reason."""
     if isinstance(error, errors.StoreUnavailable | errors.StoreCorrupted):
-        return type(error)(f"SQLite file {path} cannot be used: {exc}")
+        reason = _reason(exc)
+        if problem := files.write_problem(path):  # SQLite's "unable to open" names no cause
+            reason = f"{reason}; {problem}"
+        return type(error)(f"SQLite file {path} cannot be used: {reason}")
     return error
+
+
+def _reason(exc: sqlite3.Error) -> str:
+    """SQLite's own words and its result code (`disk I/O error (SQLITE_IOERR_WRITE)`): they
+    name the cause, never row contents or a secret."""
+    name = getattr(exc, "sqlite_errorname", None)
+    return f"{exc} ({name})" if name else str(exc)
 
 
 def translate(exc: sqlite3.Error) -> errors.StoreError | errors.ApprovalError:
@@ -82,11 +113,11 @@ def translate(exc: sqlite3.Error) -> errors.StoreError | errors.ApprovalError:
     code = getattr(exc, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
     if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-        return errors.StoreBusy()
+        return errors.StoreBusy(f"SQLite file is busy: {_reason(exc)}")
     if primary == sqlite3.SQLITE_FULL:
-        return errors.StoreFull()
+        return errors.StoreFull(f"SQLite file cannot grow: {_reason(exc)}")
     if primary in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY):
-        return errors.StoreUnavailable(f"SQLite file cannot be used ({exc.__class__.__name__})")
+        return errors.StoreUnavailable(f"SQLite file cannot be used: {_reason(exc)}")
     if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
         return errors.StoreCorrupted()
     if code == sqlite3.SQLITE_CONSTRAINT_TRIGGER and str(exc).startswith(TRANSITION_REFUSED):
@@ -211,7 +242,7 @@ class Database:
                     return in_transaction(conn, body)
                 return body(conn)
             except sqlite3.Error as exc:
-                raise translate(exc) from exc
+                raise _named(translate(exc), self.path, exc) from exc
 
         # Not cancellable mid-transaction: a cancelled caller waits for the hop to finish,
         # so a transaction is always either committed or rolled back when control returns.

@@ -44,3 +44,26 @@ def create_private(path: Path) -> None:
         os.fchmod(fd, FILE_MODE)
     finally:
         os.close(fd)
+
+
+def write_problem(path: Path) -> str:
+    """Why SQLite could not write `path` now ("" when nothing is known to stop it).
+
+    Checks, without opening anything (closing a descriptor of the database file would drop
+    the POSIX locks SQLite holds on it), the file, its `-wal` and `-shm` when present, and
+    the folder (where SQLite creates them): a read-only file system, an immutable file
+    (`chattr +i`, which stops root too) or missing write permission. It cannot foresee an
+    I/O error of the device: a write that fails says so itself.
+    """
+    sidecars = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    for target in [path, *(p for p in sidecars if p.exists()), path.parent]:
+        if os.access(target, os.W_OK):
+            continue
+        try:
+            read_only_fs = bool(os.statvfs(target).f_flag & os.ST_RDONLY)
+        except OSError:
+            read_only_fs = False
+        kind = "folder" if target == path.parent else "file"
+        why = "read-only file system" if read_only_fs else "write not permitted"
+        return f"SQLite {kind} {target} is not writable ({why})"
+    return ""

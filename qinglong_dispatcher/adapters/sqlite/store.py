@@ -10,6 +10,7 @@ from qinglong_dispatcher.adapters.sql import plan_envelopes
 from qinglong_dispatcher.adapters.sql import store as sql_store
 from qinglong_dispatcher.adapters.sqlite import (
     database,
+    files,
     integrity,
     migrations,
     os_user,
@@ -102,6 +103,10 @@ class SqliteStore(sql_store.SqlStore):
             raise errors.StoreCorrupted(
                 f"SQLite file {self.db.path} is damaged ({problem}); restore it from a backup"
             )
+
+    async def write_problem(self) -> str:
+        """See `ports.Store.write_problem`: the file, its WAL and folder (`files.write_problem`)."""
+        return files.write_problem(self.db.path)
 
     async def ddl_capabilities(self) -> tuple[str, ...]:
         """None to report: on an edge device file permissions are the only authority."""
