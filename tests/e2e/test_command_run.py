@@ -6,10 +6,7 @@ finds its effect; a sensitive argument and a secret are found nowhere but in the
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import stat
-import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -19,8 +16,9 @@ from typing import Any
 import anyio.to_thread
 import pytest
 
-from tests.support import stores
-from tests.support.cli import json_out, run_cli
+from tests.support import cli_target, stores
+from tests.support.cli import json_out
+from tests.support.cli_target import Target
 
 ACTION = "command.run"
 
@@ -32,27 +30,8 @@ exit "$2"
 """
 
 
-@dataclasses.dataclass
-class Target:
-    """One dialect's logins as the CLI takes them, and everything the runs printed."""
-
-    dialect: str
-    admin: list[str]
-    runtime: list[str]
-    approver: list[str]
-    env: dict[str, str]
-    cwd: Path
-    ledger: Path
-    database: str | None = None
-    printed: list[str] = dataclasses.field(default_factory=list)
-
-    def run(self, login: list[str], *args: str) -> subprocess.CompletedProcess[str]:
-        done = run_cli(*args, *login, cwd=self.cwd, env=self.env)
-        self.printed += [done.stdout, done.stderr]
-        return done
-
-    def lines(self) -> list[str]:
-        return self.ledger.read_text().splitlines() if self.ledger.exists() else []
+def _lines(ledger: Path) -> list[str]:
+    return ledger.read_text().splitlines() if ledger.exists() else []
 
 
 def _configure(tmp_path: Path, token: str) -> tuple[Path, Path, dict[str, str]]:
@@ -97,53 +76,17 @@ fails_cleanly = true
 
 @pytest.fixture(params=stores.DIALECTS)
 async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Target]:
-    _, ledger, env = _configure(tmp_path, f"secret-{uuid.uuid4().hex}")
-    if request.param == "sqlite":
-        login = ["--database", f"sqlite:///{tmp_path / 'q.db'}"]
-        yield Target("sqlite", login, login, login, env, tmp_path, ledger)
-        return
-    async with stores.fresh_database(migrated=False) as name:
-
-        def cluster(url: str) -> list[str]:
-            return ["--profile", "cluster", "--database", url]
-
-        yield Target(
-            "postgres",
-            admin=cluster(stores.pg_url(name)),
-            runtime=cluster(stores.runtime_url(name)),
-            approver=cluster(stores.strict_approver_url(name)),
-            env={**env, "QINGLONG_INSTALLATION": stores.INSTALLATION},
-            cwd=tmp_path,
-            ledger=ledger,
-            database=name,
-        )
+    _, _, env = _configure(tmp_path, f"secret-{uuid.uuid4().hex}")
+    async with cli_target.target(request.param, tmp_path, env) as made:
+        yield made
 
 
 def _dispatch(t: Target, ref: str, command: str, args: list[str]) -> str:
-    plan = t.cwd / f"{ref}.json"
-    plan.write_text(
-        json.dumps(
-            {
-                "schemaVersion": 1,
-                "actionRef": ref,
-                "projectId": "p1",
-                "command": command,
-                "args": args,
-            }
-        ),
-        encoding="utf-8",
-    )
-    create = ("approval", "create", "--action", ACTION, "--plan", str(plan))
-    created = json_out(t.run(t.runtime, *create, "--requested-by", "alice", "--json"))
-    approval_id = created["approval_request_id"]
-    json_out(t.run(t.approver, "approval", "approve", approval_id, "--by", "bob", "--json"))
-    consumed = json_out(t.run(t.runtime, "approval", "consume", approval_id, "--json"))
-    return str(consumed["dispatch_id"])
+    return t.dispatch(ACTION, ref, {"projectId": "p1", "command": command, "args": args})
 
 
 def _show(t: Target, dispatch_id: str) -> dict[str, Any]:
-    shown: dict[str, Any] = json_out(t.run(t.runtime, "dispatch", "show", dispatch_id, "--json"))
-    return shown
+    return t.show(dispatch_id)
 
 
 def _tick(t: Target) -> dict[str, int]:
@@ -166,9 +109,9 @@ def _settled(t: Target, dispatch_id: str) -> dict[str, Any]:
 def _end_to_end(t: Target, token: str) -> None:
     assert t.run(t.admin, "migrate").returncode == 0
     ran = _dispatch(t, "route-1", "add-route", ["r-one", "0"])
-    assert t.lines() == []  # approving and consuming ran nothing
+    assert _lines(t.cwd / "routes.txt") == []  # approving and consuming ran nothing
     assert _tick(t) == {"succeeded": 1}
-    assert t.lines() == [f"r-one {len(token)}"]  # the secret reached the command
+    assert _lines(t.cwd / "routes.txt") == [f"r-one {len(token)}"]  # the secret reached the command
     receipt = _show(t, ran)["execution"]["receipt"]
     assert (receipt["exitCode"], receipt["commandName"]) == (0, "add-route")
 
@@ -187,21 +130,9 @@ def _end_to_end(t: Target, token: str) -> None:
     settled = _settled(t, uncertain)
     assert settled["execution"]["status"] == "succeeded"
     assert settled["resolution"]["source"] == "evidence"
-    lines = t.lines()
+    lines = _lines(t.cwd / "routes.txt")
     assert [line.split()[0] for line in lines] == ["r-one", "r-two", "r-three"]
     assert _tick(t) == {}  # nothing runs twice
-
-
-def _stored_bytes(t: Target) -> bytes:
-    if t.dialect == "sqlite":
-        return b"".join(p.read_bytes() for p in t.cwd.glob("q.db*"))
-    assert t.database is not None
-    return subprocess.run(
-        ["pg_dump", "--data-only", stores.pg_url(t.database)],
-        capture_output=True,
-        timeout=60,
-        check=True,
-    ).stdout
 
 
 async def test_an_approved_command_runs_once_and_an_uncertain_run_is_settled_by_its_check(
@@ -210,4 +141,4 @@ async def test_an_approved_command_runs_once_and_an_uncertain_run_is_settled_by_
     token = (target.cwd / "credentials" / "route-token").read_text(encoding="utf-8")
     await anyio.to_thread.run_sync(_end_to_end, target, token)
     assert all(token not in text for text in target.printed)
-    assert token.encode() not in await anyio.to_thread.run_sync(_stored_bytes, target)
+    assert token.encode() not in await anyio.to_thread.run_sync(target.stored_bytes)

@@ -7,10 +7,7 @@ receiver's own record settles it, and the bearer secret is found nowhere but on 
 from __future__ import annotations
 
 import base64
-import dataclasses
-import json
 import signal
-import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -20,32 +17,14 @@ from typing import Any
 import anyio.to_thread
 import pytest
 
-from tests.support import daemon, stores
+from tests.support import cli_target, daemon, stores
 from tests.support.cli import json_out, run_cli
+from tests.support.cli_target import Target
 from tests.support.receiver_client import Receiver, receivers
 
 ACTION = "http.request"
 MARKER = "customer-4e1b-marker"
 FIRST_BODY = f'{{"matchers":[{{"name":"alertname","value":"{MARKER}"}}]}}'.encode()
-
-
-@dataclasses.dataclass
-class Target:
-    """One dialect's logins as the CLI takes them, and everything the runs printed."""
-
-    dialect: str
-    admin: list[str]
-    runtime: list[str]
-    approver: list[str]
-    env: dict[str, str]
-    cwd: Path
-    database: str | None = None
-    printed: list[str] = dataclasses.field(default_factory=list)
-
-    def run(self, login: list[str], *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        done = run_cli(*args, *login, cwd=self.cwd, env={**self.env, **extra})
-        self.printed += [done.stdout, done.stderr]
-        return done
 
 
 @pytest.fixture
@@ -98,57 +77,30 @@ lookup_path = "/idempotency/{{key}}"
         "QINGLONG_EXECUTE_TIMEOUT_SECONDS": "1.5",
         "QINGLONG_LOG_LEVEL": "debug",
     }
-    if request.param == "sqlite":
-        login = ["--database", f"sqlite:///{tmp_path / 'q.db'}"]
-        yield Target("sqlite", login, login, login, env, tmp_path)
-        return
-    async with stores.fresh_database(migrated=False) as name:
-
-        def cluster(url: str) -> list[str]:
-            return ["--profile", "cluster", "--database", url]
-
-        yield Target(
-            "postgres",
-            admin=cluster(stores.pg_url(name)),
-            runtime=cluster(stores.runtime_url(name)),
-            approver=cluster(stores.strict_approver_url(name)),
-            env={**env, "QINGLONG_INSTALLATION": stores.INSTALLATION},
-            cwd=tmp_path,
-            database=name,
-        )
+    async with cli_target.target(request.param, tmp_path, env) as made:
+        yield made
 
 
 def _dispatch(t: Target, ref: str, body: bytes) -> str:
     """Approve and consume one POST of `body` to the receiver: its dispatch id."""
-    plan = t.cwd / f"{ref}.json"
-    plan.write_text(
-        json.dumps(
-            {
-                "schemaVersion": 1,
-                "actionRef": ref,
-                "projectId": "p1",
-                "receiver": "orders",
-                "method": "POST",
-                "path": "/effects/silences",
-                "query": [],
-                "headers": [],
-                "body": base64.b64encode(body).decode("ascii"),
-                "contentType": "application/json",
-            }
-        ),
-        encoding="utf-8",
+    return t.dispatch(
+        ACTION,
+        ref,
+        {
+            "projectId": "p1",
+            "receiver": "orders",
+            "method": "POST",
+            "path": "/effects/silences",
+            "query": [],
+            "headers": [],
+            "body": base64.b64encode(body).decode("ascii"),
+            "contentType": "application/json",
+        },
     )
-    create = ("approval", "create", "--action", ACTION, "--plan", str(plan))
-    created = json_out(t.run(t.runtime, *create, "--requested-by", "alice", "--json"))
-    approval_id = created["approval_request_id"]
-    json_out(t.run(t.approver, "approval", "approve", approval_id, "--by", "bob", "--json"))
-    consumed = json_out(t.run(t.runtime, "approval", "consume", approval_id, "--json"))
-    return str(consumed["dispatch_id"])
 
 
 def _show(t: Target, dispatch_id: str) -> dict[str, Any]:
-    shown: dict[str, Any] = json_out(t.run(t.runtime, "dispatch", "show", dispatch_id, "--json"))
-    return shown
+    return t.show(dispatch_id)
 
 
 def _settle_by_evidence(t: Target, dispatch_id: str) -> dict[str, Any]:
@@ -248,20 +200,6 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _stored_bytes(t: Target) -> bytes:
-    """Everything the database holds: the SQLite file and its WAL, or a pg_dump."""
-    if t.dialect == "sqlite":
-        return b"".join(p.read_bytes() for p in t.cwd.glob("q.db*"))
-    assert t.database is not None
-    dumped = subprocess.run(
-        ["pg_dump", "--data-only", stores.pg_url(t.database)],
-        capture_output=True,
-        timeout=60,
-        check=True,
-    )
-    return dumped.stdout
-
-
 async def test_approved_requests_are_sent_once_receipted_and_recovered_by_the_receivers_record(
     target: Target, receiver: tuple[Receiver, str]
 ) -> None:
@@ -269,7 +207,7 @@ async def test_approved_requests_are_sent_once_receipted_and_recovered_by_the_re
     await anyio.to_thread.run_sync(_end_to_end, target, the_receiver)
     # The secret went over the wire (the receiver refuses a request without it) and nowhere
     # else: not in any output or log line at debug level, nor in the database.
-    stored = await anyio.to_thread.run_sync(_stored_bytes, target)
+    stored = await anyio.to_thread.run_sync(target.stored_bytes)
     # The plan is sealed at rest: its body is in no output, log or stored byte either.
     for secret in (token, MARKER, base64.b64encode(FIRST_BODY).decode()):
         assert all(secret not in text for text in target.printed)

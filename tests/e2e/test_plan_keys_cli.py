@@ -5,51 +5,22 @@ or wrong stops at startup in one line (exit 78) instead of blocking every dispat
 
 from __future__ import annotations
 
-import dataclasses
 import stat
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio.to_thread
 import pytest
 
-from tests.support import stores
-from tests.support.cli import error_lines, json_out, run_cli
-
-
-@dataclasses.dataclass
-class Target:
-    """One dialect's logins as the CLI takes them."""
-
-    admin: list[str]
-    runtime: list[str]
-    approver: list[str]
-    env: dict[str, str]
-    cwd: Path
-
-    def run(self, login: list[str], *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-        return run_cli(*args, *login, cwd=self.cwd, env={**self.env, **env})
+from tests.support import cli_target, stores
+from tests.support.cli import error_lines, json_out
+from tests.support.cli_target import Target
 
 
 @pytest.fixture(params=stores.DIALECTS)
 async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Target]:
-    if request.param == "sqlite":
-        login = ["--database", f"sqlite:///{tmp_path / 'q.db'}"]
-        yield Target(login, login, login, {}, tmp_path)
-        return
-    async with stores.fresh_database(migrated=False) as name:
-
-        def cluster(url: str) -> list[str]:
-            return ["--profile", "cluster", "--database", url]
-
-        yield Target(
-            admin=cluster(stores.pg_url(name)),
-            runtime=cluster(stores.runtime_url(name)),
-            approver=cluster(stores.approver_url(name)),  # submit approves its own request
-            env={"QINGLONG_INSTALLATION": stores.INSTALLATION},
-            cwd=tmp_path,
-        )
+    async with cli_target.target(request.param, tmp_path, {}) as made:
+        yield made
 
 
 def _submit(t: Target, n: int, **env: str) -> None:
@@ -58,7 +29,9 @@ def _submit(t: Target, n: int, **env: str) -> None:
         "".join(f'{{"projectId":"p","taskId":"t{i}","taskRevision":{i}}}\n' for i in range(n)),
         encoding="utf-8",
     )
-    done = t.run(t.approver, "submit", "run-create", "--from-jsonl", str(jsonl), "--json", **env)
+    done = t.run(
+        t.self_approver, "submit", "run-create", "--from-jsonl", str(jsonl), "--json", **env
+    )
     assert done.returncode == 0, done.stderr
 
 
