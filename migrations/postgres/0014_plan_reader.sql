@@ -8,10 +8,11 @@
 -- the plan) in the caller's transaction and returns the plan row (sealed rows as they are:
 -- the caller opens them with its key ring). Only `qinglong_plan_reader` may EXECUTE it; the
 -- membership check inside holds even where EXECUTE was granted more widely by mistake. The
--- plan reader is given nothing else: no plain SELECT on plans, so its one way to a plan is
--- the audited one. (The runtime, operators, approvers and the pruner keep the SELECT on
--- `action_plans` they had: the daemon must read plans to execute them.) `plan.*` audit
--- kinds, like `approval.*`, are written by the recorder alone.
+-- plan reader is given nothing else but the migration ledger (every command checks the
+-- schema first): no plain SELECT on plans, so its one way to a plan is the audited one. (The
+-- runtime, operators, approvers and the pruner keep the SELECT on `action_plans` they had:
+-- the daemon must read plans to execute them.) `plan.*` audit kinds, like `approval.*`, are
+-- written by the recorder alone.
 
 -- The recorder reads what the function returns; it still writes nothing but the two appends.
 GRANT SELECT ON qinglong.action_plans, qinglong.approved_action_dispatches TO qinglong_recorder;
@@ -25,13 +26,13 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    found qinglong.action_plans%ROWTYPE;
+    plan_row qinglong.action_plans%ROWTYPE;
 BEGIN
     IF NOT pg_catalog.pg_has_role(SESSION_USER, 'qinglong_plan_reader', 'MEMBER') THEN
         RAISE EXCEPTION 'reading a whole plan needs a qinglong_plan_reader login'
             USING ERRCODE = 'insufficient_privilege';
     END IF;
-    SELECT p.* INTO found
+    SELECT p.* INTO plan_row
     FROM qinglong.approved_action_dispatches AS d
     JOIN qinglong.action_plans AS p
       ON p.project_id = d.project_id AND p.action_ref = d.action_ref
@@ -42,18 +43,19 @@ BEGIN
     INSERT INTO qinglong.security_audit_events (
         kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
     ) VALUES (
-        'plan.read', SESSION_USER, SESSION_USER, found.project_id, p_dispatch_id,
-        found.action_type,
+        'plan.read', SESSION_USER, SESSION_USER, plan_row.project_id, p_dispatch_id,
+        plan_row.action_type,
         (pg_catalog.date_part('epoch', pg_catalog.transaction_timestamp())
             OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8
     );
-    RETURN QUERY SELECT found.project_id, found.action_ref, found.action_type,
-        found.plan_json, found.plan_digest, found.plan_key_id, found.plan_algorithm,
-        found.plan_sealed, found.plan_schema_version;
+    RETURN QUERY SELECT plan_row.project_id, plan_row.action_ref, plan_row.action_type,
+        plan_row.plan_json, plan_row.plan_digest, plan_row.plan_key_id, plan_row.plan_algorithm,
+        plan_row.plan_sealed, plan_row.plan_schema_version;
 END
 $$;
 REVOKE ALL ON FUNCTION qinglong.read_plan(pg_catalog.text) FROM PUBLIC;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_plan_reader;
+GRANT SELECT ON qinglong.schema_migrations TO qinglong_plan_reader;
 GRANT EXECUTE ON FUNCTION qinglong.read_plan(pg_catalog.text) TO qinglong_plan_reader;
 -- A new owner needs CREATE on the schema at the moment of the change only.
 GRANT CREATE ON SCHEMA qinglong TO qinglong_recorder;

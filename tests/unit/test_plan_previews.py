@@ -107,9 +107,7 @@ class _Grown(_Declared):
     extra: str
 
 
-def test_an_installed_model_that_declares_nothing_has_every_member_but_identity_sensitive() -> (
-    None
-):
+def test_an_installed_model_that_declares_nothing_has_every_member_but_identity_sensitive() -> None:
     assert _Quiet.SENSITIVE_FIELDS == ("count", "note")
     assert plan_previews.shown_fields(_Quiet) == plans.IDENTITY_MEMBERS
     assert installed_actions.EchoPlan.SENSITIVE_FIELDS == ("answer",)
