@@ -1,9 +1,9 @@
-"""Plans as people see them: `approval list` with each plan's redacted preview, the preview as
-one line of text for `dispatch show`, and the whole plan of `dispatch show ID --plan`.
+"""Plans as people see them: `approval list`, previews as text, `dispatch show ID --plan`.
 
-A preview never holds a sensitive value (`domain/plan_previews.py`); the whole plan is read
-only through the store's audited read, which on PostgreSQL only a plan reader's login may
-make. Nothing here logs a plan.
+`approval list` prints each waiting request with its plan's redacted preview, `dispatch show`
+the preview as one line of text, `--plan` the whole plan. A preview never holds a sensitive
+value (`domain/plan_previews.py`); the whole plan is read only through the store's audited
+read, which on PostgreSQL only a plan reader's login may make. Nothing here logs a plan.
 """
 
 from __future__ import annotations

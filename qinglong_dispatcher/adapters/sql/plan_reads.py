@@ -1,7 +1,7 @@
-"""Read transactions that show plans: the redacted preview of `approval list` and
-`dispatch show`, and the whole plan of `dispatch show --plan`, audited in its transaction.
+"""Read transactions that show plans: redacted previews, and the whole plan audited.
 
-A plan leaves the store as its preview (`domain/plan_previews.py`), computed here from the
+`approval list` and `dispatch show` get previews; `dispatch show --plan` the whole plan. A plan
+leaves the store as its preview (`domain/plan_previews.py`), computed here from the
 opened plaintext and the shown members per action type the caller passes in (the plan
 models live above the store). The whole plan leaves it only through `read_full_plan`, whose
 audit row commits with the read or not at all.
