@@ -10,7 +10,7 @@ from pathlib import Path
 from qinglong_dispatcher import api, dispatcher, ports
 from qinglong_dispatcher.actions import builtin, contract, registry
 from qinglong_dispatcher.adapters import dialect, plan_keyring
-from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.domain import errors, plan_previews, plans
 from qinglong_dispatcher.lifecycle import daemon, http, metrics, pruning, skew, systemd
 from qinglong_dispatcher.recovery import reconciler
 from qinglong_dispatcher.settings import Settings
@@ -191,6 +191,13 @@ def build_api(settings: Settings, store: ports.Store, clock: ports.Clock) -> api
         ),
         installed_plan_models=lambda: {**builtin.PLAN_MODELS, **registry.installed().plan_models},
     )
+
+
+def plan_preview_fields() -> plan_previews.ShownFields:
+    """The members a redacted preview shows as they are, per action type: every model this
+    process knows (built-in and installed), each without its `SENSITIVE_FIELDS`."""
+    models = {**plans.PLAN_MODELS, **builtin.PLAN_MODELS, **registry.installed().plan_models}
+    return plan_previews.shown_by_type(models)
 
 
 # -- the bench's scratch stores: the bench reaches a dialect's bench tools only through here --

@@ -19,11 +19,12 @@ from qinglong_dispatcher.commands import (
     dispatches,
     dispatching,
     keys,
+    previews,
     prune,
     recovery,
     submitting,
 )
-from qinglong_dispatcher.domain import dispatch_views, errors, plans, states
+from qinglong_dispatcher.domain import approval_views, dispatch_views, errors, plans, states
 from qinglong_dispatcher.lifecycle import logging as log_setup
 from qinglong_dispatcher.settings import Settings, load_settings
 
@@ -207,6 +208,28 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("approval_request_id", metavar="ID")
     a.add_argument("--json", action="store_true")
     p.set_defaults(handler=submitting.cmd_approval)
+    a = approval_sub.add_parser(
+        "list",
+        parents=[shared],
+        help="waiting requests newest first, each plan as its redacted preview (--after CURSOR)",
+    )
+    a.add_argument("--action", metavar="TYPE", help="action type (built in or installed)")
+    a.set_defaults(action_option=True)
+    a.add_argument("--project", metavar="P", help="project id")
+    a.add_argument(
+        "--limit",
+        type=int,
+        default=approval_views.DEFAULT_LIMIT,
+        metavar="N",
+        help=f"rows per page, 1…{approval_views.MAX_LIMIT} ({approval_views.DEFAULT_LIMIT})",
+    )
+    a.add_argument(
+        "--after",
+        metavar="CURSOR",
+        help=f"the page after this {approval_views.CURSOR_FORMAT} (`next` of the last page)",
+    )
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(handler=previews.cmd_approval_list)
 
     p = command("dispatch", "list dispatches (newest first), show one, or cancel one waiting")
     dispatch_sub = p.add_subparsers(dest="dispatch_command", metavar="STEP", required=True)
@@ -238,6 +261,11 @@ def build_parser() -> argparse.ArgumentParser:
         "show", parents=[shared], help="one dispatch: plan, execution, ledger, receipt, Run"
     )
     d.add_argument("dispatch_id", metavar="DISPATCH_ID")
+    d.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the whole plan instead (a plan reader's login; audited)",
+    )
     d.add_argument("--json", action="store_true")
     d = dispatch_sub.add_parser(
         "cancel",

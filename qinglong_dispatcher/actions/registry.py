@@ -21,7 +21,7 @@ import structlog
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import builtin, contract
-from qinglong_dispatcher.domain import errors, plans, records, recovery
+from qinglong_dispatcher.domain import errors, plan_previews, plans, records, recovery
 
 log = structlog.get_logger("qinglong_dispatcher.actions.registry")
 
@@ -59,6 +59,18 @@ def _check_plan_model(where: str, spec: contract.ActionSpec) -> None:
             raise _refuse(
                 where, f"plan_model must keep {key}={value!r}", "action_plan_model_invalid"
             )
+    # A misspelt name would leave the member it meant shown in every preview.
+    sensitive = getattr(model, "SENSITIVE_FIELDS", None)
+    if not (
+        isinstance(sensitive, tuple)
+        and all(isinstance(name, str) for name in sensitive)
+        and set(sensitive) <= plan_previews.member_names(model)
+    ):
+        raise _refuse(
+            where,
+            "plan_model.SENSITIVE_FIELDS must be a tuple of its own member names",
+            "action_plan_model_invalid",
+        )
 
 
 def _check(where: str, spec: object) -> contract.ActionSpec:

@@ -2,8 +2,9 @@
 `dispatch cancel ID`.
 
 List and show only read: they open the store as `status` does and write nothing. Neither
-prints a lease token or a plan's content (the views they print have no such field). Cancel is
-the operator's one write here, decided by the store under the claim's fence (`api`).
+prints a lease token, and a plan only as its redacted preview (`plan_previews`). `show --plan`
+prints the whole plan to a plan reader, audited (`commands/previews.py`). Cancel is the
+operator's one write here, decided by the store under the claim's fence (`api`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import datetime
 import json
 
 from qinglong_dispatcher import api, bootstrap, clock
-from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.commands import common, previews
 from qinglong_dispatcher.domain import dispatch_views, errors, plans, states
 from qinglong_dispatcher.settings import Settings
 
@@ -71,13 +72,18 @@ async def cmd_dispatch(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _show(settings: Settings, args: argparse.Namespace) -> int:
+    if args.plan:
+        return await previews.show_full_plan(settings, args)
     dispatch_id: str = args.dispatch_id
     if not plans.is_identifier(dispatch_id):
         # Not echoed: it is not an id, and may hold anything.
         raise errors.DispatchNotFound("no dispatch has this id (not a dispatch id)")
+    shown = bootstrap.plan_preview_fields()
     store = await common.open_store(settings)
     try:
-        detail = await store.show_dispatch(dispatch_id, now_ms=clock.SystemClock().now_ms())
+        detail = await store.show_dispatch(
+            dispatch_id, now_ms=clock.SystemClock().now_ms(), shown=shown
+        )
     finally:
         await store.close()
     if detail is None:
@@ -120,9 +126,7 @@ async def _cancel(settings: Settings, args: argparse.Namespace) -> int:
 def _lines(detail: dispatch_views.Detail) -> list[str]:
     """`dispatch show` as text: one labelled line per fact, the ledger one line per event."""
     d, e = detail.dispatch, detail.execution
-    plan = "-"
-    if detail.plan is not None:
-        plan = " ".join(f"{k}={v}" for k, v in detail.plan.items() if v is not None)
+    plan = previews.preview_text(detail.plan, detail.plan_code)
     status = e.effective_status.value
     if e.effective_status.value != e.status.value:
         status += f" (stored {e.status.value}, lease expired)"

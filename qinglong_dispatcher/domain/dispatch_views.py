@@ -1,8 +1,8 @@
 """What `dispatch list` and `dispatch show` read: pure views of dispatches, never a lease token.
 
 The views have no token field at all, and the statements that fill them never select one, so
-no output built from them can carry a lease token (or a plan's content: only the plan fields
-named in `PLAN_FIELDS` are shown, and a tool's content only as its length in bytes).
+no output built from them can carry a lease token. A plan is shown only as its redacted
+preview (`plan_previews`): its sensitive members as size and digest prefix, never as values.
 """
 
 from __future__ import annotations
@@ -22,15 +22,6 @@ MAX_LIMIT: Final = 500
 
 _CURSOR = re.compile(r"([0-9]{1,18}):(.+)", re.DOTALL)
 CURSOR_FORMAT: Final = "<created_at_ms>:<dispatch_id>"
-
-PLAN_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
-    "run.create": ("projectId", "taskId", "taskRevision", "executorType", "priority", "taskName"),
-    "tool.invoke": ("projectId", "runId", "stepRunId", "toolId", "toolVersion"),
-    # Headers, query, body and arguments may carry customer data: never shown here.
-    "http.request": ("projectId", "receiver", "method", "path"),
-    "command.run": ("projectId", "command"),
-}
-"""The plan members `dispatch show` prints, per action type: none of them is sensitive."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -286,26 +277,6 @@ class StepRunView:
         return values
 
 
-def plan_fields(action_type: str, plan_json: str) -> dict[str, object] | None:
-    """The non-sensitive members of a stored plan (`PLAN_FIELDS`), or None if unreadable.
-
-    A `tool.invoke` plan's content is shown only as `contentBytes`, its UTF-8 length.
-    """
-    try:
-        plan = json.loads(plan_json)
-    except ValueError:
-        return None
-    if not isinstance(plan, dict):
-        return None
-    shown: dict[str, object] = {
-        name: plan[name] for name in PLAN_FIELDS.get(action_type, ()) if name in plan
-    }
-    content = plan.get("content") if action_type == "tool.invoke" else None
-    if isinstance(content, str):
-        shown["contentBytes"] = len(content.encode("utf-8", errors="surrogatepass"))
-    return shown
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Detail:
     """Everything `dispatch show` prints about one dispatch, read in one transaction.
@@ -317,6 +288,10 @@ class Detail:
 
     dispatch: records.Dispatch
     plan: Mapping[str, object] | None
+    """The plan's redacted preview (`plan_previews.preview`); None when it cannot be shown."""
+    plan_code: str | None
+    """Why `plan` is None: the store's code (`plan_keyring_missing`, `plan_key_unknown`,
+    `plan_decrypt_failed`, `plan_missing`, `plan_unreadable`); None when it is shown."""
     execution: ExecutionView
     events: tuple[EventView, ...]
     receipt: runs.RunReceipt | None
@@ -341,6 +316,7 @@ class Detail:
         return {
             **dispatch,
             "plan": None if self.plan is None else dict(self.plan),
+            "plan_code": self.plan_code,
             "execution": self.execution.as_dict(),
             "events": [event.as_dict() for event in self.events],
             "receipt": None if self.receipt is None else dataclasses.asdict(self.receipt),

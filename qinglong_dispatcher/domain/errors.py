@@ -208,6 +208,12 @@ class DispatchNotFound(QinglongError):
     code = "dispatch_not_found"
 
 
+class PlanReadRefused(QinglongError):
+    """Reading a whole plan needs a plan reader's login (the installation's _plan_reader)."""
+
+    code = "plan_read_refused"
+
+
 class StepRunRefused(QinglongError):
     """The StepRun cannot be created or moved: its Run, state or binding does not allow it."""
 

@@ -16,7 +16,16 @@ from qinglong_dispatcher.domain import errors
 LEGACY = "qinglong"
 """The installation of a database migrated before installations had names."""
 
-KINDS = ("migrator", "runtime", "operator", "approver", "self_approver", "pruner", "recorder")
+KINDS = (
+    "migrator",
+    "runtime",
+    "operator",
+    "approver",
+    "self_approver",
+    "pruner",
+    "recorder",
+    "plan_reader",
+)
 """Every role an installation has; the migration files name them `qinglong_<kind>`."""
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")

@@ -17,6 +17,9 @@ from qinglong_dispatcher.domain.tools import registry as tool_registry
 IDENTIFIER_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 """Opaque identifiers: project, task, action ref, operator names, result and reason codes."""
 
+IDENTITY_MEMBERS: Final = frozenset({"schemaVersion", "actionRef", "projectId"})
+"""The members every plan carries; never sensitive (the store keeps them in clear columns)."""
+
 _IDENTIFIER_RULE: Final = "must match [A-Za-z0-9][A-Za-z0-9._:-]{0,127}"
 # fullmatch, because `$` in Python also matches before a trailing newline.
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN[1:-1])
@@ -50,6 +53,9 @@ class _ExactShapePlan(pydantic.BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=False)
 
     ACTION_TYPE: ClassVar[str]
+    SENSITIVE_FIELDS: ClassVar[tuple[str, ...]]
+    """The top-level members a redacted preview shows only as size and digest prefix
+    (`domain/plan_previews.py`): whatever may carry customer data or secrets."""
 
     @property
     def action_type(self) -> str:
@@ -65,6 +71,9 @@ class ApprovedRunCreationPlan(_ExactShapePlan):
     """Plan v1 of `run.create` (docs/actions.md): which task revision to queue as a Run, and how."""
 
     ACTION_TYPE: ClassVar[str] = "run.create"
+    # None: every member is an identifier, a number or the task's name, which the Run it
+    # creates keeps in clear (`runs.task_name`) for every reader of the database anyway.
+    SENSITIVE_FIELDS: ClassVar[tuple[str, ...]] = ()
 
     schema_version: Literal[1] = Field(alias="schemaVersion")
     action_ref: Identifier = Field(alias="actionRef")
@@ -103,6 +112,7 @@ class ToolInvocationPlan(_ExactShapePlan):
     """
 
     ACTION_TYPE: ClassVar[str] = "tool.invoke"
+    SENSITIVE_FIELDS: ClassVar[tuple[str, ...]] = ("content",)
 
     schema_version: Literal[1] = Field(alias="schemaVersion")
     action_ref: Identifier = Field(alias="actionRef")
@@ -153,7 +163,13 @@ class PlanModel(_ExactShapePlan):
     Exact shape like the built-in plans: strict, frozen, unknown fields refused; every plan
     carries `schemaVersion`, `actionRef` and `projectId`. A subclass sets `ACTION_TYPE` and
     adds its own fields (camelCase aliases, JSON types only: canonical JSON has no floats).
+
+    `SENSITIVE_FIELDS` fails closed: a model that does not declare it in its own body has
+    every member but `schemaVersion`, `actionRef` and `projectId` sensitive (a subclass of a
+    model that declared it must declare it again: it may have added a member).
     """
+
+    SENSITIVE_FIELDS: ClassVar[tuple[str, ...]] = ()
 
     schema_version: Literal[1] = Field(alias="schemaVersion")
     action_ref: Identifier = Field(alias="actionRef")
@@ -166,6 +182,18 @@ class PlanModel(_ExactShapePlan):
         if not isinstance(value, int) or isinstance(value, bool):
             raise ValueError("must be an integer")
         return value
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if "SENSITIVE_FIELDS" not in cls.__dict__:
+            cls.SENSITIVE_FIELDS = tuple(
+                sorted(
+                    (info.alias or name)
+                    for name, info in cls.model_fields.items()
+                    if (info.alias or name) not in IDENTITY_MEMBERS
+                )
+            )
 
 
 ActionPlan: TypeAlias = ApprovedRunCreationPlan | ToolInvocationPlan

@@ -18,6 +18,7 @@ from qinglong_dispatcher.ports.clock import (
 from qinglong_dispatcher.ports.dispatches import (
     CancelStore,
     DispatchReadStore,
+    PlanReadStore,
 )
 from qinglong_dispatcher.ports.executions import (
     BACKLOG_CAP,
@@ -98,6 +99,7 @@ __all__ = [
     "PageStore",
     "PlanKey",
     "PlanKeyStore",
+    "PlanReadStore",
     "PlanStore",
     "PrefetchingHandler",
     "PruneStore",

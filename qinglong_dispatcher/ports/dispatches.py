@@ -6,10 +6,13 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from qinglong_dispatcher.domain import (
+    approval_views,
     cancels,
     dispatch_views,
+    plan_previews,
     records,
 )
+from qinglong_dispatcher.ports.approvals import StoredPlan
 
 
 class CancelStore(Protocol):
@@ -33,11 +36,41 @@ class DispatchReadStore(Protocol):
         """A keyset page of dispatches, newest first (created_at_ms, then id, descending)."""
         ...
 
-    async def show_dispatch(self, dispatch_id: str, *, now_ms: int) -> dispatch_views.Detail | None:
-        """One dispatch with its plan's plain fields, execution, ledger, receipt and Run,
-        recovery and StepRun, in one store call; None when there is no such dispatch."""
+    async def show_dispatch(
+        self,
+        dispatch_id: str,
+        *,
+        now_ms: int,
+        shown: plan_previews.ShownFields = plan_previews.IDENTITY_ONLY,
+    ) -> dispatch_views.Detail | None:
+        """One dispatch with its plan's redacted preview (`shown`: the members shown as they
+        are, per action type; by default only every plan's identity), execution, ledger,
+        receipt and Run, recovery and StepRun, in one store call; None when there is no such
+        dispatch."""
         ...
 
     async def dispatch_run_ids(self, dispatch_ids: Sequence[str]) -> dict[str, str]:
         """The Run id of each dispatch whose Run exists (by idempotency key)."""
+        ...
+
+
+class PlanReadStore(Protocol):
+    """What approvers and plan readers read about plans (`approval list`, `dispatch show
+    --plan`)."""
+
+    async def list_waiting_approvals(
+        self,
+        request: approval_views.ListQuery,
+        *,
+        now_ms: int,
+        shown: plan_previews.ShownFields,
+    ) -> approval_views.Page:
+        """A keyset page of the pending, unexpired requests, newest first, each with its
+        plan's redacted preview; it writes nothing."""
+        ...
+
+    async def read_full_plan(self, dispatch_id: str) -> StoredPlan | None:
+        """A dispatch's whole plan, opened (or marked unreadable), and its `plan.read` audit
+        row in the same transaction; None, with nothing written, for an unknown dispatch.
+        On PostgreSQL only a plan reader's login may (`errors.PlanReadRefused` otherwise)."""
         ...

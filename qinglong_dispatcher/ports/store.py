@@ -8,7 +8,7 @@ from qinglong_dispatcher.domain import (
     schema,
 )
 from qinglong_dispatcher.ports.approvals import ApprovalStore, PlanStore
-from qinglong_dispatcher.ports.dispatches import CancelStore, DispatchReadStore
+from qinglong_dispatcher.ports.dispatches import CancelStore, DispatchReadStore, PlanReadStore
 from qinglong_dispatcher.ports.executions import ExecutionStore, PageStore
 from qinglong_dispatcher.ports.plan_keys import PlanKeyStore
 from qinglong_dispatcher.ports.recovery import RecoveryStore
@@ -29,6 +29,7 @@ class Store(
     RecoveryStore,
     CancelStore,
     DispatchReadStore,
+    PlanReadStore,
     PruneStore,
     PlanKeyStore,
     ToolStepRepository,

@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from qinglong_dispatcher import api, bootstrap, ports
-from qinglong_dispatcher.domain import dispatch_views, errors, recovery, states
+from qinglong_dispatcher.actions import builtin
+from qinglong_dispatcher.domain import (
+    dispatch_views,
+    errors,
+    plan_previews,
+    plans,
+    recovery,
+    states,
+)
 from qinglong_dispatcher.domain.dispatch_views import ListQuery
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
 from tests.support import faults, tools
@@ -21,6 +29,8 @@ from tests.support.recovery import started_execution
 from tests.support.stores import Harness
 
 Status = EffectiveStatus
+BUILT_IN_SHOWN = plan_previews.shown_by_type({**plans.PLAN_MODELS, **builtin.PLAN_MODELS})
+"""What `dispatch show` shows of each built-in action's plan."""
 
 
 async def list_all(
@@ -205,7 +215,9 @@ async def test_a_caller_clock_ahead_of_the_database_never_lists_recovery_require
 async def test_show_a_succeeded_run_create(harness: Harness, clock: ManualClock) -> None:
     (one,) = await submit_runs(harness.approver_store, clock, 1)
     await make_dispatcher(harness.store, clock).dispatch_batch()
-    detail = await harness.store.show_dispatch(one.dispatch_id, now_ms=clock.now_ms())
+    detail = await harness.store.show_dispatch(
+        one.dispatch_id, now_ms=clock.now_ms(), shown=BUILT_IN_SHOWN
+    )
     assert detail is not None
     run = await harness.store.get_run_by_key("proj-1", one.dispatch_id)
     assert run is not None
@@ -216,13 +228,18 @@ async def test_show_a_succeeded_run_create(harness: Harness, clock: ManualClock)
         one.approval_request_id,
     )
     assert detail.dispatch.approved_by == "approver"
-    assert detail.plan == {
+    assert detail.plan is not None
+    assert detail.plan_code is None
+    assert {k: v for k, v in detail.plan.items() if k != "actionRef"} == {
+        "schemaVersion": 1,
         "projectId": "proj-1",
         "taskId": "task-0",
         "taskRevision": 0,
         "executorType": "shell",
         "priority": 0,
         "taskName": None,
+        "taskSnapshotRef": None,
+        "inputRef": None,
     }
     e = detail.execution
     assert (e.status, e.effective_status, e.attempt, e.result_code) == (
@@ -251,7 +268,9 @@ async def test_show_a_succeeded_run_create(harness: Harness, clock: ManualClock)
     shown = json.dumps(detail.as_dict())
     assert_no_token(shown + repr(detail), await tokens(harness))
     # The operator login (cluster) reads the same.
-    as_operator = await harness.operator_store.show_dispatch(one.dispatch_id, now_ms=clock.now_ms())
+    as_operator = await harness.operator_store.show_dispatch(
+        one.dispatch_id, now_ms=clock.now_ms(), shown=BUILT_IN_SHOWN
+    )
     assert as_operator is not None
     assert as_operator.as_dict() == detail.as_dict()
 
@@ -268,7 +287,9 @@ async def test_show_a_tool_invoke_with_its_step_run_and_without_its_content(
     handlers = tools.tool_handlers(harness.store, clock, sandbox)
     report = await make_dispatcher(harness.store, clock, handlers=handlers).dispatch_batch()
     assert report.outcomes == {"succeeded": 1}
-    detail = await harness.store.show_dispatch(dispatch_id, now_ms=clock.now_ms())
+    detail = await harness.store.show_dispatch(
+        dispatch_id, now_ms=clock.now_ms(), shown=BUILT_IN_SHOWN
+    )
     assert detail is not None
     assert detail.step_run is not None
     assert (
@@ -280,13 +301,15 @@ async def test_show_a_tool_invoke_with_its_step_run_and_without_its_content(
     ) == (submitted.step_run_id, run.run_id, "succeeded", 3, "file_written")
     assert detail.run_id == run.run_id
     assert detail.receipt is None
-    assert detail.plan == {
+    assert detail.plan is not None
+    assert {k: v for k, v in detail.plan.items() if k != "actionRef"} == {
+        "schemaVersion": 1,
         "projectId": run.project_id,
         "runId": run.run_id,
         "stepRunId": submitted.step_run_id,
         "toolId": "builtin.file.write",
         "toolVersion": 1,
-        "contentBytes": len(content.encode()),
+        "content": plan_previews.redacted(content),
     }
     assert detail.execution.effective_status is Status.SUCCEEDED
     shown = json.dumps(detail.as_dict(), ensure_ascii=False)

@@ -11,7 +11,7 @@ import pytest
 
 from qinglong_dispatcher.adapters import plan_keyring
 from qinglong_dispatcher.adapters.sql import plan_envelopes
-from qinglong_dispatcher.domain import plans
+from qinglong_dispatcher.domain import plan_previews, plans
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from tests.support import stores
 from tests.support.actions import make_api, submit_runs
@@ -62,7 +62,8 @@ async def test_a_plan_is_sealed_under_the_active_key_and_opens_for_its_dispatch(
     assert MARKER.encode() not in bytes(row["plan_sealed"])
     report = await make_dispatcher(h.store, clock).dispatch_batch()
     assert report.outcomes == {"succeeded": 1}
-    detail = await h.store.show_dispatch(consumed.dispatch_id, now_ms=clock.now_ms())
+    shown = plan_previews.shown_by_type(plans.PLAN_MODELS)
+    detail = await h.store.show_dispatch(consumed.dispatch_id, now_ms=clock.now_ms(), shown=shown)
     assert detail is not None
     assert detail.plan is not None
     assert detail.plan["taskId"] == "task-0"

@@ -34,6 +34,7 @@ ROLES = (
     "qinglong_self_approver",
     "qinglong_pruner",
     "qinglong_recorder",
+    "qinglong_plan_reader",
 )
 
 
@@ -135,8 +136,9 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         "AND NOT p.prosecdef",
     )
     assert {r["owner"] for r in owners} == {"qinglong_migrator"}
-    # The definer functions (they append what a session may not) are the recorder's, and it
-    # owns nothing else and holds nothing but USAGE and the two INSERTs.
+    # The definer functions (they append what a session may not, and read a whole plan for a
+    # plan reader) are the recorder's, and it owns nothing else and holds nothing but USAGE,
+    # the two INSERTs and the SELECTs `read_plan` needs.
     definers = await stores.raw(
         database,
         "SELECT p.proname, pg_get_userbyid(p.proowner) AS owner FROM pg_proc AS p "
@@ -145,6 +147,7 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
     )
     assert [(r["proname"], r["owner"]) for r in definers] == [
         ("audit_approval_request", "qinglong_recorder"),
+        ("read_plan", "qinglong_recorder"),
         ("record_execution_changes", "qinglong_recorder"),
     ]
     grants = await stores.raw(
@@ -153,6 +156,8 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         "WHERE grantee = 'qinglong_recorder' ORDER BY 1, 2",
     )
     assert [(r["table_name"], r["privilege_type"]) for r in grants] == [
+        ("action_plans", "SELECT"),
+        ("approved_action_dispatches", "SELECT"),
         ("execution_events", "INSERT"),
         ("security_audit_events", "INSERT"),
     ]

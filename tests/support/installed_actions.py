@@ -116,6 +116,18 @@ class LoosePlan(plans.PlanModel):
 
 LOOSE = dataclasses.replace(MANUAL, action_type="test.loose", plan_model=LoosePlan)
 MISNAMED = dataclasses.replace(ECHO, action_type="test.misnamed")
+
+
+class MisspeltPlan(plans.PlanModel):
+    """Declares a sensitive member it does not have: `headers` would be shown in previews."""
+
+    ACTION_TYPE: ClassVar[str] = "test.misspelt"
+    SENSITIVE_FIELDS: ClassVar[tuple[str, ...]] = ("header",)
+
+    headers: list[str]
+
+
+MISSPELT = dataclasses.replace(MANUAL, action_type="test.misspelt", plan_model=MisspeltPlan)
 NOT_A_SPEC = {"action_type": "test.dict"}
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -43,28 +41,3 @@ def test_filters_are_identifiers() -> None:
         dispatch_views.ListQuery(project_id="../x")
     with pytest.raises(errors.InvalidInput, match="action"):
         dispatch_views.ListQuery(action_type="run create")
-
-
-def test_plan_fields_show_a_tool_content_only_as_its_length() -> None:
-    plan = {
-        "schemaVersion": 1,
-        "actionRef": "act-1",
-        "projectId": "p1",
-        "runId": "r-1",
-        "stepRunId": "s-1",
-        "toolId": "builtin.file.write",
-        "toolVersion": 1,
-        "content": "héllo",
-    }
-    assert dispatch_views.plan_fields("tool.invoke", json.dumps(plan)) == {
-        "projectId": "p1",
-        "runId": "r-1",
-        "stepRunId": "s-1",
-        "toolId": "builtin.file.write",
-        "toolVersion": 1,
-        "contentBytes": 6,
-    }
-    # Unknown action types show nothing of their plan; unreadable plans show None.
-    assert dispatch_views.plan_fields("other.action", json.dumps(plan)) == {}
-    assert dispatch_views.plan_fields("run.create", "{not json") is None
-    assert dispatch_views.plan_fields("run.create", "[1]") is None

@@ -115,7 +115,7 @@ def test_a_plan_survives_canonical_json_and_binds_every_byte() -> None:
         )
     }
     assert len(digests) == 7
-    assert plan_model.HttpRequestPlan.SENSITIVE_FIELDS == ("headers", "body")
+    assert plan_model.HttpRequestPlan.SENSITIVE_FIELDS == ("query", "headers", "body")
 
 
 @pytest.mark.parametrize(

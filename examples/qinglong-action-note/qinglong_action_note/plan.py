@@ -15,6 +15,9 @@ class NotePlan(plans.PlanModel):
     """Plan v1: the text of the note (schemaVersion, actionRef and projectId come with the base)."""
 
     ACTION_TYPE: ClassVar[str] = ACTION_TYPE
+    # A note's text may be anything a user typed: previews show its size and digest only.
+    # (Left out, every member but schemaVersion, actionRef and projectId would be sensitive.)
+    SENSITIVE_FIELDS: ClassVar[tuple[str, ...]] = ("text",)
 
     text: Annotated[str, StringConstraints(strict=True, min_length=1, max_length=1000)]
 

@@ -73,8 +73,9 @@ class HttpRequestPlan(plans.PlanModel):
     """Plan v1 of `http.request` (docs/actions.md)."""
 
     ACTION_TYPE: ClassVar[str] = ACTION_TYPE
-    SENSITIVE_FIELDS: ClassVar[tuple[str, ...]] = ("headers", "body")
-    """What a redacted preview leaves out."""
+    SENSITIVE_FIELDS: ClassVar[tuple[str, ...]] = ("query", "headers", "body")
+    """What a redacted preview shows only as size and digest prefix: a query value, a
+    header or the body may carry customer data."""
 
     receiver: plans.Identifier = Field(alias="receiver")
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = Field(alias="method")

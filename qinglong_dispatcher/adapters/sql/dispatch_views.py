@@ -9,12 +9,11 @@ None of the statements here selects a lease token.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
-from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.sql import query, recovery, runs, tool_steps
-from qinglong_dispatcher.domain import dispatch_views, records
+from qinglong_dispatcher.adapters.sql import plan_reads, query, recovery, runs, tool_steps
+from qinglong_dispatcher.domain import dispatch_views, plan_previews, records
 from qinglong_dispatcher.domain import recovery as recovery_records
 
 _NEWEST: Final = dispatch_views.Cursor(created_at_ms=2**63 - 1, dispatch_id="")
@@ -56,10 +55,12 @@ async def show_dispatch(
     dispatch_id: str,
     *,
     now_ms: int,
-    open_plan: Callable[[ports.StoredPlan], ports.StoredPlan] = lambda plan: plan,
+    shown: plan_previews.ShownFields = plan_previews.IDENTITY_ONLY,
+    open_plan: plan_reads.OpenPlan = lambda plan: plan,
 ) -> dispatch_views.Detail | None:
-    """Everything about one dispatch, or None when there is no such dispatch (`open_plan`:
-    how the store opens a sealed plan)."""
+    """Everything about one dispatch, its plan as a redacted preview, or None when there is
+    no such dispatch (`shown`: the members shown per action type; `open_plan`: how the store
+    opens a sealed plan)."""
     row = await q.one("select_dispatch_view", {"dispatch_id": dispatch_id})
     if row is None:
         return None
@@ -67,7 +68,7 @@ async def show_dispatch(
     dispatch = records.Dispatch.from_joined_row(row)
     observation = recovery_records.Observation.from_joined_row(row)
     stored = await runs.get_plan(q, dispatch.project_id, dispatch.action_ref)
-    plan = None if stored is None else open_plan(stored)
+    plan, plan_code = plan_reads.preview(stored, shown, open_plan)
     events = await q.all("select_event_views", {"dispatch_id": dispatch_id})
     receipt = await runs.get_receipt(q, dispatch_id)
     step = await tool_steps.get_by_approval(q, dispatch.approval_request_id)
@@ -79,9 +80,8 @@ async def show_dispatch(
         run_id = step.binding.run_id
     return dispatch_views.Detail(
         dispatch=dispatch,
-        plan=None
-        if plan is None or plan.unreadable
-        else dispatch_views.plan_fields(plan.action_type, plan.plan_json),
+        plan=plan,
+        plan_code=plan_code,
         execution=dispatch_views.ExecutionView.from_row(row, settling_ms=settling_ms),
         events=tuple(dispatch_views.EventView.from_row(event) for event in events),
         receipt=receipt,

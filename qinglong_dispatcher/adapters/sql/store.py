@@ -22,6 +22,7 @@ from qinglong_dispatcher.adapters.sql import (
     page,
     plan_envelopes,
     plan_keys,
+    plan_reads,
     query,
     recovery,
     retention,
@@ -30,10 +31,10 @@ from qinglong_dispatcher.adapters.sql import (
     tool_barriers,
     tool_steps,
 )
+from qinglong_dispatcher.domain import approval_views, errors, plan_previews, records
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import cancels as cancel_records
 from qinglong_dispatcher.domain import dispatch_views as dispatch_view_records
-from qinglong_dispatcher.domain import errors, records
 from qinglong_dispatcher.domain import recovery as recovery_records
 from qinglong_dispatcher.domain import retention as retention_records
 from qinglong_dispatcher.domain.tools import start as tool_start
@@ -256,15 +257,49 @@ class SqlStore:
     list_dispatches = operation(dispatch_views.list_dispatches, write=False)
 
     async def show_dispatch(
-        self, dispatch_id: str, *, now_ms: int
+        self,
+        dispatch_id: str,
+        *,
+        now_ms: int,
+        shown: plan_previews.ShownFields = plan_previews.IDENTITY_ONLY,
     ) -> dispatch_view_records.Detail | None:
         """See `ports.DispatchReadStore.show_dispatch` (its plan opened to be previewed)."""
         return await self.runner.transaction(
             lambda q: dispatch_views.show_dispatch(
-                q, dispatch_id, now_ms=now_ms, open_plan=self.envelopes.open
+                q, dispatch_id, now_ms=now_ms, shown=shown, open_plan=self.envelopes.open
             ),
             write=False,
         )
+
+    async def list_waiting_approvals(
+        self,
+        request: approval_views.ListQuery,
+        *,
+        now_ms: int,
+        shown: plan_previews.ShownFields,
+    ) -> approval_views.Page:
+        """See `ports.PlanReadStore.list_waiting_approvals` (each plan opened to be previewed)."""
+        return await self.runner.transaction(
+            lambda q: plan_reads.list_waiting_approvals(
+                q, request, now_ms=now_ms, shown=shown, open_plan=self.envelopes.open
+            ),
+            write=False,
+        )
+
+    async def read_full_plan(self, dispatch_id: str) -> ports.StoredPlan | None:
+        """See `ports.PlanReadStore.read_full_plan` (opened after its audited read)."""
+        try:
+            found = await self.runner.transaction(
+                lambda q: plan_reads.read_full_plan(q, dispatch_id, principal=self.approver.name)
+            )
+        except errors.StoreError as exc:
+            if exc.code != "permission_denied":
+                raise
+            raise errors.PlanReadRefused(
+                "reading a whole plan needs a plan reader login (a member of the "
+                "installation's _plan_reader role); nothing was read"
+            ) from None
+        return None if found is None else self.envelopes.open(found)
 
     dispatch_run_ids = operation(dispatch_views.run_ids, write=False)
 

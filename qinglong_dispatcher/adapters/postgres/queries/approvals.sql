@@ -90,3 +90,27 @@ INSERT INTO qinglong.approved_action_dispatch_executions (
     :dispatch_id, :project_id, 'pending', 0, 0, :max_attempts, :now_ms::bigint,
     :now_ms::bigint, :now_ms::bigint
 )
+
+-- list_waiting_approvals --
+-- `approval list`: pending requests whose lifetime has not run out on the caller's clock nor
+-- on the database's, newest first, a keyset page after (:after_created_at_ms,
+-- :after_approval_request_id) over the partial index of migration 0014; a NULL filter
+-- matches everything. Each comes with its plan row, which the store previews (a sealed one
+-- opened first); no plan value leaves the store.
+SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
+       a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
+       p.plan_json, p.plan_digest, p.plan_key_id, p.plan_algorithm, p.plan_sealed,
+       p.plan_schema_version
+FROM qinglong.approval_requests AS a
+LEFT JOIN qinglong.action_plans AS p
+  ON p.project_id = a.project_id AND p.action_ref = a.action_ref
+WHERE a.status = 'pending'
+  AND (a.created_at_ms, a.approval_request_id)
+      < (:after_created_at_ms::bigint, :after_approval_request_id::text)
+  AND a.expires_at_ms > :now_ms::bigint
+  AND COALESCE(a.db_expires_at_ms, a.expires_at_ms)
+      > (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+  AND (:project_id::text IS NULL OR a.project_id = :project_id::text)
+  AND (:action_type::text IS NULL OR a.action_type = :action_type::text)
+ORDER BY a.created_at_ms DESC, a.approval_request_id DESC
+LIMIT :limit::bigint

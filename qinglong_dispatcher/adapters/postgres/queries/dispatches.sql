@@ -61,3 +61,16 @@ SELECT d.dispatch_id, r.run_id
 FROM qinglong.approved_action_dispatches AS d
 JOIN qinglong.runs AS r ON r.project_id = d.project_id AND r.idempotency_key = d.dispatch_id
 WHERE d.dispatch_id IN (SELECT jsonb_array_elements_text(:dispatch_ids::jsonb))
+
+-- read_full_plan --
+-- `dispatch show ID --plan`: the definer function of migration 0014 refuses a login that is
+-- not a plan reader (42501), and otherwise writes the `plan.read` audit row in this
+-- transaction and returns the plan row (sealed as stored). The principal is the session's
+-- login, written by the function itself.
+SELECT project_id, action_ref, action_type, plan_json, plan_digest, plan_key_id,
+       plan_algorithm, plan_sealed, plan_schema_version
+FROM qinglong.read_plan(:dispatch_id::text)
+
+-- audit_plan_read --
+-- Written already: `read_plan` appended the audit row in this same transaction.
+SELECT 1

@@ -83,3 +83,26 @@ INSERT INTO approved_action_dispatch_executions (
 ) VALUES (
     :dispatch_id, :project_id, 'pending', 0, 0, :max_attempts, :now_ms, :now_ms, :now_ms
 )
+
+-- list_waiting_approvals --
+-- `approval list`: pending requests whose lifetime has not run out on the caller's clock nor
+-- on the database's (system) clock, newest first, a keyset page after
+-- (:after_created_at_ms, :after_approval_request_id) over the partial index of migration
+-- 0014; a NULL filter matches everything. Each comes with its plan row, which the store
+-- previews (a sealed one opened first); no plan value leaves the store.
+SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
+       a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
+       p.plan_json, p.plan_digest, p.plan_key_id, p.plan_algorithm, p.plan_sealed,
+       p.plan_schema_version
+FROM approval_requests AS a
+LEFT JOIN action_plans AS p ON p.project_id = a.project_id AND p.action_ref = a.action_ref
+WHERE a.status = 'pending'
+  AND (a.created_at_ms, a.approval_request_id)
+      < (:after_created_at_ms, :after_approval_request_id)
+  AND a.expires_at_ms > :now_ms
+  AND COALESCE(a.db_expires_at_ms, a.expires_at_ms)
+      > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+  AND (:project_id IS NULL OR a.project_id = :project_id)
+  AND (:action_type IS NULL OR a.action_type = :action_type)
+ORDER BY a.created_at_ms DESC, a.approval_request_id DESC
+LIMIT :limit

@@ -59,3 +59,22 @@ SELECT d.dispatch_id, r.run_id
 FROM json_each(:dispatch_ids) AS k
 CROSS JOIN approved_action_dispatches AS d ON d.dispatch_id = k.value
 JOIN runs AS r ON r.project_id = d.project_id AND r.idempotency_key = d.dispatch_id
+
+-- read_full_plan --
+-- `dispatch show ID --plan`: the plan row of a dispatch (sealed as stored). On edge the OS
+-- user that owns the file is the authority; `audit_plan_read` follows in this transaction.
+SELECT p.project_id, p.action_ref, p.action_type, p.plan_json, p.plan_digest, p.plan_key_id,
+       p.plan_algorithm, p.plan_sealed, p.plan_schema_version
+FROM approved_action_dispatches AS d
+JOIN action_plans AS p ON p.project_id = d.project_id AND p.action_ref = d.action_ref
+WHERE d.dispatch_id = :dispatch_id
+
+-- audit_plan_read --
+-- The read's audit row, in the read's transaction: the OS user as principal and actor, the
+-- dispatch as subject, the action type as detail; never the plan.
+INSERT INTO security_audit_events (
+    kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
+) VALUES (
+    'plan.read', :principal, :principal, :project_id, :dispatch_id, :action_type,
+    CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+)

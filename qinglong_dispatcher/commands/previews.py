@@ -1,0 +1,111 @@
+"""Plans as people see them: `approval list`, previews as text, `dispatch show ID --plan`.
+
+`approval list` prints each waiting request with its plan's redacted preview, `dispatch show`
+the preview as one line of text, `--plan` the whole plan. A preview never holds a sensitive
+value (`domain/plan_previews.py`); the whole plan is read only through the store's audited
+read, which on PostgreSQL only a plan reader's login may make. Nothing here logs a plan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+from collections.abc import Mapping
+
+from qinglong_dispatcher import bootstrap, clock
+from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.domain import approval_views, canonical, errors, plans
+from qinglong_dispatcher.settings import Settings
+
+
+def _iso(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).isoformat(
+        timespec="milliseconds"
+    )
+
+
+def _value(value: object) -> str:
+    if isinstance(value, dict) and value.get("redacted") is True:
+        return f"<redacted {value.get('bytes')} B {value.get('digest')}>"
+    if isinstance(value, str) and value.isprintable():
+        return value
+    # Anything else as JSON: a control character is escaped, never sent to the terminal.
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def preview_text(plan: Mapping[str, object] | None, code: str | None) -> str:
+    """A preview as one line (`name=value`, a redacted member as `<redacted N B digest>`);
+    `- (code)` when the plan cannot be shown."""
+    if plan is None:
+        return f"- ({code})" if code else "-"
+    return " ".join(f"{name}={_value(value)}" for name, value in plan.items() if value is not None)
+
+
+def list_query(args: argparse.Namespace) -> approval_views.ListQuery:
+    """The page `approval list` asks for; bad input is `InvalidInput` (exit 2), before the store."""
+    return approval_views.ListQuery(
+        action_type=args.action,
+        project_id=args.project,
+        limit=args.limit,
+        after=None if args.after is None else approval_views.Cursor.parse(args.after),
+    )
+
+
+async def cmd_approval_list(settings: Settings, args: argparse.Namespace) -> int:
+    """`approval list`: the waiting requests, newest first, each with its plan's preview."""
+    request = list_query(args)
+    shown = bootstrap.plan_preview_fields()
+    store = await common.open_store(settings)
+    try:
+        page = await store.list_waiting_approvals(
+            request, now_ms=clock.SystemClock().now_ms(), shown=shown
+        )
+    finally:
+        await store.close()
+    cursor = None if page.next is None else str(page.next)
+    if args.json:
+        common.print_json({"approvals": [row.as_dict() for row in page.approvals], "next": cursor})
+        return common.EXIT_OK
+    if not page.approvals:
+        print("no waiting approvals")
+        return common.EXIT_OK
+    for row in page.approvals:
+        print(
+            f"{row.approval_request_id}  {row.action_type}  {row.project_id}  "
+            f"requested by {row.requested_by} ({row.requested_principal})  "
+            f"created {_iso(row.created_at_ms)}  expires {_iso(row.expires_at_ms)}"
+        )
+        print(f"  plan {preview_text(row.plan, row.plan_code)}")
+    if cursor is not None:
+        print(f"more: --after {cursor}")
+    return common.EXIT_OK
+
+
+async def show_full_plan(settings: Settings, args: argparse.Namespace) -> int:
+    """`dispatch show ID --plan`: the whole plan, for a plan reader, audited (the store writes
+    the `plan.read` audit row in the read's transaction)."""
+    dispatch_id: str = args.dispatch_id
+    if not plans.is_identifier(dispatch_id):
+        raise errors.DispatchNotFound("no dispatch has this id (not a dispatch id)")
+    store = await common.open_store(settings)
+    try:
+        found = await store.read_full_plan(dispatch_id)
+    finally:
+        await store.close()
+    if found is None:
+        raise errors.DispatchNotFound(f"dispatch {dispatch_id} not found")
+    if found.unreadable is not None:
+        # The read was audited; what it read does not open here (a missing or wrong key ring).
+        raise errors.QinglongError(
+            f"the plan of dispatch {dispatch_id} cannot be opened ({found.unreadable})",
+            code=found.unreadable,
+        )
+    plan = canonical.loads(found.plan_json)
+    if args.json:
+        common.print_json(
+            {"dispatch_id": dispatch_id, "action_type": found.action_type, "plan": plan}
+        )
+    else:
+        print(canonical.dumps(plan).decode("utf-8"))
+    return common.EXIT_OK

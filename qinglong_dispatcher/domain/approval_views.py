@@ -1,0 +1,122 @@
+"""What `approval list` reads: the waiting approval requests, each with its plan's preview.
+
+A request waits while it is `pending` and its lifetime has not run out (on the caller's clock
+and the database's). A plan is shown only as its redacted preview (`plan_previews`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Final
+
+from qinglong_dispatcher.domain import errors, plans, records
+
+DEFAULT_LIMIT: Final = 50
+MAX_LIMIT: Final = 500
+
+_CURSOR = re.compile(r"([0-9]{1,18}):(.+)", re.DOTALL)
+CURSOR_FORMAT: Final = "<created_at_ms>:<approval_request_id>"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Cursor:
+    """A keyset position in the newest-first order: the last request a page showed."""
+
+    created_at_ms: int
+    approval_request_id: str
+
+    def __str__(self) -> str:
+        return f"{self.created_at_ms}:{self.approval_request_id}"
+
+    @classmethod
+    def parse(cls, text: str) -> Cursor:
+        """A cursor as `approval list` prints it; anything else is `InvalidInput`."""
+        found = _CURSOR.fullmatch(text)
+        if found is None or not plans.is_identifier(found.group(2)):
+            raise errors.InvalidInput(f"after: must be a cursor {CURSOR_FORMAT} as listed")
+        return cls(created_at_ms=int(found.group(1)), approval_request_id=found.group(2))
+
+
+NEWEST: Final = Cursor(created_at_ms=2**63 - 1, approval_request_id="")
+"""A keyset position before every request in the newest-first order."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ListQuery:
+    """One page of `approval list`: the filters, the page size and where the page starts."""
+
+    action_type: str | None = None
+    project_id: str | None = None
+    limit: int = DEFAULT_LIMIT
+    after: Cursor | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.limit <= MAX_LIMIT:
+            raise errors.InvalidInput(
+                f"limit: must be between 1 and {MAX_LIMIT} (got {self.limit})"
+            )
+        if self.action_type is not None:
+            plans.require_identifier("action", self.action_type)
+        if self.project_id is not None:
+            plans.require_identifier("project", self.project_id)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class WaitingApproval:
+    """One row of `approval list`."""
+
+    approval_request_id: str
+    project_id: str
+    action_type: str
+    action_ref: str
+    action_digest: str
+    requested_by: str
+    requested_principal: str
+    """The authenticated principal that created the request (`requested_by` is a label)."""
+    created_at_ms: int
+    expires_at_ms: int
+    plan: Mapping[str, object] | None
+    """The plan's redacted preview; None when it cannot be shown (see `plan_code`)."""
+    plan_code: str | None
+
+    @classmethod
+    def from_row(
+        cls, row: records.RowLike, *, plan: Mapping[str, object] | None, plan_code: str | None
+    ) -> WaitingApproval:
+        """A `list_waiting_approvals` row with its plan's preview."""
+        return cls(
+            approval_request_id=row["approval_request_id"],
+            project_id=row["project_id"],
+            action_type=row["action_type"],
+            action_ref=row["action_ref"],
+            action_digest=row["action_digest"],
+            requested_by=row["requested_by"],
+            requested_principal=row["requested_principal"],
+            created_at_ms=row["created_at_ms"],
+            expires_at_ms=row["expires_at_ms"],
+            plan=plan,
+            plan_code=plan_code,
+        )
+
+    @property
+    def cursor(self) -> Cursor:
+        """The position right after this row."""
+        return Cursor(
+            created_at_ms=self.created_at_ms, approval_request_id=self.approval_request_id
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON members."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values["plan"] = None if self.plan is None else dict(self.plan)
+        return values
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Page:
+    """A page of waiting requests, newest first; `next` is None on the last page."""
+
+    approvals: tuple[WaitingApproval, ...]
+    next: Cursor | None
