@@ -46,6 +46,11 @@ from qinglong_dispatcher.ports.plan_keys import (
     PlanKeyStore,
     ResealBatch,
 )
+from qinglong_dispatcher.ports.principals import (
+    ActingStore,
+    PrincipalStores,
+    TokenStore,
+)
 from qinglong_dispatcher.ports.recovery import (
     RecoveryStore,
 )
@@ -77,6 +82,7 @@ from qinglong_dispatcher.ports.wakeup import (
 
 __all__ = [
     "BACKLOG_CAP",
+    "ActingStore",
     "ApprovalStore",
     "ApprovedActionHandler",
     "CancelStore",
@@ -100,6 +106,7 @@ __all__ = [
     "PlanKeyStore",
     "PlanStore",
     "PrefetchingHandler",
+    "PrincipalStores",
     "PruneStore",
     "RecoveryStore",
     "ResealBatch",
@@ -111,6 +118,7 @@ __all__ = [
     "StartOutcome",
     "Store",
     "StoredPlan",
+    "TokenStore",
     "ToolExecutionStartBarrierRepository",
     "ToolStepCompletion",
     "ToolStepCompletionResult",

@@ -8,6 +8,7 @@ from typing import Protocol
 from qinglong_dispatcher.domain import (
     cancels,
     dispatch_views,
+    principals,
     records,
 )
 
@@ -15,7 +16,13 @@ from qinglong_dispatcher.domain import (
 class CancelStore(Protocol):
     """An operator cancels a waiting dispatch (`dispatch cancel`)."""
 
-    async def cancel_dispatch(self, request: cancels.Cancel, *, now_ms: int) -> records.Transition:
+    async def cancel_dispatch(
+        self,
+        request: cancels.Cancel,
+        *,
+        now_ms: int,
+        context: principals.RequestContext | None = None,
+    ) -> records.Transition:
         """Move a `pending`/`retry_wait` row to `cancelled`, with its ledger line and audit
         record, under the claim's fence. COMPLETED, or NOT_FOUND, or CONFLICT with the status
         found (`reason` is that status, or `raced` when a claim committed in between)."""
