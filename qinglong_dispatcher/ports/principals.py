@@ -36,7 +36,9 @@ class TokenStore(Protocol):
         ...
 
 
-class ActingStore(ApprovalStore, PlanStore, CancelStore, RecoveryStore, DispatchReadStore, Protocol):
+class ActingStore(
+    ApprovalStore, PlanStore, CancelStore, RecoveryStore, DispatchReadStore, Protocol
+):
     """A store whose every transaction acts as one authenticated principal.
 
     On PostgreSQL each transaction first becomes the principal's role (`SET LOCAL ROLE`), so

@@ -5,6 +5,7 @@ principal records it and applies its role and separation of duties."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 
@@ -53,7 +54,8 @@ async def test_a_token_is_kept_as_its_digest_and_authenticates_until_revoked(
             principal=name, role=principals.DEFAULT_ROLE, ttl_ms=3_600_000, created_by="admin"
         )
         created = await admin.create_token(new)
-        assert secret.startswith("qlt_") and len(secret) == 47
+        assert secret.startswith("qlt_")
+        assert len(secret) == 47
         assert (created.role, created.last_used_at_ms, created.revoked_at_ms) == (
             Role.VIEWER,
             None,
@@ -71,7 +73,8 @@ async def test_a_token_is_kept_as_its_digest_and_authenticates_until_revoked(
         (listed,) = [t for t in await admin.list_tokens() if t.token_id == created.token_id]
         assert listed.last_used_at_ms is not None
         revoked = await admin.revoke_token(created.token_id)
-        assert revoked is not None and revoked.revoked_at_ms is not None
+        assert revoked is not None
+        assert revoked.revoked_at_ms is not None
         assert await harness.store.authenticate(secret) is None
         assert await admin.revoke_token("tok_" + "f" * 16) is None
 
@@ -82,9 +85,7 @@ async def test_an_expired_token_no_longer_authenticates(harness: stores.Harness)
             principal=_name(harness, "exp"), role=Role.VIEWER, ttl_ms=60_000, created_by="a"
         )
         # A lifetime below the bound only through the value itself: the database's clock decides.
-        await admin.create_token(
-            principals.NewToken(**{**_fields(new), "ttl_ms": 200})
-        )
+        await admin.create_token(dataclasses.replace(new, ttl_ms=200))
         assert await harness.store.authenticate(secret) is not None
         await anyio.sleep(0.3)
         assert await harness.store.authenticate(secret) is None
@@ -110,10 +111,6 @@ async def test_a_principal_keeps_one_role_while_it_holds_live_tokens(
 
 def _table(harness: stores.Harness) -> str:
     return "qinglong.api_tokens" if harness.dialect == "postgres" else "api_tokens"
-
-
-def _fields(new: principals.NewToken) -> dict[str, object]:
-    return {f: getattr(new, f) for f in new.__dataclass_fields__}
 
 
 @pytest.fixture
@@ -160,7 +157,8 @@ async def test_on_sqlite_the_api_principal_is_recorded_and_separation_of_duties_
         ("approval.approved", "alice"),
         ("api.approve", "alice"),
     ]
-    assert audit[3]["request_id"] == "r-9" and audit[0]["token_id"] is None
+    assert audit[3]["request_id"] == "r-9"
+    assert audit[0]["token_id"] is None
     own = api.new_approval(
         api.run_create_plan({"projectId": "p", "taskId": "u", "taskRevision": 1}),
         requested_by="a",
@@ -183,7 +181,8 @@ async def test_on_sqlite_only_an_operator_principal_cancels(owner: stores.Harnes
             await store.cancel_dispatch(request, now_ms=clock.now_ms(), context=CONTEXT)
     operator = await owner.store.acting_as(_as(owner.store, "olga", Role.OPERATOR))
     done = await operator.cancel_dispatch(request, now_ms=clock.now_ms(), context=CONTEXT)
-    assert done.status is not None and done.status.value == "cancelled"
+    assert done.status is not None
+    assert done.status.value == "cancelled"
     audit = await owner.raw(
         "SELECT kind, principal FROM security_audit_events "
         f"WHERE subject_id = '{consumed.dispatch_id}' ORDER BY event_id"

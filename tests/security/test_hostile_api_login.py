@@ -18,7 +18,7 @@ import pytest
 
 from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.adapters.postgres import store as postgres_store
-from qinglong_dispatcher.domain import approvals, errors, principals, states
+from qinglong_dispatcher.domain import approvals, cancels, errors, principals, states
 from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
@@ -45,7 +45,9 @@ class Api:
 
     async def acting(self, who: str, role: principals.TokenRole) -> ports.ActingStore:
         return await self.store.acting_as(
-            principals.Authenticated(token_id="tok_" + "0" * 16, principal=self.names[who], role=role)
+            principals.Authenticated(
+                token_id="tok_" + "0" * 16, principal=self.names[who], role=role
+            )
         )
 
 
@@ -102,11 +104,15 @@ CONTEXT = principals.RequestContext(
 async def _refused(url: str, *statements: str) -> str:
     """Run the statements in one transaction as `url`'s login; the SQLSTATE of the refusal."""
     conn = await asyncpg.connect(url, timeout=5)
+
+    async def run() -> None:
+        async with conn.transaction():
+            for sql in statements:
+                await conn.execute(sql)
+
     try:
         with pytest.raises(asyncpg.PostgresError) as caught:
-            async with conn.transaction():
-                for sql in statements:
-                    await conn.execute(sql)
+            await run()
         return str(caught.value.sqlstate)
     finally:
         await conn.close()
@@ -131,9 +137,7 @@ async def _request_by(
 ) -> approvals.Approval:
     store = await api_login.acting(who, role)
     plan = api.run_create_plan({"projectId": "p", "taskId": "t", "taskRevision": 1})
-    new = api.new_approval(
-        plan, requested_by=who, now_ms=now.now_ms(), approval_ttl_ms=3_600_000
-    )
+    new = api.new_approval(plan, requested_by=who, now_ms=now.now_ms(), approval_ttl_ms=3_600_000)
     return await store.create_approval(new, now_ms=now.now_ms(), context=CONTEXT)
 
 
@@ -192,8 +196,9 @@ async def test_the_api_login_becomes_no_role_it_was_not_granted(
         assert await _refused(api_login.url, f"SET LOCAL ROLE {role}") == "42501", role
     # Before PostgreSQL 16 membership chains let it SET ROLE into its principals' kind roles;
     # there it is nobody, and the database refuses every step that names a principal.
-    pending = await _request_by(api_login, "bob", ManualClock(int(time.time() * 1000)),
-                                principals.TokenRole.APPROVER)
+    pending = await _request_by(
+        api_login, "bob", ManualClock(int(time.time() * 1000)), principals.TokenRole.APPROVER
+    )
     before = await _everything(pg)
     state = await _refused(
         api_login.url, "SET LOCAL ROLE qinglong_approver", _approve_sql(pending.approval_request_id)
@@ -291,7 +296,8 @@ async def test_an_operator_principal_resolves_by_hand_and_the_resolution_names_i
     done = await carol.resolve_recovery(resolution, now_ms=now.now_ms(), context=CONTEXT)
     assert done.outcome.value == "completed"
     stored = await carol.get_resolution(dispatch.dispatch_id)
-    assert stored is not None and stored.principal == api_login.names["carol"]
+    assert stored is not None
+    assert stored.principal == api_login.names["carol"]
     audit = await pg.raw(
         "SELECT kind, principal, token_id FROM qinglong.security_audit_events "
         f"WHERE subject_id = '{dispatch.dispatch_id}' ORDER BY event_id"
@@ -318,9 +324,7 @@ async def test_only_an_operator_principal_cancels_and_the_cancel_names_it(
     assert await _everything(pg) == before
     carol = await api_login.acting("carol", principals.TokenRole.OPERATOR)
     cancelled = await carol.cancel_dispatch(
-        api.cancels.Cancel(dispatch_id=consumed.dispatch_id, operator="c", reason_code="dup")
-        if hasattr(api, "cancels")
-        else _cancel(consumed.dispatch_id),
+        cancels.Cancel(dispatch_id=consumed.dispatch_id, operator="c", reason_code="dup"),
         now_ms=now.now_ms(),
         context=CONTEXT,
     )
@@ -330,9 +334,3 @@ async def test_only_an_operator_principal_cancels_and_the_cancel_names_it(
         f"WHERE subject_id = '{consumed.dispatch_id}' ORDER BY event_id"
     )
     assert {row["principal"] for row in audit} == {api_login.names["carol"]}
-
-
-def _cancel(dispatch_id: str) -> Any:
-    from qinglong_dispatcher.domain import cancels
-
-    return cancels.Cancel(dispatch_id=dispatch_id, operator="c", reason_code="dup")

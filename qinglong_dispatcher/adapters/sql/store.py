@@ -43,9 +43,7 @@ from qinglong_dispatcher.domain.tools import steps as tool_step_records
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_SUBMITTER = principals.TokenRole.SUBMITTER.value
-_APPROVER = principals.TokenRole.APPROVER.value
-_OPERATOR = principals.TokenRole.OPERATOR.value
+_SUBMITTER, _APPROVER, _OPERATOR = (r.value for r in list(principals.TokenRole)[1:])
 
 operation = query.operation
 
