@@ -23,6 +23,7 @@ from qinglong_dispatcher.commands import (
     prune,
     recovery,
     submitting,
+    tokens,
 )
 from qinglong_dispatcher.domain import approval_views, dispatch_views, errors, plans, states
 from qinglong_dispatcher.lifecycle import logging as log_setup
@@ -319,6 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("keys", "the plan key ring: generate, rotate stored plans, check they open")
     keys.add_arguments(p, shared)
     p.set_defaults(handler=keys.cmd_keys)
+
+    p = command("token", "API tokens: create (prints the secret once), list, revoke")
+    tokens.add_arguments(p, shared)
+    p.set_defaults(handler=tokens.cmd_token)
 
     p = command("health", "exit 0 when the store is reachable and migrated")
     p.add_argument("--json", action="store_true")

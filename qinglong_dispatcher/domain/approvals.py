@@ -75,6 +75,19 @@ class Principal:
 
     name: str | None
     self_approval: bool = True
+    role: str | None = None
+    """The token role (`principals.TokenRole`) of an API principal on SQLite, which the store
+    applies; None for the OS user (the file's owner may do everything) and on PostgreSQL."""
+
+    def require_role(self, *allowed: str, approval: bool = True) -> None:
+        """Refuse a step the token's role does not permit (`ApprovalNotPermitted` for an
+        approval step, else `PrincipalNotPermitted`); nothing to check without a role."""
+        if self.role is None or self.role in allowed:
+            return
+        message = f"principal {self.name} ({self.role}) may not take this step"
+        if approval:
+            raise errors.ApprovalNotPermitted(message)
+        raise errors.PrincipalNotPermitted(message)
 
     def check_may_approve(self, requester: str) -> None:
         """Refuse an approval of `requester`'s own request unless self-approval is allowed."""

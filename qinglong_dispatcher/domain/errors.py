@@ -236,3 +236,15 @@ class TransitionRefused(StoreError):
         """The trigger's rule (`transition`, `operator`, …), as its message names it."""
         found = re.search(r"qinglong:transition_refused: (\w+)", str(self))
         return None if found is None else found.group(1)
+
+
+class PrincipalNotPermitted(StoreError):
+    """The authenticated principal's role does not permit this step."""
+
+    code = "permission_denied"
+
+
+class TokenRefused(QinglongError):
+    """The token cannot be created or revoked as asked."""
+
+    code = "token_refused"

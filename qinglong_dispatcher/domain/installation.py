@@ -25,8 +25,17 @@ KINDS = (
     "pruner",
     "recorder",
     "plan_reader",
+    "viewer",
+    "submitter",
+    "api",
 )
-"""Every role an installation has; the migration files name them `qinglong_<kind>`."""
+"""Every role an installation has; the migration files name them `qinglong_<kind>`. `api` is
+NOINHERIT: the API's login, a member, only ever becomes a principal (`principal_role`)."""
+
+NOINHERIT_KINDS = frozenset({"api"})
+
+PRINCIPAL_KINDS = ("viewer", "submitter", "approver", "operator")
+"""The kinds a principal's role may be a member of: exactly one, its tokens' role."""
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")
 """A plain lower-case identifier short enough that `<name>_self_approver` fits PostgreSQL's
@@ -61,6 +70,18 @@ def role(installation: str, kind: str) -> str:
     if kind not in KINDS:
         raise ValueError(f"not a role kind: {kind!r}")
     return f"{check_name(installation)}_{kind}"
+
+
+def principal_role(installation: str, principal: str) -> str:
+    """The NOLOGIN role of an API principal (`shop`, `alice` → `shop_p_alice`); the API's
+    login becomes it for a request. A plain identifier that fits 63 bytes, or `ValueError`."""
+    name = f"{check_name(installation)}_p_{principal}"
+    if not _PRINCIPAL.fullmatch(principal) or len(name) > 63:
+        raise ValueError(f"not a principal of installation {installation}: {principal!r}")
+    return name
+
+
+_PRINCIPAL = re.compile(r"[a-z][a-z0-9_]{0,51}")
 
 
 def roles(installation: str) -> tuple[str, ...]:

@@ -47,6 +47,11 @@ from qinglong_dispatcher.ports.plan_keys import (
     PlanKeyStore,
     ResealBatch,
 )
+from qinglong_dispatcher.ports.principals import (
+    ActingStore,
+    PrincipalStores,
+    TokenStore,
+)
 from qinglong_dispatcher.ports.recovery import (
     RecoveryStore,
 )
@@ -78,6 +83,7 @@ from qinglong_dispatcher.ports.wakeup import (
 
 __all__ = [
     "BACKLOG_CAP",
+    "ActingStore",
     "ApprovalStore",
     "ApprovedActionHandler",
     "CancelStore",
@@ -102,6 +108,7 @@ __all__ = [
     "PlanReadStore",
     "PlanStore",
     "PrefetchingHandler",
+    "PrincipalStores",
     "PruneStore",
     "RecoveryStore",
     "ResealBatch",
@@ -113,6 +120,7 @@ __all__ = [
     "StartOutcome",
     "Store",
     "StoredPlan",
+    "TokenStore",
     "ToolExecutionStartBarrierRepository",
     "ToolStepCompletion",
     "ToolStepCompletionResult",

@@ -9,6 +9,7 @@ from typing import Protocol
 from qinglong_dispatcher.domain import (
     approvals,
     errors,
+    principals,
     records,
 )
 
@@ -17,13 +18,25 @@ class ApprovalStore(Protocol):
     """Approval requests and their one-time consumption into a dispatch."""
 
     async def create_approval(
-        self, new: approvals.NewApproval, *, now_ms: int
+        self,
+        new: approvals.NewApproval,
+        *,
+        now_ms: int,
+        context: principals.RequestContext | None = None,
     ) -> approvals.Approval:
-        """Insert the immutable plan and a `pending@v1` request."""
+        """Insert the immutable plan and a `pending@v1` request.
+
+        Every write here takes `context` from the API: its audit row (principal, token id,
+        client address, request id) commits in the same transaction. None: no such row."""
         ...
 
     async def approve(
-        self, approval_request_id: str, *, decided_by: str, now_ms: int
+        self,
+        approval_request_id: str,
+        *,
+        decided_by: str,
+        now_ms: int,
+        context: principals.RequestContext | None = None,
     ) -> approvals.Approval:
         """`pending@v1 → approved@v2` by the store's authenticated principal.
 
@@ -33,7 +46,12 @@ class ApprovalStore(Protocol):
         ...
 
     async def reject(
-        self, approval_request_id: str, *, decided_by: str, now_ms: int
+        self,
+        approval_request_id: str,
+        *,
+        decided_by: str,
+        now_ms: int,
+        context: principals.RequestContext | None = None,
     ) -> approvals.Approval:
         """`pending@v1 → rejected@v2`: the request can never be approved or consumed."""
         ...
@@ -51,6 +69,7 @@ class ApprovalStore(Protocol):
         approved_by: str,
         now_ms: int,
         max_attempts: int,
+        context: principals.RequestContext | None = None,
     ) -> list[approvals.Consumed]:
         """Create, approve and consume every item in one transaction: all or nothing.
 

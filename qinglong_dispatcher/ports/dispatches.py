@@ -10,6 +10,7 @@ from qinglong_dispatcher.domain import (
     cancels,
     dispatch_views,
     plan_previews,
+    principals,
     records,
 )
 from qinglong_dispatcher.ports.approvals import StoredPlan
@@ -18,7 +19,13 @@ from qinglong_dispatcher.ports.approvals import StoredPlan
 class CancelStore(Protocol):
     """An operator cancels a waiting dispatch (`dispatch cancel`)."""
 
-    async def cancel_dispatch(self, request: cancels.Cancel, *, now_ms: int) -> records.Transition:
+    async def cancel_dispatch(
+        self,
+        request: cancels.Cancel,
+        *,
+        now_ms: int,
+        context: principals.RequestContext | None = None,
+    ) -> records.Transition:
         """Move a `pending`/`retry_wait` row to `cancelled`, with its ledger line and audit
         record, under the claim's fence. COMPLETED, or NOT_FOUND, or CONFLICT with the status
         found (`reason` is that status, or `raced` when a claim committed in between)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from qinglong_dispatcher.domain import (
+    principals,
     records,
     recovery,
 )
@@ -20,7 +21,11 @@ class RecoveryStore(Protocol):
         ...
 
     async def resolve_recovery(
-        self, resolution: recovery.Resolution, *, now_ms: int
+        self,
+        resolution: recovery.Resolution,
+        *,
+        now_ms: int,
+        context: principals.RequestContext | None = None,
     ) -> records.Transition:
         """Settle one row if it still matches the snapshot fence; records who decided."""
         ...

@@ -11,6 +11,7 @@ from qinglong_dispatcher.ports.approvals import ApprovalStore, PlanStore
 from qinglong_dispatcher.ports.dispatches import CancelStore, DispatchReadStore, PlanReadStore
 from qinglong_dispatcher.ports.executions import ExecutionStore, PageStore
 from qinglong_dispatcher.ports.plan_keys import PlanKeyStore
+from qinglong_dispatcher.ports.principals import PrincipalStores, TokenStore
 from qinglong_dispatcher.ports.recovery import RecoveryStore
 from qinglong_dispatcher.ports.retention import PruneStore
 from qinglong_dispatcher.ports.runs import RunCreateRepository
@@ -34,6 +35,8 @@ class Store(
     PlanKeyStore,
     ToolStepRepository,
     ToolExecutionStartBarrierRepository,
+    TokenStore,
+    PrincipalStores,
     Protocol,
 ):
     """One dialect's whole store."""

@@ -35,6 +35,9 @@ ROLES = (
     "qinglong_pruner",
     "qinglong_recorder",
     "qinglong_plan_reader",
+    "qinglong_viewer",
+    "qinglong_submitter",
+    "qinglong_api",
 )
 
 
@@ -122,7 +125,9 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
     roles = await stores.raw(
         database,
         "SELECT rolname, rolcanlogin, rolsuper, rolcreaterole, rolcreatedb FROM pg_roles "
-        "WHERE rolname LIKE 'qinglong\\_%' AND rolname NOT LIKE 'qinglong\\_test\\_%'",
+        "WHERE rolname LIKE 'qinglong\\_%' AND rolname NOT LIKE 'qinglong\\_test\\_%' "
+        # An API principal's role (`token create`) is NOLOGIN too, but not an installation's.
+        "AND rolname NOT LIKE 'qinglong\\_p\\_%'",
     )
     assert {r["rolname"] for r in roles} == set(ROLES)
     assert not any(r["rolcanlogin"] or r["rolsuper"] or r["rolcreaterole"] for r in roles)

@@ -115,6 +115,25 @@ def session_installation(purpose: str) -> str:
     return name
 
 
+def session_principal(purpose: str) -> str:
+    """An API principal's name of this session; its role in the suite's installation
+    (`qinglong_p_<name>`, made by `token create`) is dropped at its end like a login."""
+    name = f"qlt_{_SESSION_TAG}_{purpose}"
+    _SESSION_LOGINS.add(f"{INSTALLATION}_p_{name}")
+    return name
+
+
+async def drop_roles(*names: str) -> None:
+    """Drop roles a test made (principal roles: server-wide), whatever the test's outcome."""
+    conn = await _admin_connect()
+    try:
+        for name in names:
+            with contextlib.suppress(asyncpg.PostgresError):
+                await conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+    finally:
+        await conn.close()
+
+
 RUNTIME_LOGIN = session_login("runtime")
 OPERATOR_LOGIN = session_login("operator")
 APPROVER_LOGIN = session_login("approver")

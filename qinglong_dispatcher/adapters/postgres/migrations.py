@@ -65,7 +65,7 @@ def ensure_roles_sql(names: tuple[str, ...]) -> str:
     steps = "\n".join(
         f"""    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '{name}') THEN
         BEGIN
-            CREATE ROLE {name} NOLOGIN;
+            CREATE ROLE {name} NOLOGIN{_attributes(name)};
         EXCEPTION WHEN duplicate_object OR unique_violation THEN
             NULL;  -- another database of this server created it at the same moment
         END;
@@ -73,6 +73,12 @@ def ensure_roles_sql(names: tuple[str, ...]) -> str:
         for name in names
     )
     return f"DO $roles$\nBEGIN\n{steps}\nEND\n$roles$"
+
+
+def _attributes(name: str) -> str:
+    """` NOINHERIT` for the API's role (its members only ever SET ROLE to a principal)."""
+    kind = next((k for k in installation.NOINHERIT_KINDS if name.endswith(f"_{k}")), None)
+    return " NOINHERIT" if kind is not None else ""
 
 
 async def ensure_roles(conn: db.Connection, names: tuple[str, ...]) -> None:

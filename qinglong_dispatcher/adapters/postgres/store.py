@@ -6,15 +6,17 @@ from collections.abc import Sequence
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.postgres import database as db
-from qinglong_dispatcher.adapters.postgres import fast_paths, migrations, replication
+from qinglong_dispatcher.adapters.postgres import fast_paths, migrations, principals, replication
 from qinglong_dispatcher.adapters.sql import plan_envelopes, query
 from qinglong_dispatcher.adapters.sql import store as sql_store
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import (
     errors,
+    installation,
     records,
     schema,
 )
+from qinglong_dispatcher.domain import principals as principal_records
 
 ASYNC_COMMIT_LEVELS = frozenset({"off", "local"})
 """`synchronous_commit` values that can lose an acknowledged commit (a start barrier)."""
@@ -63,6 +65,7 @@ class PostgresStore(sql_store.SqlStore):
         super().__init__(database, approval_records.DATABASE_PRINCIPAL, envelopes)
         self.allow_async_commit = allow_async_commit
         self.require_sync_standby = require_sync_standby
+        self._installation_name: str | None = None
 
     @classmethod
     async def open(
@@ -181,6 +184,25 @@ class PostgresStore(sql_store.SqlStore):
             return tuple(p for p in ("TEMP", "CREATE") if row is not None and row[p.lower()])
 
         return await self.db.read(read)
+
+    # -- API principals (adapters/postgres/principals.py) ------------------------------------
+
+    async def create_token(self, new: principal_records.NewToken) -> principal_records.Token:
+        """See `ports.TokenStore.create_token`: also the principal's role; an administrator's."""
+        return await principals.create_token(self.db, new)
+
+    async def revoke_token(self, token_id: str) -> principal_records.Token | None:
+        """See `ports.TokenStore.revoke_token` (the principal's role leaves the API's role once
+        it holds no live token)."""
+        return await principals.revoke_token(self.db, token_id)
+
+    async def acting_as(self, who: principal_records.Authenticated) -> ports.ActingStore:
+        """See `ports.PrincipalStores.acting_as`: every transaction `SET LOCAL ROLE` first."""
+        if self._installation_name is None:
+            self._installation_name = await principals.installation_name(self.db)
+        role = installation.principal_role(self._installation_name, who.principal)
+        runner = principals.PrincipalRunner(self.db, role)
+        return sql_store.SqlStore(runner, approval_records.DATABASE_PRINCIPAL, self.envelopes)
 
     # -- the start barrier -------------------------------------------------------------------
 

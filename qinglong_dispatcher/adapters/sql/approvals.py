@@ -1,8 +1,11 @@
 """Approval transactions: create, approve, reject, and the atomic consume (both dialects).
 
 The principal is the one the system authenticated (`approvals.Principal`): on PostgreSQL the
-statements write `session_user` and migration 0005's trigger applies the roles; on SQLite the
-store names the OS user and applies separation of duties itself. On both, the triggers allow
+statements write the acting principal (`qinglong.acting_principal()`: the login, or the
+principal role the API became) and the triggers of 0005/0015 apply the roles; on SQLite the
+store names the OS user or the API's authenticated principal and applies separation of duties
+itself. An API write passes its request (`principals.RequestContext`): its audit row commits
+in the same transaction. On both, the triggers allow
 only the transitions of `domain/approvals.py` and audit every change.
 """
 
@@ -11,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from qinglong_dispatcher.adapters.sql import query
-from qinglong_dispatcher.domain import approvals, errors, ids
+from qinglong_dispatcher.adapters.sql import query, tokens
+from qinglong_dispatcher.domain import approvals, errors, ids, principals
 
 ApprovalStatus = approvals.ApprovalStatus
 
@@ -38,10 +41,15 @@ async def _refusal(
 
 
 async def create(
-    q: query.Query, principal: approvals.Principal, new: approvals.NewApproval, *, now_ms: int
+    q: query.Query,
+    principal: approvals.Principal,
+    new: approvals.NewApproval,
+    *,
+    now_ms: int,
+    context: principals.RequestContext | None = None,
 ) -> approvals.Approval:
     """Insert the immutable plan and the pending request."""
-    if await q.one("select_plan", {"project_id": new.project_id, "action_ref": new.action_ref}):
+    if await q.one("plan_exists", {"project_id": new.project_id, "action_ref": new.action_ref}):
         raise errors.ApprovalStateConflict(
             f"action {new.action_ref} already has a plan in project {new.project_id}"
         )
@@ -76,7 +84,28 @@ async def create(
     )
     created = await get(q, new.approval_request_id)
     assert created is not None
+    await _audit(q, principal, context, "create", created, new.requested_by)
     return created
+
+
+async def _audit(
+    q: query.Query,
+    principal: approvals.Principal,
+    context: principals.RequestContext | None,
+    operation: str,
+    approval: approvals.Approval,
+    actor: str,
+) -> None:
+    await tokens.record_request(
+        q,
+        context,
+        principal=principal.name,
+        operation=operation,
+        actor=actor,
+        project_id=approval.project_id,
+        subject_id=approval.approval_request_id,
+        detail_code=approval.action_type,
+    )
 
 
 async def _decide(
@@ -110,6 +139,7 @@ async def approve(
     *,
     decided_by: str,
     now_ms: int,
+    context: principals.RequestContext | None = None,
 ) -> approvals.Approval:
     """`pending@v1 → approved@v2`, by another principal unless self-approval is allowed."""
     done = await _decide(
@@ -124,6 +154,7 @@ async def approve(
     principal.check_may_approve(done["requested_principal"])
     approved = await get(q, approval_request_id)
     assert approved is not None
+    await _audit(q, principal, context, "approve", approved, decided_by)
     return approved
 
 
@@ -134,6 +165,7 @@ async def reject(
     *,
     decided_by: str,
     now_ms: int,
+    context: principals.RequestContext | None = None,
 ) -> approvals.Approval:
     """`pending@v1 → rejected@v2`: the request can never be approved or consumed."""
     await _decide(
@@ -146,6 +178,7 @@ async def reject(
     )
     rejected = await get(q, approval_request_id)
     assert rejected is not None
+    await _audit(q, principal, context, "reject", rejected, decided_by)
     return rejected
 
 
@@ -223,13 +256,16 @@ async def submit(
     approved_by: str,
     now_ms: int,
     max_attempts: int,
+    context: principals.RequestContext | None = None,
 ) -> list[approvals.Consumed]:
     """Create, approve and consume each item, all in one transaction.
 
     A self-approval: refused whole (nothing written) when the principal may not self-approve.
+    An API request writes one audit row per item, naming its dispatch.
     """
-    return [
-        await create_approve_consume(
+    done: list[approvals.Consumed] = []
+    for new in items:
+        consumed = await create_approve_consume(
             q,
             new,
             approved_by=approved_by,
@@ -237,5 +273,15 @@ async def submit(
             now_ms=now_ms,
             max_attempts=max_attempts,
         )
-        for new in items
-    ]
+        await tokens.record_request(
+            q,
+            context,
+            principal=principal.name,
+            operation="submit",
+            actor=approved_by,
+            project_id=new.project_id,
+            subject_id=consumed.dispatch_id,
+            detail_code=new.action_type,
+        )
+        done.append(consumed)
+    return done

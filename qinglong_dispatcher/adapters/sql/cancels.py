@@ -4,21 +4,27 @@ The row is locked and read, the decision made on what was read, and the update i
 on that same version and a waiting status, so a claim racing it either committed first (the
 cancel sees `leased` and is refused) or waits for this transaction and then skips the row.
 The principal beside the operator's name is the authenticated one: the OS user on SQLite,
-`session_user` on PostgreSQL, where the state-machine trigger also refuses a cancel from any
-login that is not a member of the installation's operator role.
+the acting principal on PostgreSQL (the login, or the principal role the API became), where
+the state-machine trigger also refuses a cancel unless that role is a member of the
+installation's operator role. An API cancel also writes its request's audit row.
 """
 
 from __future__ import annotations
 
-from qinglong_dispatcher.adapters.sql import query, rows, tool_steps
-from qinglong_dispatcher.domain import cancels, records
+from qinglong_dispatcher.adapters.sql import query, rows, tokens, tool_steps
+from qinglong_dispatcher.domain import cancels, principals, records
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.domain.tools import start as tool_start
 
 
 async def cancel(
-    q: query.Query, request: cancels.Cancel, *, principal: str | None, now_ms: int
+    q: query.Query,
+    request: cancels.Cancel,
+    *,
+    principal: str | None,
+    now_ms: int,
+    context: principals.RequestContext | None = None,
 ) -> records.Transition:
     """Cancel the row if it waits; the first committed writer (claim or cancel) wins."""
     found = await rows.read_row(q, request.dispatch_id, lock=True)
@@ -70,5 +76,15 @@ async def cancel(
             "subject_id": request.dispatch_id,
             "detail_code": f"{execution.status.value}:{request.reason_code}"[:128],
         },
+    )
+    await tokens.record_request(
+        q,
+        context,
+        principal=principal,
+        operation="cancel",
+        actor=request.operator,
+        project_id=execution.project_id,
+        subject_id=request.dispatch_id,
+        detail_code=request.reason_code,
     )
     return cancelled

@@ -3,14 +3,15 @@
 See docs/operations.md, "Recovery".
 
 The principal recorded beside the operator's name is the one the system authenticated: on
-SQLite the store passes the OS user; PostgreSQL's `insert_resolution` and `insert_audit_event`
-write the session's login (`session_user`) and ignore the parameter.
+SQLite the store passes the OS user or the API's principal; PostgreSQL's `insert_resolution`
+and `insert_audit_event` write the acting principal (`qinglong.acting_principal()`) and ignore
+the parameter. An API resolution also writes its request's audit row.
 """
 
 from __future__ import annotations
 
-from qinglong_dispatcher.adapters.sql import query, rows, tool_steps
-from qinglong_dispatcher.domain import errors, fencing, records, recovery, states
+from qinglong_dispatcher.adapters.sql import query, rows, tokens, tool_steps
+from qinglong_dispatcher.domain import errors, fencing, principals, records, recovery, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.domain.tools import start as tool_start
@@ -57,7 +58,12 @@ async def list_recovery_required(
 
 
 async def resolve(
-    q: query.Query, resolution: recovery.Resolution, *, principal: str | None, now_ms: int
+    q: query.Query,
+    resolution: recovery.Resolution,
+    *,
+    principal: str | None,
+    now_ms: int,
+    context: principals.RequestContext | None = None,
 ) -> records.Transition:
     """Settle the row if it still matches the snapshot; the first committed writer wins."""
     fence = resolution.fence
@@ -142,6 +148,16 @@ async def resolve(
                 "detail_code": f"{resolution.resolution.value}:{resolution.reason_code}"[:128],
             },
         )
+    await tokens.record_request(
+        q,
+        context,
+        principal=principal,
+        operation="resolve",
+        actor=resolution.resolved_by,
+        project_id=resolution.project_id,
+        subject_id=fence.dispatch_id,
+        detail_code=f"{resolution.resolution.value}:{resolution.reason_code}",
+    )
     return resolved
 
 

@@ -28,10 +28,11 @@ from qinglong_dispatcher.adapters.sql import (
     retention,
     rows,
     runs,
+    tokens,
     tool_barriers,
     tool_steps,
 )
-from qinglong_dispatcher.domain import approval_views, errors, plan_previews, records
+from qinglong_dispatcher.domain import approval_views, errors, plan_previews, principals, records
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import cancels as cancel_records
 from qinglong_dispatcher.domain import dispatch_views as dispatch_view_records
@@ -42,6 +43,8 @@ from qinglong_dispatcher.domain.tools import steps as tool_step_records
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+_SUBMITTER, _APPROVER, _OPERATOR = (r.value for r in list(principals.TokenRole)[1:])
 
 operation = query.operation
 
@@ -107,18 +110,63 @@ class SqlStore:
 
     # -- approvals: the store's principal creates, decides and consumes ------------------------
 
-    approve = as_approver(approvals.approve)
-    reject = as_approver(approvals.reject)
     consume = as_approver(approvals.consume)
     get_approval = operation(approvals.get, write=False)
 
+    async def approve(
+        self,
+        approval_request_id: str,
+        *,
+        decided_by: str,
+        now_ms: int,
+        context: principals.RequestContext | None = None,
+    ) -> approval_records.Approval:
+        """See `ports.ApprovalStore.approve`."""
+        self.approver.require_role(_APPROVER)
+        return await self.runner.transaction(
+            lambda q: approvals.approve(
+                q,
+                self.approver,
+                approval_request_id,
+                decided_by=decided_by,
+                now_ms=now_ms,
+                context=context,
+            )
+        )
+
+    async def reject(
+        self,
+        approval_request_id: str,
+        *,
+        decided_by: str,
+        now_ms: int,
+        context: principals.RequestContext | None = None,
+    ) -> approval_records.Approval:
+        """See `ports.ApprovalStore.reject`."""
+        self.approver.require_role(_APPROVER)
+        return await self.runner.transaction(
+            lambda q: approvals.reject(
+                q,
+                self.approver,
+                approval_request_id,
+                decided_by=decided_by,
+                now_ms=now_ms,
+                context=context,
+            )
+        )
+
     async def create_approval(
-        self, new: approval_records.NewApproval, *, now_ms: int
+        self,
+        new: approval_records.NewApproval,
+        *,
+        now_ms: int,
+        context: principals.RequestContext | None = None,
     ) -> approval_records.Approval:
         """See `ports.ApprovalStore.create_approval` (the plan sealed when there is a ring)."""
+        self.approver.require_role(_SUBMITTER, _APPROVER)
         sealed = self.envelopes.seal(new)
         return await self.runner.transaction(
-            lambda q: approvals.create(q, self.approver, sealed, now_ms=now_ms)
+            lambda q: approvals.create(q, self.approver, sealed, now_ms=now_ms, context=context)
         )
 
     async def submit(
@@ -128,8 +176,10 @@ class SqlStore:
         approved_by: str,
         now_ms: int,
         max_attempts: int,
+        context: principals.RequestContext | None = None,
     ) -> list[approval_records.Consumed]:
         """See `ports.ApprovalStore.submit` (each plan sealed when there is a ring)."""
+        self.approver.require_role(_APPROVER)
         sealed = [self.envelopes.seal(new) for new in items]
         return await self.runner.transaction(
             lambda q: approvals.submit(
@@ -139,6 +189,7 @@ class SqlStore:
                 approved_by=approved_by,
                 now_ms=now_ms,
                 max_attempts=max_attempts,
+                context=context,
             )
         )
 
@@ -197,20 +248,41 @@ class SqlStore:
     audit_events = operation(recovery.audit_events, write=False)
 
     async def resolve_recovery(
-        self, resolution: recovery_records.Resolution, *, now_ms: int
+        self,
+        resolution: recovery_records.Resolution,
+        *,
+        now_ms: int,
+        context: principals.RequestContext | None = None,
     ) -> records.Transition:
         """See `ports.RecoveryStore.resolve_recovery`."""
+        self.approver.require_role(_OPERATOR, approval=False)
         return await self.runner.transaction(
-            lambda q: recovery.resolve(q, resolution, principal=self.approver.name, now_ms=now_ms)
+            lambda q: recovery.resolve(
+                q, resolution, principal=self.approver.name, now_ms=now_ms, context=context
+            )
         )
 
     async def cancel_dispatch(
-        self, request: cancel_records.Cancel, *, now_ms: int
+        self,
+        request: cancel_records.Cancel,
+        *,
+        now_ms: int,
+        context: principals.RequestContext | None = None,
     ) -> records.Transition:
         """See `ports.CancelStore.cancel_dispatch`."""
+        self.approver.require_role(_OPERATOR, approval=False)
         return await self.runner.transaction(
-            lambda q: cancels.cancel(q, request, principal=self.approver.name, now_ms=now_ms)
+            lambda q: cancels.cancel(
+                q, request, principal=self.approver.name, now_ms=now_ms, context=context
+            )
         )
+
+    # -- API tokens (`token create|list|revoke`; the API authenticates) -----------------------
+
+    create_token = operation(tokens.create)
+    list_tokens = operation(tokens.list_tokens, write=False)
+    revoke_token = operation(tokens.revoke)
+    authenticate = operation(tokens.authenticate)
 
     async def prune_batch(
         self, *, cutoff_ms: int, audit_cutoff_ms: int, limit: int, dry_run: bool = False

@@ -6,6 +6,7 @@ import functools
 import sqlite3
 from pathlib import Path
 
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import plan_envelopes
 from qinglong_dispatcher.adapters.sql import store as sql_store
 from qinglong_dispatcher.adapters.sqlite import (
@@ -19,6 +20,7 @@ from qinglong_dispatcher.adapters.sqlite import (
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import (
     errors,
+    principals,
     schema,
 )
 
@@ -64,6 +66,14 @@ class SqliteStore(sql_store.SqlStore):
             principal=principal,
             envelopes=envelopes,
         )
+
+    async def acting_as(self, who: principals.Authenticated) -> ports.ActingStore:
+        """See `ports.PrincipalStores.acting_as`: the same connection, recording `who` (not the
+        OS user) and applying its token's role and this store's self-approval setting."""
+        principal = approval_records.Principal(
+            name=who.principal, self_approval=self.approver.self_approval, role=who.role.value
+        )
+        return sql_store.SqlStore(self.db, principal, self.envelopes)
 
     async def close(self) -> None:
         """Close the connection."""

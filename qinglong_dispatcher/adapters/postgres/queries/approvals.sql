@@ -31,7 +31,8 @@ CROSS JOIN LATERAL (
 ) AS p
 
 -- insert_approval --
--- Every principal column is the session's own login (session_user), written by the server:
+-- Every principal column is the acting principal (qinglong.acting_principal(): the login, or
+-- the principal role the API became), written by the server:
 -- the approval trigger refuses any other name, and applies the approver and self-approval
 -- rules to `approve_approval` (SQLSTATE QLA01/QLA02/QLA03, typed in `database.translate`).
 INSERT INTO qinglong.approval_requests (
@@ -39,7 +40,7 @@ INSERT INTO qinglong.approval_requests (
     requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms
 ) VALUES (
     :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending', 1,
-    :requested_by, NULL, session_user, :expires_at_ms, :now_ms::bigint, :now_ms::bigint
+    :requested_by, NULL, qinglong.acting_principal(), :expires_at_ms, :now_ms::bigint, :now_ms::bigint
 )
 
 -- select_approval --
@@ -52,7 +53,7 @@ WHERE approval_request_id = :approval_request_id
 -- approve_approval --
 UPDATE qinglong.approval_requests
 SET status = 'approved', version = 2, decided_by = :decided_by,
-    decided_principal = session_user, updated_at_ms = :now_ms::bigint
+    decided_principal = qinglong.acting_principal(), updated_at_ms = :now_ms::bigint
 WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
   AND expires_at_ms > :now_ms::bigint
 RETURNING approval_request_id, requested_principal
@@ -61,14 +62,14 @@ RETURNING approval_request_id, requested_principal
 -- No expiry condition: withdrawing authority is always allowed while pending.
 UPDATE qinglong.approval_requests
 SET status = 'rejected', version = 2, decided_by = :decided_by,
-    decided_principal = session_user, updated_at_ms = :now_ms::bigint
+    decided_principal = qinglong.acting_principal(), updated_at_ms = :now_ms::bigint
 WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
 RETURNING approval_request_id, requested_principal
 
 -- consume_approval --
 UPDATE qinglong.approval_requests
 SET status = 'consumed', version = 3, consumed_at_ms = :now_ms::bigint,
-    consumed_principal = session_user, updated_at_ms = :now_ms::bigint
+    consumed_principal = qinglong.acting_principal(), updated_at_ms = :now_ms::bigint
 WHERE approval_request_id = :approval_request_id AND status = 'approved' AND version = 2
   AND expires_at_ms > :now_ms::bigint
 RETURNING project_id, action_type, action_ref, action_digest, decided_by

@@ -28,14 +28,14 @@ WHERE dispatch_id = :dispatch_id AND status = 'executing' AND version = :version
 RETURNING version
 
 -- insert_resolution --
--- The principal is the session's own login (session_user), decided by the server, never
+-- The principal is the acting one (qinglong.acting_principal()), decided by the server, never
 -- passed by the client.
 INSERT INTO qinglong.recovery_resolutions (
     dispatch_id, source, resolution, evidence_digest, resolved_by, principal, reason_code,
     execution_attempt, execution_version, lease_owner, lease_token, started_at_ms,
     committed_at_ms
 ) VALUES (
-    :dispatch_id, :source, :resolution, :evidence_digest, :resolved_by, session_user,
+    :dispatch_id, :source, :resolution, :evidence_digest, :resolved_by, qinglong.acting_principal(),
     :reason_code, :attempt, :version, :owner, :token, :started_at_ms,
     (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
 )
@@ -60,7 +60,7 @@ SET outcome = excluded.outcome, reason_code = excluded.reason_code,
 INSERT INTO qinglong.security_audit_events (
     kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
 ) VALUES (
-    :kind, :actor, session_user, :project_id, :subject_id, :detail_code,
+    :kind, :actor, qinglong.acting_principal(), :project_id, :subject_id, :detail_code,
     (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
 )
 

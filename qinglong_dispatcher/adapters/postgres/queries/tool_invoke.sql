@@ -91,7 +91,7 @@ WHERE start_id = :start_id
 INSERT INTO qinglong.security_audit_events (
     kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
 ) VALUES (
-    :kind, :actor, session_user, :project_id, :subject_id, :detail_code,
+    :kind, :actor, qinglong.acting_principal(), :project_id, :subject_id, :detail_code,
     (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
 )
 RETURNING event_id, kind, actor, principal, project_id, subject_id, detail_code

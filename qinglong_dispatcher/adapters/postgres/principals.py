@@ -1,0 +1,114 @@
+"""API principals on PostgreSQL: their roles, and one transaction acting as one of them.
+
+The authenticator pattern (PostgREST's): the API's login is NOINHERIT and a member of the
+installation's `<installation>_api` role, itself NOINHERIT and holding nothing; `token create`
+makes each principal a NOLOGIN role `<installation>_p_<name>`, a member of exactly the kind
+role of its tokens, granted to `<installation>_api`. Each request is one transaction whose
+first statement is `SET LOCAL ROLE <principal role>`, so the grants and triggers decide and
+record that principal; the role ends with the transaction. Role names are validated plain
+identifiers (DDL takes no parameters), never taken from a request.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TypeVar
+
+from qinglong_dispatcher.adapters.postgres import database as db
+from qinglong_dispatcher.adapters.sql import query, tokens
+from qinglong_dispatcher.domain import errors, installation, principals
+
+T = TypeVar("T")
+
+_ROLE = re.compile(r"[a-z][a-z0-9_]{0,62}")
+
+_ROLE_EXISTS = "SELECT rolcanlogin FROM pg_catalog.pg_roles WHERE rolname = $1"
+_MEMBER = (
+    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members AS m "
+    "JOIN pg_catalog.pg_roles AS r ON r.oid = m.roleid "
+    "JOIN pg_catalog.pg_roles AS g ON g.oid = m.member "
+    "WHERE r.rolname = $1 AND g.rolname = $2)"
+)
+
+
+class PrincipalRunner:
+    """`query.Runner` whose every transaction acts as one principal role."""
+
+    def __init__(self, database: db.Database, role: str) -> None:
+        if not _ROLE.fullmatch(role) or "_p_" not in role:
+            raise ValueError(f"not a principal role: {role!r}")
+        self._db = database
+        self.role = role
+
+    async def transaction(
+        self, work: query.Work[T], *, write: bool = True, isolation: str = "read_committed"
+    ) -> T:
+        """Begin, `SET LOCAL ROLE` (nothing runs before it), run `work`, commit or roll back."""
+
+        async def body(conn: db.Connection) -> T:
+            await conn.execute(f"SET LOCAL ROLE {self.role}")
+            return await work(db.PgQuery(conn))
+
+        if not write:
+            return await self._db.read(body)
+        return await self._db.write(body, isolation=isolation)
+
+
+async def _installation(conn: db.Connection) -> str:
+    from qinglong_dispatcher.adapters.postgres import migrations
+
+    name = await migrations.installation_of(conn)
+    if name is None:
+        raise errors.SchemaNotMigrated("migrate the database before creating tokens")
+    return name
+
+
+async def installation_name(database: db.Database) -> str:
+    """The database's installation (the owner of schema `qinglong`: readable by any login)."""
+    return await database.read(_installation)
+
+
+async def create_token(database: db.Database, new: principals.NewToken) -> principals.Token:
+    """Store the token and give its principal a role of the token's kind, granted to the API's
+    role: one transaction, as the administrator (a superuser, or one with CREATEROLE that is
+    a member of the migrator, as for `migrate`)."""
+
+    async def body(conn: db.Connection) -> principals.Token:
+        name = await _installation(conn)
+        role = installation.principal_role(name, new.principal)
+        q = db.PgQuery(conn)
+        created = await tokens.create(q, new)
+        can_login = await conn.fetchval(_ROLE_EXISTS, role)
+        if can_login is None:
+            await conn.execute(f"CREATE ROLE {role} NOLOGIN")
+        elif can_login:
+            raise errors.TokenRefused(f"role {role} is a login, not a principal")
+        # One kind at a time: the live tokens of another role were refused above.
+        for kind in installation.PRINCIPAL_KINDS:
+            kind_role = installation.role(name, kind)
+            if kind != new.role.value and await conn.fetchval(_MEMBER, kind_role, role):
+                await conn.execute(f"REVOKE {kind_role} FROM {role}")
+        await conn.execute(f"GRANT {installation.role(name, new.role.value)} TO {role}")
+        await conn.execute(f"GRANT {role} TO {installation.role(name, 'api')}")
+        return created
+
+    return await database.write(body)
+
+
+async def revoke_token(database: db.Database, token_id: str) -> principals.Token | None:
+    """Revoke the token; once its principal holds no live token, the API's role loses the
+    principal's role too, so even a compromised API process can no longer act as it."""
+
+    async def body(conn: db.Connection) -> principals.Token | None:
+        q = db.PgQuery(conn)
+        revoked = await tokens.revoke(q, token_id)
+        if revoked is None or await tokens.live_roles(q, revoked.principal):
+            return revoked
+        name = await _installation(conn)
+        role = installation.principal_role(name, revoked.principal)
+        api = installation.role(name, "api")
+        if await conn.fetchval(_MEMBER, role, api):
+            await conn.execute(f"REVOKE {role} FROM {api}")
+        return revoked
+
+    return await database.write(body)

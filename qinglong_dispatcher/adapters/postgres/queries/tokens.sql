@@ -1,0 +1,60 @@
+-- PostgreSQL statements: API tokens (times on the database clock) and the audit row of an
+-- API request.
+
+-- insert_token --
+INSERT INTO qinglong.api_tokens (
+    token_id, secret_sha256, principal, role, created_by, created_at_ms, expires_at_ms
+) VALUES (
+    :token_id, :secret_sha256, :principal, :role, :created_by, qinglong.db_now_ms(),
+    qinglong.db_now_ms() + :ttl_ms::bigint
+)
+
+-- select_token --
+SELECT token_id, principal, role, created_by, created_at_ms, expires_at_ms, last_used_at_ms,
+       revoked_at_ms
+FROM qinglong.api_tokens
+WHERE token_id = :token_id
+
+-- select_tokens --
+SELECT token_id, principal, role, created_by, created_at_ms, expires_at_ms, last_used_at_ms,
+       revoked_at_ms
+FROM qinglong.api_tokens
+ORDER BY created_at_ms, token_id
+
+-- live_token_roles --
+-- The roles of a principal's tokens that still authenticate (a principal has one role).
+SELECT DISTINCT role
+FROM qinglong.api_tokens
+WHERE principal = :principal AND revoked_at_ms IS NULL
+  AND expires_at_ms > qinglong.db_now_ms()
+
+-- revoke_token --
+UPDATE qinglong.api_tokens
+SET revoked_at_ms = qinglong.db_now_ms()
+WHERE token_id = :token_id AND revoked_at_ms IS NULL
+RETURNING token_id
+
+-- authenticate_token --
+-- One statement: the token matches, is unrevoked and unexpired on the database clock now,
+-- and its last use moves; the runtime's column grants allow exactly this.
+UPDATE qinglong.api_tokens
+SET last_used_at_ms = qinglong.db_now_ms()
+WHERE secret_sha256 = :secret_sha256 AND revoked_at_ms IS NULL
+  AND expires_at_ms > qinglong.db_now_ms()
+RETURNING token_id, principal, role
+
+-- plan_exists --
+SELECT 1 AS found
+FROM qinglong.action_plans
+WHERE project_id = :project_id AND action_ref = :action_ref
+
+-- insert_request_audit --
+-- The principal is the acting one (the principal role the API became), never a parameter.
+INSERT INTO qinglong.security_audit_events (
+    kind, actor, principal, project_id, subject_id, detail_code, token_id, client_address,
+    request_id, committed_at_ms
+) VALUES (
+    :kind, :actor, qinglong.acting_principal(), :project_id, :subject_id, :detail_code,
+    :token_id, :client_address, :request_id,
+    (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
+)

@@ -1,0 +1,57 @@
+-- SQLite statements: API tokens (times on the database clock) and the audit row of an API
+-- request.
+
+-- insert_token --
+INSERT INTO api_tokens (
+    token_id, secret_sha256, principal, role, created_by, created_at_ms, expires_at_ms
+) VALUES (
+    :token_id, :secret_sha256, :principal, :role, :created_by,
+    CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER),
+    CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + :ttl_ms
+)
+
+-- select_token --
+SELECT token_id, principal, role, created_by, created_at_ms, expires_at_ms, last_used_at_ms,
+       revoked_at_ms
+FROM api_tokens
+WHERE token_id = :token_id
+
+-- select_tokens --
+SELECT token_id, principal, role, created_by, created_at_ms, expires_at_ms, last_used_at_ms,
+       revoked_at_ms
+FROM api_tokens
+ORDER BY created_at_ms, token_id
+
+-- live_token_roles --
+SELECT DISTINCT role
+FROM api_tokens
+WHERE principal = :principal AND revoked_at_ms IS NULL
+  AND expires_at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+
+-- revoke_token --
+UPDATE api_tokens
+SET revoked_at_ms = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+WHERE token_id = :token_id AND revoked_at_ms IS NULL
+RETURNING token_id
+
+-- authenticate_token --
+UPDATE api_tokens
+SET last_used_at_ms = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+WHERE secret_sha256 = :secret_sha256 AND revoked_at_ms IS NULL
+  AND expires_at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+RETURNING token_id, principal, role
+
+-- plan_exists --
+SELECT 1 AS found
+FROM action_plans
+WHERE project_id = :project_id AND action_ref = :action_ref
+
+-- insert_request_audit --
+INSERT INTO security_audit_events (
+    kind, actor, principal, project_id, subject_id, detail_code, token_id, client_address,
+    request_id, committed_at_ms
+) VALUES (
+    :kind, :actor, :principal, :project_id, :subject_id, :detail_code, :token_id,
+    :client_address, :request_id,
+    CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+)

@@ -1,0 +1,108 @@
+"""`token create|list|revoke`: API tokens, created by the file's owner or an administrator.
+
+`create` prints the secret once (the store keeps only its SHA-256); on PostgreSQL it runs with
+the administrator URL that runs `migrate`, because it also makes the principal's role and
+grants it to the API's role. `revoke` takes effect at once on the database clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pwd
+
+from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.domain import principals
+from qinglong_dispatcher.settings import Settings
+
+
+def add_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
+    """`token create|list|revoke`."""
+    sub = p.add_subparsers(dest="token_command", metavar="STEP", required=True)
+    c = sub.add_parser("create", parents=[shared], help="create a token; prints its secret once")
+    c.add_argument("--principal", required=True, metavar="NAME", help="a plain identifier")
+    c.add_argument(
+        "--role",
+        choices=[role.value for role in principals.TokenRole],
+        default=principals.DEFAULT_ROLE.value,
+        help="what the principal may do (default: viewer, the least)",
+    )
+    c.add_argument(
+        "--expires", default="30d", metavar="TTL", help="lifetime like 30d, 12h, 90m (≤ 365d)"
+    )
+    c.add_argument("--json", action="store_true")
+    listing = sub.add_parser("list", parents=[shared], help="every token (never a secret)")
+    listing.add_argument("--json", action="store_true")
+    r = sub.add_parser("revoke", parents=[shared], help="revoke a token now")
+    r.add_argument("token_id", metavar="TOKEN_ID")
+    r.add_argument("--json", action="store_true")
+
+
+def _who() -> str:
+    """The OS user creating the token (its effective uid's name, never `$USER`)."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return f"uid:{os.geteuid()}"
+
+
+def _shown(token: principals.Token) -> dict[str, object]:
+    return {
+        "token_id": token.token_id,
+        "principal": token.principal,
+        "role": token.role.value,
+        "created_by": token.created_by,
+        "created_at_ms": token.created_at_ms,
+        "expires_at_ms": token.expires_at_ms,
+        "last_used_at_ms": token.last_used_at_ms,
+        "revoked_at_ms": token.revoked_at_ms,
+    }
+
+
+async def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
+    """Dispatch to the step."""
+    if args.token_command == "create":
+        try:
+            ttl_ms = principals.parse_ttl(args.expires)
+            principals.check_name(args.principal)
+        except Exception as exc:
+            raise common.UsageError(f"argument: {exc}") from exc
+    store = await common.open_store(settings)
+    try:
+        if args.token_command == "create":
+            new, secret = principals.NewToken.issue(
+                principal=args.principal,
+                role=principals.TokenRole(args.role),
+                ttl_ms=ttl_ms,
+                created_by=_who(),
+            )
+            token = await store.create_token(new)
+            if args.json:
+                common.print_json({**_shown(token), "secret": secret})
+            else:
+                print(secret)
+                print(
+                    f"token {token.token_id} for {token.principal} ({token.role.value}); the "
+                    "secret above is shown once: store it now"
+                )
+            return common.EXIT_OK
+        if args.token_command == "list":
+            tokens = await store.list_tokens()
+            if args.json:
+                common.print_json([_shown(token) for token in tokens])
+            else:
+                for token in tokens:
+                    state = "revoked" if token.revoked_at_ms is not None else "active"
+                    print(f"{token.token_id} {token.principal} {token.role.value} {state}")
+            return common.EXIT_OK
+        revoked = await store.revoke_token(args.token_id)
+    finally:
+        await store.close()
+    if revoked is None:
+        print(f"no token {args.token_id}")
+        return common.EXIT_REFUSED
+    if args.json:
+        common.print_json(_shown(revoked))
+    else:
+        print(f"revoked {revoked.token_id} ({revoked.principal})")
+    return common.EXIT_OK

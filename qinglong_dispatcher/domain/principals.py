@@ -1,0 +1,163 @@
+"""API principals: token roles, token values, durations and the context of one request."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import re
+import secrets
+
+from qinglong_dispatcher.domain import errors, records
+
+
+class TokenRole(enum.StrEnum):
+    """What a token's principal may do, least privilege first."""
+
+    VIEWER = "viewer"
+    """Reads requests and dispatches; writes nothing (the default of a new token)."""
+    SUBMITTER = "submitter"
+    """Also creates plans and approval requests; decides nothing."""
+    APPROVER = "approver"
+    """Creates, approves, rejects and consumes requests (not its own, unless allowed)."""
+    OPERATOR = "operator"
+    """Cancels waiting dispatches and resolves `recovery_required` ones by hand."""
+
+
+DEFAULT_ROLE = TokenRole.VIEWER
+
+NAME = re.compile(r"[a-z][a-z0-9_]{0,51}")
+"""A principal's name: a plain identifier, spliced into its PostgreSQL role's name
+(`<installation>_p_<name>`, which must still fit 63 bytes) and never quoted."""
+
+TOKEN_ID = re.compile(r"tok_[0-9a-f]{16}")
+SECRET_PREFIX = "qlt_"
+"""Every secret starts so: secret scanners (and people) recognise a leaked one."""
+SECRET = re.compile(r"qlt_[A-Za-z0-9_-]{43}")
+"""The prefix and 32 random bytes, base64url without padding."""
+
+MIN_TTL_MS = 60_000
+MAX_TTL_MS = 365 * 86_400_000
+DEFAULT_TTL_MS = 30 * 86_400_000
+_DURATION = re.compile(r"([1-9][0-9]{0,5})([mhd])")
+_UNIT_MS = {"m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def check_name(name: str) -> str:
+    """`name` if it is a principal's name, else `InvalidInput`."""
+    if not NAME.fullmatch(name):
+        raise errors.InvalidInput(
+            f"principal {name!r} is not a lower-case identifier of at most 52 characters "
+            "starting with a letter"
+        )
+    return name
+
+
+def parse_ttl(text: str) -> int:
+    """Milliseconds of a lifetime like `30d`, `12h` or `90m`, bounded 1 minute … 365 days."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise errors.InvalidInput(f"expiry {text!r} is not a number of minutes, hours or days")
+    ttl_ms = int(match.group(1)) * _UNIT_MS[match.group(2)]
+    if not MIN_TTL_MS <= ttl_ms <= MAX_TTL_MS:
+        raise errors.InvalidInput(f"expiry {text!r} is not between 1 minute and 365 days")
+    return ttl_ms
+
+
+def new_secret() -> str:
+    """A fresh secret: the prefix and 32 random bytes. Shown once, never stored."""
+    return SECRET_PREFIX + secrets.token_urlsafe(32)
+
+
+def new_token_id() -> str:
+    """A fresh token id: what lists, audit rows and revocations name."""
+    return "tok_" + secrets.token_hex(8)
+
+
+def digest(secret: str) -> str:
+    """The SHA-256 (lowercase hex) of a secret: all the store keeps of it."""
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class NewToken:
+    """What `create_token` writes; the secret itself stays with the caller."""
+
+    token_id: str
+    secret_sha256: str
+    principal: str
+    role: TokenRole
+    ttl_ms: int
+    created_by: str
+
+    @classmethod
+    def issue(
+        cls, *, principal: str, role: TokenRole, ttl_ms: int, created_by: str
+    ) -> tuple[NewToken, str]:
+        """A new token and its secret (to print once)."""
+        if not MIN_TTL_MS <= ttl_ms <= MAX_TTL_MS:
+            raise errors.InvalidInput("a token lives between 1 minute and 365 days")
+        secret = new_secret()
+        token = cls(
+            token_id=new_token_id(),
+            secret_sha256=digest(secret),
+            principal=check_name(principal),
+            role=role,
+            ttl_ms=ttl_ms,
+            created_by=created_by,
+        )
+        return token, secret
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Token:
+    """A stored token as `token list` shows it (never its digest)."""
+
+    token_id: str
+    principal: str
+    role: TokenRole
+    created_by: str
+    created_at_ms: int
+    expires_at_ms: int
+    last_used_at_ms: int | None
+    revoked_at_ms: int | None
+
+    @classmethod
+    def from_row(cls, row: records.RowLike) -> Token:
+        """Build from an `api_tokens` row."""
+        values = {f.name: row[f.name] for f in dataclasses.fields(cls)}
+        values["role"] = TokenRole(str(row["role"]))
+        return cls(**values)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Authenticated:
+    """Who a request's token proved it is: the server derives it, no request field names it."""
+
+    token_id: str
+    principal: str
+    role: TokenRole
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class RequestContext:
+    """One API request, recorded in the audit row its write commits with."""
+
+    token_id: str
+    client_address: str
+    request_id: str
+
+    def __post_init__(self) -> None:
+        if not TOKEN_ID.fullmatch(self.token_id):
+            raise errors.InvalidInput("not a token id")
+        if not 0 < len(self.request_id) <= 128 or len(self.client_address) > 128:
+            raise errors.InvalidInput("a request id and a client address fit 128 characters")
+
+
+AUDIT_PREFIX = "api."
+"""`security_audit_events.kind` of an API write: `api.<operation>`."""
+
+
+def audit_kind(operation: str) -> str:
+    """The audit kind of an API write (`approve` → `api.approve`)."""
+    return AUDIT_PREFIX + operation
