@@ -176,7 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true")
     t.set_defaults(handler=submitting.cmd_submit_tool)
 
-    p = command("approval", "create, approve, reject or consume one approval request")
+    p = command(
+        "approval", "create, approve, reject or consume one approval request, or list those waiting"
+    )
     approval_sub = p.add_subparsers(dest="approval_command", metavar="STEP", required=True)
     a: argparse.ArgumentParser = approval_sub.add_parser(
         "create", parents=[shared], help="request approval of one action's plan (pending)"

@@ -21,8 +21,7 @@ from qinglong_dispatcher.adapters.sql import (
     executions,
     page,
     plan_envelopes,
-    plan_keys,
-    plan_reads,
+    plan_store,
     query,
     recovery,
     retention,
@@ -32,10 +31,10 @@ from qinglong_dispatcher.adapters.sql import (
     tool_barriers,
     tool_steps,
 )
-from qinglong_dispatcher.domain import approval_views, errors, plan_previews, principals, records
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import cancels as cancel_records
 from qinglong_dispatcher.domain import dispatch_views as dispatch_view_records
+from qinglong_dispatcher.domain import errors, plan_previews, principals, records
 from qinglong_dispatcher.domain import recovery as recovery_records
 from qinglong_dispatcher.domain import retention as retention_records
 from qinglong_dispatcher.domain.tools import start as tool_start
@@ -62,8 +61,9 @@ def as_approver(
     return method
 
 
-class SqlStore:
-    """Every store port operation whose transaction is shared by both dialects."""
+class SqlStore(plan_store.PlanMethods):
+    """Every store port operation whose transaction is shared by both dialects (those about
+    stored plans, sealed or clear, in `plan_store`)."""
 
     def __init__(
         self,
@@ -193,19 +193,7 @@ class SqlStore:
             )
         )
 
-    # -- plans, run.create and the page transaction --------------------------------------------
-
-    async def get_plan(self, project_id: str, action_ref: str) -> ports.StoredPlan | None:
-        """See `ports.PlanStore.get_plan` (a sealed plan opened, or marked unreadable)."""
-        found = await self.runner.transaction(
-            lambda q: runs.get_plan(q, project_id, action_ref), write=False
-        )
-        return None if found is None else self.envelopes.open(found)
-
-    async def get_plans(self, keys: Sequence[tuple[str, str]]) -> list[ports.StoredPlan]:
-        """See `ports.PlanStore.get_plans` (each sealed plan opened, or marked unreadable)."""
-        found = await self.runner.transaction(lambda q: runs.get_plans(q, keys), write=False)
-        return [self.envelopes.open(plan) for plan in found]
+    # -- run.create and the page transaction --------------------------------------------
 
     get_receipt = operation(runs.get_receipt, write=False)
     get_run_by_key = operation(runs.get_run_by_key, write=False)
@@ -301,29 +289,6 @@ class SqlStore:
             )
         )
 
-    # -- plans at rest (`keys rotate`, `keys check`) ------------------------------------------
-
-    async def reseal_plans(
-        self, *, limit: int, after: ports.PlanKey | None = None
-    ) -> ports.ResealBatch:
-        """See `ports.PlanKeyStore.reseal_plans`."""
-        return await self.runner.transaction(
-            lambda q: plan_keys.reseal_batch(q, self.envelopes, limit=limit, after=after)
-        )
-
-    async def probe_plan_keys(self) -> None:
-        """See `ports.PlanKeyStore.probe_plan_keys`."""
-        await self.runner.transaction(lambda q: plan_keys.probe(q, self.envelopes), write=False)
-
-    async def check_plans(
-        self, *, limit: int, after: ports.PlanKey | None = None
-    ) -> ports.CheckBatch:
-        """See `ports.PlanKeyStore.check_plans`."""
-        return await self.runner.transaction(
-            lambda q: plan_keys.check_batch(q, self.envelopes, limit=limit, after=after),
-            write=False,
-        )
-
     # -- reading dispatches (`dispatch list|show`) ---------------------------------------------
 
     list_dispatches = operation(dispatch_views.list_dispatches, write=False)
@@ -342,36 +307,6 @@ class SqlStore:
             ),
             write=False,
         )
-
-    async def list_waiting_approvals(
-        self,
-        request: approval_views.ListQuery,
-        *,
-        now_ms: int,
-        shown: plan_previews.ShownFields,
-    ) -> approval_views.Page:
-        """See `ports.PlanReadStore.list_waiting_approvals` (each plan opened to be previewed)."""
-        return await self.runner.transaction(
-            lambda q: plan_reads.list_waiting_approvals(
-                q, request, now_ms=now_ms, shown=shown, open_plan=self.envelopes.open
-            ),
-            write=False,
-        )
-
-    async def read_full_plan(self, dispatch_id: str) -> ports.StoredPlan | None:
-        """See `ports.PlanReadStore.read_full_plan` (opened after its audited read)."""
-        try:
-            found = await self.runner.transaction(
-                lambda q: plan_reads.read_full_plan(q, dispatch_id, principal=self.approver.name)
-            )
-        except errors.StoreError as exc:
-            if exc.code != "permission_denied":
-                raise
-            raise errors.PlanReadRefused(
-                "reading a whole plan needs a plan reader login (a member of the "
-                "installation's _plan_reader role); nothing was read"
-            ) from None
-        return None if found is None else self.envelopes.open(found)
 
     dispatch_run_ids = operation(dispatch_views.run_ids, write=False)
 
