@@ -12,6 +12,9 @@ from qinglong_dispatcher.ports.approvals import (
     PlanStore,
     StoredPlan,
 )
+from qinglong_dispatcher.ports.auth import (
+    Authenticator,
+)
 from qinglong_dispatcher.ports.clock import (
     Clock,
 )
@@ -79,6 +82,7 @@ __all__ = [
     "BACKLOG_CAP",
     "ApprovalStore",
     "ApprovedActionHandler",
+    "Authenticator",
     "CancelStore",
     "CheckBatch",
     "Clock",

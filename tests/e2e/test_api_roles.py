@@ -1,0 +1,103 @@
+"""Roles and server faults on the API's own middlewares: a route above `viewer` refuses a viewer
+403 and admits an operator; a handler's bug is a bare 500 problem, never a traceback or its
+message. The routes are added for the test to the real application, served on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.lifecycle import http, metrics
+from qinglong_dispatcher.web import app, auth, context, events
+from tests.support import api_server
+from tests.support.api_server import OPERATOR, VIEWER, bearer
+from tests.support.clock import ManualClock
+
+
+@auth.requires("operator")
+async def _operator_only(request: web.Request) -> web.Response:
+    return web.json_response({"principal": context.principal(request).name})
+
+
+@auth.requires("viewer")
+async def _bug(request: web.Request) -> web.Response:
+    raise RuntimeError("secret-in-a-message /var/lib/qinglong.db")
+
+
+@auth.requires("viewer")
+async def _store_down(request: web.Request) -> web.Response:
+    raise errors.StoreUnavailable("cannot open /var/lib/secret-path.db: password=hunter2")
+
+
+@pytest.fixture
+async def base(tmp_path: Path) -> AsyncIterator[str]:
+    store: ports.Store = await api_server.open_store(tmp_path / "roles.db")
+    ctx = context.Context(
+        store=store,
+        clock=ManualClock(),
+        authenticator=api_server.DictAuthenticator(),
+        metrics=metrics.Metrics(profile="edge", cadence_s=1.0, process_metrics=False),
+        health=http.Health(cadence_s=1.0),
+        profile="edge",
+        max_body_bytes=1024,
+        read_timeout_s=5.0,
+        hub=events.Hub(max_subscribers=1),
+    )
+    application = app.build(ctx)
+    application.router.add_post("/test/operator", _operator_only)
+    application.router.add_get("/test/bug", _bug)
+    application.router.add_get("/test/store", _store_down)
+    runner = web.AppRunner(application, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+        await store.close()
+
+
+async def test_a_role_below_the_routes_is_403_and_the_principal_comes_from_the_token(
+    base: str,
+) -> None:
+    async with aiohttp.ClientSession() as session:
+        async with session.post(base + "/test/operator", headers=bearer(VIEWER)) as response:
+            assert response.status == 403
+            body = await response.json(content_type="application/problem+json")
+            assert body["type"] == "/problems/forbidden"
+        # A request field naming a principal changes nothing: the server derives it.
+        async with session.post(
+            base + "/test/operator?principal=vera",
+            headers={**bearer(OPERATOR), "X-Principal": "vera"},
+            json={"principal": "vera"},
+        ) as response:
+            assert response.status == 200
+            assert await response.json() == {"principal": "otto"}
+
+
+async def test_a_bug_is_a_bare_500_and_a_store_fault_a_503_without_its_message(
+    base: str,
+) -> None:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(base + "/test/bug", headers=bearer(VIEWER)) as response:
+            assert response.status == 500
+            text = await response.text()
+        assert json.loads(text)["type"] == "/problems/internal"
+        assert "secret" not in text
+        assert "Traceback" not in text
+        async with session.get(base + "/test/store", headers=bearer(VIEWER)) as response:
+            assert response.status == 503
+            assert response.headers["Retry-After"] == "5"
+            text = await response.text()
+        assert json.loads(text)["code"] == "store_unavailable"
+        assert "hunter2" not in text
+        assert "secret-path" not in text
