@@ -8,13 +8,13 @@ import contextlib
 import hmac
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from qinglong_dispatcher import bootstrap, ports
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from qinglong_dispatcher.domain import principals
 from qinglong_dispatcher.lifecycle import http, metrics
 from qinglong_dispatcher.settings import Settings, load_settings
+from qinglong_dispatcher.web import server as web_server
 from tests.support.clock import START_MS
 
 VIEWER = "viewer-token-0123456789"
@@ -63,7 +63,7 @@ async def serving(
     authenticator: ports.Authenticator | None = None,
     heartbeat_s: float | None = None,
     the_metrics: metrics.Metrics | None = None,
-) -> AsyncIterator[Any]:
+) -> AsyncIterator[web_server.ApiServer]:
     """The API server started (bound) over `store`; closed on exit. Yields the server, whose
     `port` is the bound one."""
     server = bootstrap.build_api_server(
@@ -75,6 +75,7 @@ async def serving(
         authenticator=authenticator or DictAuthenticator(),
         heartbeat_s=heartbeat_s,
     )
+    assert isinstance(server, web_server.ApiServer)
     await server.start()
     try:
         yield server
