@@ -23,7 +23,7 @@ from aiohttp import web
 
 from qinglong_dispatcher import listen_address
 from qinglong_dispatcher.domain import errors
-from qinglong_dispatcher.web import app, connections, context
+from qinglong_dispatcher.web import app, auth, connections, context
 
 log = structlog.get_logger("qinglong_dispatcher.api")
 
@@ -139,6 +139,8 @@ class ApiServer:
         sockets = self._server.sockets
         if self.address.path is None and sockets:
             self.port = int(sockets[0].getsockname()[1])
+        if isinstance(self._ctx.authenticator, auth.NoTokens):
+            log.warning("api.no_token_store", message="no token store: every request is 401")
         log.info(
             "api.listening",
             address=str(self.address),
