@@ -98,3 +98,14 @@ class NoTokens:
 
     async def authenticate(self, bearer: str) -> principals.Principal | None:
         return None
+
+
+def write_refusal(request: web.Request) -> web.Response | None:
+    """For the write endpoints, after authentication: None when the principal may write now
+    (a token of its bucket is spent), else the 429 to answer, counted as `writes`."""
+    ctx = context.of(request)
+    wait = ctx.writes.take(context.principal(request).token_id)
+    if wait == 0.0:
+        return None
+    ctx.metrics.record_api_rate_limited("writes")
+    return problems.response("rate_limited", detail="too many writes", retry_after_s=wait)

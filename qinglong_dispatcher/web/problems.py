@@ -62,6 +62,7 @@ KINDS: Final[Mapping[str, Kind]] = {
     "lease_conflict": Kind(409, "The execution fence no longer matches"),
     "digest_drift": Kind(409, "The plan's digest differs from the approved digest"),
     "run_conflict": Kind(409, "A Run with this key exists without a matching receipt"),
+    "step_run_refused": Kind(409, "The StepRun's Run, state or binding does not allow this"),
     # The server.
     "too_many_streams": Kind(503, "Too many event streams are open: retry later"),
     "too_many_connections": Kind(503, "Too many connections are open: retry later"),

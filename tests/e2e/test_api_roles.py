@@ -15,7 +15,7 @@ from aiohttp import web
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.lifecycle import http, metrics
-from qinglong_dispatcher.web import app, auth, context, events
+from qinglong_dispatcher.web import app, auth, context, events, limits
 from tests.support import api_server
 from tests.support.api_server import OPERATOR, VIEWER, bearer
 from tests.support.clock import ManualClock
@@ -24,6 +24,12 @@ from tests.support.clock import ManualClock
 @auth.requires("operator")
 async def _operator_only(request: web.Request) -> web.Response:
     return web.json_response({"principal": context.principal(request).name})
+
+
+@auth.requires("submitter")
+async def _write(request: web.Request) -> web.Response:
+    refused = auth.write_refusal(request)
+    return refused if refused is not None else web.json_response({"written": True})
 
 
 @auth.requires("viewer")
@@ -37,7 +43,7 @@ async def _store_down(request: web.Request) -> web.Response:
 
 
 @pytest.fixture
-async def base(tmp_path: Path) -> AsyncIterator[str]:
+async def served(tmp_path: Path) -> AsyncIterator[tuple[str, context.Context]]:
     store: ports.Store = await api_server.open_store(tmp_path / "roles.db")
     ctx = context.Context(
         store=store,
@@ -53,6 +59,7 @@ async def base(tmp_path: Path) -> AsyncIterator[str]:
     application = app.build(ctx)
     application.router.add_post("/test/operator", _operator_only)
     application.router.add_get("/test/bug", _bug)
+    application.router.add_post("/test/write", _write)
     application.router.add_get("/test/store", _store_down)
     runner = web.AppRunner(application, access_log=None)
     await runner.setup()
@@ -60,15 +67,16 @@ async def base(tmp_path: Path) -> AsyncIterator[str]:
     await site.start()
     port = runner.addresses[0][1]
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", ctx
     finally:
         await runner.cleanup()
         await store.close()
 
 
 async def test_a_role_below_the_routes_is_403_and_the_principal_comes_from_the_token(
-    base: str,
+    served: tuple[str, context.Context],
 ) -> None:
+    base, _ = served
     async with aiohttp.ClientSession() as session:
         async with session.post(base + "/test/operator", headers=bearer(VIEWER)) as response:
             assert response.status == 403
@@ -85,8 +93,9 @@ async def test_a_role_below_the_routes_is_403_and_the_principal_comes_from_the_t
 
 
 async def test_a_bug_is_a_bare_500_and_a_store_fault_a_503_without_its_message(
-    base: str,
+    served: tuple[str, context.Context],
 ) -> None:
+    base, _ = served
     async with aiohttp.ClientSession() as session:
         async with session.get(base + "/test/bug", headers=bearer(VIEWER)) as response:
             assert response.status == 500
@@ -101,3 +110,19 @@ async def test_a_bug_is_a_bare_500_and_a_store_fault_a_503_without_its_message(
         assert json.loads(text)["code"] == "store_unavailable"
         assert "hunter2" not in text
         assert "secret-path" not in text
+
+
+async def test_writes_are_rate_limited_per_principal(served: tuple[str, context.Context]) -> None:
+    base, ctx = served
+    async with aiohttp.ClientSession() as session:
+        async with session.post(base + "/test/write", headers=bearer(VIEWER)) as response:
+            assert response.status == 403
+        statuses = []
+        for _ in range(limits.WRITE_BURST + 1):
+            async with session.post(base + "/test/write", headers=bearer(OPERATOR)) as response:
+                statuses.append(response.status)
+                retry_after = response.headers.get("Retry-After")
+    assert statuses == [200] * limits.WRITE_BURST + [429]
+    assert retry_after == "1"
+    text = ctx.metrics.render().decode()
+    assert 'qinglong_dispatcher_api_rate_limited_total{reason="writes"} 1.0' in text
