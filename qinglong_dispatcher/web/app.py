@@ -15,7 +15,7 @@ import structlog
 from aiohttp import web
 
 from qinglong_dispatcher.domain import errors
-from qinglong_dispatcher.web import auth, connections, context, openapi, problems, reads
+from qinglong_dispatcher.web import auth, bodies, connections, context, openapi, problems, reads
 
 log = structlog.get_logger("qinglong_dispatcher.api")
 
@@ -53,6 +53,10 @@ async def _problems(request: web.Request, handler: Handler) -> web.StreamRespons
         return await handler(request)
     except problems.BadField as exc:
         return problems.from_bad_field(exc)
+    except bodies.BodyTimeout:
+        response = problems.response("request_timeout")
+        response.force_close()  # the rest of the body may still be on its way
+        return response
     except errors.QinglongError as exc:
         if problems.KINDS[problems.code_of(exc)].status >= 500:
             log.warning("api.store_failed", code=exc.code, error=exc.__class__.__name__)

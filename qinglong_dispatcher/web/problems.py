@@ -43,6 +43,7 @@ KINDS: Final[Mapping[str, Kind]] = {
     "forbidden": Kind(403, "The principal's role does not allow this"),
     "not_found": Kind(404, "No such resource"),
     "method_not_allowed": Kind(405, "The resource does not allow this method"),
+    "request_timeout": Kind(408, "The request body did not arrive in time"),
     "body_too_large": Kind(413, "The request body exceeds the size cap"),
     "headers_too_large": Kind(431, "The request headers exceed the size cap"),
     "rate_limited": Kind(429, "Too many requests: retry after the time given"),

@@ -4,6 +4,7 @@ message. The routes are added for the test to the real application, served on 12
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from aiohttp import web
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.lifecycle import http, metrics
-from qinglong_dispatcher.web import app, auth, context, events, limits
+from qinglong_dispatcher.web import app, auth, bodies, context, events, limits
 from tests.support import api_server
 from tests.support.api_server import OPERATOR, VIEWER, bearer
 from tests.support.clock import ManualClock
@@ -30,6 +31,11 @@ async def _operator_only(request: web.Request) -> web.Response:
 async def _write(request: web.Request) -> web.Response:
     refused = auth.write_refusal(request)
     return refused if refused is not None else web.json_response({"written": True})
+
+
+@auth.requires("submitter")
+async def _echo(request: web.Request) -> web.Response:
+    return web.json_response(await bodies.read_object(request))
 
 
 @auth.requires("viewer")
@@ -53,13 +59,14 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[str, context.Context]]:
         health=http.Health(cadence_s=1.0),
         profile="edge",
         max_body_bytes=1024,
-        read_timeout_s=5.0,
+        read_timeout_s=0.5,
         hub=events.Hub(max_subscribers=1),
     )
     application = app.build(ctx)
     application.router.add_post("/test/operator", _operator_only)
     application.router.add_get("/test/bug", _bug)
     application.router.add_post("/test/write", _write)
+    application.router.add_post("/test/echo", _echo)
     application.router.add_get("/test/store", _store_down)
     runner = web.AppRunner(application, access_log=None)
     await runner.setup()
@@ -126,3 +133,43 @@ async def test_writes_are_rate_limited_per_principal(served: tuple[str, context.
     assert retry_after == "1"
     text = ctx.metrics.render().decode()
     assert 'qinglong_dispatcher_api_rate_limited_total{reason="writes"} 1.0' in text
+
+
+async def test_a_body_is_one_json_object_under_the_cap_and_in_time(
+    served: tuple[str, context.Context],
+) -> None:
+    base, _ = served
+    url = base + "/test/echo"
+    async with aiohttp.ClientSession() as session:
+        async with session.post(url, headers=bearer(OPERATOR), json={"a": 1}) as response:
+            assert (response.status, await response.json()) == (200, {"a": 1})
+        for data, field in ((b"[1]", "body"), (b"{", "body")):
+            async with session.post(
+                url, headers={**bearer(OPERATOR), "Content-Type": "application/json"}, data=data
+            ) as response:
+                body = await response.json(content_type="application/problem+json")
+                assert (response.status, body["field"]) == (400, field)
+
+        async def chunked() -> AsyncIterator[bytes]:  # no Content-Length: the cap while reading
+            for _ in range(3):
+                yield b" " * 600
+
+        async with session.post(
+            url, headers={**bearer(OPERATOR), "Content-Type": "application/json"}, data=chunked()
+        ) as response:
+            assert response.status == 413
+
+    host, port = base.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(
+        (
+            f"POST /test/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {OPERATOR}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+        ).encode()
+    )
+    await writer.drain()
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert b" 408 " in head.split(b"\r\n")[0]
+    assert b"Connection: close" in head
+    assert b"/problems/request_timeout" in await asyncio.wait_for(reader.read(200), 5)
+    writer.close()
