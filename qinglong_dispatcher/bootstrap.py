@@ -177,7 +177,54 @@ def build_daemon_parts(settings: Settings, store: ports.Store, clock: ports.Cloc
         parts.wakeup = _dialect(settings).wakeup(settings)
     if settings.retention_days > 0:
         parts.pruner = pruning.Pruner(store, clock, metrics=the_metrics)
+    if settings.api_listen is not None:
+        parts.api = build_api_server(
+            settings, store, clock, the_metrics, parts.health, authenticator=store
+        )
     return parts
+
+
+def build_api_server(
+    settings: Settings,
+    store: ports.Store,
+    clock: ports.Clock,
+    the_metrics: metrics.Metrics,
+    health: http.Health,
+    *,
+    authenticator: ports.Authenticator | None = None,
+    heartbeat_s: float | None = None,
+) -> daemon.Service:
+    """The control-plane API (`QINGLONG_API_LISTEN`); aiohttp is imported here, only then.
+
+    Until a token store fills `authenticator`, every token is refused (deny by default)."""
+    from qinglong_dispatcher.web import auth, context, events, server
+
+    address = settings.api_address
+    assert address is not None
+    tls = None
+    if settings.api_tls_cert_file is not None and settings.api_tls_key_file is not None:
+        tls = server.tls_context(
+            settings.api_tls_cert_file, settings.api_tls_key_file, settings.api_client_ca_file
+        )
+    hub = events.Hub(
+        max_subscribers=max(1, settings.api_max_connections // 4),
+        heartbeat_s=events.HEARTBEAT_S if heartbeat_s is None else heartbeat_s,
+    )
+    ctx = context.Context(
+        store=store,
+        clock=clock,
+        authenticator=auth.NoTokens() if authenticator is None else authenticator,
+        metrics=the_metrics,
+        health=health,
+        profile=settings.profile,
+        max_body_bytes=settings.api_max_body_bytes,
+        read_timeout_s=settings.api_read_timeout_seconds,
+        hub=hub,
+        shown=plan_preview_fields(),
+    )
+    return server.ApiServer(
+        address=address, ctx=ctx, max_connections=settings.api_max_connections, tls=tls
+    )
 
 
 def build_api(settings: Settings, store: ports.Store, clock: ports.Clock) -> api.Api:

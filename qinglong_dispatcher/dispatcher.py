@@ -25,6 +25,10 @@ log = structlog.get_logger("qinglong_dispatcher.dispatcher")
 __all__ = ["BatchReport", "DispatchConfig", "Dispatcher", "FaultHook", "RenewalObserver"]
 
 
+SETTLED_OUTCOMES = frozenset({"succeeded", "failed", "blocked"})
+"""Item outcomes that are terminal execution statuses (the dispatch is settled)."""
+
+
 @dataclasses.dataclass(kw_only=True)
 class BatchReport:
     """What one batch did: claim results, and what became of each claimed item."""
@@ -34,16 +38,20 @@ class BatchReport:
     claims: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     outcomes: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     by_action: dict[str, collections.Counter[str]] = dataclasses.field(default_factory=dict)
+    settled: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    """(dispatch id, terminal status) of each item this batch settled, in order."""
 
     @property
     def full_page(self) -> bool:
         """Whether the observation filled the page (more may be due)."""
         return self.observed >= self.page_size
 
-    def count(self, action_type: str, outcome: str) -> None:
-        """Add one item outcome."""
+    def count(self, action_type: str, outcome: str, dispatch_id: str | None = None) -> None:
+        """Add one item outcome (and, for a terminal one, the dispatch it settled)."""
         self.outcomes[outcome] += 1
         self.by_action.setdefault(action_type, collections.Counter())[outcome] += 1
+        if dispatch_id is not None and outcome in SETTLED_OUTCOMES:
+            self.settled.append((dispatch_id, outcome))
 
 
 class Dispatcher:
@@ -134,7 +142,7 @@ class Dispatcher:
                     outcome = await self._items.give_back(claim.lease, claim.dispatch)
                 else:
                     outcome = await self._items.process(claim.lease, claim.dispatch)
-                report.count(claim.dispatch.action_type, outcome)
+                report.count(claim.dispatch.action_type, outcome, claim.dispatch_id)
 
         async def give_back_on_drain() -> None:
             # Claimed items still queued when shutdown begins go back at once, not after the
@@ -147,7 +155,7 @@ class Dispatcher:
                 assert claim.lease is not None
                 assert claim.dispatch is not None
                 outcome = await self._items.give_back(claim.lease, claim.dispatch)
-                report.count(claim.dispatch.action_type, outcome)
+                report.count(claim.dispatch.action_type, outcome, claim.dispatch_id)
 
         async def keep_queued_leases() -> None:
             with keeping:
@@ -199,7 +207,7 @@ class Dispatcher:
                     outcome=renewal.outcome.value,
                     reason=renewal.reason,
                 )
-                report.count(claim.dispatch.action_type, "lease_lost")
+                report.count(claim.dispatch.action_type, "lease_lost", claim.dispatch_id)
                 continue
             self._items.observe_renewal("renewed")
             kept.append(dataclasses.replace(claim, lease=renewal.lease))

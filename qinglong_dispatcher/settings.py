@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import difflib
-import errno
 import os
 import re
 import secrets
 import socket
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -16,17 +13,17 @@ from typing import Any, Literal, get_args
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
-    InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
 
 from qinglong_dispatcher import (
-    bounded_files,
     database_urls,
     environment,
+    listen_address,
     resources,
     setting_errors,
+    settings_files,
     url_file,
 )
 from qinglong_dispatcher.domain import errors
@@ -168,6 +165,23 @@ class Settings(BaseSettings):
         le=_CENTURY_DAYS,
         description="security audit records are pruned older than this",
     )
+    api_listen: listen_address.Setting = Field(
+        None, description="the control-plane API: host:port, [v6]:port or unix:/path (unset: off)"
+    )
+    api_tls_cert_file: Path | None = Field(
+        None, description="API: the server certificate chain (PEM); required off loopback"
+    )
+    api_tls_key_file: Path | None = Field(None, description="API: the certificate's key (PEM)")
+    api_client_ca_file: Path | None = Field(
+        None, description="API: CA certificates a client certificate must chain to (mTLS)"
+    )
+    api_max_connections: int = Field(64, ge=1, le=10_000, description="API: connections at most")
+    api_max_body_bytes: int = Field(
+        256 * 1024, ge=1024, le=16 * 1024 * 1024, description="API: request body cap"
+    )
+    api_read_timeout_seconds: float = Field(
+        10.0, gt=0, le=300, description="API: a request's headers and body arrive within this"
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -188,7 +202,14 @@ class Settings(BaseSettings):
     def _lower_log_level(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
-    @field_validator("receivers_file", "commands_file", "plan_keyring_file")
+    @field_validator(
+        "receivers_file",
+        "commands_file",
+        "plan_keyring_file",
+        "api_tls_cert_file",
+        "api_tls_key_file",
+        "api_client_ca_file",
+    )
     @classmethod
     def _regular_file(cls, value: Path | None) -> Path | None:
         # Its contents are checked when the actions are built (run, tick): here, that it is
@@ -258,6 +279,8 @@ class Settings(BaseSettings):
                 f"{env_name('retention_days')} ({self.retention_days:g}) "
                 f"(got {self.audit_retention_days:g})"
             )
+        if tls := listen_address.tls_refusal(self, env_name):
+            raise ValueError(tls)
         timeout = self.execute_timeout_seconds
         if timeout is not None and timeout >= self.lease_seconds:
             raise ValueError(
@@ -265,6 +288,11 @@ class Settings(BaseSettings):
                 f"{env_name('lease_seconds')} ({self.lease_seconds:g}) (got {timeout:g})"
             )
         return self
+
+    @property
+    def api_address(self) -> listen_address.ListenAddress | None:
+        """Where the control-plane API listens (None: it is off)."""
+        return None if self.api_listen is None else listen_address.parse(self.api_listen)
 
     @property
     def dialect(self) -> resources.Dialect:
@@ -295,35 +323,6 @@ class Settings(BaseSettings):
     def lease_ms(self) -> int:
         """The lease length in whole milliseconds, as stored in `lease_expires_at_ms`."""
         return round(self.lease_seconds * 1000)
-
-
-def _file_layer(path: Path, kind: str) -> dict[str, Any]:
-    """The settings of a flat TOML file; every problem is one ConfigurationError line."""
-    path = path.expanduser()  # as the TOML source does, so the check below sees its file
-    # The TOML source skips a file it cannot find; a named one that is absent is an error.
-    if not path.is_file():
-        reason = "not a regular file" if path.exists() else os.strerror(errno.ENOENT)
-        raise errors.ConfigurationError(f"{kind} {path}: cannot be read ({reason})")
-    try:
-        # Bounded: a regular file may still be huge, and the cap costs one read.
-        data = bounded_files.read_at_most(path, bounded_files.CONFIG_MAX_BYTES)
-        toml_data = tomllib.loads(data.decode("utf-8"))
-    except bounded_files.TooLarge as exc:
-        raise errors.ConfigurationError(f"{kind} {path}: cannot be read ({exc})") from None
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise errors.ConfigurationError(f"{kind} {path}: cannot be read ({reason})") from None
-    except ValueError as exc:  # TOMLDecodeError, or bytes that are not UTF-8
-        detail = " ".join(str(exc).split())
-        raise errors.ConfigurationError(f"{kind} {path}: not valid TOML ({detail})") from None
-    source = InitSettingsSource(Settings, toml_data)  # what the TOML source does with it
-    # Checked here, not by extra="forbid", so the message names the file and the key as written.
-    for key in toml_data:
-        if key not in Settings.model_fields:
-            near = difflib.get_close_matches(key, Settings.model_fields, n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else ""
-            raise errors.ConfigurationError(f"{kind} {path}: unknown setting {key!r}{hint}")
-    return source()
 
 
 def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -364,7 +363,11 @@ def load_settings(
     if database_url is not None:
         explicit["database_url"] = database_url
 
-    config = _file_layer(config_file, "config file") if config_file is not None else {}
+    config = (
+        settings_files.layer(config_file, "config file", Settings)
+        if config_file is not None
+        else {}
+    )
     # Lowest first, so each layer overrides the ones before it.
     above_profile = {**config, **_env_layer(env), **explicit}
     chosen = above_profile.get("profile", "edge")
@@ -373,7 +376,7 @@ def load_settings(
             f"{env_name('profile')}: must be edge or cluster (got {setting_errors.show(chosen)})"
         )
     name = str(chosen)
-    defaults = _file_layer(resources.profile_file(name), "profile file")
+    defaults = settings_files.layer(resources.profile_file(name), "profile file", Settings)
     if name == "cluster":
         # The pod name comes from `environ`, which the model's default factory cannot see.
         defaults.setdefault("owner_id", _default_owner_id(name, env))

@@ -130,13 +130,25 @@ class Token:
         return cls(**values)
 
 
+ROLES: tuple[TokenRole, ...] = tuple(TokenRole)
+"""The roles, least privilege first; each may do what the ones before it may."""
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Authenticated:
-    """Who a request's token proved it is: the server derives it, no request field names it."""
+    """Who a request's token proved it is: the server derives it, no request field names it.
+    `token_id` identifies the token (never the secret itself)."""
 
     token_id: str
     principal: str
     role: TokenRole
+
+    def __post_init__(self) -> None:
+        TokenRole(self.role)  # ValueError for a role that is not one
+
+    def may(self, needed: TokenRole) -> bool:
+        """Whether this principal's role is `needed` or above it."""
+        return ROLES.index(self.role) >= ROLES.index(needed)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
+from typing import Protocol
 
 import anyio
 import structlog
@@ -35,6 +37,27 @@ from qinglong_dispatcher.settings import Settings
 log = structlog.get_logger("qinglong_dispatcher.daemon")
 
 
+class Service(Protocol):
+    """A side service the daemon owns (the control-plane API): bound before the loops start,
+    served in the daemon's task group until the stop, closed gracefully then."""
+
+    async def start(self) -> None:
+        """Bind; `ConfigurationError` (one line) when the address cannot be used."""
+        ...
+
+    async def serve(self, stop: anyio.Event) -> None:
+        """Serve until `stop` is set, then close gracefully (bounded)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Stop serving and close every connection; safe to call twice."""
+        ...
+
+    def settled(self, items: Sequence[tuple[str, str]]) -> None:
+        """Dispatches this process settled: (dispatch id, terminal status), in order."""
+        ...
+
+
 @dataclasses.dataclass(kw_only=True)
 class Parts:
     """What the composition root hands the daemon."""
@@ -52,6 +75,8 @@ class Parts:
     """Cluster: notifications that bring the next dispatch tick forward (None: cadence only)."""
     pruner: pruning.Pruner | None = None
     """Edge with a retention: prunes finished dispatch trees after each reconcile pass."""
+    api: Service | None = None
+    """The control-plane API (`QINGLONG_API_LISTEN`; None: off, its code never imported)."""
 
 
 class Daemon:
@@ -83,17 +108,26 @@ class Daemon:
             cadence_s=p.settings.cadence_seconds,
             wakeup=p.wakeup is not None,
         )
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(shutdown.watch, self._stop)
-            tg.start_soon(self._dispatch_loop)
-            tg.start_soon(self._reconcile_loop)
-            if p.wakeup is not None:
-                tg.start_soon(p.wakeup.run, wakeup.Signals(self._waker, p.metrics))
-            if p.notifier.watchdog_interval_s is not None:
-                tg.start_soon(self._watchdog_loop, p.notifier.watchdog_interval_s)
-            await self._stop.wait()
-            await self._drain()
-            tg.cancel_scope.cancel()
+        if p.api is not None:
+            await p.api.start()  # a taken address stops the start here, before any claim
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(shutdown.watch, self._stop)
+                tg.start_soon(self._dispatch_loop)
+                tg.start_soon(self._reconcile_loop)
+                if p.wakeup is not None:
+                    tg.start_soon(p.wakeup.run, wakeup.Signals(self._waker, p.metrics))
+                if p.notifier.watchdog_interval_s is not None:
+                    tg.start_soon(self._watchdog_loop, p.notifier.watchdog_interval_s)
+                if p.api is not None:
+                    tg.start_soon(p.api.serve, self._stop)
+                await self._stop.wait()
+                await self._drain()
+                tg.cancel_scope.cancel()
+        finally:
+            if p.api is not None:
+                with anyio.CancelScope(shield=True):
+                    await p.api.aclose()
         await p.dispatcher.aclose()
         await p.reconciler.aclose()
         log.info("daemon.stopped", ticks=self.ticks)
@@ -147,6 +181,8 @@ class Daemon:
             for _ in range(p.settings.max_pages_per_tick):
                 batch_start = time.monotonic()
                 report = await p.dispatcher.dispatch_batch()
+                if p.api is not None and report.settled:
+                    p.api.settled(report.settled)
                 self._found_work = self._found_work or report.observed > 0
                 p.metrics.observe_batch(
                     time.monotonic() - batch_start,

@@ -44,6 +44,10 @@ RENEWAL_RESULTS = ("renewed", "expired", "conflict", "error")
 RESOLUTION_SOURCES = ("evidence", "manual")
 """Who settled a `recovery_required` execution."""
 
+RATE_LIMIT_REASONS = ("auth_failures", "writes")
+"""Why the API answered 429: too many failed authentications from one client address, or too
+many writes from one principal."""
+
 BATCH_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Batch duration buckets, 1 ms to 10 s: an idle edge batch is a millisecond, a busy one seconds."""
 
@@ -71,6 +75,9 @@ SERIES_NAMES = (
     "qinglong_dispatcher_wakeups_total",
     "qinglong_dispatcher_wakeup_listener_up",
     "qinglong_dispatcher_wakeup_listener_reconnects_total",
+    "qinglong_dispatcher_api_auth_failures_total",
+    "qinglong_dispatcher_api_rate_limited_total",
+    "qinglong_dispatcher_api_connections_shed_total",
 )
 """Every metric family the dispatcher exports, as named in the exposition (counters end `_total`).
 
@@ -243,6 +250,26 @@ class Metrics:
             registry=reg,
         )
 
+        self._api_auth_failures = prometheus_client.Counter(
+            p + "api_auth_failures",
+            "API requests refused 401: no, a malformed or an unknown bearer token.",
+            registry=reg,
+        )
+        self._api_rate_limited = prometheus_client.Counter(
+            p + "api_rate_limited",
+            "API requests refused 429, per reason.",
+            ["reason"],
+            registry=reg,
+        )
+        for reason in RATE_LIMIT_REASONS:
+            self._api_rate_limited.labels(reason=reason)
+        self._api_shed = prometheus_client.Counter(
+            p + "api_connections_shed",
+            "API connections closed at the connection limit (an idle one evicted, or the new one "
+            "refused 503) or for sending no complete request within the read timeout.",
+            registry=reg,
+        )
+
     def record_tick(self, *, ok: bool, at_s: float | None = None) -> None:
         """Count one tick; a successful one also stamps the last-success time (default now)."""
         self._ticks.inc()
@@ -327,6 +354,18 @@ class Metrics:
             self._pruned_dispatches.inc(dispatches)
         if audit_events > 0:
             self._pruned_audit_events.inc(audit_events)
+
+    def record_api_auth_failure(self) -> None:
+        """Count one API request refused for its credentials."""
+        self._api_auth_failures.inc()
+
+    def record_api_rate_limited(self, reason: str) -> None:
+        """Count one API request refused 429 (`RATE_LIMIT_REASONS`)."""
+        self._api_rate_limited.labels(reason=reason).inc()
+
+    def record_api_connection_shed(self) -> None:
+        """Count one API connection closed by the limit or the read timeout."""
+        self._api_shed.inc()
 
     def render(self) -> bytes:
         """The text exposition of every series (Content-Type `CONTENT_TYPE`)."""

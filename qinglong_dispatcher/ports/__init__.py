@@ -12,6 +12,9 @@ from qinglong_dispatcher.ports.approvals import (
     PlanStore,
     StoredPlan,
 )
+from qinglong_dispatcher.ports.auth import (
+    Authenticator,
+)
 from qinglong_dispatcher.ports.clock import (
     Clock,
 )
@@ -86,6 +89,7 @@ __all__ = [
     "ActingStore",
     "ApprovalStore",
     "ApprovedActionHandler",
+    "Authenticator",
     "CancelStore",
     "CheckBatch",
     "Clock",

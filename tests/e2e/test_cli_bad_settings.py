@@ -45,6 +45,13 @@ BAD: dict[str, str] = {
     "wakeup_on_submit": "maybe",
     "retention_days": "1e308",
     "audit_retention_days": "12 months",
+    "api_listen": "0.0.0.0:8443",  # off loopback without TLS
+    "api_tls_cert_file": "/nonexistent/cert.pem",
+    "api_tls_key_file": "/nonexistent/key.pem",
+    "api_client_ca_file": "/nonexistent/ca.pem",
+    "api_max_connections": "0",
+    "api_max_body_bytes": "256 KiB",
+    "api_read_timeout_seconds": "1e308",
 }
 TOML_ONLY = {"tool_sandbox_dir": "7"}
 """A raw TOML value where a string cannot be wrong."""

@@ -1,0 +1,111 @@
+"""Authentication and roles: every request but the public ones carries a bearer token.
+
+Deny by default: a route is public only when it is marked so, and every other route needs at
+least `viewer`. The principal is what the `Authenticator` returns for the token: no request
+field can name it. A client address that keeps failing is refused 429 before its token is even
+looked at (`limits.AUTH_FAILURE_BURST`), and each failure is counted and logged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import Final, TypeVar
+
+import structlog
+from aiohttp import web
+
+from qinglong_dispatcher.domain import principals
+from qinglong_dispatcher.web import context, problems
+
+log = structlog.get_logger("qinglong_dispatcher.api")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+H = TypeVar("H", bound=Handler)
+
+ROLE_ATTRIBUTE: Final = "_qinglong_role"
+PUBLIC: Final = "public"
+
+_BEARER = re.compile(r"Bearer +([A-Za-z0-9\-._~+/]{1,512}=*)", re.IGNORECASE)
+"""RFC 6750's `b64token`, bounded; anything else is malformed."""
+
+CHALLENGE: Final = 'Bearer realm="qinglong-dispatcher"'
+
+
+def requires(role: principals.TokenRole | str) -> Callable[[H], H]:
+    """Mark a handler with the least role it needs (`PUBLIC`: no token at all)."""
+
+    def mark(handler: H) -> H:
+        setattr(handler, ROLE_ATTRIBUTE, role)
+        return handler
+
+    return mark
+
+
+def required_role(request: web.Request) -> str:
+    """The role the matched handler needs; `viewer` for anything unmarked (a 404, a 405)."""
+    return str(getattr(request.match_info.handler, ROLE_ATTRIBUTE, "viewer"))
+
+
+def client_key(request: web.Request) -> str:
+    """Whom authentication failures are counted against: the peer address (a unix socket's
+    peers share one key)."""
+    return request.remote or "local"
+
+
+def _unauthenticated(reason: str) -> web.Response:
+    challenge = CHALLENGE if reason == "missing" else f'{CHALLENGE}, error="invalid_token"'
+    return problems.response(
+        "unauthenticated",
+        detail="send Authorization: Bearer <token>",
+        headers={"WWW-Authenticate": challenge},
+    )
+
+
+@web.middleware
+async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Derive the principal, refuse 401/403/429 as due, then run the handler."""
+    role = required_role(request)
+    if role == PUBLIC:
+        return await handler(request)
+    ctx = context.of(request)
+    client = client_key(request)
+    wait = ctx.auth_failures.retry_after(client)
+    if wait > 0:
+        ctx.metrics.record_api_rate_limited("auth_failures")
+        return problems.response(
+            "rate_limited", detail="too many failed authentications", retry_after_s=wait
+        )
+    header = request.headers.get("Authorization")
+    found = None if header is None else _BEARER.fullmatch(header.strip())
+    principal = None if found is None else await ctx.authenticator.authenticate(found.group(1))
+    if principal is None:
+        reason = "missing" if header is None else "malformed" if found is None else "invalid"
+        ctx.auth_failures.spend(client)
+        ctx.metrics.record_api_auth_failure()
+        log.warning("api.auth_failed", client=client, reason=reason, path=request.path[:200])
+        return _unauthenticated(reason)
+    request[context.PRINCIPAL] = principal
+    if role not in principals.ROLES or not principal.may(principals.TokenRole(role)):
+        return problems.response(
+            "forbidden", detail=f"needs the {role} role (the token's role is {principal.role})"
+        )
+    return await handler(request)
+
+
+class NoTokens:
+    """The authenticator until a token store is wired: every token is unknown (deny all)."""
+
+    async def authenticate(self, secret: str) -> principals.Authenticated | None:
+        return None
+
+
+def write_refusal(request: web.Request) -> web.Response | None:
+    """For the write endpoints, after authentication: None when the principal may write now
+    (a token of its bucket is spent), else the 429 to answer, counted as `writes`."""
+    ctx = context.of(request)
+    wait = ctx.writes.take(context.principal(request).token_id)
+    if wait == 0.0:
+        return None
+    ctx.metrics.record_api_rate_limited("writes")
+    return problems.response("rate_limited", detail="too many writes", retry_after_s=wait)

@@ -1,0 +1,37 @@
+"""Request bodies of the write endpoints: one JSON object, capped in size, read in bounded time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Final
+
+from aiohttp import web
+
+from qinglong_dispatcher.web import context, problems
+
+JSON_TYPES: Final = frozenset({"application/json"})
+
+
+class BodyTimeout(Exception):
+    """The body did not arrive within the read timeout."""
+
+
+async def read_object(request: web.Request) -> dict[str, object]:
+    """The body as a JSON object. Over `QINGLONG_API_MAX_BODY_BYTES` it is 413 (aiohttp stops
+    reading at the cap); slower than the read timeout, `BodyTimeout` (408, connection closed);
+    another type or anything but one JSON object, 400 naming `body`."""
+    if request.content_type not in JSON_TYPES:
+        raise problems.BadField("body", "body: must be application/json")
+    try:
+        async with asyncio.timeout(context.of(request).read_timeout_s):
+            raw = await request.read()
+    except TimeoutError:
+        raise BodyTimeout from None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise problems.BadField("body", "body: not valid JSON") from None
+    if not isinstance(value, dict):
+        raise problems.BadField("body", "body: must be a JSON object")
+    return value

@@ -1,0 +1,222 @@
+"""The read endpoints (`viewer`): dispatches, one dispatch, recovery, audit, status, events.
+
+They print what the CLI's `--json` prints and nothing more: the views have no lease token
+field, and a plan shows only its non-sensitive members (`dispatch_views.PLAN_FIELDS`).
+Unknown query parameters are refused (400 naming them), so a typo never widens a page.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection
+from typing import Final, TypeVar
+
+from aiohttp import web
+
+from qinglong_dispatcher.domain import dispatch_views, errors, plans, recovery, states
+from qinglong_dispatcher.web import auth, context, events, problems
+
+T = TypeVar("T")
+
+RECOVERY_MAX_LIMIT: Final = 500
+_RECOVERY_CURSOR = re.compile(r"([0-9]{1,18}):(.+)", re.DOTALL)
+
+
+def _json(value: object) -> web.Response:
+    return web.json_response(value, headers={"Cache-Control": "no-store"})
+
+
+def _only(request: web.Request, allowed: Collection[str]) -> None:
+    for name in request.query:
+        if name not in allowed:
+            raise problems.BadField(name, f"{name}: unknown query parameter")
+    for name in allowed:
+        if len(request.query.getall(name, [])) > 1:
+            raise problems.BadField(name, f"{name}: given more than once")
+
+
+def _field(name: str, text: str | None, parse: Callable[[str], T]) -> T | None:
+    """`parse(text)`, a failure named as the field `name`; None when absent."""
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except (errors.InvalidInput, ValueError) as exc:
+        message = str(exc) if isinstance(exc, errors.InvalidInput) else "not a valid value"
+        shown = message if message.startswith(name) else f"{name}: {message}"
+        raise problems.BadField(name, shown) from None
+
+
+def _limit(text: str) -> int:
+    if not text.isdigit() or len(text) > 6:
+        raise errors.InvalidInput("limit: must be a whole number")
+    return int(text)
+
+
+def _identifier(name: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        plans.require_identifier(name, text)
+        return text
+
+    return parse
+
+
+@auth.requires("viewer")
+async def list_dispatches(request: web.Request) -> web.Response:
+    """`GET /api/v1/dispatches`: a keyset page, newest first."""
+    _only(request, ("status", "action", "project", "limit", "after"))
+    q = request.query
+    status = _field("status", q.get("status"), states.EffectiveStatus)
+    action = _field("action", q.get("action"), _identifier("action"))
+    project = _field("project", q.get("project"), _identifier("project"))
+    limit = _field("limit", q.get("limit"), _limit)
+    after = _field("after", q.get("after"), dispatch_views.Cursor.parse)
+    query = _field(
+        "limit",
+        "",
+        lambda _: dispatch_views.ListQuery(
+            status=status,
+            action_type=action,
+            project_id=project,
+            limit=dispatch_views.DEFAULT_LIMIT if limit is None else limit,
+            after=after,
+        ),
+    )
+    assert query is not None
+    ctx = context.of(request)
+    page = await ctx.store.list_dispatches(query, now_ms=ctx.clock.now_ms())
+    return _json(
+        {
+            "dispatches": [row.as_dict() for row in page.dispatches],
+            "next": None if page.next is None else str(page.next),
+        }
+    )
+
+
+@auth.requires("viewer")
+async def show_dispatch(request: web.Request) -> web.Response:
+    """`GET /api/v1/dispatches/{dispatch_id}`: what `dispatch show --json` prints."""
+    _only(request, ())
+    dispatch_id = request.match_info["dispatch_id"]
+    if not plans.is_identifier(dispatch_id):
+        # Not echoed: it is not an id, and may hold anything.
+        raise errors.DispatchNotFound("no dispatch has this id (not a dispatch id)")
+    ctx = context.of(request)
+    detail = await ctx.store.show_dispatch(dispatch_id, now_ms=ctx.clock.now_ms(), shown=ctx.shown)
+    if detail is None:
+        raise errors.DispatchNotFound(f"dispatch {dispatch_id} not found")
+    return _json(detail.as_dict())
+
+
+def _recovery_cursor(text: str) -> tuple[int, str]:
+    found = _RECOVERY_CURSOR.fullmatch(text)
+    if found is None or not plans.is_identifier(found.group(2)):
+        raise errors.InvalidInput("after: must be a cursor <since_ms>:<dispatch_id> as listed")
+    return int(found.group(1)), found.group(2)
+
+
+def _recovery_limit(text: str) -> int:
+    value = _limit(text)
+    if not 1 <= value <= RECOVERY_MAX_LIMIT:
+        raise errors.InvalidInput(f"limit: must be between 1 and {RECOVERY_MAX_LIMIT}")
+    return value
+
+
+def _snapshot(snap: recovery.Snapshot) -> dict[str, object]:
+    obs = snap.observation
+    return {
+        "dispatch_id": snap.dispatch.dispatch_id,
+        "project_id": snap.dispatch.project_id,
+        "action_type": snap.dispatch.action_type,
+        "since_ms": snap.since_ms,
+        "last_observation": None
+        if obs is None
+        else {
+            "outcome": obs.outcome.value,
+            "reason": obs.reason_code,
+            "count": obs.count,
+            "at_ms": obs.last_seen_at_ms,
+        },
+    }
+
+
+@auth.requires("viewer")
+async def list_recovery(request: web.Request) -> web.Response:
+    """`GET /api/v1/recovery`: a keyset page of `recovery_required` executions, by lease expiry."""
+    _only(request, ("limit", "after"))
+    limit = _field("limit", request.query.get("limit"), _recovery_limit) or 50
+    after = _field("after", request.query.get("after"), _recovery_cursor)
+    ctx = context.of(request)
+    page = await ctx.store.list_recovery_required(
+        now_ms=ctx.clock.now_ms(), limit=limit, after=after
+    )
+    last = page[-1] if len(page) == limit else None
+    return _json(
+        {
+            "recovery_required": [_snapshot(snap) for snap in page],
+            "next": None if last is None else f"{last.since_ms}:{last.dispatch.dispatch_id}",
+        }
+    )
+
+
+@auth.requires("viewer")
+async def list_audit(request: web.Request) -> web.Response:
+    """`GET /api/v1/audit?subject=ID`: the security audit records about one subject."""
+    _only(request, ("subject",))
+    subject = _field("subject", request.query.get("subject"), _identifier("subject"))
+    if subject is None:
+        raise problems.BadField("subject", "subject: required (a dispatch id)")
+    events_ = await context.of(request).store.audit_events(subject)
+    return _json(
+        {
+            "subject": subject,
+            "audit": [
+                {
+                    "kind": e.kind,
+                    "actor": e.actor,
+                    "principal": e.principal,
+                    "project_id": e.project_id,
+                    "subject_id": e.subject_id,
+                    "detail_code": e.detail_code,
+                    "committed_at_ms": e.committed_at_ms,
+                }
+                for e in events_
+            ],
+        }
+    )
+
+
+@auth.requires("viewer")
+async def status(request: web.Request) -> web.Response:
+    """`GET /api/v1/status`: what `status --json` prints."""
+    _only(request, ())
+    ctx = context.of(request)
+    counts = await ctx.store.counts(now_ms=ctx.clock.now_ms())
+    return _json(
+        {
+            "profile": ctx.profile,
+            "executions": {s.value: n for s, n in counts.executions.items()},
+            "due": counts.due,
+            "oldest_due_age_seconds": (counts.oldest_due_age_ms or 0) / 1000,
+            "runs": counts.runs,
+            "step_runs": dict(counts.step_runs),
+        }
+    )
+
+
+@auth.requires("viewer")
+async def stream_events(request: web.Request) -> web.StreamResponse:
+    """`GET /api/v1/events`: Server-Sent Events."""
+    _only(request, ())
+    ctx = context.of(request)
+    try:
+        return await events.stream(request, ctx.hub, ctx.read_timeout_s)
+    except events.TooManyStreams:
+        return problems.response("too_many_streams")
+
+
+@auth.requires(auth.PUBLIC)
+async def healthz(request: web.Request) -> web.Response:
+    """`GET /api/v1/healthz`: liveness, as the metrics listener's `/healthz` (no token)."""
+    ok, reason = context.of(request).health.alive()
+    return web.json_response({"ok": ok, "reason": reason}, status=200 if ok else 503)

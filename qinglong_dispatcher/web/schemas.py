@@ -1,0 +1,196 @@
+"""The JSON schemas of the OpenAPI document: the shapes the read endpoints answer with."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from qinglong_dispatcher.domain import states
+from qinglong_dispatcher.web import problems
+
+ID: Final = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"}
+MS: Final = {"type": "integer", "description": "Unix time in milliseconds"}
+NULLABLE_STR: Final = {"type": ["string", "null"]}
+
+
+def ref(name: str) -> dict[str, str]:
+    """A reference to the schema `name`."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def all_schemas() -> dict[str, Any]:
+    statuses = [s.value for s in states.EffectiveStatus]
+    summary = {
+        "type": "object",
+        "required": [
+            "dispatch_id",
+            "project_id",
+            "action_type",
+            "action_ref",
+            "status",
+            "attempt",
+            "max_attempts",
+            "created_at_ms",
+            "updated_at_ms",
+            "result_code",
+        ],
+        "properties": {
+            "dispatch_id": ID,
+            "project_id": ID,
+            "action_type": ID,
+            "action_ref": ID,
+            "status": {"type": "string", "enum": statuses},
+            "attempt": {"type": "integer"},
+            "max_attempts": {"type": "integer"},
+            "created_at_ms": MS,
+            "updated_at_ms": MS,
+            "result_code": NULLABLE_STR,
+        },
+        "additionalProperties": False,
+    }
+    return {
+        "Problem": {
+            "type": "object",
+            "description": "RFC 9457; `type` is /problems/<code>, stable per refusal",
+            "required": ["type", "title", "status", "code"],
+            "properties": {
+                "type": {"type": "string", "format": "uri-reference"},
+                "title": {"type": "string"},
+                "status": {"type": "integer"},
+                "code": {"type": "string", "enum": sorted(problems.KINDS)},
+                "detail": {"type": "string"},
+                "field": {"type": "string", "description": "the request field at fault"},
+            },
+        },
+        "DispatchSummary": summary,
+        "DispatchPage": {
+            "type": "object",
+            "required": ["dispatches", "next"],
+            "properties": {
+                "dispatches": {"type": "array", "items": ref("DispatchSummary")},
+                "next": NULLABLE_STR,
+            },
+        },
+        "DispatchDetail": {
+            "type": "object",
+            "description": "The dispatch, its plan's non-sensitive members, execution (no lease "
+            "token), ledger, receipt, Run, recovery, audit and StepRun",
+            "required": [
+                "dispatch_id",
+                "approval_request_id",
+                "project_id",
+                "action_type",
+                "action_ref",
+                "action_digest",
+                "approved_by",
+                "created_at_ms",
+                "plan",
+                "execution",
+                "events",
+                "receipt",
+                "run_id",
+                "observation",
+                "resolution",
+                "audit",
+                "step_run",
+            ],
+            "properties": {
+                "dispatch_id": ID,
+                "approval_request_id": ID,
+                "project_id": ID,
+                "action_type": ID,
+                "action_ref": ID,
+                "action_digest": {"type": "string"},
+                "approved_by": {"type": "string"},
+                "created_at_ms": MS,
+                "plan": {"type": ["object", "null"]},
+                "execution": {"type": "object"},
+                "events": {"type": "array", "items": {"type": "object"}},
+                "receipt": {"type": ["object", "null"]},
+                "run_id": NULLABLE_STR,
+                "observation": {"type": ["object", "null"]},
+                "resolution": {"type": ["object", "null"]},
+                "audit": {"type": "array", "items": ref("AuditRecord")},
+                "step_run": {"type": ["object", "null"]},
+            },
+        },
+        "RecoveryPage": {
+            "type": "object",
+            "required": ["recovery_required", "next"],
+            "properties": {
+                "recovery_required": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": [
+                            "dispatch_id",
+                            "project_id",
+                            "action_type",
+                            "since_ms",
+                            "last_observation",
+                        ],
+                        "properties": {
+                            "dispatch_id": ID,
+                            "project_id": ID,
+                            "action_type": ID,
+                            "since_ms": MS,
+                            "last_observation": {"type": ["object", "null"]},
+                        },
+                    },
+                },
+                "next": NULLABLE_STR,
+            },
+        },
+        "AuditRecord": {
+            "type": "object",
+            "required": [
+                "kind",
+                "actor",
+                "principal",
+                "project_id",
+                "subject_id",
+                "detail_code",
+                "committed_at_ms",
+            ],
+            "properties": {
+                "kind": {"type": "string"},
+                "actor": {"type": "string"},
+                "principal": {"type": "string"},
+                "project_id": {"type": "string"},
+                "subject_id": {"type": "string"},
+                "detail_code": {"type": "string"},
+                "committed_at_ms": MS,
+            },
+        },
+        "AuditList": {
+            "type": "object",
+            "required": ["subject", "audit"],
+            "properties": {
+                "subject": ID,
+                "audit": {"type": "array", "items": ref("AuditRecord")},
+            },
+        },
+        "Status": {
+            "type": "object",
+            "required": [
+                "profile",
+                "executions",
+                "due",
+                "oldest_due_age_seconds",
+                "runs",
+                "step_runs",
+            ],
+            "properties": {
+                "profile": {"type": "string", "enum": ["edge", "cluster"]},
+                "executions": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "due": {"type": "integer"},
+                "oldest_due_age_seconds": {"type": "number"},
+                "runs": {"type": "integer"},
+                "step_runs": {"type": "object", "additionalProperties": {"type": "integer"}},
+            },
+        },
+        "Check": {
+            "type": "object",
+            "required": ["ok", "reason"],
+            "properties": {"ok": {"type": "boolean"}, "reason": {"type": "string"}},
+        },
+    }

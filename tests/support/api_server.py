@@ -1,0 +1,92 @@
+"""The control-plane API served for real on 127.0.0.1 over a real SQLite store, and a test-only
+authenticator that checks tokens from a dict (a fixture, not a database mock: the token store
+that fills `ports.Authenticator` in production is built apart)."""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+
+from qinglong_dispatcher import bootstrap, ports
+from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
+from qinglong_dispatcher.domain import principals
+from qinglong_dispatcher.lifecycle import http, metrics
+from qinglong_dispatcher.settings import Settings, load_settings
+from qinglong_dispatcher.web import server as web_server
+from tests.support.clock import START_MS
+
+VIEWER = "viewer-token-0123456789"
+OPERATOR = "operator-token-0123456789"
+TOKENS: Mapping[str, principals.Authenticated] = {
+    VIEWER: principals.Authenticated(
+        principal="vera", role=principals.TokenRole.VIEWER, token_id="tok-viewer"
+    ),
+    OPERATOR: principals.Authenticated(
+        principal="otto", role=principals.TokenRole.OPERATOR, token_id="tok-operator"
+    ),
+}
+
+
+class DictAuthenticator:
+    """`ports.Authenticator` over a fixed dict of tokens; compares every one in constant time."""
+
+    def __init__(self, tokens: Mapping[str, principals.Authenticated] = TOKENS) -> None:
+        self._tokens = dict(tokens)
+        self.calls = 0
+
+    async def authenticate(self, secret: str) -> principals.Authenticated | None:
+        self.calls += 1
+        found = None
+        for token, principal in self._tokens.items():
+            if hmac.compare_digest(token.encode(), secret.encode()):
+                found = principal
+        return found
+
+
+def api_settings(db: Path, **env: str) -> Settings:
+    """Edge settings on `db` with the API on a free loopback port (`env`: more QINGLONG_*)."""
+    environ = {"QINGLONG_API_LISTEN": "127.0.0.1:0", "QINGLONG_METRICS_PORT": "0", **env}
+    return load_settings(database_url=f"sqlite:///{db}", environ=environ)
+
+
+async def open_store(db: Path) -> ports.Store:
+    """A migrated SQLite store at `db`."""
+    store = await sqlite_store.SqliteStore.open(db, busy_timeout_s=5.0)
+    await store.migrate(now_ms=START_MS)
+    return store
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    settings: Settings,
+    store: ports.Store,
+    clock: ports.Clock,
+    *,
+    authenticator: ports.Authenticator | None = None,
+    heartbeat_s: float | None = None,
+    the_metrics: metrics.Metrics | None = None,
+) -> AsyncIterator[web_server.ApiServer]:
+    """The API server started (bound) over `store`; closed on exit. Yields the server, whose
+    `port` is the bound one."""
+    server = bootstrap.build_api_server(
+        settings,
+        store,
+        clock,
+        the_metrics or metrics.Metrics(profile="edge", cadence_s=1.0, process_metrics=False),
+        http.Health(cadence_s=1.0),
+        authenticator=authenticator or DictAuthenticator(),
+        heartbeat_s=heartbeat_s,
+    )
+    assert isinstance(server, web_server.ApiServer)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.aclose()
+
+
+def bearer(token: str) -> dict[str, str]:
+    """The Authorization header of `token`."""
+    return {"Authorization": f"Bearer {token}"}
