@@ -17,8 +17,9 @@ BUILT_IN: Final[tuple[contract.BuiltInSpec, ...]] = (
 """Every built-in action."""
 
 PLAN_MODELS: Final[plans.PlanModels] = {
-    **http_request.PLAN_MODELS,
-    **command_run.PLAN_MODELS,
+    spec.action_type: spec.plan_model
+    for spec in BUILT_IN
+    if issubclass(spec.plan_model, plans.PlanModel)
 }
 """The built-in plan models kept in their action's package (the first two built-ins' are in
 `domain.plans.PLAN_MODELS`): parsed like an installed action's, reserved like a built-in."""

@@ -163,3 +163,38 @@ class Unconfigured:
     async def evidence(self, snapshot: recovery.Snapshot) -> recovery.Evidence:
         """Raise: the action is not configured here."""
         raise errors.ConfigurationError(f"{self.action_type} is not configured", code=self._code)
+
+
+C = TypeVar("C")
+
+
+def configured_spec(
+    *,
+    plan_model: type[plans.PlanModel],
+    load: Callable[[BuiltInContext], C | None],
+    handler: Callable[[C, PlanReader, ports.Clock], ports.ApprovedActionHandler],
+    evidence: Callable[[C, PlanReader, ports.Clock], ports.EvidenceProvider],
+    unconfigured: str,
+) -> BuiltInSpec:
+    """A built-in action served only where its configuration is given (`load` answers None
+    without it): its handler then, else none (dispatches wait), and its evidence provider
+    then, else one that answers `unavailable` with code `unconfigured`. The plan model lives
+    in the action's package and is parsed like an installed one."""
+    action_type = plan_model.ACTION_TYPE
+    models: plans.PlanModels = {action_type: plan_model}
+
+    def make_handler(ctx: BuiltInContext) -> ports.ApprovedActionHandler | None:
+        config = load(ctx)
+        if config is None:
+            return None
+        return handler(config, PlanReader(ctx.store, models), ctx.clock)
+
+    def make_evidence(ctx: BuiltInContext) -> ports.EvidenceProvider:
+        config = load(ctx)
+        if config is None:
+            return Unconfigured(action_type, unconfigured)
+        return evidence(config, PlanReader(ctx.store, models), ctx.clock)
+
+    return BuiltInSpec(
+        action_type=action_type, plan_model=plan_model, handler=make_handler, evidence=make_evidence
+    )

@@ -28,7 +28,7 @@ import anyio
 import anyio.to_thread
 
 from qinglong_dispatcher import bootstrap, clock, ports
-from qinglong_dispatcher.actions import http_request
+from qinglong_dispatcher.actions import builtin, http_request
 from qinglong_dispatcher.bench import mixed, phases, procstat
 from qinglong_dispatcher.bench.scratch import Scratch
 from qinglong_dispatcher.domain import errors, ids, plans
@@ -164,7 +164,7 @@ def http_plan(n: int) -> plans.AnyPlan:
             "body": base64.b64encode(body).decode("ascii"),
             "contentType": "application/json",
         },
-        models=http_request.PLAN_MODELS,
+        models=builtin.PLAN_MODELS,
     )
 
 

@@ -38,7 +38,6 @@ from __future__ import annotations
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import contract
 from qinglong_dispatcher.actions.command_run import commands, evidence, handler, plan
-from qinglong_dispatcher.domain import plans
 
 ACTION_TYPE = plan.ACTION_TYPE
 
@@ -53,9 +52,6 @@ def build(
     )
 
 
-PLAN_MODELS: plans.PlanModels = {ACTION_TYPE: plan.CommandRunPlan}
-
-
 def _commands(ctx: contract.BuiltInContext) -> commands.CommandSet | None:
     # Read at startup: a broken file is a configuration error (exit 78), not a dead dispatch.
     if ctx.commands_file is None:
@@ -65,27 +61,10 @@ def _commands(ctx: contract.BuiltInContext) -> commands.CommandSet | None:
     return loaded
 
 
-def _handler(ctx: contract.BuiltInContext) -> handler.CommandRunHandler | None:
-    loaded = _commands(ctx)
-    if loaded is None:
-        return None
-    built, _ = build(loaded, contract.PlanReader(ctx.store, PLAN_MODELS), ctx.clock)
-    return built
-
-
-def _evidence(
-    ctx: contract.BuiltInContext,
-) -> evidence.CommandRunEvidence | contract.Unconfigured:
-    loaded = _commands(ctx)
-    if loaded is None:
-        return contract.Unconfigured(ACTION_TYPE, "commands_unconfigured")
-    _, provider = build(loaded, contract.PlanReader(ctx.store, PLAN_MODELS), ctx.clock)
-    return provider
-
-
-ACTION = contract.BuiltInSpec(
-    action_type=ACTION_TYPE,
+ACTION = contract.configured_spec(
     plan_model=plan.CommandRunPlan,
-    handler=_handler,
-    evidence=_evidence,
+    load=_commands,
+    handler=lambda config, plans, clock: build(config, plans, clock)[0],
+    evidence=lambda config, plans, clock: build(config, plans, clock)[1],
+    unconfigured="commands_unconfigured",
 )

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import contract
 from qinglong_dispatcher.actions.http_request import evidence, handler, plan, receivers
-from qinglong_dispatcher.domain import plans
 
 if TYPE_CHECKING:
     from qinglong_dispatcher.actions.http_request import send
@@ -50,9 +49,6 @@ def build(
     )
 
 
-PLAN_MODELS: plans.PlanModels = {ACTION_TYPE: plan.HttpRequestPlan}
-
-
 def _receivers(ctx: contract.BuiltInContext) -> receivers.ReceiverSet | None:
     # Read at startup: a broken file is a configuration error (exit 78), not a dead dispatch.
     if ctx.receivers_file is None:
@@ -62,27 +58,11 @@ def _receivers(ctx: contract.BuiltInContext) -> receivers.ReceiverSet | None:
     return loaded
 
 
-def _handler(ctx: contract.BuiltInContext) -> handler.HttpRequestHandler | None:
-    loaded = _receivers(ctx)
-    if loaded is None:
-        return None
-    built, _, _ = build(loaded, contract.PlanReader(ctx.store, PLAN_MODELS), ctx.clock)
-    return built
-
-
-def _evidence(
-    ctx: contract.BuiltInContext,
-) -> evidence.HttpRequestEvidence | contract.Unconfigured:
-    loaded = _receivers(ctx)
-    if loaded is None:
-        return contract.Unconfigured(ACTION_TYPE, "receivers_unconfigured")
-    _, provider, _ = build(loaded, contract.PlanReader(ctx.store, PLAN_MODELS), ctx.clock)
-    return provider
-
-
-ACTION = contract.BuiltInSpec(
-    action_type=ACTION_TYPE,
+ACTION = contract.configured_spec(
     plan_model=plan.HttpRequestPlan,
-    handler=_handler,
-    evidence=_evidence,
+    load=_receivers,
+    # Each side its own sender: the executes' connections apart from recovery's lookups.
+    handler=lambda config, plans, clock: build(config, plans, clock)[0],
+    evidence=lambda config, plans, clock: build(config, plans, clock)[1],
+    unconfigured="receivers_unconfigured",
 )
