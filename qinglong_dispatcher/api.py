@@ -16,6 +16,7 @@ from qinglong_dispatcher.domain import (
     fencing,
     ids,
     plans,
+    principals,
     records,
     recovery,
     states,
@@ -161,8 +162,13 @@ async def resolve_manually(
     resolution: states.Completion,
     operator: str,
     reason: str,
+    acting: ports.RecoveryStore | None = None,
+    context: principals.RequestContext | None = None,
 ) -> records.Transition:
-    """An operator settles one recovery_required execution (audited, fenced, one transaction)."""
+    """An operator settles one recovery_required execution (audited, fenced, one transaction).
+
+    The API reads through `store` and writes through `acting` (the store acting as the token's
+    principal), passing its request's `context` for the audit row."""
     plans.require_identifier("operator", operator)
     plans.require_identifier("reason", reason)
     now = clock.now_ms()
@@ -177,7 +183,7 @@ async def resolve_manually(
         raise errors.RecoveryRefused(
             f"dispatch {dispatch_id} is {effective.value}{by_clock}, not recovery_required"
         )
-    done = await store.resolve_recovery(
+    done = await (store if acting is None else acting).resolve_recovery(
         recovery.Resolution(
             fence=fencing.identity_of(execution),
             project_id=execution.project_id,
@@ -188,6 +194,7 @@ async def resolve_manually(
             reason_code=reason,
         ),
         now_ms=now,
+        context=context,
     )
     if done.outcome is not records.Outcome.COMPLETED:
         raise errors.RecoveryRefused(
@@ -197,12 +204,13 @@ async def resolve_manually(
 
 
 async def cancel_dispatch(
-    store: ports.Store,
+    store: ports.CancelStore,
     clock: ports.Clock,
     dispatch_id: str,
     *,
     operator: str,
     reason: str,
+    context: principals.RequestContext | None = None,
 ) -> records.Transition:
     """An operator cancels a `pending` or `retry_wait` dispatch (audited, fenced, one
     transaction); any other state, or a claim that commits first, is `CancelRefused`."""
@@ -210,7 +218,7 @@ async def cancel_dispatch(
     plans.require_identifier("reason", reason)
     request = cancels.Cancel(dispatch_id=dispatch_id, operator=operator, reason_code=reason)
     try:
-        done = await store.cancel_dispatch(request, now_ms=clock.now_ms())
+        done = await store.cancel_dispatch(request, now_ms=clock.now_ms(), context=context)
     except errors.TransitionRefused as exc:
         if exc.rule != "operator":
             raise

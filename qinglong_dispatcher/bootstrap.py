@@ -193,10 +193,12 @@ def build_api_server(
     *,
     authenticator: ports.Authenticator | None = None,
     heartbeat_s: float | None = None,
+    acting: ports.PrincipalStores | None = None,
 ) -> daemon.Service:
     """The control-plane API (`QINGLONG_API_LISTEN`); aiohttp is imported here, only then.
 
-    Until a token store fills `authenticator`, every token is refused (deny by default)."""
+    Until a token store fills `authenticator`, every token is refused (deny by default). The
+    writes act as each token's principal through `acting` (by default `store` itself)."""
     from qinglong_dispatcher.web import auth, context, events, server
 
     address = settings.api_address
@@ -221,6 +223,12 @@ def build_api_server(
         read_timeout_s=settings.api_read_timeout_seconds,
         hub=hub,
         shown=plan_preview_fields(),
+        acting=acting,
+        policy=api.Policy(
+            approval_ttl_ms=int(settings.approval_ttl_seconds * 1000),
+            max_attempts=settings.max_attempts,
+        ),
+        plan_models=lambda: {**builtin.PLAN_MODELS, **registry.installed().plan_models},
     )
     return server.ApiServer(
         address=address, ctx=ctx, max_connections=settings.api_max_connections, tls=tls

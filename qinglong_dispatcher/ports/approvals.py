@@ -52,12 +52,19 @@ class ApprovalStore(Protocol):
         decided_by: str,
         now_ms: int,
         context: principals.RequestContext | None = None,
+        reason: str | None = None,
     ) -> approvals.Approval:
-        """`pending@v1 → rejected@v2`: the request can never be approved or consumed."""
+        """`pending@v1 → rejected@v2`: the request can never be approved or consumed
+        (`reason`: a code an API request records in its audit row)."""
         ...
 
     async def consume(
-        self, approval_request_id: str, *, now_ms: int, max_attempts: int
+        self,
+        approval_request_id: str,
+        *,
+        now_ms: int,
+        max_attempts: int,
+        context: principals.RequestContext | None = None,
     ) -> approvals.Consumed:
         """`approved@v2 → consumed@v3` + dispatch + execution `pending@v0`, atomically."""
         ...

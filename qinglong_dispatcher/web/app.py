@@ -15,7 +15,19 @@ import structlog
 from aiohttp import web
 
 from qinglong_dispatcher.domain import errors
-from qinglong_dispatcher.web import auth, bodies, connections, context, openapi, problems, reads
+from qinglong_dispatcher.web import (
+    approvals,
+    auth,
+    bodies,
+    connections,
+    context,
+    openapi,
+    operations,
+    problems,
+    reads,
+    submits,
+    writing,
+)
 
 log = structlog.get_logger("qinglong_dispatcher.api")
 
@@ -31,6 +43,13 @@ ROUTES: Final[tuple[tuple[str, str, Handler], ...]] = (
     ("GET", "/status", reads.status),
     ("GET", "/events", reads.stream_events),
     ("GET", "/healthz", reads.healthz),
+    ("GET", "/approvals", approvals.list_approvals),
+    ("POST", "/dispatches", submits.submit),
+    ("POST", "/approvals/{approval_request_id}/approve", approvals.approve),
+    ("POST", "/approvals/{approval_request_id}/reject", approvals.reject),
+    ("POST", "/approvals/{approval_request_id}/consume", approvals.consume),
+    ("POST", "/dispatches/{dispatch_id}/cancel", operations.cancel),
+    ("POST", "/recovery/{dispatch_id}/resolve", operations.resolve),
 )
 """Every route but the OpenAPI document's own, under `PREFIX`."""
 
@@ -103,6 +122,8 @@ async def _openapi(request: web.Request) -> web.Response:
 
 async def _banner(request: web.Request, response: web.StreamResponse) -> None:
     response.headers["Server"] = problems.SERVER
+    if writing.REQUEST_ID in request:
+        response.headers[writing.REQUEST_ID_HEADER] = request[writing.REQUEST_ID]
 
 
 def document_bytes() -> bytes:

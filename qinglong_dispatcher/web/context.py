@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Final
 
 from aiohttp import web
 
-from qinglong_dispatcher import ports
-from qinglong_dispatcher.domain import plan_previews, principals
+from qinglong_dispatcher import api, ports
+from qinglong_dispatcher.domain import plan_previews, plans, principals
 from qinglong_dispatcher.lifecycle import http, metrics
-from qinglong_dispatcher.web import events, limits
+from qinglong_dispatcher.web import events, idempotency, limits
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -30,6 +31,16 @@ class Context:
     """Each action type's plan members a preview shows in clear (the models' declarations)."""
     auth_failures: limits.Limiter = dataclasses.field(default_factory=limits.auth_failure_limiter)
     writes: limits.Limiter = dataclasses.field(default_factory=limits.write_limiter)
+    acting: ports.PrincipalStores | None = None
+    """Where the writes become the token's principal; None: `store` itself (the daemon's)."""
+    policy: api.Policy = dataclasses.field(
+        default_factory=lambda: api.Policy(approval_ttl_ms=86_400_000, max_attempts=3)
+    )
+    """A new request's lifetime and a new dispatch's attempt budget (the settings')."""
+    plan_models: Callable[[], plans.PlanModels] | None = None
+    """The installed actions' plan models, for a type that is not built in."""
+    idempotency: idempotency.Keys = dataclasses.field(default_factory=idempotency.Keys)
+    """`Idempotency-Key`s of `POST /dispatches`, kept in this process."""
 
 
 CONTEXT: Final = web.AppKey("context", Context)

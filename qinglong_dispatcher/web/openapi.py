@@ -10,7 +10,7 @@ from typing import Any, Final
 
 import qinglong_dispatcher
 from qinglong_dispatcher.domain import dispatch_views, states
-from qinglong_dispatcher.web import problems, schemas
+from qinglong_dispatcher.web import openapi_writes, problems, schemas
 
 DOCUMENT_PATH: Final = "/openapi.json"
 
@@ -198,6 +198,14 @@ def _paths() -> dict[str, Any]:
     }
 
 
+def _merged(*parts: dict[str, Any]) -> dict[str, Any]:
+    paths: dict[str, Any] = {}
+    for part in parts:
+        for path, item in part.items():
+            paths[path] = {**paths.get(path, {}), **item}
+    return paths
+
+
 def document() -> dict[str, Any]:
     """The whole document (paths relative to the server URL `/api/v1`)."""
     return {
@@ -210,10 +218,10 @@ def document() -> dict[str, Any]:
         },
         "servers": [{"url": "/api/v1"}],
         "security": [{"bearer": []}],
-        "paths": _paths(),
+        "paths": _merged(_paths(), openapi_writes.paths()),
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": schemas.all_schemas(),
+            "schemas": {**schemas.all_schemas(), **openapi_writes.all_schemas()},
         },
     }
 

@@ -47,6 +47,8 @@ KINDS: Final[Mapping[str, Kind]] = {
     "body_too_large": Kind(413, "The request body exceeds the size cap"),
     "headers_too_large": Kind(431, "The request headers exceed the size cap"),
     "rate_limited": Kind(429, "Too many requests: retry after the time given"),
+    "idempotency_key_reused": Kind(422, "The Idempotency-Key was used with another body"),
+    "idempotency_key_in_flight": Kind(409, "A request with this Idempotency-Key is in progress"),
     # Refusals the store decides (the writes map to these; PostgreSQL's QLA/QLT SQLSTATEs
     # arrive here as the typed errors the adapter translates them into).
     "dispatch_not_found": Kind(404, "No dispatch has this id"),
@@ -55,6 +57,7 @@ KINDS: Final[Mapping[str, Kind]] = {
     "approval_expired": Kind(409, "The approval request has expired"),
     "approval_not_permitted": Kind(403, "This principal may not take this approval step"),
     "self_approval_refused": Kind(403, "The approver is the requester"),
+    "permission_denied": Kind(403, "The database does not allow this principal this change"),
     "approval_transition_refused": Kind(409, "The store refused this approval change"),
     "approval_refused": Kind(409, "The approval cannot take this step"),
     "transition_refused": Kind(409, "The store refused this state change"),

@@ -26,7 +26,7 @@ def _json(value: object) -> web.Response:
     return web.json_response(value, headers={"Cache-Control": "no-store"})
 
 
-def _only(request: web.Request, allowed: Collection[str]) -> None:
+def only_params(request: web.Request, allowed: Collection[str]) -> None:
     for name in request.query:
         if name not in allowed:
             raise problems.BadField(name, f"{name}: unknown query parameter")
@@ -35,7 +35,7 @@ def _only(request: web.Request, allowed: Collection[str]) -> None:
             raise problems.BadField(name, f"{name}: given more than once")
 
 
-def _field(name: str, text: str | None, parse: Callable[[str], T]) -> T | None:
+def query_field(name: str, text: str | None, parse: Callable[[str], T]) -> T | None:
     """`parse(text)`, a failure named as the field `name`; None when absent."""
     if text is None:
         return None
@@ -47,13 +47,13 @@ def _field(name: str, text: str | None, parse: Callable[[str], T]) -> T | None:
         raise problems.BadField(name, shown) from None
 
 
-def _limit(text: str) -> int:
+def parse_limit(text: str) -> int:
     if not text.isdigit() or len(text) > 6:
         raise errors.InvalidInput("limit: must be a whole number")
     return int(text)
 
 
-def _identifier(name: str) -> Callable[[str], str]:
+def identifier(name: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         plans.require_identifier(name, text)
         return text
@@ -64,14 +64,14 @@ def _identifier(name: str) -> Callable[[str], str]:
 @auth.requires("viewer")
 async def list_dispatches(request: web.Request) -> web.Response:
     """`GET /api/v1/dispatches`: a keyset page, newest first."""
-    _only(request, ("status", "action", "project", "limit", "after"))
+    only_params(request, ("status", "action", "project", "limit", "after"))
     q = request.query
-    status = _field("status", q.get("status"), states.EffectiveStatus)
-    action = _field("action", q.get("action"), _identifier("action"))
-    project = _field("project", q.get("project"), _identifier("project"))
-    limit = _field("limit", q.get("limit"), _limit)
-    after = _field("after", q.get("after"), dispatch_views.Cursor.parse)
-    query = _field(
+    status = query_field("status", q.get("status"), states.EffectiveStatus)
+    action = query_field("action", q.get("action"), identifier("action"))
+    project = query_field("project", q.get("project"), identifier("project"))
+    limit = query_field("limit", q.get("limit"), parse_limit)
+    after = query_field("after", q.get("after"), dispatch_views.Cursor.parse)
+    query = query_field(
         "limit",
         "",
         lambda _: dispatch_views.ListQuery(
@@ -96,7 +96,7 @@ async def list_dispatches(request: web.Request) -> web.Response:
 @auth.requires("viewer")
 async def show_dispatch(request: web.Request) -> web.Response:
     """`GET /api/v1/dispatches/{dispatch_id}`: what `dispatch show --json` prints."""
-    _only(request, ())
+    only_params(request, ())
     dispatch_id = request.match_info["dispatch_id"]
     if not plans.is_identifier(dispatch_id):
         # Not echoed: it is not an id, and may hold anything.
@@ -116,7 +116,7 @@ def _recovery_cursor(text: str) -> tuple[int, str]:
 
 
 def _recovery_limit(text: str) -> int:
-    value = _limit(text)
+    value = parse_limit(text)
     if not 1 <= value <= RECOVERY_MAX_LIMIT:
         raise errors.InvalidInput(f"limit: must be between 1 and {RECOVERY_MAX_LIMIT}")
     return value
@@ -143,9 +143,9 @@ def _snapshot(snap: recovery.Snapshot) -> dict[str, object]:
 @auth.requires("viewer")
 async def list_recovery(request: web.Request) -> web.Response:
     """`GET /api/v1/recovery`: a keyset page of `recovery_required` executions, by lease expiry."""
-    _only(request, ("limit", "after"))
-    limit = _field("limit", request.query.get("limit"), _recovery_limit) or 50
-    after = _field("after", request.query.get("after"), _recovery_cursor)
+    only_params(request, ("limit", "after"))
+    limit = query_field("limit", request.query.get("limit"), _recovery_limit) or 50
+    after = query_field("after", request.query.get("after"), _recovery_cursor)
     ctx = context.of(request)
     page = await ctx.store.list_recovery_required(
         now_ms=ctx.clock.now_ms(), limit=limit, after=after
@@ -162,8 +162,8 @@ async def list_recovery(request: web.Request) -> web.Response:
 @auth.requires("viewer")
 async def list_audit(request: web.Request) -> web.Response:
     """`GET /api/v1/audit?subject=ID`: the security audit records about one subject."""
-    _only(request, ("subject",))
-    subject = _field("subject", request.query.get("subject"), _identifier("subject"))
+    only_params(request, ("subject",))
+    subject = query_field("subject", request.query.get("subject"), identifier("subject"))
     if subject is None:
         raise problems.BadField("subject", "subject: required (a dispatch id)")
     events_ = await context.of(request).store.audit_events(subject)
@@ -189,7 +189,7 @@ async def list_audit(request: web.Request) -> web.Response:
 @auth.requires("viewer")
 async def status(request: web.Request) -> web.Response:
     """`GET /api/v1/status`: what `status --json` prints."""
-    _only(request, ())
+    only_params(request, ())
     ctx = context.of(request)
     counts = await ctx.store.counts(now_ms=ctx.clock.now_ms())
     return _json(
@@ -207,7 +207,7 @@ async def status(request: web.Request) -> web.Response:
 @auth.requires("viewer")
 async def stream_events(request: web.Request) -> web.StreamResponse:
     """`GET /api/v1/events`: Server-Sent Events."""
-    _only(request, ())
+    only_params(request, ())
     ctx = context.of(request)
     try:
         return await events.stream(request, ctx.hub, ctx.read_timeout_s)

@@ -95,6 +95,8 @@ async def _audit(
     operation: str,
     approval: approvals.Approval,
     actor: str,
+    *,
+    detail_code: str | None = None,
 ) -> None:
     await tokens.record_request(
         q,
@@ -104,7 +106,7 @@ async def _audit(
         actor=actor,
         project_id=approval.project_id,
         subject_id=approval.approval_request_id,
-        detail_code=approval.action_type,
+        detail_code=approval.action_type if detail_code is None else detail_code,
     )
 
 
@@ -166,8 +168,10 @@ async def reject(
     decided_by: str,
     now_ms: int,
     context: principals.RequestContext | None = None,
+    reason: str | None = None,
 ) -> approvals.Approval:
-    """`pending@v1 → rejected@v2`: the request can never be approved or consumed."""
+    """`pending@v1 → rejected@v2`: the request can never be approved or consumed. An API
+    request's `reason` code is its audit row's `detail_code` (else the action type)."""
     await _decide(
         q,
         "reject_approval",
@@ -178,7 +182,7 @@ async def reject(
     )
     rejected = await get(q, approval_request_id)
     assert rejected is not None
-    await _audit(q, principal, context, "reject", rejected, decided_by)
+    await _audit(q, principal, context, "reject", rejected, decided_by, detail_code=reason)
     return rejected
 
 
@@ -189,8 +193,10 @@ async def consume(
     *,
     now_ms: int,
     max_attempts: int,
+    context: principals.RequestContext | None = None,
 ) -> approvals.Consumed:
-    """`approved@v2 → consumed@v3`, the immutable dispatch and the `pending@v0` execution."""
+    """`approved@v2 → consumed@v3`, the immutable dispatch and the `pending@v0` execution; an
+    API request's audit row (`api.consume`) names the dispatch."""
     done = await q.one(
         "consume_approval",
         {
@@ -223,6 +229,16 @@ async def consume(
             "max_attempts": max_attempts,
             "now_ms": now_ms,
         },
+    )
+    await tokens.record_request(
+        q,
+        context,
+        principal=principal.name,
+        operation="consume",
+        actor=principal.name or "database",
+        project_id=done["project_id"],
+        subject_id=dispatch_id,
+        detail_code=done["action_type"],
     )
     return approvals.Consumed(
         approval_request_id=approval_request_id,

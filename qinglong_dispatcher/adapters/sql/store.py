@@ -141,6 +141,7 @@ class SqlStore(plan_store.PlanMethods):
         decided_by: str,
         now_ms: int,
         context: principals.RequestContext | None = None,
+        reason: str | None = None,
     ) -> approval_records.Approval:
         """See `ports.ApprovalStore.reject`."""
         self.approver.require_role(_APPROVER)
@@ -152,6 +153,7 @@ class SqlStore(plan_store.PlanMethods):
                 decided_by=decided_by,
                 now_ms=now_ms,
                 context=context,
+                reason=reason,
             )
         )
 

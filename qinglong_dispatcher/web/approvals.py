@@ -1,0 +1,134 @@
+"""The approvals queue and its decisions: list (`viewer`), approve, reject, consume (`approver`).
+
+Each decision runs on the store acting as the token's principal, so the database (PostgreSQL's
+grants and triggers, SQLite's store) decides who may approve what, separation of duties
+included, and the audit row naming the principal, token, client and request commits with it.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from qinglong_dispatcher.domain import approval_views, approvals, errors
+from qinglong_dispatcher.web import auth, context, reads, writing
+
+_ID = "approval_request_id"
+
+
+def approval_json(approval: approvals.Approval) -> dict[str, object]:
+    """An approval request's JSON members (its plan is not among them)."""
+    return {
+        "approval_request_id": approval.approval_request_id,
+        "project_id": approval.project_id,
+        "action_type": approval.action_type,
+        "action_ref": approval.action_ref,
+        "action_digest": approval.action_digest,
+        "status": approval.status.value,
+        "version": approval.version,
+        "requested_by": approval.requested_by,
+        "requested_principal": approval.requested_principal,
+        "decided_by": approval.decided_by,
+        "decided_principal": approval.decided_principal,
+        "consumed_principal": approval.consumed_principal,
+        "created_at_ms": approval.created_at_ms,
+        "expires_at_ms": approval.expires_at_ms,
+    }
+
+
+def _consumed(consumed: approvals.Consumed) -> dict[str, object]:
+    return {
+        "approval_request_id": consumed.approval_request_id,
+        "dispatch_id": consumed.dispatch_id,
+        "action_ref": consumed.action_ref,
+    }
+
+
+@auth.requires("viewer")
+async def list_approvals(request: web.Request) -> web.Response:
+    """`GET /api/v1/approvals`: the waiting requests, newest first, each with its requester and
+    its plan's redacted preview (what `approval list --json` prints)."""
+    reads.only_params(request, ("action", "project", "limit", "after"))
+    q = request.query
+    action = reads.query_field("action", q.get("action"), reads.identifier("action"))
+    project = reads.query_field("project", q.get("project"), reads.identifier("project"))
+    limit = reads.query_field("limit", q.get("limit"), reads.parse_limit)
+    after = reads.query_field("after", q.get("after"), approval_views.Cursor.parse)
+    query = reads.query_field(
+        "limit",
+        "",
+        lambda _: approval_views.ListQuery(
+            action_type=action,
+            project_id=project,
+            limit=approval_views.DEFAULT_LIMIT if limit is None else limit,
+            after=after,
+        ),
+    )
+    assert query is not None
+    ctx = context.of(request)
+    page = await ctx.store.list_waiting_approvals(query, now_ms=ctx.clock.now_ms(), shown=ctx.shown)
+    return writing.ok(
+        {
+            "approvals": [row.as_dict() for row in page.approvals],
+            "next": None if page.next is None else str(page.next),
+        }
+    )
+
+
+@auth.requires("approver")
+async def approve(request: web.Request) -> web.Response:
+    """`POST /api/v1/approvals/{id}/approve`: approve as the principal, then consume the request
+    into its dispatch (two transactions: if the second fails, `consume` finishes it)."""
+    admitted = await writing.begin(request)
+    if isinstance(admitted, web.Response):
+        return admitted
+    approval_id = writing.path_id(request, _ID, errors.ApprovalNotFound)
+    ctx = context.of(request)
+    approved = await admitted.store.approve(
+        approval_id,
+        decided_by=admitted.principal.principal,
+        now_ms=ctx.clock.now_ms(),
+        context=admitted.request,
+    )
+    consumed = await admitted.store.consume(
+        approval_id,
+        now_ms=ctx.clock.now_ms(),
+        max_attempts=ctx.policy.max_attempts,
+        context=admitted.request,
+    )
+    return writing.ok({"approval": approval_json(approved), **_consumed(consumed)})
+
+
+@auth.requires("approver")
+async def consume(request: web.Request) -> web.Response:
+    """`POST /api/v1/approvals/{id}/consume`: an approved request becomes its dispatch (needed
+    only when `approve` committed its approval but not its dispatch)."""
+    admitted = await writing.begin(request)
+    if isinstance(admitted, web.Response):
+        return admitted
+    approval_id = writing.path_id(request, _ID, errors.ApprovalNotFound)
+    ctx = context.of(request)
+    consumed = await admitted.store.consume(
+        approval_id,
+        now_ms=ctx.clock.now_ms(),
+        max_attempts=ctx.policy.max_attempts,
+        context=admitted.request,
+    )
+    return writing.ok(_consumed(consumed))
+
+
+@auth.requires("approver")
+async def reject(request: web.Request) -> web.Response:
+    """`POST /api/v1/approvals/{id}/reject` `{"reason": CODE}`: it can never be approved."""
+    admitted = await writing.begin(request, ("reason",))
+    if isinstance(admitted, web.Response):
+        return admitted
+    approval_id = writing.path_id(request, _ID, errors.ApprovalNotFound)
+    reason = writing.code(admitted.body, "reason")
+    rejected = await admitted.store.reject(
+        approval_id,
+        decided_by=admitted.principal.principal,
+        now_ms=context.of(request).clock.now_ms(),
+        context=admitted.request,
+        reason=reason,
+    )
+    return writing.ok({"approval": approval_json(rejected)})

@@ -1,0 +1,288 @@
+"""The OpenAPI operations and schemas of the writes and of the approvals queue."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from qinglong_dispatcher.domain import approval_views, states
+from qinglong_dispatcher.web import idempotency, problems, schemas, writing
+
+_ID: Final = schemas.ID
+_MS: Final = schemas.MS
+_STR: Final = schemas.NULLABLE_STR
+_ref = schemas.ref
+
+
+def _problem(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {problems.CONTENT_TYPE: {"schema": _ref("Problem")}},
+    }
+
+
+_REQUEST_ID: Final = {
+    writing.REQUEST_ID_HEADER: {
+        "description": "the request id its audit row records",
+        "schema": {"type": "string"},
+    }
+}
+
+_WRITE_ERRORS: Final = {
+    "400": _problem(
+        "A body member or the path is not valid (`field` names it); a member "
+        "that is not the operation's (one naming a principal) is refused"
+    ),
+    "401": _problem("No valid bearer token"),
+    "403": _problem(
+        "The token's role is below the endpoint's (`forbidden`), or the database refused the "
+        "principal (`approval_not_permitted`, `self_approval_refused`, `permission_denied`)"
+    ),
+    "404": _problem("No such approval request or dispatch"),
+    "408": _problem("The body did not arrive in time"),
+    "409": _problem("The store refused the step in the state it found"),
+    "413": _problem("The body exceeds the cap"),
+    "429": {
+        **_problem("Too many writes by this principal"),
+        "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+    },
+    "500": _problem("Server fault (no detail)"),
+    "503": _problem("The store is saturated: retry after `Retry-After`"),
+}
+
+
+def _write(
+    operation_id: str,
+    summary: str,
+    role: str,
+    *,
+    path_id: str | None,
+    body: str | None,
+    answer: str,
+    status: str = "200",
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "operationId": operation_id,
+        "summary": f"{summary} (role {role})",
+        "security": [{"bearer": []}],
+        "responses": {
+            status: {
+                "description": "Done, as the token's principal",
+                "headers": _REQUEST_ID,
+                "content": {"application/json": {"schema": _ref(answer)}},
+            },
+            **_WRITE_ERRORS,
+            **(extra or {}),
+        },
+    }
+    if path_id is not None:
+        op["parameters"] = [{"name": path_id, "in": "path", "required": True, "schema": _ID}]
+    if body is not None:
+        op["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": _ref(body)}},
+        }
+    return op
+
+
+def paths() -> dict[str, Any]:
+    """The path items (merged into the document's by method)."""
+    submit = _write(
+        "submitDispatch",
+        "Create a plan and its pending approval request, requested by the principal",
+        "submitter",
+        path_id=None,
+        body="SubmitBody",
+        answer="ApprovalAnswer",
+        status="201",
+        extra={
+            "409": _problem(
+                "The action ref has a plan already, or the Idempotency-Key is in "
+                "flight (`idempotency_key_in_flight`)"
+            ),
+            "422": _problem("The Idempotency-Key was used with another body"),
+        },
+    )
+    submit["parameters"] = [
+        {
+            "name": idempotency.HEADER,
+            "in": "header",
+            "required": False,
+            "description": "the same key and body answer the first 201 again, with "
+            f"`{idempotency.REPLAYED}: true` (kept in this process for a day)",
+            "schema": {"type": "string", "maxLength": 257},
+        }
+    ]
+    return {
+        "/approvals": {
+            "get": {
+                "operationId": "listApprovals",
+                "summary": "The waiting approval requests, newest first, with the requester "
+                "and the plan's redacted preview (role viewer)",
+                "security": [{"bearer": []}],
+                "parameters": [
+                    _query("action", "action type", _ID),
+                    _query("project", "project id", _ID),
+                    _query(
+                        "limit",
+                        "page size",
+                        {"type": "integer", "minimum": 1, "maximum": approval_views.MAX_LIMIT},
+                    ),
+                    _query(
+                        "after",
+                        f"the `next` of the previous page ({approval_views.CURSOR_FORMAT})",
+                        {"type": "string"},
+                    ),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "A page",
+                        "content": {"application/json": {"schema": _ref("ApprovalPage")}},
+                    },
+                    **{k: v for k, v in _WRITE_ERRORS.items() if k in ("400", "401", "403")},
+                },
+            }
+        },
+        "/dispatches": {"post": submit},
+        "/approvals/{approval_request_id}/approve": {
+            "post": _write(
+                "approveApproval",
+                "Approve as the principal (not the requester), then consume into the dispatch",
+                "approver",
+                path_id="approval_request_id",
+                body=None,
+                answer="ApprovedAnswer",
+            )
+        },
+        "/approvals/{approval_request_id}/reject": {
+            "post": _write(
+                "rejectApproval",
+                "Reject: it can never be approved",
+                "approver",
+                path_id="approval_request_id",
+                body="ReasonBody",
+                answer="ApprovalAnswer",
+            )
+        },
+        "/approvals/{approval_request_id}/consume": {
+            "post": _write(
+                "consumeApproval",
+                "Consume an approved request into its dispatch (after an approve whose "
+                "dispatch did not commit)",
+                "approver",
+                path_id="approval_request_id",
+                body=None,
+                answer="ConsumedAnswer",
+            )
+        },
+        "/dispatches/{dispatch_id}/cancel": {
+            "post": _write(
+                "cancelDispatch",
+                "Cancel a pending or retry_wait dispatch",
+                "operator",
+                path_id="dispatch_id",
+                body="ReasonBody",
+                answer="TransitionAnswer",
+            )
+        },
+        "/recovery/{dispatch_id}/resolve": {
+            "post": _write(
+                "resolveRecovery",
+                "Settle a recovery_required execution by hand; refused while its lease is live",
+                "operator",
+                path_id="dispatch_id",
+                body="ResolveBody",
+                answer="TransitionAnswer",
+            )
+        },
+    }
+
+
+def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": schema,
+    }
+
+
+def _object(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": required,
+        "properties": properties,
+        "additionalProperties": False,
+    }
+
+
+def all_schemas() -> dict[str, Any]:
+    """The schemas the operations above name."""
+    approval = {
+        "approval_request_id": _ID,
+        "project_id": _ID,
+        "action_type": _ID,
+        "action_ref": _ID,
+        "action_digest": {"type": "string"},
+        "status": {"type": "string"},
+        "version": {"type": "integer"},
+        "requested_by": {"type": "string"},
+        "requested_principal": {"type": "string"},
+        "decided_by": _STR,
+        "decided_principal": _STR,
+        "consumed_principal": _STR,
+        "created_at_ms": _MS,
+        "expires_at_ms": _MS,
+    }
+    waiting = {
+        "approval_request_id": _ID,
+        "project_id": _ID,
+        "action_type": _ID,
+        "action_ref": _ID,
+        "action_digest": {"type": "string"},
+        "requested_by": {"type": "string"},
+        "requested_principal": {"type": "string"},
+        "created_at_ms": _MS,
+        "expires_at_ms": _MS,
+        "plan": {"type": ["object", "null"], "description": "the redacted preview"},
+        "plan_code": _STR,
+    }
+    consumed = {"approval_request_id": _ID, "dispatch_id": _ID, "action_ref": _ID}
+    reason = {"type": "string", "pattern": _ID["pattern"], "description": "a reason code"}
+    return {
+        "Approval": _object(sorted(approval), approval),
+        "WaitingApproval": _object(sorted(waiting), waiting),
+        "ApprovalPage": _object(
+            ["approvals", "next"],
+            {"approvals": {"type": "array", "items": _ref("WaitingApproval")}, "next": _STR},
+        ),
+        "ApprovalAnswer": _object(["approval"], {"approval": _ref("Approval")}),
+        "ApprovedAnswer": _object(
+            ["approval", *sorted(consumed)], {"approval": _ref("Approval"), **consumed}
+        ),
+        "ConsumedAnswer": _object(sorted(consumed), consumed),
+        "TransitionAnswer": _object(
+            ["dispatch_id", "status", "version"],
+            {
+                "dispatch_id": _ID,
+                "status": {"type": ["string", "null"]},
+                "version": {"type": ["integer", "null"]},
+            },
+        ),
+        "SubmitBody": _object(
+            ["action", "plan"],
+            {
+                "action": {**_ID, "description": "the action type"},
+                "plan": {"type": "object", "description": "the exact-shape plan"},
+            },
+        ),
+        "ReasonBody": _object(["reason"], {"reason": reason}),
+        "ResolveBody": _object(
+            ["as", "reason"],
+            {
+                "as": {"type": "string", "enum": [c.value for c in states.Completion]},
+                "reason": reason,
+            },
+        ),
+    }

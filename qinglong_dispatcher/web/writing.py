@@ -1,0 +1,95 @@
+"""What every write endpoint shares: the rate limit, the body, the acting store, the audit."""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from collections.abc import Collection
+from typing import Final
+
+from aiohttp import web
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.domain import errors, plans, principals
+from qinglong_dispatcher.web import auth, bodies, context, problems
+
+REQUEST_ID_HEADER: Final = "X-Request-Id"
+REQUEST_ID: Final = web.RequestKey("request_id", str)
+"""The request id the server drew for a write: in its audit row and its response header."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Write:
+    """One admitted write: who, the body, the store acting as them, and the audit context."""
+
+    principal: principals.Authenticated
+    body: dict[str, object]
+    store: ports.ActingStore
+    request: principals.RequestContext
+
+
+def request_id(request: web.Request) -> str:
+    """This request's id, drawn on first use (never taken from the client)."""
+    if REQUEST_ID not in request:
+        request[REQUEST_ID] = "req_" + secrets.token_hex(12)
+    return request[REQUEST_ID]
+
+
+async def read_body(request: web.Request, members: Collection[str]) -> dict[str, object]:
+    """The body (none at all is `{}`); a member not in `members` is 400 naming it, so a body
+    naming a principal or a requester is refused, never taken for the token's."""
+    body: dict[str, object] = {}
+    if request.body_exists:
+        body = await bodies.read_object(request)
+    for name in body:
+        if name not in members:
+            shown = name if plans.is_identifier(name) else "?"
+            raise problems.BadField(shown, f"{shown}: not a member of this request's body")
+    return body
+
+
+async def begin(request: web.Request, members: Collection[str] = ()) -> Write | web.Response:
+    """Admit a write: its principal's rate limit, then its body, then the store acting as the
+    principal; a `web.Response` is the refusal to answer."""
+    refused = auth.write_refusal(request)
+    if refused is not None:
+        return refused
+    body = await read_body(request, members)
+    ctx = context.of(request)
+    who = context.principal(request)
+    acting = ctx.acting if ctx.acting is not None else ctx.store
+    return Write(
+        principal=who,
+        body=body,
+        store=await acting.acting_as(who),
+        request=principals.RequestContext(
+            token_id=who.token_id,
+            client_address=auth.client_key(request)[:128],
+            request_id=request_id(request),
+        ),
+    )
+
+
+def code(body: dict[str, object], name: str, *, required: bool = True) -> str | None:
+    """A body member that must be a plain identifier (a reason code): 400 naming it."""
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise problems.BadField(name, f"{name}: required")
+        return None
+    if not isinstance(value, str) or not plans.is_identifier(value):
+        raise problems.BadField(name, f"{name}: must be an identifier (a code)")
+    return value
+
+
+def path_id(request: web.Request, name: str, missing: type[errors.QinglongError]) -> str:
+    """The path segment `name` when it is an id; `missing` (a 404) when not, not echoed."""
+    value = request.match_info[name]
+    if not plans.is_identifier(value):
+        raise missing("no such id (not an id)")
+    return value
+
+
+def ok(value: object, *, status: int = 200) -> web.Response:
+    """A JSON answer that is never cached."""
+    return web.json_response(value, status=status, headers={"Cache-Control": "no-store"})
