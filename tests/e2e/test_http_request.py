@@ -103,6 +103,11 @@ def _show(t: Target, dispatch_id: str) -> dict[str, Any]:
     return t.show(dispatch_id)
 
 
+def _outcome_counted(port: int) -> str | None:
+    status, page = daemon.get(port, "/metrics")
+    return page if status == 200 and 'action_type="http.request"' in page else None
+
+
 def _settle_by_evidence(t: Target, dispatch_id: str) -> dict[str, Any]:
     """Tick until the reconciler has settled `dispatch_id` (its lease must run out first)."""
     deadline = time.monotonic() + 30
@@ -189,9 +194,8 @@ def _end_to_end(t: Target, receiver: Receiver) -> None:
         env["QINGLONG_PROFILE"] = "cluster"
     with daemon.running(t.cwd, env) as running:
         daemon.wait_until(lambda: receiver.executed(daemon_sent) == 1)
-        status, page = daemon.get(port, "/metrics")
-        assert status == 200
-        assert 'action_type="http.request"' in page
+        # The outcome is counted once the completion is written, a moment after the effect.
+        page = daemon.wait_until(lambda: _outcome_counted(port))
         running.send_signal(signal.SIGTERM)
         assert running.wait(timeout=30) == 0
         t.printed += [page, running.stderr]

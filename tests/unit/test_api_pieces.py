@@ -95,7 +95,9 @@ def test_every_typed_error_has_a_problem_type(cls: type[errors.QinglongError]) -
         or cls is errors.QinglongError
     ):
         return  # raised at startup, never while serving: a 500 without detail if it were
-    if issubclass(cls, errors.StoreError) and not isinstance(cls("x"), errors.TransitionRefused):
+    # A store error is a fault (5xx, no detail) unless it is the database's refusal.
+    refusals = errors.TransitionRefused | errors.PrincipalNotPermitted
+    if issubclass(cls, errors.StoreError) and not isinstance(cls("x"), refusals):
         assert int(str(problem["status"])) >= 500
         assert "detail" not in problem
     else:
