@@ -9,7 +9,6 @@ from __future__ import annotations
 import http.client
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,12 +82,13 @@ def _control_plane(name: str, cwd: Path, names: dict[str, str]) -> None:
         wait_until(settled)
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(30) == 0
-        assert alice not in daemon.stderr and bob not in daemon.stderr
+        assert alice not in daemon.stderr
+        assert bob not in daemon.stderr
 
 
 @pytest.fixture
-def principal_names() -> Iterator[dict[str, str]]:
-    yield {who: stores.session_principal(f"{who}_daemon") for who in ("alice", "bob")}
+def principal_names() -> dict[str, str]:
+    return {who: stores.session_principal(f"{who}_daemon") for who in ("alice", "bob")}
 
 
 async def test_a_control_plane_submits_and_an_approver_approves_through_the_daemons_api(
