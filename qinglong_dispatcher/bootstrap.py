@@ -153,8 +153,15 @@ def build_dispatcher(
     )
 
 
-def build_daemon_parts(settings: Settings, store: ports.Store, clock: ports.Clock) -> daemon.Parts:
-    """Everything the daemon owns, wired for the profile."""
+def build_daemon_parts(
+    settings: Settings,
+    store: ports.Store,
+    clock: ports.Clock,
+    *,
+    acting: ports.PrincipalStores | None = None,
+) -> daemon.Parts:
+    """Everything the daemon owns, wired for the profile (`acting`: where the API's writes
+    become each token's principal; by default `store` itself)."""
     the_metrics = metrics.Metrics(profile=settings.profile, cadence_s=settings.cadence_seconds)
     the_dispatcher = build_dispatcher(settings, store, clock, on_renewal=the_metrics.record_renewal)
     # A tick waits for its executes, so liveness allows the execute timeout on top.
@@ -179,7 +186,7 @@ def build_daemon_parts(settings: Settings, store: ports.Store, clock: ports.Cloc
         parts.pruner = pruning.Pruner(store, clock, metrics=the_metrics)
     if settings.api_listen is not None:
         parts.api = build_api_server(
-            settings, store, clock, the_metrics, parts.health, authenticator=store
+            settings, store, clock, the_metrics, parts.health, authenticator=store, acting=acting
         )
     return parts
 
@@ -294,3 +301,12 @@ def write_plan_keys(path: Path, *, add: bool) -> tuple[str, int]:
     active key in the ring at `path`; the active key id and how many keys the ring holds."""
     ring = plan_keyring.add_key(path) if add else plan_keyring.generate(path)
     return ring.active, len(ring.ids)
+
+
+async def open_api_writer(settings: Settings) -> ports.Store | None:
+    """The store of `QINGLONG_API_DATABASE_URL` (the API's NOINHERIT login, cluster), whose
+    transactions become each token's principal; None when unset (the daemon's store acts)."""
+    if settings.api_database_url is None:
+        return None
+    api_settings = settings.model_copy(update={"database_url": settings.api_database_url})
+    return await _dialect(settings).open_store(api_settings, create=False)

@@ -175,6 +175,9 @@ class Settings(BaseSettings):
     api_client_ca_file: Path | None = Field(
         None, description="API: CA certificates a client certificate must chain to (mTLS)"
     )
+    api_database_url: str | None = Field(
+        None, description="cluster API: the _api role's login; its writes act as each principal"
+    )
     api_max_connections: int = Field(64, ge=1, le=10_000, description="API: connections at most")
     api_max_body_bytes: int = Field(
         256 * 1024, ge=1024, le=16 * 1024 * 1024, description="API: request body cap"
@@ -278,6 +281,14 @@ class Settings(BaseSettings):
                 f"{env_name('audit_retention_days')}: must be at least "
                 f"{env_name('retention_days')} ({self.retention_days:g}) "
                 f"(got {self.audit_retention_days:g})"
+            )
+        if self.api_database_url is not None and (
+            self.profile != "cluster" or database_urls.split(self.api_database_url)[0] != "postgres"
+        ):
+            raise ValueError(
+                f"{env_name('api_database_url')}: a postgresql://… login of the cluster profile "
+                f"(got {database_urls.redact(self.api_database_url)!r}); on edge the file's "
+                "owner writes for the API"
             )
         if tls := listen_address.tls_refusal(self, env_name):
             raise ValueError(tls)

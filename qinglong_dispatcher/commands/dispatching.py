@@ -9,7 +9,7 @@ import sys
 
 import structlog
 
-from qinglong_dispatcher import bootstrap, clock
+from qinglong_dispatcher import bootstrap, clock, ports
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.lifecycle import daemon, http, skew
@@ -22,6 +22,7 @@ async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     """The daemon until SIGTERM/SIGINT."""
     store = await common.open_store(settings, check_integrity=True)
     listener: http.Listener | None = None
+    writer: ports.Store | None = None
     authority = contextlib.ExitStack()
     try:
         authority.enter_context(bootstrap.sole_daemon(settings))
@@ -29,7 +30,8 @@ async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         await store.probe_plan_keys()
         if reasons := await store.ddl_capabilities():
             log.warning("store.ddl_capable_role", reasons=list(reasons))
-        parts = bootstrap.build_daemon_parts(settings, store, clock.SystemClock())
+        writer = await bootstrap.open_api_writer(settings)
+        parts = bootstrap.build_daemon_parts(settings, store, clock.SystemClock(), acting=writer)
         listener = http.Listener(
             settings.metrics_host,
             settings.metrics_port,
@@ -50,6 +52,8 @@ async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     finally:
         if listener is not None:
             listener.stop()
+        if writer is not None:
+            await writer.close()
         await store.close()
         authority.close()
 

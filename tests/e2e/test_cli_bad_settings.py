@@ -49,6 +49,7 @@ BAD: dict[str, str] = {
     "api_tls_cert_file": "/nonexistent/cert.pem",
     "api_tls_key_file": "/nonexistent/key.pem",
     "api_client_ca_file": "/nonexistent/ca.pem",
+    "api_database_url": "sqlite:///not-a-login.db",
     "api_max_connections": "0",
     "api_max_body_bytes": "256 KiB",
     "api_read_timeout_seconds": "1e308",
