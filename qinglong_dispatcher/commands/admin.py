@@ -89,6 +89,10 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         "oldest_due_age_seconds": age,
         "runs": counts.runs,
         "step_runs": dict(counts.step_runs),
+        "expired_leases": {
+            "count": counts.expired_leases,
+            "by_owner": dict(counts.expired_lease_owners),
+        },
     }
     if args.json:
         common.print_json(result)
@@ -100,6 +104,10 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{'runs':<18} {counts.runs}")
         for state, n in counts.step_runs.items():
             print(f"{'step_runs ' + state:<18} {n}")
+        owners = ", ".join(f"{o}: {n}" for o, n in counts.expired_lease_owners.items())
+        print(
+            f"{'expired leases':<18} {counts.expired_leases}" + (f" ({owners})" if owners else "")
+        )
     return common.EXIT_OK
 
 
