@@ -194,9 +194,17 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--requested-by", required=True, metavar="W")
     a.add_argument("--json", action="store_true")
     a = approval_sub.add_parser(
-        "approve", parents=[shared], help="approve a pending request (another principal)"
+        "approve",
+        parents=[shared],
+        help="approve pending requests (another principal), all in one transaction",
     )
-    a.add_argument("approval_request_id", metavar="ID")
+    a.add_argument("approval_request_ids", nargs="*", metavar="ID")
+    a.add_argument(
+        "--from-file",
+        type=Path,
+        metavar="FILE",
+        help="more ids, one per line (blank lines and # comments ignored)",
+    )
     a.add_argument("--by", required=True, metavar="W")
     a.add_argument("--json", action="store_true")
     a = approval_sub.add_parser(
