@@ -25,6 +25,9 @@ log = structlog.get_logger("qinglong_dispatcher.dispatcher")
 __all__ = ["BatchReport", "DispatchConfig", "Dispatcher", "FaultHook", "RenewalObserver"]
 
 
+FIRST_IDS = 5
+"""How many dispatch ids a page's `dispatch.claimed` event names (with the page's count)."""
+
 SETTLED_OUTCOMES = frozenset({"succeeded", "failed", "blocked"})
 """Item outcomes that are terminal execution statuses (the dispatch is settled)."""
 
@@ -131,8 +134,13 @@ class Dispatcher:
                 )
         claimed: Sequence[records.Claim] = batch.claimed
         if claimed:
-            # One event for the page's claims (their attempts are in the ledger).
-            log.info("dispatch.claimed", dispatch_ids=[c.dispatch_id for c in claimed])
+            # One event for the page's claims, kept short: the count and the first few ids (the
+            # ledger has every claim; `dispatch.page_committed` names what committed).
+            log.info(
+                "dispatch.claimed",
+                count=len(claimed),
+                first_ids=[c.dispatch_id for c in claimed[:FIRST_IDS]],
+            )
         await self._prefetch(claimed)
         if not self.draining:
             claimed = await self._page.run(claimed, report.count)

@@ -1,4 +1,4 @@
-"""A claim that takes over another owner's expired lease is logged and counted."""
+"""Claims as an operator sees them: takeovers logged and counted, expired leases, page events."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from qinglong_dispatcher.lifecycle import daemon
 from qinglong_dispatcher.settings import load_settings
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
+from tests.support.dispatching import make_dispatcher
 from tests.support.stores import Harness
 
 SHORT_LEASE_MS = 1_000
@@ -113,3 +114,17 @@ async def test_status_counts_expired_leases_by_owner_the_few_largest(
     assert counts.expired_leases == 7
     assert dict(counts.expired_lease_owners) == {"w1": 2, "o2": 1, "o3": 1, "o4": 1, "o5": 1}
     assert list(counts.expired_lease_owners) == ["w1", "o2", "o3", "o4", "o5"]
+
+
+async def test_a_page_claim_logs_its_count_and_only_the_first_ids(
+    harness: Harness, clock: ManualClock
+) -> None:
+    consumed = await submit_runs(harness.approver_store, clock, 12)
+    with structlog.testing.capture_logs() as logs:
+        report = await make_dispatcher(harness.store, clock).dispatch_batch()
+    assert report.outcomes["succeeded"] == 12
+    (claimed,) = [e for e in logs if e["event"] == "dispatch.claimed"]
+    assert claimed["count"] == 12
+    assert "dispatch_ids" not in claimed
+    assert len(claimed["first_ids"]) == 5
+    assert set(claimed["first_ids"]) <= {c.dispatch_id for c in consumed}
