@@ -49,3 +49,22 @@ async def test_status_names_the_owners_of_expired_leases(workdir: Path) -> None:
     assert text.returncode == 0, text.stderr
     (line,) = [s for s in text.stdout.splitlines() if s.startswith("expired leases")]
     assert line.split(None, 2)[2] == "3 (w1: 2, w2: 1)"
+
+
+async def test_status_text_is_in_aligned_columns(workdir: Path) -> None:
+    # 12 expired leases and 3 of 1 digit: values of different widths.
+    await _stall(workdir / "var" / "qinglong.db", ["w1"] * 12)
+    text = run_cli("status", cwd=workdir)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert len(lines) >= 10
+    # Every value ends in the same column (right-aligned numbers), after at least two spaces.
+    ends = set()
+    for line in lines:
+        label_and_value = line.split(" (")[0]
+        ends.add(len(label_and_value))
+        assert "  " in label_and_value, line
+    assert len(ends) == 1, text.stdout
+    starts = {len(line) - len(line.lstrip()) for line in lines}
+    assert starts == {0}
+    assert any(line.startswith("expired leases") and line.endswith("(w1: 12)") for line in lines)
