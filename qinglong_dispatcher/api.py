@@ -113,6 +113,16 @@ class Api:
             approval_request_id, decided_by=decided_by, now_ms=self._clock.now_ms()
         )
 
+    async def approve_many(
+        self, ids: Sequence[str], *, decided_by: str
+    ) -> list[approvals.Approval]:
+        """Approve every request, in one transaction: all or nothing (the first refusal is
+        raised, naming its request)."""
+        plans.require_identifier("approved-by", decided_by)
+        return await self._store.approve_many(
+            ids, decided_by=decided_by, now_ms=self._clock.now_ms()
+        )
+
     async def reject(self, approval_request_id: str, *, decided_by: str) -> approvals.Approval:
         """Reject (cancel) a pending request: it can never be approved or consumed."""
         plans.require_identifier("by", decided_by)

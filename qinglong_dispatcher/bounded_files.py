@@ -10,6 +10,9 @@ CONFIG_MAX_BYTES = 1024 * 1024
 JSONL_MAX_BYTES = 64 * 1024 * 1024
 """A `--from-jsonl` file: each line is held to the plan cap and a submit to 10,000 plans."""
 
+APPROVAL_IDS_MAX_BYTES = 1024 * 1024
+"""An `approval approve --from-file` list: one id a line, some 20,000 of them."""
+
 URL_FILE_MAX_BYTES = 8 * 1024
 """A `QINGLONG_DATABASE_URL_FILE`: one URL and a trailing newline."""
 

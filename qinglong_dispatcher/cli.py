@@ -6,35 +6,42 @@ import argparse
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
-
-import anyio
+from typing import TYPE_CHECKING, NoReturn
 
 from qinglong_dispatcher import __version__
-from qinglong_dispatcher.actions import registry
-from qinglong_dispatcher.commands import (
-    admin,
-    bench,
-    common,
-    dispatches,
-    dispatching,
-    keys,
-    previews,
-    prune,
-    recovery,
-    submitting,
-    tokens,
-)
-from qinglong_dispatcher.domain import approval_views, dispatch_views, errors, plans, states
-from qinglong_dispatcher.lifecycle import logging as log_setup
-from qinglong_dispatcher.settings import Settings, load_settings
 
-PROG = common.PROG
+if TYPE_CHECKING:
+    from qinglong_dispatcher.domain import errors
+    from qinglong_dispatcher.settings import Settings
+
+# `--version` and `--help` import nothing more than this module: the commands, the drivers,
+# pydantic, structlog and anyio are imported by `build_subcommands` and `main`, on use.
+
+PROG = "qinglong-dispatcher"
+
+COMMANDS = {
+    "migrate": "apply pending migrations (or verify with --check)",
+    "run": "run the dispatcher daemon until SIGTERM/SIGINT",
+    "tick": "run one batch (--once) or until nothing is due (--drain)",
+    "status": "counts per execution status, due backlog, runs",
+    "submit": "create, approve and consume actions in one step",
+    "approval": "create, approve, reject or consume one approval request, or list those waiting",
+    "dispatch": "list dispatches (newest first), show one, or cancel one waiting",
+    "recovery": "list or settle recovery_required executions",
+    "bench": "measure throughput, latency, cost per dispatch and idle footprint",
+    "prune": "delete finished dispatch trees and old audit records (retention)",
+    "keys": "the plan key ring: generate, rotate stored plans, check they open",
+    "token": "API tokens: create (prints the secret once), list, revoke",
+    "health": "exit 0 when the store is reachable and migrated",
+}
+"""Every command and its one-line help, in the order `--help` lists them."""
 EXIT_SOFTWARE = 70
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
+        from qinglong_dispatcher.commands import common
+
         raise common.UsageError(message)
 
 
@@ -52,6 +59,10 @@ def _positive_int(text: str) -> int:
 def _require_known_action(args: argparse.Namespace) -> None:
     """`--action` names a built-in or installed type; the entry points are read (once, after
     logging is set up: loading logs `actions.loaded`) only for another name."""
+    from qinglong_dispatcher.actions import registry
+    from qinglong_dispatcher.commands import common
+    from qinglong_dispatcher.domain import plans
+
     action = getattr(args, "action", None) if getattr(args, "action_option", False) else None
     if action is None or action in registry.BUILT_IN or action in registry.installed().specs:
         return
@@ -61,6 +72,9 @@ def _require_known_action(args: argparse.Namespace) -> None:
 
 def exit_code_for(exc: errors.QinglongError) -> int:
     """The exit code of a typed error (docs/cli.md)."""
+    from qinglong_dispatcher.commands import common
+    from qinglong_dispatcher.domain import errors
+
     if isinstance(exc, errors.ConfigurationError):
         return common.EXIT_CONFIG
     if isinstance(exc, errors.StoreUnavailable | errors.StoreCorrupted):
@@ -99,8 +113,9 @@ def _shared_options() -> _Parser:
     return shared
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command tree."""
+def _top_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The program and its commands without their arguments: all `--version` and `--help`
+    need, built without importing the commands."""
     shared = _shared_options()
     parser = _Parser(
         prog=PROG,
@@ -109,14 +124,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands: dict[str, argparse.ArgumentParser] = {
+        name: sub.add_parser(name, parents=[shared], help=text, description=text)
+        for name, text in COMMANDS.items()
+    }
+    return parser, commands
 
-    def command(name: str, help_text: str, **kw: Any) -> argparse.ArgumentParser:
-        p: argparse.ArgumentParser = sub.add_parser(
-            name, parents=[shared], help=help_text, description=help_text, **kw
-        )
-        return p
 
-    p = command("migrate", "apply pending migrations (or verify with --check)")
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command tree."""
+    from qinglong_dispatcher.actions import registry
+    from qinglong_dispatcher.commands import (
+        admin,
+        bench,
+        dispatches,
+        dispatching,
+        keys,
+        previews,
+        prune,
+        recovery,
+        submitting,
+        tokens,
+    )
+    from qinglong_dispatcher.domain import approval_views, states
+
+    parser, commands = _top_parser()
+    shared = _shared_options()
+    command = commands.__getitem__
+
+    p = command("migrate")
     p.add_argument("--check", action="store_true", help="only verify; exit 1 if pending/tampered")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line")
     p.add_argument(
@@ -127,10 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=admin.cmd_migrate)
 
-    p = command("run", "run the dispatcher daemon until SIGTERM/SIGINT")
+    p = command("run")
     p.set_defaults(handler=dispatching.cmd_run)
 
-    p = command("tick", "run one batch (--once) or until nothing is due (--drain)")
+    p = command("tick")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--once", action="store_true", help="one batch")
     mode.add_argument("--drain", action="store_true", help="batches until nothing is due")
@@ -138,11 +174,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the report as one JSON line")
     p.set_defaults(handler=dispatching.cmd_tick)
 
-    p = command("status", "counts per execution status, due backlog, runs")
+    p = command("status")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=admin.cmd_status)
 
-    p = command("submit", "create, approve and consume actions in one step")
+    p = command("submit")
     submit_sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     s: argparse.ArgumentParser = submit_sub.add_parser(
         "run-create", parents=[shared], help="submit run.create actions"
@@ -176,9 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true")
     t.set_defaults(handler=submitting.cmd_submit_tool)
 
-    p = command(
-        "approval", "create, approve, reject or consume one approval request, or list those waiting"
-    )
+    p = command("approval")
     approval_sub = p.add_subparsers(dest="approval_command", metavar="STEP", required=True)
     a: argparse.ArgumentParser = approval_sub.add_parser(
         "create", parents=[shared], help="request approval of one action's plan (pending)"
@@ -194,9 +228,17 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--requested-by", required=True, metavar="W")
     a.add_argument("--json", action="store_true")
     a = approval_sub.add_parser(
-        "approve", parents=[shared], help="approve a pending request (another principal)"
+        "approve",
+        parents=[shared],
+        help="approve pending requests (another principal), all in one transaction",
     )
-    a.add_argument("approval_request_id", metavar="ID")
+    a.add_argument("approval_request_ids", nargs="*", metavar="ID")
+    a.add_argument(
+        "--from-file",
+        type=Path,
+        metavar="FILE",
+        help="more ids, one per line (blank lines and # comments ignored)",
+    )
     a.add_argument("--by", required=True, metavar="W")
     a.add_argument("--json", action="store_true")
     a = approval_sub.add_parser(
@@ -234,54 +276,11 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--json", action="store_true")
     a.set_defaults(handler=previews.cmd_approval_list)
 
-    p = command("dispatch", "list dispatches (newest first), show one, or cancel one waiting")
-    dispatch_sub = p.add_subparsers(dest="dispatch_command", metavar="STEP", required=True)
-    d: argparse.ArgumentParser = dispatch_sub.add_parser(
-        "list", parents=[shared], help="dispatches newest first, in pages (--after CURSOR)"
-    )
-    d.add_argument(
-        "--status",
-        choices=[s.value for s in states.EffectiveStatus],
-        help="effective status (recovery_required: executing with an expired lease)",
-    )
-    d.add_argument("--action", metavar="TYPE", help="action type (built in or installed)")
-    d.set_defaults(action_option=True)
-    d.add_argument("--project", metavar="P", help="project id")
-    d.add_argument(
-        "--limit",
-        type=int,
-        default=dispatch_views.DEFAULT_LIMIT,
-        metavar="N",
-        help=f"rows per page, 1…{dispatch_views.MAX_LIMIT} ({dispatch_views.DEFAULT_LIMIT})",
-    )
-    d.add_argument(
-        "--after",
-        metavar="CURSOR",
-        help=f"the page after this {dispatch_views.CURSOR_FORMAT} (`next` of the last page)",
-    )
-    d.add_argument("--json", action="store_true")
-    d = dispatch_sub.add_parser(
-        "show", parents=[shared], help="one dispatch: plan, execution, ledger, receipt, Run"
-    )
-    d.add_argument("dispatch_id", metavar="DISPATCH_ID")
-    d.add_argument(
-        "--plan",
-        action="store_true",
-        help="print the whole plan instead (a plan reader's login; audited)",
-    )
-    d.add_argument("--json", action="store_true")
-    d = dispatch_sub.add_parser(
-        "cancel",
-        parents=[shared],
-        help="cancel a pending or retry_wait dispatch as an authenticated operator (audited)",
-    )
-    d.add_argument("dispatch_id", metavar="DISPATCH_ID")
-    d.add_argument("--reason", required=True, metavar="CODE", help="low-sensitivity reason code")
-    d.add_argument("--operator", metavar="W", help="operator name (audited; default the OS user)")
-    d.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    p = command("dispatch")
+    dispatches.add_arguments(p, shared)
     p.set_defaults(handler=dispatches.cmd_dispatch)
 
-    p = command("recovery", "list or settle recovery_required executions")
+    p = command("recovery")
     recovery_sub = p.add_subparsers(dest="recovery_command", metavar="STEP", required=True)
     r: argparse.ArgumentParser = recovery_sub.add_parser(
         "list", parents=[shared], help="executions whose lease expired after the barrier"
@@ -299,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the result as one JSON line")
     p.set_defaults(handler=recovery.cmd_recovery)
 
-    p = command("bench", "measure throughput, latency, cost per dispatch and idle footprint")
+    p = command("bench")
     p.add_argument("--dispatches", type=int, default=5_000, metavar="N")
     p.add_argument(
         "--mixed-dispatches",
@@ -315,25 +314,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=bench.cmd_bench)
 
-    p = command("prune", "delete finished dispatch trees and old audit records (retention)")
+    p = command("prune")
     prune.add_arguments(p)
     p.set_defaults(handler=prune.cmd_prune)
 
-    p = command("keys", "the plan key ring: generate, rotate stored plans, check they open")
+    p = command("keys")
     keys.add_arguments(p, shared)
     p.set_defaults(handler=keys.cmd_keys)
 
-    p = command("token", "API tokens: create (prints the secret once), list, revoke")
+    p = command("token")
     tokens.add_arguments(p, shared)
     p.set_defaults(handler=tokens.cmd_token)
 
-    p = command("health", "exit 0 when the store is reachable and migrated")
+    p = command("health")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=admin.cmd_health)
     return parser
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    from qinglong_dispatcher.settings import load_settings
+
     return load_settings(
         profile=getattr(args, "profile", None),
         config_file=getattr(args, "config", None),
@@ -343,6 +344,15 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, load settings, run the command; map every typed error to one line and a code."""
+    given = sys.argv[1:] if argv is None else list(argv)
+    if given in (["--version"], ["-h"], ["--help"]):
+        _top_parser()[0].parse_args(given)  # prints, then exits 0
+    import anyio
+
+    from qinglong_dispatcher.commands import common
+    from qinglong_dispatcher.domain import errors
+    from qinglong_dispatcher.lifecycle import logging as log_setup
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -25,6 +25,9 @@ log = structlog.get_logger("qinglong_dispatcher.dispatcher")
 __all__ = ["BatchReport", "DispatchConfig", "Dispatcher", "FaultHook", "RenewalObserver"]
 
 
+FIRST_IDS = 5
+"""How many dispatch ids a page's `dispatch.claimed` event names (with the page's count)."""
+
 SETTLED_OUTCOMES = frozenset({"succeeded", "failed", "blocked"})
 """Item outcomes that are terminal execution statuses (the dispatch is settled)."""
 
@@ -40,6 +43,8 @@ class BatchReport:
     by_action: dict[str, collections.Counter[str]] = dataclasses.field(default_factory=dict)
     settled: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     """(dispatch id, terminal status) of each item this batch settled, in order."""
+    takeovers: int = 0
+    """Claims that replaced another owner's expired lease."""
 
     @property
     def full_page(self) -> bool:
@@ -111,15 +116,31 @@ class Dispatcher:
             limit=config.page_size,
             lease_ms=config.lease_ms,
         )
+        now_ms = self._clock.now_ms()
         report = BatchReport(page_size=config.page_size, observed=batch.observed)
         for claim in batch.claims:
             report.claims[claim.outcome.value] += 1
             if claim.outcome is Outcome.EXHAUSTED:
                 log.warning("dispatch.exhausted", dispatch_id=claim.dispatch_id)
+            if claim.taken_over is not None and claim.lease is not None:
+                # Another owner's lease ran out before its start: that owner stalled or died.
+                report.takeovers += 1
+                log.warning(
+                    "lease.taken_over",
+                    dispatch_id=claim.dispatch_id,
+                    previous_owner=claim.taken_over.owner,
+                    attempt=claim.lease.attempt,
+                    expired_for_ms=max(now_ms - claim.taken_over.expires_at_ms, 0),
+                )
         claimed: Sequence[records.Claim] = batch.claimed
         if claimed:
-            # One event for the page's claims (their attempts are in the ledger).
-            log.info("dispatch.claimed", dispatch_ids=[c.dispatch_id for c in claimed])
+            # One event for the page's claims, kept short: the count and the first few ids (the
+            # ledger has every claim; `dispatch.page_committed` names what committed).
+            log.info(
+                "dispatch.claimed",
+                count=len(claimed),
+                first_ids=[c.dispatch_id for c in claimed[:FIRST_IDS]],
+            )
         await self._prefetch(claimed)
         if not self.draining:
             claimed = await self._page.run(claimed, report.count)

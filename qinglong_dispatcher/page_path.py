@@ -134,6 +134,7 @@ class PagePath:
             log.info(
                 "dispatch.page_committed",
                 outcome="succeeded",
+                count=len(committed),
                 dispatch_ids=[d.dispatch_id for d in committed],
             )
         if not_taken:

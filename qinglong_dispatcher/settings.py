@@ -6,6 +6,7 @@ import os
 import re
 import secrets
 import socket
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -61,6 +62,12 @@ def _owner_id_factory(data: dict[str, Any]) -> str:
     return _default_owner_id(data.get("profile"), os.environ)
 
 
+def _log_format_factory() -> LogFormat:
+    """Readable lines on a terminal, JSON lines for a journal, a file or a collector."""
+    stream = sys.stderr
+    return "console" if stream is not None and stream.isatty() else "json"
+
+
 def _tool_sandbox_factory(data: dict[str, Any]) -> Path | None:
     # Cluster needs shared storage the operator names; a local default would split replicas.
     return None if data.get("profile") == "cluster" else Path("var/tool-sandbox")
@@ -96,7 +103,10 @@ class Settings(BaseSettings):
     metrics_host: str = Field("127.0.0.1", description="metrics + health listener host")
     metrics_port: int = Field(9464, ge=0, le=65535, description="metrics + health listener port")
     owner_id: str = Field(default_factory=_owner_id_factory, description="lease owner name")
-    log_format: LogFormat = Field("json", description="json or console")
+    log_format: LogFormat = Field(
+        default_factory=_log_format_factory,
+        description="json or console (default: console when stderr is a terminal, else json)",
+    )
     log_level: LogLevel = Field("info", description="debug, info, warning or error")
     execute_timeout_seconds: float | None = Field(
         None, gt=0, le=_DAY, description="bound on one execute, below the lease (default lease / 2)"

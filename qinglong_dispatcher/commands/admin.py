@@ -89,18 +89,36 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         "oldest_due_age_seconds": age,
         "runs": counts.runs,
         "step_runs": dict(counts.step_runs),
+        "expired_leases": {
+            "count": counts.expired_leases,
+            "by_owner": dict(counts.expired_lease_owners),
+        },
     }
     if args.json:
         common.print_json(result)
     else:
-        for status, n in executions.items():
-            print(f"{status:<18} {n}")
-        print(f"{'due':<18} {counts.due}")
-        print(f"{'oldest due age':<18} {age:.1f}s")
-        print(f"{'runs':<18} {counts.runs}")
-        for state, n in counts.step_runs.items():
-            print(f"{'step_runs ' + state:<18} {n}")
+        owners = ", ".join(f"{o}: {n}" for o, n in counts.expired_lease_owners.items())
+        rows = [
+            *((status, str(n)) for status, n in executions.items()),
+            ("due", str(counts.due)),
+            ("oldest due age", f"{age:.1f}s"),
+            ("runs", str(counts.runs)),
+            *((f"step_runs {state}", str(n)) for state, n in counts.step_runs.items()),
+            ("expired leases", str(counts.expired_leases)),
+        ]
+        print(_columns(rows, note={"expired leases": f"({owners})" if owners else ""}))
     return common.EXIT_OK
+
+
+def _columns(rows: list[tuple[str, str]], *, note: dict[str, str]) -> str:
+    """Labels left-aligned, values right-aligned, whatever their widths; a note after a value."""
+    label_width = max(len(label) for label, _ in rows)
+    value_width = max(len(value) for _, value in rows)
+    lines = []
+    for label, value in rows:
+        after = f" {note[label]}" if note.get(label) else ""
+        lines.append(f"{label:<{label_width}}  {value:>{value_width}}{after}")
+    return "\n".join(lines)
 
 
 async def cmd_health(settings: Settings, args: argparse.Namespace) -> int:

@@ -189,3 +189,51 @@ def _lines(detail: dispatch_views.Detail) -> list[str]:
             + (f"  {ev.result_code}" if ev.result_code else "")
         )
     return lines
+
+
+def add_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
+    """`dispatch list|show|cancel` and their options."""
+    dispatch_sub = p.add_subparsers(dest="dispatch_command", metavar="STEP", required=True)
+    d: argparse.ArgumentParser = dispatch_sub.add_parser(
+        "list", parents=[shared], help="dispatches newest first, in pages (--after CURSOR)"
+    )
+    d.add_argument(
+        "--status",
+        choices=[s.value for s in states.EffectiveStatus],
+        help="effective status (recovery_required: executing with an expired lease)",
+    )
+    d.add_argument("--action", metavar="TYPE", help="action type (built in or installed)")
+    d.set_defaults(action_option=True)
+    d.add_argument("--project", metavar="P", help="project id")
+    d.add_argument(
+        "--limit",
+        type=int,
+        default=dispatch_views.DEFAULT_LIMIT,
+        metavar="N",
+        help=f"rows per page, 1…{dispatch_views.MAX_LIMIT} ({dispatch_views.DEFAULT_LIMIT})",
+    )
+    d.add_argument(
+        "--after",
+        metavar="CURSOR",
+        help=f"the page after this {dispatch_views.CURSOR_FORMAT} (`next` of the last page)",
+    )
+    d.add_argument("--json", action="store_true")
+    d = dispatch_sub.add_parser(
+        "show", parents=[shared], help="one dispatch: plan, execution, ledger, receipt, Run"
+    )
+    d.add_argument("dispatch_id", metavar="DISPATCH_ID")
+    d.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the whole plan instead (a plan reader's login; audited)",
+    )
+    d.add_argument("--json", action="store_true")
+    d = dispatch_sub.add_parser(
+        "cancel",
+        parents=[shared],
+        help="cancel a pending or retry_wait dispatch as an authenticated operator (audited)",
+    )
+    d.add_argument("dispatch_id", metavar="DISPATCH_ID")
+    d.add_argument("--reason", required=True, metavar="CODE", help="low-sensitivity reason code")
+    d.add_argument("--operator", metavar="W", help="operator name (audited; default the OS user)")
+    d.add_argument("--json", action="store_true", help="print the result as one JSON line")

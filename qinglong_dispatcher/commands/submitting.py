@@ -240,9 +240,24 @@ async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
                 "status": approval.status.value,
                 "action_ref": approval.action_ref,
             }
-        elif args.approval_command in ("approve", "reject"):
-            decide = the_api.approve if args.approval_command == "approve" else the_api.reject
-            approval = await decide(args.approval_request_id, decided_by=args.by)
+        elif args.approval_command == "approve":
+            request_ids = _approval_ids(args)
+            if len(request_ids) == 1 and args.from_file is None:
+                approval = await the_api.approve(request_ids[0], decided_by=args.by)
+                out = {
+                    "approval_request_id": approval.approval_request_id,
+                    "status": approval.status.value,
+                }
+            else:
+                approved = await the_api.approve_many(request_ids, decided_by=args.by)
+                out = {
+                    "approvals": [
+                        {"approval_request_id": a.approval_request_id, "status": a.status.value}
+                        for a in approved
+                    ]
+                }
+        elif args.approval_command == "reject":
+            approval = await the_api.reject(args.approval_request_id, decided_by=args.by)
             out = {
                 "approval_request_id": approval.approval_request_id,
                 "status": approval.status.value,
@@ -258,6 +273,33 @@ async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
         await store.close()
     if args.json:
         common.print_json(out)
+    elif isinstance(listed := out.get("approvals"), list):
+        for item in listed:
+            print(item["approval_request_id"])
     else:
         print(out.get("dispatch_id") or out["approval_request_id"])
     return common.EXIT_OK
+
+
+def _approval_ids(args: argparse.Namespace) -> list[str]:
+    """The ids of `approval approve`: its arguments, then the file's lines (blank lines and
+    `#` comments skipped); none, or one twice, is a usage error."""
+    found = list(args.approval_request_ids)
+    if args.from_file is not None:
+        data = _read_file(args.from_file, bounded_files.APPROVAL_IDS_MAX_BYTES)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise errors.InvalidInput(f"{args.from_file}: not UTF-8 text") from None
+        for line in text.splitlines():
+            entry = line.split("#", 1)[0].strip()
+            if entry:
+                found.append(entry)
+    if not found:
+        raise common.UsageError("approval approve: give the request ids, or --from-file FILE")
+    seen: set[str] = set()
+    for approval_request_id in found:
+        if approval_request_id in seen:
+            raise common.UsageError(f"approval approve: {approval_request_id} is listed twice")
+        seen.add(approval_request_id)
+    return found

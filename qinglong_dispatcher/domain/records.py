@@ -134,14 +134,23 @@ class ExecutionIdentity:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Takeover:
+    """The expired lease of another owner (or token) that a claim replaced."""
+
+    owner: str
+    expires_at_ms: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Claim:
-    """One claim attempt's result."""
+    """One claim attempt's result; `taken_over` names the expired lease a claim replaced."""
 
     outcome: Outcome
     dispatch_id: str
     lease: Lease | None = None
     dispatch: Dispatch | None = None
     reason: str | None = None
+    taken_over: Takeover | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -257,6 +266,10 @@ class StatusCounts:
     runs: int
     step_runs: Mapping[str, int] = dataclasses.field(default_factory=dict)
     """Tool StepRuns per status (every status present, 0 when none)."""
+    expired_leases: int = 0
+    """Leased rows whose lease expired before their start (the next claim takes them over)."""
+    expired_lease_owners: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Their count per owner, for the few owners holding the most."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

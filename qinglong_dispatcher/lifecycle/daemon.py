@@ -188,6 +188,7 @@ class Daemon:
                     time.monotonic() - batch_start,
                     claims=dict(report.claims),
                     outcomes={k: dict(v) for k, v in report.by_action.items()},
+                    takeovers=report.takeovers,
                 )
                 if not report.full_page or self._stop.is_set():
                     break

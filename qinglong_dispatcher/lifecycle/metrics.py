@@ -58,6 +58,7 @@ SERIES_NAMES = (
     "qinglong_dispatcher_tick_failures_total",
     "qinglong_dispatcher_last_successful_tick_timestamp_seconds",
     "qinglong_dispatcher_claims_total",
+    "qinglong_dispatcher_takeovers_total",
     "qinglong_dispatcher_outcomes_total",
     "qinglong_dispatcher_batch_duration_seconds",
     "qinglong_dispatcher_due",
@@ -157,6 +158,11 @@ class Metrics:
         )
         for result in CLAIM_RESULTS:
             self._claims.labels(result=result)
+        self._takeovers = prometheus_client.Counter(
+            p + "takeovers",
+            "Claims that took over another owner's expired lease (that owner stalled or died).",
+            registry=reg,
+        )
         self._outcomes = prometheus_client.Counter(
             p + "outcomes",
             "What became of claimed executions, per action type and outcome.",
@@ -284,14 +290,17 @@ class Metrics:
         *,
         claims: Mapping[str, int],
         outcomes: Mapping[str, Mapping[str, int]],
+        takeovers: int = 0,
     ) -> None:
-        """Record one batch: its duration, claim results, and outcomes per action type.
+        """Record one batch: its duration, claim results, takeovers, outcomes per action type.
 
         `outcomes` maps action type → outcome → count. `completion_write_failed` outcomes also
         count into `completion_write_failures_total`, so the daemon need not call
         `record_completion_write_failure` for them.
         """
         self._batch_duration.observe(max(duration_s, 0.0))
+        if takeovers > 0:
+            self._takeovers.inc(takeovers)
         for result, n in claims.items():
             if n > 0:
                 self._claims.labels(result=result).inc(n)

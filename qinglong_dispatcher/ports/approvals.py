@@ -45,6 +45,16 @@ class ApprovalStore(Protocol):
         """
         ...
 
+    async def approve_many(
+        self, ids: Sequence[str], *, decided_by: str, now_ms: int
+    ) -> list[approvals.Approval]:
+        """`approve` each request, in order, in one transaction: all or nothing.
+
+        The first refusal rolls every approval back and is raised as its own error type,
+        its message naming that request and why.
+        """
+        ...
+
     async def reject(
         self,
         approval_request_id: str,

@@ -412,6 +412,7 @@ _HEALTHY = {
     "qinglong_dispatcher_clock_skew_refusals_total": "0x40",
     "qinglong_dispatcher_completion_write_failures_total": "0x40",
     "qinglong_dispatcher_lease_renewals_total": "0x40",
+    "qinglong_dispatcher_takeovers_total": "0x40",
 }
 _SCENARIOS: list[tuple[dict[str, str], str, set[str]]] = [
     ({}, "30m", set()),
@@ -466,6 +467,14 @@ _SCENARIOS: list[tuple[dict[str, str], str, set[str]]] = [
         {'qinglong_dispatcher_lease_renewals_total{result="expired"}': "0x5 1x35"},
         "10m",
         {"QinglongDispatcherLeaseRenewalsLost"},
+    ),
+    # One crash: a page taken over at once is no alert; takeovers every minute are.
+    ({"qinglong_dispatcher_takeovers_total": "0x5 64x35"}, "15m", set()),
+    ({"qinglong_dispatcher_takeovers_total": "0x5 64x35"}, "38m", set()),
+    (
+        {"qinglong_dispatcher_takeovers_total": "0x5 1+1x35"},
+        "38m",
+        {"QinglongDispatcherRepeatedTakeovers"},
     ),
 ]
 

@@ -160,6 +160,33 @@ async def approve(
     return approved
 
 
+async def approve_each(
+    q: query.Query,
+    principal: approvals.Principal,
+    ids: Sequence[str],
+    *,
+    decided_by: str,
+    now_ms: int,
+    at: list[str],
+) -> list[approvals.Approval]:
+    """`approve` each request in order, in the caller's transaction; `at` collects the ids
+    tried, so the caller can name the one a refusal (raised, rolling all back) is about."""
+    done = []
+    for approval_request_id in ids:
+        at.append(approval_request_id)
+        done.append(
+            await approve(q, principal, approval_request_id, decided_by=decided_by, now_ms=now_ms)
+        )
+    return done
+
+
+def refused_in_batch(exc: errors.QinglongError, approval_request_id: str, total: int) -> Exception:
+    """The refusal of one request of an `approve_many`, naming it: same type, one line."""
+    why = str(exc).removeprefix(f"approval request {approval_request_id} ")
+    message = f"approval request {approval_request_id} refused ({why}); none of {total} approved"
+    return exc.__class__(message, code=exc.code)
+
+
 async def reject(
     q: query.Query,
     principal: approvals.Principal,

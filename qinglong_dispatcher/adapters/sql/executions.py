@@ -23,6 +23,9 @@ _BEFORE_ALL = (-(2**63), "")
 
 Observed = tuple[records.Execution, records.Dispatch]
 
+EXPIRED_OWNERS = 5
+"""How many owners `status` names for the expired leases (the most affected first)."""
+
 
 def _due_params(*, now_ms: int, limit: int, after: tuple[int, str] | None) -> query.Params:
     first = after or _BEFORE_ALL
@@ -157,9 +160,31 @@ async def _lease(
             expires_at_ms=expires,
         )
         claims[dispatch_id] = records.Claim(
-            outcome=Outcome.CLAIMED, dispatch_id=dispatch_id, lease=lease, dispatch=dispatch
+            outcome=Outcome.CLAIMED,
+            dispatch_id=dispatch_id,
+            lease=lease,
+            dispatch=dispatch,
+            taken_over=_taken_over(execution, token),
         )
     return claims
+
+
+def _taken_over(execution: records.Execution, token: str) -> records.Takeover | None:
+    """The expired lease a claim replaced, as the claim's own observation read it.
+
+    `lease_page` took the row only at the version observed, so the owner and expiry read by
+    `claim_due_rows` (or `lock_execution`) are exactly those it replaced: no extra read.
+    """
+    if (
+        execution.status is not ExecutionStatus.LEASED
+        or execution.lease_owner is None
+        or execution.lease_expires_at_ms is None
+        or execution.lease_token == token
+    ):
+        return None
+    return records.Takeover(
+        owner=execution.lease_owner, expires_at_ms=execution.lease_expires_at_ms
+    )
 
 
 async def _exhaust(
@@ -318,12 +343,15 @@ async def counts(q: query.Query, *, now_ms: int) -> records.StatusCounts:
     per_status[states.EffectiveStatus.EXECUTING] -= recovery
     due = await q.one("due_summary", {"now_ms": now_ms})
     runs = (await q.one("count_runs"))["n"]
+    expired = await q.all("expired_leases_by_owner", {"now_ms": now_ms, "owners": EXPIRED_OWNERS})
     oldest = due["oldest"]
     return records.StatusCounts(
         executions=per_status,
         due=due["n"],
         oldest_due_age_ms=None if oldest is None else max(0, now_ms - oldest),
         runs=runs,
+        expired_leases=expired[0]["total"] if expired else 0,
+        expired_lease_owners={row["owner"]: row["n"] for row in expired},
     )
 
 

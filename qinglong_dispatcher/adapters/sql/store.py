@@ -44,6 +44,8 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 _SUBMITTER, _APPROVER, _OPERATOR = (r.value for r in list(principals.TokenRole)[1:])
+_REFUSALS = (errors.ApprovalError, errors.TransitionRefused, errors.PrincipalNotPermitted)
+"""What refuses one request of an `approve_many` (a store fault is raised as it is)."""
 
 operation = query.operation
 
@@ -133,6 +135,21 @@ class SqlStore(plan_store.PlanMethods):
                 context=context,
             )
         )
+
+    async def approve_many(
+        self, ids: Sequence[str], *, decided_by: str, now_ms: int
+    ) -> list[approval_records.Approval]:
+        """See `ports.ApprovalStore.approve_many`."""
+        self.approver.require_role(_APPROVER)
+        at: list[str] = []  # the requests tried: the last one is where a refusal came
+        try:
+            return await self.runner.transaction(
+                lambda q: approvals.approve_each(
+                    q, self.approver, ids, decided_by=decided_by, now_ms=now_ms, at=at
+                )
+            )
+        except _REFUSALS as exc:
+            raise approvals.refused_in_batch(exc, at[-1], len(ids)) from None
 
     async def reject(
         self,

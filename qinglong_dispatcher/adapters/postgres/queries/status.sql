@@ -18,6 +18,18 @@ SELECT count(*) AS n, min(eligible_at_ms) AS oldest
 FROM qinglong.approved_action_dispatch_executions
 WHERE eligible_at_ms IS NOT NULL AND eligible_at_ms <= :now_ms::bigint
 
+-- expired_leases_by_owner --
+-- Claimed rows whose lease ran out before their start (their owner stalled or died: the next
+-- claim takes them over), per owner, the largest first; `total` counts them all. Read through
+-- the due index (a leased row is due again at its lease's expiry).
+SELECT lease_owner AS owner, count(*) AS n, CAST(sum(count(*)) OVER () AS bigint) AS total
+FROM qinglong.approved_action_dispatch_executions
+WHERE eligible_at_ms IS NOT NULL AND eligible_at_ms <= :now_ms::bigint
+  AND status = 'leased' AND lease_expires_at_ms <= :now_ms::bigint
+GROUP BY lease_owner
+ORDER BY n DESC, lease_owner
+LIMIT :owners::bigint
+
 -- count_runs --
 SELECT count(*) AS n FROM qinglong.runs
 

@@ -1,0 +1,51 @@
+"""`--version` and `--help` import none of the heavy dependencies (a new process each)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("anyio", "asyncpg", "aiohttp", "structlog", "prometheus_client", "pydantic")
+
+PROBE = """
+import contextlib, io, json, sys
+from qinglong_dispatcher import cli
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    try:
+        cli.main(sys.argv[1:])
+    except SystemExit as exc:
+        code = exc.code
+heavy = [m for m in {heavy!r} if m in sys.modules]
+print(json.dumps({{"code": code, "out": out.getvalue(), "heavy": heavy}}))
+"""
+
+
+@pytest.mark.parametrize("flag", ["--version", "--help", "-h"])
+def test_version_and_help_import_no_heavy_module(flag: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY), flag],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["code"] == 0
+    assert report["heavy"] == []
+    assert "qinglong-dispatcher" in report["out"]
+
+
+def test_the_console_entry_prints_the_version() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "qinglong_dispatcher", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("qinglong-dispatcher ")
