@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
-import socket
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -23,6 +20,7 @@ from qinglong_dispatcher import (
     environment,
     listen_address,
     resources,
+    setting_defaults,
     setting_errors,
     settings_files,
     url_file,
@@ -48,38 +46,6 @@ def env_name(field: str) -> str:
     return f"{ENV_PREFIX}{field.upper()}"
 
 
-def _default_owner_id(profile: object, environ: Mapping[str, str]) -> str:
-    """host:pid on edge (one process per file); on cluster the pod name (`HOSTNAME`, else the
-    host name), the pid and a random suffix, so two replicas sharing a host (or a `HOSTNAME`
-    and pid 1 in two containers) never share an owner id."""
-    host = socket.gethostname()
-    if profile == "cluster":
-        return f"{environ.get('HOSTNAME') or host}:{os.getpid()}:{secrets.token_hex(3)}"
-    return f"{host}:{os.getpid()}"
-
-
-def _owner_id_factory(data: dict[str, Any]) -> str:
-    return _default_owner_id(data.get("profile"), os.environ)
-
-
-def _log_format_factory() -> LogFormat:
-    """Readable lines on a terminal, JSON lines for a journal, a file or a collector."""
-    stream = sys.stderr
-    return "console" if stream is not None and stream.isatty() else "json"
-
-
-def _tool_sandbox_factory(data: dict[str, Any]) -> Path | None:
-    # Cluster needs shared storage the operator names; a local default would split replicas.
-    return None if data.get("profile") == "cluster" else Path("var/tool-sandbox")
-
-
-def _plan_keyring_factory(data: dict[str, Any]) -> Path | None:
-    # systemd's LoadCredential=plan-keys:… puts the ring here; without it, plans stay in clear.
-    folder = os.environ.get("CREDENTIALS_DIRECTORY")
-    candidate = Path(folder) / "plan-keys" if folder else None
-    return candidate if candidate is not None and candidate.is_file() else None
-
-
 class Settings(BaseSettings):
     """Every knob of the dispatcher, validated once at startup; defaults are the edge profile."""
 
@@ -102,9 +68,9 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: float = Field(20.0, ge=0, le=_HOUR, description="drain time on SIGTERM")
     metrics_host: str = Field("127.0.0.1", description="metrics + health listener host")
     metrics_port: int = Field(9464, ge=0, le=65535, description="metrics + health listener port")
-    owner_id: str = Field(default_factory=_owner_id_factory, description="lease owner name")
+    owner_id: str = Field(default_factory=setting_defaults.owner_id, description="lease owner name")
     log_format: LogFormat = Field(
-        default_factory=_log_format_factory,
+        default_factory=setting_defaults.log_format,
         description="json or console (default: console when stderr is a terminal, else json)",
     )
     log_level: LogLevel = Field("info", description="debug, info, warning or error")
@@ -140,7 +106,7 @@ class Settings(BaseSettings):
     )
     max_clock_skew_seconds: float = Field(2.0, gt=0, le=_HOUR, description="skew guard bound")
     tool_sandbox_dir: Path | None = Field(
-        default_factory=_tool_sandbox_factory, description="root for builtin.file.write"
+        default_factory=setting_defaults.tool_sandbox, description="root for builtin.file.write"
     )
     receivers_file: Path | None = Field(
         None,
@@ -153,7 +119,7 @@ class Settings(BaseSettings):
         "action has no handler)",
     )
     plan_keyring_file: Path | None = Field(
-        default_factory=_plan_keyring_factory,
+        default_factory=setting_defaults.plan_keyring,
         description="the plan key ring: plans are encrypted at rest under its active key "
         "(default: $CREDENTIALS_DIRECTORY/plan-keys when that file exists; none: plans in clear)",
     )
@@ -400,7 +366,7 @@ def load_settings(
     defaults = settings_files.layer(resources.profile_file(name), "profile file", Settings)
     if name == "cluster":
         # The pod name comes from `environ`, which the model's default factory cannot see.
-        defaults.setdefault("owner_id", _default_owner_id(name, env))
+        defaults.setdefault("owner_id", setting_defaults.default_owner_id(name, env))
 
     try:
         return Settings(**{**defaults, **above_profile})

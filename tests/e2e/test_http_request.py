@@ -196,6 +196,7 @@ def _end_to_end(t: Target, receiver: Receiver) -> None:
         daemon.wait_until(lambda: receiver.executed(daemon_sent) == 1)
         # The outcome is counted once the completion is written, a moment after the effect.
         page = daemon.wait_until(lambda: _outcome_counted(port))
+        assert page is not None
         running.send_signal(signal.SIGTERM)
         assert running.wait(timeout=30) == 0
         t.printed += [page, running.stderr]
