@@ -7,16 +7,14 @@ and the database's). A plan is shown only as its redacted preview (`plan_preview
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from typing import Final
 
-from qinglong_dispatcher.domain import errors, plans, records
+from qinglong_dispatcher.domain import errors, keysets, plans, records
 
 DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 500
 
-_CURSOR = re.compile(r"([0-9]{1,18}):(.+)", re.DOTALL)
 CURSOR_FORMAT: Final = "<created_at_ms>:<approval_request_id>"
 
 
@@ -33,10 +31,8 @@ class Cursor:
     @classmethod
     def parse(cls, text: str) -> Cursor:
         """A cursor as `approval list` prints it; anything else is `InvalidInput`."""
-        found = _CURSOR.fullmatch(text)
-        if found is None or not plans.is_identifier(found.group(2)):
-            raise errors.InvalidInput(f"after: must be a cursor {CURSOR_FORMAT} as listed")
-        return cls(created_at_ms=int(found.group(1)), approval_request_id=found.group(2))
+        created_at_ms, approval_request_id = keysets.parse(text, form=CURSOR_FORMAT)
+        return cls(created_at_ms=created_at_ms, approval_request_id=approval_request_id)
 
 
 NEWEST: Final = Cursor(created_at_ms=2**63 - 1, approval_request_id="")

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Mapping
 from typing import Final
 
-from qinglong_dispatcher.domain import errors, plans, records, recovery, runs, states
+from qinglong_dispatcher.domain import errors, keysets, plans, records, recovery, runs, states
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
 from qinglong_dispatcher.domain.tools import steps
 
 DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 500
 
-_CURSOR = re.compile(r"([0-9]{1,18}):(.+)", re.DOTALL)
 CURSOR_FORMAT: Final = "<created_at_ms>:<dispatch_id>"
 
 
@@ -37,10 +35,8 @@ class Cursor:
     @classmethod
     def parse(cls, text: str) -> Cursor:
         """A cursor as `dispatch list` prints it; anything else is `InvalidInput`."""
-        found = _CURSOR.fullmatch(text)
-        if found is None or not plans.is_identifier(found.group(2)):
-            raise errors.InvalidInput(f"after: must be a cursor {CURSOR_FORMAT} as listed")
-        return cls(created_at_ms=int(found.group(1)), dispatch_id=found.group(2))
+        created_at_ms, dispatch_id = keysets.parse(text, form=CURSOR_FORMAT)
+        return cls(created_at_ms=created_at_ms, dispatch_id=dispatch_id)
 
 
 def stored_condition(status: EffectiveStatus) -> tuple[ExecutionStatus, bool | None]:

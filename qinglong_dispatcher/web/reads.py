@@ -7,19 +7,17 @@ Unknown query parameters are refused (400 naming them), so a typo never widens a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection
 from typing import Final, TypeVar
 
 from aiohttp import web
 
-from qinglong_dispatcher.domain import dispatch_views, errors, plans, recovery, states
+from qinglong_dispatcher.domain import dispatch_views, errors, keysets, plans, recovery, states
 from qinglong_dispatcher.web import auth, context, events, problems
 
 T = TypeVar("T")
 
 RECOVERY_MAX_LIMIT: Final = 500
-_RECOVERY_CURSOR = re.compile(r"([0-9]{1,18}):(.+)", re.DOTALL)
 
 
 def _json(value: object) -> web.Response:
@@ -109,10 +107,7 @@ async def show_dispatch(request: web.Request) -> web.Response:
 
 
 def _recovery_cursor(text: str) -> tuple[int, str]:
-    found = _RECOVERY_CURSOR.fullmatch(text)
-    if found is None or not plans.is_identifier(found.group(2)):
-        raise errors.InvalidInput("after: must be a cursor <since_ms>:<dispatch_id> as listed")
-    return int(found.group(1)), found.group(2)
+    return keysets.parse(text, form="<since_ms>:<dispatch_id>")
 
 
 def _recovery_limit(text: str) -> int:
