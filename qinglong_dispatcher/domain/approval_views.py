@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Final
 
-from qinglong_dispatcher.domain import errors, keysets, plans, records
+from qinglong_dispatcher.domain import keysets, records
 
 DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 500
@@ -49,14 +49,12 @@ class ListQuery:
     after: Cursor | None = None
 
     def __post_init__(self) -> None:
-        if not 1 <= self.limit <= MAX_LIMIT:
-            raise errors.InvalidInput(
-                f"limit: must be between 1 and {MAX_LIMIT} (got {self.limit})"
-            )
-        if self.action_type is not None:
-            plans.require_identifier("action", self.action_type)
-        if self.project_id is not None:
-            plans.require_identifier("project", self.project_id)
+        keysets.check_page(
+            limit=self.limit,
+            max_limit=MAX_LIMIT,
+            action_type=self.action_type,
+            project_id=self.project_id,
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

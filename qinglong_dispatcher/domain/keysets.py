@@ -1,4 +1,5 @@
-"""Keyset positions of the paged listings: `<milliseconds>:<identifier>`, parsed one way."""
+"""The paged listings' common parts: keyset positions `<milliseconds>:<identifier>`, parsed one
+way, and the filters every page checks alike."""
 
 from __future__ import annotations
 
@@ -16,3 +17,16 @@ def parse(text: str, *, form: str) -> tuple[int, str]:
     if found is None or not plans.is_identifier(found.group(2)):
         raise errors.InvalidInput(f"after: must be a cursor {form} as listed")
     return int(found.group(1)), found.group(2)
+
+
+def check_page(
+    *, limit: int, max_limit: int, action_type: str | None, project_id: str | None
+) -> None:
+    """`InvalidInput` naming the field for a page size out of range or a filter that is not an
+    identifier (before the store is asked anything)."""
+    if not 1 <= limit <= max_limit:
+        raise errors.InvalidInput(f"limit: must be between 1 and {max_limit} (got {limit})")
+    if action_type is not None:
+        plans.require_identifier("action", action_type)
+    if project_id is not None:
+        plans.require_identifier("project", project_id)

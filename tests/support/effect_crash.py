@@ -25,34 +25,15 @@ import anyio.to_thread
 
 from qinglong_dispatcher import bootstrap, clock, ports
 from qinglong_dispatcher.actions import builtin
-from qinglong_dispatcher.domain import plans, records
+from qinglong_dispatcher.domain import plans
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.settings import load_settings
+from tests.support import external_crash
 
 REPO = Path(__file__).resolve().parents[2]
 POLL_S = 0.005
 VICTIM_TIMEOUT_S = 20.0
 _WAITING = frozenset({ExecutionStatus.PENDING, ExecutionStatus.LEASED, ExecutionStatus.RETRY_WAIT})
-
-
-class _KilledAt:
-    """The built-in handler, with a SIGKILL of this process before or after its execute."""
-
-    def __init__(self, inner: ports.ApprovedActionHandler, point: str) -> None:
-        self.action_type = inner.action_type
-        self._inner = inner
-        self._point = point
-
-    async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
-        return await self._inner.inspect(dispatch)
-
-    async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
-        if self._point == "before_execute":
-            os.kill(os.getpid(), signal.SIGKILL)
-        result = await self._inner.execute(ctx)
-        if self._point == "after_execute":
-            os.kill(os.getpid(), signal.SIGKILL)
-        return result
 
 
 async def main(action_type: str, point: str) -> None:
@@ -62,7 +43,10 @@ async def main(action_type: str, point: str) -> None:
     the_clock = clock.SystemClock()
     inner = bootstrap.handlers(store, the_clock, settings=settings)[action_type]
     the_dispatcher = bootstrap.build_dispatcher(
-        settings, store, the_clock, extra_handlers={action_type: _KilledAt(inner, point)}
+        settings,
+        store,
+        the_clock,
+        extra_handlers={action_type: external_crash.KilledAt(inner, point)},
     )
     try:
         await the_dispatcher.dispatch_batch()

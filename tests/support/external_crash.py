@@ -20,7 +20,9 @@ from qinglong_dispatcher.domain import records
 from qinglong_dispatcher.settings import load_settings
 
 
-class _KilledAt:
+class KilledAt:
+    """An action's handler, with a SIGKILL of this process before or after its execute."""
+
     def __init__(self, inner: ports.ApprovedActionHandler, point: str) -> None:
         self.action_type = inner.action_type
         self._inner = inner
@@ -45,7 +47,7 @@ async def main(action_type: str, point: str) -> None:
     installed = registry.installed()
     inner = installed.handlers(installed.context(store, the_clock))[action_type]
     the_dispatcher = bootstrap.build_dispatcher(
-        settings, store, the_clock, extra_handlers={action_type: _KilledAt(inner, point)}
+        settings, store, the_clock, extra_handlers={action_type: KilledAt(inner, point)}
     )
     try:
         await the_dispatcher.dispatch_batch()
