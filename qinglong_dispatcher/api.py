@@ -47,9 +47,15 @@ def run_create_plan(fields: Mapping[str, object]) -> plans.ApprovedRunCreationPl
 
 
 def new_approval(
-    plan: plans.AnyPlan, *, requested_by: str, now_ms: int, approval_ttl_ms: int
+    plan: plans.AnyPlan,
+    *,
+    requested_by: str,
+    now_ms: int,
+    approval_ttl_ms: int,
+    plan_digests: digests.PlanDigests,
 ) -> approvals.NewApproval:
-    """The pending approval request for a validated plan: its canonical bytes and digests."""
+    """The pending approval request for a validated plan: its canonical bytes and digests
+    (`plan_digests`: the store's, keyed where plans are sealed)."""
     plans.require_identifier("requested-by", requested_by)
     plan_dict = plan.to_canonical_dict()
     return approvals.NewApproval(
@@ -58,8 +64,8 @@ def new_approval(
         action_type=plan.ACTION_TYPE,
         action_ref=plan.action_ref,
         plan_json=canonical.dumps(plan_dict).decode("utf-8"),
-        plan_digest=digests.plan_digest(plan_dict),
-        action_digest=plans.plan_action_digest(plan),
+        plan_digest=plan_digests.plan_digest(plan_dict),
+        action_digest=plans.plan_action_digest(plan, plan_digests),
         requested_by=requested_by,
         expires_at_ms=now_ms + approval_ttl_ms,
     )
@@ -95,6 +101,7 @@ class Api:
             requested_by=requested_by,
             now_ms=now_ms,
             approval_ttl_ms=self._policy.approval_ttl_ms,
+            plan_digests=self._store.plan_digests,
         )
 
     async def create_approval(
@@ -307,7 +314,11 @@ async def submit_tool_invocation(
     assert definition is not None
     now = clock.now_ms()
     new = new_approval(
-        plan, requested_by=requested_by, now_ms=now, approval_ttl_ms=policy.approval_ttl_ms
+        plan,
+        requested_by=requested_by,
+        now_ms=now,
+        approval_ttl_ms=policy.approval_ttl_ms,
+        plan_digests=store.plan_digests,
     )
     step = steps.NewStepRun(
         binding=steps.Binding(

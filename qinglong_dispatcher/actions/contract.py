@@ -68,6 +68,7 @@ class PlanReader:
             stored.action_type,
             stored.plan_bytes(),
             approved_digest=dispatch.action_digest,
+            plan_digests=self._plans.plan_digests,
             models=self._models,
         )
         if not isinstance(plan, model):

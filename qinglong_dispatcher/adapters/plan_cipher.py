@@ -1,4 +1,4 @@
-"""AES-256-GCM envelopes for stored plans, bound to their row, and keyed plan digests.
+"""AES-256-GCM envelopes for stored plans, bound to their row, and the ring's plan digests.
 
 `PlanCipher(ring).encrypt(plan_bytes, aad=aad_for(...))` seals under the ring's active key
 with a fresh random 96-bit nonce; `decrypt` opens with the key the envelope names, so rotated
@@ -15,14 +15,11 @@ at import time, so a deployment without plan encryption never loads it.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import hmac
 import os
-import re
 from typing import TYPE_CHECKING, Final
 
 from qinglong_dispatcher.adapters import plan_keyring
-from qinglong_dispatcher.domain import canonical, errors
+from qinglong_dispatcher.domain import canonical, digests, errors
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -36,13 +33,7 @@ TAG_BYTES: Final = 16
 AAD_TAG: Final = "qinglong/plan-aad@v1"
 """Domain of the associated data that binds a sealed plan to its row."""
 
-KEYED_PLAN_TAG: Final = "qinglong/keyed-plan@v1"
-"""Suggested domain of the keyed digest of a plan's canonical bytes."""
-
 _AAD_MAX_BYTES: Final = 4 * 1024
-# The same form as `digests` tags: `qinglong/<domain>@v<n>`, no NUL, so the separator after it
-# is unambiguous.
-_TAG = re.compile(r"qinglong/[A-Za-z0-9][A-Za-z0-9._/-]*@v[1-9][0-9]*")
 
 
 class PlanCipherError(errors.QinglongError):
@@ -107,7 +98,7 @@ class PlanCipher:
         self._aeads: dict[str, AESGCM] = {
             key_id: aead.AESGCM(key) for key_id, key in ring.keys.items()
         }
-        self._digest_key = ring.digest_key()
+        self._digests = digests.keyed(ring.digest_key())
 
     def __repr__(self) -> str:
         return f"PlanCipher(active={self._active!r}, keys={len(self._aeads)})"
@@ -150,24 +141,10 @@ class PlanCipher:
                 "(another key, altered bytes, or another row's binding)"
             ) from None
 
-    def keyed_digest(self, canonical_bytes: bytes, *, tag: str = KEYED_PLAN_TAG) -> str:
-        """Lowercase hex `HMAC-SHA256(digest_key, tag + b"\\0" + canonical_bytes)`.
-
-        Unlike a bare SHA-256 digest, it cannot be recomputed from a guessed plan without the
-        ring, so a copy of the database does not confirm guesses. The key is the ring's
-        `digest_key()`, which rotation leaves unchanged: a stored value verifies forever.
-        """
-        if not isinstance(tag, str) or not _TAG.fullmatch(tag):
-            raise errors.InvalidInput("keyed digest tag: must look like qinglong/<domain>@v<n>")
-        message = tag.encode("ascii") + b"\0" + bytes(canonical_bytes)
-        return hmac.new(self._digest_key, message, hashlib.sha256).hexdigest()
-
-    def keyed_digest_matches(
-        self, canonical_bytes: bytes, expected: str, *, tag: str = KEYED_PLAN_TAG
-    ) -> bool:
-        """Whether `expected` is the keyed digest of `canonical_bytes`, compared in constant
-        time."""
-        actual = self.keyed_digest(canonical_bytes, tag=tag)
-        # compare_digest refuses non-ASCII text; such a value is no digest of ours anyway.
-        ok = isinstance(expected, str) and expected.isascii()
-        return ok and hmac.compare_digest(actual, expected)
+    @property
+    def digests(self) -> digests.PlanDigests:
+        """Plan digests keyed with the ring's `digest_key()`: unlike a bare SHA-256 digest, one
+        cannot be recomputed from a guessed plan without the ring, so a copy of the database
+        does not confirm guesses. Rotation leaves the key unchanged: a stored value verifies
+        forever."""
+        return self._digests

@@ -1,8 +1,16 @@
-"""Domain-separated SHA-256 digests over canonical JSON."""
+"""Domain-separated digests over canonical JSON: SHA-256, or HMAC-SHA-256 for plans.
+
+The digests of a plan (the approval's action and plan digests, a preview's field digests) are
+computed by a `PlanDigests`: plain SHA-256 in an installation without a plan key ring, and
+HMAC-SHA-256 under the ring's digest secret with one, so that a copy of the database cannot
+confirm a guessed plan offline. Digests of what happened (receipts, evidence) stay plain.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import hmac
 import re
 from collections.abc import Mapping
 from typing import Final
@@ -29,47 +37,130 @@ ACTION_RECEIPT_MAX_BYTES: Final = 16 * 1024
 _TAG = re.compile(r"qinglong/[A-Za-z0-9][A-Za-z0-9._/-]*@v[1-9][0-9]*")
 
 
+KEY_MIN_BYTES: Final = 32
+"""The least secret a keyed `PlanDigests` accepts (the ring derives exactly 32 bytes)."""
+
+
+def _message(tag: str, canonical_bytes: bytes) -> bytes:
+    if not isinstance(tag, str) or not _TAG.fullmatch(tag):
+        raise errors.InvalidInput("digest tag: must look like qinglong/<domain>@v<n>")
+    return tag.encode("ascii") + b"\0" + bytes(canonical_bytes)
+
+
 def digest(tag: str, canonical_bytes: bytes) -> str:
     """Lowercase hex `sha256(tag + b"\\0" + canonical_bytes)`.
 
     `canonical_bytes` must already be canonical JSON (see `canonical.dumps`); a tag
     not of the form `qinglong/<domain>@v<n>` raises `InvalidInput`.
     """
-    if not isinstance(tag, str) or not _TAG.fullmatch(tag):
-        raise errors.InvalidInput("digest tag: must look like qinglong/<domain>@v<n>")
-    return hashlib.sha256(tag.encode("ascii") + b"\0" + bytes(canonical_bytes)).hexdigest()
+    return hashlib.sha256(_message(tag, canonical_bytes)).hexdigest()
 
 
-def action_digest(action_type: str, plan: Mapping[str, object]) -> str:
-    """Digest of `{"actionType": action_type, "plan": plan}` in domain ACTION_TAG.
-
-    The plan alone is held to PLAN_MAX_BYTES and the nesting cap, so the envelope
-    never makes an accepted plan fail here.
-    """
-    if not isinstance(plan, Mapping):
-        raise errors.CanonicalJsonError("$.plan: must be an object")
-    return action_digest_of_canonical(action_type, canonical.dumps(plan, root="$.plan"))
-
-
-def action_digest_of_canonical(action_type: str, plan_bytes: bytes) -> str:
-    """`action_digest` of a plan given as its canonical JSON bytes.
-
-    Equal to `action_digest` exactly when `plan_bytes` are that plan's canonical form, so a
-    digest equal to an approved one proves the bytes are the approved plan's, byte for byte.
-    """
+def _action_envelope(action_type: str, plan_bytes: bytes) -> bytes:
     if not isinstance(action_type, str):
         raise errors.CanonicalJsonError("$.actionType: must be a string")
     type_bytes = canonical.dumps(action_type, root="$.actionType")
     # The canonical form of the envelope, written out: "actionType" sorts before "plan".
-    envelope = b'{"actionType":' + type_bytes + b',"plan":' + bytes(plan_bytes) + b"}"
-    return digest(ACTION_TAG, envelope)
+    return b'{"actionType":' + type_bytes + b',"plan":' + bytes(plan_bytes) + b"}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PlanDigests:
+    """How this installation digests plans: `PLAIN` (SHA-256), or `keyed(secret)`.
+
+    A keyed digest is `HMAC-SHA256(secret, tag + b"\\0" + canonical_bytes)`: the same domains
+    and the same binding as the plain one, but only a holder of the secret can compute it.
+    Digests written before an installation had a secret stay plain, and still bind their
+    plans: `bound` and `binds_plan` accept either form, so adding a key ring changes no
+    approved digest and blocks no pending dispatch.
+    """
+
+    key: bytes | None = dataclasses.field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.key is not None and len(self.key) < KEY_MIN_BYTES:
+            raise errors.InvalidInput(f"plan digest key: at least {KEY_MIN_BYTES} bytes")
+
+    @property
+    def keyed(self) -> bool:
+        """Whether digests need the secret (a plan key ring is configured)."""
+        return self.key is not None
+
+    def of(self, tag: str, canonical_bytes: bytes) -> str:
+        """The digest of canonical bytes in domain `tag` (lowercase hex, 64 digits)."""
+        message = _message(tag, canonical_bytes)
+        if self.key is None:
+            return hashlib.sha256(message).hexdigest()
+        return hmac.new(self.key, message, hashlib.sha256).hexdigest()
+
+    def action_digest(self, action_type: str, plan: Mapping[str, object]) -> str:
+        """The digest of `{"actionType": action_type, "plan": plan}` in domain ACTION_TAG."""
+        if not isinstance(plan, Mapping):
+            raise errors.CanonicalJsonError("$.plan: must be an object")
+        return self.action_digest_of_canonical(action_type, canonical.dumps(plan, root="$.plan"))
+
+    def action_digest_of_canonical(self, action_type: str, plan_bytes: bytes) -> str:
+        """`action_digest` of a plan given as its canonical JSON bytes.
+
+        Equal to `action_digest` exactly when `plan_bytes` are that plan's canonical form, so a
+        digest equal to an approved one proves the bytes are the approved plan's, byte for byte.
+        """
+        return self.of(ACTION_TAG, _action_envelope(action_type, plan_bytes))
+
+    def plan_digest(self, plan: Mapping[str, object]) -> str:
+        """The digest of the plan object alone in domain PLAN_TAG."""
+        if not isinstance(plan, Mapping):
+            raise errors.CanonicalJsonError("$: must be an object")
+        return self.of(PLAN_TAG, canonical.dumps(plan))
+
+    def bound(self, action_type: str, plan_bytes: bytes, approved: str) -> str:
+        """The action digest of canonical `plan_bytes` as its approval bound it.
+
+        `approved` itself when it binds these bytes (keyed, or plain from before the key);
+        otherwise this installation's digest of them, which then differs from `approved`: the
+        caller reports a drift.
+        """
+        envelope = _action_envelope(action_type, plan_bytes)
+        own = self.of(ACTION_TAG, envelope)
+        if own == approved:
+            return own
+        if self.key is not None and digest(ACTION_TAG, envelope) == approved:
+            return approved
+        return own
+
+    def binds_plan(self, plan_bytes: bytes, stored: str) -> bool:
+        """Whether `stored` is the plan digest of canonical `plan_bytes`, keyed or plain."""
+        if self.of(PLAN_TAG, plan_bytes) == stored:
+            return True
+        return self.key is not None and digest(PLAN_TAG, plan_bytes) == stored
+
+
+PLAIN: Final = PlanDigests()
+"""Plan digests of an installation without a plan key ring: domain-separated SHA-256."""
+
+
+def keyed(secret: bytes) -> PlanDigests:
+    """Plan digests under `secret` (the key ring's digest key)."""
+    return PlanDigests(bytes(secret))
+
+
+def action_digest(action_type: str, plan: Mapping[str, object]) -> str:
+    """`PLAIN.action_digest`: the plain digest of an action (type and plan together).
+
+    The plan alone is held to PLAN_MAX_BYTES and the nesting cap, so the envelope
+    never makes an accepted plan fail here.
+    """
+    return PLAIN.action_digest(action_type, plan)
+
+
+def action_digest_of_canonical(action_type: str, plan_bytes: bytes) -> str:
+    """`PLAIN.action_digest_of_canonical`."""
+    return PLAIN.action_digest_of_canonical(action_type, plan_bytes)
 
 
 def plan_digest(plan: Mapping[str, object]) -> str:
-    """Digest of the plan object alone in domain PLAN_TAG."""
-    if not isinstance(plan, Mapping):
-        raise errors.CanonicalJsonError("$: must be an object")
-    return digest(PLAN_TAG, canonical.dumps(plan))
+    """`PLAIN.plan_digest`: the plain digest of the plan object alone."""
+    return PLAIN.plan_digest(plan)
 
 
 def evidence_digest(

@@ -4,7 +4,8 @@ An approver must see what they approve without a plan's customer data reaching a
 a log or a pasted ticket. The plan model names its sensitive fields (`SENSITIVE_FIELDS`);
 the preview shows every other field as it is and each sensitive one as
 `{"redacted": true, "bytes": n, "digest": "<12 hex>"}`: the size of its canonical JSON and
-the first 48 bits of its SHA-256 in domain `qinglong/plan-field@v1`, so two previews can be
+the first 48 bits of its digest in domain `qinglong/plan-field@v1` (keyed with the plan key
+ring's digest secret where there is one, like every plan digest), so two previews can be
 compared field by field without either value being shown. Only fields the model declares
 non-sensitive are ever shown: a member the model does not know, and every member of a plan
 whose action type has no model in this process, is redacted (fail closed).
@@ -59,17 +60,19 @@ def shown_by_type(models: Mapping[str, type]) -> dict[str, frozenset[str]]:
     return {action_type: shown_fields(model) for action_type, model in models.items()}
 
 
-def redacted(value: object) -> dict[str, object]:
+def redacted(value: object, plan_digests: digests.PlanDigests) -> dict[str, object]:
     """What a preview shows of a sensitive value: its canonical size and digest prefix."""
     data = canonical.dumps(value)
     return {
         "redacted": True,
         "bytes": len(data),
-        "digest": digests.digest(FIELD_TAG, data)[:DIGEST_PREFIX_HEX],
+        "digest": plan_digests.of(FIELD_TAG, data)[:DIGEST_PREFIX_HEX],
     }
 
 
-def preview(plan_json: str, shown: Collection[str]) -> dict[str, object] | None:
+def preview(
+    plan_json: str, shown: Collection[str], plan_digests: digests.PlanDigests
+) -> dict[str, object] | None:
     """Every member of a stored canonical plan, those not in `shown` redacted; None when the
     text is not a JSON object of canonical values (the caller shows `UNREADABLE`)."""
     try:
@@ -86,12 +89,14 @@ def preview(plan_json: str, shown: Collection[str]) -> dict[str, object] | None:
                 canonical.dumps(value)  # a shown value is still a canonical one
                 result[name] = value
             else:
-                result[name] = redacted(value)
+                result[name] = redacted(value, plan_digests)
     except errors.CanonicalJsonError:
         return None
     return result
 
 
-def preview_of(action_type: str, plan_json: str, shown: ShownFields) -> dict[str, object] | None:
+def preview_of(
+    action_type: str, plan_json: str, shown: ShownFields, plan_digests: digests.PlanDigests
+) -> dict[str, object] | None:
     """`preview` with the shown members of `action_type` (only identity for an unknown type)."""
-    return preview(plan_json, shown.get(action_type, IDENTITY_FIELDS))
+    return preview(plan_json, shown.get(action_type, IDENTITY_FIELDS), plan_digests)

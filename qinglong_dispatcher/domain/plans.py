@@ -345,23 +345,28 @@ def parse_plan(
 
 
 def resolve_plan(
-    action_type: str, data: bytes, *, approved_digest: str, models: PlanModels | None = None
+    action_type: str,
+    data: bytes,
+    *,
+    approved_digest: str,
+    plan_digests: digests.PlanDigests,
+    models: PlanModels | None = None,
 ) -> tuple[AnyPlan, str]:
     """A stored plan and its action digest, checked against the digest its approval bound.
 
-    Bytes whose digest equals the approved one are the approved plan's canonical bytes, byte
-    for byte, and passed every canonical-JSON rule when they were approved: they are decoded
-    plainly and only validated by the model again. Any other bytes take the whole strict
-    parse and their digest is computed from the parsed plan, so a drift is still reported as
-    drift and an invalid plan as invalid. (Half the replica's Python per dispatch was the
-    strict parse and the two canonical dumps of a plan whose digest already proved it.)
+    Bytes the approved digest binds (`plan_digests.bound`) are the approved plan's canonical
+    bytes, byte for byte, and passed every canonical-JSON rule when they were approved: they
+    are decoded plainly and only validated by the model again. Any other bytes take the whole
+    strict parse and their digest is computed from the parsed plan, so a drift is still
+    reported as drift and an invalid plan as invalid. (Half the replica's Python per dispatch
+    was the strict parse and the two canonical dumps of a plan whose digest already proved it.)
     """
-    digest = digests.action_digest_of_canonical(action_type, data)
+    digest = plan_digests.bound(action_type, data, approved_digest)
     model = _model_for(action_type, models)
     if digest == approved_digest and model is not None:
         return _validate(model, json.loads(data)), digest
     plan = parse_plan(action_type, data, models=models)
-    return plan, plan_action_digest(plan)
+    return plan, plan_action_digest(plan, plan_digests)
 
 
 def plan_canonical(plan: AnyPlan) -> bytes:
@@ -369,6 +374,6 @@ def plan_canonical(plan: AnyPlan) -> bytes:
     return canonical.dumps(plan.to_canonical_dict())
 
 
-def plan_action_digest(plan: AnyPlan) -> str:
+def plan_action_digest(plan: AnyPlan, plan_digests: digests.PlanDigests) -> str:
     """The action digest an approval binds: action type and plan together."""
-    return digests.action_digest(plan.ACTION_TYPE, plan.to_canonical_dict())
+    return plan_digests.action_digest(plan.ACTION_TYPE, plan.to_canonical_dict())

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from qinglong_dispatcher.domain import (
     approvals,
+    digests,
     errors,
     principals,
     records,
@@ -138,6 +139,12 @@ class StoredPlan:
 
 class PlanStore(Protocol):
     """The resolver behind `inspect`: immutable plans by (project, action ref)."""
+
+    @property
+    def plan_digests(self) -> digests.PlanDigests:
+        """How this store's plans are digested: keyed under the plan key ring's digest
+        secret when there is one, plain SHA-256 otherwise."""
+        ...
 
     async def get_plan(self, project_id: str, action_ref: str) -> StoredPlan | None:
         """The plan row, or None."""

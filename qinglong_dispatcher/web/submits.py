@@ -39,6 +39,7 @@ async def _submit(request: web.Request, admitted: writing.Write) -> web.Response
         requested_by=admitted.principal.principal,
         now_ms=now,
         approval_ttl_ms=ctx.policy.approval_ttl_ms,
+        plan_digests=admitted.store.plan_digests,
     )
     created = await admitted.store.create_approval(new, now_ms=now, context=admitted.request)
     return writing.ok({"approval": approvals.approval_json(created)}, status=201)

@@ -14,7 +14,7 @@ import pytest
 
 from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
-from qinglong_dispatcher.domain import cancels, errors, principals
+from qinglong_dispatcher.domain import cancels, digests, errors, principals
 from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
@@ -138,7 +138,13 @@ async def test_on_sqlite_the_api_principal_is_recorded_and_separation_of_duties_
     alice = await strict.acting_as(_as(strict, "alice", Role.APPROVER))
     bob = await strict.acting_as(_as(strict, "bob", Role.SUBMITTER))
     plan = api.run_create_plan({"projectId": "p", "taskId": "t", "taskRevision": 1})
-    new = api.new_approval(plan, requested_by="b", now_ms=clock.now_ms(), approval_ttl_ms=60_000)
+    new = api.new_approval(
+        plan,
+        requested_by="b",
+        now_ms=clock.now_ms(),
+        approval_ttl_ms=60_000,
+        plan_digests=digests.PLAIN,
+    )
     pending = await bob.create_approval(new, now_ms=clock.now_ms(), context=CONTEXT)
     assert pending.requested_principal == "bob"
     with pytest.raises(errors.ApprovalNotPermitted):
@@ -165,6 +171,7 @@ async def test_on_sqlite_the_api_principal_is_recorded_and_separation_of_duties_
         requested_by="a",
         now_ms=clock.now_ms(),
         approval_ttl_ms=60_000,
+        plan_digests=digests.PLAIN,
     )
     mine = await alice.create_approval(own, now_ms=clock.now_ms())
     with pytest.raises(errors.SelfApprovalRefused):

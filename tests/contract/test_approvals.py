@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from qinglong_dispatcher import api
-from qinglong_dispatcher.domain import approvals, errors, plans
+from qinglong_dispatcher.domain import approvals, digests, errors, plans
 from tests.support import faults
 from tests.support.actions import make_api
 from tests.support.clock import ManualClock
@@ -45,7 +45,7 @@ async def test_create_approve_consume_walks_the_versions(
     stored = await harness.store.get_plan("proj-1", created.action_ref)
     assert stored is not None
     plan = plans.parse_plan("run.create", stored.plan_json.encode())
-    assert plans.plan_action_digest(plan) == dispatch.action_digest
+    assert plans.plan_action_digest(plan, digests.PLAIN) == dispatch.action_digest
 
 
 async def test_consume_twice_is_refused_and_writes_nothing(

@@ -12,6 +12,7 @@ import pytest
 from qinglong_dispatcher import api, bootstrap, ports
 from qinglong_dispatcher.actions import builtin
 from qinglong_dispatcher.domain import (
+    digests,
     dispatch_views,
     errors,
     plan_previews,
@@ -309,7 +310,7 @@ async def test_show_a_tool_invoke_with_its_step_run_and_without_its_content(
         "stepRunId": submitted.step_run_id,
         "toolId": "builtin.file.write",
         "toolVersion": 1,
-        "content": plan_previews.redacted(content),
+        "content": plan_previews.redacted(content, digests.PLAIN),
     }
     assert detail.execution.effective_status is Status.SUCCEEDED
     shown = json.dumps(detail.as_dict(), ensure_ascii=False)

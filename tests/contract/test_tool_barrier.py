@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.domain import digests, errors
 from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.domain.tools import start as tool_start
@@ -255,6 +255,7 @@ async def test_a_new_step_run_version_gets_its_own_barrier_and_the_old_one_stays
         profile="edge",
         actor="operator-1",
         dispatch=None,
+        plan_digests=digests.PLAIN,
     )
     second = await harness.store.prepare(retry)
     assert second.outcome is Outcome.CREATED

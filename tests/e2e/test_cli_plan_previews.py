@@ -21,7 +21,7 @@ from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.actions import builtin
 from qinglong_dispatcher.adapters.sqlite import os_user
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
-from qinglong_dispatcher.domain import ids, plan_previews, plans
+from qinglong_dispatcher.domain import digests, ids, plan_previews, plans
 from tests.support import stores
 from tests.support.actions import DEFAULT_TTL_MS
 from tests.support.cli import error_lines, json_out, run_cli
@@ -145,7 +145,7 @@ async def test_a_sensitive_value_never_reaches_show_or_approval_list_and_the_res
 ) -> None:
     t = target
     dispatch_id = await _seed(t)
-    body = plan_previews.redacted(BODY)
+    body = plan_previews.redacted(BODY, digests.PLAIN)
 
     listed = json_out(t.run(t.approver, "approval", "list", "--json"))
     assert listed["next"] is None

@@ -18,7 +18,7 @@ import pytest
 
 from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.adapters.postgres import store as postgres_store
-from qinglong_dispatcher.domain import approvals, cancels, errors, principals, states
+from qinglong_dispatcher.domain import approvals, cancels, digests, errors, principals, states
 from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
@@ -137,7 +137,13 @@ async def _request_by(
 ) -> approvals.Approval:
     store = await api_login.acting(who, role)
     plan = api.run_create_plan({"projectId": "p", "taskId": "t", "taskRevision": 1})
-    new = api.new_approval(plan, requested_by=who, now_ms=now.now_ms(), approval_ttl_ms=3_600_000)
+    new = api.new_approval(
+        plan,
+        requested_by=who,
+        now_ms=now.now_ms(),
+        approval_ttl_ms=3_600_000,
+        plan_digests=digests.PLAIN,
+    )
     return await store.create_approval(new, now_ms=now.now_ms(), context=CONTEXT)
 
 

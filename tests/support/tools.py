@@ -8,7 +8,7 @@ from typing import Any
 
 from qinglong_dispatcher import api, bootstrap, ports
 from qinglong_dispatcher import api as tool_api
-from qinglong_dispatcher.domain import plans, records, runs
+from qinglong_dispatcher.domain import digests, plans, records, runs
 from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.domain.tools import start as tool_start
@@ -81,6 +81,7 @@ class Started:
             profile="edge",
             actor=self.dispatch.approved_by,
             dispatch=self.dispatch,
+            plan_digests=digests.PLAIN,
         )
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import contract, registry
-from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.domain import digests, errors
 from tests.support import installed_actions
 from tests.support.clock import ManualClock
 from tests.support.installed_actions import HERE, entry_points_in, write_distribution
@@ -104,6 +104,8 @@ def test_registration_errors_are_configuration_errors() -> None:
 
 
 class _NoPlans:
+    plan_digests = digests.PLAIN
+
     async def get_plan(self, project_id: str, action_ref: str) -> ports.StoredPlan | None:
         return None
 

@@ -9,7 +9,7 @@ import pydantic
 import pytest
 
 from qinglong_dispatcher.actions.command_run import plan
-from qinglong_dispatcher.domain import errors, plans
+from qinglong_dispatcher.domain import digests, errors, plans
 
 MODELS: plans.PlanModels = {plan.ACTION_TYPE: plan.CommandRunPlan}
 GOOD: dict[str, Any] = {
@@ -30,9 +30,9 @@ def test_a_plan_survives_canonical_json_and_its_digest_binds_the_type() -> None:
     assert isinstance(parsed, plan.CommandRunPlan)
     assert (parsed.command, parsed.args) == ("deploy-site", GOOD["args"])
     data = plans.plan_canonical(parsed)
-    digest = plans.plan_action_digest(parsed)
+    digest = plans.plan_action_digest(parsed, digests.PLAIN)
     again, digest_again = plans.resolve_plan(
-        plan.ACTION_TYPE, data, approved_digest=digest, models=MODELS
+        plan.ACTION_TYPE, data, approved_digest=digest, models=MODELS, plan_digests=digests.PLAIN
     )
     assert (again, digest_again) == (parsed, digest)
     assert plan.CommandRunPlan.ACTION_TYPE == "command.run"

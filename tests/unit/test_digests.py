@@ -112,3 +112,50 @@ def test_action_digest_matches_hashlib(plan: dict[str, object]) -> None:
     envelope = canonical.dumps({"actionType": "run.create", "plan": plan})
     expected = hashlib.sha256(b"qinglong/approved-action@v1\0" + envelope).hexdigest()
     assert digests.action_digest("run.create", plan) == expected
+
+
+# -- plan digests keyed with a secret ------------------------------------------------------
+
+SECRET = bytes(range(32))
+
+
+def test_a_keyed_plan_digest_is_hmac_sha256_in_the_same_domain() -> None:
+    import hmac
+
+    keyed = digests.keyed(SECRET)
+    envelope = b'{"actionType":"run.create","plan":' + PLAN_BYTES + b"}"
+    expected = hmac.new(
+        SECRET, b"qinglong/approved-action@v1\x00" + envelope, hashlib.sha256
+    ).hexdigest()
+    assert keyed.action_digest("run.create", PLAN) == expected
+    assert (
+        keyed.plan_digest(PLAN)
+        == hmac.new(SECRET, b"qinglong/action-plan@v1\x00" + PLAN_BYTES, hashlib.sha256).hexdigest()
+    )
+    assert digests.PLAIN.action_digest("run.create", PLAN) == digests.action_digest(
+        "run.create", PLAN
+    )
+    assert keyed.keyed
+    assert not digests.PLAIN.keyed
+    assert repr(keyed) == "PlanDigests()"  # the secret stays out of reprs and tracebacks
+
+
+def test_bound_accepts_the_keyed_digest_or_a_plain_one_from_before_the_key() -> None:
+    keyed = digests.keyed(SECRET)
+    own = keyed.action_digest_of_canonical("run.create", PLAN_BYTES)
+    plain = digests.action_digest_of_canonical("run.create", PLAN_BYTES)
+    assert keyed.bound("run.create", PLAN_BYTES, own) == own
+    assert keyed.bound("run.create", PLAN_BYTES, plain) == plain
+    other = "f" * 64
+    assert keyed.bound("run.create", PLAN_BYTES, other) == own  # drift: the caller sees it
+    # Without a key there is nothing to fall back from: a keyed digest binds nothing here.
+    assert digests.PLAIN.bound("run.create", PLAN_BYTES, own) == plain
+    assert keyed.binds_plan(PLAN_BYTES, keyed.plan_digest(PLAN))
+    assert keyed.binds_plan(PLAN_BYTES, digests.plan_digest(PLAN))
+    assert not digests.PLAIN.binds_plan(PLAN_BYTES, keyed.plan_digest(PLAN))
+    assert not keyed.binds_plan(PLAN_BYTES + b" ", keyed.plan_digest(PLAN))
+
+
+def test_a_short_secret_is_refused() -> None:
+    with pytest.raises(errors.InvalidInput):
+        digests.keyed(b"short")

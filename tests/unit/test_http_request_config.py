@@ -12,7 +12,7 @@ import pytest
 from qinglong_dispatcher.actions.http_request import plan as plan_model
 from qinglong_dispatcher.actions.http_request import receivers
 from qinglong_dispatcher.actions.http_request import request as http
-from qinglong_dispatcher.domain import errors, plans
+from qinglong_dispatcher.domain import digests, errors, plans
 from tests.unit import test_http_request_send as served
 
 MODELS = {plan_model.ACTION_TYPE: plan_model.HttpRequestPlan}
@@ -102,8 +102,8 @@ def test_a_plan_survives_canonical_json_and_binds_every_byte() -> None:
     original = plan()
     again = plans.parse_plan(plan_model.ACTION_TYPE, plans.plan_canonical(original), models=MODELS)
     assert again == original
-    digests = {
-        plans.plan_action_digest(plan(**change))
+    seen = {
+        plans.plan_action_digest(plan(**change), digests.PLAIN)
         for change in (
             {},
             {"method": "PUT"},
@@ -114,7 +114,7 @@ def test_a_plan_survives_canonical_json_and_binds_every_byte() -> None:
             {"receiver": "hooks2"},
         )
     }
-    assert len(digests) == 7
+    assert len(seen) == 7
     assert plan_model.HttpRequestPlan.SENSITIVE_FIELDS == ("query", "headers", "body")
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, ClassVar
 import pydantic
 import pytest
 
-from qinglong_dispatcher.domain import errors, plans
+from qinglong_dispatcher.domain import digests, errors, plans
 from tests.support.installed_actions import EchoPlan
 
 MODELS: plans.PlanModels = {"test.echo": EchoPlan}
@@ -39,12 +39,14 @@ def test_an_installed_plan_is_exact_shape_like_the_built_ins() -> None:
 def test_canonical_bytes_round_trip_and_bind_the_type() -> None:
     plan = plans.parse_plan("test.echo", GOOD, models=MODELS)
     data = plans.plan_canonical(plan)
-    digest = plans.plan_action_digest(plan)
-    resolved, again = plans.resolve_plan("test.echo", data, approved_digest=digest, models=MODELS)
+    digest = plans.plan_action_digest(plan, digests.PLAIN)
+    resolved, again = plans.resolve_plan(
+        "test.echo", data, approved_digest=digest, models=MODELS, plan_digests=digests.PLAIN
+    )
     assert (resolved, again) == (plan, digest)
     other = plans.parse_plan("test.manual", GOOD, models={"test.manual": _Manual})
     assert plans.plan_canonical(other) == data
-    assert plans.plan_action_digest(other) != digest
+    assert plans.plan_action_digest(other, digests.PLAIN) != digest
 
 
 class _Manual(EchoPlan):

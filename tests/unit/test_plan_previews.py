@@ -10,7 +10,7 @@ from typing import ClassVar
 import pytest
 
 from qinglong_dispatcher.actions import builtin
-from qinglong_dispatcher.domain import plan_previews, plans
+from qinglong_dispatcher.domain import digests, plan_previews, plans
 from tests.support import installed_actions
 
 MARKER = "MARKER-7f3a-secret"
@@ -34,7 +34,7 @@ def _field_digest(value: object) -> str:
 
 
 def test_a_sensitive_member_is_shown_only_as_its_size_and_digest_prefix() -> None:
-    shown = plan_previews.preview_of("tool.invoke", json.dumps(TOOL_PLAN), SHOWN)
+    shown = plan_previews.preview_of("tool.invoke", json.dumps(TOOL_PLAN), SHOWN, digests.PLAIN)
     assert shown is not None
     content = json.dumps(TOOL_PLAN["content"], ensure_ascii=False).encode()
     assert shown["content"] == {
@@ -49,32 +49,32 @@ def test_a_sensitive_member_is_shown_only_as_its_size_and_digest_prefix() -> Non
 
 
 def test_the_digest_prefix_is_stable_and_tells_equal_values_from_different_ones() -> None:
-    first = plan_previews.redacted(["a", "1"])
+    first = plan_previews.redacted(["a", "1"], digests.PLAIN)
     # Pinned: a preview printed today compares with one printed by any later release.
     assert first == {"redacted": True, "bytes": 9, "digest": "b4704f0bbe0d"}
     assert first["digest"] == _field_digest(["a", "1"])
-    assert plan_previews.redacted(["a", "2"])["digest"] != first["digest"]
+    assert plan_previews.redacted(["a", "2"], digests.PLAIN)["digest"] != first["digest"]
     # Domain-separated: not the plain SHA-256 of the value, nor another domain's digest.
     assert first["digest"] != hashlib.sha256(b'["a","1"]').hexdigest()[:12]
 
 
 def test_every_member_is_shown_in_order_and_an_undeclared_one_is_redacted() -> None:
     plan = {**TOOL_PLAN, "surprise": MARKER}
-    shown = plan_previews.preview_of("tool.invoke", json.dumps(plan), SHOWN)
+    shown = plan_previews.preview_of("tool.invoke", json.dumps(plan), SHOWN, digests.PLAIN)
     assert shown is not None
     assert list(shown) == sorted(plan)
-    assert shown["surprise"] == plan_previews.redacted(MARKER)
+    assert shown["surprise"] == plan_previews.redacted(MARKER, digests.PLAIN)
 
 
 def test_an_action_type_without_a_model_here_shows_only_its_identity() -> None:
     plan = {"schemaVersion": 1, "actionRef": "a1", "projectId": "p", "note": MARKER}
-    shown = plan_previews.preview_of("someone.else", json.dumps(plan), SHOWN)
-    assert shown == {**plan, "note": plan_previews.redacted(MARKER)}
+    shown = plan_previews.preview_of("someone.else", json.dumps(plan), SHOWN, digests.PLAIN)
+    assert shown == {**plan, "note": plan_previews.redacted(MARKER, digests.PLAIN)}
 
 
 @pytest.mark.parametrize("text", ["{not json", "[1]", '{"a": 1.5}'])
 def test_a_plan_that_is_not_a_canonical_object_has_no_preview(text: str) -> None:
-    assert plan_previews.preview_of("run.create", text, SHOWN) is None
+    assert plan_previews.preview_of("run.create", text, SHOWN, digests.PLAIN) is None
 
 
 def test_the_built_in_models_declare_what_may_carry_customer_data() -> None:

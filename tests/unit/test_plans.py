@@ -146,10 +146,10 @@ def test_plan_canonical_and_digest_known_answer() -> None:
     assert plans.plan_canonical(plan) == expected
     envelope = b'{"actionType":"run.create","plan":' + expected + b"}"
     assert (
-        plans.plan_action_digest(plan)
+        plans.plan_action_digest(plan, digests.PLAIN)
         == hashlib.sha256(b"qinglong/approved-action@v1\x00" + envelope).hexdigest()
     )
-    assert plans.plan_action_digest(plan) == digests.action_digest(
+    assert plans.plan_action_digest(plan, digests.PLAIN) == digests.action_digest(
         "run.create", plan.to_canonical_dict()
     )
 
@@ -171,7 +171,9 @@ def test_round_trip_through_canonical_bytes(raw: dict[str, object]) -> None:
     assert canonical.is_canonical(data)
     again = plans.parse_plan("run.create", data)
     assert again == plan
-    assert plans.plan_action_digest(again) == plans.plan_action_digest(plan)
+    assert plans.plan_action_digest(again, digests.PLAIN) == plans.plan_action_digest(
+        plan, digests.PLAIN
+    )
 
 
 @pytest.mark.parametrize(
@@ -307,7 +309,7 @@ def test_any_field_value_raises_only_typed_errors(field: str, value: object) -> 
         else:
             # Whatever got through can always be written and hashed.
             assert canonical.is_canonical(plans.plan_canonical(plan))
-            plans.plan_action_digest(plan)
+            plans.plan_action_digest(plan, digests.PLAIN)
 
 
 # -- resolving a stored plan against its approved digest ----------------------------------
@@ -318,32 +320,43 @@ def test_any_field_value_raises_only_typed_errors(field: str, value: object) -> 
 def test_resolving_the_approved_bytes_gives_the_strict_parse(data: dict[str, object]) -> None:
     plan = plans.parse_plan("run.create", data)
     stored = plans.plan_canonical(plan)
-    approved = plans.plan_action_digest(plan)
-    resolved, digest = plans.resolve_plan("run.create", stored, approved_digest=approved)
+    approved = plans.plan_action_digest(plan, digests.PLAIN)
+    resolved, digest = plans.resolve_plan(
+        "run.create", stored, approved_digest=approved, plan_digests=digests.PLAIN
+    )
     assert resolved == plan
     assert digest == approved == digests.action_digest_of_canonical("run.create", stored)
 
 
 def test_equivalent_bytes_that_are_not_canonical_take_the_strict_parse() -> None:
     plan = plans.parse_plan("run.create", GOOD)
-    approved = plans.plan_action_digest(plan)
+    approved = plans.plan_action_digest(plan, digests.PLAIN)
     spaced = json.dumps(GOOD, indent=2).encode()
-    resolved, digest = plans.resolve_plan("run.create", spaced, approved_digest=approved)
+    resolved, digest = plans.resolve_plan(
+        "run.create", spaced, approved_digest=approved, plan_digests=digests.PLAIN
+    )
     assert resolved == plan
     assert digest == approved  # the plan's canonical digest, not the digest of the bytes
     assert digests.action_digest_of_canonical("run.create", spaced) != approved
 
 
 def test_other_bytes_get_their_own_digest_and_invalid_bytes_stay_invalid() -> None:
-    approved = plans.plan_action_digest(plans.parse_plan("run.create", GOOD))
+    approved = plans.plan_action_digest(plans.parse_plan("run.create", GOOD), digests.PLAIN)
     drifted = plans.plan_canonical(plans.parse_plan("run.create", {**GOOD, "priority": 7}))
-    _, digest = plans.resolve_plan("run.create", drifted, approved_digest=approved)
+    _, digest = plans.resolve_plan(
+        "run.create", drifted, approved_digest=approved, plan_digests=digests.PLAIN
+    )
     assert digest != approved
     with pytest.raises(errors.PlanInvalid):
-        plans.resolve_plan("run.create", b'{"priority": 1.5}', approved_digest=approved)
+        plans.resolve_plan(
+            "run.create", b'{"priority": 1.5}', approved_digest=approved, plan_digests=digests.PLAIN
+        )
     # Even bytes whose digest is the approved one are validated by the model again.
     bad = canonical.dumps({**GOOD, "priority": 5000})
     with pytest.raises(errors.PlanInvalid, match="priority"):
         plans.resolve_plan(
-            "run.create", bad, approved_digest=digests.action_digest_of_canonical("run.create", bad)
+            "run.create",
+            bad,
+            approved_digest=digests.action_digest_of_canonical("run.create", bad),
+            plan_digests=digests.PLAIN,
         )

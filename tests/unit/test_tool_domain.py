@@ -47,7 +47,7 @@ def step(status: Status = Status.WAITING_APPROVAL, version: int = 1) -> steps.St
         definition_digest=tool_registry.FILE_WRITE_V1.digest,
         action_type="tool.invoke",
         action_ref="act-1",
-        action_digest=plans.plan_action_digest(the_plan),
+        action_digest=plans.plan_action_digest(the_plan, digests.PLAIN),
         approval_request_id="a-1",
     )
     return steps.StepRun(
@@ -68,7 +68,7 @@ def dispatch() -> records.Dispatch:
         project_id="proj-1",
         action_type="tool.invoke",
         action_ref="act-1",
-        action_digest=plans.plan_action_digest(plan()),
+        action_digest=plans.plan_action_digest(plan(), digests.PLAIN),
         approved_by="approver",
         created_at_ms=1,
     )
@@ -83,6 +83,7 @@ def command_dict() -> dict[str, Any]:
         profile="edge",
         actor="approver",
         dispatch=dispatch(),
+        plan_digests=digests.PLAIN,
     ).to_canonical_dict()
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from qinglong_dispatcher.domain import plans, records, runs
+from qinglong_dispatcher.domain import digests, plans, records, runs
 from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
 from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
@@ -38,7 +38,7 @@ def _plan() -> plans.ToolInvocationPlan:
 
 
 PLAN = _plan()
-ACTION_DIGEST = plans.plan_action_digest(PLAN)
+ACTION_DIGEST = plans.plan_action_digest(PLAN, digests.PLAIN)
 
 BINDING = steps.Binding(
     step_run_id="s-1",
@@ -107,6 +107,7 @@ def command(
         profile="edge",
         actor="approver",
         dispatch=dispatch,
+        plan_digests=digests.PLAIN,
     )
 
 

@@ -88,7 +88,10 @@ class RunCreateHandler:
 
     def _remember(self, stored: ports.StoredPlan, approved_digest: str) -> Resolved:
         plan, digest = plans.resolve_plan(
-            stored.action_type, stored.plan_bytes(), approved_digest=approved_digest
+            stored.action_type,
+            stored.plan_bytes(),
+            approved_digest=approved_digest,
+            plan_digests=self._plans.plan_digests,
         )
         if not isinstance(plan, plans.ApprovedRunCreationPlan):
             raise errors.PlanInvalid("plan is not a run.create plan", code="plan_type_mismatch")

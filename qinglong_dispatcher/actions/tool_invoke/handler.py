@@ -87,6 +87,12 @@ class ToolInvokeHandler:
             raise errors.PlanInvalid("content exceeds the tool policy", code="content_too_large")
         return plan
 
+    def _bound_digest(self, plan: plans.ToolInvocationPlan, dispatch: records.Dispatch) -> str:
+        # The approved digest when it binds this plan (keyed, or plain from before the ring).
+        return self._store.plan_digests.bound(
+            plan.ACTION_TYPE, plans.plan_canonical(plan), dispatch.action_digest
+        )
+
     async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
         """Plan, policy, sandbox and StepRun checks; writes nothing."""
         try:
@@ -103,7 +109,7 @@ class ToolInvokeHandler:
         if refusal is not None:
             return ports.InspectResult(kind=ports.InspectKind.BLOCKED, code=refusal)
         return ports.InspectResult(
-            kind=ports.InspectKind.READY, action_digest=plans.plan_action_digest(plan)
+            kind=ports.InspectKind.READY, action_digest=self._bound_digest(plan, dispatch)
         )
 
     async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
@@ -117,7 +123,7 @@ class ToolInvokeHandler:
             plan = await self._resolve(dispatch)
         except errors.InvalidInput as exc:
             return await self._finish(ctx, None, failed, exc.code, end)
-        if plans.plan_action_digest(plan) != dispatch.action_digest:
+        if self._bound_digest(plan, dispatch) != dispatch.action_digest:
             return await self._finish(ctx, plan, failed, "digest_drift", end)
         step = await self._store.get_step_run(plan.step_run_id)
         refusal = tool_invocations.step_refusal(step, plan, dispatch)
@@ -131,6 +137,7 @@ class ToolInvokeHandler:
             profile=self._profile,
             actor=dispatch.approved_by,
             dispatch=dispatch,
+            plan_digests=self._store.plan_digests,
         )
         try:
             barrier = await self._retrying(

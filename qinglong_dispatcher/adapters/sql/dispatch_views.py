@@ -12,9 +12,19 @@ import json
 from collections.abc import Sequence
 from typing import Final
 
-from qinglong_dispatcher.adapters.sql import plan_reads, query, recovery, runs, tool_steps
+from qinglong_dispatcher.adapters.sql import (
+    plan_envelopes,
+    plan_reads,
+    query,
+    recovery,
+    runs,
+    tool_steps,
+)
 from qinglong_dispatcher.domain import dispatch_views, plan_previews, records
 from qinglong_dispatcher.domain import recovery as recovery_records
+
+_CLEAR: Final = plan_envelopes.Envelopes(None)
+"""A store without a key ring: plans in clear, plain digests."""
 
 _NEWEST: Final = dispatch_views.Cursor(created_at_ms=2**63 - 1, dispatch_id="")
 """A keyset position before every dispatch in the newest-first order."""
@@ -56,11 +66,11 @@ async def show_dispatch(
     *,
     now_ms: int,
     shown: plan_previews.ShownFields = plan_previews.IDENTITY_ONLY,
-    open_plan: plan_reads.OpenPlan = lambda plan: plan,
+    envelopes: plan_envelopes.Envelopes = _CLEAR,
 ) -> dispatch_views.Detail | None:
     """Everything about one dispatch, its plan as a redacted preview, or None when there is
-    no such dispatch (`shown`: the members shown per action type; `open_plan`: how the store
-    opens a sealed plan)."""
+    no such dispatch (`shown`: the members shown per action type; `envelopes`: how the store
+    opens a sealed plan and digests a redacted member)."""
     row = await q.one("select_dispatch_view", {"dispatch_id": dispatch_id})
     if row is None:
         return None
@@ -68,7 +78,7 @@ async def show_dispatch(
     dispatch = records.Dispatch.from_joined_row(row)
     observation = recovery_records.Observation.from_joined_row(row)
     stored = await runs.get_plan(q, dispatch.project_id, dispatch.action_ref)
-    plan, plan_code = plan_reads.preview(stored, shown, open_plan)
+    plan, plan_code = plan_reads.preview(stored, shown, envelopes)
     events = await q.all("select_event_views", {"dispatch_id": dispatch_id})
     receipt = await runs.get_receipt(q, dispatch_id)
     step = await tool_steps.get_by_approval(q, dispatch.approval_request_id)

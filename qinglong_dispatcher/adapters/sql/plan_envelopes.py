@@ -17,7 +17,7 @@ from typing import Final
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import plan_cipher, plan_keyring
-from qinglong_dispatcher.domain import approvals
+from qinglong_dispatcher.domain import approvals, digests
 
 KEYRING_MISSING: Final = "plan_keyring_missing"
 """The code of a sealed plan read by a process that has no key ring."""
@@ -40,6 +40,9 @@ class Envelopes:
 
     def __init__(self, cipher: plan_cipher.PlanCipher | None) -> None:
         self.cipher = cipher
+        self.digests = digests.PLAIN if cipher is None else cipher.digests
+        """How plans are digested here: keyed under the ring's digest secret when there is
+        a ring, so that a copy of the database confirms no guessed plan."""
 
     @property
     def active_key_id(self) -> str | None:

@@ -13,7 +13,7 @@ import collections
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import plan_envelopes, query
-from qinglong_dispatcher.domain import digests, errors
+from qinglong_dispatcher.domain import errors
 
 _FIRST = ("", "")
 """Before every plan key: identifiers are never empty."""
@@ -98,7 +98,7 @@ async def check_batch(
         opened = envelopes.open(stored)
         if opened.unreadable is not None:
             failed[opened.unreadable] += 1
-        elif digests.digest(digests.PLAN_TAG, opened.plan_bytes()) != opened.plan_digest:
+        elif not envelopes.digests.binds_plan(opened.plan_bytes(), opened.plan_digest):
             failed["plan_digest_mismatch"] += 1
     return ports.CheckBatch(
         checked=len(found),

@@ -9,26 +9,25 @@ audit row commits with the read or not at all.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.sql import query
+from qinglong_dispatcher.adapters.sql import plan_envelopes, query
 from qinglong_dispatcher.domain import approval_views, plan_previews
-
-OpenPlan = Callable[[ports.StoredPlan], ports.StoredPlan]
-"""How the store opens a sealed plan (a clear one comes back unchanged)."""
 
 
 def preview(
-    stored: ports.StoredPlan | None, shown: plan_previews.ShownFields, open_plan: OpenPlan
+    stored: ports.StoredPlan | None,
+    shown: plan_previews.ShownFields,
+    envelopes: plan_envelopes.Envelopes,
 ) -> tuple[dict[str, object] | None, str | None]:
     """A stored plan's preview, or None and the code that says why it cannot be shown."""
     if stored is None:
         return None, plan_previews.MISSING
-    opened = open_plan(stored)
+    opened = envelopes.open(stored)
     if opened.unreadable is not None:
         return None, opened.unreadable
-    shown_plan = plan_previews.preview_of(opened.action_type, opened.plan_json, shown)
+    shown_plan = plan_previews.preview_of(
+        opened.action_type, opened.plan_json, shown, envelopes.digests
+    )
     return (None, plan_previews.UNREADABLE) if shown_plan is None else (shown_plan, None)
 
 
@@ -38,7 +37,7 @@ async def list_waiting_approvals(
     *,
     now_ms: int,
     shown: plan_previews.ShownFields,
-    open_plan: OpenPlan,
+    envelopes: plan_envelopes.Envelopes,
 ) -> approval_views.Page:
     """A page of waiting requests, newest first; one row more is read to know if it is last."""
     after = request.after or approval_views.NEWEST
@@ -56,7 +55,7 @@ async def list_waiting_approvals(
     rows = []
     for row in found[: request.limit]:
         stored = None if row["plan_digest"] is None else ports.StoredPlan.from_row(row)
-        plan, code = preview(stored, shown, open_plan)
+        plan, code = preview(stored, shown, envelopes)
         rows.append(approval_views.WaitingApproval.from_row(row, plan=plan, plan_code=code))
     shown_rows = tuple(rows)
     more = len(found) > request.limit

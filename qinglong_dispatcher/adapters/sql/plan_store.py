@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import plan_envelopes, plan_keys, plan_reads, query, runs
-from qinglong_dispatcher.domain import approval_views, approvals, errors, plan_previews
+from qinglong_dispatcher.domain import approval_views, approvals, digests, errors, plan_previews
 
 
 class PlanMethods:
@@ -16,6 +16,11 @@ class PlanMethods:
     runner: query.Runner
     approver: approvals.Principal
     envelopes: plan_envelopes.Envelopes
+
+    @property
+    def plan_digests(self) -> digests.PlanDigests:
+        """See `ports.PlanStore.plan_digests`."""
+        return self.envelopes.digests
 
     async def get_plan(self, project_id: str, action_ref: str) -> ports.StoredPlan | None:
         """See `ports.PlanStore.get_plan` (a sealed plan opened, or marked unreadable)."""
@@ -39,7 +44,7 @@ class PlanMethods:
         """See `ports.PlanReadStore.list_waiting_approvals` (each plan opened to be previewed)."""
         return await self.runner.transaction(
             lambda q: plan_reads.list_waiting_approvals(
-                q, request, now_ms=now_ms, shown=shown, open_plan=self.envelopes.open
+                q, request, now_ms=now_ms, shown=shown, envelopes=self.envelopes
             ),
             write=False,
         )

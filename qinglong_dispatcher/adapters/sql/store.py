@@ -322,7 +322,7 @@ class SqlStore(plan_store.PlanMethods):
         """See `ports.DispatchReadStore.show_dispatch` (its plan opened to be previewed)."""
         return await self.runner.transaction(
             lambda q: dispatch_views.show_dispatch(
-                q, dispatch_id, now_ms=now_ms, shown=shown, open_plan=self.envelopes.open
+                q, dispatch_id, now_ms=now_ms, shown=shown, envelopes=self.envelopes
             ),
             write=False,
         )

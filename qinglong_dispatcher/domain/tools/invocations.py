@@ -59,17 +59,24 @@ def build_command(
     profile: str,
     actor: str,
     dispatch: records.Dispatch | None,
+    plan_digests: digests.PlanDigests,
 ) -> tool_start.StartCommand:
     """The start command of `step` at its current version, under `dispatch` when approved.
 
+    `plan_digests` are the store's (keyed where plans are sealed); a dispatch's plan carries
+    the digest its approval bound, plain when it was approved before the key ring.
     Raises `InvalidInput` when the plan names no reviewed tool or the pieces do not fit
     together (the model re-checks every binding against the registry).
     """
     definition = tool_registry.lookup(plan.tool_id, plan.tool_version)
     if definition is None:
         raise errors.InvalidInput("plan names no reviewed built-in tool", code="tool_unknown")
-    action_digest = plans.plan_action_digest(plan)
-    plan_digest = digests.plan_digest(plan.to_canonical_dict())
+    if dispatch is None:
+        action_digest = plans.plan_action_digest(plan, plan_digests)
+    else:
+        canonical_plan = plans.plan_canonical(plan)
+        action_digest = plan_digests.bound(plan.ACTION_TYPE, canonical_plan, dispatch.action_digest)
+    plan_digest = plan_digests.plan_digest(plan.to_canonical_dict())
     approval = None
     if dispatch is not None:
         approval = {
