@@ -122,6 +122,7 @@ class StoredResolution:
 class AuditEvent:
     """One immutable security audit record."""
 
+    event_id: int
     kind: str
     actor: str
     principal: str
@@ -129,6 +130,11 @@ class AuditEvent:
     subject_id: str
     detail_code: str
     committed_at_ms: int
+    token_id: str | None = None
+    """For a write through the API: the token's id (never the token), its client's address
+    and the request's id."""
+    client_address: str | None = None
+    request_id: str | None = None
 
 
 def settling_now_ms(caller_ms: int, database_ms: int) -> int:

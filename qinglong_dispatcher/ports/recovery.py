@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from qinglong_dispatcher.domain import (
+    audit_views,
     principals,
     records,
     recovery,
@@ -47,4 +48,8 @@ class RecoveryStore(Protocol):
 
     async def audit_events(self, subject_id: str) -> list[recovery.AuditEvent]:
         """Security audit records about one subject (a dispatch id)."""
+        ...
+
+    async def audit_page(self, request: audit_views.AuditQuery) -> audit_views.AuditPage:
+        """A page of the security audit log, newest first."""
         ...

@@ -128,10 +128,16 @@ def _paths() -> dict[str, Any]:
         "/audit": {
             "get": {
                 "operationId": "listAudit",
-                "summary": "Security audit records about one subject (role viewer)",
+                "summary": "The security audit log, newest first, in keyset pages (role viewer)",
                 "security": viewer,
-                "parameters": [{**_query("subject", "a dispatch id", _ID), "required": True}],
-                "responses": _ok("AuditList", "The records, oldest first"),
+                "parameters": [
+                    _query("subject", "only records about this subject (a dispatch id)", _ID),
+                    _query("principal", "only records naming this principal", _ID),
+                    _query("kind", "only records of this kind (e.g. approval.approved)", _ID),
+                    _query("limit", "page size", {"type": "integer", "minimum": 1, "maximum": 500}),
+                    _query("after", "the `next` of the previous page", {"type": "string"}),
+                ],
+                "responses": _ok("AuditPage", "A page"),
             }
         },
         "/status": {

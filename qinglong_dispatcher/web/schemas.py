@@ -143,6 +143,7 @@ def all_schemas() -> dict[str, Any]:
         "AuditRecord": {
             "type": "object",
             "required": [
+                "event_id",
                 "kind",
                 "actor",
                 "principal",
@@ -152,6 +153,7 @@ def all_schemas() -> dict[str, Any]:
                 "committed_at_ms",
             ],
             "properties": {
+                "event_id": {"type": "integer"},
                 "kind": {"type": "string"},
                 "actor": {"type": "string"},
                 "principal": {"type": "string"},
@@ -159,14 +161,17 @@ def all_schemas() -> dict[str, Any]:
                 "subject_id": {"type": "string"},
                 "detail_code": {"type": "string"},
                 "committed_at_ms": MS,
+                "token_id": NULLABLE_STR,
+                "client_address": NULLABLE_STR,
+                "request_id": NULLABLE_STR,
             },
         },
-        "AuditList": {
+        "AuditPage": {
             "type": "object",
-            "required": ["subject", "audit"],
+            "required": ["audit", "next"],
             "properties": {
-                "subject": ID,
                 "audit": {"type": "array", "items": ref("AuditRecord")},
+                "next": NULLABLE_STR,
             },
         },
         "Status": {

@@ -79,6 +79,55 @@ async def test_alice_submits_bob_approves_and_the_audit_names_each_with_their_re
     )
 
 
+async def test_the_audit_log_pages_newest_first_and_filters_by_principal_and_kind(
+    served: Served,
+) -> None:
+    it = served
+    status, headers, body = await it.call("POST", "/dispatches", "alice", plan_body())
+    assert status == 201, body
+    approval_id = body["approval"]["approval_request_id"]
+    status, headers, body = await it.call("POST", f"/approvals/{approval_id}/approve", "bob")
+    assert status == 200, body
+    bob_request = headers["X-Request-Id"]
+    bob = it.names["bob"]
+    status, _, page = await it.call("GET", f"/audit?principal={bob}", "vic")
+    assert status == 200, page
+    assert [(r["kind"], r["subject_id"]) for r in page["audit"]] == [
+        ("api.consume", body["dispatch_id"]),
+        ("approval.consumed", approval_id),
+        ("api.approve", approval_id),
+        ("approval.approved", approval_id),
+    ]
+    assert page["next"] is None
+    api_approve = page["audit"][2]
+    assert (api_approve["token_id"], api_approve["request_id"]) == (
+        it.token_ids["bob"],
+        bob_request,
+    )
+    # One record per page, newest first, each page after the last one's cursor.
+    seen: list[int] = []
+    after = ""
+    while True:
+        status, _, one = await it.call("GET", f"/audit?kind=api.approve&limit=1{after}", "vic")
+        assert status == 200, one
+        seen += [r["event_id"] for r in one["audit"]]
+        if one["next"] is None:
+            break
+        after = f"&after={one['next']}"
+    assert seen == sorted(seen, reverse=True)
+    assert api_approve["event_id"] in seen
+    for query, field in (
+        ("kind=<script>", "kind"),
+        ("limit=0", "limit"),
+        ("after=abc", "after"),
+        ("principal=a%20b", "principal"),
+        ("who=bob", "who"),
+    ):
+        status, headers, problem = await it.call("GET", f"/audit?{query}", "vic")
+        assert_problem((status, headers, problem), 400, "invalid_input")
+        assert problem["field"] == field
+
+
 async def test_alice_approving_her_own_request_is_refused_by_the_database(
     served: Served,
 ) -> None:

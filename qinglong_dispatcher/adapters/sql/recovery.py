@@ -11,7 +11,15 @@ the parameter. An API resolution also writes its request's audit row.
 from __future__ import annotations
 
 from qinglong_dispatcher.adapters.sql import query, rows, tokens, tool_steps
-from qinglong_dispatcher.domain import errors, fencing, principals, records, recovery, states
+from qinglong_dispatcher.domain import (
+    audit_views,
+    errors,
+    fencing,
+    principals,
+    records,
+    recovery,
+    states,
+)
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.domain.tools import start as tool_start
@@ -198,17 +206,41 @@ async def get_resolution(q: query.Query, dispatch_id: str) -> recovery.StoredRes
     )
 
 
+def _audit_event(row: records.RowLike) -> recovery.AuditEvent:
+    return recovery.AuditEvent(
+        event_id=row["event_id"],
+        kind=row["kind"],
+        actor=row["actor"],
+        principal=row["principal"],
+        project_id=row["project_id"],
+        subject_id=row["subject_id"],
+        detail_code=row["detail_code"],
+        committed_at_ms=row["committed_at_ms"],
+        token_id=row["token_id"],
+        client_address=row["client_address"],
+        request_id=row["request_id"],
+    )
+
+
 async def audit_events(q: query.Query, subject_id: str) -> list[recovery.AuditEvent]:
     """Audit records about one subject."""
     return [
-        recovery.AuditEvent(
-            kind=row["kind"],
-            actor=row["actor"],
-            principal=row["principal"],
-            project_id=row["project_id"],
-            subject_id=row["subject_id"],
-            detail_code=row["detail_code"],
-            committed_at_ms=row["committed_at_ms"],
-        )
-        for row in await q.all("select_audit_events", {"subject_id": subject_id})
+        _audit_event(row) for row in await q.all("select_audit_events", {"subject_id": subject_id})
     ]
+
+
+async def audit_page(q: query.Query, request: audit_views.AuditQuery) -> audit_views.AuditPage:
+    """A page of the audit log, newest first; one row more is read to know if it is last."""
+    found = await q.all(
+        "select_audit_page",
+        {
+            "before_event_id": 2**63 - 1 if request.before is None else request.before,
+            "subject_id": request.subject_id,
+            "principal": request.principal,
+            "kind": request.kind,
+            "limit": request.limit + 1,
+        },
+    )
+    events = tuple(_audit_event(row) for row in found[: request.limit])
+    more = len(found) > request.limit
+    return audit_views.AuditPage(events, events[-1].event_id if more else None)

@@ -253,6 +253,7 @@ class SqlStore(plan_store.PlanMethods):
     record_observation = operation(recovery.record_observation)
     get_resolution = operation(recovery.get_resolution, write=False)
     audit_events = operation(recovery.audit_events, write=False)
+    audit_page = operation(recovery.audit_page, write=False)
 
     async def resolve_recovery(
         self,
