@@ -200,6 +200,7 @@ def build_api_server(
     *,
     authenticator: ports.Authenticator | None = None,
     heartbeat_s: float | None = None,
+    events_poll_s: float | None = None,
     acting: ports.PrincipalStores | None = None,
 ) -> daemon.Service:
     """The control-plane API (`QINGLONG_API_LISTEN`); aiohttp is imported here, only then.
@@ -218,6 +219,7 @@ def build_api_server(
     hub = events.Hub(
         max_subscribers=max(1, settings.api_max_connections // 4),
         heartbeat_s=events.HEARTBEAT_S if heartbeat_s is None else heartbeat_s,
+        poll_s=events.POLL_S if events_poll_s is None else events_poll_s,
     )
     ctx = context.Context(
         store=store,

@@ -24,6 +24,12 @@ def _time_ordered(prefix: str, now_ms: int) -> str:
     return f"{prefix}-{now_ms % 16**_TIME_DIGITS:012x}{secrets.token_hex(10)}"
 
 
+def time_floor(prefix: str, at_ms: int) -> str:
+    """The least id of kind `prefix` created at or after `at_ms` (every `_time_ordered` id of
+    that kind from then on sorts at or above it)."""
+    return f"{prefix}-{at_ms % 16**_TIME_DIGITS:012x}"
+
+
 def new_dispatch_id(now_ms: int) -> str:
     """A dispatch id (it is also the downstream idempotency key), ordered by creation time."""
     return _time_ordered("d", now_ms)

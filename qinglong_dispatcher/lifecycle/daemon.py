@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
 from typing import Protocol
 
 import anyio
@@ -51,10 +50,6 @@ class Service(Protocol):
 
     async def aclose(self) -> None:
         """Stop serving and close every connection; safe to call twice."""
-        ...
-
-    def settled(self, items: Sequence[tuple[str, str]]) -> None:
-        """Dispatches this process settled: (dispatch id, terminal status), in order."""
         ...
 
 
@@ -181,8 +176,6 @@ class Daemon:
             for _ in range(p.settings.max_pages_per_tick):
                 batch_start = time.monotonic()
                 report = await p.dispatcher.dispatch_batch()
-                if p.api is not None and report.settled:
-                    p.api.settled(report.settled)
                 self._found_work = self._found_work or report.observed > 0
                 p.metrics.observe_batch(
                     time.monotonic() - batch_start,

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from qinglong_dispatcher.domain import (
+    activity,
     approval_views,
     cancels,
     dispatch_views,
@@ -58,6 +59,13 @@ class DispatchReadStore(Protocol):
 
     async def dispatch_run_ids(self, dispatch_ids: Sequence[str]) -> dict[str, str]:
         """The Run id of each dispatch whose Run exists (by idempotency key)."""
+        ...
+
+    async def recent_activity(
+        self, *, requested_since_ms: int, settled_since_ms: int, limit: int
+    ) -> activity.Activity:
+        """New approval requests and settled dispatches (for the event stream), each at or
+        after its own time, oldest first, at most `limit` of each."""
         ...
 
 

@@ -1,9 +1,10 @@
-"""`GET /api/v1/events`: Server-Sent Events of dispatches this daemon settled, with heartbeats.
+"""`GET /api/v1/events`: Server-Sent Events of new approval requests and settled dispatches.
 
-The daemon pushes each batch's settled dispatches (`dispatch.settled`: id and terminal status)
-into the hub; every subscriber has a bounded queue, and one that falls behind is disconnected
-(it reconnects with `Last-Event-ID` and gets what the replay buffer still holds). The number of
-subscribers is bounded; one more is refused 503 `too_many_streams`.
+The feed (`feed.Feed`) reads them from the database while anyone listens, so the stream shows
+what every replica and every CLI did, and publishes them into the hub; every subscriber has a
+bounded queue, and one that falls behind is disconnected (it reconnects with `Last-Event-ID`
+and gets what the replay buffer still holds). The number of subscribers is bounded; one more
+is refused 503 `too_many_streams`.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from aiohttp import web
 
 log = structlog.get_logger("qinglong_dispatcher.api")
 
-SETTLED: Final = "dispatch.settled"
 QUEUE_SIZE: Final = 1024
 """Events a subscriber may have waiting; beyond that it is disconnected."""
 REPLAY: Final = 1024
 """Events kept for a reconnecting subscriber's `Last-Event-ID`."""
 HEARTBEAT_S: Final = 15.0
+POLL_S: Final = 1.0
+"""How often the feed reads new activity while anyone listens."""
 RETRY_MS: Final = 3000
 """The reconnection delay the stream asks clients for."""
 
@@ -55,9 +57,12 @@ _CLOSE: Final = Event(seq=-1, name="", data={})
 class Hub:
     """Fans events out to bounded subscriber queues; lives on the daemon's event loop."""
 
-    def __init__(self, *, max_subscribers: int, heartbeat_s: float = HEARTBEAT_S) -> None:
+    def __init__(
+        self, *, max_subscribers: int, heartbeat_s: float = HEARTBEAT_S, poll_s: float = POLL_S
+    ) -> None:
         self.max_subscribers = max_subscribers
         self.heartbeat_s = heartbeat_s
+        self.poll_s = poll_s
         self._queues: set[asyncio.Queue[Event]] = set()
         self._recent: collections.deque[Event] = collections.deque(maxlen=REPLAY)
         self._seq = 0
@@ -68,10 +73,10 @@ class Hub:
         """Streams open now."""
         return len(self._queues)
 
-    def publish_settled(self, dispatch_id: str, status: str) -> None:
-        """Announce a settled dispatch to every subscriber."""
+    def publish(self, name: str, data: dict[str, object]) -> None:
+        """Announce one event to every subscriber."""
         self._seq += 1
-        event = Event(self._seq, SETTLED, {"dispatch_id": dispatch_id, "status": status})
+        event = Event(self._seq, name, data)
         self._recent.append(event)
         for queue in list(self._queues):
             try:

@@ -151,7 +151,7 @@ def _paths() -> dict[str, Any]:
         "/events": {
             "get": {
                 "operationId": "events",
-                "summary": "Server-Sent Events: `dispatch.settled` {dispatch_id, status}, "
+                "summary": "Server-Sent Events: `approval.requested` and `dispatch.settled`, "
                 "heartbeats (role viewer)",
                 "security": viewer,
                 "parameters": [

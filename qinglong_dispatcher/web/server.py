@@ -13,7 +13,6 @@ import os
 import socket
 import ssl
 import stat
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -23,7 +22,7 @@ from aiohttp import web
 
 from qinglong_dispatcher import listen_address
 from qinglong_dispatcher.domain import errors
-from qinglong_dispatcher.web import app, auth, connections, context
+from qinglong_dispatcher.web import app, auth, connections, context, feed
 
 log = structlog.get_logger("qinglong_dispatcher.api")
 
@@ -82,11 +81,6 @@ class ApiServer:
     def open_connections(self) -> int:
         """Connections open now."""
         return len(self._gate)
-
-    def settled(self, items: Sequence[tuple[str, str]]) -> None:
-        """Announce settled dispatches on the event stream."""
-        for dispatch_id, status in items:
-            self._ctx.hub.publish_settled(dispatch_id, status)
 
     def _connection(self) -> connections.Connection:
         assert self._runner is not None
@@ -161,10 +155,16 @@ class ApiServer:
         return server
 
     async def serve(self, stop: anyio.Event) -> None:
-        """Serve until `stop`, then close gracefully (bounded, whatever cancels the daemon)."""
-        await stop.wait()
-        with anyio.CancelScope(shield=True):
-            await self.aclose()
+        """Serve (and feed the event stream) until `stop`, then close gracefully (bounded,
+        whatever cancels the daemon)."""
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(feed.Feed(self._ctx.store, self._ctx.clock, self._ctx.hub).run)
+                await stop.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.aclose()
 
     async def aclose(self) -> None:
         """Stop accepting, end the event streams, give requests in progress a grace period."""

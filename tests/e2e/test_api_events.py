@@ -3,6 +3,7 @@ dispatches a real daemon settles arriving on it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,22 +13,43 @@ import aiohttp
 import anyio
 import pytest
 
-from qinglong_dispatcher import api, bootstrap, clock
+from qinglong_dispatcher import api, bootstrap, clock, ports
 from qinglong_dispatcher.lifecycle import daemon
 from qinglong_dispatcher.web import server as web_server
 from tests.support import api_server
+from tests.support.actions import submit_runs
 from tests.support.api_server import VIEWER, bearer
 from tests.support.clock import ManualClock
+from tests.support.dispatching import make_dispatcher
+
+POLICY = api.Policy(approval_ttl_ms=60_000, max_attempts=3)
+
+
+@dataclasses.dataclass
+class Served:
+    """The API served over a SQLite store, and what the test writes through."""
+
+    server: web_server.ApiServer
+    store: ports.Store
+    clock: ManualClock
+
+    @property
+    def port(self) -> int | None:
+        return self.server.port
+
+    async def aclose(self) -> None:
+        await self.server.aclose()
 
 
 @pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[Any]:
+async def server(tmp_path: Path) -> AsyncIterator[Served]:
     db = tmp_path / "events.db"
     store = await api_server.open_store(db)
     settings = api_server.api_settings(db, QINGLONG_API_MAX_CONNECTIONS="8")
+    the_clock = ManualClock()
     try:
-        async with api_server.serving(settings, store, ManualClock(), heartbeat_s=0.1) as served:
-            yield served
+        async with api_server.serving(settings, store, the_clock, heartbeat_s=0.1) as served:
+            yield Served(served, store, the_clock)
     finally:
         await store.close()
 
@@ -50,11 +72,13 @@ async def _events(response: aiohttp.ClientResponse, n: int) -> list[dict[str, An
     return found
 
 
-def _url(server: Any) -> str:
+def _url(server: Served) -> str:
     return f"http://127.0.0.1:{server.port}/api/v1/events"
 
 
-async def test_a_subscriber_gets_settled_dispatches_and_heartbeats(server: Any) -> None:
+async def test_a_subscriber_gets_new_requests_settled_dispatches_and_heartbeats(
+    server: Served,
+) -> None:
     async with (
         aiohttp.ClientSession() as session,
         session.get(_url(server), headers=bearer(VIEWER)) as response,
@@ -66,27 +90,48 @@ async def test_a_subscriber_gets_settled_dispatches_and_heartbeats(server: Any) 
         with anyio.fail_after(5):
             while heartbeats < 2:
                 heartbeats += (await response.content.readline()) == b": heartbeat\n"
-        server.settled([("d-1", "succeeded"), ("d-2", "blocked")])
-        got = await _events(response, 2)
-    assert [e["event"] for e in got] == ["dispatch.settled"] * 2
-    assert [e["data"] for e in got] == [
-        {"dispatch_id": "d-1", "status": "succeeded"},
-        {"dispatch_id": "d-2", "status": "blocked"},
+        the_api = api.Api(server.store, server.clock, POLICY)
+        plan = api.run_create_plan({"projectId": "p", "taskId": "t", "taskRevision": 1})
+        waiting = await the_api.create_approval(
+            "run.create", plan.to_canonical_dict(), requested_by="alice"
+        )
+        (consumed,) = await submit_runs(server.store, server.clock, 1, project="p")
+        await make_dispatcher(server.store, server.clock).dispatch_batch()
+        got = await _events(response, 3)
+    requested = [e["data"] for e in got if e["event"] == "approval.requested"]
+    settled = [e["data"] for e in got if e["event"] == "dispatch.settled"]
+    by_id = {r["approval_request_id"]: r for r in requested}
+    assert set(by_id) == {waiting.approval_request_id, consumed.approval_request_id}
+    assert by_id[waiting.approval_request_id]["requested_by"] == "alice"
+    assert [(s["dispatch_id"], s["status"], s["project_id"]) for s in settled] == [
+        (consumed.dispatch_id, "succeeded", "p")
     ]
-    assert int(got[1]["id"]) == int(got[0]["id"]) + 1
+    ids = [int(e["id"]) for e in got]
+    assert ids == list(range(ids[0], ids[0] + 3))
 
 
-async def test_a_reconnecting_subscriber_gets_what_it_missed(server: Any) -> None:
-    server.settled([("d-1", "succeeded"), ("d-2", "failed"), ("d-3", "succeeded")])
+async def test_a_reconnecting_subscriber_gets_what_it_missed(server: Served) -> None:
     async with (
         aiohttp.ClientSession() as session,
-        session.get(_url(server), headers={**bearer(VIEWER), "Last-Event-ID": "1"}) as response,
+        session.get(_url(server), headers=bearer(VIEWER)) as response,
+    ):
+        await response.content.readline()
+        consumed = await submit_runs(server.store, server.clock, 3, project="p")
+        first = await _events(response, 3)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(
+            _url(server), headers={**bearer(VIEWER), "Last-Event-ID": first[0]["id"]}
+        ) as response,
     ):
         got = await _events(response, 2)
-    assert [e["data"]["dispatch_id"] for e in got] == ["d-2", "d-3"]
+    assert {e["data"]["approval_request_id"] for e in first} == {
+        c.approval_request_id for c in consumed
+    }
+    assert [e["data"] for e in got] == [e["data"] for e in first[1:]]
 
 
-async def test_streams_are_bounded_and_need_a_token(server: Any) -> None:
+async def test_streams_are_bounded_and_need_a_token(server: Served) -> None:
     async with aiohttp.ClientSession() as session:
         async with session.get(_url(server)) as response:
             assert response.status == 401
@@ -102,7 +147,7 @@ async def test_streams_are_bounded_and_need_a_token(server: Any) -> None:
                 assert body["type"] == "/problems/too_many_streams"
 
 
-async def test_closing_the_server_ends_every_stream(server: Any) -> None:
+async def test_closing_the_server_ends_every_stream(server: Served) -> None:
     async with (
         aiohttp.ClientSession() as session,
         session.get(_url(server), headers=bearer(VIEWER)) as response,
@@ -149,9 +194,10 @@ async def test_the_daemon_announces_the_dispatches_it_settles(tmp_path: Path) ->
                     for i in range(5)
                 ]
                 consumed = await the_api.submit(plans, requested_by="cli", approved_by="cli")
-                got = await _events(response, 5)
+                got = await _events(response, 10)  # five requests, five settled
             the_daemon.request_stop()
     finally:
         await store.close()
-    assert {e["data"]["dispatch_id"] for e in got} == {c.dispatch_id for c in consumed}
-    assert {e["data"]["status"] for e in got} == {"succeeded"}
+    settled = [e["data"] for e in got if e["event"] == "dispatch.settled"]
+    assert {e["dispatch_id"] for e in settled} == {c.dispatch_id for c in consumed}
+    assert {e["status"] for e in settled} == {"succeeded"}

@@ -4,10 +4,13 @@ that fills `ports.Authenticator` in production is built apart)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+
+import anyio
 
 from qinglong_dispatcher import bootstrap, ports
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
@@ -66,10 +69,11 @@ async def serving(
     *,
     authenticator: ports.Authenticator | None = None,
     heartbeat_s: float | None = None,
+    events_poll_s: float = 0.05,
     the_metrics: metrics.Metrics | None = None,
 ) -> AsyncIterator[web_server.ApiServer]:
-    """The API server started (bound) over `store`; closed on exit. Yields the server, whose
-    `port` is the bound one."""
+    """The API server started (bound) and served over `store` as the daemon serves it (its
+    event feed included); closed on exit. Yields the server, whose `port` is the bound one."""
     server = bootstrap.build_api_server(
         settings,
         store,
@@ -78,12 +82,18 @@ async def serving(
         http.Health(cadence_s=1.0),
         authenticator=authenticator or DictAuthenticator(),
         heartbeat_s=heartbeat_s,
+        events_poll_s=events_poll_s,
     )
     assert isinstance(server, web_server.ApiServer)
     await server.start()
+    stop = anyio.Event()
+    # A plain task, not a task group: a fixture's teardown may run in another task.
+    served = asyncio.ensure_future(server.serve(stop))
     try:
         yield server
     finally:
+        stop.set()
+        await served
         await server.aclose()
 
 

@@ -20,7 +20,7 @@ from qinglong_dispatcher.adapters.sql import (
     runs,
     tool_steps,
 )
-from qinglong_dispatcher.domain import dispatch_views, plan_previews, records
+from qinglong_dispatcher.domain import activity, dispatch_views, plan_previews, records
 from qinglong_dispatcher.domain import recovery as recovery_records
 
 _CLEAR: Final = plan_envelopes.Envelopes(None)
@@ -109,3 +109,39 @@ async def run_ids(q: query.Query, dispatch_ids: Sequence[str]) -> dict[str, str]
         "select_run_ids_by_dispatch", {"dispatch_ids": json.dumps(list(dispatch_ids))}
     )
     return {row["dispatch_id"]: row["run_id"] for row in found}
+
+
+async def recent_activity(
+    q: query.Query, *, requested_since_ms: int, settled_since_ms: int, limit: int
+) -> activity.Activity:
+    """New approval requests and settled dispatches, each at or after its own time, oldest
+    first, at most `limit` of each (one snapshot)."""
+    requested = await q.all(
+        "select_recent_requests",
+        {"floor_id": activity.approval_id_floor(requested_since_ms), "limit": limit},
+    )
+    settled = await q.all("select_recent_settled", {"since_ms": settled_since_ms, "limit": limit})
+    return activity.Activity(
+        requested=tuple(
+            activity.Requested(
+                approval_request_id=row["approval_request_id"],
+                project_id=row["project_id"],
+                action_type=row["action_type"],
+                requested_by=row["requested_by"],
+                created_at_ms=row["created_at_ms"],
+            )
+            for row in requested
+        ),
+        settled=tuple(
+            activity.Settled(
+                dispatch_id=row["dispatch_id"],
+                project_id=row["project_id"],
+                action_type=row["action_type"],
+                status=row["status"],
+                result_code=row["result_code"],
+                settled_at_ms=row["updated_at_ms"],
+            )
+            for row in settled
+        ),
+        limit=limit,
+    )

@@ -329,6 +329,7 @@ class SqlStore(plan_store.PlanMethods):
         )
 
     dispatch_run_ids = operation(dispatch_views.run_ids, write=False)
+    recent_activity = operation(dispatch_views.recent_activity, write=False)
 
     # -- tool steps and the start barrier (docs/decisions/0019) --------------------------------
 

@@ -74,3 +74,23 @@ FROM qinglong.read_plan(:dispatch_id::text)
 -- audit_plan_read --
 -- Written already: `read_plan` appended the audit row in this same transaction.
 SELECT 1
+
+-- select_recent_requests --
+-- The event stream's new approval requests at or after a time, oldest first: a range of the
+-- primary key, whose ids begin with their creation time (`activity.approval_id_floor`).
+SELECT approval_request_id, project_id, action_type, requested_by, created_at_ms
+FROM qinglong.approval_requests
+WHERE approval_request_id >= :floor_id::text
+ORDER BY approval_request_id
+LIMIT :limit::bigint
+
+-- select_recent_settled --
+-- The event stream's dispatches that became terminal at or after :since_ms, oldest first (the
+-- prune's index: a terminal row is never updated again, so updated_at_ms is when it settled).
+SELECT e.dispatch_id, d.project_id, d.action_type, e.status, e.result_code, e.updated_at_ms
+FROM qinglong.approved_action_dispatch_executions AS e
+JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+WHERE e.status IN ('blocked', 'cancelled', 'failed', 'succeeded')
+  AND e.updated_at_ms >= :since_ms::bigint
+ORDER BY e.updated_at_ms, e.dispatch_id
+LIMIT :limit::bigint

@@ -78,3 +78,23 @@ INSERT INTO security_audit_events (
     'plan.read', :principal, :principal, :project_id, :dispatch_id, :action_type,
     CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 )
+
+-- select_recent_requests --
+-- The event stream's new approval requests at or after a time, oldest first: a range of the
+-- primary key, whose ids begin with their creation time (`activity.approval_id_floor`).
+SELECT approval_request_id, project_id, action_type, requested_by, created_at_ms
+FROM approval_requests
+WHERE approval_request_id >= :floor_id
+ORDER BY approval_request_id
+LIMIT :limit
+
+-- select_recent_settled --
+-- The event stream's dispatches that became terminal at or after :since_ms, oldest first (the
+-- prune's index: a terminal row is never updated again, so updated_at_ms is when it settled).
+SELECT e.dispatch_id, d.project_id, d.action_type, e.status, e.result_code, e.updated_at_ms
+FROM approved_action_dispatch_executions AS e
+JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+WHERE e.status IN ('blocked', 'cancelled', 'failed', 'succeeded')
+  AND e.updated_at_ms >= :since_ms
+ORDER BY e.updated_at_ms, e.dispatch_id
+LIMIT :limit
