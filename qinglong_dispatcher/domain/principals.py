@@ -7,6 +7,7 @@ import enum
 import hashlib
 import re
 import secrets
+from typing import Final
 
 from qinglong_dispatcher.domain import errors, records
 
@@ -168,6 +169,28 @@ class RequestContext:
 
 AUDIT_PREFIX = "api."
 """`security_audit_events.kind` of an API write: `api.<operation>`."""
+
+AUTH_FAILED: Final = "api.auth_failed"
+"""`security_audit_events.kind` of a refused authentication: no principal, no token id."""
+
+AUTH_FAILURE_REASONS: Final = frozenset({"missing", "malformed", "invalid"})
+"""Why a request did not authenticate: no credentials, not a bearer token, or a token that is
+unknown, expired or revoked (never told apart)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class AuthFailure:
+    """A refused authentication, recorded with its client and request (never the token)."""
+
+    client_address: str
+    request_id: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        if self.reason not in AUTH_FAILURE_REASONS:
+            raise errors.InvalidInput("not a reason for a failed authentication")
+        if not 0 < len(self.request_id) <= 128 or not 0 < len(self.client_address) <= 128:
+            raise errors.InvalidInput("a request id and a client address fit 128 characters")
 
 
 def audit_kind(operation: str) -> str:

@@ -77,6 +77,7 @@ SERIES_NAMES = (
     "qinglong_dispatcher_wakeup_listener_up",
     "qinglong_dispatcher_wakeup_listener_reconnects_total",
     "qinglong_dispatcher_api_auth_failures_total",
+    "qinglong_dispatcher_api_auth_failures_unaudited_total",
     "qinglong_dispatcher_api_rate_limited_total",
     "qinglong_dispatcher_api_connections_shed_total",
 )
@@ -261,6 +262,11 @@ class Metrics:
             "API requests refused 401: no, a malformed or an unknown bearer token.",
             registry=reg,
         )
+        self._api_auth_unaudited = prometheus_client.Counter(
+            p + "api_auth_failures_unaudited",
+            "Refused authentications not written to the audit table (over its shared budget).",
+            registry=reg,
+        )
         self._api_rate_limited = prometheus_client.Counter(
             p + "api_rate_limited",
             "API requests refused 429, per reason.",
@@ -367,6 +373,10 @@ class Metrics:
     def record_api_auth_failure(self) -> None:
         """Count one API request refused for its credentials."""
         self._api_auth_failures.inc()
+
+    def record_api_auth_unaudited(self) -> None:
+        """Count one refused authentication left out of the audit table (over budget)."""
+        self._api_auth_unaudited.inc()
 
     def record_api_rate_limited(self, reason: str) -> None:
         """Count one API request refused 429 (`RATE_LIMIT_REASONS`)."""

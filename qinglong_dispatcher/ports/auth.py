@@ -16,3 +16,7 @@ class Authenticator(Protocol):
         It must not tell an unknown token from a revoked or expired one (the caller answers
         401 alike), and should compare secrets in constant time."""
         ...
+
+    async def refused(self, failure: principals.AuthFailure) -> None:
+        """Record a refused authentication (an `api.auth_failed` audit row)."""
+        ...

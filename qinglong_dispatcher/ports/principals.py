@@ -35,6 +35,11 @@ class TokenStore(Protocol):
         None for anything else, without saying why."""
         ...
 
+    async def refused(self, failure: principals.AuthFailure) -> None:
+        """Append the `api.auth_failed` audit row of a refused authentication (the runtime,
+        as itself; no token id)."""
+        ...
+
 
 class ActingStore(
     ApprovalStore, PlanStore, CancelStore, RecoveryStore, DispatchReadStore, Protocol

@@ -26,7 +26,6 @@ from qinglong_dispatcher.web import (
     problems,
     reads,
     submits,
-    writing,
 )
 
 log = structlog.get_logger("qinglong_dispatcher.api")
@@ -122,8 +121,8 @@ async def _openapi(request: web.Request) -> web.Response:
 
 async def _banner(request: web.Request, response: web.StreamResponse) -> None:
     response.headers["Server"] = problems.SERVER
-    if writing.REQUEST_ID in request:
-        response.headers[writing.REQUEST_ID_HEADER] = request[writing.REQUEST_ID]
+    if context.REQUEST_ID in request:
+        response.headers[context.REQUEST_ID_HEADER] = request[context.REQUEST_ID]
 
 
 def document_bytes() -> bytes:

@@ -15,8 +15,8 @@ from typing import Final, TypeVar
 import structlog
 from aiohttp import web
 
-from qinglong_dispatcher.domain import principals
-from qinglong_dispatcher.web import context, problems
+from qinglong_dispatcher.domain import errors, principals
+from qinglong_dispatcher.web import context, limits, problems
 
 log = structlog.get_logger("qinglong_dispatcher.api")
 
@@ -83,7 +83,18 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
         reason = "missing" if header is None else "malformed" if found is None else "invalid"
         ctx.auth_failures.spend(client)
         ctx.metrics.record_api_auth_failure()
-        log.warning("api.auth_failed", client=client, reason=reason, path=request.path[:200])
+        request_id = context.request_id(request)
+        log.warning(
+            "api.auth_failed",
+            client=client,
+            reason=reason,
+            path=request.path[:200],
+            request_id=request_id,
+        )
+        failure = principals.AuthFailure(
+            client_address=client[:128], request_id=request_id, reason=reason
+        )
+        await _record(ctx, failure)
         return _unauthenticated(reason)
     request[context.PRINCIPAL] = principal
     if role not in principals.ROLES or not principal.may(principals.TokenRole(role)):
@@ -93,11 +104,26 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     return await handler(request)
 
 
+async def _record(ctx: context.Context, failure: principals.AuthFailure) -> None:
+    # Bounded for all clients together: a flood from many addresses costs log lines, not rows.
+    if ctx.auth_audits.take(limits.AUTH_AUDIT_KEY) > 0:
+        ctx.metrics.record_api_auth_unaudited()
+        return
+    try:
+        await ctx.authenticator.refused(failure)
+    except errors.StoreError as exc:
+        # The refusal stands; only its audit row is lost, and the log line says so.
+        log.warning("api.auth_failure_unrecorded", code=exc.code, request_id=failure.request_id)
+
+
 class NoTokens:
     """The authenticator until a token store is wired: every token is unknown (deny all)."""
 
     async def authenticate(self, secret: str) -> principals.Authenticated | None:
         return None
+
+    async def refused(self, failure: principals.AuthFailure) -> None:
+        """Nothing to record into."""
 
 
 def write_refusal(request: web.Request) -> web.Response | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from collections.abc import Callable
 from typing import Final
 
@@ -31,6 +32,8 @@ class Context:
     """Each action type's plan members a preview shows in clear (the models' declarations)."""
     auth_failures: limits.Limiter = dataclasses.field(default_factory=limits.auth_failure_limiter)
     writes: limits.Limiter = dataclasses.field(default_factory=limits.write_limiter)
+    auth_audits: limits.Limiter = dataclasses.field(default_factory=limits.auth_audit_limiter)
+    """Failed authentications written to the audit table, all clients together."""
     acting: ports.PrincipalStores | None = None
     """Where the writes become the token's principal; None: `store` itself (the daemon's)."""
     policy: api.Policy = dataclasses.field(
@@ -56,3 +59,16 @@ def of(request: web.Request) -> Context:
 def principal(request: web.Request) -> principals.Authenticated:
     """The principal the server derived for `request` (authenticated routes only)."""
     return request[PRINCIPAL]
+
+
+REQUEST_ID_HEADER: Final = "X-Request-Id"
+REQUEST_ID: Final = web.RequestKey("request_id", str)
+"""The request id the server drew (`request_id`)."""
+
+
+def request_id(request: web.Request) -> str:
+    """This request's id, drawn on first use (never taken from the client): in the audit row
+    of its write or of its failed authentication, and in its response header."""
+    if REQUEST_ID not in request:
+        request[REQUEST_ID] = "req_" + secrets.token_hex(12)
+    return request[REQUEST_ID]

@@ -16,6 +16,12 @@ WRITE_BURST: Final = 30
 WRITES_PER_SECOND: Final = 2.0
 """A principal may write 30 times at once, then twice a second."""
 
+AUTH_AUDIT_BURST: Final = 60
+AUTH_AUDITS_PER_SECOND: Final = 1.0
+"""Failed authentications written to the audit table, whatever their address: 60 at once,
+then one a second; the rest are logged and counted only (`api_auth_failures_unaudited`)."""
+AUTH_AUDIT_KEY: Final = "all"
+
 MAX_KEYS: Final = 10_000
 """Buckets kept at most; the least recently used goes first (memory stays bounded)."""
 
@@ -90,6 +96,11 @@ class Limiter:
 def auth_failure_limiter() -> Limiter:
     """The per-client-address limiter of failed authentications."""
     return Limiter(rate=AUTH_FAILURES_PER_SECOND, burst=AUTH_FAILURE_BURST)
+
+
+def auth_audit_limiter() -> Limiter:
+    """The one bucket of failed authentications recorded in the database."""
+    return Limiter(rate=AUTH_AUDITS_PER_SECOND, burst=AUTH_AUDIT_BURST, max_keys=1)
 
 
 def write_limiter() -> Limiter:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from qinglong_dispatcher.domain import approval_views, states
-from qinglong_dispatcher.web import idempotency, problems, schemas, writing
+from qinglong_dispatcher.web import context, idempotency, problems, schemas
 
 _ID: Final = schemas.ID
 _MS: Final = schemas.MS
@@ -21,7 +21,7 @@ def _problem(description: str) -> dict[str, Any]:
 
 
 _REQUEST_ID: Final = {
-    writing.REQUEST_ID_HEADER: {
+    context.REQUEST_ID_HEADER: {
         "description": "the request id its audit row records",
         "schema": {"type": "string"},
     }

@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import secrets
 from collections.abc import Collection
-from typing import Final
 
 from aiohttp import web
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import errors, plans, principals
 from qinglong_dispatcher.web import auth, bodies, context, problems
-
-REQUEST_ID_HEADER: Final = "X-Request-Id"
-REQUEST_ID: Final = web.RequestKey("request_id", str)
-"""The request id the server drew for a write: in its audit row and its response header."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -26,13 +20,6 @@ class Write:
     body: dict[str, object]
     store: ports.ActingStore
     request: principals.RequestContext
-
-
-def request_id(request: web.Request) -> str:
-    """This request's id, drawn on first use (never taken from the client)."""
-    if REQUEST_ID not in request:
-        request[REQUEST_ID] = "req_" + secrets.token_hex(12)
-    return request[REQUEST_ID]
 
 
 async def read_body(request: web.Request, members: Collection[str]) -> dict[str, object]:
@@ -65,7 +52,7 @@ async def begin(request: web.Request, members: Collection[str] = ()) -> Write | 
         request=principals.RequestContext(
             token_id=who.token_id,
             client_address=auth.client_key(request)[:128],
-            request_id=request_id(request),
+            request_id=context.request_id(request),
         ),
     )
 

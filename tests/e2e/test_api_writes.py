@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher.web import idempotency
+from qinglong_dispatcher.web import idempotency, limits
 from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.api_writes import KINDS, Served, assert_problem, plan_body, serving
@@ -376,3 +376,45 @@ async def test_a_revoked_token_is_refused_at_once(served: Served) -> None:
     assert_problem(answer, 401, "unauthenticated")
     assert "WWW-Authenticate" in answer[1]
     assert await it.everything() == before
+    refusals = await it.harness.raw(
+        f"SELECT detail_code, request_id FROM {it.table('security_audit_events')} "
+        "WHERE kind = 'api.auth_failed'"
+    )
+    assert [(r["detail_code"], r["request_id"]) for r in refusals] == [
+        ("invalid", answer[1]["X-Request-Id"])
+    ]
+
+
+async def test_a_failed_authentication_is_audited_and_a_flood_only_counted(
+    served: Served,
+) -> None:
+    it = served
+    # Two rows for all clients together, then failures are only logged and counted.
+    it.ctx.auth_audits = limits.Limiter(rate=0.001, burst=2)
+    sent = [
+        {"Authorization": "Bearer qlt_" + "x" * 43},  # well formed, unknown
+        {"Authorization": "Basic YWxpY2U6c2VjcmV0"},  # not a bearer token
+        {},  # nothing at all
+    ]
+    request_ids = []
+    for headers in sent:
+        status, answer_headers, problem = await it.call("GET", "/status", None, headers=headers)
+        assert_problem((status, answer_headers, problem), 401, "unauthenticated")
+        request_ids.append(answer_headers["X-Request-Id"])
+    rows = await it.harness.raw(
+        "SELECT kind, actor, detail_code, token_id, client_address, request_id FROM "
+        f"{it.table('security_audit_events')} WHERE kind = 'api.auth_failed' ORDER BY event_id"
+    )
+    assert [
+        (r["detail_code"], r["token_id"], r["client_address"], r["request_id"]) for r in rows
+    ] == [
+        ("invalid", None, "127.0.0.1", request_ids[0]),
+        ("malformed", None, "127.0.0.1", request_ids[1]),
+    ]
+    status, _, page = await it.call("GET", "/audit?kind=api.auth_failed", "vic")
+    assert status == 200
+    assert [r["request_id"] for r in page["audit"]] == [request_ids[1], request_ids[0]]
+    unaudited = it.ctx.metrics.registry.get_sample_value(
+        "qinglong_dispatcher_api_auth_failures_unaudited_total"
+    )
+    assert unaudited == 1.0

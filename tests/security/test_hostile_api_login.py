@@ -340,3 +340,51 @@ async def test_only_an_operator_principal_cancels_and_the_cancel_names_it(
         f"WHERE subject_id = '{consumed.dispatch_id}' ORDER BY event_id"
     )
     assert {row["principal"] for row in audit} == {api_login.names["carol"]}
+
+
+def _auth_failed_row(principal: str, token_id: str = "NULL") -> str:
+    return (
+        "INSERT INTO qinglong.security_audit_events (kind, actor, principal, project_id,"
+        " subject_id, detail_code, token_id, client_address, request_id, committed_at_ms)"
+        f" VALUES ('api.auth_failed', 'api', {principal}, '-', 'api', 'invalid', {token_id},"
+        " '192.0.2.9', 'req_forged', 0)"
+    )
+
+
+async def test_only_the_runtime_as_itself_records_a_failed_authentication(
+    pg: stores.Harness, api_login: Api
+) -> None:
+    """Nobody else can forge (or bury) a failed login: not the API's login as itself, not a
+    principal it became, not an operator; and the runtime's row never names a token."""
+    database = api_login.database
+    before = await _everything(pg)
+    assert (
+        await _refused(api_login.url, _auth_failed_row("SESSION_USER"))
+    ) == "42501"  # no INSERT as itself
+    for who in ("sam", "carol"):
+        state = await _refused(
+            api_login.url,
+            f"SET LOCAL ROLE {api_login.role(who)}",
+            _auth_failed_row(f"'{api_login.names[who]}'"),
+        )
+        assert state == "QLI01", who
+    assert (
+        await _refused(stores.operator_url(database), _auth_failed_row("SESSION_USER"))
+    ) == "QLI01"
+    assert (
+        await _refused(
+            stores.runtime_url(database), _auth_failed_row("SESSION_USER", "'tok_0000000000000000'")
+        )
+    ) == "QLI01"
+    assert await _everything(pg) == before
+    # The positive control: the runtime, as itself, without a token id.
+    conn = await asyncpg.connect(stores.runtime_url(database), timeout=5)
+    try:
+        await conn.execute(_auth_failed_row("SESSION_USER"))
+    finally:
+        await conn.close()
+    rows = await pg.raw(
+        "SELECT principal, client_address, token_id FROM qinglong.security_audit_events"
+        " WHERE kind = 'api.auth_failed'"
+    )
+    assert [(r["client_address"], r["token_id"]) for r in rows] == [("192.0.2.9", None)]

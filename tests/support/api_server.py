@@ -38,6 +38,10 @@ class DictAuthenticator:
     def __init__(self, tokens: Mapping[str, principals.Authenticated] = TOKENS) -> None:
         self._tokens = dict(tokens)
         self.calls = 0
+        self.refusals: list[principals.AuthFailure] = []
+
+    async def refused(self, failure: principals.AuthFailure) -> None:
+        self.refusals.append(failure)
 
     async def authenticate(self, secret: str) -> principals.Authenticated | None:
         self.calls += 1

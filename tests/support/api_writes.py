@@ -73,11 +73,13 @@ class Served:
             return response.status, out, parsed
 
     async def everything(self) -> list[dict[str, Any]]:
-        """What a refused write must leave as it was."""
+        """What a refused write must leave as it was (a refused token's own `api.auth_failed`
+        record aside: that refusal is audited)."""
         return await self.harness.raw(
             f"SELECT (SELECT count(*) FROM {self.table('approval_requests')}) AS requests, "
             f"(SELECT count(*) FROM {self.table('action_plans')}) AS plans, "
-            f"(SELECT count(*) FROM {self.table('security_audit_events')}) AS audit, "
+            f"(SELECT count(*) FROM {self.table('security_audit_events')} "
+            "WHERE kind <> 'api.auth_failed') AS audit, "
             f"(SELECT count(*) FROM {self.table('approved_action_dispatches')}) AS dispatches, "
             f"(SELECT count(*) FROM {self.table('recovery_resolutions')}) AS resolutions, "
             f"(SELECT count(*) FROM {self.table('approval_requests')} "

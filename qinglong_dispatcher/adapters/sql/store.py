@@ -292,6 +292,12 @@ class SqlStore(plan_store.PlanMethods):
     revoke_token = operation(tokens.revoke)
     authenticate = operation(tokens.authenticate)
 
+    async def refused(self, failure: principals.AuthFailure) -> None:
+        """See `ports.Authenticator.refused`."""
+        await self.runner.transaction(
+            lambda q: tokens.record_refusal(q, failure, principal=self.approver.name or "")
+        )
+
     async def prune_batch(
         self, *, cutoff_ms: int, audit_cutoff_ms: int, limit: int, dry_run: bool = False
     ) -> retention_records.PruneCounts:

@@ -74,6 +74,27 @@ async def authenticate(q: query.Query, secret: str) -> principals.Authenticated 
     )
 
 
+async def record_refusal(
+    q: query.Query, failure: principals.AuthFailure, *, principal: str
+) -> None:
+    """The audit row of a refused authentication, by the login that refused it (on PostgreSQL
+    the statement writes the acting principal itself and ignores `principal`)."""
+    await q.run(
+        "insert_request_audit",
+        {
+            "kind": principals.AUTH_FAILED,
+            "actor": "api",
+            "principal": principal,
+            "project_id": "-",
+            "subject_id": "api",
+            "detail_code": failure.reason,
+            "token_id": None,
+            "client_address": failure.client_address,
+            "request_id": failure.request_id,
+        },
+    )
+
+
 async def record_request(
     q: query.Query,
     context: principals.RequestContext | None,
