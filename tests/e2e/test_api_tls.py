@@ -3,68 +3,23 @@ the test by a throwaway CA; and a key that does not load is one line naming the 
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import ssl
 from pathlib import Path
 
 import aiohttp
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.web import server as web_server
 from tests.support import api_server
+from tests.support import pki as pki_files
 from tests.support.api_server import VIEWER, bearer
 from tests.support.clock import ManualClock
 
 
-def _issue(
-    folder: Path,
-    name: str,
-    ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None,
-    *,
-    server: bool = False,
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject if ca is None else ca[0].subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.BasicConstraints(ca=ca is None, path_length=None), critical=True)
-    )
-    if server:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-    cert = builder.sign(key if ca is None else ca[1], hashes.SHA256())
-    (folder / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (folder / f"{name}.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert, key
-
-
 @pytest.fixture
 def pki(tmp_path: Path) -> Path:
-    ca = _issue(tmp_path, "ca", None)
-    _issue(tmp_path, "server", ca, server=True)
-    _issue(tmp_path, "client", ca)
-    return tmp_path
+    return pki_files.make(tmp_path)
 
 
 def _client_context(pki: Path, *, with_certificate: bool) -> ssl.SSLContext:

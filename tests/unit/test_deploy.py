@@ -29,6 +29,8 @@ ALERTS = DEPLOY / "prometheus" / "alerts.yml"
 UNIT = DEPLOY / "systemd" / "qinglong-dispatcher.service"
 KUBERNETES = DEPLOY / "kubernetes"
 SECRETS_EXAMPLE = KUBERNETES / "examples" / "secrets.yaml.example"
+STEPS = ("migrate", "app", "api", "optional")
+"""The kustomizations, each applied with `kubectl apply -k` (`api` instead of `app`)."""
 YAML_FILES = sorted(p for p in DEPLOY.rglob("*") if p.suffix in {".yml", ".yaml"})
 # What `kubectl apply -f` reads from a folder: these suffixes, nothing else.
 APPLIED_SUFFIXES = {".yml", ".yaml", ".json"}
@@ -213,6 +215,35 @@ def _kustomization(step: str) -> dict[str, Any]:
     return dict(doc)
 
 
+def _patches(step: str) -> list[dict[str, Any]]:
+    return list(_kustomization(step).get("patches", []))
+
+
+def test_the_api_step_serves_tls_through_its_login_behind_its_service() -> None:
+    (patch,) = _patches("api")
+    pod = yaml.safe_load(patch["patch"])["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["QINGLONG_API_LISTEN"]["value"] == "0.0.0.0:8443"
+    mount = container["volumeMounts"][0]["mountPath"]
+    assert env["QINGLONG_API_TLS_CERT_FILE"]["value"] == f"{mount}/tls.crt"
+    assert env["QINGLONG_API_TLS_KEY_FILE"]["value"] == f"{mount}/tls.key"
+    assert env["QINGLONG_API_DATABASE_URL"]["valueFrom"]["secretKeyRef"]["name"] == (
+        "qinglong-dispatcher-api-db"
+    )
+    assert container["volumeMounts"][0]["readOnly"] is True
+    (volume,) = pod["volumes"]
+    assert volume["secret"]["secretName"] == "qinglong-dispatcher-api-tls"
+    service = _kind("kubernetes/api", "Service")
+    assert service["spec"]["ports"] == [
+        {"name": "api", "port": 8443, "targetPort": "api", "protocol": "TCP"}
+    ]
+    labels = _kind("kubernetes/app", "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert all(labels.get(k) == v for k, v in service["spec"]["selector"].items())
+    known = {"QINGLONG_" + name.upper() for name in settings.Settings.model_fields}
+    assert set(env) <= known, set(env) - known
+
+
 def test_no_apply_of_the_kubernetes_folder_reaches_a_secret() -> None:
     """The example Secrets carry a suffix `kubectl apply -f` skips, even with -R."""
     assert SECRETS_EXAMPLE.suffix not in APPLIED_SUFFIXES
@@ -226,7 +257,7 @@ def test_the_plain_apply_of_the_folder_creates_only_the_namespace() -> None:
     assert [(d["kind"], d["metadata"]["name"]) for d in top] == [
         ("Namespace", "qinglong-dispatcher")
     ]
-    for step in ("migrate", "app", "optional"):
+    for step in STEPS:
         assert _kustomization(step)["namespace"] == "qinglong-dispatcher", step
 
 
@@ -234,11 +265,12 @@ def test_each_step_lists_every_manifest_of_its_folder_and_only_the_optional_one_
     None
 ):
     builtin_groups = {"v1", "apps/v1", "batch/v1", "policy/v1"}
-    for step in ("migrate", "app", "optional"):
+    for step in STEPS:
         folder = KUBERNETES / step
         listed = set(_kustomization(step)["resources"])
         present = {p.name for p in folder.glob("*.yaml") if p.stem != "kustomization"}
-        assert listed == present, step
+        # The API step is the app step and more: it builds on ../app and patches its pods.
+        assert listed == present | ({"../app"} if step == "api" else set()), step
         groups = {doc["apiVersion"] for doc in _manifests(folder, recursive=False)}
         if step == "optional":
             assert groups == {"monitoring.coreos.com/v1"}
@@ -256,7 +288,7 @@ def _kubectl() -> str:
     return found
 
 
-@pytest.mark.parametrize("step", ["migrate", "app", "optional"])
+@pytest.mark.parametrize("step", STEPS)
 def test_kubectl_kustomize_builds_each_step_into_the_namespace(step: str) -> None:
     """The kustomize built into kubectl renders each step offline, as `apply -k` will."""
     done = subprocess.run(
@@ -291,7 +323,8 @@ def test_every_secret_key_the_manifests_read_has_an_example_and_a_documented_com
         for key in doc["stringData"]
     }
     manifests = _manifests(KUBERNETES, recursive=True)
-    used = {ref for doc in manifests for ref in _key_refs(doc)}
+    patches = [yaml.safe_load(p["patch"]) for step in STEPS for p in _patches(step)]
+    used = {ref for doc in manifests + patches for ref in _key_refs(doc)}
     assert used
     assert used == examples, used ^ examples
     installation = (ROOT / "docs" / "installation.md").read_text(encoding="utf-8")
