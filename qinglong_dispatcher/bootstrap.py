@@ -207,7 +207,7 @@ def build_api_server(
 
     Until a token store fills `authenticator`, every token is refused (deny by default). The
     writes act as each token's principal through `acting` (by default `store` itself)."""
-    from qinglong_dispatcher.web import auth, context, events, server
+    from qinglong_dispatcher.web import auth, context, events, limits, server
 
     address = settings.api_address
     assert address is not None
@@ -231,6 +231,9 @@ def build_api_server(
         max_body_bytes=settings.api_max_body_bytes,
         read_timeout_s=settings.api_read_timeout_seconds,
         hub=hub,
+        writes=limits.write_limiter(
+            rate=settings.api_writes_per_second, burst=settings.api_write_burst
+        ),
         shown=plan_preview_fields(),
         acting=acting,
         policy=api.Policy(

@@ -161,6 +161,12 @@ class Settings(BaseSettings):
     api_read_timeout_seconds: float = Field(
         10.0, gt=0, le=300, description="API: a request's headers and body arrive within this"
     )
+    api_writes_per_second: float = Field(
+        2.0, gt=0, le=1_000_000, description="API: each principal's sustained write rate"
+    )
+    api_write_burst: int = Field(
+        30, ge=1, le=1_000_000, description="API: each principal's writes at once"
+    )
 
     @classmethod
     def settings_customise_sources(

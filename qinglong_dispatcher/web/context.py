@@ -31,7 +31,8 @@ class Context:
     shown: plan_previews.ShownFields = dataclasses.field(default_factory=dict)
     """Each action type's plan members a preview shows in clear (the models' declarations)."""
     auth_failures: limits.Limiter = dataclasses.field(default_factory=limits.auth_failure_limiter)
-    writes: limits.Limiter = dataclasses.field(default_factory=limits.write_limiter)
+    writes: limits.Limiter
+    """Each principal's writes (`QINGLONG_API_WRITES_PER_SECOND`, `_WRITE_BURST`)."""
     auth_audits: limits.Limiter = dataclasses.field(default_factory=limits.auth_audit_limiter)
     """Failed authentications written to the audit table, all clients together."""
     acting: ports.PrincipalStores | None = None

@@ -12,10 +12,6 @@ AUTH_FAILURE_BURST: Final = 10
 AUTH_FAILURES_PER_SECOND: Final = 0.1
 """A client address may fail authentication 10 times at once, then once every 10 s."""
 
-WRITE_BURST: Final = 30
-WRITES_PER_SECOND: Final = 2.0
-"""A principal may write 30 times at once, then twice a second."""
-
 AUTH_AUDIT_BURST: Final = 60
 AUTH_AUDITS_PER_SECOND: Final = 1.0
 """Failed authentications written to the audit table, whatever their address: 60 at once,
@@ -103,6 +99,6 @@ def auth_audit_limiter() -> Limiter:
     return Limiter(rate=AUTH_AUDITS_PER_SECOND, burst=AUTH_AUDIT_BURST, max_keys=1)
 
 
-def write_limiter() -> Limiter:
-    """The per-principal limiter of writes (used by the write endpoints)."""
-    return Limiter(rate=WRITES_PER_SECOND, burst=WRITE_BURST)
+def write_limiter(*, rate: float, burst: int) -> Limiter:
+    """The per-principal limiter of writes (`QINGLONG_API_WRITES_PER_SECOND`, `_WRITE_BURST`)."""
+    return Limiter(rate=rate, burst=burst)

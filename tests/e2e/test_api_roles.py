@@ -21,6 +21,8 @@ from tests.support import api_server
 from tests.support.api_server import OPERATOR, VIEWER, bearer
 from tests.support.clock import ManualClock
 
+BURST = 30
+
 
 @auth.requires("operator")
 async def _operator_only(request: web.Request) -> web.Response:
@@ -61,6 +63,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[str, context.Context]]:
         max_body_bytes=1024,
         read_timeout_s=0.5,
         hub=events.Hub(max_subscribers=1),
+        writes=limits.write_limiter(rate=2.0, burst=BURST),
     )
     application = app.build(ctx)
     application.router.add_post("/test/operator", _operator_only)
@@ -125,11 +128,11 @@ async def test_writes_are_rate_limited_per_principal(served: tuple[str, context.
         async with session.post(base + "/test/write", headers=bearer(VIEWER)) as response:
             assert response.status == 403
         statuses = []
-        for _ in range(limits.WRITE_BURST + 1):
+        for _ in range(BURST + 1):
             async with session.post(base + "/test/write", headers=bearer(OPERATOR)) as response:
                 statuses.append(response.status)
                 retry_after = response.headers.get("Retry-After")
-    assert statuses == [200] * limits.WRITE_BURST + [429]
+    assert statuses == [200] * BURST + [429]
     assert retry_after == "1"
     text = ctx.metrics.render().decode()
     assert 'qinglong_dispatcher_api_rate_limited_total{reason="writes"} 1.0' in text
