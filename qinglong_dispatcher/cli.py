@@ -307,6 +307,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="mixed phase: 90%% run.create, 10%% tool.invoke (default --dispatches; 0 skips it)",
     )
     p.add_argument(
+        "--api-dispatches",
+        type=int,
+        default=1_000,
+        metavar="N",
+        help="API phase (edge): submitted and approved over HTTP (0 skips it)",
+    )
+    p.add_argument(
         "--replicas", type=int, metavar="R", help="replica processes (edge 1, cluster 4)"
     )
     p.add_argument("--scan-rows", type=int, default=1_000_000, metavar="N")

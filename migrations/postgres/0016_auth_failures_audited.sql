@@ -3,7 +3,7 @@
 -- `api.auth_failed` row with the client's address, the request's id and a reason code. There
 -- is no token id (the token is unknown, expired or revoked, and never stored) and no
 -- principal but the recording login. Nobody else writes that kind (QLI01), and it carries no
--- token id.
+-- token id. Authentication moves a token's last use at most once a minute.
 
 ALTER TABLE qinglong.security_audit_events
     DROP CONSTRAINT security_audit_events_request_whole,
@@ -12,6 +12,10 @@ ALTER TABLE qinglong.security_audit_events
         OR (token_id IS NOT NULL AND request_id IS NOT NULL)
         OR (kind = 'api.auth_failed' AND token_id IS NULL
             AND client_address IS NOT NULL AND request_id IS NOT NULL));
+
+-- Authentication reads a token and moves its last use at most once a minute: the runtime
+-- reads that column too.
+GRANT SELECT (last_used_at_ms) ON qinglong.api_tokens TO qinglong_runtime;
 
 -- The guard of 0015, with the failed authentication's rule first.
 CREATE OR REPLACE FUNCTION qinglong.guard_audit_event() RETURNS trigger

@@ -124,7 +124,8 @@ async def dispatch(made: Scratch, count: int, replicas: int) -> dict[str, float]
     return figures(results, count, elapsed)
 
 
-def _start_daemon(made: Scratch, log: Path, **settings: str) -> subprocess.Popen[bytes]:
+def start_daemon(made: Scratch, log: Path, **settings: str) -> subprocess.Popen[bytes]:
+    """A `run` daemon on the scratch store (`settings`: more `QINGLONG_*`), logging to `log`."""
     with log.open("wb") as handle:
         return subprocess.Popen(
             [sys.executable, "-m", "qinglong_dispatcher", "run"],
@@ -134,7 +135,8 @@ def _start_daemon(made: Scratch, log: Path, **settings: str) -> subprocess.Popen
         )
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop_daemon(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if the drain outlasts a minute."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
@@ -174,7 +176,7 @@ async def trickle(
     log = workdir / f"{name}.log"
     # The historical figure: the cadence alone (no wake-up), so runs stay comparable.
     defaults = {"cadence_seconds": "0.05", "wakeup_on_submit": "false"}
-    daemon = _start_daemon(made, log, **{**defaults, **settings})
+    daemon = start_daemon(made, log, **{**defaults, **settings})
     store = await made.open()
     try:
         the_api = bootstrap.build_api(made.settings, store, clock.SystemClock())
@@ -210,7 +212,7 @@ async def trickle(
             completes.append(events[ExecutionStatus.SUCCEEDED] - eligible)
     finally:
         await store.close()
-        await anyio.to_thread.run_sync(_stop, daemon)
+        await anyio.to_thread.run_sync(stop_daemon, daemon)
     return {
         "start_p50": percentile(starts, 0.50),
         "start_p99": percentile(starts, 0.99),
@@ -249,7 +251,7 @@ async def wakeup_latency(
 
 async def idle(made: Scratch, workdir: Path, *, seconds: float) -> dict[str, float]:
     """CPU percent of one core and RSS of the real daemon with nothing to do."""
-    daemon = _start_daemon(made, workdir / "idle.log")
+    daemon = start_daemon(made, workdir / "idle.log")
     try:
         await anyio.sleep(2.0)  # past start-up and the first tick
         if daemon.poll() is not None:
@@ -260,7 +262,7 @@ async def idle(made: Scratch, workdir: Path, *, seconds: float) -> dict[str, flo
         after = procstat.of_pid(daemon.pid)
         wall = time.monotonic() - begun
     finally:
-        await anyio.to_thread.run_sync(_stop, daemon)
+        await anyio.to_thread.run_sync(stop_daemon, daemon)
     return {"cpu_percent": (after.cpu_s - before.cpu_s) / wall * 100, "rss_mib": after.rss_mib}
 
 

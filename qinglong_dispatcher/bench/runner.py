@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from qinglong_dispatcher import bootstrap
-from qinglong_dispatcher.bench import mixed, mixed_http, phases, scratch
+from qinglong_dispatcher.bench import api_path, mixed, mixed_http, phases, scratch
 from qinglong_dispatcher.settings import Settings
 
 
@@ -21,6 +21,8 @@ class Options:
     mixed_dispatches: int = 5_000
     """The batch of each mixed phase (90 % run.create, 10 % tool.invoke or http.request); 0
     skips both."""
+    api_dispatches: int = 1_000
+    """Submitted and approved through a daemon's HTTP API (edge only); 0 skips it."""
     replicas: int = 1
     scan_rows: int = 1_000_000
     idle_seconds: float = 30.0
@@ -78,6 +80,14 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
                     options.mixed_dispatches,
                     run_create_per_s=dispatched["dispatch_per_s"],
                 )
+        api_entry: dict[str, Any] | None = None
+        if options.api_dispatches and settings.profile == "edge":
+            async with scratch.scratch(settings) as made:
+                _progress(f"{options.api_dispatches} through the HTTP API")
+                api_entry = _api_entry(
+                    await api_path.api_path(made, workdir, options.api_dispatches),
+                    enqueue_per_s=enqueue_per_s,
+                )
         async with scratch.scratch(settings) as made:
             _progress(f"scan cost with {options.scan_rows} terminal rows")
             scan_ratio = await phases.scan_cost(made, options.scan_rows)
@@ -102,6 +112,7 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
         "sealed": sealed,
         "mixed": mixed_entry,
         "mixed_http": mixed_http_entry,
+        "api": api_entry,
     }
 
 
@@ -121,6 +132,25 @@ async def _sealed(
         "ratio_to_dispatch_per_s": round(dispatched["dispatch_per_s"] / clear["dispatch_per_s"], 3),
         "cpu_s_per_1000": round(dispatched["cpu_s_per_1000"], 3),
         "cpu_s_per_1000_clear": round(clear["cpu_s_per_1000"], 3),
+    }
+
+
+def _api_entry(figures: dict[str, Any], *, enqueue_per_s: float) -> dict[str, Any]:
+    """The API phase's figures, with its submit-and-approve rate over the in-process one."""
+    return {
+        "dispatches": figures["dispatches"],
+        "clients": figures["clients"],
+        **{
+            key: round(figures[key], 1)
+            for key in (
+                "requests_per_s",
+                "request_p50_ms",
+                "request_p99_ms",
+                "approved_per_s",
+                "succeeded_per_s",
+            )
+        },
+        "ratio_to_enqueue_per_s": round(figures["approved_per_s"] / enqueue_per_s, 3),
     }
 
 

@@ -26,11 +26,14 @@ async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
     mixed = args.dispatches if args.mixed_dispatches is None else args.mixed_dispatches
     if mixed < 0:
         raise common.UsageError("--mixed-dispatches must be ≥ 0 (0 skips the mixed phase)")
+    if args.api_dispatches < 0:
+        raise common.UsageError("--api-dispatches must be ≥ 0 (0 skips the API phase)")
     report = await runner.run(
         settings,
         runner.Options(
             dispatches=args.dispatches,
             mixed_dispatches=mixed,
+            api_dispatches=args.api_dispatches,
             replicas=replicas,
             scan_rows=args.scan_rows,
             idle_seconds=args.idle_seconds,

@@ -35,8 +35,20 @@ KEYS = {
     "sealed",
     "mixed",
     "mixed_http",
+    "api",
 }
-NESTED = {"latency_ms", "wakeup_latency_ms", "idle", "sealed", "mixed", "mixed_http"}
+NESTED = {"latency_ms", "wakeup_latency_ms", "idle", "sealed", "mixed", "mixed_http", "api"}
+API_DISPATCHES = 60
+API_KEYS = {
+    "dispatches",
+    "clients",
+    "requests_per_s",
+    "request_p50_ms",
+    "request_p99_ms",
+    "approved_per_s",
+    "succeeded_per_s",
+    "ratio_to_enqueue_per_s",
+}
 NULL_ON_POSTGRES = {"raw_commits_per_s_stdlib", "ratio_to_raw_commit_stdlib"}
 MIXED_KEYS = {
     "dispatches",
@@ -80,6 +92,8 @@ SHORT = [
     "200",
     "--mixed-dispatches",
     str(MIXED_DISPATCHES),
+    "--api-dispatches",
+    str(API_DISPATCHES),
     "--scan-rows",
     "10000",
     "--idle-seconds",
@@ -126,6 +140,25 @@ def check(report: dict[str, object], *, stdlib: bool) -> None:
         report["mixed_http"], dispatches=MIXED_DISPATCHES, run_create=report["dispatch_per_s"]
     )
     check_wakeup(report["wakeup_latency_ms"], cluster=not stdlib)
+    check_api(report["api"], enqueue=report["enqueue_per_s"], edge=stdlib)
+
+
+def check_api(entry: object, *, enqueue: object, edge: bool) -> None:
+    """Edge: submit and approve over a daemon's HTTP API, every dispatch succeeded; cluster:
+    null (the phase needs principal roles, which are server-wide)."""
+    if not edge:
+        assert entry is None
+        return
+    assert isinstance(entry, dict)
+    assert set(entry) == API_KEYS
+    assert entry["dispatches"] == API_DISPATCHES
+    assert all(isinstance(v, int | float) and v > 0 for v in entry.values()), entry
+    assert entry["request_p50_ms"] <= entry["request_p99_ms"]
+    assert entry["succeeded_per_s"] <= entry["approved_per_s"] * 1.01
+    assert isinstance(enqueue, int | float)
+    assert entry["ratio_to_enqueue_per_s"] == pytest.approx(
+        entry["approved_per_s"] / enqueue, abs=0.002
+    )
 
 
 def check_wakeup(wakeup: object, *, cluster: bool) -> None:

@@ -27,7 +27,7 @@ from qinglong_dispatcher.adapters.sql import (
     retention,
     rows,
     runs,
-    tokens,
+    token_store,
     tool_barriers,
     tool_steps,
 )
@@ -63,9 +63,9 @@ def as_approver(
     return method
 
 
-class SqlStore(plan_store.PlanMethods):
+class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
     """Every store port operation whose transaction is shared by both dialects (those about
-    stored plans, sealed or clear, in `plan_store`)."""
+    stored plans, sealed or clear, in `plan_store`; API tokens in `token_store`)."""
 
     def __init__(
         self,
@@ -283,19 +283,6 @@ class SqlStore(plan_store.PlanMethods):
             lambda q: cancels.cancel(
                 q, request, principal=self.approver.name, now_ms=now_ms, context=context
             )
-        )
-
-    # -- API tokens (`token create|list|revoke`; the API authenticates) -----------------------
-
-    create_token = operation(tokens.create)
-    list_tokens = operation(tokens.list_tokens, write=False)
-    revoke_token = operation(tokens.revoke)
-    authenticate = operation(tokens.authenticate)
-
-    async def refused(self, failure: principals.AuthFailure) -> None:
-        """See `ports.Authenticator.refused`."""
-        await self.runner.transaction(
-            lambda q: tokens.record_refusal(q, failure, principal=self.approver.name or "")
         )
 
     async def prune_batch(

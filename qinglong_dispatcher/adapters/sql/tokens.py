@@ -59,19 +59,26 @@ async def revoke(q: query.Query, token_id: str) -> principals.Token | None:
     return await get(q, token_id)
 
 
-async def authenticate(q: query.Query, secret: str) -> principals.Authenticated | None:
-    """The principal and role of a live token with this secret, its last use moved; None for
-    anything else (unknown, revoked, expired, malformed) — the caller learns nothing more."""
+async def find_live(q: query.Query, secret: str) -> tuple[principals.Authenticated, bool] | None:
+    """The principal and role of a live token with this secret, and whether its recorded last
+    use is over a minute old; None for anything else (unknown, revoked, expired, malformed) —
+    the caller learns nothing more. A read: a request writes only when its last use is stale."""
     if not principals.SECRET.fullmatch(secret):
         return None
     row = await q.one("authenticate_token", {"secret_sha256": principals.digest(secret)})
     if row is None:
         return None
-    return principals.Authenticated(
+    found = principals.Authenticated(
         token_id=str(row["token_id"]),
         principal=str(row["principal"]),
         role=principals.TokenRole(str(row["role"])),
     )
+    return found, bool(row["stale"])
+
+
+async def touch(q: query.Query, token_id: str) -> None:
+    """Move a token's last use to now (at most once a minute)."""
+    await q.run("touch_token", {"token_id": token_id})
 
 
 async def record_refusal(

@@ -35,13 +35,21 @@ WHERE token_id = :token_id AND revoked_at_ms IS NULL
 RETURNING token_id
 
 -- authenticate_token --
--- One statement: the token matches, is unrevoked and unexpired on the database clock now,
--- and its last use moves; the runtime's column grants allow exactly this.
-UPDATE qinglong.api_tokens
-SET last_used_at_ms = qinglong.db_now_ms()
+-- A read: the token matches, is unrevoked and unexpired on the database clock now; `stale`
+-- when its recorded last use is older than a minute (then `touch_token` moves it).
+SELECT token_id, principal, role,
+       (last_used_at_ms IS NULL
+        OR last_used_at_ms < qinglong.db_now_ms() - 60000) AS stale
+FROM qinglong.api_tokens
 WHERE secret_sha256 = :secret_sha256 AND revoked_at_ms IS NULL
   AND expires_at_ms > qinglong.db_now_ms()
-RETURNING token_id, principal, role
+
+-- touch_token --
+-- The last use, moved at most once a minute; the runtime's column grants allow exactly this.
+UPDATE qinglong.api_tokens
+SET last_used_at_ms = qinglong.db_now_ms()
+WHERE token_id = :token_id
+  AND (last_used_at_ms IS NULL OR last_used_at_ms < qinglong.db_now_ms() - 60000)
 
 -- plan_exists --
 SELECT 1 AS found

@@ -35,11 +35,24 @@ WHERE token_id = :token_id AND revoked_at_ms IS NULL
 RETURNING token_id
 
 -- authenticate_token --
-UPDATE api_tokens
-SET last_used_at_ms = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+-- A read: the token matches, is unrevoked and unexpired now; `stale` when its recorded last
+-- use is older than a minute (then `touch_token` moves it).
+SELECT token_id, principal, role,
+       (last_used_at_ms IS NULL
+        OR last_used_at_ms
+           < CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - 60000) AS stale
+FROM api_tokens
 WHERE secret_sha256 = :secret_sha256 AND revoked_at_ms IS NULL
   AND expires_at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-RETURNING token_id, principal, role
+
+-- touch_token --
+-- The last use, moved at most once a minute.
+UPDATE api_tokens
+SET last_used_at_ms = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+WHERE token_id = :token_id
+  AND (last_used_at_ms IS NULL
+       OR last_used_at_ms
+          < CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - 60000)
 
 -- plan_exists --
 SELECT 1 AS found
