@@ -6,14 +6,21 @@ import contextlib
 import random
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from qinglong_dispatcher import api, dispatcher, ports
-from qinglong_dispatcher.actions import builtin, contract, registry
+from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.adapters import dialect, plan_keyring
 from qinglong_dispatcher.domain import errors, plan_previews, plans
-from qinglong_dispatcher.lifecycle import daemon, http, metrics, pruning, skew, systemd
-from qinglong_dispatcher.recovery import reconciler
 from qinglong_dispatcher.settings import Settings
+
+if TYPE_CHECKING:
+    # A read command (`status`, `dispatch list`) needs a store, not the daemon: the dispatcher,
+    # the actions, the lifecycle and the reconciler are imported by the functions that build
+    # them, so such a command starts in a fraction of the time.
+    from qinglong_dispatcher import dispatcher
+    from qinglong_dispatcher.actions import contract, registry
+    from qinglong_dispatcher.lifecycle import daemon, http, metrics
+    from qinglong_dispatcher.recovery import reconciler
 
 
 def _dialect(settings: Settings) -> dialect.Dialect:
@@ -59,6 +66,8 @@ def builtin_context(
 ) -> contract.BuiltInContext:
     """What the built-in actions' factories get: from `settings` when given (the daemon and
     the commands), else only a sandbox and a profile (tests that need nothing more)."""
+    from qinglong_dispatcher.actions import contract
+
     if settings is None:
         return contract.BuiltInContext(
             store=store, clock=clock, profile=profile, tool_sandbox_dir=tool_sandbox_dir
@@ -88,6 +97,8 @@ def handlers(
     `http.request` without receivers, `command.run` without commands) has none: its
     dispatches wait (pending again later, the attempt refunded).
     """
+    from qinglong_dispatcher.actions import builtin
+
     return builtin.handlers(
         builtin_context(store, clock, settings, tool_sandbox_dir=tool_sandbox_dir, profile=profile)
     )
@@ -105,6 +116,9 @@ def build_reconciler(
     """The reconciler: the store and the providers, and no handler at all.
 
     `installed` defaults to this process's entry-point actions (`registry.installed()`)."""
+    from qinglong_dispatcher.actions import builtin, registry
+    from qinglong_dispatcher.recovery import reconciler
+
     actions = registry.installed() if installed is None else installed
     context = builtin_context(
         store, clock, settings, tool_sandbox_dir=tool_sandbox_dir, profile=profile
@@ -130,6 +144,9 @@ def build_dispatcher(
 ) -> dispatcher.Dispatcher:
     """A dispatcher with the profile's budget, the built-in actions and the installed ones
     (`installed`, by default this process's entry points: `registry.installed()`)."""
+    from qinglong_dispatcher import dispatcher
+    from qinglong_dispatcher.actions import registry
+
     actions = registry.installed(announce=True) if installed is None else installed
     config = dispatcher.DispatchConfig(
         owner=settings.owner_id,
@@ -162,6 +179,8 @@ def build_daemon_parts(
 ) -> daemon.Parts:
     """Everything the daemon owns, wired for the profile (`acting`: where the API's writes
     become each token's principal; by default `store` itself)."""
+    from qinglong_dispatcher.lifecycle import daemon, http, metrics, pruning, skew, systemd
+
     the_metrics = metrics.Metrics(profile=settings.profile, cadence_s=settings.cadence_seconds)
     the_dispatcher = build_dispatcher(settings, store, clock, on_renewal=the_metrics.record_renewal)
     # A tick waits for its executes, so liveness allows the execute timeout on top.
@@ -240,7 +259,7 @@ def build_api_server(
             approval_ttl_ms=int(settings.approval_ttl_seconds * 1000),
             max_attempts=settings.max_attempts,
         ),
-        plan_models=lambda: {**builtin.PLAN_MODELS, **registry.installed().plan_models},
+        plan_models=action_plan_models,
     )
     return server.ApiServer(
         address=address, ctx=ctx, max_connections=settings.api_max_connections, tls=tls
@@ -256,15 +275,21 @@ def build_api(settings: Settings, store: ports.Store, clock: ports.Clock) -> api
             approval_ttl_ms=int(settings.approval_ttl_seconds * 1000),
             max_attempts=settings.max_attempts,
         ),
-        installed_plan_models=lambda: {**builtin.PLAN_MODELS, **registry.installed().plan_models},
+        installed_plan_models=action_plan_models,
     )
 
 
 def plan_preview_fields() -> plan_previews.ShownFields:
     """The members a redacted preview shows as they are, per action type: every model this
     process knows (built-in and installed), each without its `SENSITIVE_FIELDS`."""
-    models = {**plans.PLAN_MODELS, **builtin.PLAN_MODELS, **registry.installed().plan_models}
-    return plan_previews.shown_by_type(models)
+    return plan_previews.shown_by_type({**plans.PLAN_MODELS, **action_plan_models()})
+
+
+def action_plan_models() -> plans.PlanModels:
+    """The plan models of the built-in actions and of the installed ones (entry points)."""
+    from qinglong_dispatcher.actions import builtin, registry
+
+    return {**builtin.PLAN_MODELS, **registry.installed().plan_models}
 
 
 # -- the bench's scratch stores: the bench reaches a dialect's bench tools only through here --

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -13,6 +14,8 @@ from qinglong_dispatcher import __version__
 if TYPE_CHECKING:
     from qinglong_dispatcher.domain import errors
     from qinglong_dispatcher.settings import Settings
+
+    Handler = Callable[[Settings, argparse.Namespace], Awaitable[int]]
 
 # `--version` and `--help` import nothing more than this module: the commands, the drivers,
 # pydantic, structlog and anyio are imported by `build_subcommands` and `main`, on use.
@@ -59,12 +62,14 @@ def _positive_int(text: str) -> int:
 def _require_known_action(args: argparse.Namespace) -> None:
     """`--action` names a built-in or installed type; the entry points are read (once, after
     logging is set up: loading logs `actions.loaded`) only for another name."""
+    action = getattr(args, "action", None) if getattr(args, "action_option", False) else None
+    if action is None:
+        return
     from qinglong_dispatcher.actions import registry
     from qinglong_dispatcher.commands import common
     from qinglong_dispatcher.domain import plans
 
-    action = getattr(args, "action", None) if getattr(args, "action_option", False) else None
-    if action is None or action in registry.BUILT_IN or action in registry.installed().specs:
+    if action in registry.BUILT_IN or action in registry.installed().specs:
         return
     shown = action if plans.is_identifier(action) else "?"
     raise common.UsageError(f"argument --action: unknown action type: {shown}")
@@ -131,21 +136,22 @@ def _top_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentP
     return parser, commands
 
 
+def _lazy(module: str, name: str) -> Handler:
+    """The handler `name` of `commands.<module>`, imported when the command runs: a read
+    command never loads the daemon, the actions or the bench."""
+
+    async def handler(settings: Settings, args: argparse.Namespace) -> int:
+        found: Handler = getattr(
+            importlib.import_module(f"qinglong_dispatcher.commands.{module}"), name
+        )
+        return await found(settings, args)
+
+    return handler
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree."""
-    from qinglong_dispatcher.actions import registry
-    from qinglong_dispatcher.commands import (
-        admin,
-        bench,
-        dispatches,
-        dispatching,
-        keys,
-        previews,
-        prune,
-        recovery,
-        submitting,
-        tokens,
-    )
+    from qinglong_dispatcher.commands import dispatches, keys, prune, tokens
     from qinglong_dispatcher.domain import approval_views, states
 
     parser, commands = _top_parser()
@@ -161,10 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="cluster: give this migrated database the roles of installation INSTALLATION "
         "(<INSTALLATION>_runtime, …) instead of the ones it shares (docs/security.md)",
     )
-    p.set_defaults(handler=admin.cmd_migrate)
+    p.set_defaults(handler=_lazy("admin", "cmd_migrate"))
 
     p = command("run")
-    p.set_defaults(handler=dispatching.cmd_run)
+    p.set_defaults(handler=_lazy("dispatching", "cmd_run"))
 
     p = command("tick")
     mode = p.add_mutually_exclusive_group(required=True)
@@ -172,11 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--drain", action="store_true", help="batches until nothing is due")
     p.add_argument("--max-pages", type=_positive_int, default=1_000_000, metavar="N")
     p.add_argument("--json", action="store_true", help="print the report as one JSON line")
-    p.set_defaults(handler=dispatching.cmd_tick)
+    p.set_defaults(handler=_lazy("dispatching", "cmd_tick"))
 
     p = command("status")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=admin.cmd_status)
+    p.set_defaults(handler=_lazy("admin", "cmd_status"))
 
     p = command("submit")
     submit_sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -193,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--approved-by", default="cli", metavar="W", help="approver (cli)")
     s.add_argument("--from-jsonl", type=Path, metavar="FILE", help="one plan object per line")
     s.add_argument("--json", action="store_true")
-    s.set_defaults(handler=submitting.cmd_submit)
+    s.set_defaults(handler=_lazy("submitting", "cmd_submit"))
     t: argparse.ArgumentParser = submit_sub.add_parser(
         "tool-invoke",
         parents=[shared],
@@ -210,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--requested-by", default="cli", metavar="W", help="requester (cli)")
     t.add_argument("--approved-by", default="cli", metavar="W", help="approver (cli)")
     t.add_argument("--json", action="store_true")
-    t.set_defaults(handler=submitting.cmd_submit_tool)
+    t.set_defaults(handler=_lazy("submitting", "cmd_submit_tool"))
 
     p = command("approval")
     approval_sub = p.add_subparsers(dest="approval_command", metavar="STEP", required=True)
@@ -221,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--action",
         required=True,
         metavar="TYPE",
-        help=f"{', '.join(sorted(registry.BUILT_IN))} or an installed action's type",
+        help="a built-in action type (docs/actions.md) or an installed action's",
     )
     a.set_defaults(action_option=True)
     a.add_argument("--plan", required=True, type=Path, metavar="FILE")
@@ -252,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a.add_argument("approval_request_id", metavar="ID")
     a.add_argument("--json", action="store_true")
-    p.set_defaults(handler=submitting.cmd_approval)
+    p.set_defaults(handler=_lazy("submitting", "cmd_approval"))
     a = approval_sub.add_parser(
         "list",
         parents=[shared],
@@ -274,11 +280,11 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"the page after this {approval_views.CURSOR_FORMAT} (`next` of the last page)",
     )
     a.add_argument("--json", action="store_true")
-    a.set_defaults(handler=previews.cmd_approval_list)
+    a.set_defaults(handler=_lazy("previews", "cmd_approval_list"))
 
     p = command("dispatch")
     dispatches.add_arguments(p, shared)
-    p.set_defaults(handler=dispatches.cmd_dispatch)
+    p.set_defaults(handler=_lazy("dispatches", "cmd_dispatch"))
 
     p = command("recovery")
     recovery_sub = p.add_subparsers(dest="recovery_command", metavar="STEP", required=True)
@@ -296,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--operator", required=True, metavar="W", help="operator name (audited)")
     r.add_argument("--reason", required=True, metavar="CODE", help="low-sensitivity reason code")
     r.add_argument("--json", action="store_true", help="print the result as one JSON line")
-    p.set_defaults(handler=recovery.cmd_recovery)
+    p.set_defaults(handler=_lazy("recovery", "cmd_recovery"))
 
     p = command("bench")
     p.add_argument("--dispatches", type=int, default=5_000, metavar="N")
@@ -319,23 +325,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scan-rows", type=int, default=1_000_000, metavar="N")
     p.add_argument("--idle-seconds", type=float, default=30.0, metavar="S")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=bench.cmd_bench)
+    p.set_defaults(handler=_lazy("bench", "cmd_bench"))
 
     p = command("prune")
     prune.add_arguments(p)
-    p.set_defaults(handler=prune.cmd_prune)
+    p.set_defaults(handler=_lazy("prune", "cmd_prune"))
 
     p = command("keys")
     keys.add_arguments(p, shared)
-    p.set_defaults(handler=keys.cmd_keys)
+    p.set_defaults(handler=_lazy("keys", "cmd_keys"))
 
     p = command("token")
     tokens.add_arguments(p, shared)
-    p.set_defaults(handler=tokens.cmd_token)
+    p.set_defaults(handler=_lazy("tokens", "cmd_token"))
 
     p = command("health")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=admin.cmd_health)
+    p.set_defaults(handler=_lazy("admin", "cmd_health"))
     return parser
 
 
@@ -366,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = _settings(args)
         log_setup.configure(log_format=settings.log_format, level=settings.log_level)
         _require_known_action(args)
-        handler: Callable[[Settings, argparse.Namespace], Awaitable[int]] = args.handler
+        handler: Handler = args.handler
         return anyio.run(handler, settings, args)
     except common.UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
