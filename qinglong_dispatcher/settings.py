@@ -123,6 +123,11 @@ class Settings(BaseSettings):
         description="the plan key ring: plans are encrypted at rest under its active key "
         "(default: $CREDENTIALS_DIRECTORY/plan-keys when that file exists; none: plans in clear)",
     )
+    plan_keyring_group_readable: bool = Field(
+        False,
+        description="accept a plan key ring its group may read (never write; never others): "
+        "a Kubernetes Secret volume under fsGroup",
+    )
     wakeup_on_submit: bool = Field(
         False,
         description="cluster: LISTEN for consumed approvals and tick at once (the cadence "

@@ -42,6 +42,7 @@ BAD: dict[str, str] = {
     "receivers_file": "/nonexistent/receivers.toml",
     "commands_file": "/nonexistent/commands.toml",
     "plan_keyring_file": "/nonexistent/plan-keys",
+    "plan_keyring_group_readable": "maybe",
     "wakeup_on_submit": "maybe",
     "retention_days": "1e308",
     "audit_retention_days": "12 months",

@@ -83,3 +83,28 @@ def _other_ring(t: Target) -> Path:
 
 async def test_a_ring_is_made_rotated_checked_and_required_by_the_daemon(target: Target) -> None:
     await anyio.to_thread.run_sync(_life_of_a_ring, target)
+
+
+def _group_readable_ring(t: Target) -> None:
+    ring = t.cwd / "plan-keys"
+    assert t.run([], "keys", "generate", "--out", str(ring)).returncode == 0
+    ring.chmod(0o440)  # what a Kubernetes Secret volume under fsGroup presents
+    assert t.run(t.admin, "migrate").returncode == 0
+    sealed_env = {"QINGLONG_PLAN_KEYRING_FILE": str(ring)}
+    refused = t.run(t.runtime, "keys", "check", **sealed_env)
+    assert refused.returncode == 78, refused.stderr
+    (line,) = error_lines(refused.stderr)
+    assert "0o440" in line
+    allowed = {**sealed_env, "QINGLONG_PLAN_KEYRING_GROUP_READABLE": "true"}
+    _submit(t, 2, **allowed)
+    check = json_out(t.run(t.runtime, "keys", "check", "--json", **allowed))
+    assert (check["ok"], check["clear"], check["checked"]) == (True, 0, 2)
+    ring.chmod(0o460)  # group write is never accepted
+    still = t.run(t.runtime, "keys", "check", **allowed)
+    assert still.returncode == 78, still.stderr
+
+
+async def test_a_group_readable_ring_is_accepted_only_when_the_setting_says_so(
+    target: Target,
+) -> None:
+    await anyio.to_thread.run_sync(_group_readable_ring, target)

@@ -24,7 +24,10 @@ class PostgresDialect:
             require_sync_standby=settings.require_sync_standby,
             max_size=settings.concurrency + 4,
             installation=settings.installation,
-            envelopes=plan_envelopes.from_keyring(settings.plan_keyring_file),
+            envelopes=plan_envelopes.from_keyring(
+                settings.plan_keyring_file,
+                group_readable=settings.plan_keyring_group_readable,
+            ),
         )
 
     async def move_installation(

@@ -91,9 +91,11 @@ class Envelopes:
         return dataclasses.replace(plan, plan_json=text, sealed=None)
 
 
-def from_keyring(path: Path | None) -> Envelopes:
+def from_keyring(path: Path | None, *, group_readable: bool = False) -> Envelopes:
     """The envelopes of the key ring at `path` (None: plans in clear). A ring that cannot be
-    used is a configuration error (exit 78), never a silent fallback to clear text."""
+    used is a configuration error (exit 78), never a silent fallback to clear text.
+    `group_readable` accepts a ring its group may read (`plan_keyring.load`)."""
     if path is None:
         return Envelopes(None)
-    return Envelopes(plan_cipher.PlanCipher(plan_keyring.load(path)))
+    ring = plan_keyring.load(path, allow_group_read=group_readable)
+    return Envelopes(plan_cipher.PlanCipher(ring))

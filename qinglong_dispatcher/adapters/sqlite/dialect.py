@@ -22,7 +22,10 @@ class SqliteDialect:
             busy_timeout_s=settings.sqlite_busy_timeout_seconds,
             self_approval=settings.self_approval,
             create=create,
-            envelopes=plan_envelopes.from_keyring(settings.plan_keyring_file),
+            envelopes=plan_envelopes.from_keyring(
+                settings.plan_keyring_file,
+                group_readable=settings.plan_keyring_group_readable,
+            ),
         )
 
     async def move_installation(
