@@ -7,7 +7,7 @@ a BaseException there (an in-process crash: the transaction rolls back) or SIGKI
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from qinglong_dispatcher import ports
@@ -40,6 +40,10 @@ class _CrashingQuery:
 
     async def run(self, name: str, params: query.Params = query.NO_PARAMS) -> None:
         await self._inner.run(name, params)
+        self._ran(name)
+
+    async def run_many(self, name: str, params: Sequence[query.Params]) -> None:
+        await self._inner.run_many(name, params)
         self._ran(name)
 
     async def savepoint(self, work: query.Work[T]) -> T:

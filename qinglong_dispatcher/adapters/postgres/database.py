@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import random
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -199,6 +199,11 @@ class PgQuery:
     async def run(self, name: str, params: query.Params = query.NO_PARAMS) -> None:
         """See `query.Query.run`."""
         await execute(self._conn, Q[name], params)
+
+    async def run_many(self, name: str, params: Sequence[query.Params]) -> None:
+        """See `query.Query.run_many` (asyncpg pipelines `executemany`)."""
+        statement = Q[name]
+        await self._conn.executemany(statement.text, [statement.args(p) for p in params])
 
     async def savepoint(self, work: query.Work[T]) -> T:
         """See `query.Query.savepoint`."""

@@ -11,10 +11,11 @@ only the transitions of `domain/approvals.py` and audit every change.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
-from qinglong_dispatcher.adapters.sql import query, tokens
+from qinglong_dispatcher.adapters.sql import query, runs, tokens
 from qinglong_dispatcher.domain import approvals, errors, ids, principals
 
 ApprovalStatus = approvals.ApprovalStatus
@@ -53,39 +54,44 @@ async def create(
         raise errors.ApprovalStateConflict(
             f"action {new.action_ref} already has a plan in project {new.project_id}"
         )
-    await q.run(
-        "insert_plan",
-        {
-            "project_id": new.project_id,
-            "action_ref": new.action_ref,
-            "action_type": new.action_type,
-            "plan_json": new.plan_json,
-            "plan_digest": new.plan_digest,
-            "now_ms": now_ms,
-            "plan_key_id": None if new.sealed is None else new.sealed.key_id,
-            "plan_algorithm": None if new.sealed is None else new.sealed.algorithm,
-            "plan_sealed": None if new.sealed is None else new.sealed.data,
-            "plan_schema_version": None if new.sealed is None else new.sealed.schema_version,
-        },
-    )
-    await q.run(
-        "insert_approval",
-        {
-            "approval_request_id": new.approval_request_id,
-            "project_id": new.project_id,
-            "action_type": new.action_type,
-            "action_ref": new.action_ref,
-            "action_digest": new.action_digest,
-            "requested_by": new.requested_by,
-            "principal": principal.name,
-            "expires_at_ms": new.expires_at_ms,
-            "now_ms": now_ms,
-        },
-    )
+    await q.run("insert_plan", _plan_row(new, now_ms))
+    await q.run("insert_approval", _request_row(new, principal, now_ms))
     created = await get(q, new.approval_request_id)
     assert created is not None
     await _audit(q, principal, context, "create", created, new.requested_by)
     return created
+
+
+def _plan_row(new: approvals.NewApproval, now_ms: int) -> dict[str, object]:
+    sealed = new.sealed
+    return {
+        "project_id": new.project_id,
+        "action_ref": new.action_ref,
+        "action_type": new.action_type,
+        "plan_json": new.plan_json,
+        "plan_digest": new.plan_digest,
+        "now_ms": now_ms,
+        "plan_key_id": None if sealed is None else sealed.key_id,
+        "plan_algorithm": None if sealed is None else sealed.algorithm,
+        "plan_sealed": None if sealed is None else sealed.data,
+        "plan_schema_version": None if sealed is None else sealed.schema_version,
+    }
+
+
+def _request_row(
+    new: approvals.NewApproval, principal: approvals.Principal, now_ms: int
+) -> dict[str, object]:
+    return {
+        "approval_request_id": new.approval_request_id,
+        "project_id": new.project_id,
+        "action_type": new.action_type,
+        "action_ref": new.action_ref,
+        "action_digest": new.action_digest,
+        "requested_by": new.requested_by,
+        "principal": principal.name,
+        "expires_at_ms": new.expires_at_ms,
+        "now_ms": now_ms,
+    }
 
 
 async def _audit(
@@ -235,28 +241,8 @@ async def consume(
     if done is None:
         raise await _refusal(q, approval_request_id, wanted=ApprovalStatus.APPROVED, now_ms=now_ms)
     dispatch_id = ids.new_dispatch_id(now_ms)
-    await q.run(
-        "insert_dispatch",
-        {
-            "dispatch_id": dispatch_id,
-            "approval_request_id": approval_request_id,
-            "project_id": done["project_id"],
-            "action_type": done["action_type"],
-            "action_ref": done["action_ref"],
-            "action_digest": done["action_digest"],
-            "approved_by": done["decided_by"],
-            "now_ms": now_ms,
-        },
-    )
-    await q.run(
-        "insert_execution",
-        {
-            "dispatch_id": dispatch_id,
-            "project_id": done["project_id"],
-            "max_attempts": max_attempts,
-            "now_ms": now_ms,
-        },
-    )
+    await q.run("insert_dispatch", _dispatch_row(dispatch_id, approval_request_id, done, now_ms))
+    await q.run("insert_execution", _execution_row(dispatch_id, done, max_attempts, now_ms))
     await tokens.record_request(
         q,
         context,
@@ -274,21 +260,51 @@ async def consume(
     )
 
 
-async def create_approve_consume(
+def _dispatch_row(
+    dispatch_id: str, approval_request_id: str, done: Any, now_ms: int
+) -> dict[str, object]:
+    """`done`: the consumed request (project, action type, ref and digest, decided by)."""
+    return {
+        "dispatch_id": dispatch_id,
+        "approval_request_id": approval_request_id,
+        "project_id": done["project_id"],
+        "action_type": done["action_type"],
+        "action_ref": done["action_ref"],
+        "action_digest": done["action_digest"],
+        "approved_by": done["decided_by"],
+        "now_ms": now_ms,
+    }
+
+
+def _execution_row(
+    dispatch_id: str, done: Any, max_attempts: int, now_ms: int
+) -> dict[str, object]:
+    return {
+        "dispatch_id": dispatch_id,
+        "project_id": done["project_id"],
+        "max_attempts": max_attempts,
+        "now_ms": now_ms,
+    }
+
+
+async def _all_moved(
     q: query.Query,
-    new: approvals.NewApproval,
+    items: Sequence[approvals.NewApproval],
     *,
-    approved_by: str,
-    principal: approvals.Principal,
+    to: ApprovalStatus,
+    came_from: ApprovalStatus,
     now_ms: int,
-    max_attempts: int,
-) -> approvals.Consumed:
-    """One self-approved action, in the caller's transaction (`submit`, tool steps)."""
-    await create(q, principal, new, now_ms=now_ms)
-    await approve(q, principal, new.approval_request_id, decided_by=approved_by, now_ms=now_ms)
-    return await consume(
-        q, principal, new.approval_request_id, now_ms=now_ms, max_attempts=max_attempts
-    )
+) -> dict[str, Any]:
+    """Every request of a batch, read at once, each of which must now be `to`; the first one
+    that is not is explained as a refusal (raised: the caller's transaction rolls back)."""
+    wanted = [new.approval_request_id for new in items]
+    rows = await q.all("select_approvals", {"ids": json.dumps(wanted)})
+    by_id = {row["approval_request_id"]: row for row in rows}
+    for approval_request_id in wanted:
+        row = by_id.get(approval_request_id)
+        if row is None or row["status"] != to.value:
+            raise await _refusal(q, approval_request_id, wanted=came_from, now_ms=now_ms)
+    return by_id
 
 
 async def submit(
@@ -301,21 +317,67 @@ async def submit(
     max_attempts: int,
     context: principals.RequestContext | None = None,
 ) -> list[approvals.Consumed]:
-    """Create, approve and consume each item, all in one transaction.
+    """Create, approve and consume every item, all in one transaction.
 
-    A self-approval: refused whole (nothing written) when the principal may not self-approve.
-    An API request writes one audit row per item, naming its dispatch.
+    Each statement runs once for the whole batch (`Query.run_many`: one round trip on
+    PostgreSQL, not one per item), and the requests are read back at once after the approval
+    and after the consumption: the database's triggers judge each row as for one request, and
+    any refusal rolls the whole batch back. A self-approval: refused whole (nothing written)
+    when the principal may not self-approve. An API request writes one audit row per item,
+    naming its dispatch.
     """
-    done: list[approvals.Consumed] = []
-    for new in items:
-        consumed = await create_approve_consume(
-            q,
-            new,
-            approved_by=approved_by,
-            principal=principal,
-            now_ms=now_ms,
-            max_attempts=max_attempts,
+    if not items:
+        return []
+    keys = [(new.project_id, new.action_ref) for new in items]
+    taken = [(p.project_id, p.action_ref) for p in await runs.get_plans(q, keys)]
+    seen: set[tuple[str, str]] = set()
+    for key in keys:  # twice in this batch
+        if key in seen:
+            taken.append(key)
+        seen.add(key)
+    if taken:
+        project_id, action_ref = taken[0]
+        raise errors.ApprovalStateConflict(
+            f"action {action_ref} already has a plan in project {project_id}"
         )
+    await q.run_many("insert_plan", [_plan_row(new, now_ms) for new in items])
+    await q.run_many("insert_approval", [_request_row(new, principal, now_ms) for new in items])
+    decisions = [
+        {
+            "approval_request_id": new.approval_request_id,
+            "decided_by": approved_by,
+            "principal": principal.name,
+            "now_ms": now_ms,
+        }
+        for new in items
+    ]
+    await q.run_many("approve_approval", decisions)
+    approved = await _all_moved(
+        q, items, to=ApprovalStatus.APPROVED, came_from=ApprovalStatus.PENDING, now_ms=now_ms
+    )
+    for row in approved.values():
+        principal.check_may_approve(row["requested_principal"])
+    await q.run_many("consume_approval", decisions)
+    consumed = await _all_moved(
+        q, items, to=ApprovalStatus.CONSUMED, came_from=ApprovalStatus.APPROVED, now_ms=now_ms
+    )
+    dispatch_ids = [ids.new_dispatch_id(now_ms) for _ in items]
+    pairs = list(zip(dispatch_ids, items, strict=True))
+    await q.run_many(
+        "insert_dispatch",
+        [
+            _dispatch_row(d, new.approval_request_id, consumed[new.approval_request_id], now_ms)
+            for d, new in pairs
+        ],
+    )
+    await q.run_many(
+        "insert_execution",
+        [
+            _execution_row(d, consumed[new.approval_request_id], max_attempts, now_ms)
+            for d, new in pairs
+        ],
+    )
+    for dispatch_id, new in pairs:
         await tokens.record_request(
             q,
             context,
@@ -323,8 +385,14 @@ async def submit(
             operation="submit",
             actor=approved_by,
             project_id=new.project_id,
-            subject_id=consumed.dispatch_id,
+            subject_id=dispatch_id,
             detail_code=new.action_type,
         )
-        done.append(consumed)
-    return done
+    return [
+        approvals.Consumed(
+            approval_request_id=new.approval_request_id,
+            dispatch_id=dispatch_id,
+            action_ref=new.action_ref,
+        )
+        for dispatch_id, new in pairs
+    ]

@@ -9,7 +9,7 @@ end inside one worker-thread hop (`adapters/sqlite/database.drive`); asyncpg awa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from qinglong_dispatcher.domain import records
@@ -38,6 +38,11 @@ class Query(Protocol):
 
     async def run(self, name: str, params: Params = NO_PARAMS) -> None:
         """Run a statement for its effect."""
+        ...
+
+    async def run_many(self, name: str, params: Sequence[Params]) -> None:
+        """Run a statement for its effect once per parameter set, in order (on PostgreSQL
+        pipelined: one round trip for the lot, not one each)."""
         ...
 
     async def savepoint(self, work: Work[T]) -> T:

@@ -9,7 +9,7 @@ one per statement (docs/decisions/0004).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -147,6 +147,10 @@ class SqliteQuery:
     async def run(self, name: str, params: query.Params = query.NO_PARAMS) -> None:
         """See `query.Query.run`."""
         self._conn.execute(Q[name], params)
+
+    async def run_many(self, name: str, params: Sequence[query.Params]) -> None:
+        """See `query.Query.run_many`."""
+        self._conn.executemany(Q[name], params)
 
     async def savepoint(self, work: query.Work[T]) -> T:
         """See `query.Query.savepoint`."""

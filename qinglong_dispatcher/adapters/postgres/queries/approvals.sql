@@ -50,6 +50,14 @@ SELECT approval_request_id, project_id, action_type, action_ref, action_digest, 
 FROM qinglong.approval_requests
 WHERE approval_request_id = :approval_request_id
 
+-- select_approvals --
+-- Many requests in one read (a submit's batch): the ids arrive as one JSON array.
+SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
+       requested_by, decided_by, requested_principal, decided_principal, consumed_principal,
+       expires_at_ms, created_at_ms, updated_at_ms
+FROM qinglong.approval_requests
+WHERE approval_request_id = ANY (ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb)))
+
 -- approve_approval --
 UPDATE qinglong.approval_requests
 SET status = 'approved', version = 2, decided_by = :decided_by,

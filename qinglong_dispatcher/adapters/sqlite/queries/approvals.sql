@@ -43,6 +43,14 @@ SELECT approval_request_id, project_id, action_type, action_ref, action_digest, 
 FROM approval_requests
 WHERE approval_request_id = :approval_request_id
 
+-- select_approvals --
+-- Many requests in one read (a submit's batch): the ids arrive as one JSON array.
+SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
+       requested_by, decided_by, requested_principal, decided_principal, consumed_principal,
+       expires_at_ms, created_at_ms, updated_at_ms
+FROM approval_requests
+WHERE approval_request_id IN (SELECT value FROM json_each(:ids))
+
 -- approve_approval --
 UPDATE approval_requests
 SET status = 'approved', version = 2, decided_by = :decided_by,
