@@ -161,6 +161,12 @@ class Settings(BaseSettings):
     api_read_timeout_seconds: float = Field(
         10.0, gt=0, le=300, description="API: a request's headers and body arrive within this"
     )
+    ui_idle_timeout_seconds: float = Field(
+        900.0, gt=0, le=86_400, description="operator UI: a session unused this long ends"
+    )
+    ui_session_lifetime_seconds: float = Field(
+        28_800.0, gt=0, le=604_800, description="operator UI: no session lives longer"
+    )
 
     @classmethod
     def settings_customise_sources(

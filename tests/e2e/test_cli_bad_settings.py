@@ -53,6 +53,8 @@ BAD: dict[str, str] = {
     "api_max_connections": "0",
     "api_max_body_bytes": "256 KiB",
     "api_read_timeout_seconds": "1e308",
+    "ui_idle_timeout_seconds": "0",
+    "ui_session_lifetime_seconds": "forever",
 }
 TOML_ONLY = {"tool_sandbox_dir": "7"}
 """A raw TOML value where a string cannot be wrong."""
