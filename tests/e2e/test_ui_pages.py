@@ -196,6 +196,27 @@ async def test_a_form_from_elsewhere_is_refused_and_writes_nothing(
         assert "Approved" in text
 
 
+async def test_a_null_origin_passes_only_with_a_same_origin_fetch_site(
+    sqlite_served: Served,
+) -> None:
+    """Under `Referrer-Policy: no-referrer` a browser sends `Origin: null` with its own
+    same-origin form; `Sec-Fetch-Site: same-origin` (which no page can set) vouches for it."""
+    it = sqlite_served
+    async with UiClient(it) as ui:
+        await ui.sign_in("alice")
+        approval = await api_submit(it, "sam")
+        path = f"/ui/approvals/{approval['approval_request_id']}/reject"
+        fields = {"confirmed": "yes", "reason": "not_needed"}
+        before = await it.everything()
+        for refused in ({"Origin": "null"}, {"Origin": "null", "Sec-Fetch-Site": "same-site"}):
+            status, _, text = await ui.post(path, fields, headers=refused)
+            assert (status, "cross_site_refused" in text) == (403, True)
+        assert await it.everything() == before
+        same = {"Origin": "null", "Sec-Fetch-Site": "same-origin"}
+        status, _, text = await ui.post(path, fields, headers=same)
+        assert (status, "Rejected" in text) == (200, True), text[:300]
+
+
 async def test_a_viewer_sees_no_form_and_its_post_is_refused(served: Served) -> None:
     it = served
     approval = await api_submit(it, "sam")

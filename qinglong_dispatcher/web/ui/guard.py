@@ -134,6 +134,11 @@ def cross_site(request: web.Request) -> str | None:
     if fetch_site is not None and fetch_site != "same-origin":
         return f"Sec-Fetch-Site is {fetch_site[:40]!r}, not 'same-origin'"
     origin = request.headers.get("Origin")
+    if origin == "null" and fetch_site == "same-origin":
+        # What a browser sends for a same-origin form under `Referrer-Policy: no-referrer`
+        # (Fetch: the policy serialises the origin as null); `Sec-Fetch-Site` is the browser's
+        # own header, which no page can set, and it says same-origin.
+        return None
     if origin is not None and origin != own_origin(request):
         return "Origin is not this listener's own"
     return None

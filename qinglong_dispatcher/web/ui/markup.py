@@ -17,6 +17,9 @@ from urllib import parse
 from qinglong_dispatcher.web.ui import sessions
 
 CSS_PATH: Final = "/ui/static/ui.css"
+ICON_PATH: Final = "/ui/static/icon.svg"
+"""Linked from every page, so that a browser never asks for /favicon.ico (an API path, where
+the request would count as a failed authentication of its address)."""
 CODE_PATTERN: Final = r"[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}"
 """A reason code, as an HTML `pattern` (the server checks it again: `plans.is_identifier`)."""
 
@@ -142,7 +145,8 @@ def document(
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)} · qinglong-dispatcher</title>"
-        f'<link rel="stylesheet" href="{esc(CSS_PATH)}"></head>'
+        f'<link rel="stylesheet" href="{esc(CSS_PATH)}">'
+        f'<link rel="icon" href="{esc(ICON_PATH)}" type="image/svg+xml"></head>'
         f'<body><header><span class="brand">qinglong-dispatcher</span>{nav}</header>'
         f"<main><h1>{esc(title)}</h1>{body}</main></body></html>"
     )

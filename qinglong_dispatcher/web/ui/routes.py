@@ -15,7 +15,6 @@ from qinglong_dispatcher.web.ui import (
     audit_pages,
     dispatch_pages,
     guard,
-    markup,
     overview,
     recovery_pages,
     sessions,
@@ -42,15 +41,22 @@ ROUTES: Final[tuple[tuple[str, str, guard.Handler], ...]] = (
 )
 
 
+STATIC: Final = {"ui.css": "text/css", "icon.svg": "image/svg+xml"}
+"""The files under /ui/static/, from the package's `static` folder, and their types."""
+
+
 @functools.cache
-def _css() -> bytes:
-    return resources.files("qinglong_dispatcher.web.ui").joinpath("static/ui.css").read_bytes()
+def _static(name: str) -> bytes:
+    return resources.files("qinglong_dispatcher.web.ui").joinpath("static", name).read_bytes()
 
 
 @auth.requires(auth.PUBLIC)
-async def style_sheet(request: web.Request) -> web.StreamResponse:
-    """`GET /ui/static/ui.css`: the one style sheet, from the package."""
-    return web.Response(body=_css(), content_type="text/css", charset="utf-8")
+async def static_file(request: web.Request) -> web.StreamResponse:
+    """`GET /ui/static/{name}`: the style sheet and the icon, from the package."""
+    name = request.match_info["name"]
+    if name not in STATIC:
+        raise web.HTTPNotFound()
+    return web.Response(body=_static(name), content_type=STATIC[name], charset="utf-8")
 
 
 @guard.view(principals.TokenRole.VIEWER)
@@ -64,5 +70,5 @@ def install(app: web.Application) -> None:
     app.on_response_prepare.append(guard.on_prepare)
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
-    app.router.add_get(markup.CSS_PATH, style_sheet, allow_head=False)
+    app.router.add_get("/ui/static/{name}", static_file, allow_head=False)
     app.router.add_route("*", "/ui/{tail:.*}", not_found)
