@@ -4,12 +4,15 @@ form, roles, escaping and the security headers. Every refusal writes nothing."""
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import pytest
 
 from tests.support import stores
+from tests.support.actions import submit_runs
 from tests.support.api_writes import Served, serving
 from tests.support.api_writes import submit as api_submit
 from tests.support.ui_client import UiClient
@@ -348,3 +351,51 @@ async def test_unknown_pages_and_bad_ids_are_html_pages(sqlite_served: Served) -
             assert (got, code in text) == (status, True), (path, text[:300])
             assert headers["Content-Type"] == "text/html; charset=utf-8"
             assert_secure_headers(headers)
+
+
+async def test_the_dispatch_list_pages_by_keyset_and_filters_by_state(
+    sqlite_served: Served,
+) -> None:
+    it = sqlite_served
+    ids = {c.dispatch_id for c in await submit_runs(it.harness.approver_store, it.clock, 53)}
+    async with UiClient(it) as ui:
+        await ui.sign_in("vic")
+        _, _, first = await ui.get("/ui/dispatches?status=pending")
+        shown = set(re.findall(r'href="/ui/dispatches/([^"]+)"', first))
+        assert len(shown) == 50
+        after = re.search(r'href="(/ui/dispatches\?[^"]*after=[^"]+)" rel="next"', first)
+        assert after is not None
+        _, _, second = await ui.get(html.unescape(after.group(1)))
+        rest = set(re.findall(r'href="/ui/dispatches/([^"]+)"', second))
+        assert len(rest) == 3
+        assert shown | rest == ids
+        assert 'rel="next"' not in second
+        _, _, none = await ui.get("/ui/dispatches?status=succeeded")
+        assert "No dispatch matches." in none
+
+
+async def test_an_operator_cancels_a_waiting_dispatch_after_confirming(served: Served) -> None:
+    it = served
+    dispatch_id = (await submit_runs(it.harness.approver_store, it.clock, 1))[0].dispatch_id
+    async with UiClient(it) as ui:
+        await ui.sign_in("carol")
+        _, _, text = await ui.get(f"/ui/dispatches/{dispatch_id}")
+        assert f"/ui/dispatches/{dispatch_id}/cancel" in text
+        before = await it.everything()
+        path = f"/ui/dispatches/{dispatch_id}/cancel"
+        status, _, text = await ui.post(path, {"reason": "not_needed"})
+        assert (status, "Confirm" in text) == (200, True)
+        assert await it.everything() == before
+        status, headers, text = await ui.post(path, {"reason": "not_needed", "confirmed": "yes"})
+        assert (status, headers.get("Location")) == (303, f"/ui/dispatches/{dispatch_id}"), text
+        _, _, text = await ui.get(f"/ui/dispatches/{dispatch_id}")
+        assert "<b>cancelled</b>" in text
+        rows = await it.audit(dispatch_id)
+        assert ("api.cancel", it.names["carol"], it.token_ids["carol"]) in [
+            (r["kind"], r["principal"], r["token_id"]) for r in rows
+        ]
+    async with UiClient(it) as ui:
+        await ui.sign_in("alice")  # an approver sees no cancel form
+        other = (await submit_runs(it.harness.approver_store, it.clock, 1))[0].dispatch_id
+        _, _, text = await ui.get(f"/ui/dispatches/{other}")
+        assert "/cancel" not in text

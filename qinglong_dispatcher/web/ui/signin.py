@@ -14,7 +14,7 @@ import structlog
 from aiohttp import web
 
 from qinglong_dispatcher.domain import principals
-from qinglong_dispatcher.web import auth, context
+from qinglong_dispatcher.web import auth, context, problems
 from qinglong_dispatcher.web.ui import guard, markup, sessions
 
 log = structlog.get_logger("qinglong_dispatcher.api")
@@ -72,8 +72,8 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
         )
     try:
         fields = await guard.read_form(request)
-    except Exception:  # a malformed or slow body is one more failure, never a traceback
-        fields = {}
+    except (problems.BadField, TimeoutError, web.HTTPException):
+        fields = {}  # a malformed, slow or oversized form is one more failure
     next_path = _next_path(fields.get("next"))
     secret = fields.get("token", "").strip()
     # The API's own bearer shape (RFC 6750 b64token, bounded) before the token store is asked.
@@ -89,7 +89,8 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
     old = request.cookies.get(sessions.COOKIE)
     if old:
         store.close(old)
-    session = store.open(found.group(1) if found else secret, principal)
+    assert found is not None
+    session = store.open(found.group(1), principal)
     log.info("ui.signed_in", principal=principal.principal, token_id=principal.token_id)
     response = guard.redirect(next_path)
     response.set_cookie(
@@ -114,6 +115,7 @@ async def sign_out(
         for other in store.of_principal(session.principal.principal):
             store.close(other.session_id)
     store.close(session.session_id)
+    log.info("ui.signed_out", principal=session.principal.principal)
     response = guard.redirect("/ui/signin")
     response.del_cookie(sessions.COOKIE, path=sessions.COOKIE_PATH)
     return response
