@@ -17,6 +17,7 @@ import functools
 import hmac
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
+from urllib import parse
 
 import structlog
 from aiohttp import web
@@ -201,7 +202,7 @@ async def _guarded(
 
 
 def _signin_redirect(request: web.Request) -> web.Response:
-    return redirect(markup.url("/ui/signin", next=request.path_qs[:512]).replace("&amp;", "&"))
+    return redirect("/ui/signin?" + parse.urlencode({"next": request.path_qs[:512]}))
 
 
 def view(role: principals.TokenRole) -> Callable[[Page], Handler]:

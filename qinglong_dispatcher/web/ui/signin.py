@@ -22,7 +22,8 @@ log = structlog.get_logger("qinglong_dispatcher.api")
 
 def _next_path(text: str | None) -> str:
     # Only a path of the UI itself: never an open redirect to another site.
-    if text and guard.is_ui(text.split("?", 1)[0]) and "\\" not in text and "//" not in text:
+    path = (text or "").split("?", 1)[0]
+    if text and guard.is_ui(path) and "\\" not in text and "//" not in text and ".." not in path:
         return text
     return "/ui"
 
