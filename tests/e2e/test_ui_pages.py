@@ -92,7 +92,14 @@ async def test_a_bad_token_is_refused_and_failures_are_limited_per_address(
     sqlite_served: Served,
 ) -> None:
     it = sqlite_served
+    before = await it.everything()
     async with UiClient(it) as ui:
+        for sent in ({"Origin": "http://evil.test"}, {"Sec-Fetch-Site": "cross-site"}):
+            status, answer, text = await ui.post(
+                "/ui/signin", {"token": it.secrets["vic"]}, headers=sent, csrf=False
+            )
+            assert (status, "cross_site_refused" in text) == (403, True)
+            assert "Set-Cookie" not in answer
         for bad in ("", "qlt_" + "x" * 43, "not a token <script>"):
             status, headers, text = await ui.post("/ui/signin", {"token": bad}, csrf=False)
             assert status == 401
@@ -108,6 +115,7 @@ async def test_a_bad_token_is_refused_and_failures_are_limited_per_address(
         assert int(headers["Retry-After"]) >= 1
         assert "rate_limited" in text
         assert ui.cookie() is None
+    assert await it.everything() == before
 
 
 async def test_an_idle_session_ends_and_a_revoked_token_ends_its_session_at_once(
