@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from playwright.async_api import Page, async_playwright
+from playwright.async_api import Page, ViewportSize, async_playwright
 
 from tests.support import stores, system_tools
 from tests.support.actions import submit_runs
@@ -23,7 +23,7 @@ from tests.support.recovery import started_execution
 from tests.support.ui_client import origin
 
 SHOTS = Path(__file__).resolve().parents[2] / "docs" / "ui"
-VIEWPORT = {"width": 1100, "height": 700}
+VIEWPORT: ViewportSize = {"width": 1100, "height": 700}
 
 
 @pytest.fixture(params=stores.DIALECTS)
@@ -121,7 +121,7 @@ async def test_request_approve_refuse_settle_and_a_cross_site_form_in_a_browser(
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=chromium, headless=True)
         try:
-            page = await browser.new_page(viewport=VIEWPORT)  # type: ignore[arg-type]
+            page = await browser.new_page(viewport=VIEWPORT)
             page.set_default_timeout(15_000)
             ui = Ui(page, it)
             await page.goto(ui.base + "/ui/dispatches")

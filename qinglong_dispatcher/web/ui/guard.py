@@ -280,16 +280,9 @@ def confirmed(
     fields again, with a fresh chance to go back). Nothing is written before."""
     if fields.get("confirmed") == "yes":
         return None
-    again = "".join(
-        markup.hidden(name, value)
-        for name, value in fields.items()
-        if name not in ("csrf", "confirmed")
-    )
-    shown = markup.facts(
-        (name, markup.esc(value))
-        for name, value in fields.items()
-        if name not in ("csrf", "confirmed")
-    )
+    sent = [(name, value) for name, value in fields.items() if name not in ("csrf", "confirmed")]
+    again = "".join(markup.hidden(name, value) for name, value in sent)
+    shown = markup.facts((name, markup.esc(value)) for name, value in sent) if sent else ""
     body = (
         markup.notice(ask.question)
         + shown
