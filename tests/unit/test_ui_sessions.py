@@ -39,6 +39,19 @@ def test_a_session_ends_idle_or_at_its_lifetime_and_the_oldest_go_first() -> Non
     assert kept.find(four.session_id) is None
 
 
+def test_one_principal_cannot_push_the_others_out() -> None:
+    kept = sessions.Sessions(max_sessions=100)
+    other = principals.Authenticated(
+        token_id="tok_fedcba9876543210", principal="otto", role=principals.TokenRole.OPERATOR
+    )
+    theirs = kept.open("o", other)
+    mine = [kept.open(str(n), WHO) for n in range(40)]
+    assert len(kept) == sessions.MAX_PER_PRINCIPAL + 1
+    assert kept.find(theirs.session_id) is theirs
+    assert kept.find(mine[0].session_id) is None
+    assert kept.find(mine[-1].session_id) is mine[-1]
+
+
 def test_every_value_is_escaped() -> None:
     evil = "<script>alert('x')</script>\"&"
     shown = markup.facts([(evil, markup.esc(evil))]) + markup.table([evil], [[markup.esc(evil)]])

@@ -25,6 +25,9 @@ LIFETIME_S: Final = 8 * 3600.0
 """No session lives longer than this (`QINGLONG_UI_SESSION_LIFETIME_SECONDS`)."""
 MAX_SESSIONS: Final = 10_000
 """Sessions kept at most; the least recently used goes first (memory stays bounded)."""
+MAX_PER_PRINCIPAL: Final = 16
+"""Sessions one principal may hold; its least recently used goes first, so that one signed-in
+principal cannot push everyone else's sessions out."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -72,6 +75,9 @@ class Sessions:
             created_at=now,
             last_seen_at=now,
         )
+        mine = [s for s in self._open.values() if s.principal.principal == principal.principal]
+        for oldest in mine[: max(0, len(mine) - MAX_PER_PRINCIPAL + 1)]:
+            del self._open[oldest.session_id]
         self._open[session.session_id] = session
         while len(self._open) > self._max:
             self._open.popitem(last=False)
