@@ -227,6 +227,7 @@ def build_api_server(
     Until a token store fills `authenticator`, every token is refused (deny by default). The
     writes act as each token's principal through `acting` (by default `store` itself)."""
     from qinglong_dispatcher.web import auth, context, events, limits, server
+    from qinglong_dispatcher.web.ui import sessions
 
     address = settings.api_address
     assert address is not None
@@ -260,6 +261,10 @@ def build_api_server(
             max_attempts=settings.max_attempts,
         ),
         plan_models=action_plan_models,
+        ui_sessions=sessions.Sessions(
+            idle_s=settings.ui_idle_timeout_seconds,
+            lifetime_s=settings.ui_session_lifetime_seconds,
+        ),
     )
     return server.ApiServer(
         address=address, ctx=ctx, max_connections=settings.api_max_connections, tls=tls

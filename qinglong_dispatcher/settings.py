@@ -172,6 +172,12 @@ class Settings(BaseSettings):
     api_write_burst: int = Field(
         30, ge=1, le=1_000_000, description="API: each principal's writes at once"
     )
+    ui_idle_timeout_seconds: float = Field(
+        900.0, gt=0, le=86_400, description="operator UI: a session unused this long ends"
+    )
+    ui_session_lifetime_seconds: float = Field(
+        28_800.0, gt=0, le=604_800, description="operator UI: no session lives longer"
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -27,6 +27,7 @@ from qinglong_dispatcher.web import (
     reads,
     submits,
 )
+from qinglong_dispatcher.web.ui import routes as ui_routes
 
 log = structlog.get_logger("qinglong_dispatcher.api")
 
@@ -143,6 +144,7 @@ def build(ctx: context.Context) -> web.Application:
     app.router.add_get(PREFIX + openapi.DOCUMENT_PATH, _openapi, allow_head=False)
     for method, path, handler in ROUTES:
         app.router.add_route(method, PREFIX + path, handler)
+    ui_routes.install(app)  # the operator UI (/ui) on the same listener
     return app
 
 

@@ -82,7 +82,15 @@ async def approve(request: web.Request) -> web.Response:
     if isinstance(admitted, web.Response):
         return admitted
     approval_id = writing.path_id(request, _ID, errors.ApprovalNotFound)
-    ctx = context.of(request)
+    approved, consumed = await approve_as(context.of(request), admitted, approval_id)
+    return writing.ok({"approval": approval_json(approved), **_consumed(consumed)})
+
+
+async def approve_as(
+    ctx: context.Context, admitted: writing.Write, approval_id: str
+) -> tuple[approvals.Approval, approvals.Consumed]:
+    """Approve `approval_id` as the admitted principal, then consume it into its dispatch (the
+    API's `approve` and the operator UI's form)."""
     approved = await admitted.store.approve(
         approval_id,
         decided_by=admitted.principal.principal,
@@ -95,7 +103,7 @@ async def approve(request: web.Request) -> web.Response:
         max_attempts=ctx.policy.max_attempts,
         context=admitted.request,
     )
-    return writing.ok({"approval": approval_json(approved), **_consumed(consumed)})
+    return approved, consumed
 
 
 @auth.requires("approver")
@@ -123,12 +131,20 @@ async def reject(request: web.Request) -> web.Response:
     if isinstance(admitted, web.Response):
         return admitted
     approval_id = writing.path_id(request, _ID, errors.ApprovalNotFound)
+    rejected = await reject_as(context.of(request), admitted, approval_id)
+    return writing.ok({"approval": approval_json(rejected)})
+
+
+async def reject_as(
+    ctx: context.Context, admitted: writing.Write, approval_id: str
+) -> approvals.Approval:
+    """Reject `approval_id` as the admitted principal with the body's `reason` code (the API's
+    `reject` and the operator UI's form)."""
     reason = writing.code(admitted.body, "reason")
-    rejected = await admitted.store.reject(
+    return await admitted.store.reject(
         approval_id,
         decided_by=admitted.principal.principal,
-        now_ms=context.of(request).clock.now_ms(),
+        now_ms=ctx.clock.now_ms(),
         context=admitted.request,
         reason=reason,
     )
-    return writing.ok({"approval": approval_json(rejected)})

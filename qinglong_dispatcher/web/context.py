@@ -13,6 +13,7 @@ from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.domain import plan_previews, plans, principals
 from qinglong_dispatcher.lifecycle import http, metrics
 from qinglong_dispatcher.web import events, idempotency, limits
+from qinglong_dispatcher.web.ui import sessions
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -45,6 +46,8 @@ class Context:
     """The installed actions' plan models, for a type that is not built in."""
     idempotency: idempotency.Keys = dataclasses.field(default_factory=idempotency.Keys)
     """`Idempotency-Key`s of `POST /dispatches`, kept in this process."""
+    ui_sessions: sessions.Sessions = dataclasses.field(default_factory=sessions.Sessions)
+    """The operator UI's sign-in sessions, kept in this process (web/ui/sessions.py)."""
 
 
 CONTEXT: Final = web.AppKey("context", Context)

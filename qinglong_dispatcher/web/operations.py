@@ -31,17 +31,25 @@ async def cancel(request: web.Request) -> web.Response:
     if isinstance(admitted, web.Response):
         return admitted
     dispatch_id = writing.path_id(request, _ID, errors.DispatchNotFound)
+    done = await cancel_as(context.of(request), admitted, dispatch_id)
+    return writing.ok(_transition(done))
+
+
+async def cancel_as(
+    ctx: context.Context, admitted: writing.Write, dispatch_id: str
+) -> records.Transition:
+    """Cancel `dispatch_id` as the admitted operator with the body's `reason` (the API's
+    `cancel` and the operator UI's form)."""
     reason = writing.code(admitted.body, "reason")
     assert reason is not None
-    done = await api.cancel_dispatch(
+    return await api.cancel_dispatch(
         admitted.store,
-        context.of(request).clock,
+        ctx.clock,
         dispatch_id,
         operator=admitted.principal.principal,
         reason=reason,
         context=admitted.request,
     )
-    return writing.ok(_transition(done))
 
 
 def _resolution(body: dict[str, object]) -> states.Completion:
@@ -62,11 +70,19 @@ async def resolve(request: web.Request) -> web.Response:
     if isinstance(admitted, web.Response):
         return admitted
     dispatch_id = writing.path_id(request, _ID, errors.DispatchNotFound)
+    done = await resolve_as(context.of(request), admitted, dispatch_id)
+    return writing.ok(_transition(done))
+
+
+async def resolve_as(
+    ctx: context.Context, admitted: writing.Write, dispatch_id: str
+) -> records.Transition:
+    """Settle `dispatch_id` as the admitted operator with the body's `as` and `reason` (the
+    API's `resolve` and the operator UI's form)."""
     resolution = _resolution(admitted.body)
     reason = writing.code(admitted.body, "reason")
     assert reason is not None
-    ctx = context.of(request)
-    done = await api.resolve_manually(
+    return await api.resolve_manually(
         ctx.store,
         ctx.clock,
         dispatch_id,
@@ -76,4 +92,3 @@ async def resolve(request: web.Request) -> web.Response:
         acting=admitted.store,
         context=admitted.request,
     )
-    return writing.ok(_transition(done))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from qinglong_dispatcher import api
+from qinglong_dispatcher.domain import approvals as approvals_
 from qinglong_dispatcher.domain import plans
 from qinglong_dispatcher.web import approvals, auth, context, idempotency, problems, writing
 
@@ -30,8 +31,9 @@ def _plan(body: dict[str, object], ctx: context.Context) -> plans.AnyPlan:
     return plans.parse_plan(action, plan, models=models)
 
 
-async def _submit(request: web.Request, admitted: writing.Write) -> web.Response:
-    ctx = context.of(request)
+async def create_as(ctx: context.Context, admitted: writing.Write) -> approvals_.Approval:
+    """The body's plan and its pending approval request, requested by the admitted principal
+    (the API's submit and the operator UI's form)."""
     plan = _plan(admitted.body, ctx)
     now = ctx.clock.now_ms()
     new = api.new_approval(
@@ -41,7 +43,11 @@ async def _submit(request: web.Request, admitted: writing.Write) -> web.Response
         approval_ttl_ms=ctx.policy.approval_ttl_ms,
         plan_digests=admitted.store.plan_digests,
     )
-    created = await admitted.store.create_approval(new, now_ms=now, context=admitted.request)
+    return await admitted.store.create_approval(new, now_ms=now, context=admitted.request)
+
+
+async def _submit(request: web.Request, admitted: writing.Write) -> web.Response:
+    created = await create_as(context.of(request), admitted)
     return writing.ok({"approval": approvals.approval_json(created)}, status=201)
 
 

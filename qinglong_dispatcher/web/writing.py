@@ -41,14 +41,20 @@ async def begin(request: web.Request, members: Collection[str] = ()) -> Write | 
     refused = auth.write_refusal(request)
     if refused is not None:
         return refused
-    body = await read_body(request, members)
+    return await acting(request, await read_body(request, members))
+
+
+async def acting(request: web.Request, body: dict[str, object]) -> Write:
+    """The admitted write of `request`'s principal with `body` (already read and checked):
+    the store acting as the principal and the audit context. The API's writes and the operator
+    UI's forms both come through here."""
     ctx = context.of(request)
     who = context.principal(request)
-    acting = ctx.acting if ctx.acting is not None else ctx.store
+    stores = ctx.acting if ctx.acting is not None else ctx.store
     return Write(
         principal=who,
         body=body,
-        store=await acting.acting_as(who),
+        store=await stores.acting_as(who),
         request=principals.RequestContext(
             token_id=who.token_id,
             client_address=auth.client_key(request)[:128],

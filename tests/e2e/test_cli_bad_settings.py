@@ -56,6 +56,8 @@ BAD: dict[str, str] = {
     "api_read_timeout_seconds": "1e308",
     "api_writes_per_second": "0",
     "api_write_burst": "lots",
+    "ui_idle_timeout_seconds": "0",
+    "ui_session_lifetime_seconds": "forever",
 }
 TOML_ONLY = {"tool_sandbox_dir": "7"}
 """A raw TOML value where a string cannot be wrong."""

@@ -1,0 +1,208 @@
+"""The approvals pages: the waiting queue with each plan's redacted preview, approve and reject
+(each behind a confirmation step), and a form to request a new action.
+
+Every decision is made by the store acting as the signed-in principal (`guard.admit`, the API's
+own admission), so the database decides: a self-approval it refuses is shown with its message.
+"""
+
+from __future__ import annotations
+
+import json
+
+from aiohttp import web
+
+from qinglong_dispatcher.domain import approval_views, errors, plans, principals
+from qinglong_dispatcher.web import approvals, context, problems, reads, submits
+from qinglong_dispatcher.web.ui import guard, markup, sessions
+
+Role = principals.TokenRole
+_SCANNED_PAGES = 4
+"""A confirmation page looks for its request's preview in this many pages of the queue."""
+
+
+def _id(request: web.Request) -> str:
+    value = request.match_info["approval_request_id"]
+    if not plans.is_identifier(value):
+        raise errors.ApprovalNotFound("no such id (not an id)")
+    return value
+
+
+def _decisions(row: approval_views.WaitingApproval, session: sessions.Session) -> str:
+    if not session.principal.may(Role.APPROVER):
+        return ""
+    base = "/ui/approvals/" + markup.segment(row.approval_request_id)
+    return markup.post_form(base + "/approve", session, "", "Approve…") + markup.post_form(
+        base + "/reject",
+        session,
+        markup.text_field("reason", "Reason code", pattern=markup.CODE_PATTERN),
+        "Reject…",
+        danger=True,
+    )
+
+
+def _row(row: approval_views.WaitingApproval, session: sessions.Session) -> str:
+    facts = markup.facts(
+        (
+            ("action", markup.esc(row.action_type)),
+            ("project", markup.esc(row.project_id)),
+            ("requested by", markup.esc(row.requested_principal)),
+            ("created", markup.when(row.created_at_ms)),
+            ("expires", markup.when(row.expires_at_ms)),
+            ("action digest", f"<code>{markup.esc(row.action_digest)}</code>"),
+        )
+    )
+    return (
+        f'<section class="approval"><h2>{markup.esc(row.approval_request_id)}</h2>'
+        + facts
+        + markup.preview(row.plan, row.plan_code)
+        + _decisions(row, session)
+        + "</section>"
+    )
+
+
+@guard.view(Role.VIEWER)
+async def queue(request: web.Request, session: sessions.Session) -> web.StreamResponse:
+    """`GET /ui/approvals?after=`: the waiting requests, newest first."""
+    reads.only_params(request, ("after",))
+    after = reads.query_field(
+        "after", request.query.get("after") or None, approval_views.Cursor.parse
+    )
+    ctx = context.of(request)
+    page = await ctx.store.list_waiting_approvals(
+        approval_views.ListQuery(after=after), now_ms=ctx.clock.now_ms(), shown=ctx.shown
+    )
+    new = ""
+    if session.principal.may(Role.SUBMITTER):
+        new = f'<p><a href="{markup.url("/ui/approvals/new")}">Request an action…</a></p>'
+    more = ""
+    if page.next is not None:
+        href = markup.url("/ui/approvals", after=str(page.next))
+        more = f'<p><a href="{href}" rel="next">Next page</a></p>'
+    rows = "".join(_row(row, session) for row in page.approvals)
+    body = new + (rows or '<p class="empty">Nothing waits for a decision.</p>') + more
+    return guard.html_response(
+        markup.document("Approvals", body, session=session, active="approvals")
+    )
+
+
+def _types(ctx: context.Context) -> list[str]:
+    known = set(plans.PLAN_MODELS)
+    if ctx.plan_models is not None:
+        known |= set(ctx.plan_models())
+    return sorted(known)
+
+
+def _new_form(ctx: context.Context, session: sessions.Session, fields: dict[str, str]) -> str:
+    return markup.post_form(
+        "/ui/approvals/new",
+        session,
+        markup.select("action", "Action", _types(ctx), chosen=fields.get("action"))
+        + '<label>Plan (JSON) <textarea name="plan" required spellcheck="false">'
+        + markup.esc(fields.get("plan", ""))
+        + "</textarea></label>",
+        "Request approval",
+    ).replace('<form method="post"', '<form class="stack" method="post"', 1)
+
+
+@guard.view(Role.SUBMITTER)
+async def new_page(request: web.Request, session: sessions.Session) -> web.StreamResponse:
+    """`GET /ui/approvals/new`: the form."""
+    ctx = context.of(request)
+    body = (
+        _new_form(ctx, session, {})
+        + '<p class="muted">The plan must have the exact shape of its version'
+        " (<code>docs/actions.md</code>); you are its requester.</p>"
+    )
+    return guard.html_response(
+        markup.document("Request an action", body, session=session, active="approvals")
+    )
+
+
+@guard.form(Role.SUBMITTER)
+async def submit(
+    request: web.Request, session: sessions.Session, fields: dict[str, str]
+) -> web.StreamResponse:
+    """`POST /ui/approvals/new` (`action`, `plan`): the plan and its pending request."""
+    try:
+        plan = json.loads(fields.get("plan", ""))
+    except ValueError:
+        raise problems.BadField("plan", "plan: not valid JSON") from None
+    ctx = context.of(request)
+    admitted = await guard.admit(request, {"action": fields.get("action"), "plan": plan})
+    created = await submits.create_as(ctx, admitted)
+    body = markup.notice(
+        f"Approval request {created.approval_request_id} waits for an approver.", kind="ok"
+    ) + markup.json_block(approvals.approval_json(created))
+    return guard.html_response(
+        markup.document("Requested", body, session=session, active="approvals"), status=201
+    )
+
+
+async def _shown(request: web.Request, approval_id: str) -> str:
+    # The request's preview on the confirmation page, when it still waits.
+    ctx = context.of(request)
+    after = approval_views.NEWEST
+    for _ in range(_SCANNED_PAGES):
+        page = await ctx.store.list_waiting_approvals(
+            approval_views.ListQuery(limit=approval_views.MAX_LIMIT, after=after),
+            now_ms=ctx.clock.now_ms(),
+            shown=ctx.shown,
+        )
+        for row in page.approvals:
+            if row.approval_request_id == approval_id:
+                return markup.preview(row.plan, row.plan_code)
+        if page.next is None:
+            break
+        after = page.next
+    return '<p class="empty">Not among the waiting requests.</p>'
+
+
+@guard.form(Role.APPROVER)
+async def approve(
+    request: web.Request, session: sessions.Session, fields: dict[str, str]
+) -> web.StreamResponse:
+    """`POST /ui/approvals/{id}/approve` (then `confirmed=yes`): approve as the principal and
+    consume into the dispatch, as `POST /api/v1/approvals/{id}/approve`."""
+    approval_id = _id(request)
+    if fields.get("confirmed") != "yes":
+        ask = guard.Confirm(
+            f"Approve {approval_id} as {session.principal.principal}? It becomes a dispatch.",
+            "Approve",
+            "/ui/approvals",
+            extra=await _shown(request, approval_id),
+        )
+        return guard.confirmed(request, session, fields, ask) or guard.redirect("/ui/approvals")
+    admitted = await guard.admit(request, {})
+    _, consumed = await approvals.approve_as(context.of(request), admitted, approval_id)
+    href = markup.url("/ui/dispatches/" + markup.segment(consumed.dispatch_id))
+    body = markup.notice(f"Approved {approval_id}.", kind="ok") + (
+        f'<p>Dispatch <a href="{href}">{markup.esc(consumed.dispatch_id)}</a></p>'
+    )
+    return guard.html_response(
+        markup.document("Approved", body, session=session, active="approvals")
+    )
+
+
+@guard.form(Role.APPROVER)
+async def reject(
+    request: web.Request, session: sessions.Session, fields: dict[str, str]
+) -> web.StreamResponse:
+    """`POST /ui/approvals/{id}/reject` (`reason`, then `confirmed=yes`)."""
+    approval_id = _id(request)
+    if fields.get("confirmed") != "yes":
+        ask = guard.Confirm(
+            f"Reject {approval_id}? It can never be approved.",
+            "Reject",
+            "/ui/approvals",
+            danger=True,
+            extra=await _shown(request, approval_id),
+        )
+        return guard.confirmed(request, session, fields, ask) or guard.redirect("/ui/approvals")
+    admitted = await guard.admit(request, {"reason": fields.get("reason")})
+    rejected = await approvals.reject_as(context.of(request), admitted, approval_id)
+    body = markup.notice(f"Rejected {approval_id}.", kind="ok") + markup.json_block(
+        approvals.approval_json(rejected)
+    )
+    return guard.html_response(
+        markup.document("Rejected", body, session=session, active="approvals")
+    )

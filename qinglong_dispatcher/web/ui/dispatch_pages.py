@@ -1,0 +1,212 @@
+"""The dispatches pages: a filtered keyset list, and one dispatch with its ledger as a timeline,
+its receipt, its Run, its plan's redacted preview and its audit (what the API's reads read)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from aiohttp import web
+
+from qinglong_dispatcher.domain import dispatch_views, errors, plans, principals, states
+from qinglong_dispatcher.web import context, operations, reads
+from qinglong_dispatcher.web.ui import guard, markup, sessions
+
+_WAITING = (states.EffectiveStatus.PENDING, states.EffectiveStatus.RETRY_WAIT)
+
+
+def _filters(status: str | None) -> str:
+    options = ("", *(s.value for s in states.EffectiveStatus))
+    items = "".join(
+        f'<option value="{markup.esc(o)}"{" selected" if o == (status or "") else ""}>'
+        f"{markup.esc(o or 'any state')}</option>"
+        for o in options
+    )
+    return (
+        '<form method="get" action="/ui/dispatches"><label>State '
+        f'<select name="status">{items}</select></label><button type="submit">Filter</button>'
+        "</form>"
+    )
+
+
+@guard.view(principals.TokenRole.VIEWER)
+async def list_page(request: web.Request, session: sessions.Session) -> web.StreamResponse:
+    """`GET /ui/dispatches?status=&after=`: newest first, a page at a time."""
+    reads.only_params(request, ("status", "after"))
+    q = request.query
+    text = q.get("status") or None
+    status = reads.query_field("status", text, states.EffectiveStatus)
+    after = reads.query_field("after", q.get("after") or None, dispatch_views.Cursor.parse)
+    ctx = context.of(request)
+    page = await ctx.store.list_dispatches(
+        dispatch_views.ListQuery(status=status, after=after), now_ms=ctx.clock.now_ms()
+    )
+    rows = [
+        (
+            markup.link(
+                markup.url("/ui/dispatches/" + markup.segment(d.dispatch_id)), d.dispatch_id
+            ),
+            markup.esc(d.status.value),
+            markup.esc(d.action_type),
+            markup.esc(d.project_id),
+            markup.esc(f"{d.attempt}/{d.max_attempts}"),
+            markup.when(d.created_at_ms),
+            markup.esc(d.result_code or ""),
+        )
+        for d in page.dispatches
+    ]
+    more = ""
+    if page.next is not None:
+        href = markup.url("/ui/dispatches", status=text, after=str(page.next))
+        more = f'<p><a href="{href}" rel="next">Next page</a></p>'
+    body = (
+        _filters(text)
+        + markup.table(
+            ("dispatch", "state", "action", "project", "attempt", "created", "result"),
+            rows,
+            empty="No dispatch matches.",
+        )
+        + more
+    )
+    return guard.html_response(
+        markup.document("Dispatches", body, session=session, active="dispatches")
+    )
+
+
+def _timeline(detail: dispatch_views.Detail) -> str:
+    items = "".join(
+        "<li>"
+        + markup.when(e.committed_at_ms)
+        + " · v"
+        + markup.esc(e.version)
+        + " · "
+        + markup.esc(e.from_status.value if e.from_status else "∅")
+        + " → <b>"
+        + markup.esc(e.to_status.value)
+        + "</b> · attempt "
+        + markup.esc(e.attempt)
+        + ("" if e.lease_owner is None else " · " + markup.esc(e.lease_owner))
+        + ("" if e.result_code is None else " · " + markup.esc(e.result_code))
+        + "</li>"
+        for e in detail.events
+    )
+    return f'<ol class="timeline">{items}</ol>' if items else '<p class="empty">No events.</p>'
+
+
+def _operator_forms(detail: dispatch_views.Detail, session: sessions.Session) -> str:
+    if not session.principal.may(principals.TokenRole.OPERATOR):
+        return ""
+    status = detail.execution.effective_status
+    dispatch_id = markup.segment(detail.dispatch.dispatch_id)
+    if status in _WAITING:
+        return "<h2>Cancel</h2>" + markup.post_form(
+            f"/ui/dispatches/{dispatch_id}/cancel",
+            session,
+            markup.text_field("reason", "Reason code", pattern=markup.CODE_PATTERN),
+            "Cancel…",
+            danger=True,
+        )
+    if status is states.EffectiveStatus.RECOVERY_REQUIRED:
+        href = markup.url("/ui/recovery")
+        return f'<p><a href="{href}">Settle it in the recovery queue</a></p>'
+    return ""
+
+
+@guard.view(principals.TokenRole.VIEWER)
+async def detail_page(request: web.Request, session: sessions.Session) -> web.StreamResponse:
+    """`GET /ui/dispatches/{dispatch_id}`: what `dispatch show` prints, as a page."""
+    reads.only_params(request, ())
+    dispatch_id = request.match_info["dispatch_id"]
+    if not plans.is_identifier(dispatch_id):
+        raise errors.DispatchNotFound("no dispatch has this id (not a dispatch id)")
+    ctx = context.of(request)
+    detail = await ctx.store.show_dispatch(dispatch_id, now_ms=ctx.clock.now_ms(), shown=ctx.shown)
+    if detail is None:
+        raise errors.DispatchNotFound(f"dispatch {dispatch_id} not found")
+    d, x = detail.dispatch, detail.execution
+    audit_href = markup.url("/ui/audit", subject=d.dispatch_id)
+    facts = markup.facts(
+        (
+            ("state", f"<b>{markup.esc(x.effective_status.value)}</b>"),
+            ("action", markup.esc(d.action_type)),
+            ("project", markup.esc(d.project_id)),
+            ("action ref", markup.esc(d.action_ref)),
+            ("approval request", markup.esc(d.approval_request_id)),
+            ("approved by", markup.esc(d.approved_by)),
+            ("action digest", f"<code>{markup.esc(d.action_digest)}</code>"),
+            ("attempt", markup.esc(f"{x.attempt}/{x.max_attempts}")),
+            ("result", markup.esc(x.result_code or "-")),
+            ("Run", markup.esc(detail.run_id or "-")),
+            ("created", markup.when(d.created_at_ms)),
+            ("updated", markup.when(x.updated_at_ms)),
+            ("audit", f'<a href="{audit_href}">security audit of this dispatch</a>'),
+        )
+    )
+    receipt: object = None
+    if detail.receipt is not None:
+        receipt = dataclasses.asdict(detail.receipt)
+    elif x.receipt is not None:
+        receipt = dict(x.receipt)
+    body = (
+        facts
+        + "<h2>Timeline (ledger)</h2>"
+        + _timeline(detail)
+        + "<h2>Plan (redacted preview)</h2>"
+        + markup.preview(detail.plan, detail.plan_code)
+        + "<h2>Receipt</h2>"
+        + ('<p class="empty">None.</p>' if receipt is None else markup.json_block(receipt))
+        + _observation(detail)
+        + _operator_forms(detail, session)
+    )
+    return guard.html_response(
+        markup.document(f"Dispatch {d.dispatch_id}", body, session=session, active="dispatches")
+    )
+
+
+def _observation(detail: dispatch_views.Detail) -> str:
+    parts = []
+    if detail.observation is not None:
+        o = detail.observation
+        parts.append(
+            "<h2>Last reconcile</h2>"
+            + markup.facts(
+                (
+                    ("outcome", markup.esc(o.outcome.value)),
+                    ("reason", markup.esc(o.reason_code)),
+                    ("count", markup.esc(o.count)),
+                    ("at", markup.when(o.last_seen_at_ms)),
+                )
+            )
+        )
+    if detail.resolution is not None:
+        r = detail.resolution
+        parts.append(
+            "<h2>Resolution</h2>"
+            + markup.facts(
+                (
+                    ("as", markup.esc(r.resolution.value)),
+                    ("source", markup.esc(r.source.value)),
+                    ("by", markup.esc(r.principal or r.resolved_by)),
+                    ("reason", markup.esc(r.reason_code)),
+                    ("at", markup.when(r.committed_at_ms)),
+                )
+            )
+        )
+    return "".join(parts)
+
+
+@guard.form(principals.TokenRole.OPERATOR)
+async def cancel(
+    request: web.Request, session: sessions.Session, fields: dict[str, str]
+) -> web.StreamResponse:
+    """`POST /ui/dispatches/{dispatch_id}/cancel` (`reason`, then `confirmed=yes`)."""
+    dispatch_id = request.match_info["dispatch_id"]
+    if not plans.is_identifier(dispatch_id):
+        raise errors.DispatchNotFound("no dispatch has this id (not a dispatch id)")
+    back = "/ui/dispatches/" + markup.segment(dispatch_id)
+    ask = guard.Confirm(f"Cancel dispatch {dispatch_id}?", "Cancel it", back, danger=True)
+    asking = guard.confirmed(request, session, fields, ask)
+    if asking is not None:
+        return asking
+    admitted = await guard.admit(request, {"reason": fields.get("reason")})
+    await operations.cancel_as(context.of(request), admitted, dispatch_id)
+    return guard.redirect(back)

@@ -1,0 +1,159 @@
+"""HTML building blocks of the operator UI: every value escaped, no template engine.
+
+Each function returns markup that is safe to place in a page: values passed in are escaped
+here (`esc`), and markup passed in (`body`, cells, fields) was built by these functions. A
+value never reaches a page any other way.
+"""
+
+from __future__ import annotations
+
+import datetime
+import html
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
+from urllib import parse
+
+from qinglong_dispatcher.web.ui import sessions
+
+CSS_PATH: Final = "/ui/static/ui.css"
+ICON_PATH: Final = "/ui/static/icon.svg"
+"""Linked from every page, so that a browser never asks for /favicon.ico (an API path, where
+the request would count as a failed authentication of its address)."""
+CODE_PATTERN: Final = r"[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}"
+"""A reason code, as an HTML `pattern` (the server checks it again: `plans.is_identifier`)."""
+
+NAV: Final = (
+    ("overview", "/ui", "Overview"),
+    ("dispatches", "/ui/dispatches", "Dispatches"),
+    ("approvals", "/ui/approvals", "Approvals"),
+    ("recovery", "/ui/recovery", "Recovery"),
+    ("audit", "/ui/audit", "Audit"),
+    ("session", "/ui/session", "Session"),
+)
+
+
+def esc(value: object) -> str:
+    """`value` as text, HTML-escaped (quotes too: safe inside an attribute)."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def url(path: str, **query: str | None) -> str:
+    """A path with its query (None values left out), escaped for an attribute."""
+    pairs = {k: v for k, v in query.items() if v is not None}
+    return esc(path + ("?" + parse.urlencode(pairs) if pairs else ""))
+
+
+def segment(value: str) -> str:
+    """One path segment, percent-encoded."""
+    return parse.quote(value, safe="")
+
+
+def link(href: str, text: object) -> str:
+    """`<a>`; `href` comes from `url` (already escaped)."""
+    return f'<a href="{href}">{esc(text)}</a>'
+
+
+def when(ms: int | None) -> str:
+    """A Unix millisecond time as UTC text (`-` for none)."""
+    if ms is None:
+        return "-"
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return esc(moment.strftime("%Y-%m-%d %H:%M:%SZ"))
+
+
+def json_block(value: object) -> str:
+    """A JSON value, indented, in a `<pre>`."""
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    return f'<pre class="json">{esc(text)}</pre>'
+
+
+def table(head: Sequence[str], rows: Iterable[Sequence[str]], *, empty: str = "None.") -> str:
+    """A table: `head` is text (escaped here), each cell markup."""
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    if not body:
+        return f'<p class="empty">{esc(empty)}</p>'
+    heads = "".join(f'<th scope="col">{esc(h)}</th>' for h in head)
+    return f"<table><thead><tr>{heads}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def facts(pairs: Iterable[tuple[str, str]]) -> str:
+    """A definition list: each term text (escaped here), each value markup."""
+    items = "".join(f"<dt>{esc(term)}</dt><dd>{value}</dd>" for term, value in pairs)
+    return f"<dl>{items}</dl>"
+
+
+def hidden(name: str, value: object) -> str:
+    """A hidden form field."""
+    return f'<input type="hidden" name="{esc(name)}" value="{esc(value)}">'
+
+
+def text_field(name: str, label: str, *, value: str = "", pattern: str | None = None) -> str:
+    """A labelled, required one-line text field."""
+    shown = "" if pattern is None else f' pattern="{esc(pattern)}"'
+    return (
+        f'<label>{esc(label)} <input type="text" name="{esc(name)}" value="{esc(value)}"'
+        f" required{shown}></label>"
+    )
+
+
+def select(name: str, label: str, options: Sequence[str], *, chosen: str | None = None) -> str:
+    """A labelled select of plain options."""
+    items = "".join(
+        f'<option value="{esc(o)}"{" selected" if o == chosen else ""}>{esc(o)}</option>'
+        for o in options
+    )
+    return f'<label>{esc(label)} <select name="{esc(name)}">{items}</select></label>'
+
+
+def post_form(
+    action: str, session: sessions.Session, fields: str, button: str, *, danger: bool = False
+) -> str:
+    """A POST form to `action` (a path, escaped here) carrying the session's CSRF token."""
+    kind = ' class="danger"' if danger else ""
+    return (
+        f'<form method="post" action="{esc(action)}">{hidden("csrf", session.csrf)}{fields}'
+        f'<button type="submit"{kind}>{esc(button)}</button></form>'
+    )
+
+
+def notice(text: str, *, kind: str = "info") -> str:
+    """A paragraph standing out (kind: info, ok, error)."""
+    return f'<p class="notice {esc(kind)}">{esc(text)}</p>'
+
+
+def _nav(active: str, session: sessions.Session) -> str:
+    current = ' aria-current="page"'
+    items = "".join(
+        f'<li><a href="{esc(href)}"{current if key == active else ""}>{esc(label)}</a></li>'
+        for key, href, label in NAV
+    )
+    who = session.principal
+    sign_out = post_form("/ui/signout", session, "", "Sign out")
+    return (
+        f'<nav><ul>{items}</ul><div class="who">{esc(who.principal)} '
+        f'<span class="role">{esc(who.role)}</span>{sign_out}</div></nav>'
+    )
+
+
+def document(
+    title: str, body: str, *, session: sessions.Session | None = None, active: str = ""
+) -> str:
+    """A whole page: the navigation when signed in, then `body`."""
+    nav = "" if session is None else _nav(active, session)
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)} · qinglong-dispatcher</title>"
+        f'<link rel="stylesheet" href="{esc(CSS_PATH)}">'
+        f'<link rel="icon" href="{esc(ICON_PATH)}" type="image/svg+xml"></head>'
+        f'<body><header><span class="brand">qinglong-dispatcher</span>{nav}</header>'
+        f"<main><h1>{esc(title)}</h1>{body}</main></body></html>"
+    )
+
+
+def preview(plan: Mapping[str, object] | None, plan_code: str | None) -> str:
+    """A plan's redacted preview, or why it cannot be shown."""
+    if plan is None:
+        return f'<p class="empty">Not shown: {esc(plan_code or "unknown")}</p>'
+    return json_block(dict(plan))

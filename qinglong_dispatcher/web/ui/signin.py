@@ -1,0 +1,167 @@
+"""Sign-in, sign-out and the session page of the operator UI.
+
+Sign-in takes a token (`qlt_…`, as `token create` prints it), checks it as the API checks a
+bearer token (the same shape, the same token store, the same per-address limiter of failures)
+and exchanges it for a server-side session: a random id in a cookie (`HttpOnly`, `Secure` on
+TLS, `SameSite=Strict`, `Path=/ui`). The session re-checks its token on every request.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import structlog
+from aiohttp import web
+
+from qinglong_dispatcher.domain import principals
+from qinglong_dispatcher.web import auth, context, problems
+from qinglong_dispatcher.web.ui import guard, markup, sessions
+
+log = structlog.get_logger("qinglong_dispatcher.api")
+
+
+def _next_path(text: str | None) -> str:
+    # Only a path of the UI itself: never an open redirect to another site.
+    path = (text or "").split("?", 1)[0]
+    if text and guard.is_ui(path) and "\\" not in text and "//" not in text and ".." not in path:
+        return text
+    return "/ui"
+
+
+def _signin_page(*, next_path: str, problem: str | None = None, status: int = 200) -> web.Response:
+    fields = (
+        markup.hidden("next", next_path)
+        + '<label>Token <input type="password" name="token" autocomplete="off" required'
+        " autofocus></label>"
+    )
+    body = (
+        ("" if problem is None else markup.notice(problem, kind="error"))
+        + '<form method="post" action="/ui/signin" class="stack">'
+        + fields
+        + '<button type="submit">Sign in</button></form>'
+        + '<p class="muted">Paste an API token (<code>qinglong-dispatcher token create</code>).'
+        " The session ends after a while without use, at sign out, when the token is revoked"
+        " or expires, and when the daemon restarts.</p>"
+    )
+    return guard.html_response(markup.document("Sign in", body), status=status)
+
+
+@auth.requires(auth.PUBLIC)
+async def show(request: web.Request) -> web.StreamResponse:
+    """`GET /ui/signin`: the form (signed in already: on to the overview)."""
+    if await guard.current(request) is not None:
+        return guard.redirect("/ui")
+    return _signin_page(next_path=_next_path(request.query.get("next")))
+
+
+@auth.requires(auth.PUBLIC)
+async def sign_in(request: web.Request) -> web.StreamResponse:
+    """`POST /ui/signin`: a token for a session."""
+    why = guard.cross_site(request)
+    if why is not None:
+        return guard.error_page("cross_site_refused", why, None)
+    ctx = context.of(request)
+    client = auth.client_key(request)
+    wait = ctx.auth_failures.retry_after(client)
+    if wait > 0:
+        ctx.metrics.record_api_rate_limited("auth_failures")
+        return guard.error_page(
+            "rate_limited",
+            "too many failed sign-ins",
+            None,
+            headers={"Retry-After": str(int(wait) + 1)},
+        )
+    try:
+        fields = await guard.read_form(request)
+    except (problems.BadField, TimeoutError, web.HTTPException):
+        fields = {}  # a malformed, slow or oversized form is one more failure
+    next_path = _next_path(fields.get("next"))
+    secret = fields.get("token", "").strip()
+    # The API's own bearer shape (RFC 6750 b64token, bounded) before the token store is asked.
+    found = auth._BEARER.fullmatch(f"Bearer {secret}") if secret else None
+    principal = None if found is None else await ctx.authenticator.authenticate(found.group(1))
+    if principal is None:
+        reason = "missing" if not secret else "malformed" if found is None else "invalid"
+        ctx.auth_failures.spend(client)
+        ctx.metrics.record_api_auth_failure()
+        log.warning("api.auth_failed", client=client, reason=reason, path=request.path[:200])
+        return _signin_page(next_path=next_path, problem="That token is not valid.", status=401)
+    store = context.of(request).ui_sessions
+    old = request.cookies.get(sessions.COOKIE)
+    if old:
+        store.close(old)
+    assert found is not None
+    session = store.open(found.group(1), principal)
+    log.info("ui.signed_in", principal=principal.principal, token_id=principal.token_id)
+    response = guard.redirect(next_path)
+    response.set_cookie(
+        sessions.COOKIE,
+        session.session_id,
+        path=sessions.COOKIE_PATH,
+        httponly=True,
+        secure=request.secure,
+        samesite="Strict",
+    )
+    return response
+
+
+@guard.form(principals.TokenRole.VIEWER)
+async def sign_out(
+    request: web.Request, session: sessions.Session, fields: dict[str, str]
+) -> web.StreamResponse:
+    """`POST /ui/signout`: end this session (`everywhere=yes`: every session of the principal
+    in this process)."""
+    store = context.of(request).ui_sessions
+    if fields.get("everywhere") == "yes":
+        for other in store.of_principal(session.principal.principal):
+            store.close(other.session_id)
+    store.close(session.session_id)
+    log.info("ui.signed_out", principal=session.principal.principal)
+    response = guard.redirect("/ui/signin")
+    response.del_cookie(sessions.COOKIE, path=sessions.COOKIE_PATH)
+    return response
+
+
+def _ago(seconds: float) -> str:
+    return markup.esc(str(datetime.timedelta(seconds=int(seconds))))
+
+
+@guard.view(principals.TokenRole.VIEWER)
+async def session_page(request: web.Request, session: sessions.Session) -> web.StreamResponse:
+    """`GET /ui/session`: who is signed in, with which token, and the principal's sessions."""
+    store = context.of(request).ui_sessions
+    who = session.principal
+    mine = store.of_principal(who.principal)
+    rows = [
+        (
+            "this one" if s.session_id == session.session_id else "another",
+            markup.esc(s.principal.token_id),
+            _ago(s.last_seen_at - s.created_at) + " old",
+            _ago(store.expires_in(s)),
+        )
+        for s in mine
+    ]
+    body = (
+        markup.facts(
+            (
+                ("principal", markup.esc(who.principal)),
+                ("role", markup.esc(who.role)),
+                ("token id", f"<code>{markup.esc(who.token_id)}</code>"),
+                ("idle timeout", _ago(store.idle_s)),
+                ("absolute lifetime", _ago(store.lifetime_s)),
+            )
+        )
+        + "<h2>Your sessions in this process</h2>"
+        + markup.table(("session", "token id", "age", "ends in (idle)"), rows)
+        + markup.post_form(
+            "/ui/signout",
+            session,
+            markup.hidden("everywhere", "yes"),
+            "Sign out everywhere",
+            danger=True,
+        )
+        + '<p class="muted">Sessions live in the daemon\'s memory: a restart signs everyone'
+        " out. Revoking the token (<code>token revoke</code>) ends its sessions at their next"
+        " request.</p>"
+    )
+    return guard.html_response(markup.document("Session", body, session=session, active="session"))
