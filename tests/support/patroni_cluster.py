@@ -376,9 +376,12 @@ class Cluster:
 
 
 @contextlib.asynccontextmanager
-async def patroni_pair(*, strict: bool = False) -> AsyncIterator[Cluster]:
+async def patroni_pair(
+    *, strict: bool = False, logs_to: Path | None = None
+) -> AsyncIterator[Cluster]:
     """etcd, node a bootstrapped as the leader, node b cloned as its synchronous standby, the
-    database migrated with the test logins; always torn down."""
+    database migrated with the test logins; always torn down, the etcd and Patroni logs
+    (with PostgreSQL's) first copied to `logs_to`."""
     bindir = pg_ha.bin_dir()
     tools()
     base = pg_ha.owned_tempdir("qinglong-patroni-")
@@ -395,4 +398,8 @@ async def patroni_pair(*, strict: bool = False) -> AsyncIterator[Cluster]:
         yield cluster
     finally:
         cluster.kill_all()
+        if logs_to is not None:
+            for log in base.glob("*.log"):
+                with contextlib.suppress(OSError):
+                    shutil.copy(log, logs_to / log.name)
         shutil.rmtree(base, ignore_errors=True)
