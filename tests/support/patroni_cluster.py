@@ -3,9 +3,9 @@ tests.
 
 One etcd (its own client and peer ports, its own data directory) is the DCS. Each node gets a
 Patroni YAML of its own (REST API port, PostgreSQL port, data directory) in one temporary
-directory; the bootstrap DCS turns `synchronous_mode` on (`synchronous_mode_strict` off unless
-asked) with a short `ttl`, `loop_wait` and `retry_timeout`, so that a failover takes seconds,
-and `primary_start_timeout: 0`, so that a leader whose PostgreSQL crashed fails over to its
+directory; the bootstrap DCS turns `synchronous_mode` on (`synchronous_mode_strict` off) with a
+short `ttl`, `loop_wait` and `retry_timeout`, so that a failover takes seconds, and
+`primary_start_timeout: 0`, so that a leader whose PostgreSQL crashed fails over to its
 synchronous standby instead of restarting it. `pg_hba` trusts 127.0.0.1; Patroni creates the
 superuser and the replication user.
 
@@ -104,19 +104,22 @@ class Node:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def postmaster_pid(self) -> int | None:
-        """The postmaster's pid from `postmaster.pid`, if there is one."""
+        """The pid in `postmaster.pid`, if that process is alive and is this node's postmaster
+        (a killed one leaves its file behind, and its pid may be reused by anything)."""
         with contextlib.suppress(OSError, ValueError, IndexError):
-            return int((self.data / "postmaster.pid").read_text().splitlines()[0])
+            pid = int((self.data / "postmaster.pid").read_text().splitlines()[0])
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if str(self.data).encode() in argv:
+                return pid
         return None
 
 
 class Cluster:
     """etcd and two Patroni nodes; see the module docstring."""
 
-    def __init__(self, base: Path, bindir: Path, *, strict: bool = False) -> None:
+    def __init__(self, base: Path, bindir: Path) -> None:
         self.base = base
         self.bindir = bindir
-        self.strict = strict
         self.patroni, self.etcd_bin = tools()
         self.etcd_port = free_port()
         self.etcd_peer_port = free_port()
@@ -126,8 +129,6 @@ class Cluster:
             Node("b", base / "b", free_port(), free_port()),
         )
         """Both nodes in a fixed order (a, b), whichever leads now."""
-
-    # -- processes -------------------------------------------------------------------------
 
     def _log(self, name: str) -> Path:
         return self.base / f"{name}.log"
@@ -177,7 +178,7 @@ class Cluster:
                     "maximum_lag_on_failover": 16 * 1024 * 1024,
                     "primary_start_timeout": 0,
                     "synchronous_mode": True,
-                    "synchronous_mode_strict": self.strict,
+                    "synchronous_mode_strict": False,
                     "postgresql": {
                         "use_pg_rewind": True,
                         "use_slots": True,
@@ -204,7 +205,6 @@ class Cluster:
                     "host replication all 127.0.0.1/32 trust",
                 ],
             },
-            "tags": {"nofailover": False, "noloadbalance": False, "clonefrom": False},
         }
         node.home.mkdir(exist_ok=True)
         node.config.write_text(yaml.safe_dump(config))
@@ -278,8 +278,6 @@ class Cluster:
                 out.append(f"--- {name} ---\n" + "\n".join(tail))
         return "\n".join(out)
 
-    # -- who leads -------------------------------------------------------------------------
-
     def members(self) -> list[dict[str, Any]]:
         """`GET /cluster` from the first Patroni that answers; [] if none does."""
         for node in self.nodes:
@@ -295,8 +293,7 @@ class Cluster:
         return []
 
     def node(self, name: str) -> Node:
-        (found,) = [node for node in self.nodes if node.name == name]
-        return found
+        return next(node for node in self.nodes if node.name == name)
 
     def leader(self) -> Node | None:
         """The node the DCS names leader and reports running, if any."""
@@ -306,11 +303,10 @@ class Cluster:
         return None
 
     def replica(self) -> Node:
-        """The node that is not the leader."""
+        """The node that is not the leader (there must be a leader)."""
         leader = self.leader()
         assert leader is not None, "no leader"
-        (other,) = [node for node in self.nodes if node is not leader]
-        return other
+        return next(node for node in self.nodes if node is not leader)
 
     async def wait_leader(self, *, other_than: Node | None = None, seconds: float = 60) -> Node:
         """Until a leader (other than `other_than`) is running and accepts writes; it."""
@@ -355,8 +351,6 @@ class Cluster:
         rows = await self.admin(node, "SHOW synchronous_standby_names")
         return str(rows[0]["synchronous_standby_names"])
 
-    # -- SQL -------------------------------------------------------------------------------
-
     async def admin(
         self, node: Node, sql: str, *, database: str = "postgres"
     ) -> list[dict[str, Any]]:
@@ -376,16 +370,14 @@ class Cluster:
 
 
 @contextlib.asynccontextmanager
-async def patroni_pair(
-    *, strict: bool = False, logs_to: Path | None = None
-) -> AsyncIterator[Cluster]:
+async def patroni_pair(*, logs_to: Path | None = None) -> AsyncIterator[Cluster]:
     """etcd, node a bootstrapped as the leader, node b cloned as its synchronous standby, the
     database migrated with the test logins; always torn down, the etcd and Patroni logs
     (with PostgreSQL's) first copied to `logs_to`."""
     bindir = pg_ha.bin_dir()
     tools()
     base = pg_ha.owned_tempdir("qinglong-patroni-")
-    cluster = Cluster(base, bindir, strict=strict)
+    cluster = Cluster(base, bindir)
     try:
         cluster.start_etcd()
         first, second = cluster.nodes
