@@ -164,13 +164,14 @@ class Daemon:
         p.notifier.watchdog()
 
     async def tick(self) -> bool:
-        """One tick: the skew check (cluster), pages of dispatch, the backlog gauges."""
+        """One tick: the skew and synchronous-standby checks (cluster), pages of dispatch, the
+        backlog gauges."""
         p = self._p
         started = time.monotonic()
         self.ticks += 1
         self._found_work = False
         try:
-            if not await self._skew_allows():
+            if not await self._skew_allows() or not await self._durability_allows():
                 p.metrics.record_tick(ok=False)
                 return False
             for _ in range(p.settings.max_pages_per_tick):
@@ -259,11 +260,20 @@ class Daemon:
             )
             await self._prune()
 
+    async def _durability_allows(self) -> bool:
+        """With `QINGLONG_REQUIRE_SYNC_STANDBY`, a tick claims nothing while the primary has
+        no synchronous standby: an HA manager that drops a lost standby from the synchronous
+        list (Patroni's `synchronous_mode` without `_strict`) would otherwise let the daemon
+        start actions on commits that only the primary holds."""
+        if not self._p.settings.require_sync_standby:
+            return True
+        await self._recheck_durability()
+        return not self._unsafe
+
     async def _recheck_durability(self) -> None:
         """With `QINGLONG_REQUIRE_SYNC_STANDBY`, readiness follows the standby: what `run`
-        refused at start fails readiness while it lasts. The process stays up (the server
-        decides whether commits wait for a standby meanwhile) and is ready again once the
-        standby is back."""
+        refused at start fails readiness, and stops the claims, while it lasts. The process
+        stays up and is ready again, and claims again, once the standby is back."""
         p = self._p
         if not p.settings.require_sync_standby:
             return

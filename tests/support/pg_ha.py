@@ -275,30 +275,45 @@ class Cluster:
         return f"postgresql://{login}@127.0.0.1:{node.port}/{DATABASE}"
 
     async def prepare_database(self) -> None:
-        """Create the database, migrate it as the superuser, and create the test logins
-        (roles are cluster-wide and replicate to the standby like everything else)."""
-        from qinglong_dispatcher.adapters.postgres import store as postgres_store
-        from tests.support.clock import START_MS
+        """Create the database, migrate it and create the test logins (`prepare`)."""
+        await prepare(self.primary.admin_dsn)
 
-        await self.admin(self.primary, f"CREATE DATABASE {DATABASE}")
-        store = await postgres_store.PostgresStore.open(
-            self.single_url(self.primary, "postgres"), max_size=1, installation="qinglong"
-        )
+
+async def prepare(admin_dsn: str) -> None:
+    """Create the database on the primary whose superuser DSN is `admin_dsn`, migrate it as
+    the superuser, and create the test logins (roles are cluster-wide and replicate to the
+    standby like everything else)."""
+    from qinglong_dispatcher.adapters.postgres import store as postgres_store
+    from tests.support.clock import START_MS
+
+    async def admin(sql: str) -> None:
+        conn = await asyncpg.connect(admin_dsn, timeout=10)
         try:
-            await store.migrate(now_ms=START_MS)
+            await conn.execute(sql)
         finally:
-            await store.close()
-        for login, roles in (
-            (RUNTIME_LOGIN, ("qinglong_runtime",)),
-            (APPROVER_LOGIN, ("qinglong_approver", "qinglong_self_approver")),
-        ):
-            await self.admin(self.primary, f"CREATE ROLE {login} LOGIN")
-            for role in roles:
-                await self.admin(self.primary, f"GRANT {role} TO {login}")
+            await conn.close()
+
+    await admin(f"CREATE DATABASE {DATABASE}")
+    store = await postgres_store.PostgresStore.open(
+        admin_dsn.rpartition("/")[0] + f"/{DATABASE}", max_size=1, installation="qinglong"
+    )
+    try:
+        await store.migrate(now_ms=START_MS)
+    finally:
+        await store.close()
+    for login, roles in (
+        (RUNTIME_LOGIN, ("qinglong_runtime",)),
+        (APPROVER_LOGIN, ("qinglong_approver", "qinglong_self_approver")),
+    ):
+        await admin(f"CREATE ROLE {login} LOGIN")
+        for role in roles:
+            await admin(f"GRANT {role} TO {login}")
 
 
-def _owned_tempdir() -> Path:
-    base = Path(tempfile.mkdtemp(prefix="qinglong-ha-"))
+def owned_tempdir(prefix: str = "qinglong-ha-") -> Path:
+    """A new temporary directory, owned by the `postgres` OS user when the tests run as root
+    (the servers run as that user then)."""
+    base = Path(tempfile.mkdtemp(prefix=prefix))
     if os.geteuid() == 0:
         user = pwd.getpwnam("postgres")
         os.chown(base, user.pw_uid, user.pw_gid)
@@ -309,7 +324,7 @@ def _owned_tempdir() -> Path:
 async def synchronous_pair(*, with_database: bool = True) -> AsyncIterator[Cluster]:
     """Build and start a primary with a synchronous standby; always torn down."""
     bindir = bin_dir()
-    base = _owned_tempdir()
+    base = owned_tempdir()
     cluster = Cluster(base, bindir)
     try:
         cluster.build()

@@ -28,7 +28,7 @@ class PasswordServer:
 def password_server() -> Iterator[PasswordServer]:
     """initdb with SCRAM on TCP, start it on a free port; always stopped and removed."""
     bindir = pg_ha.bin_dir()
-    base = pg_ha._owned_tempdir()
+    base = pg_ha.owned_tempdir()
     cluster = pg_ha.Cluster(base, bindir)
     node = cluster.primary
     password = secrets.token_hex(16)
