@@ -146,6 +146,9 @@ def _lazy(module: str, name: str) -> Handler:
         )
         return await found(settings, args)
 
+    # Named as the function it stands for: logs, tracebacks and tests see which command it is.
+    handler.__module__ = f"qinglong_dispatcher.commands.{module}"
+    handler.__qualname__ = handler.__name__ = name
     return handler
 
 

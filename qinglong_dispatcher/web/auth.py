@@ -77,24 +77,11 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
             "rate_limited", detail="too many failed authentications", retry_after_s=wait
         )
     header = request.headers.get("Authorization")
-    found = None if header is None else _BEARER.fullmatch(header.strip())
-    principal = None if found is None else await ctx.authenticator.authenticate(found.group(1))
+    token = None if header is None else token_in(header)
+    principal = None if token is None else await ctx.authenticator.authenticate(token)
     if principal is None:
-        reason = "missing" if header is None else "malformed" if found is None else "invalid"
-        ctx.auth_failures.spend(client)
-        ctx.metrics.record_api_auth_failure()
-        request_id = context.request_id(request)
-        log.warning(
-            "api.auth_failed",
-            client=client,
-            reason=reason,
-            path=request.path[:200],
-            request_id=request_id,
-        )
-        failure = principals.AuthFailure(
-            client_address=client[:128], request_id=request_id, reason=reason
-        )
-        await _record(ctx, failure)
+        reason = "missing" if header is None else "malformed" if token is None else "invalid"
+        await failed(request, reason)
         return _unauthenticated(reason)
     request[context.PRINCIPAL] = principal
     if role not in principals.ROLES or not principal.may(principals.TokenRole(role)):
@@ -102,6 +89,34 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
             "forbidden", detail=f"needs the {role} role (the token's role is {principal.role})"
         )
     return await handler(request)
+
+
+def token_in(header: str) -> str | None:
+    """The token of an `Authorization` value `Bearer <token>` (RFC 6750's b64token, bounded),
+    or None for anything else."""
+    found = _BEARER.fullmatch(header.strip())
+    return None if found is None else found.group(1)
+
+
+async def failed(request: web.Request, reason: str) -> None:
+    """One failed authentication of `request`'s client (`missing`, `malformed`, `invalid`):
+    spent from its address's budget, counted, logged and written to the audit table."""
+    ctx = context.of(request)
+    client = client_key(request)
+    ctx.auth_failures.spend(client)
+    ctx.metrics.record_api_auth_failure()
+    request_id = context.request_id(request)
+    log.warning(
+        "api.auth_failed",
+        client=client,
+        reason=reason,
+        path=request.path[:200],
+        request_id=request_id,
+    )
+    failure = principals.AuthFailure(
+        client_address=client[:128], request_id=request_id, reason=reason
+    )
+    await _record(ctx, failure)
 
 
 async def _record(ctx: context.Context, failure: principals.AuthFailure) -> None:

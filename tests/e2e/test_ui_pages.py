@@ -116,6 +116,27 @@ async def test_a_bad_token_is_refused_and_failures_are_limited_per_address(
         assert "rate_limited" in text
         assert ui.cookie() is None
     assert await it.everything() == before
+    # Each refused sign-in is audited like a refused API request (the 429 is not: it never
+    # reached the token store).
+    refusals = await it.harness.raw(
+        f"SELECT detail_code FROM {it.table('security_audit_events')} "
+        "WHERE kind = 'api.auth_failed' ORDER BY event_id"
+    )
+    assert [r["detail_code"] for r in refusals] == ["missing", "invalid", "malformed"] + [
+        "invalid"
+    ] * 7
+
+
+async def test_the_root_address_leads_to_the_ui_and_costs_no_failure(
+    sqlite_served: Served,
+) -> None:
+    it = sqlite_served
+    async with UiClient(it) as ui:
+        for _ in range(12):  # more than the address's budget of failures
+            status, headers, _ = await ui.get("/")
+            assert (status, headers["Location"]) == (302, "/ui")
+        status, _, _ = await ui.post("/ui/signin", {"token": it.secrets["vic"]}, csrf=False)
+        assert status == 303  # signed in: not held back as a failing address
 
 
 async def test_an_idle_session_ends_and_a_revoked_token_ends_its_session_at_once(
@@ -303,6 +324,14 @@ async def test_a_submit_then_an_approval_with_its_confirmation_as_the_api_writes
         assert "<script>" not in text
         _, _, text = await ui.get(f"/ui/audit?subject={dispatch_id}")
         assert "api.consume" in text
+        # The whole log, newest first, filtered by principal, with each request's token id.
+        _, _, text = await ui.get(f"/ui/audit?principal={it.names['sam']}&kind=api.create")
+        assert "api.create" in text
+        assert it.token_ids["sam"] in text
+        assert "api.consume" not in text
+        status, _, text = await ui.get("/ui/audit?kind=%3Cscript%3E")
+        assert status == 400
+        assert "<script>" not in text
 
 
 async def test_a_self_approval_shows_the_databases_refusal_and_writes_nothing(

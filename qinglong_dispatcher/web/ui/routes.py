@@ -65,9 +65,16 @@ async def not_found(request: web.Request, session: sessions.Session) -> web.Stre
     return guard.error_page("not_found", "no page has this address", session)
 
 
+@auth.requires(auth.PUBLIC)
+async def root(request: web.Request) -> web.StreamResponse:
+    """`GET /`: to the UI (a browser typing the address is not a failed authentication)."""
+    return web.Response(status=302, headers={"Location": "/ui"})
+
+
 def install(app: web.Application) -> None:
     """Add the UI's routes to the API's application (its sessions are the context's)."""
     app.on_response_prepare.append(guard.on_prepare)
+    app.router.add_get("/", root, allow_head=False)
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
     app.router.add_get("/ui/static/{name}", static_file, allow_head=False)

@@ -78,20 +78,18 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
     next_path = _next_path(fields.get("next"))
     secret = fields.get("token", "").strip()
     # The API's own bearer shape (RFC 6750 b64token, bounded) before the token store is asked.
-    found = auth._BEARER.fullmatch(f"Bearer {secret}") if secret else None
-    principal = None if found is None else await ctx.authenticator.authenticate(found.group(1))
+    token = auth.token_in(f"Bearer {secret}") if secret else None
+    principal = None if token is None else await ctx.authenticator.authenticate(token)
     if principal is None:
-        reason = "missing" if not secret else "malformed" if found is None else "invalid"
-        ctx.auth_failures.spend(client)
-        ctx.metrics.record_api_auth_failure()
-        log.warning("api.auth_failed", client=client, reason=reason, path=request.path[:200])
+        reason = "missing" if not secret else "malformed" if token is None else "invalid"
+        await auth.failed(request, reason)
         return _signin_page(next_path=next_path, problem="That token is not valid.", status=401)
     store = context.of(request).ui_sessions
     old = request.cookies.get(sessions.COOKIE)
     if old:
         store.close(old)
-    assert found is not None
-    session = store.open(found.group(1), principal)
+    assert token is not None
+    session = store.open(token, principal)
     log.info("ui.signed_in", principal=principal.principal, token_id=principal.token_id)
     response = guard.redirect(next_path)
     response.set_cookie(
