@@ -28,9 +28,6 @@ __all__ = ["BatchReport", "DispatchConfig", "Dispatcher", "FaultHook", "RenewalO
 FIRST_IDS = 5
 """How many dispatch ids a page's `dispatch.claimed` event names (with the page's count)."""
 
-SETTLED_OUTCOMES = frozenset({"succeeded", "failed", "blocked"})
-"""Item outcomes that are terminal execution statuses (the dispatch is settled)."""
-
 
 @dataclasses.dataclass(kw_only=True)
 class BatchReport:
@@ -41,8 +38,6 @@ class BatchReport:
     claims: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     outcomes: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     by_action: dict[str, collections.Counter[str]] = dataclasses.field(default_factory=dict)
-    settled: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    """(dispatch id, terminal status) of each item this batch settled, in order."""
     takeovers: int = 0
     """Claims that replaced another owner's expired lease."""
 
@@ -51,12 +46,10 @@ class BatchReport:
         """Whether the observation filled the page (more may be due)."""
         return self.observed >= self.page_size
 
-    def count(self, action_type: str, outcome: str, dispatch_id: str | None = None) -> None:
-        """Add one item outcome (and, for a terminal one, the dispatch it settled)."""
+    def count(self, action_type: str, outcome: str) -> None:
+        """Add one item outcome."""
         self.outcomes[outcome] += 1
         self.by_action.setdefault(action_type, collections.Counter())[outcome] += 1
-        if dispatch_id is not None and outcome in SETTLED_OUTCOMES:
-            self.settled.append((dispatch_id, outcome))
 
 
 class Dispatcher:
@@ -163,7 +156,7 @@ class Dispatcher:
                     outcome = await self._items.give_back(claim.lease, claim.dispatch)
                 else:
                     outcome = await self._items.process(claim.lease, claim.dispatch)
-                report.count(claim.dispatch.action_type, outcome, claim.dispatch_id)
+                report.count(claim.dispatch.action_type, outcome)
 
         async def give_back_on_drain() -> None:
             # Claimed items still queued when shutdown begins go back at once, not after the
@@ -176,7 +169,7 @@ class Dispatcher:
                 assert claim.lease is not None
                 assert claim.dispatch is not None
                 outcome = await self._items.give_back(claim.lease, claim.dispatch)
-                report.count(claim.dispatch.action_type, outcome, claim.dispatch_id)
+                report.count(claim.dispatch.action_type, outcome)
 
         async def keep_queued_leases() -> None:
             with keeping:
@@ -228,7 +221,7 @@ class Dispatcher:
                     outcome=renewal.outcome.value,
                     reason=renewal.reason,
                 )
-                report.count(claim.dispatch.action_type, "lease_lost", claim.dispatch_id)
+                report.count(claim.dispatch.action_type, "lease_lost")
                 continue
             self._items.observe_renewal("renewed")
             kept.append(dataclasses.replace(claim, lease=renewal.lease))
