@@ -19,8 +19,8 @@ from qinglong_dispatcher.domain import errors, records
 # The dispatcher's logger: the event names and their source stay what operators know.
 log = structlog.get_logger("qinglong_dispatcher.dispatcher")
 
-Count = Callable[[str, str, str | None], None]
-"""Adds one item outcome to the batch report: (action type, outcome, dispatch id)."""
+Count = Callable[[str, str], None]
+"""Adds one item outcome to the batch report: (action type, outcome)."""
 
 
 class PagePath:
@@ -125,7 +125,7 @@ class PagePath:
         for (claim, item), result in zip(page, results, strict=True):
             if result.outcome is ports.PageOutcome.COMMITTED:
                 committed.append(item.dispatch)
-                count(item.dispatch.action_type, "succeeded", item.dispatch.dispatch_id)
+                count(item.dispatch.action_type, "succeeded")
             else:
                 not_taken[result.dispatch_id] = result.reason or "not_taken"
                 left.append(claim)
