@@ -30,13 +30,22 @@ KEYS = {
     "wakeup_latency_ms",
     "cpu_s_per_1000",
     "rss_mib_peak",
+    "costs_per_dispatch",
     "scan_cost_ratio",
     "idle",
     "sealed",
     "mixed",
     "mixed_http",
 }
-NESTED = {"latency_ms", "wakeup_latency_ms", "idle", "sealed", "mixed", "mixed_http"}
+NESTED = {
+    "latency_ms",
+    "wakeup_latency_ms",
+    "idle",
+    "sealed",
+    "mixed",
+    "mixed_http",
+    "costs_per_dispatch",
+}
 NULL_ON_POSTGRES = {"raw_commits_per_s_stdlib", "ratio_to_raw_commit_stdlib"}
 MIXED_KEYS = {
     "dispatches",
@@ -51,6 +60,7 @@ MIXED_KEYS = {
     "commits_per_dispatch",
     "cpu_s_per_1000",
     "rss_mib_peak",
+    "costs_per_dispatch",
 }
 MIXED_HTTP_KEYS = {
     "dispatches",
@@ -126,6 +136,77 @@ def check(report: dict[str, object], *, stdlib: bool) -> None:
         report["mixed_http"], dispatches=MIXED_DISPATCHES, run_create=report["dispatch_per_s"]
     )
     check_wakeup(report["wakeup_latency_ms"], cluster=not stdlib)
+    check_costs(report["costs_per_dispatch"], cluster=not stdlib, pure=True)
+    assert isinstance(report["mixed"], dict)
+    check_costs(report["mixed"]["costs_per_dispatch"], cluster=not stdlib, pure=False)
+
+
+STORE_COSTS = {
+    "rows_changed",
+    "bytes_written",
+    "pages_written",
+    "worker_cpu_ms",
+    "worker_wall_ms",
+    "worker_share_of_wall",
+    "worker_share_of_cpu",
+}
+SERVER_COSTS = {
+    "wal_bytes",
+    "wal_records",
+    "wal_fpi",
+    "server_commits",
+    "blocks_touched",
+    "rows_written",
+    "rows",
+    "hot_ratio",
+    "tables",
+    "function_self_ms",
+    "functions",
+    "statements",
+    "top_statements",
+}
+EXECUTIONS = "approved_action_dispatch_executions"
+
+
+def check_costs(costs: object, *, cluster: bool, pure: bool) -> None:
+    """What a dispatch cost, per dispatch: on SQLite the replicas' writes and worker-thread
+    time, on PostgreSQL the server's WAL, rows per table, function time (the bench logs in as
+    a superuser, so `track_functions` is on) and, without `pg_stat_statements`, no statements.
+    A run.create writes ten rows: its execution three times (claim, start, completion), three
+    ledger lines, the Run, its attempt, its event and the receipt."""
+    assert isinstance(costs, dict)
+    if not cluster:
+        assert set(costs) == STORE_COSTS
+        if pure:
+            assert costs["rows_changed"] == pytest.approx(10.0, abs=0.5)
+        assert costs["rows_changed"] >= 9
+        assert costs["pages_written"] == pytest.approx(costs["bytes_written"] / 4096, rel=0.01)
+        assert costs["pages_written"] > 0.1
+        assert costs["worker_cpu_ms"] > 0
+        assert costs["worker_wall_ms"] > 0
+        assert 0 < costs["worker_share_of_wall"] <= 1
+        assert 0 < costs["worker_share_of_cpu"] <= 1
+        return
+    assert set(costs) == SERVER_COSTS
+    assert costs["wal_bytes"] > 0
+    assert costs["wal_records"] > 0
+    assert costs["server_commits"] > 0
+    assert costs["blocks_touched"] > 0
+    executions = costs["tables"][EXECUTIONS]
+    assert executions["upd"] == pytest.approx(3.0, abs=0.2)
+    assert executions["ins"] == 0
+    assert 0 <= costs["hot_ratio"] <= 1
+    assert 0 <= executions["hot_ratio"] <= 1
+    assert costs["rows"]["ins"] >= 6
+    if pure:
+        assert costs["rows_written"] == pytest.approx(10.0, abs=0.5)
+    assert costs["functions"]["check_execution_change"]["calls"] == pytest.approx(3.0, abs=0.2)
+    assert costs["function_self_ms"] > 0
+    if costs["statements"] is None:
+        assert costs["top_statements"] is None
+    else:
+        assert costs["statements"] > 0
+        assert costs["top_statements"]
 
 
 def check_wakeup(wakeup: object, *, cluster: bool) -> None:
