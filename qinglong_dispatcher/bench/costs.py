@@ -17,7 +17,7 @@ from qinglong_dispatcher.bench.scratch import Scratch
 SQLITE_PAGE = 4096
 """The production page size (the pragma is the library's default): bytes per page written."""
 
-TOP_STATEMENTS = 10
+TOP_STATEMENTS = 25
 """How many statements (by server time) `top_statements` lists."""
 
 
