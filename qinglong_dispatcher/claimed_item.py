@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 import anyio
 import structlog
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import ports, start_barriers
 from qinglong_dispatcher.domain import digests, errors, fencing, records, states
 from qinglong_dispatcher.domain.records import Outcome
 
@@ -26,9 +25,6 @@ log = structlog.get_logger("qinglong_dispatcher.dispatcher")
 HANDLER_MISSING_WAIT_MS = 60_000
 """How long a dispatch whose action has no handler here waits (jittered ×0.5–1.5) before it
 is looked at again; the attempt is refunded, so it may wait for as long as it takes."""
-
-START_REPLAY_MAX_WAIT_S = 0.5
-"""Longest pause between replays of an unacknowledged `start` (they go on until the lease ends)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -87,6 +83,8 @@ class ItemRunner:
         self._rng = rng or random.Random()
         self._fault_hook = fault_hook
         self._on_renewal = on_renewal
+        # The start barriers of items that reach them together commit in one transaction.
+        self._barriers = start_barriers.StartBarriers(store, clock, lease_ms=config.lease_ms)
 
     async def _fault(self, point: str, dispatch: records.Dispatch) -> None:
         if self._fault_hook is not None:
@@ -98,6 +96,26 @@ class ItemRunner:
 
     async def process(self, lease: records.Lease, dispatch: records.Dispatch) -> str:
         """From inspect to the recorded result; returns the report key."""
+        self._barriers.arrive()
+        try:
+            handler = await self._until_barrier(lease, dispatch)
+        except BaseException:
+            self._barriers.leave()
+            raise
+        if isinstance(handler, str):
+            self._barriers.leave()
+            return handler
+        identity = await self._barriers.begin(lease, dispatch)
+        if isinstance(identity, str):
+            return identity
+        await self._fault("after_start", dispatch)
+        return await self._execute(handler, dispatch, identity)
+
+    async def _until_barrier(
+        self, lease: records.Lease, dispatch: records.Dispatch
+    ) -> ports.ApprovedActionHandler | str:
+        """Inspect: the handler of an item ready for its barrier, or the report key of a claim
+        given back before it."""
         await self._fault("after_claim", dispatch)
         handler = self._handlers.get(dispatch.action_type)
         if handler is None:
@@ -126,72 +144,7 @@ class ItemRunner:
             return await self._release(lease, dispatch, states.ReleaseKind.BLOCKED, "digest_drift")
         if self._draining():
             return await self.give_back(lease, dispatch)
-
-        identity = await self._start(lease, dispatch)
-        if isinstance(identity, str):
-            return identity
-        await self._fault("after_start", dispatch)
-        return await self._execute(handler, dispatch, identity)
-
-    async def _start(
-        self, lease: records.Lease, dispatch: records.Dispatch
-    ) -> records.ExecutionIdentity | str:
-        """The started identity, or the outcome key of a start that did not happen."""
-        request = records.StartRequest(
-            lease=lease,
-            approval_request_id=dispatch.approval_request_id,
-            action_digest=dispatch.action_digest,
-        )
-        attempt = 0
-        # An unacknowledged start may have committed: replay it under the same fence until the
-        # lease is gone (after that the store refuses it anyway), so a committed barrier whose
-        # answer was lost is executed by its owner instead of waiting for an operator. The
-        # monotonic bound keeps an injected clock that stands still from looping forever.
-        give_up_at = time.monotonic() + self._config.lease_ms / 1000
-        while self._clock.now_ms() < lease.expires_at_ms and time.monotonic() < give_up_at:
-            attempt += 1
-            try:
-                (result,) = await self._store.start(
-                    [request], now_ms=self._clock.now_ms(), lease_ms=self._config.lease_ms
-                )
-            except errors.StoreFull as exc:
-                # Rolled back for certain, so nothing to replay: the item stays leased and is
-                # claimed again after its lease, once there is space (one event, no spinning).
-                log.warning(
-                    "dispatch.start_failed",
-                    dispatch_id=dispatch.dispatch_id,
-                    attempt=lease.attempt,
-                    code=exc.code,
-                )
-                return "start_failed"
-            except errors.StoreError as exc:
-                # The commit may or may not have happened: replay under the same fence.
-                log.warning(
-                    "dispatch.start_unacknowledged",
-                    dispatch_id=dispatch.dispatch_id,
-                    attempt=lease.attempt,
-                    code=exc.code,
-                    try_=attempt,
-                )
-                await anyio.sleep(min(START_REPLAY_MAX_WAIT_S, 0.05 * attempt))
-                continue
-            if result.identity is not None:
-                log.info(
-                    "dispatch.started",
-                    dispatch_id=dispatch.dispatch_id,
-                    attempt=lease.attempt,
-                    outcome=result.outcome.value,
-                )
-                return result.identity
-            log.warning(
-                "dispatch.start_refused",
-                dispatch_id=dispatch.dispatch_id,
-                attempt=lease.attempt,
-                outcome=result.outcome.value,
-                reason=result.reason,
-            )
-            return "start_refused"
-        return "start_refused"
+        return handler
 
     async def _execute(
         self,
