@@ -15,7 +15,7 @@ from typing import Protocol
 import anyio
 import structlog
 
-from qinglong_dispatcher import ports, start_barriers
+from qinglong_dispatcher import grouped_completions, ports, start_barriers
 from qinglong_dispatcher.domain import digests, errors, fencing, records, states
 from qinglong_dispatcher.domain.records import Outcome
 
@@ -85,6 +85,8 @@ class ItemRunner:
         self._on_renewal = on_renewal
         # The start barriers of items that reach them together commit in one transaction.
         self._barriers = start_barriers.StartBarriers(store, clock, lease_ms=config.lease_ms)
+        # And so do the completions of items that finish together.
+        self._completions = grouped_completions.GroupedCompletions(store, clock)
 
     async def _fault(self, point: str, dispatch: records.Dispatch) -> None:
         if self._fault_hook is not None:
@@ -94,9 +96,23 @@ class ItemRunner:
         """Shutdown: back to pending, eligible now, the attempt refunded (`yield`)."""
         return await self._release(lease, dispatch, states.ReleaseKind.YIELD, "shutdown")
 
-    async def process(self, lease: records.Lease, dispatch: records.Dispatch) -> str:
-        """From inspect to the recorded result; returns the report key."""
-        self._barriers.arrive()
+    def announce(self, items: int) -> None:
+        """`items` workers are about to take their first item each: a start barrier that
+        comes first waits (boundedly) for theirs instead of committing alone."""
+        for _ in range(items):
+            self._barriers.arrive()
+
+    def withdraw(self) -> None:
+        """An announced worker took no item to `process` after all."""
+        self._barriers.leave()
+
+    async def process(
+        self, lease: records.Lease, dispatch: records.Dispatch, *, announced: bool = False
+    ) -> str:
+        """From inspect to the recorded result; returns the report key (`announced`: this
+        item's worker was announced, so the item has arrived already)."""
+        if not announced:
+            self._barriers.arrive()
         try:
             handler = await self._until_barrier(lease, dispatch)
         except BaseException:
@@ -105,11 +121,14 @@ class ItemRunner:
         if isinstance(handler, str):
             self._barriers.leave()
             return handler
-        identity = await self._barriers.begin(lease, dispatch)
-        if isinstance(identity, str):
-            return identity
-        await self._fault("after_start", dispatch)
-        return await self._execute(handler, dispatch, identity)
+        # Announced to the completions from its barrier on: the items of a barrier group go on
+        # together, so the first to finish waits (boundedly) for the others.
+        with self._completions.executing() as ticket:
+            identity = await self._barriers.begin(lease, dispatch)
+            if isinstance(identity, str):
+                return identity
+            await self._fault("after_start", dispatch)
+            return await self._execute(handler, dispatch, identity, ticket)
 
     async def _until_barrier(
         self, lease: records.Lease, dispatch: records.Dispatch
@@ -151,6 +170,7 @@ class ItemRunner:
         handler: ports.ApprovedActionHandler,
         dispatch: records.Dispatch,
         identity: records.ExecutionIdentity,
+        ticket: grouped_completions.Ticket,
     ) -> str:
         config = self._config
         ctx = ports.ExecutionContext(
@@ -180,7 +200,11 @@ class ItemRunner:
                 code=failure,
             )
             return await self._complete(
-                dispatch, identity, states.Completion.BLOCKED, f"indeterminate:{failure}"[:128]
+                ticket,
+                dispatch,
+                identity,
+                states.Completion.BLOCKED,
+                f"indeterminate:{failure}"[:128],
             )
         if result.kind is ports.ExecuteKind.UNCERTAIN:
             # Nothing is written and the renewals have stopped: the lease runs out, the row is
@@ -207,7 +231,7 @@ class ItemRunner:
             else states.Completion.FAILED
         )
         receipt = _receipt_of(dispatch, result)
-        outcome = await self._complete(dispatch, identity, completion, result.code, receipt)
+        outcome = await self._complete(ticket, dispatch, identity, completion, result.code, receipt)
         await self._fault("after_complete", dispatch)
         return outcome
 
@@ -245,6 +269,7 @@ class ItemRunner:
 
     async def _complete(
         self,
+        ticket: grouped_completions.Ticket,
         dispatch: records.Dispatch,
         identity: records.ExecutionIdentity,
         completion: states.Completion,
@@ -252,13 +277,16 @@ class ItemRunner:
         receipt: records.ActionReceipt | None = None,
     ) -> str:
         try:
-            done = await self._store.complete(
-                identity,
-                mutation_id=fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete"),
-                completion=completion,
-                result_code=code,
-                now_ms=self._clock.now_ms(),
-                receipt=receipt,
+            done = await ticket.complete(
+                ports.CompletionRequest(
+                    identity=identity,
+                    mutation_id=fencing.mutation_id(
+                        dispatch.dispatch_id, identity.attempt, "complete"
+                    ),
+                    completion=completion,
+                    result_code=code,
+                    receipt=receipt,
+                )
             )
         except errors.StoreError as exc:
             # Never executed again: the row stays executing and surfaces as recovery_required.

@@ -14,14 +14,13 @@ group holds only items that have one.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Sequence
 
 import anyio
 import structlog
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import gathering, ports
 from qinglong_dispatcher.domain import errors, records
 
 # The dispatcher's logger: the event names and their source stay what operators know.
@@ -32,14 +31,6 @@ START_REPLAY_MAX_WAIT_S = 0.5
 
 MAX_WAIT_S = 0.01
 """Longest a request waits for the other announced items (they are inspecting: reads only)."""
-
-
-@dataclasses.dataclass(eq=False, kw_only=True, slots=True)
-class _Waiting:
-    request: records.StartRequest
-    done: anyio.Event = dataclasses.field(default_factory=anyio.Event)
-    result: records.StartResult | None = None
-    error: BaseException | None = None
 
 
 class StartBarriers:
@@ -56,23 +47,17 @@ class StartBarriers:
         self._store = store
         self._clock = clock
         self._lease_ms = lease_ms
-        self._max_wait_s = max_wait_s
-        self._announced = 0
-        self._waiting: list[_Waiting] = []
-        self._all_in = anyio.Event()
+        self._gathering: gathering.Gathering[records.StartRequest, records.StartResult] = (
+            gathering.Gathering(self._store_start, max_wait_s=max_wait_s)
+        )
 
     def arrive(self) -> None:
         """A worker took an item that may reach its barrier."""
-        self._announced += 1
+        self._gathering.arrive()
 
     def leave(self) -> None:
         """The item will not ask for its barrier (released, given back, or no handler)."""
-        self._announced -= 1
-        self._check()
-
-    def _check(self) -> None:
-        if self._waiting and len(self._waiting) >= self._announced:
-            self._all_in.set()
+        self._gathering.leave()
 
     async def _store_start(
         self, requests: Sequence[records.StartRequest]
@@ -102,7 +87,7 @@ class StartBarriers:
             attempt += 1
             try:
                 if attempt == 1:
-                    result = await self._grouped(request)
+                    result = await self._gathering.submit(request)
                 else:
                     (result,) = await self._store_start([request])
             except errors.StoreFull as exc:
@@ -145,52 +130,3 @@ class StartBarriers:
         if attempt == 0:
             self.leave()
         return "start_refused"
-
-    async def _grouped(self, request: records.StartRequest) -> records.StartResult:
-        """Commit this item's barrier with those of the items asking at about the same time.
-        Raises what the store's `start` raised, to every item of the group."""
-        mine = _Waiting(request=request)
-        self._waiting.append(mine)
-        self._check()
-        if len(self._waiting) == 1:
-            await self._lead()
-        try:
-            await mine.done.wait()
-        except BaseException:
-            # Cancelled while its group waits for the rest: out of the group, so its barrier
-            # does not commit for a task that will not execute it. (Once the group is taken,
-            # its transaction is on its way, as a lone start in flight would be.)
-            if mine in self._waiting:
-                self._waiting.remove(mine)
-                self._announced -= 1
-                self._check()
-            raise
-        if mine.error is not None:
-            raise mine.error
-        assert mine.result is not None
-        return mine.result
-
-    async def _lead(self) -> None:
-        """The first request of a group waits for the rest, then commits them all (shielded:
-        the others' answers depend on it; the wait is bounded by `max_wait_s`)."""
-        with anyio.CancelScope(shield=True):
-            await self._commit_group()
-
-    async def _commit_group(self) -> None:
-        with anyio.move_on_after(self._max_wait_s):
-            await self._all_in.wait()
-        group, self._waiting = self._waiting, []
-        self._all_in = anyio.Event()
-        self._announced -= len(group)
-        self._check()
-        try:
-            results = await self._store_start([w.request for w in group])
-        except Exception as exc:  # every item of the group replays its own start
-            for waiting in group:
-                waiting.error = exc
-        else:
-            for waiting, result in zip(group, results, strict=True):
-                waiting.result = result
-        finally:
-            for waiting in group:
-                waiting.done.set()

@@ -1,5 +1,6 @@
 """Barriers per page for non-transactional actions: the ready items a page's workers carry at
-the same time commit their start barriers in ONE transaction, and each one still executes
+the same time commit their start barriers in ONE transaction (and those finishing together
+their completions in one more), and each one still executes
 only after that commit (its own StepRun barrier, the adapter and its completion follow, each
 completion fenced alone). With one worker nothing changes: each barrier commits alone
 (`test_page_mixed_actions.py`)."""
@@ -13,8 +14,10 @@ from qinglong_dispatcher.actions.tool_invoke import handler as tool_invoke
 from qinglong_dispatcher.domain import records
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from tests.support import faults, tools
+from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import make_dispatcher
+from tests.support.handlers import RecordingHandler
 from tests.support.stores import Harness
 
 TOOL_INVOKES = 3
@@ -89,3 +92,71 @@ async def test_concurrent_items_commit_their_start_barriers_together(
     starts = {(await store.execution_events(i))[2].committed_at_ms for i in ids}
     if harness.dialect == "postgres":
         assert len(starts) == 1
+
+
+# -- completions together ----------------------------------------------------------------------
+
+ITEMS = 4
+
+
+async def _fail_completion_of(harness: Harness, dispatch_id: str) -> None:
+    """The completion of this one dispatch aborts its transaction (a real failing write)."""
+    if harness.dialect == "sqlite":
+        await harness.raw(
+            "CREATE TRIGGER test_fail_one BEFORE UPDATE ON approved_action_dispatch_executions "
+            f"WHEN NEW.dispatch_id = '{dispatch_id}' AND NEW.status = 'succeeded' "
+            "BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+        )
+        return
+    await harness.raw(
+        "CREATE OR REPLACE FUNCTION qinglong.test_fail_one() RETURNS trigger LANGUAGE plpgsql "
+        f"AS $$ BEGIN IF NEW.dispatch_id = '{dispatch_id}' AND NEW.status = 'succeeded' THEN "
+        "RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW; END $$"
+    )
+    await harness.raw(
+        "CREATE TRIGGER test_fail_one BEFORE UPDATE "
+        "ON qinglong.approved_action_dispatch_executions "
+        "FOR EACH ROW EXECUTE FUNCTION qinglong.test_fail_one()"
+    )
+
+
+async def test_items_that_finish_together_commit_their_completions_together(
+    harness: Harness, clock: ManualClock
+) -> None:
+    consumed = await submit_runs(harness.approver_store, clock, ITEMS)
+    handler = RecordingHandler()  # not transactional: the per-item path
+    the_dispatcher = make_dispatcher(
+        harness.store, clock, handlers={"run.create": handler}, concurrency=ITEMS
+    )
+    before = harness.store.commits
+    report = await the_dispatcher.dispatch_batch()
+    # The claim, the four start barriers in one transaction, the four completions in one.
+    assert harness.store.commits - before == 3
+    assert report.outcomes["succeeded"] == ITEMS
+    for item in consumed:
+        events = await harness.store.execution_events(item.dispatch_id)
+        assert [e.to_status for e in events][-2:] == [
+            ExecutionStatus.EXECUTING,
+            ExecutionStatus.SUCCEEDED,
+        ]
+        assert [e.to_status for e in events].count(ExecutionStatus.EXECUTING) == 1
+
+
+async def test_a_completion_that_fails_fails_alone(harness: Harness, clock: ManualClock) -> None:
+    consumed = await submit_runs(harness.approver_store, clock, ITEMS)
+    doomed = consumed[1].dispatch_id
+    await _fail_completion_of(harness, doomed)
+    handler = RecordingHandler()
+    the_dispatcher = make_dispatcher(
+        harness.store, clock, handlers={"run.create": handler}, concurrency=ITEMS
+    )
+    report = await the_dispatcher.dispatch_batch()
+    assert report.outcomes["succeeded"] == ITEMS - 1, report
+    assert report.outcomes["completion_write_failed"] == 1, report
+    for item in consumed:
+        row = await harness.store.get_execution(item.dispatch_id)
+        assert row is not None
+        # The failed one stays executing (recovery_required once its lease ends), never rerun.
+        expected = ExecutionStatus.EXECUTING if item.dispatch_id == doomed else "succeeded"
+        assert row.status == expected, item.dispatch_id
+    assert sorted(handler.executed) == sorted(c.dispatch_id for c in consumed)
