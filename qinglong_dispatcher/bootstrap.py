@@ -6,7 +6,7 @@ import contextlib
 import random
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.adapters import dialect, plan_keyring
@@ -322,6 +322,12 @@ async def seed_terminal_rows(
 ) -> None:
     """`rows` bench-only succeeded executions in `store` (opened by `open_store(settings)`)."""
     await _dialect(settings).seed_terminal_rows(settings, store, rows, now_ms)
+
+
+async def server_counters(settings: Settings) -> dict[str, Any] | None:
+    """The server's counters on the bench's scratch database `settings` point at (None on
+    SQLite, which has no server: its replicas count their own writes)."""
+    return await _dialect(settings).server_counters(settings)
 
 
 def os_user() -> str:

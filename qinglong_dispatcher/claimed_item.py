@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 import anyio
 import structlog
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import grouped_completions, ports, start_barriers
 from qinglong_dispatcher.domain import digests, errors, fencing, records, states
 from qinglong_dispatcher.domain.records import Outcome
 
@@ -26,9 +25,6 @@ log = structlog.get_logger("qinglong_dispatcher.dispatcher")
 HANDLER_MISSING_WAIT_MS = 60_000
 """How long a dispatch whose action has no handler here waits (jittered ×0.5–1.5) before it
 is looked at again; the attempt is refunded, so it may wait for as long as it takes."""
-
-START_REPLAY_MAX_WAIT_S = 0.5
-"""Longest pause between replays of an unacknowledged `start` (they go on until the lease ends)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -87,6 +83,10 @@ class ItemRunner:
         self._rng = rng or random.Random()
         self._fault_hook = fault_hook
         self._on_renewal = on_renewal
+        # The start barriers of items that reach them together commit in one transaction.
+        self._barriers = start_barriers.StartBarriers(store, clock, lease_ms=config.lease_ms)
+        # And so do the completions of items that finish together.
+        self._completions = grouped_completions.GroupedCompletions(store, clock)
 
     async def _fault(self, point: str, dispatch: records.Dispatch) -> None:
         if self._fault_hook is not None:
@@ -96,8 +96,45 @@ class ItemRunner:
         """Shutdown: back to pending, eligible now, the attempt refunded (`yield`)."""
         return await self._release(lease, dispatch, states.ReleaseKind.YIELD, "shutdown")
 
-    async def process(self, lease: records.Lease, dispatch: records.Dispatch) -> str:
-        """From inspect to the recorded result; returns the report key."""
+    def announce(self, items: int) -> None:
+        """`items` workers are about to take their first item each: a start barrier that
+        comes first waits (boundedly) for theirs instead of committing alone."""
+        for _ in range(items):
+            self._barriers.arrive()
+
+    def withdraw(self) -> None:
+        """An announced worker took no item to `process` after all."""
+        self._barriers.leave()
+
+    async def process(
+        self, lease: records.Lease, dispatch: records.Dispatch, *, announced: bool = False
+    ) -> str:
+        """From inspect to the recorded result; returns the report key (`announced`: this
+        item's worker was announced, so the item has arrived already)."""
+        if not announced:
+            self._barriers.arrive()
+        try:
+            handler = await self._until_barrier(lease, dispatch)
+        except BaseException:
+            self._barriers.leave()
+            raise
+        if isinstance(handler, str):
+            self._barriers.leave()
+            return handler
+        # Announced to the completions from its barrier on: the items of a barrier group go on
+        # together, so the first to finish waits (boundedly) for the others.
+        with self._completions.executing() as ticket:
+            identity = await self._barriers.begin(lease, dispatch)
+            if isinstance(identity, str):
+                return identity
+            await self._fault("after_start", dispatch)
+            return await self._execute(handler, dispatch, identity, ticket)
+
+    async def _until_barrier(
+        self, lease: records.Lease, dispatch: records.Dispatch
+    ) -> ports.ApprovedActionHandler | str:
+        """Inspect: the handler of an item ready for its barrier, or the report key of a claim
+        given back before it."""
         await self._fault("after_claim", dispatch)
         handler = self._handlers.get(dispatch.action_type)
         if handler is None:
@@ -126,78 +163,14 @@ class ItemRunner:
             return await self._release(lease, dispatch, states.ReleaseKind.BLOCKED, "digest_drift")
         if self._draining():
             return await self.give_back(lease, dispatch)
-
-        identity = await self._start(lease, dispatch)
-        if isinstance(identity, str):
-            return identity
-        await self._fault("after_start", dispatch)
-        return await self._execute(handler, dispatch, identity)
-
-    async def _start(
-        self, lease: records.Lease, dispatch: records.Dispatch
-    ) -> records.ExecutionIdentity | str:
-        """The started identity, or the outcome key of a start that did not happen."""
-        request = records.StartRequest(
-            lease=lease,
-            approval_request_id=dispatch.approval_request_id,
-            action_digest=dispatch.action_digest,
-        )
-        attempt = 0
-        # An unacknowledged start may have committed: replay it under the same fence until the
-        # lease is gone (after that the store refuses it anyway), so a committed barrier whose
-        # answer was lost is executed by its owner instead of waiting for an operator. The
-        # monotonic bound keeps an injected clock that stands still from looping forever.
-        give_up_at = time.monotonic() + self._config.lease_ms / 1000
-        while self._clock.now_ms() < lease.expires_at_ms and time.monotonic() < give_up_at:
-            attempt += 1
-            try:
-                (result,) = await self._store.start(
-                    [request], now_ms=self._clock.now_ms(), lease_ms=self._config.lease_ms
-                )
-            except errors.StoreFull as exc:
-                # Rolled back for certain, so nothing to replay: the item stays leased and is
-                # claimed again after its lease, once there is space (one event, no spinning).
-                log.warning(
-                    "dispatch.start_failed",
-                    dispatch_id=dispatch.dispatch_id,
-                    attempt=lease.attempt,
-                    code=exc.code,
-                )
-                return "start_failed"
-            except errors.StoreError as exc:
-                # The commit may or may not have happened: replay under the same fence.
-                log.warning(
-                    "dispatch.start_unacknowledged",
-                    dispatch_id=dispatch.dispatch_id,
-                    attempt=lease.attempt,
-                    code=exc.code,
-                    try_=attempt,
-                )
-                await anyio.sleep(min(START_REPLAY_MAX_WAIT_S, 0.05 * attempt))
-                continue
-            if result.identity is not None:
-                log.info(
-                    "dispatch.started",
-                    dispatch_id=dispatch.dispatch_id,
-                    attempt=lease.attempt,
-                    outcome=result.outcome.value,
-                )
-                return result.identity
-            log.warning(
-                "dispatch.start_refused",
-                dispatch_id=dispatch.dispatch_id,
-                attempt=lease.attempt,
-                outcome=result.outcome.value,
-                reason=result.reason,
-            )
-            return "start_refused"
-        return "start_refused"
+        return handler
 
     async def _execute(
         self,
         handler: ports.ApprovedActionHandler,
         dispatch: records.Dispatch,
         identity: records.ExecutionIdentity,
+        ticket: grouped_completions.Ticket,
     ) -> str:
         config = self._config
         ctx = ports.ExecutionContext(
@@ -227,7 +200,11 @@ class ItemRunner:
                 code=failure,
             )
             return await self._complete(
-                dispatch, identity, states.Completion.BLOCKED, f"indeterminate:{failure}"[:128]
+                ticket,
+                dispatch,
+                identity,
+                states.Completion.BLOCKED,
+                f"indeterminate:{failure}"[:128],
             )
         if result.kind is ports.ExecuteKind.UNCERTAIN:
             # Nothing is written and the renewals have stopped: the lease runs out, the row is
@@ -254,7 +231,7 @@ class ItemRunner:
             else states.Completion.FAILED
         )
         receipt = _receipt_of(dispatch, result)
-        outcome = await self._complete(dispatch, identity, completion, result.code, receipt)
+        outcome = await self._complete(ticket, dispatch, identity, completion, result.code, receipt)
         await self._fault("after_complete", dispatch)
         return outcome
 
@@ -292,6 +269,7 @@ class ItemRunner:
 
     async def _complete(
         self,
+        ticket: grouped_completions.Ticket,
         dispatch: records.Dispatch,
         identity: records.ExecutionIdentity,
         completion: states.Completion,
@@ -299,13 +277,16 @@ class ItemRunner:
         receipt: records.ActionReceipt | None = None,
     ) -> str:
         try:
-            done = await self._store.complete(
-                identity,
-                mutation_id=fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete"),
-                completion=completion,
-                result_code=code,
-                now_ms=self._clock.now_ms(),
-                receipt=receipt,
+            done = await ticket.complete(
+                ports.CompletionRequest(
+                    identity=identity,
+                    mutation_id=fencing.mutation_id(
+                        dispatch.dispatch_id, identity.attempt, "complete"
+                    ),
+                    completion=completion,
+                    result_code=code,
+                    receipt=receipt,
+                )
             )
         except errors.StoreError as exc:
             # Never executed again: the row stays executing and surfaces as recovery_required.

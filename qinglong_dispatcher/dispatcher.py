@@ -149,14 +149,22 @@ class Dispatcher:
                 return queue.popleft() if queue else None
 
         async def work() -> None:
-            while (claim := await next_claim()) is not None:
-                assert claim.lease is not None
-                assert claim.dispatch is not None
-                if self.draining:
-                    outcome = await self._items.give_back(claim.lease, claim.dispatch)
-                else:
-                    outcome = await self._items.process(claim.lease, claim.dispatch)
-                report.count(claim.dispatch.action_type, outcome)
+            announced = True  # see `announce` below
+            try:
+                while (claim := await next_claim()) is not None:
+                    assert claim.lease is not None
+                    assert claim.dispatch is not None
+                    if self.draining:
+                        outcome = await self._items.give_back(claim.lease, claim.dispatch)
+                    else:
+                        first, announced = announced, False
+                        outcome = await self._items.process(
+                            claim.lease, claim.dispatch, announced=first
+                        )
+                    report.count(claim.dispatch.action_type, outcome)
+            finally:
+                if announced:
+                    self._items.withdraw()
 
         async def give_back_on_drain() -> None:
             # Claimed items still queued when shutdown begins go back at once, not after the
@@ -181,8 +189,12 @@ class Dispatcher:
         async with anyio.create_task_group() as tg:
             tg.start_soon(give_back_on_drain)
             tg.start_soon(keep_queued_leases)
+            # The workers' first items reach their start barriers together: announced before
+            # any of them runs, so their barriers commit in one transaction.
+            starting = min(config.concurrency, len(queue))
+            self._items.announce(starting)
             async with anyio.create_task_group() as workers:
-                for _ in range(min(config.concurrency, len(queue))):
+                for _ in range(starting):
                     workers.start_soon(work)
             waiting.cancel()
             keeping.cancel()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from qinglong_dispatcher import ports
 
@@ -71,4 +71,9 @@ class Dialect(Protocol):
         self, settings: Configured, store: ports.Store, rows: int, now_ms: int
     ) -> None:
         """`rows` bench-only succeeded executions in `store`."""
+        ...
+
+    async def server_counters(self, settings: Configured) -> dict[str, Any] | None:
+        """The bench's snapshot of what the server has done on a scratch database so far
+        (WAL, rows per table, function time, statements), or None where there is no server."""
         ...

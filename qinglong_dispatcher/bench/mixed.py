@@ -11,11 +11,12 @@ so the claimed pages hold both kinds.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
 
 from qinglong_dispatcher import api, bootstrap, clock, ports
-from qinglong_dispatcher.bench import phases
+from qinglong_dispatcher.bench import costs, phases
 from qinglong_dispatcher.bench.scratch import Scratch
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.domain.states import EffectiveStatus
@@ -102,7 +103,7 @@ def _files(project_dir: Path) -> int:
     return sum(1 for _ in project_dir.iterdir()) if project_dir.is_dir() else 0
 
 
-async def mixed(made: Scratch, workdir: Path, count: int, replicas: int) -> dict[str, float]:
+async def mixed(made: Scratch, workdir: Path, count: int, replicas: int) -> dict[str, Any]:
     """90 % run.create and 10 % tool.invoke drained by R replicas; every dispatch verified:
     each run.create made one Run, each tool step succeeded and wrote its one file."""
     creates, tools = split(count)
@@ -124,7 +125,8 @@ async def mixed(made: Scratch, workdir: Path, count: int, replicas: int) -> dict
         await _submit_mixed(made, store, count, run_ids)
     finally:
         await store.close()
-    results, elapsed = await phases.drain(made, replicas, **replica_settings)
+    async with costs.measured(made) as server:
+        results, elapsed = await phases.drain(made, replicas, **replica_settings)
     store = await made.open()
     try:
         counts = await store.counts(now_ms=clock.SystemClock().now_ms())
@@ -149,4 +151,5 @@ async def mixed(made: Scratch, workdir: Path, count: int, replicas: int) -> dict
         "runs_created": runs,
         "tool_steps_succeeded": steps,
         "files_written": written,
+        "costs": costs.per_dispatch(server, results, count),
     }

@@ -14,11 +14,12 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from qinglong_dispatcher import api, bootstrap, clock, ports
-from qinglong_dispatcher.bench import procstat
+from qinglong_dispatcher.bench import costs, procstat
 from qinglong_dispatcher.bench.scratch import Scratch
 from qinglong_dispatcher.domain import errors, plans
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
@@ -107,9 +108,11 @@ def figures(results: Sequence[dict[str, float]], count: int, elapsed: float) -> 
     }
 
 
-async def dispatch(made: Scratch, count: int, replicas: int) -> dict[str, float]:
-    """R replica processes drain everything; every dispatch verified succeeded with one Run."""
-    results, elapsed = await drain(made, replicas)
+async def dispatch(made: Scratch, count: int, replicas: int) -> dict[str, Any]:
+    """R replica processes drain everything; every dispatch verified succeeded with one Run.
+    With the figures, `costs`: what a dispatch cost the server or the store (`bench.costs`)."""
+    async with costs.measured(made) as server:
+        results, elapsed = await drain(made, replicas)
     store = await made.open()
     try:
         counts = await store.counts(now_ms=clock.SystemClock().now_ms())
@@ -121,7 +124,7 @@ async def dispatch(made: Scratch, count: int, replicas: int) -> dict[str, float]
             f"bench verification failed: {succeeded} succeeded, {counts.runs} runs of {count}",
             code="bench_unverified",
         )
-    return figures(results, count, elapsed)
+    return {**figures(results, count, elapsed), "costs": costs.per_dispatch(server, results, count)}
 
 
 def start_daemon(made: Scratch, log: Path, **settings: str) -> subprocess.Popen[bytes]:

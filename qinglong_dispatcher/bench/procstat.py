@@ -34,3 +34,12 @@ def of_self() -> Usage:
     """This process: CPU so far and its peak RSS (ru_maxrss is KiB on Linux)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return Usage(cpu_s=usage.ru_utime + usage.ru_stime, rss_mib=usage.ru_maxrss / 1024)
+
+
+def bytes_written_by_self() -> int:
+    """Bytes this process has passed to write calls so far (`wchar` of /proc/self/io): on
+    SQLite the WAL frames, the checkpoints' pages and the log."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("wchar:"):
+            return int(line.split()[1])
+    return 0

@@ -27,6 +27,8 @@ async def _drain(start_at: float) -> dict[str, float]:
         commits_before = store.commits
         await anyio.sleep(max(0.0, start_at - time.time()))
         cpu_before = procstat.of_self().cpu_s
+        written_before = procstat.bytes_written_by_self()
+        worker_before = store.worker_costs or {}
         begun = time.time()
         dispatched = 0
         try:
@@ -37,6 +39,8 @@ async def _drain(start_at: float) -> dict[str, float]:
                     break
             ended = time.time()
             usage = procstat.of_self()
+            written = procstat.bytes_written_by_self() - written_before
+            worker_after = store.worker_costs or {}
         finally:
             await the_dispatcher.aclose()  # an http.request sender's connections
         return {
@@ -46,6 +50,8 @@ async def _drain(start_at: float) -> dict[str, float]:
             "rss_mib": usage.rss_mib,
             "began": begun,
             "ended": ended,
+            "bytes_written": written,
+            **{f"worker_{k}": v - worker_before[k] for k, v in worker_after.items()},
         }
     finally:
         await store.close()

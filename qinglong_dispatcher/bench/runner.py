@@ -107,6 +107,7 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
         else {k: round(v, 1) if k != "cadence_s" else v for k, v in wakeup.items()},
         "cpu_s_per_1000": round(dispatched["cpu_s_per_1000"], 3),
         "rss_mib_peak": round(dispatched["rss_mib_peak"], 1),
+        "costs_per_dispatch": dispatched["costs"],
         "scan_cost_ratio": round(scan_ratio, 3),
         "idle": {k: round(v, 3) for k, v in idle.items()},
         "sealed": sealed,
@@ -154,7 +155,7 @@ def _api_entry(figures: dict[str, Any], *, enqueue_per_s: float) -> dict[str, An
     }
 
 
-def _mixed_entry(figures: dict[str, float], count: int) -> dict[str, Any]:
+def _mixed_entry(figures: dict[str, Any], count: int) -> dict[str, Any]:
     """The mixed phase's figures (it raises unless every dispatch was verified)."""
     counted = (
         "run_create",
@@ -172,6 +173,7 @@ def _mixed_entry(figures: dict[str, float], count: int) -> dict[str, Any]:
         "commits_per_dispatch": round(figures["commits_per_dispatch"], 3),
         "cpu_s_per_1000": round(figures["cpu_s_per_1000"], 3),
         "rss_mib_peak": round(figures["rss_mib_peak"], 1),
+        "costs_per_dispatch": figures["costs"],
     }
 
 
@@ -210,13 +212,17 @@ def _mixed_http_entry(
     }
 
 
+def _flat(prefix: str, value: object) -> list[tuple[str, object]]:
+    if isinstance(value, dict):
+        return [row for key, inner in value.items() for row in _flat(f"{prefix}.{key}", inner)]
+    if isinstance(value, list):
+        return [row for n, inner in enumerate(value) for row in _flat(f"{prefix}.{n}", inner)]
+    return [(prefix, value)]
+
+
 def table(report: dict[str, Any]) -> str:
-    """A short human-readable table: one figure a line, nested ones as `phase.figure`."""
-    rows: list[tuple[str, object]] = []
-    for key, value in report.items():
-        if isinstance(value, dict):
-            rows.extend((f"{key}.{sub}", inner) for sub, inner in value.items())
-        else:
-            rows.append((key, value))
+    """A short human-readable table: one figure a line, nested ones as `phase.figure` (and
+    deeper ones as `phase.part.figure`)."""
+    rows = [row for key, value in report.items() for row in _flat(key, value)]
     width = max(len(label) for label, _ in rows) + 2
     return "\n".join(f"{label:<{width}}{value}" for label, value in rows)

@@ -25,6 +25,7 @@ from qinglong_dispatcher.ports.dispatches import (
 )
 from qinglong_dispatcher.ports.executions import (
     BACKLOG_CAP,
+    CompletionRequest,
     DispatchStore,
     ExecutionStore,
     PageItem,
@@ -94,6 +95,7 @@ __all__ = [
     "CheckBatch",
     "Clock",
     "Closable",
+    "CompletionRequest",
     "DispatchReadStore",
     "DispatchStore",
     "EvidenceProvider",

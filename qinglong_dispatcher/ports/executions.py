@@ -75,6 +75,13 @@ class ExecutionStore(Protocol):
         action's receipt when it has one (`succeeded` and `failed` only)."""
         ...
 
+    async def complete_many(
+        self, requests: Sequence[CompletionRequest], *, now_ms: int
+    ) -> list[records.Transition]:
+        """`complete` of each request in ONE transaction, each under its own fence (per-item
+        results); raises if the transaction fails, and then nothing of it is kept."""
+        ...
+
     async def list_due(
         self, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
     ) -> list[records.Execution]:
@@ -109,6 +116,17 @@ class PageOutcome(enum.StrEnum):
     """Started, its effect, receipt and completion committed with the page: `succeeded`."""
     NOT_TAKEN = "not_taken"
     """Nothing written for it: it takes the per-item path under the same lease."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class CompletionRequest:
+    """One completion of `complete_many`: what `complete` takes for one item."""
+
+    identity: records.ExecutionIdentity
+    mutation_id: str
+    completion: states.Completion
+    result_code: str
+    receipt: records.ActionReceipt | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -82,6 +82,12 @@ class Store(
         """Write transactions committed through this store (the benchmark counts them)."""
         ...
 
+    @property
+    def worker_costs(self) -> dict[str, float] | None:
+        """SQLite: CPU and wall seconds inside the store's worker thread and rows changed so far
+        (`cpu_s`, `wall_s`, `rows_changed`; the benchmark reads them); None on PostgreSQL."""
+        ...
+
     async def close(self) -> None:
         """Release connections."""
         ...

@@ -30,6 +30,7 @@ KEYS = {
     "wakeup_latency_ms",
     "cpu_s_per_1000",
     "rss_mib_peak",
+    "costs_per_dispatch",
     "scan_cost_ratio",
     "idle",
     "sealed",
@@ -37,7 +38,16 @@ KEYS = {
     "mixed_http",
     "api",
 }
-NESTED = {"latency_ms", "wakeup_latency_ms", "idle", "sealed", "mixed", "mixed_http", "api"}
+NESTED = {
+    "latency_ms",
+    "wakeup_latency_ms",
+    "idle",
+    "sealed",
+    "mixed",
+    "mixed_http",
+    "costs_per_dispatch",
+    "api",
+}
 API_DISPATCHES = 60
 API_KEYS = {
     "dispatches",
@@ -63,6 +73,7 @@ MIXED_KEYS = {
     "commits_per_dispatch",
     "cpu_s_per_1000",
     "rss_mib_peak",
+    "costs_per_dispatch",
 }
 MIXED_HTTP_KEYS = {
     "dispatches",
@@ -141,6 +152,9 @@ def check(report: dict[str, object], *, stdlib: bool) -> None:
     )
     check_wakeup(report["wakeup_latency_ms"], cluster=not stdlib)
     check_api(report["api"], enqueue=report["enqueue_per_s"], edge=stdlib)
+    check_costs(report["costs_per_dispatch"], cluster=not stdlib, pure=True)
+    assert isinstance(report["mixed"], dict)
+    check_costs(report["mixed"]["costs_per_dispatch"], cluster=not stdlib, pure=False)
 
 
 def check_api(entry: object, *, enqueue: object, edge: bool) -> None:
@@ -159,6 +173,74 @@ def check_api(entry: object, *, enqueue: object, edge: bool) -> None:
     assert entry["ratio_to_enqueue_per_s"] == pytest.approx(
         entry["approved_per_s"] / enqueue, abs=0.002
     )
+
+
+STORE_COSTS = {
+    "rows_changed",
+    "bytes_written",
+    "pages_written",
+    "worker_cpu_ms",
+    "worker_wall_ms",
+    "worker_share_of_wall",
+    "worker_share_of_cpu",
+}
+SERVER_COSTS = {
+    "wal_bytes",
+    "wal_records",
+    "wal_fpi",
+    "server_commits",
+    "blocks_touched",
+    "rows_written",
+    "rows",
+    "hot_ratio",
+    "tables",
+    "function_self_ms",
+    "functions",
+    "statements",
+    "top_statements",
+}
+EXECUTIONS = "approved_action_dispatch_executions"
+
+
+def check_costs(costs: object, *, cluster: bool, pure: bool) -> None:
+    """What a dispatch cost, per dispatch: on SQLite the replicas' writes and worker-thread
+    time, on PostgreSQL the server's WAL, rows per table, function time (the bench logs in as
+    a superuser, so `track_functions` is on) and, without `pg_stat_statements`, no statements.
+    A run.create writes ten rows: its execution three times (claim, start, completion), three
+    ledger lines, the Run, its attempt, its event and the receipt."""
+    assert isinstance(costs, dict)
+    if not cluster:
+        assert set(costs) == STORE_COSTS
+        if pure:
+            assert costs["rows_changed"] == pytest.approx(10.0, abs=0.5)
+        assert costs["rows_changed"] >= 9
+        assert costs["pages_written"] == pytest.approx(costs["bytes_written"] / 4096, rel=0.01)
+        assert costs["pages_written"] > 0.1
+        assert costs["worker_cpu_ms"] > 0
+        assert costs["worker_wall_ms"] > 0
+        assert 0 < costs["worker_share_of_wall"] <= 1
+        assert 0 < costs["worker_share_of_cpu"] <= 1
+        return
+    assert set(costs) == SERVER_COSTS
+    assert costs["wal_bytes"] > 0
+    assert costs["wal_records"] > 0
+    assert costs["server_commits"] > 0
+    assert costs["blocks_touched"] > 0
+    executions = costs["tables"][EXECUTIONS]
+    assert executions["upd"] == pytest.approx(3.0, abs=0.2)
+    assert executions["ins"] == 0
+    assert 0 <= costs["hot_ratio"] <= 1
+    assert 0 <= executions["hot_ratio"] <= 1
+    assert costs["rows"]["ins"] >= 6
+    if pure:
+        assert costs["rows_written"] == pytest.approx(10.0, abs=0.5)
+    assert costs["functions"]["check_execution_change"]["calls"] == pytest.approx(3.0, abs=0.2)
+    assert costs["function_self_ms"] > 0
+    if costs["statements"] is None:
+        assert costs["top_statements"] is None
+    else:
+        assert costs["statements"] > 0
+        assert costs["top_statements"]
 
 
 def check_wakeup(wakeup: object, *, cluster: bool) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import dialect
-from qinglong_dispatcher.adapters.postgres import bench, store, wakeup
+from qinglong_dispatcher.adapters.postgres import bench, server_costs, store, wakeup
 from qinglong_dispatcher.adapters.sql import plan_envelopes
 
 
@@ -53,6 +54,7 @@ class PostgresDialect:
         """A database created through `database_url` (an administrator URL), then dropped."""
         url = await bench.create_scratch(settings.database_url)
         try:
+            await server_costs.track_functions(url)
             yield url
         finally:
             await bench.drop_scratch(settings.database_url, url)
@@ -68,6 +70,10 @@ class PostgresDialect:
     ) -> None:
         """See `bench.seed_terminal_rows` (through the administrator URL, not `seeded`)."""
         await bench.seed_terminal_rows(settings.database_url, rows, now_ms)
+
+    async def server_counters(self, settings: dialect.Configured) -> dict[str, Any] | None:
+        """See `server_costs.snapshot` (`settings.database_url` is the scratch database)."""
+        return await server_costs.snapshot(settings.database_url)
 
 
 DIALECT = PostgresDialect()

@@ -109,6 +109,11 @@ class PostgresStore(sql_store.SqlStore):
         """Write transactions committed through the pool."""
         return self.db.commits
 
+    @property
+    def worker_costs(self) -> dict[str, float] | None:
+        """None: the server's own counters say what a dispatch costs (the bench reads them)."""
+        return None
+
     # -- schema and startup checks ---------------------------------------------------------
 
     async def migrate(self, *, now_ms: int) -> list[int]:

@@ -8,6 +8,9 @@ UPDATE repeats their conditions in SQL.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import query, rows
 from qinglong_dispatcher.domain import fencing, ids, records, states
 from qinglong_dispatcher.domain.records import Outcome
@@ -153,6 +156,24 @@ async def complete(
         now_ms=now_ms,
         receipt=receipt,
     )
+
+
+async def complete_many(
+    q: query.Query, requests: Sequence[ports.CompletionRequest], *, now_ms: int
+) -> list[records.Transition]:
+    """`complete` of each request in this one transaction (each row locked and fenced alone)."""
+    return [
+        await complete(
+            q,
+            r.identity,
+            mutation_id=r.mutation_id,
+            completion=r.completion,
+            result_code=r.result_code,
+            now_ms=now_ms,
+            receipt=r.receipt,
+        )
+        for r in requests
+    ]
 
 
 async def complete_checked(

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.adapters.sql import page as pages
 from qinglong_dispatcher.adapters.sql import query, rows
 from qinglong_dispatcher.domain import fencing, ids, records, states
 from qinglong_dispatcher.domain.records import Outcome
@@ -283,8 +284,22 @@ def started(request: records.StartRequest, done: Any, *, now_ms: int) -> records
 async def start(
     q: query.Query, requests: Sequence[records.StartRequest], *, now_ms: int, lease_ms: int
 ) -> list[records.StartResult]:
-    """Commit the start barrier of each request; each item stands or falls on its own fence."""
-    return [await _start_one(q, request, now_ms=now_ms, lease_ms=lease_ms) for request in requests]
+    """Commit the start barrier of each request; each item stands or falls on its own fence.
+    Several distinct items go as one set statement; only an item it did not start is read, to
+    say why. A dispatch named twice goes item by item (the second one replays the first)."""
+    if len({r.lease.dispatch_id for r in requests}) < max(len(requests), 2):
+        return [await _start_one(q, r, now_ms=now_ms, lease_ms=lease_ms) for r in requests]
+    done = await pages.start_set(q, requests, now_ms=now_ms, lease_ms=lease_ms)
+    return [
+        records.StartResult(
+            outcome=Outcome.STARTED,
+            dispatch_id=r.lease.dispatch_id,
+            identity=done[r.lease.dispatch_id],
+        )
+        if r.lease.dispatch_id in done
+        else await _start_refused(q, r, now_ms=now_ms)
+        for r in requests
+    ]
 
 
 async def _start_one(

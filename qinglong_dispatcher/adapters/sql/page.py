@@ -105,14 +105,23 @@ async def _start(
     q: query.Query, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
 ) -> dict[str, records.ExecutionIdentity]:
     """The fenced start of each item; the identity of each row that started."""
+    return await start_set(q, [item.request for item in items], now_ms=now_ms, lease_ms=lease_ms)
+
+
+async def start_set(
+    q: query.Query, requests: Sequence[records.StartRequest], *, now_ms: int, lease_ms: int
+) -> dict[str, records.ExecutionIdentity]:
+    """The fenced start barriers of `requests` as one set statement (`start_page`): the
+    identity of each row that started; a request whose fence or binding no longer holds is
+    simply not matched."""
     page = []
-    for item in items:
-        lease = item.request.lease
+    for request in requests:
+        lease = request.lease
         page.append(
             {
                 "dispatch_id": lease.dispatch_id,
-                "approval_request_id": item.request.approval_request_id,
-                "action_digest": item.request.action_digest,
+                "approval_request_id": request.approval_request_id,
+                "action_digest": request.action_digest,
                 "version": lease.version,
                 "owner": lease.owner,
                 "token": lease.token,
@@ -124,7 +133,7 @@ async def _start(
             }
         )
     rows = await q.all("start_page", {"page": json.dumps(page), "now_ms": now_ms})
-    leases = {item.request.lease.dispatch_id: item.request.lease for item in items}
+    leases = {request.lease.dispatch_id: request.lease for request in requests}
     return {
         row["dispatch_id"]: fencing.started_identity(
             leases[row["dispatch_id"]],

@@ -87,6 +87,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
     start = operation(executions.start)
     release_preflight = operation(completions.release_preflight)
     complete = operation(completions.complete)
+    complete_many = operation(completions.complete_many)
     list_due = operation(executions.list_due, write=False)
     backlog = operation(executions.backlog, write=False)
     execution_events = operation(executions.events, write=False)

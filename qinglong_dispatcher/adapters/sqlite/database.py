@@ -9,6 +9,7 @@ one per statement (docs/decisions/0004).
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -206,6 +207,10 @@ class Database:
         self._limiter = anyio.CapacityLimiter(1)
         self.commits = 0
         """Write transactions committed through this connection (the bench counts them)."""
+        self.worker_cpu_s = 0.0
+        """CPU seconds spent inside the worker thread's hops (the bench reads them)."""
+        self.worker_wall_s = 0.0
+        """Wall seconds spent inside the worker thread's hops, lock waits included."""
 
     @classmethod
     async def open(cls, path: Path, *, busy_timeout_s: float, create: bool = True) -> Database:
@@ -241,12 +246,16 @@ class Database:
             raise errors.StoreUnavailable("the store is closed")
 
         def hop() -> T:
+            cpu, wall = time.thread_time(), time.perf_counter()
             try:
                 if write:
                     return in_transaction(conn, body)
                 return body(conn)
             except sqlite3.Error as exc:
                 raise _named(translate(exc), self.path, exc) from exc
+            finally:
+                self.worker_cpu_s += time.thread_time() - cpu
+                self.worker_wall_s += time.perf_counter() - wall
 
         # Not cancellable mid-transaction: a cancelled caller waits for the hop to finish,
         # so a transaction is always either committed or rolled back when control returns.
@@ -254,6 +263,16 @@ class Database:
         if write:
             self.commits += 1
         return result
+
+    def worker_costs(self) -> dict[str, float]:
+        """What the hops so far cost: CPU and wall seconds, and rows the connection changed
+        (triggers' rows included: `sqlite3_total_changes`)."""
+        conn = self._conn
+        return {
+            "cpu_s": self.worker_cpu_s,
+            "wall_s": self.worker_wall_s,
+            "rows_changed": float(conn.total_changes if conn is not None else 0),
+        }
 
     async def close(self) -> None:
         """Close the connection (checkpointing the WAL)."""

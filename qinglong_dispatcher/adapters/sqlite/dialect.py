@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import dialect
@@ -68,6 +69,10 @@ class SqliteDialect:
         if not isinstance(seeded, store.SqliteStore):
             raise errors.ConfigurationError("the SQLite bench seeds only a SQLite store")
         await bench.seed_terminal_rows(seeded, rows, now_ms)
+
+    async def server_counters(self, settings: dialect.Configured) -> dict[str, Any] | None:
+        """None: no server; the replicas count their own writes (`Store.worker_costs`)."""
+        return None
 
 
 DIALECT = SqliteDialect()

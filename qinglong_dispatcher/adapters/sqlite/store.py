@@ -131,6 +131,11 @@ class SqliteStore(sql_store.SqlStore):
         """Write transactions committed through the connection."""
         return self.db.commits
 
+    @property
+    def worker_costs(self) -> dict[str, float] | None:
+        """See `ports.Store.worker_costs`: the worker thread's CPU and wall time, rows changed."""
+        return self.db.worker_costs()
+
     async def reclaim_space(self, *, max_pages: int) -> int:
         """See `ports.PruneStore.reclaim_space`: SQLite's incremental vacuum."""
         return await self.db.read(functools.partial(space.incremental_vacuum, max_pages=max_pages))
