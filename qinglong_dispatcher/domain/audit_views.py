@@ -30,10 +30,8 @@ class AuditQuery:
             plans.require_identifier("subject", self.subject_id)
         if self.principal is not None:
             plans.require_identifier("principal", self.principal)
-        if self.kind is not None and not (
-            plans.is_identifier(self.kind) and len(self.kind) <= _KIND_MAX
-        ):
-            raise errors.InvalidInput("kind: must be an audit kind such as approval.approved")
+        if self.kind is not None:
+            parse_kind(self.kind)
         if self.before is not None and not 0 < self.before < 2**63:
             raise errors.InvalidInput("after: must be a cursor as listed")
 
@@ -44,6 +42,13 @@ class AuditPage:
 
     events: tuple[recovery.AuditEvent, ...]
     next: int | None
+
+
+def parse_kind(text: str) -> str:
+    """An audit kind filter (`approval.approved`, `api.auth_failed`); `InvalidInput` else."""
+    if not (plans.is_identifier(text) and len(text) <= _KIND_MAX):
+        raise errors.InvalidInput("kind: must be an audit kind such as approval.approved")
+    return text
 
 
 def parse_cursor(text: str) -> int:

@@ -144,25 +144,6 @@ def keyed(secret: bytes) -> PlanDigests:
     return PlanDigests(bytes(secret))
 
 
-def action_digest(action_type: str, plan: Mapping[str, object]) -> str:
-    """`PLAIN.action_digest`: the plain digest of an action (type and plan together).
-
-    The plan alone is held to PLAN_MAX_BYTES and the nesting cap, so the envelope
-    never makes an accepted plan fail here.
-    """
-    return PLAIN.action_digest(action_type, plan)
-
-
-def action_digest_of_canonical(action_type: str, plan_bytes: bytes) -> str:
-    """`PLAIN.action_digest_of_canonical`."""
-    return PLAIN.action_digest_of_canonical(action_type, plan_bytes)
-
-
-def plan_digest(plan: Mapping[str, object]) -> str:
-    """`PLAIN.plan_digest`: the plain digest of the plan object alone."""
-    return PLAIN.plan_digest(plan)
-
-
 def evidence_digest(
     tag: str, fields: Mapping[str, object], *, max_bytes: int = canonical.PLAN_MAX_BYTES
 ) -> str:

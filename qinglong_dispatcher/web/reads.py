@@ -119,11 +119,16 @@ def _recovery_cursor(text: str) -> tuple[int, str]:
     return keysets.parse(text, form="<since_ms>:<dispatch_id>")
 
 
-def _recovery_limit(text: str) -> int:
-    value = parse_limit(text)
-    if not 1 <= value <= RECOVERY_MAX_LIMIT:
-        raise errors.InvalidInput(f"limit: must be between 1 and {RECOVERY_MAX_LIMIT}")
-    return value
+def limit_up_to(maximum: int) -> Callable[[str], int]:
+    """`parse_limit` of a page size between 1 and `maximum`."""
+
+    def parse(text: str) -> int:
+        value = parse_limit(text)
+        if not 1 <= value <= maximum:
+            raise errors.InvalidInput(f"limit: must be between 1 and {maximum}")
+        return value
+
+    return parse
 
 
 def _snapshot(snap: recovery.Snapshot) -> dict[str, object]:
@@ -148,7 +153,7 @@ def _snapshot(snap: recovery.Snapshot) -> dict[str, object]:
 async def list_recovery(request: web.Request) -> web.Response:
     """`GET /api/v1/recovery`: a keyset page of `recovery_required` executions, by lease expiry."""
     only_params(request, ("limit", "after"))
-    limit = query_field("limit", request.query.get("limit"), _recovery_limit) or 50
+    limit = query_field("limit", request.query.get("limit"), limit_up_to(RECOVERY_MAX_LIMIT)) or 50
     after = query_field("after", request.query.get("after"), _recovery_cursor)
     ctx = context.of(request)
     page = await ctx.store.list_recovery_required(
@@ -168,28 +173,17 @@ def audit_record(event: recovery.AuditEvent) -> dict[str, object]:
     return dataclasses.asdict(event)
 
 
-def _audit_limit(text: str) -> int:
-    value = parse_limit(text)
-    if not 1 <= value <= audit_views.MAX_LIMIT:
-        raise errors.InvalidInput(f"limit: must be between 1 and {audit_views.MAX_LIMIT}")
-    return value
-
-
-def _audit_kind(text: str) -> str:
-    return audit_views.AuditQuery(kind=text).kind or text
-
-
 @auth.requires("viewer")
 async def list_audit(request: web.Request) -> web.Response:
     """`GET /api/v1/audit`: a keyset page of the security audit log, newest first."""
     only_params(request, ("subject", "principal", "kind", "limit", "after"))
     q = request.query
-    limit = query_field("limit", q.get("limit"), _audit_limit)
+    limit = query_field("limit", q.get("limit"), limit_up_to(audit_views.MAX_LIMIT))
     page = await context.of(request).store.audit_page(
         audit_views.AuditQuery(
             subject_id=query_field("subject", q.get("subject"), identifier("subject")),
             principal=query_field("principal", q.get("principal"), identifier("principal")),
-            kind=query_field("kind", q.get("kind"), _audit_kind),
+            kind=query_field("kind", q.get("kind"), audit_views.parse_kind),
             limit=audit_views.DEFAULT_LIMIT if limit is None else limit,
             before=query_field("after", q.get("after"), audit_views.parse_cursor),
         )

@@ -47,22 +47,26 @@ def test_action_digest_known_answer() -> None:
     assert canonical.dumps(PLAN) == PLAN_BYTES
     envelope = b'{"actionType":"run.create","plan":' + PLAN_BYTES + b"}"
     expected = hashlib.sha256(b"qinglong/approved-action@v1\x00" + envelope).hexdigest()
-    assert digests.action_digest("run.create", PLAN) == expected
+    assert digests.PLAIN.action_digest("run.create", PLAN) == expected
 
 
 def test_action_digest_equals_digest_of_canonical_envelope() -> None:
     envelope = canonical.dumps({"plan": PLAN, "actionType": "run.create"})
-    assert digests.action_digest("run.create", PLAN) == digests.digest(digests.ACTION_TAG, envelope)
+    assert digests.PLAIN.action_digest("run.create", PLAN) == digests.digest(
+        digests.ACTION_TAG, envelope
+    )
 
 
 def test_action_digest_binds_the_action_type() -> None:
-    assert digests.action_digest("run.create", PLAN) != digests.action_digest("tool.invoke", PLAN)
+    assert digests.PLAIN.action_digest("run.create", PLAN) != digests.PLAIN.action_digest(
+        "tool.invoke", PLAN
+    )
 
 
 def test_plan_digest_known_answer() -> None:
     expected = hashlib.sha256(b"qinglong/action-plan@v1\x00" + PLAN_BYTES).hexdigest()
-    assert digests.plan_digest(PLAN) == expected
-    assert digests.plan_digest(PLAN) != digests.action_digest("run.create", PLAN)
+    assert digests.PLAIN.plan_digest(PLAN) == expected
+    assert digests.PLAIN.plan_digest(PLAN) != digests.PLAIN.action_digest("run.create", PLAN)
 
 
 def test_evidence_digest_known_answer() -> None:
@@ -75,21 +79,21 @@ def test_evidence_digest_known_answer() -> None:
 def test_plan_cap_applies_to_the_plan_not_the_envelope() -> None:
     at_cap = {"x": "y" * (canonical.PLAN_MAX_BYTES - len(b'{"x":""}'))}
     assert len(canonical.dumps(at_cap)) == canonical.PLAN_MAX_BYTES
-    digests.action_digest("run.create", at_cap)
+    digests.PLAIN.action_digest("run.create", at_cap)
     over = {"x": "y" * (canonical.PLAN_MAX_BYTES - len(b'{"x":""}') + 1)}
     with pytest.raises(errors.CanonicalJsonError, match="larger than"):
-        digests.action_digest("run.create", over)
+        digests.PLAIN.action_digest("run.create", over)
 
 
 def test_bad_values_raise_canonical_error() -> None:
     with pytest.raises(errors.CanonicalJsonError, match=r"^\$\.plan\.p: floats"):
-        digests.action_digest("run.create", {"p": 0.5})
+        digests.PLAIN.action_digest("run.create", {"p": 0.5})
     with pytest.raises(errors.CanonicalJsonError, match=r"^\$\.actionType: must be a string"):
-        digests.action_digest(7, {})  # type: ignore[arg-type]  # a wrong type on purpose: the runtime check is under test
+        digests.PLAIN.action_digest(7, {})  # type: ignore[arg-type]  # a wrong type on purpose: the runtime check is under test
     with pytest.raises(errors.CanonicalJsonError, match=r"^\$\.plan: must be an object"):
-        digests.action_digest("run.create", [1])  # type: ignore[arg-type]  # a wrong type on purpose: the runtime check is under test
+        digests.PLAIN.action_digest("run.create", [1])  # type: ignore[arg-type]  # a wrong type on purpose: the runtime check is under test
     with pytest.raises(errors.CanonicalJsonError, match=r"^\$\.a: object keys must be strings"):
-        digests.plan_digest({"a": {1: 2}})
+        digests.PLAIN.plan_digest({"a": {1: 2}})
     with pytest.raises(errors.CanonicalJsonError, match=r"^\$\.n: integer outside"):
         digests.evidence_digest(digests.RUN_RECEIPT_TAG, {"n": 2**60})
 
@@ -111,7 +115,7 @@ def test_malformed_tag_is_refused(tag: str) -> None:
 def test_action_digest_matches_hashlib(plan: dict[str, object]) -> None:
     envelope = canonical.dumps({"actionType": "run.create", "plan": plan})
     expected = hashlib.sha256(b"qinglong/approved-action@v1\0" + envelope).hexdigest()
-    assert digests.action_digest("run.create", plan) == expected
+    assert digests.PLAIN.action_digest("run.create", plan) == expected
 
 
 # -- plan digests keyed with a secret ------------------------------------------------------
@@ -132,8 +136,8 @@ def test_a_keyed_plan_digest_is_hmac_sha256_in_the_same_domain() -> None:
         keyed.plan_digest(PLAN)
         == hmac.new(SECRET, b"qinglong/action-plan@v1\x00" + PLAN_BYTES, hashlib.sha256).hexdigest()
     )
-    assert digests.PLAIN.action_digest("run.create", PLAN) == digests.action_digest(
-        "run.create", PLAN
+    assert digests.PLAIN.action_digest("run.create", PLAN) == (
+        hashlib.sha256(b"qinglong/approved-action@v1\x00" + envelope).hexdigest()
     )
     assert keyed.keyed
     assert not digests.PLAIN.keyed
@@ -143,7 +147,7 @@ def test_a_keyed_plan_digest_is_hmac_sha256_in_the_same_domain() -> None:
 def test_bound_accepts_the_keyed_digest_or_a_plain_one_from_before_the_key() -> None:
     keyed = digests.keyed(SECRET)
     own = keyed.action_digest_of_canonical("run.create", PLAN_BYTES)
-    plain = digests.action_digest_of_canonical("run.create", PLAN_BYTES)
+    plain = digests.PLAIN.action_digest_of_canonical("run.create", PLAN_BYTES)
     assert keyed.bound("run.create", PLAN_BYTES, own) == own
     assert keyed.bound("run.create", PLAN_BYTES, plain) == plain
     other = "f" * 64
@@ -151,7 +155,7 @@ def test_bound_accepts_the_keyed_digest_or_a_plain_one_from_before_the_key() -> 
     # Without a key there is nothing to fall back from: a keyed digest binds nothing here.
     assert digests.PLAIN.bound("run.create", PLAN_BYTES, own) == plain
     assert keyed.binds_plan(PLAN_BYTES, keyed.plan_digest(PLAN))
-    assert keyed.binds_plan(PLAN_BYTES, digests.plan_digest(PLAN))
+    assert keyed.binds_plan(PLAN_BYTES, digests.PLAIN.plan_digest(PLAN))
     assert not digests.PLAIN.binds_plan(PLAN_BYTES, keyed.plan_digest(PLAN))
     assert not keyed.binds_plan(PLAN_BYTES + b" ", keyed.plan_digest(PLAN))
 

@@ -210,7 +210,7 @@ def test_the_rings_plan_digests_survive_rotation_and_need_the_ring(
     assert cipher.digests.keyed
     assert len(stored) == 64
     assert stored == stored.lower()
-    assert stored != digests.plan_digest(plan)
+    assert stored != digests.PLAIN.plan_digest(plan)
     assert stored != hashlib.sha256(PLAN).hexdigest()
     for _ in range(2):
         plan_keyring.add_key(ring_path)

@@ -149,7 +149,7 @@ def test_plan_canonical_and_digest_known_answer() -> None:
         plans.plan_action_digest(plan, digests.PLAIN)
         == hashlib.sha256(b"qinglong/approved-action@v1\x00" + envelope).hexdigest()
     )
-    assert plans.plan_action_digest(plan, digests.PLAIN) == digests.action_digest(
+    assert plans.plan_action_digest(plan, digests.PLAIN) == digests.PLAIN.action_digest(
         "run.create", plan.to_canonical_dict()
     )
 
@@ -325,7 +325,7 @@ def test_resolving_the_approved_bytes_gives_the_strict_parse(data: dict[str, obj
         "run.create", stored, approved_digest=approved, plan_digests=digests.PLAIN
     )
     assert resolved == plan
-    assert digest == approved == digests.action_digest_of_canonical("run.create", stored)
+    assert digest == approved == digests.PLAIN.action_digest_of_canonical("run.create", stored)
 
 
 def test_equivalent_bytes_that_are_not_canonical_take_the_strict_parse() -> None:
@@ -337,7 +337,7 @@ def test_equivalent_bytes_that_are_not_canonical_take_the_strict_parse() -> None
     )
     assert resolved == plan
     assert digest == approved  # the plan's canonical digest, not the digest of the bytes
-    assert digests.action_digest_of_canonical("run.create", spaced) != approved
+    assert digests.PLAIN.action_digest_of_canonical("run.create", spaced) != approved
 
 
 def test_other_bytes_get_their_own_digest_and_invalid_bytes_stay_invalid() -> None:
@@ -357,6 +357,6 @@ def test_other_bytes_get_their_own_digest_and_invalid_bytes_stay_invalid() -> No
         plans.resolve_plan(
             "run.create",
             bad,
-            approved_digest=digests.action_digest_of_canonical("run.create", bad),
+            approved_digest=digests.PLAIN.action_digest_of_canonical("run.create", bad),
             plan_digests=digests.PLAIN,
         )

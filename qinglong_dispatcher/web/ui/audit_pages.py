@@ -21,7 +21,7 @@ async def audit(request: web.Request, session: sessions.Session) -> web.StreamRe
     query = audit_views.AuditQuery(
         subject_id=reads.query_field("subject", given["subject"], reads.identifier("subject")),
         principal=reads.query_field("principal", given["principal"], reads.identifier("principal")),
-        kind=reads.query_field("kind", given["kind"], reads.identifier("kind")),
+        kind=reads.query_field("kind", given["kind"], audit_views.parse_kind),
         before=reads.query_field("after", q.get("after") or None, audit_views.parse_cursor),
     )
     page = await context.of(request).store.audit_page(query)
