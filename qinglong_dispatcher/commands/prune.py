@@ -7,7 +7,6 @@ import argparse
 from qinglong_dispatcher import clock
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.domain import errors, retention
-from qinglong_dispatcher.lifecycle import pruning
 from qinglong_dispatcher.settings import Settings
 
 
@@ -48,6 +47,9 @@ async def cmd_prune(settings: Settings, args: argparse.Namespace) -> int:
     cutoffs = retention.Cutoffs.at(
         clock.SystemClock().now_ms(), retention_ms=args.older_than, audit_retention_ms=audit_ms
     )
+    # Imported here: the parser imports this module, and the pruner brings the metrics.
+    from qinglong_dispatcher.lifecycle import pruning
+
     store = await common.open_store(settings)
     freed = 0
     try:

@@ -50,7 +50,11 @@ class _ExactShapePlan(pydantic.BaseModel):
     """What every plan model shares: exact shape (strict, frozen, unknown fields refused), its
     action type, and its canonical members."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=False)
+    # defer_build: a schema is built when a model first validates, so a command that never
+    # reads a plan (status, list) does not pay for building every one at import.
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, populate_by_name=False, defer_build=True
+    )
 
     ACTION_TYPE: ClassVar[str]
     SENSITIVE_FIELDS: ClassVar[tuple[str, ...]]

@@ -33,7 +33,11 @@ Profile = Literal["edge", "cluster"]
 
 
 class _Exact(pydantic.BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=False)
+    # defer_build: a schema is built when a model first validates, so a command that never
+    # reads a plan (status, list) does not pay for building every one at import.
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, populate_by_name=False, defer_build=True
+    )
 
 
 class ToolBinding(_Exact):
