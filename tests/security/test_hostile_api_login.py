@@ -271,6 +271,32 @@ async def test_a_self_approver_principal_approves_its_own_request(
     assert approved.decided_principal == approved.requested_principal == api_login.names["alice"]
 
 
+async def test_a_principal_role_the_api_no_longer_holds_names_nobody(
+    pg: stores.Harness, api_login: Api, now: ManualClock
+) -> None:
+    # A principal is a role the API was granted: once alice's token is revoked, a login that
+    # an administrator had also granted her role, SET ROLE into it, acts as itself.
+    pending = await _request_by(api_login, "bob", now, principals.TokenRole.APPROVER)
+    await pg.raw(f"GRANT {api_login.role('alice')} TO {stores.STRICT_APPROVER_LOGIN}")
+    admin = await postgres_store.PostgresStore.open(stores.pg_url(api_login.database), max_size=1)
+    try:
+        alice = api_login.names["alice"]
+        (token,) = [t for t in await admin.list_tokens() if t.principal == alice]
+        await admin.revoke_token(token.token_id)
+    finally:
+        await admin.close()
+    before = await _everything(pg)
+    state = await _refused(
+        stores.strict_approver_url(api_login.database),
+        f"SET LOCAL ROLE {api_login.role('alice')}",
+        "UPDATE qinglong.approval_requests SET status = 'approved', version = 2, "
+        f"decided_by = 'x', decided_principal = '{alice}' "
+        f"WHERE approval_request_id = '{pending.approval_request_id}'",
+    )
+    assert state == "QLA01"
+    assert await _everything(pg) == before
+
+
 async def test_a_submitter_principal_requests_but_never_approves(
     pg: stores.Harness, api_login: Api, now: ManualClock
 ) -> None:

@@ -1,0 +1,3 @@
+-- Who acts is the cluster's question (PostgreSQL roles, migration 0017 there): an edge
+-- database has one login, its file's owner. This file holds no statement; it keeps the two
+-- dialects' migration numbers and names equal.
