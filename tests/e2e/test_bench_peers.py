@@ -1,4 +1,4 @@
-"""`bench --compare-peers` with a short count: the issue's three rows, each with positive rates
+"""`bench --compare-peers` with a short count: the table's three rows, each with positive rates
 for both sides and the ratio ours / peer. The peers' venv is made in the test's own folder from
 PyPI (reachable in CI: nothing here skips for the network). Usage errors: one line, exit 2.
 

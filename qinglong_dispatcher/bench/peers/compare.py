@@ -1,5 +1,5 @@
 """`bench --compare-peers`: our edge and cluster dispatch rates beside huey's and pgqueuer's,
-measured in one run, as the table of issue 26.
+measured in one run, as one table (docs/performance.md, "Beside the peers").
 
 Ours: the bench's own enqueue and dispatch phases (`phases.enqueue`, `phases.dispatch`) on a
 scratch store of each profile, and their `dispatch_per_s`: the figure the full bench reports,
