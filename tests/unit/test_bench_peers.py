@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from qinglong_dispatcher.bench.peers import compare, installation, steady
+from qinglong_dispatcher.domain import errors
 
 
 def test_the_steady_rate_leaves_out_the_first_and_last_tenths() -> None:
@@ -57,3 +58,10 @@ def test_every_peer_is_pinned_to_one_release() -> None:
     assert all(
         v.count(".") == 2 and v.replace(".", "").isdigit() for v in installation.PINS.values()
     )
+
+
+def test_a_folder_that_is_not_a_venv_is_never_cleared(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine", "utf-8")
+    with pytest.raises(errors.ConfigurationError, match="not a venv"):
+        installation.ensure(tmp_path)
+    assert (tmp_path / "notes.txt").read_text("utf-8") == "mine"

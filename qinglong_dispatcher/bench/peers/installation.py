@@ -62,6 +62,12 @@ def ensure(folder: Path) -> Path:
     wanted = "\n".join(requirements()) + "\n"
     if _python(folder).exists() and stamp.exists() and stamp.read_text("utf-8") == wanted:
         return _python(folder)
+    if folder.exists() and any(folder.iterdir()) and not (folder / "pyvenv.cfg").exists():
+        # `venv --clear` would empty it: only a venv (or a new or empty folder) is remade.
+        raise errors.ConfigurationError(
+            f"the peers' venv: {folder} is a folder but not a venv (name a new one)",
+            code="bench_peers_venv",
+        )
     stamp.unlink(missing_ok=True)
     _run([sys.executable, "-m", "venv", "--clear", str(folder)], "python -m venv")
     pip = [str(_python(folder)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
