@@ -327,6 +327,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--scan-rows", type=int, default=1_000_000, metavar="N")
     p.add_argument("--idle-seconds", type=float, default=30.0, metavar="S")
+    p.add_argument(
+        "--compare-peers",
+        action="store_true",
+        help="instead: our edge and cluster dispatch rates beside huey's and pgqueuer's "
+        "(cluster profile; docs/performance.md)",
+    )
+    p.add_argument(
+        "--peers-venv",
+        type=Path,
+        metavar="DIR",
+        help="the peers' venv (default $QINGLONG_BENCH_PEERS_VENV, else var/peers-venv)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_lazy("bench", "cmd_bench"))
 

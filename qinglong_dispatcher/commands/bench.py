@@ -28,6 +28,10 @@ async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
         raise common.UsageError("--mixed-dispatches must be ≥ 0 (0 skips the mixed phase)")
     if args.api_dispatches < 0:
         raise common.UsageError("--api-dispatches must be ≥ 0 (0 skips the API phase)")
+    if args.compare_peers:
+        return await _compare_peers(settings, args, replicas)
+    if args.peers_venv is not None:
+        raise common.UsageError("--peers-venv goes with --compare-peers")
     report = await runner.run(
         settings,
         runner.Options(
@@ -47,4 +51,35 @@ async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
             f"{replicas} replica(s))"
         )
         print(runner.table(report))
+    return common.EXIT_OK
+
+
+async def _compare_peers(settings: Settings, args: argparse.Namespace, replicas: int) -> int:
+    """Our edge and cluster rates beside the peers', one table (under `peers` with --json)."""
+    from qinglong_dispatcher.bench.peers import compare, installation
+
+    if settings.profile != "cluster":
+        raise common.UsageError(
+            "--compare-peers needs --profile cluster and its PostgreSQL --database (pgqueuer "
+            "and our cluster run there; the edge side takes a scratch SQLite file of its own)"
+        )
+    if args.dispatches < compare.LEAST_JOBS:
+        raise common.UsageError(
+            f"--compare-peers needs --dispatches ≥ {compare.LEAST_JOBS} (the peers' steady "
+            "rate is timed between 10 % and 90 % done)"
+        )
+    entry = await compare.compare(
+        settings,
+        compare.Options(
+            dispatches=args.dispatches,
+            replicas=replicas,
+            venv=installation.venv_folder(args.peers_venv),
+        ),
+    )
+    if args.json:
+        common.print_json({"peers": entry})
+    else:
+        pins = ", ".join(f"{name} {version}" for name, version in entry["versions"].items())
+        print(f"qinglong-dispatcher bench --compare-peers ({args.dispatches} dispatches; {pins})")
+        print(compare.table(entry))
     return common.EXIT_OK

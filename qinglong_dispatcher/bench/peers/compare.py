@@ -1,0 +1,111 @@
+"""`bench --compare-peers`: our edge and cluster dispatch rates beside huey's and pgqueuer's,
+measured in one run, as one table (docs/performance.md, "Beside the peers").
+
+Ours: the bench's own enqueue and dispatch phases (`phases.enqueue`, `phases.dispatch`) on a
+scratch store of each profile, and their `dispatch_per_s`: the figure the full bench reports,
+not measured another way. Theirs: each peer's harness (`harness`) in the peers' venv.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+
+from qinglong_dispatcher.bench import phases, scratch
+from qinglong_dispatcher.bench.peers import harness, installation
+from qinglong_dispatcher.settings import Settings, load_settings
+
+BATCH = 100
+LEAST_JOBS = 100
+"""Fewer leave too few samples between 10 % and 90 % done to time."""
+"""pgqueuer's second run: `batch_size=100` (its default is 10)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Options:
+    """What `bench --compare-peers` was asked to do."""
+
+    dispatches: int = 5_000
+    replicas: int = 4
+    venv: Path = installation.DEFAULT_VENV
+
+
+async def _ours(settings: Settings, count: int, replicas: int) -> dict[str, Any]:
+    """Enqueue, then R replica processes drain: the full bench's dispatch phase."""
+    async with scratch.scratch(settings) as made:
+        enqueue_per_s = await phases.enqueue(made, count)
+        dispatched = await phases.dispatch(made, count, replicas)
+    return {
+        "replicas": replicas,
+        "enqueue_per_s": round(enqueue_per_s, 1),
+        "dispatch_per_s": round(dispatched["dispatch_per_s"], 1),
+        "costs_per_dispatch": dispatched["costs"],
+    }
+
+
+def _edge_settings() -> Settings:
+    # The scratch store is a temp file of its own: this URL only names the dialect (and keeps
+    # a PostgreSQL QINGLONG_DATABASE_URL of the environment out of the edge profile).
+    placeholder = Path(tempfile.gettempdir()) / "qinglong-peers-edge.db"
+    return load_settings(profile="edge", database_url=f"sqlite:///{placeholder}")
+
+
+def _row(label: str, ours: float, peer: float) -> dict[str, Any]:
+    return {
+        "row": label,
+        "ours_per_s": ours,
+        "peer_per_s": peer,
+        "ratio": round(ours / peer, 3),
+    }
+
+
+async def compare(settings: Settings, options: Options) -> dict[str, Any]:
+    """Every measurement of the table, in one run (`settings`: the cluster profile's)."""
+    python = await anyio.to_thread.run_sync(installation.ensure, options.venv)
+    count, replicas = options.dispatches, options.replicas
+    ours = {
+        "edge": await _ours(_edge_settings(), count, 1),
+        "cluster": await _ours(settings, count, replicas),
+    }
+    runs = {
+        "huey": await harness.huey(python, count),
+        "pgqueuer": await harness.pgqueuer(python, settings, count, batch_size=None),
+        f"pgqueuer_batch_{BATCH}": await harness.pgqueuer(
+            python, settings, count, batch_size=BATCH
+        ),
+    }
+    peers = {name: round(run.steady_per_s, 1) for name, run in runs.items()}
+    edge, cluster = ours["edge"]["dispatch_per_s"], ours["cluster"]["dispatch_per_s"]
+    return {
+        "dispatches": count,
+        "versions": dict(installation.PINS),
+        "rows": [
+            _row("edge (SQLite, `run.create`) vs huey (SqliteHuey, 1 worker)", edge, peers["huey"]),
+            _row(
+                f"cluster R={replicas} (PostgreSQL) vs pgqueuer default",
+                cluster,
+                peers["pgqueuer"],
+            ),
+            _row(
+                f"cluster R={replicas} vs pgqueuer `batch_size={BATCH}`",
+                cluster,
+                peers[f"pgqueuer_batch_{BATCH}"],
+            ),
+        ],
+        "ours": ours,
+        "peer_runs": {name: run.report() for name, run in runs.items()},
+    }
+
+
+def table(entry: dict[str, Any]) -> str:
+    """The rows as a Markdown table (dispatches or jobs per second; ratio ours / peer)."""
+    lines = ["| | ours | peer | ratio |", "|---|---|---|---|"]
+    lines += [
+        f"| {r['row']} | {r['ours_per_s']:,.1f}/s | {r['peer_per_s']:,.1f}/s | {r['ratio']:.3f} |"
+        for r in entry["rows"]
+    ]
+    return "\n".join(lines)

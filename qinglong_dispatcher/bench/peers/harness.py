@@ -1,0 +1,89 @@
+"""One peer's run: its script under the peers' venv's Python, on a scratch store of its own (a
+temp SQLite file for huey; for pgqueuer a scratch database on the bench's PostgreSQL server,
+created and dropped like ours, pass or fail)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from qinglong_dispatcher import bootstrap
+from qinglong_dispatcher.bench.peers import steady
+from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.settings import Settings
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+RUN_TIMEOUT_S = 900
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class PeerRun:
+    """What one peer run measured."""
+
+    jobs: int
+    enqueue_per_s: float
+    steady_per_s: float
+    """Completions per second between 10 % and 90 % done (`steady`)."""
+    drain_s: float
+    """From the worker's start to the last completion seen."""
+
+    def report(self) -> dict[str, Any]:
+        """The run's figures for `--json`."""
+        return {
+            "jobs": self.jobs,
+            "enqueue_per_s": round(self.enqueue_per_s, 1),
+            "steady_per_s": round(self.steady_per_s, 1),
+            "drain_s": round(self.drain_s, 3),
+        }
+
+
+def _env(extra: dict[str, str]) -> dict[str, str]:
+    # The peers read none of our variables; a venv of ours must not leak into theirs.
+    drop = ("QINGLONG_", "VIRTUAL_ENV", "PYTHONHOME", "NOTIFY_SOCKET")
+    return {**{k: v for k, v in os.environ.items() if not k.startswith(drop)}, **extra}
+
+
+async def _script(python: Path, peer: str, args: list[str], extra: dict[str, str]) -> PeerRun:
+    script = SCRIPTS / f"{peer}_peer.py"
+    with anyio.fail_after(RUN_TIMEOUT_S):
+        done = await anyio.run_process(
+            [str(python), str(script), *args], env=_env(extra), check=False
+        )
+    if done.returncode != 0:
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"]
+        raise errors.StoreError(
+            f"the {peer} peer failed: {lines[-1][:200]}", code="bench_peer_failed"
+        )
+    figures = json.loads(done.stdout.decode("utf-8").strip().splitlines()[-1])
+    samples, jobs = figures["samples"], int(figures["jobs"])
+    try:
+        rate = steady.steady_per_s(samples, jobs)
+    except ValueError as exc:
+        raise errors.StoreError(f"the {peer} peer: {exc}", code="bench_peer_failed") from None
+    return PeerRun(
+        jobs=jobs,
+        enqueue_per_s=float(figures["enqueue_per_s"]),
+        steady_per_s=rate,
+        drain_s=float(samples[-1][0]),
+    )
+
+
+async def huey(python: Path, jobs: int) -> PeerRun:
+    """SqliteHuey on a temp file, its consumer with one worker (its default)."""
+    with tempfile.TemporaryDirectory(prefix="qinglong-peers-") as tmp:
+        return await _script(python, "huey", [str(jobs)], {"HUEY_PEER_FILE": f"{tmp}/huey.db"})
+
+
+async def pgqueuer(
+    python: Path, settings: Settings, jobs: int, *, batch_size: int | None
+) -> PeerRun:
+    """pgqueuer on a scratch database of `settings`' server: its defaults, or `batch_size`."""
+    tail = [] if batch_size is None else [str(batch_size)]
+    async with bootstrap.scratch_database(settings) as url:
+        return await _script(python, "pgqueuer", [str(jobs), *tail], {"PEER_DSN": url})

@@ -1,0 +1,88 @@
+"""`bench --compare-peers` with a short count: the table's three rows, each with positive rates
+for both sides and the ratio ours / peer. The peers' venv is made in the test's own folder from
+PyPI (reachable in CI: nothing here skips for the network). Usage errors: one line, exit 2.
+
+No timing is asserted: the measured ratios live in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from qinglong_dispatcher.bench.peers import installation
+from tests.support.cli import error_lines, run_cli
+from tests.support.stores import pg_url
+
+DISPATCHES = 300
+ROWS = [
+    "edge (SQLite, `run.create`) vs huey (SqliteHuey, 1 worker)",
+    "cluster R=4 (PostgreSQL) vs pgqueuer default",
+    "cluster R=4 vs pgqueuer `batch_size=100`",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_compare_peers_reports_three_rows_of_positive_rates(tmp_path: Path) -> None:
+    venv = tmp_path / "peers-venv"
+    result = run_cli(
+        "bench",
+        "--profile",
+        "cluster",
+        "--database",
+        pg_url("postgres"),
+        "--compare-peers",
+        "--dispatches",
+        str(DISPATCHES),
+        "--json",
+        cwd=tmp_path,
+        env={installation.VENV_VARIABLE: str(venv)},
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1, result.stdout
+    entry = json.loads(lines[0])["peers"]
+    assert entry["dispatches"] == DISPATCHES
+    assert entry["versions"] == installation.PINS
+    assert [row["row"] for row in entry["rows"]] == ROWS
+    for row in entry["rows"]:
+        assert row["ours_per_s"] > 0, row
+        assert row["peer_per_s"] > 0, row
+        assert row["ratio"] == pytest.approx(row["ours_per_s"] / row["peer_per_s"], abs=0.002)
+    assert entry["ours"]["edge"]["replicas"] == 1
+    assert entry["ours"]["cluster"]["replicas"] == 4
+    assert entry["rows"][0]["ours_per_s"] == entry["ours"]["edge"]["dispatch_per_s"]
+    assert entry["rows"][1]["ours_per_s"] == entry["ours"]["cluster"]["dispatch_per_s"]
+    assert set(entry["peer_runs"]) == {"huey", "pgqueuer", "pgqueuer_batch_100"}
+    assert all(run["jobs"] == DISPATCHES for run in entry["peer_runs"].values())
+    # The venv went where the variable said, stamped with the pins; nothing under var/.
+    assert (venv / installation.STAMP).read_text("utf-8").split() == installation.requirements()
+    assert not (tmp_path / "var").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--profile", "edge", "--compare-peers"],
+            "--compare-peers needs --profile cluster",
+        ),
+        (
+            ["--profile", "edge", "--peers-venv", "x"],
+            "--peers-venv goes with --compare-peers",
+        ),
+    ],
+)
+def test_compare_peers_usage_errors_are_one_line(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    result = run_cli("bench", *args, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = error_lines(result.stderr)
+    assert len(lines) == 1, result.stderr
+    assert message in lines[0]
+    assert not (tmp_path / "var").exists()

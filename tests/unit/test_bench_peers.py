@@ -1,0 +1,67 @@
+"""The pieces of `bench --compare-peers` that need no peer: the steady rate from a peer's
+samples, the table, and where the peers' venv goes (the e2e test runs the real peers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from qinglong_dispatcher.bench.peers import compare, installation, steady
+from qinglong_dispatcher.domain import errors
+
+
+def test_the_steady_rate_leaves_out_the_first_and_last_tenths() -> None:
+    # A slow start (nothing for 1 s), then 100 jobs/s, then a slow last tenth.
+    samples = [[0.5, 0], [1.0, 0], [1.5, 50], [2.0, 100], [2.5, 150], [2.8, 180], [10.0, 200]]
+    assert steady.steady_per_s(samples, 200) == pytest.approx(100.0)
+
+
+def test_the_crossing_times_are_interpolated_between_samples() -> None:
+    # 10 % (10) at 0.1 s and 90 % (90) at 0.9 s on a straight line of 100 jobs/s.
+    assert steady.steady_per_s([[0.05, 5], [1.0, 100]], 100) == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize(
+    "samples",
+    [[[0.1, 5], [0.2, 50]], [[0.1, 0], [0.1, 100]]],
+    ids=["never-done", "one-jump"],
+)
+def test_samples_that_cannot_time_the_steady_part_are_refused(
+    samples: list[list[float]],
+) -> None:
+    with pytest.raises(ValueError):
+        steady.steady_per_s(samples, 100)
+
+
+def test_the_table_has_a_row_per_comparison() -> None:
+    entry = {"rows": [{"row": "a vs b", "ours_per_s": 1500.0, "peer_per_s": 1000.0, "ratio": 1.5}]}
+    assert compare.table(entry).splitlines() == [
+        "| | ours | peer | ratio |",
+        "|---|---|---|---|",
+        "| a vs b | 1,500.0/s | 1,000.0/s | 1.500 |",
+    ]
+
+
+def test_the_venv_folder_is_the_option_then_the_variable_then_var(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(installation.VENV_VARIABLE, raising=False)
+    assert installation.venv_folder(None) == Path("var/peers-venv")
+    monkeypatch.setenv(installation.VENV_VARIABLE, "/cache/peers")
+    assert installation.venv_folder(None) == Path("/cache/peers")
+    assert installation.venv_folder(Path("mine")) == Path("mine")
+
+
+def test_every_peer_is_pinned_to_one_release() -> None:
+    assert set(installation.PINS) == {"pgqueuer", "asyncpg", "huey"}
+    assert all(
+        v.count(".") == 2 and v.replace(".", "").isdigit() for v in installation.PINS.values()
+    )
+
+
+def test_a_folder_that_is_not_a_venv_is_never_cleared(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine", "utf-8")
+    with pytest.raises(errors.ConfigurationError, match="not a venv"):
+        installation.ensure(tmp_path)
+    assert (tmp_path / "notes.txt").read_text("utf-8") == "mine"
