@@ -65,3 +65,16 @@ def test_a_folder_that_is_not_a_venv_is_never_cleared(tmp_path: Path) -> None:
     with pytest.raises(errors.ConfigurationError, match="not a venv"):
         installation.ensure(tmp_path)
     assert (tmp_path / "notes.txt").read_text("utf-8") == "mine"
+
+
+def test_our_samples_count_completions_at_each_distinct_time() -> None:
+    # Three completions in the first millisecond, one at 1 ms, two at 3 ms (any order).
+    samples = steady.samples_of([1003, 1000, 1000, 1001, 1000, 1003])
+    assert samples == [(0.0, 3), (0.001, 4), (0.003, 6)]
+    assert steady.samples_of([]) == []
+
+
+def test_our_steady_rate_comes_from_the_completion_times() -> None:
+    # 1,000 completions at one a millisecond after a 2 s start: 1,000/s whatever the start.
+    times = [5_000] + [7_000 + i for i in range(999)]
+    assert steady.steady_per_s(steady.samples_of(times), 1000) == pytest.approx(1000.0, rel=0.01)

@@ -31,3 +31,19 @@ def steady_per_s(samples: Sequence[Sequence[float]], jobs: int) -> float:
     if span <= 0:
         raise ValueError("the samples are too coarse to time the steady part")
     return (high - low) / span
+
+
+def samples_of(completed_at_ms: Sequence[int]) -> list[tuple[float, float]]:
+    """(s since the first, completed so far) at each distinct completion time: our side's
+    samples, read from the store after the drain (each succeeded execution's last change)."""
+    ordered = sorted(completed_at_ms)
+    if not ordered:
+        return []
+    samples: list[tuple[float, float]] = []
+    for count, at_ms in enumerate(ordered, start=1):
+        elapsed = (at_ms - ordered[0]) / 1000
+        if samples and samples[-1][0] == elapsed:
+            samples[-1] = (elapsed, count)
+        else:
+            samples.append((elapsed, count))
+    return samples
