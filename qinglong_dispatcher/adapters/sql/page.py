@@ -151,7 +151,8 @@ async def _effect(
     *,
     now_ms: int,
 ) -> None:
-    """Run, attempt, RunEvent and receipt of each started item (`runs.create`'s rows)."""
+    """Run, attempt, RunEvent and receipt of each started item (what `run_create/store.create`
+    writes for one)."""
     run_rows = json.dumps([runs.run_row(item.run) for item, _ in done])
     await q.run("insert_page_runs", {"runs": run_rows})
     await q.run("insert_page_run_attempts", {"runs": run_rows})

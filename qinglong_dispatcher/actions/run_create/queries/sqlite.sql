@@ -53,6 +53,6 @@ INSERT INTO approved_run_action_receipts (
 -- create_run_fast --
 -- PostgreSQL's one-statement run.create (a data-modifying CTE saves it round trips). SQLite
 -- has no data-modifying CTE and no round trip to save: its happy path is the shared
--- transaction (`adapters/sql/runs.create`), one hop. The name stays so both files name the
+-- transaction (`actions/run_create/store.create`), one hop. The name stays so both files name the
 -- same blocks; nothing runs this one.
 SELECT NULL AS version WHERE 0
