@@ -4,7 +4,9 @@ One transaction (docs/actions.md): the execution row is read locked, a receipt m
 replay, otherwise the fence is re-verified and Run, attempt, RunEvent, receipt and the fenced
 completion are written together. PostgreSQL first tries its one-statement happy path
 (`create_run_fast`, run by `adapters/postgres/fast_paths.create_run_fast` with the
-parameters of `one_statement`) and falls back to this transaction.
+parameters of `one_statement`) and falls back to this transaction. A page of them, in the
+dispatcher's page transaction (`adapters/sql/page.py`), writes the same rows as set
+statements (`effects_taken`, `create_page`).
 
 Its named statements are `queries/sqlite.sql` and `queries/postgres.sql` beside this module
 (`STATEMENTS`); the store loads them with its own. Written against `ports.transactions`
@@ -13,10 +15,12 @@ only: the execution row and the fenced completion come from the store (`shared`)
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.domain import fencing, ids, runs, states
+from qinglong_dispatcher.domain import fencing, ids, records, runs, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.ports import transactions as tx
 
@@ -171,3 +175,39 @@ def one_statement(request: ports.RunCreateRequest) -> tuple[tx.Params, ports.Run
         outcome=ports.RunCreateOutcome.CREATED, run=run, receipt=receipt
     )
     return params, created
+
+
+async def effects_taken(q: tx.Query, dispatches: Sequence[records.Dispatch]) -> set[str]:
+    """The dispatches of a page whose effect already exists (a receipt, or a Run holding the
+    dispatch id as its idempotency key): the per-item path replays or refuses those."""
+    page = [{"dispatch_id": d.dispatch_id, "project_id": d.project_id} for d in dispatches]
+    found = await q.all("page_effects_taken", {"page": json.dumps(page)})
+    return {row["dispatch_id"] for row in found}
+
+
+async def create_page(
+    q: tx.Query,
+    done: Sequence[tuple[ports.PageItem, records.ExecutionIdentity]],
+    *,
+    now_ms: int,
+) -> None:
+    """Run, attempt, RunEvent and receipt of each item a page transaction started (what
+    `create` writes for one), as set statements; the page transaction completes them."""
+    run_rows = json.dumps([runs.run_row(item.run) for item, _ in done])
+    await q.run("insert_page_runs", {"runs": run_rows})
+    await q.run("insert_page_run_attempts", {"runs": run_rows})
+    await q.run("insert_page_run_events", {"runs": run_rows, "event_type": runs.RUN_CREATED_EVENT})
+    receipts = [
+        runs.receipt_row(
+            runs.receipt_for(
+                dispatch=item.dispatch,
+                attempt=identity.attempt,
+                execution_version=identity.version,
+                started_at_ms=identity.started_at_ms,
+                run_id=item.run.run_id,
+                created_at_ms=now_ms,
+            )
+        )
+        for item, identity in done
+    ]
+    await q.run("insert_page_receipts", {"receipts": json.dumps(receipts)})
