@@ -21,7 +21,7 @@ _SQLITE_PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 
 
 def _sqlite_blocks() -> dict[str, str]:
-    return named_sql.load_folder(Path(sqlite_queries.__file__).parent)
+    return named_sql.load_dialect(Path(sqlite_queries.__file__).parent, "sqlite")
 
 
 def test_both_dialects_have_the_same_block_names() -> None:

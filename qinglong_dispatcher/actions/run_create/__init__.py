@@ -6,7 +6,8 @@
   the completion in one transaction (`committed`);
 - `evidence`: the receipt and the Run, read-only;
 - its tables: `runs`, `run_attempts`, `run_events` and `approved_run_action_receipts`
-  (migration `0002_runs_and_receipts`), written by `adapters/sql/runs.py`.
+  (migration `0002_runs_and_receipts`), written by its own transaction `store.py` with its
+  statements `queries/<dialect>.sql` (the store runs it, alone or a page at a time).
 
 See `docs/actions.md#runcreate`.
 """

@@ -6,8 +6,8 @@
   tool's own start barrier before the adapter runs (`file_write`, inside `sandbox`);
 - `evidence`: the barrier and the file the adapter left, read-only;
 - its tables: `step_runs`, `step_run_mutations`, `tool_execution_start_barriers` and the
-  audit receipts (migration `0004_tool_steps`), written by `adapters/sql/tool_steps.py` and
-  `adapters/sql/tool_barriers.py`;
+  audit receipts (migration `0004_tool_steps`), written by its own transactions `steps.py`
+  and `barriers.py` with its statements `queries/<dialect>.sql` (the store runs them);
 - submitting a step (plan, waiting StepRun, approval) is `api.submit_tool_invocation`.
 
 See `docs/actions.md#toolinvoke`.

@@ -1,20 +1,21 @@
 """PostgreSQL's one-statement happy paths, each beside the shared transaction it shortcuts.
 
-The shared transactions (`adapters/sql/executions.start`, `adapters/sql/runs.create`) cost a
-round trip per statement and one each for BEGIN and COMMIT; on the happy path these write the
-same facts in one data-modifying CTE, its own implicit transaction (docs/performance.md:
-cluster 235 → 668 dispatches/s for the two together). Anything else — a replay, a lost lease,
-a renewed version, a wrong binding, a collision — matches nothing here and goes to the shared
-transaction, which decides.
+The shared transactions (`adapters/sql/executions.start`, `actions/run_create/store.create`)
+cost a round trip per statement and one each for BEGIN and COMMIT; on the happy path these
+write the same facts in one data-modifying CTE, its own implicit transaction
+(docs/performance.md: cluster 235 → 668 dispatches/s for the two together). Anything else —
+a replay, a lost lease, a renewed version, a wrong binding, a collision — matches nothing
+here and goes to the shared transaction, which decides.
 """
 
 from __future__ import annotations
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions.run_create import store as run_create
 from qinglong_dispatcher.adapters.postgres import database as db
 from qinglong_dispatcher.adapters.postgres.queries import Q
 from qinglong_dispatcher.adapters.sql import executions
-from qinglong_dispatcher.domain import ids, records, runs
+from qinglong_dispatcher.domain import records
 
 
 async def start_fast(
@@ -34,32 +35,7 @@ async def create_run_fast(
 ) -> ports.RunCreateResult | None:
     """Everything in one statement when the fence holds at exactly the started version (no
     renew), no receipt and no Run holds the key; None: nothing was written, use the shared
-    transaction."""
-    dispatch, identity, run = request.dispatch, request.identity, request.run
-    receipt = runs.receipt_for(
-        dispatch=dispatch,
-        attempt=identity.attempt,
-        execution_version=identity.version,
-        started_at_ms=identity.started_at_ms,
-        run_id=run.run_id,
-        created_at_ms=request.now_ms,
-    )
-    params = {
-        **runs.run_row(run),
-        "run_status": run.status.value,
-        "run_version": run.version,
-        "event_type": runs.RUN_CREATED_EVENT,
-        **runs.receipt_row(receipt),
-        "dispatch_id": dispatch.dispatch_id,
-        "attempt": identity.attempt,
-        "version": identity.version,
-        "owner": identity.owner,
-        "token": identity.token,
-        "proof": ids.lease_proof(identity.token),
-        "mutation_id": request.mutation_id,
-        "now_ms": request.now_ms,
-    }
+    transaction (`actions/run_create/store.create`)."""
+    params, created = run_create.one_statement(request)
     done = await database.statement(Q["create_run_fast"], params)
-    if done is None:
-        return None
-    return ports.RunCreateResult(outcome=ports.RunCreateOutcome.CREATED, run=run, receipt=receipt)
+    return None if done is None else created

@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from qinglong_dispatcher.adapters.sql import query, runs, tokens
+from qinglong_dispatcher.adapters.sql import plan_reads, query, tokens
 from qinglong_dispatcher.domain import approvals, errors, ids, principals
 
 ApprovalStatus = approvals.ApprovalStatus
@@ -329,7 +329,7 @@ async def submit(
     if not items:
         return []
     keys = [(new.project_id, new.action_ref) for new in items]
-    taken = [(p.project_id, p.action_ref) for p in await runs.get_plans(q, keys)]
+    taken = [(p.project_id, p.action_ref) for p in await plan_reads.get_plans(q, keys)]
     seen: set[tuple[str, str]] = set()
     for key in keys:  # twice in this batch
         if key in seen:

@@ -11,7 +11,8 @@ installation's operator role. An API cancel also writes its request's audit row.
 
 from __future__ import annotations
 
-from qinglong_dispatcher.adapters.sql import query, rows, tokens, tool_steps
+from qinglong_dispatcher.actions.tool_invoke import steps as tool_steps
+from qinglong_dispatcher.adapters.sql import query, rows, tokens
 from qinglong_dispatcher.domain import cancels, principals, records
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus

@@ -12,14 +12,9 @@ import json
 from collections.abc import Sequence
 from typing import Final
 
-from qinglong_dispatcher.adapters.sql import (
-    plan_envelopes,
-    plan_reads,
-    query,
-    recovery,
-    runs,
-    tool_steps,
-)
+from qinglong_dispatcher.actions.run_create import store as runs
+from qinglong_dispatcher.actions.tool_invoke import steps as tool_steps
+from qinglong_dispatcher.adapters.sql import plan_envelopes, plan_reads, query, recovery
 from qinglong_dispatcher.domain import activity, dispatch_views, plan_previews, records
 from qinglong_dispatcher.domain import recovery as recovery_records
 
@@ -77,7 +72,7 @@ async def show_dispatch(
     settling_ms = await recovery.settling_ms(q, now_ms)
     dispatch = records.Dispatch.from_joined_row(row)
     observation = recovery_records.Observation.from_joined_row(row)
-    stored = await runs.get_plan(q, dispatch.project_id, dispatch.action_ref)
+    stored = await plan_reads.get_plan(q, dispatch.project_id, dispatch.action_ref)
     plan, plan_code = plan_reads.preview(stored, shown, envelopes)
     events = await q.all("select_event_views", {"dispatch_id": dispatch_id})
     receipt = await runs.get_receipt(q, dispatch_id)

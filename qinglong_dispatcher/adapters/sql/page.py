@@ -3,6 +3,8 @@ transaction).
 
 `run.create`'s whole effect is rows in this database, so its start barrier, effect, receipt
 and completion commit together: the strongest at-most-once there is, one commit for a page.
+The effect's rows are run.create's own (`actions/run_create/store.create_page`); the start
+and the completion are the store's.
 The page goes as a few set statements, each binding one JSON array of the items' values (a
 round trip each on PostgreSQL, no per-row Python on SQLite). Items whose fence or binding no
 longer holds are simply not matched by the fenced statements. If a statement fails, the store
@@ -20,6 +22,7 @@ import json
 from collections.abc import Sequence
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions.run_create import store as run_create
 from qinglong_dispatcher.adapters.sql import query
 from qinglong_dispatcher.domain import errors, fencing, ids, records, runs
 
@@ -63,27 +66,14 @@ async def _commit_part(
 ) -> list[ports.PageResult]:
     """Start, effect, receipt and completion for `items` as set statements (the database
     writes the ledger from them)."""
-    taken = {
-        row["dispatch_id"]
-        for row in await q.all(
-            "page_effects_taken",
-            {
-                "page": json.dumps(
-                    [
-                        {"dispatch_id": i.dispatch.dispatch_id, "project_id": i.dispatch.project_id}
-                        for i in items
-                    ]
-                )
-            },
-        )
-    }
+    taken = await run_create.effects_taken(q, [i.dispatch for i in items])
     fresh = [i for i in items if i.dispatch.dispatch_id not in taken]
     started = await _start(q, fresh, now_ms=now_ms, lease_ms=lease_ms) if fresh else {}
     done = [
         (i, started[i.dispatch.dispatch_id]) for i in fresh if i.dispatch.dispatch_id in started
     ]
     if done:
-        await _effect(q, done, now_ms=now_ms)
+        await run_create.create_page(q, done, now_ms=now_ms)
         await _complete(q, done, now_ms=now_ms)
     results = {
         identity.dispatch_id: ports.PageResult(
@@ -143,33 +133,6 @@ async def start_set(
         )
         for row in rows
     }
-
-
-async def _effect(
-    q: query.Query,
-    done: Sequence[tuple[ports.PageItem, records.ExecutionIdentity]],
-    *,
-    now_ms: int,
-) -> None:
-    """Run, attempt, RunEvent and receipt of each started item (`runs.create`'s rows)."""
-    run_rows = json.dumps([runs.run_row(item.run) for item, _ in done])
-    await q.run("insert_page_runs", {"runs": run_rows})
-    await q.run("insert_page_run_attempts", {"runs": run_rows})
-    await q.run("insert_page_run_events", {"runs": run_rows, "event_type": runs.RUN_CREATED_EVENT})
-    receipts = [
-        runs.receipt_row(
-            runs.receipt_for(
-                dispatch=item.dispatch,
-                attempt=identity.attempt,
-                execution_version=identity.version,
-                started_at_ms=identity.started_at_ms,
-                run_id=item.run.run_id,
-                created_at_ms=now_ms,
-            )
-        )
-        for item, identity in done
-    ]
-    await q.run("insert_page_receipts", {"receipts": json.dumps(receipts)})
 
 
 async def _complete(

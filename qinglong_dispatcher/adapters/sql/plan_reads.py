@@ -9,9 +9,28 @@ audit row commits with the read or not at all.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import plan_envelopes, query
 from qinglong_dispatcher.domain import approval_views, plan_previews
+
+
+async def get_plan(q: query.Query, project_id: str, action_ref: str) -> ports.StoredPlan | None:
+    """The immutable plan of (project, action ref), or None."""
+    row = await q.one("select_plan", {"project_id": project_id, "action_ref": action_ref})
+    return None if row is None else ports.StoredPlan.from_row(row)
+
+
+async def get_plans(q: query.Query, keys: Sequence[tuple[str, str]]) -> list[ports.StoredPlan]:
+    """The plans of many keys in one read; missing ones are left out."""
+    # Two JSON arrays of equal length: the one list form both dialects can bind as one value.
+    params = {
+        "project_ids": json.dumps([k[0] for k in keys]),
+        "action_refs": json.dumps([k[1] for k in keys]),
+    }
+    return [ports.StoredPlan.from_row(row) for row in await q.all("select_plans", params)]
 
 
 def preview(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.sql import plan_envelopes, plan_keys, plan_reads, query, runs
+from qinglong_dispatcher.adapters.sql import plan_envelopes, plan_keys, plan_reads, query
 from qinglong_dispatcher.domain import approval_views, approvals, digests, errors, plan_previews
 
 
@@ -25,13 +25,13 @@ class PlanMethods:
     async def get_plan(self, project_id: str, action_ref: str) -> ports.StoredPlan | None:
         """See `ports.PlanStore.get_plan` (a sealed plan opened, or marked unreadable)."""
         found = await self.runner.transaction(
-            lambda q: runs.get_plan(q, project_id, action_ref), write=False
+            lambda q: plan_reads.get_plan(q, project_id, action_ref), write=False
         )
         return None if found is None else self.envelopes.open(found)
 
     async def get_plans(self, keys: Sequence[tuple[str, str]]) -> list[ports.StoredPlan]:
         """See `ports.PlanStore.get_plans` (each sealed plan opened, or marked unreadable)."""
-        found = await self.runner.transaction(lambda q: runs.get_plans(q, keys), write=False)
+        found = await self.runner.transaction(lambda q: plan_reads.get_plans(q, keys), write=False)
         return [self.envelopes.open(plan) for plan in found]
 
     async def list_waiting_approvals(

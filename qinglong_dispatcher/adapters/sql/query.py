@@ -1,55 +1,25 @@
-"""The small query interface every store transaction is written against, once for both dialects.
+"""The runner side of store transactions: `operation` makes one a store method.
 
-A transaction is an `async def` taking a `Query`. It runs named statements — the same names
-in `adapters/sqlite/queries/` and `adapters/postgres/queries/` — and never anything
-else: connecting, isolation, retries and error translation belong to the dialect's runner.
-On SQLite the query methods never suspend, so the runner drives the whole coroutine to its
-end inside one worker-thread hop (`adapters/sqlite/database.drive`); asyncpg awaits it.
+The transactions themselves are written against `ports.transactions.Query` (re-exported
+here under its old names, so the store's own modules read `query.Query`). On SQLite the
+query methods never suspend, so the runner drives the whole coroutine to its end inside one
+worker-thread hop (`adapters/sqlite/database.drive`); asyncpg awaits it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from qinglong_dispatcher.domain import records
+# Re-exported: the store's own transactions are written against these names.
+from qinglong_dispatcher.ports.transactions import NO_PARAMS as NO_PARAMS
+from qinglong_dispatcher.ports.transactions import Params as Params
+from qinglong_dispatcher.ports.transactions import Query as Query
+from qinglong_dispatcher.ports.transactions import Row as Row
+from qinglong_dispatcher.ports.transactions import Work as Work
 
 T = TypeVar("T")
 P = ParamSpec("P")
-
-Params = Mapping[str, object]
-"""Named parameters. A statement reads the names it uses; extra names are ignored."""
-
-NO_PARAMS: Params = {}
-
-Row = records.RowLike
-
-
-class Query(Protocol):
-    """Run one named statement inside the caller's transaction."""
-
-    async def one(self, name: str, params: Params = NO_PARAMS) -> Any:
-        """The first row (addressable by column name), or None."""
-        ...
-
-    async def all(self, name: str, params: Params = NO_PARAMS) -> list[Any]:
-        """Every row."""
-        ...
-
-    async def run(self, name: str, params: Params = NO_PARAMS) -> None:
-        """Run a statement for its effect."""
-        ...
-
-    async def run_many(self, name: str, params: Sequence[Params]) -> None:
-        """Run a statement for its effect once per parameter set, in order (on PostgreSQL
-        pipelined: one round trip for the lot, not one each)."""
-        ...
-
-    async def savepoint(self, work: Work[T]) -> T:
-        """Run `work` under a savepoint: on any exception only its writes are undone and the
-        exception goes on, a driver error typed as `errors.StoreError` (the page transaction
-        catches it and carries on with the rest)."""
-        ...
 
 
 async def in_savepoint(
@@ -69,10 +39,6 @@ async def in_savepoint(
         raise
     await q.run("release_savepoint")
     return result
-
-
-Work = Callable[[Query], Coroutine[Any, Any, T]]
-"""A whole transaction: the runner begins it, runs the body, and commits or rolls back."""
 
 
 class Runner(Protocol):

@@ -10,7 +10,8 @@ the parameter. An API resolution also writes its request's audit row.
 
 from __future__ import annotations
 
-from qinglong_dispatcher.adapters.sql import query, rows, tokens, tool_steps
+from qinglong_dispatcher.actions.tool_invoke import steps as tool_steps
+from qinglong_dispatcher.adapters.sql import query, rows, tokens
 from qinglong_dispatcher.domain import (
     audit_views,
     errors,

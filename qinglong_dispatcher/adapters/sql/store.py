@@ -2,8 +2,11 @@
 
 Most operations are a transaction of `adapters/sql/*` made a method by `query.operation`; the
 explicit methods add something of the store's own: its principal, a composite read, or a
-refusal turned into a typed result. A dialect's store subclasses this and adds only what is
-its own (opening, migrations, the durability check, measured fast paths).
+refusal turned into a typed result. A built-in action's own tables are written by its own
+transactions (`actions/run_create/store.py`, `actions/tool_invoke/steps.py` and
+`barriers.py`): the store runs them, handing over what they borrow of its own (`shared`).
+A dialect's store subclasses this and adds only what is its own (opening, migrations, the
+durability check, measured fast paths).
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions.run_create import store as runs
+from qinglong_dispatcher.actions.tool_invoke import barriers as tool_barriers
+from qinglong_dispatcher.actions.tool_invoke import steps as tool_steps
 from qinglong_dispatcher.adapters.sql import (
     approvals,
     cancels,
@@ -26,10 +32,8 @@ from qinglong_dispatcher.adapters.sql import (
     recovery,
     retention,
     rows,
-    runs,
+    shared,
     token_store,
-    tool_barriers,
-    tool_steps,
 )
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import cancels as cancel_records
@@ -222,7 +226,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
     async def create_run(self, request: ports.RunCreateRequest) -> ports.RunCreateResult:
         """See `ports.RunCreateRepository.create_run`."""
         try:
-            return await self.runner.transaction(lambda q: runs.create(q, request))
+            return await self.runner.transaction(lambda q: runs.create(q, shared, request))
         except runs.FencedEffect as fenced:
             return ports.RunCreateResult(
                 outcome=ports.RunCreateOutcome.FENCED, reason=fenced.reason
@@ -347,6 +351,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         return await self.runner.transaction(
             lambda q: tool_steps.submit(
                 q,
+                shared,
                 self.approver,
                 sealed,
                 step,
@@ -361,7 +366,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
     ) -> ports.ToolStepCompletionResult:
         """See `ports.ToolStepRepository.complete_tool_step`."""
         try:
-            return await self.runner.transaction(lambda q: tool_steps.complete(q, request))
+            return await self.runner.transaction(lambda q: tool_steps.complete(q, shared, request))
         except tool_steps.Refused as refused:
             return ports.ToolStepCompletionResult(
                 outcome=ports.ToolStepOutcome.FENCED, reason=refused.reason
@@ -371,7 +376,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         """See `ports.ToolExecutionStartBarrierRepository.prepare`."""
         try:
             return await self.barrier_transaction(
-                lambda q: tool_barriers.prepare(q, command, principal=self.approver.name)
+                lambda q: tool_barriers.prepare(q, shared, command, principal=self.approver.name)
             )
         except tool_steps.Refused as refused:
             return ports.StartBarrierResult(

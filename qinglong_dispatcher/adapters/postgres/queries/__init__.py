@@ -1,6 +1,7 @@
 """The PostgreSQL dialect's named statements, loaded once and bound positionally for asyncpg.
 
-The files of this folder have the SQLite folder's names and blocks. The blocks keep SQLite's
+The files of this folder, with the built-in actions' own `queries/postgres.sql`
+(`named_sql.load_dialect`), have the SQLite ones' names and blocks. The blocks keep SQLite's
 `:name` parameters so the two dialects read alike; each block is compiled once into `$n` text
 plus the order of its names, and the call site passes the same mapping the SQLite adapter
 passes. Every table is schema-qualified so search_path never decides what a statement
@@ -47,7 +48,7 @@ def compile_block(sql: str) -> Statement:
     return Statement(_PARAMETER.sub(number, sql), tuple(names))
 
 
-BLOCKS = named_sql.load_folder(Path(__file__).parent)
+BLOCKS = named_sql.load_dialect(Path(__file__).parent, "postgres")
 """Block text by name, as written (the block-name test compares these with SQLite's)."""
 
 Q = {name: compile_block(sql) for name, sql in BLOCKS.items()}

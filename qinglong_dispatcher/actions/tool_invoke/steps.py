@@ -6,20 +6,28 @@ caller's transaction (steps 4–6 of the start barrier; also the settle after th
 in a recovery resolution). Rows are locked in one order everywhere — execution, then Run,
 then StepRun — so two PostgreSQL transactions never wait on each other in a cycle (on SQLite
 the `lock_*` statements are the plain reads: the write lock is already the transaction's).
+
+Its named statements and the barrier's are `queries/sqlite.sql` and `queries/postgres.sql`
+(`STATEMENTS`); the store loads them with its own. Written against `ports.transactions` only:
+the execution row, the completion and the approval's life come from the store (`shared`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.sql import approvals, completions, query, rows
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import errors, fencing, records, runs
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
 from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import steps
+from qinglong_dispatcher.ports import transactions as tx
+
+STATEMENTS = Path(__file__).parent / "queries"
+"""tool.invoke's named statements (StepRuns, their ledger, the barrier), one file per dialect."""
 
 
 class Refused(errors.StoreError):
@@ -36,37 +44,37 @@ class Refused(errors.StoreError):
         self.reason = reason
 
 
-async def get(q: query.Query, step_run_id: str, *, lock: bool = False) -> steps.StepRun | None:
+async def get(q: tx.Query, step_run_id: str, *, lock: bool = False) -> steps.StepRun | None:
     """One StepRun, its binding re-checked; `lock` holds the row until commit."""
     row = await q.one("lock_step_run" if lock else "select_step_run", {"step_run_id": step_run_id})
     return None if row is None else steps.StepRun.from_row(row)
 
 
-async def lock_run(q: query.Query, run_id: str) -> runs.Run | None:
-    """The Run a step moves, held until commit (plain reads go through `sql/runs.get_run`)."""
+async def lock_run(q: tx.Query, run_id: str) -> runs.Run | None:
+    """The Run a step moves, held until commit (plain reads: `run_create/store.get_run`)."""
     row = await q.one("lock_run", {"run_id": run_id})
     return None if row is None else runs.Run.from_row(row)
 
 
-async def get_by_approval(q: query.Query, approval_request_id: str) -> steps.StepRun | None:
+async def get_by_approval(q: tx.Query, approval_request_id: str) -> steps.StepRun | None:
     """The StepRun bound to an approval request (at most one: a unique key)."""
     row = await q.one("select_step_run_by_approval", {"approval_request_id": approval_request_id})
     return None if row is None else steps.StepRun.from_row(row)
 
 
-async def get_mutation(q: query.Query, mutation_id: str) -> steps.Mutation | None:
+async def get_mutation(q: tx.Query, mutation_id: str) -> steps.Mutation | None:
     """One ledger line, its digest re-checked."""
     row = await q.one("select_step_run_mutation", {"mutation_id": mutation_id})
     return None if row is None else steps.Mutation.from_row(row)
 
 
-async def mutations(q: query.Query, step_run_id: str) -> list[steps.Mutation]:
+async def mutations(q: tx.Query, step_run_id: str) -> list[steps.Mutation]:
     """The ledger of one StepRun, oldest first."""
     found = await q.all("select_step_run_mutations", {"step_run_id": step_run_id})
     return [steps.Mutation.from_row(row) for row in found]
 
 
-async def count_by_status(q: query.Query) -> dict[str, int]:
+async def count_by_status(q: tx.Query) -> dict[str, int]:
     """StepRuns per status, every status present."""
     counts = {status.value: 0 for status in steps.StepRunStatus}
     for row in await q.all("count_step_runs_by_status"):
@@ -74,7 +82,7 @@ async def count_by_status(q: query.Query) -> dict[str, int]:
     return counts
 
 
-async def create(q: query.Query, new: steps.NewStepRun, *, now_ms: int) -> steps.StepRun:
+async def create(q: tx.Query, new: steps.NewStepRun, *, now_ms: int) -> steps.StepRun:
     """Insert a `ready`/`waiting_approval` StepRun under a queued or running Run of its project."""
     binding = new.binding
     run = await lock_run(q, binding.run_id)
@@ -110,7 +118,8 @@ async def create(q: query.Query, new: steps.NewStepRun, *, now_ms: int) -> steps
 
 
 async def submit(
-    q: query.Query,
+    q: tx.Query,
+    shared: tx.Shared,
     principal: approval_records.Principal,
     new: approval_records.NewApproval,
     step: steps.NewStepRun,
@@ -123,18 +132,18 @@ async def submit(
 
     A self-approval: refused whole when the principal may not self-approve.
     """
-    await approvals.create(q, principal, new, now_ms=now_ms)
+    await shared.create_approval(q, principal, new, now_ms=now_ms)
     await create(q, step, now_ms=now_ms)
-    await approvals.approve(
+    await shared.approve(
         q, principal, new.approval_request_id, decided_by=approved_by, now_ms=now_ms
     )
-    return await approvals.consume(
+    return await shared.consume(
         q, principal, new.approval_request_id, now_ms=now_ms, max_attempts=max_attempts
     )
 
 
 async def advance(
-    q: query.Query,
+    q: tx.Query,
     step: steps.StepRun,
     run: runs.Run,
     *,
@@ -201,7 +210,7 @@ async def advance(
 
 
 async def settle(
-    q: query.Query,
+    q: tx.Query,
     dispatch: records.Dispatch,
     *,
     resolution: str,
@@ -241,11 +250,11 @@ async def settle(
 
 
 async def complete(
-    q: query.Query, request: ports.ToolStepCompletion
+    q: tx.Query, shared: tx.Shared, request: ports.ToolStepCompletion
 ) -> ports.ToolStepCompletionResult:
     """The StepRun's result and the execution's completion in this one transaction."""
     dispatch, identity = request.dispatch, request.identity
-    found = await rows.read_row(q, dispatch.dispatch_id, lock=True)
+    found = await shared.read_row(q, dispatch.dispatch_id, lock=True)
     finish = tool_invocations.finish_mutation_id(dispatch.dispatch_id)
     if await get_mutation(q, finish) is None:
         step = await get_by_approval(q, dispatch.approval_request_id)
@@ -261,7 +270,7 @@ async def complete(
             reason_code=request.result_code,
             now_ms=request.now_ms,
         )
-    done = await completions.complete(
+    done = await shared.complete(
         q,
         identity,
         mutation_id=fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete"),

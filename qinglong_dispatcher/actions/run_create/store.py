@@ -3,19 +3,29 @@
 One transaction (docs/actions.md): the execution row is read locked, a receipt means a
 replay, otherwise the fence is re-verified and Run, attempt, RunEvent, receipt and the fenced
 completion are written together. PostgreSQL first tries its one-statement happy path
-(`adapters/postgres/fast_paths.create_run_fast`) and falls back to this transaction.
+(`create_run_fast`, run by `adapters/postgres/fast_paths.create_run_fast` with the
+parameters of `one_statement`) and falls back to this transaction. A page of them, in the
+dispatcher's page transaction (`adapters/sql/page.py`), writes the same rows as set
+statements (`effects_taken`, `create_page`).
+
+Its named statements are `queries/sqlite.sql` and `queries/postgres.sql` beside this module
+(`STATEMENTS`); the store loads them with its own. Written against `ports.transactions`
+only: the execution row and the fenced completion come from the store (`shared`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.sql import completions, query
-from qinglong_dispatcher.adapters.sql.rows import read_row
-from qinglong_dispatcher.domain import fencing, runs, states
+from qinglong_dispatcher.domain import fencing, ids, records, runs, states
 from qinglong_dispatcher.domain.records import Outcome
+from qinglong_dispatcher.ports import transactions as tx
+
+STATEMENTS = Path(__file__).parent / "queries"
+"""This action's named statements, one file per dialect (`<dialect>.sql`)."""
 
 
 class FencedEffect(Exception):
@@ -26,19 +36,19 @@ class FencedEffect(Exception):
         self.reason = reason
 
 
-async def get_receipt(q: query.Query, dispatch_id: str) -> runs.RunReceipt | None:
+async def get_receipt(q: tx.Query, dispatch_id: str) -> runs.RunReceipt | None:
     """The receipt of a dispatch."""
     row = await q.one("select_receipt", {"dispatch_id": dispatch_id})
     return None if row is None else runs.RunReceipt.from_row(row)
 
 
-async def get_run(q: query.Query, run_id: str) -> runs.Run | None:
+async def get_run(q: tx.Query, run_id: str) -> runs.Run | None:
     """One Run by id."""
     row = await q.one("select_run", {"run_id": run_id})
     return None if row is None else runs.Run.from_row(row)
 
 
-async def get_run_by_key(q: query.Query, project_id: str, idempotency_key: str) -> runs.Run | None:
+async def get_run_by_key(q: tx.Query, project_id: str, idempotency_key: str) -> runs.Run | None:
     """The Run holding an idempotency key."""
     row = await q.one(
         "select_run_by_key", {"project_id": project_id, "idempotency_key": idempotency_key}
@@ -46,24 +56,8 @@ async def get_run_by_key(q: query.Query, project_id: str, idempotency_key: str) 
     return None if row is None else runs.Run.from_row(row)
 
 
-async def get_plan(q: query.Query, project_id: str, action_ref: str) -> ports.StoredPlan | None:
-    """The immutable plan of (project, action ref), or None."""
-    row = await q.one("select_plan", {"project_id": project_id, "action_ref": action_ref})
-    return None if row is None else ports.StoredPlan.from_row(row)
-
-
-async def get_plans(q: query.Query, keys: Sequence[tuple[str, str]]) -> list[ports.StoredPlan]:
-    """The plans of many keys in one read; missing ones are left out."""
-    # Two JSON arrays of equal length: the one list form both dialects can bind as one value.
-    params = {
-        "project_ids": json.dumps([k[0] for k in keys]),
-        "action_refs": json.dumps([k[1] for k in keys]),
-    }
-    return [ports.StoredPlan.from_row(row) for row in await q.all("select_plans", params)]
-
-
 async def _replay(
-    q: query.Query, request: ports.RunCreateRequest, receipt: runs.RunReceipt
+    q: tx.Query, request: ports.RunCreateRequest, receipt: runs.RunReceipt
 ) -> ports.RunCreateResult:
     dispatch = request.dispatch
     run = await get_run(q, receipt.resource_id)
@@ -81,7 +75,9 @@ async def _replay(
     return ports.RunCreateResult(outcome=ports.RunCreateOutcome.EXISTING, run=run, receipt=receipt)
 
 
-async def create(q: query.Query, request: ports.RunCreateRequest) -> ports.RunCreateResult:
+async def create(
+    q: tx.Query, shared: tx.Shared, request: ports.RunCreateRequest
+) -> ports.RunCreateResult:
     """Replay from the receipt, or re-verify the fence and write everything in this transaction.
 
     The execution row is locked before anything is read: a second effect transaction of the
@@ -90,7 +86,7 @@ async def create(q: query.Query, request: ports.RunCreateRequest) -> ports.RunCr
     accepted; the receipt binds the version the effect saw.
     """
     dispatch, identity, run = request.dispatch, request.identity, request.run
-    found = await read_row(q, dispatch.dispatch_id, lock=True)
+    found = await shared.read_row(q, dispatch.dispatch_id, lock=True)
     receipt = await get_receipt(q, dispatch.dispatch_id)
     if receipt is not None:
         return await _replay(q, request, receipt)
@@ -130,7 +126,7 @@ async def create(q: query.Query, request: ports.RunCreateRequest) -> ports.RunCr
     )
     await q.run("insert_receipt", runs.receipt_row(receipt))
     # The row was read locked and fenced above; the completing UPDATE repeats every condition.
-    done = await completions.complete_checked(
+    done = await shared.complete_checked(
         q,
         identity,
         mutation_id=request.mutation_id,
@@ -142,3 +138,76 @@ async def create(q: query.Query, request: ports.RunCreateRequest) -> ports.RunCr
         # Roll the whole effect back: a Run must never commit without its completion fence.
         raise FencedEffect(done.reason or "complete_refused")
     return ports.RunCreateResult(outcome=ports.RunCreateOutcome.CREATED, run=run, receipt=receipt)
+
+
+def one_statement(request: ports.RunCreateRequest) -> tuple[tx.Params, ports.RunCreateResult]:
+    """The parameters of PostgreSQL's `create_run_fast` and its result when it wrote a row.
+
+    That statement writes everything `create` writes, in one data-modifying CTE, when the fence
+    holds at exactly the started version (no renew), no receipt and no Run holds the key; when
+    it writes nothing the caller runs `create`, which decides.
+    """
+    dispatch, identity, run = request.dispatch, request.identity, request.run
+    receipt = runs.receipt_for(
+        dispatch=dispatch,
+        attempt=identity.attempt,
+        execution_version=identity.version,
+        started_at_ms=identity.started_at_ms,
+        run_id=run.run_id,
+        created_at_ms=request.now_ms,
+    )
+    params = {
+        **runs.run_row(run),
+        "run_status": run.status.value,
+        "run_version": run.version,
+        "event_type": runs.RUN_CREATED_EVENT,
+        **runs.receipt_row(receipt),
+        "dispatch_id": dispatch.dispatch_id,
+        "attempt": identity.attempt,
+        "version": identity.version,
+        "owner": identity.owner,
+        "token": identity.token,
+        "proof": ids.lease_proof(identity.token),
+        "mutation_id": request.mutation_id,
+        "now_ms": request.now_ms,
+    }
+    created = ports.RunCreateResult(
+        outcome=ports.RunCreateOutcome.CREATED, run=run, receipt=receipt
+    )
+    return params, created
+
+
+async def effects_taken(q: tx.Query, dispatches: Sequence[records.Dispatch]) -> set[str]:
+    """The dispatches of a page whose effect already exists (a receipt, or a Run holding the
+    dispatch id as its idempotency key): the per-item path replays or refuses those."""
+    page = [{"dispatch_id": d.dispatch_id, "project_id": d.project_id} for d in dispatches]
+    found = await q.all("page_effects_taken", {"page": json.dumps(page)})
+    return {row["dispatch_id"] for row in found}
+
+
+async def create_page(
+    q: tx.Query,
+    done: Sequence[tuple[ports.PageItem, records.ExecutionIdentity]],
+    *,
+    now_ms: int,
+) -> None:
+    """Run, attempt, RunEvent and receipt of each item a page transaction started (what
+    `create` writes for one), as set statements; the page transaction completes them."""
+    run_rows = json.dumps([runs.run_row(item.run) for item, _ in done])
+    await q.run("insert_page_runs", {"runs": run_rows})
+    await q.run("insert_page_run_attempts", {"runs": run_rows})
+    await q.run("insert_page_run_events", {"runs": run_rows, "event_type": runs.RUN_CREATED_EVENT})
+    receipts = [
+        runs.receipt_row(
+            runs.receipt_for(
+                dispatch=item.dispatch,
+                attempt=identity.attempt,
+                execution_version=identity.version,
+                started_at_ms=identity.started_at_ms,
+                run_id=item.run.run_id,
+                created_at_ms=now_ms,
+            )
+        )
+        for item, identity in done
+    ]
+    await q.run("insert_page_receipts", {"receipts": json.dumps(receipts)})

@@ -7,6 +7,8 @@ replay returning `existing`; (2) Run and StepRun locked and re-verified
 immutable barrier. Any failure rolls every fact back. The runner gives it its isolation:
 SQLite's BEGIN IMMEDIATE, PostgreSQL's SERIALIZABLE (a serialization failure or deadlock
 reruns it whole, at most three attempts).
+
+Its named statements are in `queries/` with the StepRuns' (`steps.STATEMENTS`).
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.sql import query, recovery, rows, tool_steps
+from qinglong_dispatcher.actions.tool_invoke import steps as tool_steps
 from qinglong_dispatcher.domain import errors, records, runs
 from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
 from qinglong_dispatcher.domain.tools import start as tool_start
 from qinglong_dispatcher.domain.tools import steps
+from qinglong_dispatcher.ports import transactions as tx
 
 TIMEOUTS = {"statement_timeout": "5s", "lock_timeout": "2s", "idle_timeout": "10s"}
 """Fixed bounds of the barrier transaction (docs/decisions/0019): PostgreSQL sets them LOCAL to it;
@@ -31,9 +34,7 @@ def _one(found: list[Any], what: str) -> Any:
     return found[0] if found else None
 
 
-async def get_by_start_id(
-    q: query.Query, start_id: str
-) -> tool_barrier_checks.StoredBarrier | None:
+async def get_by_start_id(q: tx.Query, start_id: str) -> tool_barrier_checks.StoredBarrier | None:
     """The barrier of a start, every digest and mirror column re-checked."""
     found = await q.all("select_barrier_by_start_id", {"start_id": start_id})
     row = _one(found, "tool start barrier")
@@ -41,7 +42,7 @@ async def get_by_start_id(
 
 
 async def get_by_started_version(
-    q: query.Query, run_id: str, step_run_id: str, started_version: int
+    q: tx.Query, run_id: str, step_run_id: str, started_version: int
 ) -> tool_barrier_checks.StoredBarrier | None:
     """The barrier that started this StepRun version, re-checked."""
     found = await q.all(
@@ -52,9 +53,7 @@ async def get_by_started_version(
     return None if row is None else tool_barrier_checks.verify_row(row)
 
 
-async def _replay(
-    q: query.Query, command: tool_start.StartCommand
-) -> ports.StartBarrierResult | None:
+async def _replay(q: tx.Query, command: tool_start.StartCommand) -> ports.StartBarrierResult | None:
     """Step 1: None when no identity of the command is taken yet."""
     step, evidence = command.step_run, command.evidence
     found = await q.all(
@@ -83,7 +82,7 @@ async def _replay(
 
 
 async def _locked_rows(
-    q: query.Query, command: tool_start.StartCommand
+    q: tx.Query, shared: tx.Shared, command: tool_start.StartCommand
 ) -> tuple[runs.Run | None, steps.StepRun | None, records.Dispatch | None]:
     """Step 2's rows: Run, then StepRun, locked (the order `tool_steps` keeps), and the
     dispatch the command's approval names."""
@@ -92,12 +91,12 @@ async def _locked_rows(
     step = await tool_steps.get(q, wanted.step_run_id, lock=True)
     if command.approval is None:
         return run, step, None
-    found = await rows.read_row(q, command.approval.dispatch_id)
+    found = await shared.read_row(q, command.approval.dispatch_id)
     return run, step, None if found is None else found[1]
 
 
 async def _evidence(
-    q: query.Query, command: tool_start.StartCommand, *, principal: str | None
+    q: tx.Query, command: tool_start.StartCommand, *, principal: str | None
 ) -> tuple[Any, str, str]:
     """Step 3: the audit event, the Trace anchor and the Audit receipt; their ids and digests."""
     wanted, evidence = command.step_run, command.evidence
@@ -159,7 +158,7 @@ async def _evidence(
 
 
 async def prepare(
-    q: query.Query, command: tool_start.StartCommand, *, principal: str | None
+    q: tx.Query, shared: tx.Shared, command: tool_start.StartCommand, *, principal: str | None
 ) -> ports.StartBarrierResult:
     """The seven steps of docs/decisions/0019 in the caller's transaction.
 
@@ -170,14 +169,14 @@ async def prepare(
     replay = await _replay(q, command)  # 1
     if replay is not None:
         return replay
-    run, step, dispatch = await _locked_rows(q, command)  # 2
+    run, step, dispatch = await _locked_rows(q, shared, command)  # 2
     refusal = tool_barrier_checks.start_refusal(command, run, step, dispatch)
     if refusal is not None:
         return ports.StartBarrierResult(outcome=ports.StartOutcome.CONFLICT, reason=refusal)
     wanted = command.step_run
     assert run is not None
     assert step is not None
-    now_ms = await recovery.database_now_ms(q)
+    now_ms = await shared.database_now_ms(q)
     audit_event_id, trace, receipt = await _evidence(q, command, principal=principal)  # 3
     mutation = await tool_steps.advance(  # 4, 5, 6
         q,
