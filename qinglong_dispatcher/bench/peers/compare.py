@@ -24,9 +24,9 @@ from qinglong_dispatcher.domain import dispatch_views
 from qinglong_dispatcher.settings import Settings, load_settings
 
 BATCH = 100
+"""pgqueuer's second run: `batch_size=100` (its default is 10)."""
 LEAST_JOBS = 100
 """Fewer leave too few samples between 10 % and 90 % done to time."""
-"""pgqueuer's second run: `batch_size=100` (its default is 10)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -131,7 +131,9 @@ def main() -> None:
     try:
         report = asyncio.run(_measure(jobs, batch_size))
     except Exception as exc:
-        print(f"pgqueuer peer: {exc.__class__.__name__}: {exc}"[:300], file=sys.stderr)
+        # The DSN may carry the administrator's password: never in the line we print.
+        said = str(exc).replace(os.environ.get(DSN_VARIABLE) or "\0", "<PEER_DSN>")
+        print(f"pgqueuer peer: {exc.__class__.__name__}: {said}"[:300], file=sys.stderr)
         raise SystemExit(1) from None
     sys.stdout.write(json.dumps(report) + "\n")
 
