@@ -29,13 +29,16 @@ class Gate:
         self.limit = limit
         self._metrics = the_metrics
         self._open: dict[Connection, None] = {}
+        self._closing = False
 
     def __len__(self) -> int:
         return len(self._open)
 
     def admit(self, connection: Connection) -> bool:
         """Take `connection` in, closing the oldest waiting one at the limit; False when every
-        slot has a request in progress."""
+        slot has a request in progress, or once the listener is closing."""
+        if self._closing:
+            return False
         if len(self._open) >= self.limit:
             victim = next((c for c in self._open if c.busy == 0), None)
             if victim is None:
@@ -51,7 +54,11 @@ class Gate:
         self._open.pop(connection, None)
 
     def close_all(self) -> None:
-        """Close every connection waiting for a request (shutdown)."""
+        """Close every connection waiting for a request, and every one that arrives from now
+        on (shutdown): a connection the listener accepted just before it closed reaches
+        `connection_made` a few loop turns later, after the server took its list of
+        connections to shut down, and would otherwise stay open until the process ends."""
+        self._closing = True
         for connection in list(self._open):
             if connection.busy == 0:
                 connection.force_close()

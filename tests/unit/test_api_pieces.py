@@ -1,13 +1,16 @@
-"""The API's pure pieces: listen addresses, principals' roles, rate-limit buckets, and the map
-from every typed error to a problem type."""
+"""The API's pure pieces: listen addresses, principals' roles, rate-limit buckets, the map
+from every typed error to a problem type, and the connection gate at shutdown."""
 
 from __future__ import annotations
+
+from typing import cast
 
 import pytest
 
 from qinglong_dispatcher import listen_address
 from qinglong_dispatcher.domain import errors, principals
-from qinglong_dispatcher.web import limits, problems
+from qinglong_dispatcher.lifecycle import metrics
+from qinglong_dispatcher.web import connections, limits, problems
 
 
 @pytest.mark.parametrize(
@@ -111,3 +114,26 @@ def test_store_refusals_map_to_their_own_types() -> None:
     assert problems.KINDS["transition_refused"].status == 409
     assert problems.code_of(errors.StoreBusy()) == "store_busy"
     assert problems.code_of(errors.SchemaTooNew()) == "store_error"
+
+
+class _Waiting:
+    """A connection waiting for its request's headers (what the gate reads of one)."""
+
+    busy = 0
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def force_close(self) -> None:
+        self.closed = True
+
+
+def test_once_the_listener_closes_the_gate_closes_waiting_connections_and_admits_none() -> None:
+    gate = connections.Gate(limit=4, the_metrics=metrics.Metrics(profile="edge", cadence_s=5.0))
+    waiting = _Waiting()
+    assert gate.admit(cast(connections.Connection, waiting))
+    gate.close_all()
+    assert waiting.closed
+    # Accepted just before the listener closed, it reaches the gate after the shutdown began.
+    late = _Waiting()
+    assert not gate.admit(cast(connections.Connection, late))
