@@ -16,7 +16,7 @@ import anyio.to_thread
 import pytest
 
 from qinglong_dispatcher.domain.states import ExecutionStatus
-from tests.support import effect_crash, stores
+from tests.support import effect_crash, receiver_client, stores
 from tests.support.daemon import free_port, ready, wait_until
 from tests.support.receiver_client import Receiver, receivers
 
@@ -38,29 +38,6 @@ ENV = {
     # One dispatch per claim: each victim holds exactly the dispatch the test just seeded.
     "QINGLONG_PAGE_SIZE": "1",
 }
-
-
-def _receivers_file(directory: Path, receiver: Receiver) -> Path:
-    config = directory / "receivers.toml"
-    config.write_text(
-        f"""
-[receivers.orders]
-base_url = "{receiver.url}"
-methods = ["POST"]
-path_prefixes = ["/effects/"]
-connect_timeout_seconds = 0.5
-read_timeout_seconds = 1.2
-total_timeout_seconds = 1.2
-
-[receivers.orders.idempotency]
-dedupes = true
-key_retention_seconds = 3600
-lookup = "get"
-lookup_path = "/idempotency/{{key}}"
-""",
-        encoding="utf-8",
-    )
-    return config
 
 
 def _plan(ref: str) -> dict[str, object]:
@@ -93,7 +70,12 @@ def receiver(tmp_path: Path) -> Iterator[Receiver]:
 async def _target(
     dialect: str, tmp_path: Path, receiver: Receiver
 ) -> AsyncIterator[effect_crash.Target]:
-    env = {**ENV, "QINGLONG_RECEIVERS_FILE": str(_receivers_file(tmp_path, receiver))}
+    env = {
+        **ENV,
+        "QINGLONG_RECEIVERS_FILE": str(
+            receiver_client.deduping_receivers_file(tmp_path, receiver, connect_s=0.5, read_s=1.2)
+        ),
+    }
     async with effect_crash.target(dialect, tmp_path, env) as t:
         yield t
 

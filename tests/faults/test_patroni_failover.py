@@ -59,7 +59,7 @@ import pytest
 from qinglong_dispatcher import api, clock
 from qinglong_dispatcher.actions import builtin
 from qinglong_dispatcher.domain import plans
-from tests.support import patroni_cluster, pg_ha
+from tests.support import patroni_cluster, pg_ha, receiver_client
 from tests.support.actions import make_api
 from tests.support.daemon import Daemon, free_port, get, log_events, ready, running, wait_until
 from tests.support.receiver_client import Receiver, receivers
@@ -110,7 +110,11 @@ def _env(
 def _replicas(cwd: Path, url: str, receiver: Receiver) -> Iterator[tuple[list[Daemon], list[int]]]:
     """The replica daemons and their listener ports; killed if the test did not stop them."""
     ports = [free_port() for _ in range(REPLICAS)]
-    extra = {"QINGLONG_RECEIVERS_FILE": str(_receivers_file(cwd, receiver))}
+    extra = {
+        "QINGLONG_RECEIVERS_FILE": str(
+            receiver_client.deduping_receivers_file(cwd, receiver, connect_s=1, read_s=8)
+        )
+    }
     with contextlib.ExitStack() as stack:
         yield (
             [
@@ -119,29 +123,6 @@ def _replicas(cwd: Path, url: str, receiver: Receiver) -> Iterator[tuple[list[Da
             ],
             ports,
         )
-
-
-def _receivers_file(directory: Path, receiver: Receiver) -> Path:
-    config = directory / "receivers.toml"
-    config.write_text(
-        f"""
-[receivers.orders]
-base_url = "{receiver.url}"
-methods = ["POST"]
-path_prefixes = ["/effects/"]
-connect_timeout_seconds = 1
-read_timeout_seconds = 8
-total_timeout_seconds = 8
-
-[receivers.orders.idempotency]
-dedupes = true
-key_retention_seconds = 3600
-lookup = "get"
-lookup_path = "/idempotency/{{key}}"
-""",
-        encoding="utf-8",
-    )
-    return config
 
 
 def _send_plan(project: str, ref: str) -> dict[str, object]:

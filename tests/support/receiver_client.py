@@ -313,3 +313,30 @@ def receivers(directory: Path) -> Iterator[Callable[..., Receiver]]:
     finally:
         for receiver in started:
             receiver.stop()
+
+
+def deduping_receivers_file(
+    directory: Path, receiver: Receiver, *, connect_s: float, read_s: float
+) -> Path:
+    """`directory/receivers.toml`: one receiver `orders` at `receiver`, POST under `/effects/`,
+    which dedupes and answers a `get` lookup of a key (`read_s` is also the total timeout)."""
+    config = directory / "receivers.toml"
+    config.write_text(
+        f"""
+[receivers.orders]
+base_url = "{receiver.url}"
+methods = ["POST"]
+path_prefixes = ["/effects/"]
+connect_timeout_seconds = {connect_s}
+read_timeout_seconds = {read_s}
+total_timeout_seconds = {read_s}
+
+[receivers.orders.idempotency]
+dedupes = true
+key_retention_seconds = 3600
+lookup = "get"
+lookup_path = "/idempotency/{{key}}"
+""",
+        encoding="utf-8",
+    )
+    return config
