@@ -123,6 +123,23 @@ async def test_bulk_submit_is_all_or_nothing(harness: Harness, clock: ManualCloc
         assert await harness.scalar(f"SELECT count(*) AS n FROM {faults.table(harness, name)}") == 0
 
 
+async def test_a_submit_naming_a_stored_plan_is_refused_with_its_name_and_writes_nothing(
+    harness: Harness, clock: ManualClock
+) -> None:
+    the_api = make_api(harness.approver_store, clock)
+    stored = api.run_create_plan({"projectId": "proj-1", "taskId": "t-1", "taskRevision": 1})
+    await the_api.submit([stored], requested_by="alice", approved_by="bob")
+    fresh = api.run_create_plan({"projectId": "proj-1", "taskId": "t-2", "taskRevision": 1})
+    again = api.run_create_plan(
+        {"projectId": "proj-1", "taskId": "t-3", "taskRevision": 1, "actionRef": stored.action_ref}
+    )
+    with pytest.raises(errors.ApprovalStateConflict) as refused:
+        await the_api.submit([fresh, again], requested_by="alice", approved_by="bob")
+    assert str(refused.value) == f"action {stored.action_ref} already has a plan in project proj-1"
+    for name in ("action_plans", "approval_requests", "approved_action_dispatches"):
+        assert await harness.scalar(f"SELECT count(*) AS n FROM {faults.table(harness, name)}") == 1
+
+
 async def test_plans_are_exact_shape(harness: Harness, clock: ManualClock) -> None:
     the_api = make_api(harness.approver_store, clock)
     with pytest.raises(errors.PlanInvalid):

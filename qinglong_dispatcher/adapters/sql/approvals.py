@@ -51,9 +51,7 @@ async def create(
 ) -> approvals.Approval:
     """Insert the immutable plan and the pending request."""
     if await q.one("plan_exists", {"project_id": new.project_id, "action_ref": new.action_ref}):
-        raise errors.ApprovalStateConflict(
-            f"action {new.action_ref} already has a plan in project {new.project_id}"
-        )
+        raise _conflict(new.project_id, new.action_ref)
     await q.run("insert_plan", _plan_row(new, now_ms))
     await q.run("insert_approval", _request_row(new, principal, now_ms))
     created = await get(q, new.approval_request_id)
@@ -287,24 +285,40 @@ def _execution_row(
     }
 
 
-async def _all_moved(
+async def _move_all(
     q: query.Query,
+    statement: str,
     items: Sequence[approvals.NewApproval],
+    params: query.Params,
     *,
-    to: ApprovalStatus,
     came_from: ApprovalStatus,
     now_ms: int,
 ) -> dict[str, Any]:
-    """Every request of a batch, read at once, each of which must now be `to`; the first one
-    that is not is explained as a refusal (raised: the caller's transaction rolls back)."""
+    """Move every request of a batch with one statement, which returns the rows it moved; the
+    first request it did not move is explained as a refusal (raised: the caller's transaction
+    rolls back)."""
     wanted = [new.approval_request_id for new in items]
-    rows = await q.all("select_approvals", {"ids": json.dumps(wanted)})
+    rows = await q.all(statement, {**params, "ids": json.dumps(wanted)})
     by_id = {row["approval_request_id"]: row for row in rows}
     for approval_request_id in wanted:
-        row = by_id.get(approval_request_id)
-        if row is None or row["status"] != to.value:
+        if approval_request_id not in by_id:
             raise await _refusal(q, approval_request_id, wanted=came_from, now_ms=now_ms)
     return by_id
+
+
+def _conflict(project_id: str, action_ref: str) -> errors.ApprovalStateConflict:
+    return errors.ApprovalStateConflict(
+        f"action {action_ref} already has a plan in project {project_id}"
+    )
+
+
+async def taken_plan(
+    q: query.Query, items: Sequence[approvals.NewApproval]
+) -> errors.ApprovalStateConflict | None:
+    """Why a submit's plans were refused by their unique key: the first one already stored."""
+    keys = [(new.project_id, new.action_ref) for new in items]
+    taken = {(p.project_id, p.action_ref) for p in await plan_reads.get_plans(q, keys)}
+    return next((_conflict(*key) for key in keys if key in taken), None)
 
 
 async def submit(
@@ -319,47 +333,32 @@ async def submit(
 ) -> list[approvals.Consumed]:
     """Create, approve and consume every item, all in one transaction.
 
-    Each statement runs once for the whole batch (`Query.run_many`: one round trip on
-    PostgreSQL, not one per item), and the requests are read back at once after the approval
-    and after the consumption: the database's triggers judge each row as for one request, and
-    any refusal rolls the whole batch back. A self-approval: refused whole (nothing written)
-    when the principal may not self-approve. An API request writes one audit row per item,
-    naming its dispatch.
+    Each step is one statement for the whole batch: the inserts run once per item in one
+    round trip (`Query.run_many`), the approval and the consumption are one statement each
+    that returns the rows it moved. The database's triggers judge each row as for one request,
+    and any refusal rolls the whole batch back. A plan already stored is refused by its unique
+    key (the store names it, `taken_plan`); a self-approval is refused whole when the
+    principal may not self-approve. An API request writes one audit row per item, naming its
+    dispatch.
     """
     if not items:
         return []
-    keys = [(new.project_id, new.action_ref) for new in items]
-    taken = [(p.project_id, p.action_ref) for p in await plan_reads.get_plans(q, keys)]
     seen: set[tuple[str, str]] = set()
-    for key in keys:  # twice in this batch
+    for new in items:  # twice in this batch
+        key = (new.project_id, new.action_ref)
         if key in seen:
-            taken.append(key)
+            raise _conflict(*key)
         seen.add(key)
-    if taken:
-        project_id, action_ref = taken[0]
-        raise errors.ApprovalStateConflict(
-            f"action {action_ref} already has a plan in project {project_id}"
-        )
     await q.run_many("insert_plan", [_plan_row(new, now_ms) for new in items])
     await q.run_many("insert_approval", [_request_row(new, principal, now_ms) for new in items])
-    decisions = [
-        {
-            "approval_request_id": new.approval_request_id,
-            "decided_by": approved_by,
-            "principal": principal.name,
-            "now_ms": now_ms,
-        }
-        for new in items
-    ]
-    await q.run_many("approve_approval", decisions)
-    approved = await _all_moved(
-        q, items, to=ApprovalStatus.APPROVED, came_from=ApprovalStatus.PENDING, now_ms=now_ms
+    decision = {"decided_by": approved_by, "principal": principal.name, "now_ms": now_ms}
+    approved = await _move_all(
+        q, "approve_approvals", items, decision, came_from=ApprovalStatus.PENDING, now_ms=now_ms
     )
     for row in approved.values():
         principal.check_may_approve(row["requested_principal"])
-    await q.run_many("consume_approval", decisions)
-    consumed = await _all_moved(
-        q, items, to=ApprovalStatus.CONSUMED, came_from=ApprovalStatus.APPROVED, now_ms=now_ms
+    consumed = await _move_all(
+        q, "consume_approvals", items, decision, came_from=ApprovalStatus.APPROVED, now_ms=now_ms
     )
     dispatch_ids = [ids.new_dispatch_id(now_ms) for _ in items]
     pairs = list(zip(dispatch_ids, items, strict=True))
@@ -377,17 +376,14 @@ async def submit(
             for d, new in pairs
         ],
     )
-    for dispatch_id, new in pairs:
-        await tokens.record_request(
-            q,
-            context,
-            principal=principal.name,
-            operation="submit",
-            actor=approved_by,
-            project_id=new.project_id,
-            subject_id=dispatch_id,
-            detail_code=new.action_type,
-        )
+    await tokens.record_requests(
+        q,
+        context,
+        principal=principal.name,
+        operation="submit",
+        actor=approved_by,
+        subjects=[(new.project_id, d, new.action_type) for d, new in pairs],
+    )
     return [
         approvals.Consumed(
             approval_request_id=new.approval_request_id,

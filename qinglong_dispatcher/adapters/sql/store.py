@@ -205,17 +205,29 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         """See `ports.ApprovalStore.submit` (each plan sealed when there is a ring)."""
         self.approver.require_role(_APPROVER)
         sealed = [self.envelopes.seal(new) for new in items]
-        return await self.runner.transaction(
-            lambda q: approvals.submit(
-                q,
-                self.approver,
-                sealed,
-                approved_by=approved_by,
-                now_ms=now_ms,
-                max_attempts=max_attempts,
-                context=context,
+        try:
+            return await self.runner.transaction(
+                lambda q: approvals.submit(
+                    q,
+                    self.approver,
+                    sealed,
+                    approved_by=approved_by,
+                    now_ms=now_ms,
+                    max_attempts=max_attempts,
+                    context=context,
+                )
             )
-        )
+        except errors.StoreError as refused:
+            # The happy path reads no plan first: a unique key refused the batch, rolled back
+            # whole, and a read names the plan that was already there.
+            if refused.code != "constraint_violation":
+                raise
+            taken = await self.runner.transaction(
+                lambda q: approvals.taken_plan(q, sealed), write=False
+            )
+            if taken is None:
+                raise
+            raise taken from None
 
     # -- run.create and the page transaction --------------------------------------------
 

@@ -50,20 +50,22 @@ SELECT approval_request_id, project_id, action_type, action_ref, action_digest, 
 FROM qinglong.approval_requests
 WHERE approval_request_id = :approval_request_id
 
--- select_approvals --
--- Many requests in one read (a submit's batch): the ids arrive as one JSON array.
-SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
-       requested_by, decided_by, requested_principal, decided_principal, consumed_principal,
-       expires_at_ms, created_at_ms, updated_at_ms
-FROM qinglong.approval_requests
-WHERE approval_request_id = ANY (ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb)))
-
 -- approve_approval --
 UPDATE qinglong.approval_requests
 SET status = 'approved', version = 2, decided_by = :decided_by,
     decided_principal = qinglong.acting_principal(), updated_at_ms = :now_ms::bigint
 WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
   AND expires_at_ms > :now_ms::bigint
+RETURNING approval_request_id, requested_principal
+
+-- approve_approvals --
+-- A submit's whole batch in one statement (the ids as one JSON array), each row judged by the
+-- triggers as for one request; the ids it did not return the caller explains.
+UPDATE qinglong.approval_requests
+SET status = 'approved', version = 2, decided_by = :decided_by,
+    decided_principal = qinglong.acting_principal(), updated_at_ms = :now_ms::bigint
+WHERE approval_request_id = ANY (ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb)))
+  AND status = 'pending' AND version = 1 AND expires_at_ms > :now_ms::bigint
 RETURNING approval_request_id, requested_principal
 
 -- reject_approval --
@@ -81,6 +83,15 @@ SET status = 'consumed', version = 3, consumed_at_ms = :now_ms::bigint,
 WHERE approval_request_id = :approval_request_id AND status = 'approved' AND version = 2
   AND expires_at_ms > :now_ms::bigint
 RETURNING project_id, action_type, action_ref, action_digest, decided_by
+
+-- consume_approvals --
+-- `consume_approval` for a submit's whole batch, as `approve_approvals`.
+UPDATE qinglong.approval_requests
+SET status = 'consumed', version = 3, consumed_at_ms = :now_ms::bigint,
+    consumed_principal = qinglong.acting_principal(), updated_at_ms = :now_ms::bigint
+WHERE approval_request_id = ANY (ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb)))
+  AND status = 'approved' AND version = 2 AND expires_at_ms > :now_ms::bigint
+RETURNING approval_request_id, project_id, action_type, action_ref, action_digest, decided_by
 
 -- insert_dispatch --
 INSERT INTO qinglong.approved_action_dispatches (

@@ -43,20 +43,22 @@ SELECT approval_request_id, project_id, action_type, action_ref, action_digest, 
 FROM approval_requests
 WHERE approval_request_id = :approval_request_id
 
--- select_approvals --
--- Many requests in one read (a submit's batch): the ids arrive as one JSON array.
-SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
-       requested_by, decided_by, requested_principal, decided_principal, consumed_principal,
-       expires_at_ms, created_at_ms, updated_at_ms
-FROM approval_requests
-WHERE approval_request_id IN (SELECT value FROM json_each(:ids))
-
 -- approve_approval --
 UPDATE approval_requests
 SET status = 'approved', version = 2, decided_by = :decided_by,
     decided_principal = :principal, updated_at_ms = :now_ms
 WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
   AND expires_at_ms > :now_ms
+RETURNING approval_request_id, requested_principal
+
+-- approve_approvals --
+-- A submit's whole batch in one statement (the ids as one JSON array); the ids it did not
+-- return the caller explains.
+UPDATE approval_requests
+SET status = 'approved', version = 2, decided_by = :decided_by,
+    decided_principal = :principal, updated_at_ms = :now_ms
+WHERE approval_request_id IN (SELECT value FROM json_each(:ids))
+  AND status = 'pending' AND version = 1 AND expires_at_ms > :now_ms
 RETURNING approval_request_id, requested_principal
 
 -- reject_approval --
@@ -74,6 +76,15 @@ SET status = 'consumed', version = 3, consumed_at_ms = :now_ms,
 WHERE approval_request_id = :approval_request_id AND status = 'approved' AND version = 2
   AND expires_at_ms > :now_ms
 RETURNING project_id, action_type, action_ref, action_digest, decided_by
+
+-- consume_approvals --
+-- `consume_approval` for a submit's whole batch, as `approve_approvals`.
+UPDATE approval_requests
+SET status = 'consumed', version = 3, consumed_at_ms = :now_ms,
+    consumed_principal = :principal, updated_at_ms = :now_ms
+WHERE approval_request_id IN (SELECT value FROM json_each(:ids))
+  AND status = 'approved' AND version = 2 AND expires_at_ms > :now_ms
+RETURNING approval_request_id, project_id, action_type, action_ref, action_digest, decided_by
 
 -- insert_dispatch --
 INSERT INTO approved_action_dispatches (
