@@ -218,16 +218,14 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
                 )
             )
         except errors.StoreError as refused:
-            # The happy path reads no plan first: a unique key refused the batch, rolled back
-            # whole, and a read names the plan that was already there.
-            if refused.code != "constraint_violation":
-                raise
-            taken = await self.runner.transaction(
-                lambda q: approvals.taken_plan(q, sealed), write=False
-            )
-            if taken is None:
-                raise
-            raise taken from None
+            # No plan is read first: its unique key refused the batch; a read names the plan.
+            if refused.code == "constraint_violation":
+                taken = await self.runner.transaction(
+                    lambda q: approvals.taken_plan(q, sealed), write=False
+                )
+                if taken is not None:
+                    raise taken from None
+            raise
 
     # -- run.create and the page transaction --------------------------------------------
 
