@@ -154,7 +154,7 @@ def _lazy(module: str, name: str) -> Handler:
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree."""
-    from qinglong_dispatcher.commands import dispatches, keys, prune, tokens
+    from qinglong_dispatcher.commands import bench, dispatches, keys, prune, tokens
     from qinglong_dispatcher.domain import approval_views, states
 
     parser, commands = _top_parser()
@@ -308,38 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_lazy("recovery", "cmd_recovery"))
 
     p = command("bench")
-    p.add_argument("--dispatches", type=int, default=5_000, metavar="N")
-    p.add_argument(
-        "--mixed-dispatches",
-        type=int,
-        metavar="N",
-        help="mixed phase: 90%% run.create, 10%% tool.invoke (default --dispatches; 0 skips it)",
-    )
-    p.add_argument(
-        "--api-dispatches",
-        type=int,
-        default=1_000,
-        metavar="N",
-        help="API phase (edge): submitted and approved over HTTP (0 skips it)",
-    )
-    p.add_argument(
-        "--replicas", type=int, metavar="R", help="replica processes (edge 1, cluster 4)"
-    )
-    p.add_argument("--scan-rows", type=int, default=1_000_000, metavar="N")
-    p.add_argument("--idle-seconds", type=float, default=30.0, metavar="S")
-    p.add_argument(
-        "--compare-peers",
-        action="store_true",
-        help="instead: our edge and cluster dispatch rates beside huey's and pgqueuer's "
-        "(cluster profile; docs/performance.md)",
-    )
-    p.add_argument(
-        "--peers-venv",
-        type=Path,
-        metavar="DIR",
-        help="the peers' venv (default $QINGLONG_BENCH_PEERS_VENV, else var/peers-venv)",
-    )
-    p.add_argument("--json", action="store_true")
+    bench.add_arguments(p)
     p.set_defaults(handler=_lazy("bench", "cmd_bench"))
 
     p = command("prune")

@@ -3,10 +3,47 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.settings import Settings
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `bench`."""
+    p.add_argument("--dispatches", type=int, default=5_000, metavar="N")
+    p.add_argument(
+        "--mixed-dispatches",
+        type=int,
+        metavar="N",
+        help="mixed phase: 90%% run.create, 10%% tool.invoke (default --dispatches; 0 skips it)",
+    )
+    p.add_argument(
+        "--api-dispatches",
+        type=int,
+        default=1_000,
+        metavar="N",
+        help="API phase (edge): submitted and approved over HTTP (0 skips it)",
+    )
+    p.add_argument(
+        "--replicas", type=int, metavar="R", help="replica processes (edge 1, cluster 4)"
+    )
+    p.add_argument("--scan-rows", type=int, default=1_000_000, metavar="N")
+    p.add_argument("--idle-seconds", type=float, default=30.0, metavar="S")
+    p.add_argument(
+        "--compare-peers",
+        action="store_true",
+        help="instead: our edge and cluster dispatch rates beside huey's and pgqueuer's "
+        "(cluster profile; docs/performance.md)",
+    )
+    p.add_argument(
+        "--peers-venv",
+        type=Path,
+        metavar="DIR",
+        help="the peers' venv (default $QINGLONG_BENCH_PEERS_VENV, else var/peers-venv)",
+    )
+    p.add_argument("--json", action="store_true")
 
 
 async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
