@@ -67,6 +67,26 @@ async def enqueue(made: Scratch, count: int) -> float:
         await store.close()
 
 
+async def submit_one(made: Scratch, count: int) -> float:
+    """Plans submitted one at a time through the real API (a transaction each), per second."""
+    store = await made.open()
+    try:
+        the_api = bootstrap.build_api(made.settings, store, clock.SystemClock())
+        plan_list = run_create_plans(count, project="one-at-a-time")
+        started = time.perf_counter()
+        for plan in plan_list:
+            await the_api.submit([plan], requested_by="bench", approved_by="bench")
+        elapsed = time.perf_counter() - started
+        counts = await store.counts(now_ms=clock.SystemClock().now_ms())
+        if sum(counts.executions.values()) != count:
+            raise errors.StoreError(
+                "bench: a plan submitted one at a time made no execution", code="bench_unverified"
+            )
+        return count / elapsed
+    finally:
+        await store.close()
+
+
 async def drain(
     made: Scratch, replicas: int, **settings: str
 ) -> tuple[list[dict[str, float]], float]:

@@ -12,6 +12,9 @@ from qinglong_dispatcher import bootstrap
 from qinglong_dispatcher.bench import api_path, mixed, mixed_http, phases, scratch
 from qinglong_dispatcher.settings import Settings
 
+SUBMIT_ONE = 1_000
+"""At most this many plans are submitted one at a time (a transaction each)."""
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Options:
@@ -89,12 +92,16 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
                     enqueue_per_s=enqueue_per_s,
                 )
         async with scratch.scratch(settings) as made:
+            _progress(f"submit {min(options.dispatches, SUBMIT_ONE)} one at a time")
+            submit_one_per_s = await phases.submit_one(made, min(options.dispatches, SUBMIT_ONE))
+        async with scratch.scratch(settings) as made:
             _progress(f"scan cost with {options.scan_rows} terminal rows")
             scan_ratio = await phases.scan_cost(made, options.scan_rows)
     return {
         "raw_commits_per_s": round(raw, 1),
         "raw_commits_per_s_stdlib": None if raw_stdlib is None else round(raw_stdlib, 1),
         "enqueue_per_s": round(enqueue_per_s, 1),
+        "submit_one_per_s": round(submit_one_per_s, 1),
         "dispatch_per_s": round(dispatched["dispatch_per_s"], 1),
         "ratio_to_raw_commit": round(dispatched["dispatch_per_s"] / raw, 3),
         "ratio_to_raw_commit_stdlib": None

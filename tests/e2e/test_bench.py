@@ -22,6 +22,7 @@ KEYS = {
     "raw_commits_per_s",
     "raw_commits_per_s_stdlib",
     "enqueue_per_s",
+    "submit_one_per_s",
     "dispatch_per_s",
     "ratio_to_raw_commit",
     "ratio_to_raw_commit_stdlib",
