@@ -60,6 +60,14 @@ Work = Callable[[Query], Coroutine[Any, Any, T]]
 """A whole transaction: the runner begins it, runs the body, and commits or rolls back."""
 
 
+class Runner(Protocol):
+    """What a dialect provides to run one transaction."""
+
+    async def transaction(self, work: Work[T], *, write: bool = True) -> T:
+        """Begin, run `work`, commit (a write) or end (a read); roll back on any exception."""
+        ...
+
+
 class Shared(Protocol):
     """The store's own transactions an action's transactions run inside theirs.
 
