@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.adapters import dialect, plan_keyring
 from qinglong_dispatcher.domain import errors, plan_previews, plans
+from qinglong_dispatcher.ports import action_tables
 from qinglong_dispatcher.settings import Settings
 
 if TYPE_CHECKING:
@@ -26,14 +27,24 @@ if TYPE_CHECKING:
 def _dialect(settings: Settings) -> dialect.Dialect:
     """The profile's dialect; edge never imports asyncpg (it is imported only here, lazily)."""
     if settings.dialect == "sqlite":
-        from qinglong_dispatcher.adapters.sqlite import DIALECT as SQLITE
+        from qinglong_dispatcher.adapters.sqlite import SqliteDialect
 
-        return SQLITE
+        return SqliteDialect(builtin_tables())
     if settings.dialect != "postgres":  # pragma: no cover - settings admit only the two
         raise errors.ConfigurationError(f"QINGLONG_DATABASE_URL: no store for {settings.dialect}")
-    from qinglong_dispatcher.adapters.postgres import DIALECT as POSTGRES
+    from qinglong_dispatcher.adapters.postgres import PostgresDialect
 
-    return POSTGRES
+    return PostgresDialect(builtin_tables())
+
+
+def builtin_tables() -> action_tables.BuiltInTables:
+    """The tables the built-in actions own, lent to every store this process opens: the
+    adapters never import an action (their statements, repositories and hooks come from
+    here)."""
+    from qinglong_dispatcher.actions.run_create import tables as run_create
+    from qinglong_dispatcher.actions.tool_invoke import tables as tool_invoke
+
+    return action_tables.BuiltInTables(run_create=run_create.TABLES, tool_invoke=tool_invoke.TABLES)
 
 
 async def open_store(settings: Settings, *, create: bool = True) -> ports.Store:

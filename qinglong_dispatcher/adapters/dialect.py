@@ -1,8 +1,8 @@
 """`Dialect`: everything the composition root asks of a database engine, in one object.
 
-Each dialect package exports one (`adapters.sqlite.DIALECT`, `adapters.postgres.DIALECT`);
-the composition root imports the chosen package only, so the edge profile never loads the
-PostgreSQL one (nor asyncpg).
+Each dialect package exports its class (`SqliteDialect`, `PostgresDialect`), built with the
+built-in actions' tables; the composition root imports the chosen package only, so the edge
+profile never loads the PostgreSQL one (nor asyncpg).
 """
 
 from __future__ import annotations

@@ -1,30 +1,27 @@
 """Loads a dialect's named SQL blocks (`-- name --` headers), once per process.
 
 A dialect's statements are a folder of files by area (`queries/executions.sql`, …) and the
-file of that dialect in each built-in action's own `queries/` folder (`run_create/queries/
-sqlite.sql`, …: the statements of the tables only that action writes): one namespace, so a
-name appears in one file only, and a block may splice one from another file.
+file of that dialect in each folder the built-in actions lend the store (`run_create/queries/
+sqlite.sql`, …: the statements of the tables only that action writes; the composition root
+hands the folders over): one namespace, so a name appears in one file only, and a block may
+splice one from another file.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
-from qinglong_dispatcher.actions.run_create import store as run_create
-from qinglong_dispatcher.actions.tool_invoke import steps as tool_invoke
-
-ACTION_STATEMENTS = (run_create.STATEMENTS, tool_invoke.STATEMENTS)
-"""The folders of the built-in actions' own statements, `<dialect>.sql` in each."""
 _HEADER = re.compile(r"^--\s*([a-z_][a-z0-9_]*)\s*--\s*$", re.MULTILINE)
 _REFERENCE = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 
-def load_dialect(folder: Path, dialect: str) -> dict[str, str]:
-    """`load` of a dialect's folder and of its file in each of `ACTION_STATEMENTS`."""
-    actions = (statements / f"{dialect}.sql" for statements in ACTION_STATEMENTS)
-    return load(*sorted(folder.glob("*.sql")), *actions)
+def load_dialect(folder: Path, dialect: str, actions: Sequence[Path]) -> dict[str, str]:
+    """`load` of a dialect's folder and of its file (`<dialect>.sql`) in each of `actions`."""
+    files = (statements / f"{dialect}.sql" for statements in actions)
+    return load(*sorted(folder.glob("*.sql")), *files)
 
 
 def load_folder(folder: Path) -> dict[str, str]:

@@ -7,9 +7,10 @@ connecting, isolation, retries and error translation belong to the dialect's run
 
 The store's own transactions live in `adapters/sql/`; a built-in action keeps the
 transactions of its own tables in its package (`actions/run_create/store.py`,
-`actions/tool_invoke/steps.py`, `actions/tool_invoke/barriers.py`). Those depend on this
-port and the domain only: what they borrow of the store's transactions (the execution row,
-the fenced completion, approving and consuming) the store hands over as a `Shared`.
+`actions/tool_invoke/steps.py`, `actions/tool_invoke/barriers.py`) and lends them to the store
+(`ports.action_tables`). Those depend on this port and the domain only: what they borrow of
+the store's transactions (the execution row, the fenced completion, approving and consuming)
+the store hands over as a `Shared`.
 """
 
 from __future__ import annotations
@@ -58,6 +59,14 @@ class Query(Protocol):
 
 Work = Callable[[Query], Coroutine[Any, Any, T]]
 """A whole transaction: the runner begins it, runs the body, and commits or rolls back."""
+
+
+class Runner(Protocol):
+    """What a dialect provides to run one transaction."""
+
+    async def transaction(self, work: Work[T], *, write: bool = True) -> T:
+        """Begin, run `work`, commit (a write) or end (a read); roll back on any exception."""
+        ...
 
 
 class Shared(Protocol):

@@ -28,10 +28,9 @@ async def _admin(harness: stores.Harness) -> AsyncIterator[ports.Store]:
     if harness.dialect == "sqlite":
         yield harness.store
         return
-    from qinglong_dispatcher.adapters.postgres import store as postgres_store
 
     database = str(await harness.scalar("SELECT current_database()"))
-    admin = await postgres_store.PostgresStore.open(stores.pg_url(database), max_size=1)
+    admin = await stores.open_postgres(stores.pg_url(database), max_size=1)
     made: list[str] = []
     try:
         yield admin
@@ -133,7 +132,7 @@ async def test_on_sqlite_the_api_principal_is_recorded_and_separation_of_duties_
     owner: stores.Harness,
 ) -> None:
     assert isinstance(owner.store, sqlite_store.SqliteStore)
-    strict = sqlite_store.SqliteStore(owner.store.db, self_approval=False)
+    strict = sqlite_store.SqliteStore(owner.store.db, tables=stores.TABLES, self_approval=False)
     clock = ManualClock(int(time.time() * 1000))
     alice = await strict.acting_as(_as(strict, "alice", Role.APPROVER))
     bob = await strict.acting_as(_as(strict, "bob", Role.SUBMITTER))

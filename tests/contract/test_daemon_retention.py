@@ -7,10 +7,10 @@ from pathlib import Path
 import anyio
 
 from qinglong_dispatcher import bootstrap
-from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from qinglong_dispatcher.domain import retention
 from qinglong_dispatcher.lifecycle import daemon
 from qinglong_dispatcher.settings import load_settings
+from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.clock import START_MS, ManualClock
 from tests.support.dispatching import make_dispatcher
@@ -20,7 +20,7 @@ async def test_the_edge_daemon_prunes_finished_trees_older_than_its_retention(
     tmp_path: Path, clock: ManualClock
 ) -> None:
     path = tmp_path / "edge.db"
-    store = await sqlite_store.SqliteStore.open(path)
+    store = await stores.open_sqlite(path)
     try:
         await store.migrate(now_ms=START_MS)
         old = await submit_runs(store, clock, 2, project="old")
@@ -61,7 +61,7 @@ async def test_without_a_retention_the_daemon_prunes_nothing(tmp_path: Path) -> 
         environ={"QINGLONG_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}"},
         overrides={"retention_days": 0},
     )
-    store = await sqlite_store.SqliteStore.open(tmp_path / "x.db")
+    store = await stores.open_sqlite(tmp_path / "x.db")
     try:
         assert bootstrap.build_daemon_parts(settings, store, ManualClock()).pruner is None
         edge = load_settings(environ={"QINGLONG_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}"})

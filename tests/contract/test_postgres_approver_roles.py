@@ -39,7 +39,7 @@ async def logins(database: str) -> AsyncIterator[dict[str, postgres_store.Postgr
     opened: dict[str, postgres_store.PostgresStore] = {}
     try:
         for name, url in urls.items():
-            opened[name] = await postgres_store.PostgresStore.open(url, max_size=1)
+            opened[name] = await stores.open_postgres(url, max_size=1)
         yield opened
     finally:
         for each in opened.values():

@@ -28,9 +28,7 @@ async def database() -> AsyncIterator[str]:
 
 
 async def _runtime(database: str, **options: Any) -> postgres_store.PostgresStore:
-    return await postgres_store.PostgresStore.open(
-        stores.runtime_url(database), max_size=2, **options
-    )
+    return await stores.open_postgres(stores.runtime_url(database), max_size=2, **options)
 
 
 async def _flaky_event_inserts(database: str, failures: int, sqlstate: str) -> None:
@@ -200,11 +198,9 @@ async def _terminate_runtime_sessions(database: str) -> None:
 async def test_an_unreachable_server_and_an_unknown_database_are_store_unavailable() -> None:
     await stores.require_server()
     with pytest.raises(errors.StoreUnavailable):
-        await postgres_store.PostgresStore.open(
-            "postgresql://nobody@127.0.0.1:1/none", connect_timeout_s=2
-        )
+        await stores.open_postgres("postgresql://nobody@127.0.0.1:1/none", connect_timeout_s=2)
     with pytest.raises(errors.StoreUnavailable):
-        await postgres_store.PostgresStore.open(stores.pg_url("qinglong_no_such_database"))
+        await stores.open_postgres(stores.pg_url("qinglong_no_such_database"))
 
 
 async def test_a_constraint_violation_is_typed_and_nothing_leaks(database: str) -> None:
@@ -229,7 +225,7 @@ async def test_durability_refuses_asynchronous_commit_unless_allowed(
 ) -> None:
     await stores.raw(database, f"ALTER DATABASE {database} SET synchronous_commit = {level}")
     strict = await _runtime(database)
-    relaxed = await postgres_store.PostgresStore.open(
+    relaxed = await stores.open_postgres(
         stores.runtime_url(database), max_size=1, allow_async_commit=True
     )
     try:

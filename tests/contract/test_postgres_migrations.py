@@ -28,13 +28,13 @@ async def empty() -> AsyncIterator[str]:
 
 
 async def _admin(database: str) -> postgres_store.PostgresStore:
-    return await postgres_store.PostgresStore.open(
+    return await stores.open_postgres(
         stores.pg_url(database), max_size=2, installation=stores.INSTALLATION
     )
 
 
 async def test_migrate_applies_everything_once_and_then_is_a_no_op(empty: str) -> None:
-    runtime = await postgres_store.PostgresStore.open(stores.runtime_url(empty), max_size=1)
+    runtime = await stores.open_postgres(stores.runtime_url(empty), max_size=1)
     admin = await _admin(empty)
     try:
         before = await runtime.schema_state()
@@ -62,7 +62,7 @@ async def test_a_database_owner_with_createrole_can_migrate_without_superuser(em
         await conn.execute(f"ALTER DATABASE {empty} OWNER TO {owner}")
     finally:
         await conn.close()
-    store = await postgres_store.PostgresStore.open(
+    store = await stores.open_postgres(
         stores.pg_url(empty, login=owner), max_size=1, installation=stores.INSTALLATION
     )
     try:
@@ -79,7 +79,7 @@ async def test_a_database_owner_with_createrole_can_migrate_without_superuser(em
 
 
 async def test_the_runtime_role_cannot_migrate(empty: str) -> None:
-    runtime = await postgres_store.PostgresStore.open(stores.runtime_url(empty), max_size=1)
+    runtime = await stores.open_postgres(stores.runtime_url(empty), max_size=1)
     try:
         with pytest.raises(errors.StoreError, match="administrator") as caught:
             await runtime.migrate(now_ms=START_MS)

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from qinglong_dispatcher.adapters.postgres import store as postgres_store
 from tests.support import stores
 from tests.support.actions import submit_runs_as_approver
 from tests.support.clock import ManualClock
@@ -36,7 +35,7 @@ async def database(clock: ManualClock) -> AsyncIterator[str]:
     """A fresh database with one succeeded run.create dispatch (a whole finished tree)."""
     async with stores.fresh_database() as name:
         await submit_runs_as_approver(name, clock, 1)
-        runtime = await postgres_store.PostgresStore.open(stores.runtime_url(name), max_size=2)
+        runtime = await stores.open_postgres(stores.runtime_url(name), max_size=2)
         try:
             report = await make_dispatcher(runtime, clock).dispatch_batch()
         finally:

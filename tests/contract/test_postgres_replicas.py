@@ -41,7 +41,7 @@ async def database() -> AsyncIterator[str]:
 
 async def _replica(database: str) -> postgres_store.PostgresStore:
     # One pool per replica, sized like production (concurrency 8 + a few).
-    return await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=12)
+    return await stores.open_postgres(stores.runtime_url(database), max_size=12)
 
 
 async def test_four_replicas_race_over_two_thousand_run_creates(database: str) -> None:

@@ -8,7 +8,6 @@ import asyncpg
 import pytest
 
 from qinglong_dispatcher import api
-from qinglong_dispatcher.adapters.postgres import store as postgres_store
 from qinglong_dispatcher.domain import records, states
 from tests.support import stores
 from tests.support.actions import submit_runs
@@ -89,7 +88,7 @@ async def test_runtime_may_not_do_ddl(database: str, ddl: str) -> None:
 async def test_operator_updates_only_state_columns_and_appends_bookkeeping(
     database: str, clock: ManualClock
 ) -> None:
-    store = await postgres_store.PostgresStore.open(stores.approver_url(database), max_size=2)
+    store = await stores.open_postgres(stores.approver_url(database), max_size=2)
     try:
         (consumed,) = await submit_runs(store, clock, 1)
     finally:
@@ -169,8 +168,8 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
 
 
 async def test_ddl_capabilities_flags_an_administrator_but_not_the_runtime(database: str) -> None:
-    runtime = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=1)
-    admin = await postgres_store.PostgresStore.open(stores.pg_url(database), max_size=1)
+    runtime = await stores.open_postgres(stores.runtime_url(database), max_size=1)
+    admin = await stores.open_postgres(stores.pg_url(database), max_size=1)
     try:
         assert await runtime.ddl_capabilities() == ()
         assert "superuser" in await admin.ddl_capabilities()
@@ -182,9 +181,9 @@ async def test_ddl_capabilities_flags_an_administrator_but_not_the_runtime(datab
 async def test_an_operator_login_can_resolve_recovery_and_is_the_recorded_principal(
     database: str, clock: ManualClock
 ) -> None:
-    runtime = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=2)
-    operator = await postgres_store.PostgresStore.open(stores.operator_url(database), max_size=2)
-    approver = await postgres_store.PostgresStore.open(stores.approver_url(database), max_size=1)
+    runtime = await stores.open_postgres(stores.runtime_url(database), max_size=2)
+    operator = await stores.open_postgres(stores.operator_url(database), max_size=2)
+    approver = await stores.open_postgres(stores.approver_url(database), max_size=1)
     try:
         (consumed,) = await submit_runs(approver, clock, 1)
         batch = await runtime.claim_due(now_ms=clock.now_ms(), owner="w1", limit=1, lease_ms=1000)

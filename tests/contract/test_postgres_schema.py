@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from tests.support import stores
 from tests.support.clock import START_MS
 
@@ -15,7 +14,7 @@ pytestmark = pytest.mark.postgres
 
 
 async def _sqlite_columns(path: Path) -> dict[str, list[str]]:
-    store = await sqlite_store.SqliteStore.open(path)
+    store = await stores.open_sqlite(path)
     try:
         await store.migrate(now_ms=START_MS)
     finally:

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.postgres
 @pytest.fixture
 async def store() -> AsyncIterator[postgres_store.PostgresStore]:
     async with stores.fresh_database() as database:
-        opened = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=1)
+        opened = await stores.open_postgres(stores.runtime_url(database), max_size=1)
         try:
             yield opened
         finally:

@@ -9,7 +9,6 @@ from typing import Any
 import asyncpg
 import pytest
 
-from qinglong_dispatcher.adapters.postgres import store as postgres_store
 from tests.support import stores, tools
 from tests.support.clock import ManualClock
 
@@ -27,8 +26,8 @@ APPEND_ONLY = {
 async def started(clock: ManualClock) -> AsyncIterator[tuple[str, tools.Started]]:
     """A database with one committed start barrier, made by the runtime login."""
     async with stores.fresh_database() as name:
-        store = await postgres_store.PostgresStore.open(stores.runtime_url(name), max_size=2)
-        approver = await postgres_store.PostgresStore.open(stores.approver_url(name), max_size=1)
+        store = await stores.open_postgres(stores.runtime_url(name), max_size=2)
+        approver = await stores.open_postgres(stores.approver_url(name), max_size=1)
         try:
             # The helpers need only the stores: submitting approves, so it is the approver's.
             harness: Any = types.SimpleNamespace(store=store, approver_store=approver)

@@ -86,7 +86,7 @@ async def heard(database: str) -> AsyncIterator[Heard]:
 
 @pytest.fixture
 async def runtime(database: str) -> AsyncIterator[postgres_store.PostgresStore]:
-    store = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=4)
+    store = await stores.open_postgres(stores.runtime_url(database), max_size=4)
     try:
         yield store
     finally:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from qinglong_dispatcher.domain import retention, states
+from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.clock import START_MS, ManualClock
 from tests.support.dispatching import make_dispatcher
@@ -22,7 +22,7 @@ def _pragma(path: Path, name: str) -> int:
 
 async def test_a_new_file_is_created_in_incremental_auto_vacuum_mode(tmp_path: Path) -> None:
     path = tmp_path / "new.db"
-    store = await sqlite_store.SqliteStore.open(path)
+    store = await stores.open_sqlite(path)
     try:
         await store.migrate(now_ms=START_MS)
     finally:
@@ -34,7 +34,7 @@ async def test_migrate_converts_a_file_of_an_older_release_once_and_keeps_its_ro
     tmp_path: Path, clock: ManualClock
 ) -> None:
     path = tmp_path / "old.db"
-    store = await sqlite_store.SqliteStore.open(path)
+    store = await stores.open_sqlite(path)
     try:
         await store.migrate(now_ms=START_MS)
         await submit_runs(store, clock, 3)
@@ -47,7 +47,7 @@ async def test_migrate_converts_a_file_of_an_older_release_once_and_keeps_its_ro
     conn.close()
     assert _pragma(path, "auto_vacuum") == 0
 
-    store = await sqlite_store.SqliteStore.open(path)
+    store = await stores.open_sqlite(path)
     try:
         assert await store.migrate(now_ms=START_MS) == []
         counts = await store.counts(now_ms=clock.now_ms())
@@ -61,7 +61,7 @@ async def test_reclaim_space_shrinks_the_file_after_a_prune(
     tmp_path: Path, clock: ManualClock
 ) -> None:
     path = tmp_path / "shrink.db"
-    store = await sqlite_store.SqliteStore.open(path)
+    store = await stores.open_sqlite(path)
     try:
         await store.migrate(now_ms=START_MS)
         for _ in range(5):

@@ -11,6 +11,7 @@ from qinglong_dispatcher.adapters.sqlite import os_user
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from qinglong_dispatcher.domain import approvals, errors
 from tests.contract.test_approvals import plan_bytes
+from tests.support import stores
 from tests.support.actions import make_api, submit_runs
 from tests.support.clock import START_MS, ManualClock
 
@@ -18,7 +19,7 @@ from tests.support.clock import START_MS, ManualClock
 @pytest.fixture
 async def path(tmp_path: Path) -> Path:
     database = tmp_path / "store.db"
-    store = await sqlite_store.SqliteStore.open(database)
+    store = await stores.open_sqlite(database)
     try:
         await store.migrate(now_ms=START_MS)
     finally:
@@ -27,9 +28,7 @@ async def path(tmp_path: Path) -> Path:
 
 
 async def _open(path: Path, principal: str, *, self_approval: bool) -> sqlite_store.SqliteStore:
-    return await sqlite_store.SqliteStore.open(
-        path, principal=principal, self_approval=self_approval
-    )
+    return await stores.open_sqlite(path, principal=principal, self_approval=self_approval)
 
 
 def _counts(path: Path) -> tuple[int, ...]:
@@ -51,7 +50,7 @@ def _counts(path: Path) -> tuple[int, ...]:
 async def test_the_store_defaults_to_the_os_user_and_allows_self_approval(
     path: Path, clock: ManualClock
 ) -> None:
-    store = await sqlite_store.SqliteStore.open(path)
+    store = await stores.open_sqlite(path)
     try:
         (consumed,) = await submit_runs(store, clock, 1)
         approval = await store.get_approval(consumed.approval_request_id)

@@ -12,7 +12,6 @@ import pytest
 
 from qinglong_dispatcher import clock as clocks
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from tests.support import stores
 from tests.support.actions import make_api
 from tests.support.cli import json_out, run_cli
@@ -87,7 +86,7 @@ async def _all_or_nothing(
 async def test_edge_bulk_approval_is_one_call_and_all_or_nothing(tmp_path: Path) -> None:
     assert run_cli("migrate", cwd=tmp_path).returncode == 0
     path = tmp_path / "var" / "qinglong.db"
-    store = await sqlite_store.SqliteStore.open(path)
+    store = await stores.open_sqlite(path)
     try:
         created = await _create(store, COUNT)
     finally:
@@ -97,7 +96,7 @@ async def test_edge_bulk_approval_is_one_call_and_all_or_nothing(tmp_path: Path)
         return run_cli("approval", "approve", *args, "--by", "bob", cwd=tmp_path)
 
     async def statuses() -> dict[str, str]:
-        opened = await sqlite_store.SqliteStore.open(path)
+        opened = await stores.open_sqlite(path)
         try:
             found = [await opened.get_approval(i) for i in created]
         finally:
@@ -121,9 +120,8 @@ async def database() -> AsyncIterator[str]:
 @pytest.mark.postgres
 async def test_cluster_bulk_approval_by_a_separate_approver(database: str, tmp_path: Path) -> None:
     # Imported here so that a SQLite-only run never imports the PostgreSQL adapter.
-    from qinglong_dispatcher.adapters.postgres import store as postgres_store
 
-    runtime = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=1)
+    runtime = await stores.open_postgres(stores.runtime_url(database), max_size=1)
     try:
         created = await _create(runtime, COUNT + 2)
     finally:

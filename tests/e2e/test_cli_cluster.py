@@ -16,7 +16,6 @@ import asyncpg
 import pytest
 
 from qinglong_dispatcher import api, ports
-from qinglong_dispatcher.adapters.postgres import store as postgres_store
 from qinglong_dispatcher.domain import errors, records, states
 from tests.support import stores
 from tests.support.actions import submit_runs_as_approver
@@ -171,7 +170,7 @@ async def test_the_database_refuses_a_manual_resolution_from_the_runtime_login(
     # Recovery_required in real time too: the lease expired a minute before the CLI runs.
     clock = ManualClock(int(time.time() * 1000) - 60_000)
     async with stores.fresh_database() as database:
-        runtime = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=2)
+        runtime = await stores.open_postgres(stores.runtime_url(database), max_size=2)
         try:
             (first,) = await submit_runs_as_approver(database, clock, 1)
             await _start_one(runtime, clock)

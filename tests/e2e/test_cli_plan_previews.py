@@ -20,7 +20,6 @@ import pytest
 from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.actions import builtin
 from qinglong_dispatcher.adapters.sqlite import os_user
-from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from qinglong_dispatcher.domain import digests, ids, plan_previews, plans
 from tests.support import stores
 from tests.support.actions import DEFAULT_TTL_MS
@@ -59,7 +58,7 @@ async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         assert run_cli("migrate", *login, cwd=tmp_path).returncode == 0
 
         async def open_sqlite() -> ports.Store:
-            return await sqlite_store.SqliteStore.open(path, create=False)
+            return await stores.open_sqlite(path, create=False)
 
         async def sqlite_audit() -> list[dict[str, Any]]:
             with contextlib.closing(sqlite3.connect(path)) as conn:
@@ -72,7 +71,6 @@ async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
 
         yield Target("sqlite", login, login, login, tmp_path, open_sqlite, sqlite_audit)
         return
-    from qinglong_dispatcher.adapters.postgres import store as postgres_store
 
     await stores.create_login(PLAN_READER_LOGIN, "qinglong_plan_reader")
     async with stores.fresh_database() as name:
@@ -81,7 +79,7 @@ async def target(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
             return ["--profile", "cluster", "--database", url]
 
         async def open_approver() -> ports.Store:
-            return await postgres_store.PostgresStore.open(stores.approver_url(name), max_size=1)
+            return await stores.open_postgres(stores.approver_url(name), max_size=1)
 
         async def pg_audit() -> list[dict[str, Any]]:
             return await stores.raw(

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher.adapters.postgres import store as postgres_store
-from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from qinglong_dispatcher.domain import states
 from tests.support import stores
 from tests.support.actions import submit_runs, submit_runs_as_approver
@@ -20,7 +18,7 @@ from tests.support.dispatching import make_dispatcher
 async def _finished_in_2023(path: Path, clock: ManualClock, count: int) -> None:
     """`count` run.create dispatches that succeeded at the manual clock's 2023 instant, and one
     still pending (never pruned)."""
-    store = await sqlite_store.SqliteStore.open(path)
+    store = await stores.open_sqlite(path)
     try:
         await store.migrate(now_ms=START_MS)
         await submit_runs(store, clock, count)
@@ -100,7 +98,7 @@ async def test_prune_on_the_cluster_runs_as_the_pruner_and_the_runtime_is_refuse
     tmp_path: Path, database: str, clock: ManualClock
 ) -> None:
     await submit_runs_as_approver(database, clock, 2)
-    runtime = await postgres_store.PostgresStore.open(stores.runtime_url(database), max_size=2)
+    runtime = await stores.open_postgres(stores.runtime_url(database), max_size=2)
     try:
         assert (await make_dispatcher(runtime, clock).dispatch_batch()).outcomes["succeeded"] == 2
     finally:

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from qinglong_dispatcher import clock as clocks
-from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
+from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.cli import json_out, run_cli
 
@@ -23,7 +23,7 @@ def workdir(tmp_path: Path) -> Path:
 async def _stall(path: Path, owners: list[str]) -> None:
     """Submit one run per owner, each claimed by it with a lease that is over at once."""
     the_clock = clocks.SystemClock()
-    store = await sqlite_store.SqliteStore.open(path)
+    store = await stores.open_sqlite(path)
     try:
         consumed = await submit_runs(store, the_clock, len(owners))
         for owner, row in zip(owners, consumed, strict=True):

@@ -13,6 +13,7 @@ from qinglong_dispatcher import api
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from qinglong_dispatcher.domain import retention, states
 from qinglong_dispatcher.lifecycle import pruning
+from tests.support import stores
 from tests.support.actions import make_api
 from tests.support.clock import ManualClock
 
@@ -134,7 +135,7 @@ async def test_two_hundred_thousand_dispatches_leave_a_file_that_levels_off(
     # Rounds are 10 s apart on a clock an hour behind the database's: every cutoff is in the
     # past, as the database requires.
     clock = ManualClock(start_ms=int(time.time() * 1000) - 3_600_000)
-    store = await sqlite_store.SqliteStore.open(path)
+    store = await stores.open_sqlite(path)
     await store.migrate(now_ms=clock.now_ms())
     the_api = make_api(store, clock)
     pruner = pruning.Pruner(store, clock)

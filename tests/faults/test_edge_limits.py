@@ -46,9 +46,8 @@ import anyio.to_thread
 import pytest
 
 from qinglong_dispatcher import api, clock
-from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from qinglong_dispatcher.domain import errors
-from tests.support import edge_limits, ledger_witness
+from tests.support import edge_limits, ledger_witness, stores
 from tests.support.actions import make_api
 from tests.support.cli import SCRIPT, run_cli
 from tests.support.daemon import clean_env, free_port, ready, wait_until
@@ -241,7 +240,7 @@ async def _run(
     outcome: Outcome,
 ) -> None:
     """Submit at the steady rate while the supervisor kills and restarts; drain; stop."""
-    store = await sqlite_store.SqliteStore.open(path)
+    store = await stores.open_sqlite(path)
     supervisor = Supervisor(group, sampler, path)
     try:
         supervisor.start()

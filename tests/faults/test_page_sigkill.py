@@ -25,7 +25,6 @@ import anyio.to_thread
 import pytest
 
 from qinglong_dispatcher import clock, ports
-from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
 from tests.support import stores
 from tests.support.actions import submit_runs, submit_runs_as_approver
@@ -60,7 +59,7 @@ async def _target(dialect: str, tmp_path: Path) -> AsyncIterator[Target]:
     }
     if dialect == "sqlite":
         path = tmp_path / "qinglong.db"
-        seeding = await sqlite_store.SqliteStore.open(path)
+        seeding = await stores.open_sqlite(path)
         try:
             await seeding.migrate(now_ms=system.now_ms())
             await submit_runs(seeding, system, DISPATCHES)
@@ -68,7 +67,7 @@ async def _target(dialect: str, tmp_path: Path) -> AsyncIterator[Target]:
             await seeding.close()
 
         async def open_sqlite() -> ports.Store:
-            return await sqlite_store.SqliteStore.open(path)
+            return await stores.open_sqlite(path)
 
         async def nothing() -> None:
             return None
@@ -78,10 +77,9 @@ async def _target(dialect: str, tmp_path: Path) -> AsyncIterator[Target]:
         return
     async with stores.fresh_database() as name:
         await submit_runs_as_approver(name, system, DISPATCHES)
-        from qinglong_dispatcher.adapters.postgres import store as postgres_store
 
         async def open_postgres() -> ports.Store:
-            return await postgres_store.PostgresStore.open(stores.runtime_url(name), max_size=4)
+            return await stores.open_postgres(stores.runtime_url(name), max_size=4)
 
         async def gone() -> None:
             # The server ends the dead client's session (rolling its transaction back) when

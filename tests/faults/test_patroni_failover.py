@@ -59,7 +59,7 @@ import pytest
 from qinglong_dispatcher import api, clock
 from qinglong_dispatcher.actions import builtin
 from qinglong_dispatcher.domain import plans
-from tests.support import patroni_cluster, pg_ha, receiver_client
+from tests.support import patroni_cluster, pg_ha, receiver_client, stores
 from tests.support.actions import make_api
 from tests.support.daemon import Daemon, free_port, get, log_events, ready, running, wait_until
 from tests.support.receiver_client import Receiver, receivers
@@ -180,11 +180,8 @@ async def _submit(
 ) -> None:
     """`count` run.create dispatches; with `sends`, that many http.request ones after the
     first FAIL_AT share of them (claims take the oldest first)."""
-    from qinglong_dispatcher.adapters.postgres import store as postgres_store
 
-    approver = await postgres_store.PostgresStore.open(
-        cluster.url(pg_ha.APPROVER_LOGIN), max_size=2
-    )
+    approver = await stores.open_postgres(cluster.url(pg_ha.APPROVER_LOGIN), max_size=2)
     submitter = make_api(approver, clock.SystemClock())
     first = int(count * FAIL_AT) if sends else count
     batches = [range(first), range(first, count)] if sends else [range(count)]

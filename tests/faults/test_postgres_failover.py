@@ -32,7 +32,7 @@ import anyio.to_thread
 import pytest
 
 from qinglong_dispatcher import clock
-from tests.support import pg_ha
+from tests.support import pg_ha, stores
 from tests.support.actions import submit_runs
 from tests.support.cli import json_out, run_cli
 from tests.support.daemon import Daemon, free_port, log_events, ready, running, wait_until
@@ -122,12 +122,9 @@ async def _wait_for(
 
 async def _generation(cluster: pg_ha.Cluster, cwd: Path, generation: int) -> dict[str, Any]:
     """Submit, drain across one primary loss, and return what the daemons logged."""
-    from qinglong_dispatcher.adapters.postgres import store as postgres_store
 
     project = f"gen-{generation}"
-    approver = await postgres_store.PostgresStore.open(
-        cluster.url(pg_ha.APPROVER_LOGIN), max_size=2
-    )
+    approver = await stores.open_postgres(cluster.url(pg_ha.APPROVER_LOGIN), max_size=2)
     try:
         await submit_runs(approver, clock.SystemClock(), DISPATCHES, project=project)
     finally:

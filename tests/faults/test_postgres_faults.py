@@ -33,7 +33,6 @@ import structlog
 
 from qinglong_dispatcher import bootstrap, clock
 from qinglong_dispatcher.adapters.postgres import database as pg_database
-from qinglong_dispatcher.adapters.postgres import store as postgres_store
 from qinglong_dispatcher.domain import errors
 from tests.support import stores
 from tests.support.actions import submit_runs_as_approver
@@ -151,7 +150,7 @@ async def test_terminated_backends_mid_batch_leave_nothing_for_an_operator(
 ) -> None:
     rng = random.Random(seed)
     moving = MovingClock()
-    store = await postgres_store.PostgresStore.open(
+    store = await stores.open_postgres(
         stores.runtime_url(database), max_size=8, connect_timeout_s=5
     )
     try:

@@ -15,6 +15,7 @@ import pytest
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.domain.states import ExecutionStatus
+from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.cli import SCRIPT, run_cli
 from tests.support.clock import START_MS, ManualClock
@@ -24,7 +25,7 @@ from tests.support.sqlite_files import execution_statuses
 
 @pytest.fixture
 async def edge_store(tmp_path: Path) -> AsyncIterator[sqlite_store.SqliteStore]:
-    store = await sqlite_store.SqliteStore.open(tmp_path / "q.db", busy_timeout_s=0.2)
+    store = await stores.open_sqlite(tmp_path / "q.db", busy_timeout_s=0.2)
     await store.migrate(now_ms=START_MS)
     yield store
     await store.close()

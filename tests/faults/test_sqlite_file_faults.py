@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
+from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.cli import error_lines, run_cli
 from tests.support.clock import ManualClock
@@ -87,7 +87,7 @@ async def test_a_torn_wal_tail_loses_only_the_unacknowledged_commit(
     tmp_path: Path, clock: ManualClock, tear: str
 ) -> None:
     path = tmp_path / "q.db"
-    store = await sqlite_store.SqliteStore.open(path)
+    store = await stores.open_sqlite(path)
     try:
         await store.migrate(now_ms=clock.now_ms())
         # Start from an empty WAL, so every frame in it belongs to the commits below.
@@ -125,7 +125,7 @@ async def test_a_torn_wal_tail_loses_only_the_unacknowledged_commit(
     os.truncate(crash / "q.db-wal", cut)
 
     assert set(_present(intact / "q.db", acknowledged + torn)) == set(acknowledged + torn)
-    reopened = await sqlite_store.SqliteStore.open(crash / "q.db", create=False)
+    reopened = await stores.open_sqlite(crash / "q.db", create=False)
     try:
         await reopened.check_integrity()
         (await reopened.schema_state()).require_current()

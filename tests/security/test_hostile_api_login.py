@@ -72,10 +72,8 @@ async def api_login(pg: stores.Harness) -> AsyncIterator[Api]:
     }
     names = {who: stores.session_principal(f"{who}{number}") for who in kinds}
     roles = [f"{stores.INSTALLATION}_p_{name}" for name in names.values()]
-    admin = await postgres_store.PostgresStore.open(stores.pg_url(database), max_size=1)
-    store = await postgres_store.PostgresStore.open(
-        stores.pg_url(database, login=API_LOGIN), max_size=2
-    )
+    admin = await stores.open_postgres(stores.pg_url(database), max_size=1)
+    store = await stores.open_postgres(stores.pg_url(database, login=API_LOGIN), max_size=2)
     try:
         for who, kind in kinds.items():
             token, _secret = principals.NewToken.issue(
@@ -185,7 +183,7 @@ async def test_the_api_login_as_itself_reads_and_writes_nothing(
 async def test_the_api_login_becomes_no_role_it_was_not_granted(
     pg: stores.Harness, api_login: Api
 ) -> None:
-    admin = await postgres_store.PostgresStore.open(stores.pg_url(api_login.database), max_size=1)
+    admin = await stores.open_postgres(stores.pg_url(api_login.database), max_size=1)
     try:
         (token,) = [t for t in await admin.list_tokens() if t.principal == api_login.names["vic"]]
         await admin.revoke_token(token.token_id)
@@ -278,7 +276,7 @@ async def test_a_principal_role_the_api_no_longer_holds_names_nobody(
     # an administrator had also granted her role, SET ROLE into it, acts as itself.
     pending = await _request_by(api_login, "bob", now, principals.TokenRole.APPROVER)
     await pg.raw(f"GRANT {api_login.role('alice')} TO {stores.STRICT_APPROVER_LOGIN}")
-    admin = await postgres_store.PostgresStore.open(stores.pg_url(api_login.database), max_size=1)
+    admin = await stores.open_postgres(stores.pg_url(api_login.database), max_size=1)
     try:
         alice = api_login.names["alice"]
         (token,) = [t for t in await admin.list_tokens() if t.principal == alice]

@@ -15,7 +15,6 @@ import asyncpg
 import pytest
 
 from qinglong_dispatcher.adapters import migration_files
-from qinglong_dispatcher.adapters.postgres import store as postgres_store
 from qinglong_dispatcher.domain import errors, installation
 from tests.support import cli, stores
 from tests.support.clock import START_MS
@@ -26,9 +25,7 @@ ALL_MIGRATIONS = [m.version for m in migration_files.load("postgres")]
 
 
 async def _migrate(database: str, requested: str | None = None) -> list[int]:
-    store = await postgres_store.PostgresStore.open(
-        stores.pg_url(database), max_size=1, installation=requested
-    )
+    store = await stores.open_postgres(stores.pg_url(database), max_size=1, installation=requested)
     try:
         return await store.migrate(now_ms=START_MS)
     finally:

@@ -153,14 +153,13 @@ async def test_a_plan_reader_has_no_unaudited_way_to_a_plan_and_nobody_forges_a_
 async def test_the_store_reads_for_a_plan_reader_and_refuses_others_in_one_line(
     pg: stores.Harness, clock: ManualClock
 ) -> None:
-    from qinglong_dispatcher.adapters.postgres import store as postgres_store
 
     dispatch_id = await _dispatch(pg, clock)
     with pytest.raises(errors.PlanReadRefused) as refused:
         await pg.operator_store.read_full_plan(dispatch_id)
     assert "\n" not in str(refused.value)
     assert MARKER not in str(refused.value)
-    reader = await postgres_store.PostgresStore.open(
+    reader = await stores.open_postgres(
         stores.pg_url(await _database(pg), login=PLAN_READER_LOGIN), max_size=1
     )
     try:

@@ -43,10 +43,9 @@ async def submit_runs_as_approver(
     `submit` approves its own requests, which the runtime login may never do (migration 0005).
     """
     # Imported here so that a SQLite-only run never imports the PostgreSQL adapter.
-    from qinglong_dispatcher.adapters.postgres import store as postgres_store
     from tests.support import stores
 
-    approver = await postgres_store.PostgresStore.open(stores.approver_url(database), max_size=1)
+    approver = await stores.open_postgres(stores.approver_url(database), max_size=1)
     try:
         return await submit_runs(approver, clock, count, **kwargs)
     finally:

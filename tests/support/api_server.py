@@ -13,11 +13,11 @@ from pathlib import Path
 import anyio
 
 from qinglong_dispatcher import bootstrap, ports
-from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from qinglong_dispatcher.domain import principals
 from qinglong_dispatcher.lifecycle import http, metrics
 from qinglong_dispatcher.settings import Settings, load_settings
 from qinglong_dispatcher.web import server as web_server
+from tests.support import stores
 from tests.support.clock import START_MS
 
 VIEWER = "viewer-token-0123456789"
@@ -60,7 +60,7 @@ def api_settings(db: Path, **env: str) -> Settings:
 
 async def open_store(db: Path) -> ports.Store:
     """A migrated SQLite store at `db`."""
-    store = await sqlite_store.SqliteStore.open(db, busy_timeout_s=5.0)
+    store = await stores.open_sqlite(db, busy_timeout_s=5.0)
     await store.migrate(now_ms=START_MS)
     return store
 

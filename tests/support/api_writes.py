@@ -109,18 +109,17 @@ async def _stores(
     off; on PostgreSQL the administrator, the runtime login, and the API's NOINHERIT login."""
     if harness.dialect == "sqlite":
         assert isinstance(harness.store, sqlite_store.SqliteStore)
-        strict = sqlite_store.SqliteStore(harness.store.db, self_approval=False)
+        strict = sqlite_store.SqliteStore(
+            harness.store.db, tables=stores.TABLES, self_approval=False
+        )
         yield harness.store, strict, strict
         return
-    from qinglong_dispatcher.adapters.postgres import store as postgres_store
 
     database = str(await harness.scalar("SELECT current_database()"))
     await stores.create_login(API_LOGIN, "qinglong_api")
     await harness.raw(f"ALTER ROLE {API_LOGIN} NOINHERIT")
-    admin = await postgres_store.PostgresStore.open(stores.pg_url(database), max_size=1)
-    acting = await postgres_store.PostgresStore.open(
-        stores.pg_url(database, login=API_LOGIN), max_size=2
-    )
+    admin = await stores.open_postgres(stores.pg_url(database), max_size=1)
+    acting = await stores.open_postgres(stores.pg_url(database, login=API_LOGIN), max_size=2)
     try:
         yield admin, harness.store, acting
     finally:

@@ -147,12 +147,12 @@ class Target:
 @contextlib.asynccontextmanager
 async def target(dialect: str, cwd: Path, env: Mapping[str, str]) -> AsyncIterator[Target]:
     """A fresh migrated database of `dialect`, its stores open, closed (and dropped) after."""
+    from tests.support import stores
+
     system = clock.SystemClock()
     if dialect == "sqlite":
-        from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
-
         path = cwd / "qinglong.db"
-        store = await sqlite_store.SqliteStore.open(path)
+        store = await stores.open_sqlite(path)
         try:
             await store.migrate(now_ms=system.now_ms())
             settings = {"QINGLONG_PROFILE": "edge", "QINGLONG_DATABASE_URL": f"sqlite:///{path}"}
@@ -160,16 +160,11 @@ async def target(dialect: str, cwd: Path, env: Mapping[str, str]) -> AsyncIterat
         finally:
             await store.close()
         return
-    from qinglong_dispatcher.adapters.postgres import store as postgres_store
-    from tests.support import stores
-
     async with stores.fresh_database() as name:
         url = stores.runtime_url(name)
-        runtime = await postgres_store.PostgresStore.open(url, max_size=2)
+        runtime = await stores.open_postgres(url, max_size=2)
         try:
-            approver = await postgres_store.PostgresStore.open(
-                stores.approver_url(name), max_size=1
-            )
+            approver = await stores.open_postgres(stores.approver_url(name), max_size=1)
             try:
                 settings = {"QINGLONG_PROFILE": "cluster", "QINGLONG_DATABASE_URL": url}
                 yield Target(dialect, cwd, {**env, **settings}, runtime, approver, name)

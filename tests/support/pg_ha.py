@@ -32,6 +32,7 @@ import anyio
 import asyncpg
 import pytest
 
+from tests.support import stores
 from tests.support.daemon import free_port
 
 TOOLS = ("initdb", "pg_ctl", "pg_basebackup", "pg_rewind", "postgres")
@@ -283,7 +284,6 @@ async def prepare(admin_dsn: str) -> None:
     """Create the database on the primary whose superuser DSN is `admin_dsn`, migrate it as
     the superuser, and create the test logins (roles are cluster-wide and replicate to the
     standby like everything else)."""
-    from qinglong_dispatcher.adapters.postgres import store as postgres_store
     from tests.support.clock import START_MS
 
     async def admin(sql: str) -> None:
@@ -294,7 +294,7 @@ async def prepare(admin_dsn: str) -> None:
             await conn.close()
 
     await admin(f"CREATE DATABASE {DATABASE}")
-    store = await postgres_store.PostgresStore.open(
+    store = await stores.open_postgres(
         admin_dsn.rpartition("/")[0] + f"/{DATABASE}", max_size=1, installation="qinglong"
     )
     try:

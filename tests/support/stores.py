@@ -7,6 +7,7 @@ import asyncio
 import atexit
 import contextlib
 import dataclasses
+import functools
 import itertools
 import os
 import re
@@ -20,12 +21,22 @@ import anyio.to_thread
 import asyncpg
 import pytest
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import bootstrap, ports
+from qinglong_dispatcher.adapters.postgres import store as postgres_store
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from qinglong_dispatcher.domain import installation
 from tests.support.clock import START_MS
 
 DIALECTS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+TABLES = bootstrap.builtin_tables()
+"""The built-in actions' tables, lent to every store a test opens (as the daemon's are)."""
+
+open_sqlite = functools.partial(sqlite_store.SqliteStore.open, tables=TABLES)
+"""`SqliteStore.open`, lent the built-in actions' tables."""
+
+open_postgres = functools.partial(postgres_store.PostgresStore.open, tables=TABLES)
+"""`PostgresStore.open`, lent the built-in actions' tables."""
 
 
 @dataclasses.dataclass
@@ -59,7 +70,7 @@ class Harness:
 
 async def _sqlite(tmp_path_factory: pytest.TempPathFactory) -> tuple[Harness, list[ports.Store]]:
     path = tmp_path_factory.mktemp("sqlite") / "store.db"
-    store = await sqlite_store.SqliteStore.open(path, busy_timeout_s=5.0)
+    store = await open_sqlite(path, busy_timeout_s=5.0)
     await store.migrate(now_ms=START_MS)
     opened: list[ports.Store] = [store]
 
@@ -77,7 +88,7 @@ async def _sqlite(tmp_path_factory: pytest.TempPathFactory) -> tuple[Harness, li
         return await anyio.to_thread.run_sync(body)
 
     async def another() -> ports.Store:
-        other = await sqlite_store.SqliteStore.open(path, busy_timeout_s=5.0)
+        other = await open_sqlite(path, busy_timeout_s=5.0)
         opened.append(other)
         return other
 
@@ -276,7 +287,6 @@ $login$"""
 
 
 async def _set_up_session() -> str:
-    from qinglong_dispatcher.adapters.postgres import store as postgres_store
 
     conn = await _admin_connect()
     try:
@@ -290,9 +300,7 @@ async def _set_up_session() -> str:
         atexit.register(_drop_at_exit, template)
         # The suite's databases are all of the legacy installation, so their roles are the
         # documented `qinglong_*`; tests of installation names make and drop their own.
-        store = await postgres_store.PostgresStore.open(
-            pg_url(template), max_size=1, installation=INSTALLATION
-        )
+        store = await open_postgres(pg_url(template), max_size=1, installation=INSTALLATION)
         try:
             await store.migrate(now_ms=START_MS)
         finally:
@@ -436,27 +444,26 @@ async def raw(database: str, sql: str) -> list[dict[str, Any]]:
 @contextlib.asynccontextmanager
 async def _postgres() -> AsyncIterator[tuple[Harness, list[ports.Store]]]:
     # Imported here so that a SQLite-only run never imports the PostgreSQL adapter.
-    from qinglong_dispatcher.adapters.postgres import store as postgres_store
 
     async with fresh_database() as database:
         url = runtime_url(database)
-        store = await postgres_store.PostgresStore.open(url, max_size=4)
+        store = await open_postgres(url, max_size=4)
         opened: list[ports.Store] = [store]
         try:
-            operator = await postgres_store.PostgresStore.open(operator_url(database), max_size=2)
+            operator = await open_postgres(operator_url(database), max_size=2)
         except BaseException:
             await store.close()
             raise
         opened.append(operator)
         try:
-            approver = await postgres_store.PostgresStore.open(approver_url(database), max_size=2)
+            approver = await open_postgres(approver_url(database), max_size=2)
         except BaseException:
             for each in opened:
                 await each.close()
             raise
         opened.append(approver)
         try:
-            pruner = await postgres_store.PostgresStore.open(pruner_url(database), max_size=1)
+            pruner = await open_postgres(pruner_url(database), max_size=1)
         except BaseException:
             for each in opened:
                 await each.close()
@@ -467,12 +474,12 @@ async def _postgres() -> AsyncIterator[tuple[Harness, list[ports.Store]]]:
             return await raw(database, sql)
 
         async def another() -> ports.Store:
-            other = await postgres_store.PostgresStore.open(url, max_size=4)
+            other = await open_postgres(url, max_size=4)
             opened.append(other)
             return other
 
         async def another_operator() -> ports.Store:
-            other = await postgres_store.PostgresStore.open(operator_url(database), max_size=2)
+            other = await open_postgres(operator_url(database), max_size=2)
             opened.append(other)
             return other
 

@@ -7,10 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher import resources, settings
-from qinglong_dispatcher.adapters.postgres.queries import BLOCKS as PG_BLOCKS
-from qinglong_dispatcher.adapters.sqlite.queries import Q as SQLITE_BLOCKS
+from qinglong_dispatcher import bootstrap, resources, settings
+from qinglong_dispatcher.adapters import named_sql
+from qinglong_dispatcher.adapters.postgres import queries as pg_queries
+from qinglong_dispatcher.adapters.sqlite import queries as sqlite_queries
 from qinglong_dispatcher.domain import errors, retention, states
+
+_ACTIONS = bootstrap.builtin_tables().statements
+SQLITE_BLOCKS = sqlite_queries.load(_ACTIONS)
+PG_BLOCKS = named_sql.load_dialect(Path(pg_queries.__file__).parent, "postgres", _ACTIONS)
 
 CLUSTER = {"QINGLONG_PROFILE": "cluster", "QINGLONG_DATABASE_URL": "postgresql://x@h/db"}
 

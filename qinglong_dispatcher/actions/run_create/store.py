@@ -3,10 +3,10 @@
 One transaction (docs/actions.md): the execution row is read locked, a receipt means a
 replay, otherwise the fence is re-verified and Run, attempt, RunEvent, receipt and the fenced
 completion are written together. PostgreSQL first tries its one-statement happy path
-(`create_run_fast`, run by `adapters/postgres/fast_paths.create_run_fast` with the
-parameters of `one_statement`) and falls back to this transaction. A page of them, in the
-dispatcher's page transaction (`adapters/sql/page.py`), writes the same rows as set
-statements (`effects_taken`, `create_page`).
+(`create_run_fast`, run by the PostgreSQL store with the parameters of `one_statement`) and
+falls back to this transaction. A page of them, in the dispatcher's page transaction
+(`adapters/sql/page.py`), writes the same rows as set statements (`effects_taken`,
+`create_page`).
 
 Its named statements are `queries/sqlite.sql` and `queries/postgres.sql` beside this module
 (`STATEMENTS`); the store loads them with its own. Written against `ports.transactions`

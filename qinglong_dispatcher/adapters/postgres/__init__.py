@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from qinglong_dispatcher.adapters.postgres.dialect import DIALECT
+from qinglong_dispatcher.adapters.postgres.dialect import PostgresDialect
 
-__all__ = ["DIALECT"]
+__all__ = ["PostgresDialect"]

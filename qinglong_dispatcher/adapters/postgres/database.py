@@ -14,12 +14,13 @@ import dataclasses
 import random
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 import asyncpg
 
-from qinglong_dispatcher.adapters.postgres.queries import Q, Statement
+from qinglong_dispatcher.adapters.postgres.queries import Statement, load
 from qinglong_dispatcher.adapters.sql import query
 from qinglong_dispatcher.domain import errors
 
@@ -185,24 +186,25 @@ def _connection_lost(exc: BaseException) -> bool:
 class PgQuery:
     """`query.Query` over one pooled connection inside its transaction."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, statements: Mapping[str, Statement]) -> None:
         self._conn = conn
+        self._q = statements
 
     async def one(self, name: str, params: query.Params = query.NO_PARAMS) -> Row:
         """See `query.Query.one`."""
-        return await fetchrow(self._conn, Q[name], params)
+        return await fetchrow(self._conn, self._q[name], params)
 
     async def all(self, name: str, params: query.Params = query.NO_PARAMS) -> list[Row]:
         """See `query.Query.all`."""
-        return await fetch(self._conn, Q[name], params)
+        return await fetch(self._conn, self._q[name], params)
 
     async def run(self, name: str, params: query.Params = query.NO_PARAMS) -> None:
         """See `query.Query.run`."""
-        await execute(self._conn, Q[name], params)
+        await execute(self._conn, self._q[name], params)
 
     async def run_many(self, name: str, params: Sequence[query.Params]) -> None:
         """See `query.Query.run_many` (asyncpg pipelines `executemany`)."""
-        statement = Q[name]
+        statement = self._q[name]
         await self._conn.executemany(statement.text, [statement.args(p) for p in params])
 
     async def savepoint(self, work: query.Work[T]) -> T:
@@ -215,14 +217,15 @@ class PgQuery:
 class Database:
     """A small pool; `read` and `write` run one transaction each."""
 
-    def __init__(self, pool: Any, config: PoolConfig) -> None:
+    def __init__(self, pool: Any, config: PoolConfig, statements: Mapping[str, Statement]) -> None:
         self._pool: Any = pool
         self.config = config
+        self.statements = statements
         self.commits = 0
         """Write transactions committed through this pool (the bench counts them)."""
 
     @classmethod
-    async def open(cls, url: str, config: PoolConfig) -> Database:
+    async def open(cls, url: str, config: PoolConfig, actions: tuple[Path, ...]) -> Database:
         """Create the pool and its first connection, so a bad URL fails here, typed."""
         try:
             pool = await asyncpg.create_pool(
@@ -240,7 +243,7 @@ class Database:
             ) from exc
         except DRIVER_ERRORS as exc:
             raise opening_error(url, exc) from exc
-        return cls(pool, config)
+        return cls(pool, config, load(actions))
 
     async def read(self, body: Transaction[T]) -> T:
         """Run a read-only body on one snapshot (REPEATABLE READ, READ ONLY)."""
@@ -260,9 +263,10 @@ class Database:
         self, work: query.Work[T], *, write: bool = True, isolation: str = "read_committed"
     ) -> T:
         """Run a shared transaction (`adapters/sql`): a write (at `isolation`) or a read."""
+        named = self.statements
         if not write:
-            return await self.read(lambda conn: work(PgQuery(conn)))
-        return await self.write(lambda conn: work(PgQuery(conn)), isolation=isolation)
+            return await self.read(lambda conn: work(PgQuery(conn, named)))
+        return await self.write(lambda conn: work(PgQuery(conn, named)), isolation=isolation)
 
     async def _run(self, body: Transaction[T], *, isolation: str, readonly: bool) -> T:
         for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -284,12 +288,13 @@ class Database:
                 raise translate(exc) from exc
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def statement(self, statement: Statement, params: Mapping[str, object]) -> Row:
+    async def statement(self, name: str, params: Mapping[str, object]) -> Row:
         """One write statement as its own transaction: one round trip (the happy paths).
 
         A row back means it wrote and committed; None means it matched nothing and wrote
         nothing, and the caller falls back to its diagnosing transaction.
         """
+        statement = self.statements[name]
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
                 async with self._connection() as conn:

@@ -10,10 +10,14 @@ from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import dialect
 from qinglong_dispatcher.adapters.postgres import bench, server_costs, store, wakeup
 from qinglong_dispatcher.adapters.sql import plan_envelopes
+from qinglong_dispatcher.ports import action_tables
 
 
 class PostgresDialect:
     """`dialect.Dialect` for PostgreSQL."""
+
+    def __init__(self, tables: action_tables.BuiltInTables) -> None:
+        self.tables = tables  # the built-in actions', lent to every store it opens
 
     async def open_store(self, settings: dialect.Configured, *, create: bool) -> ports.Store:
         """See `dialect.Dialect.open_store` (`create` concerns SQLite files only)."""
@@ -21,6 +25,7 @@ class PostgresDialect:
         # the next claim need a few more.
         return await store.PostgresStore.open(
             settings.database_url,
+            tables=self.tables,
             allow_async_commit=settings.allow_async_commit,
             require_sync_standby=settings.require_sync_standby,
             max_size=settings.concurrency + 4,
@@ -35,7 +40,9 @@ class PostgresDialect:
         self, settings: dialect.Configured, to: str
     ) -> tuple[str, list[str]]:
         """See `store.PostgresStore.move_installation`, on a pool of one."""
-        moving = await store.PostgresStore.open(settings.database_url, max_size=1)
+        moving = await store.PostgresStore.open(
+            settings.database_url, tables=self.tables, max_size=1
+        )
         try:
             return await moving.move_installation(to)
         finally:
@@ -74,6 +81,3 @@ class PostgresDialect:
     async def server_counters(self, settings: dialect.Configured) -> dict[str, Any] | None:
         """See `server_costs.snapshot` (`settings.database_url` is the scratch database)."""
         return await server_costs.snapshot(settings.database_url)
-
-
-DIALECT = PostgresDialect()

@@ -1,19 +1,17 @@
 """PostgreSQL's one-statement happy paths, each beside the shared transaction it shortcuts.
 
-The shared transactions (`adapters/sql/executions.start`, `actions/run_create/store.create`)
-cost a round trip per statement and one each for BEGIN and COMMIT; on the happy path these
-write the same facts in one data-modifying CTE, its own implicit transaction
-(docs/performance.md: cluster 235 → 668 dispatches/s for the two together). Anything else —
-a replay, a lost lease, a renewed version, a wrong binding, a collision — matches nothing
-here and goes to the shared transaction, which decides.
+The shared transactions (`adapters/sql/executions.start`, and run.create's, whose statement
+`create_run_fast` `PostgresStore.create_run` runs with the parameters its tables give) cost a
+round trip per statement and one each for BEGIN and COMMIT; on the happy path these write
+the same facts in one data-modifying CTE, its own implicit transaction (docs/performance.md:
+cluster 235 → 668 dispatches/s for the two together). Anything else — a replay, a lost
+lease, a renewed version, a wrong binding, a collision — matches nothing here and goes to
+the shared transaction, which decides.
 """
 
 from __future__ import annotations
 
-from qinglong_dispatcher import ports
-from qinglong_dispatcher.actions.run_create import store as run_create
 from qinglong_dispatcher.adapters.postgres import database as db
-from qinglong_dispatcher.adapters.postgres.queries import Q
 from qinglong_dispatcher.adapters.sql import executions
 from qinglong_dispatcher.domain import records
 
@@ -24,18 +22,7 @@ async def start_fast(
     """The barrier in one statement when everything matches; None: nothing was written, run
     the shared transaction."""
     params = executions.start_params(request, now_ms=now_ms, lease_ms=lease_ms)
-    done = await database.statement(Q["start_fast"], params)
+    done = await database.statement("start_fast", params)
     if done is None:
         return None
     return executions.started(request, done, now_ms=now_ms)
-
-
-async def create_run_fast(
-    database: db.Database, request: ports.RunCreateRequest
-) -> ports.RunCreateResult | None:
-    """Everything in one statement when the fence holds at exactly the started version (no
-    renew), no receipt and no Run holds the key; None: nothing was written, use the shared
-    transaction (`actions/run_create/store.create`)."""
-    params, created = run_create.one_statement(request)
-    done = await database.statement(Q["create_run_fast"], params)
-    return None if done is None else created

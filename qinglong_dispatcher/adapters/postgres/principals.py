@@ -47,7 +47,7 @@ class PrincipalRunner:
 
         async def body(conn: db.Connection) -> T:
             await conn.execute(f"SET LOCAL ROLE {self.role}")
-            return await work(db.PgQuery(conn))
+            return await work(db.PgQuery(conn, self._db.statements))
 
         if not write:
             return await self._db.read(body)
@@ -76,7 +76,7 @@ async def create_token(database: db.Database, new: principals.NewToken) -> princ
     async def body(conn: db.Connection) -> principals.Token:
         name = await _installation(conn)
         role = installation.principal_role(name, new.principal)
-        q = db.PgQuery(conn)
+        q = db.PgQuery(conn, database.statements)
         created = await tokens.create(q, new)
         can_login = await conn.fetchval(_ROLE_EXISTS, role)
         if can_login is None:
@@ -100,7 +100,7 @@ async def revoke_token(database: db.Database, token_id: str) -> principals.Token
     principal's role too, so even a compromised API process can no longer act as it."""
 
     async def body(conn: db.Connection) -> principals.Token | None:
-        q = db.PgQuery(conn)
+        q = db.PgQuery(conn, database.statements)
         revoked = await tokens.revoke(q, token_id)
         if revoked is None or await tokens.live_roles(q, revoked.principal):
             return revoked

@@ -17,6 +17,7 @@ from qinglong_dispatcher.domain import (
     schema,
 )
 from qinglong_dispatcher.domain import principals as principal_records
+from qinglong_dispatcher.ports import action_tables
 
 ASYNC_COMMIT_LEVELS = frozenset({"off", "local"})
 """`synchronous_commit` values that can lose an acknowledged commit (a start barrier)."""
@@ -54,6 +55,7 @@ class PostgresStore(sql_store.SqlStore):
         self,
         database: db.Database,
         *,
+        tables: action_tables.BuiltInTables,
         allow_async_commit: bool = False,
         require_sync_standby: bool = False,
         installation: str | None = None,
@@ -62,7 +64,7 @@ class PostgresStore(sql_store.SqlStore):
         self.db = database
         self.installation = installation
         """The installation a new database is migrated for (None: the database's name)."""
-        super().__init__(database, approval_records.DATABASE_PRINCIPAL, envelopes)
+        super().__init__(database, approval_records.DATABASE_PRINCIPAL, envelopes, tables=tables)
         self.allow_async_commit = allow_async_commit
         self.require_sync_standby = require_sync_standby
         self._installation_name: str | None = None
@@ -72,6 +74,7 @@ class PostgresStore(sql_store.SqlStore):
         cls,
         url: str,
         *,
+        tables: action_tables.BuiltInTables,
         allow_async_commit: bool = False,
         require_sync_standby: bool = False,
         min_size: int = 1,
@@ -93,7 +96,8 @@ class PostgresStore(sql_store.SqlStore):
             connect_timeout_s=connect_timeout_s,
         )
         return cls(
-            await db.Database.open(url, config),
+            await db.Database.open(url, config, tables.statements),
+            tables=tables,
             allow_async_commit=allow_async_commit,
             require_sync_standby=require_sync_standby,
             installation=installation,
@@ -207,7 +211,9 @@ class PostgresStore(sql_store.SqlStore):
             self._installation_name = await principals.installation_name(self.db)
         role = installation.principal_role(self._installation_name, who.principal)
         runner = principals.PrincipalRunner(self.db, role)
-        return sql_store.SqlStore(runner, approval_records.DATABASE_PRINCIPAL, self.envelopes)
+        return sql_store.SqlStore(
+            runner, approval_records.DATABASE_PRINCIPAL, self.envelopes, tables=self.tables
+        )
 
     # -- the start barrier -------------------------------------------------------------------
 
@@ -231,10 +237,11 @@ class PostgresStore(sql_store.SqlStore):
     # -- run.create ------------------------------------------------------------------------
 
     async def create_run(self, request: ports.RunCreateRequest) -> ports.RunCreateResult:
-        """See `ports.RunCreateRepository.create_run`: the one-statement happy path first, then
-        the shared transaction for everything else (a replay, a renewed version, a refusal)."""
-        created = await fast_paths.create_run_fast(self.db, request)
-        if created is not None:
+        """See `ports.RunCreateRepository.create_run`: the one-statement happy path first
+        (`fast_paths`), then run.create's transaction for everything else (a replay, a renewed
+        version, a refusal)."""
+        params, created = self.tables.run_create.one_statement(request)
+        if await self.db.statement("create_run_fast", params) is not None:
             return created
         return await super().create_run(request)
 

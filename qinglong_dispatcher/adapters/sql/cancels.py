@@ -11,17 +11,19 @@ installation's operator role. An API cancel also writes its request's audit row.
 
 from __future__ import annotations
 
-from qinglong_dispatcher.actions.tool_invoke import steps as tool_steps
+from collections.abc import Sequence
+
 from qinglong_dispatcher.adapters.sql import query, rows, tokens
 from qinglong_dispatcher.domain import cancels, principals, records
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
-from qinglong_dispatcher.domain.tools import start as tool_start
+from qinglong_dispatcher.ports import action_tables
 
 
 async def cancel(
     q: query.Query,
     request: cancels.Cancel,
+    tables: Sequence[action_tables.ActionTables],
     *,
     principal: str | None,
     now_ms: int,
@@ -59,8 +61,8 @@ async def cancel(
     )
     if cancelled.outcome is Outcome.CONFLICT:
         return cancelled
-    if dispatch.action_type == tool_start.TOOL_INVOKE:
-        await tool_steps.settle(
+    for own in tables:  # the actions' rows follow their dispatch (a StepRun)
+        await own.settle(
             q,
             dispatch,
             resolution=cancels.STEP_RUN_RESOLUTION,

@@ -12,11 +12,10 @@ import json
 from collections.abc import Sequence
 from typing import Final
 
-from qinglong_dispatcher.actions.run_create import store as runs
-from qinglong_dispatcher.actions.tool_invoke import steps as tool_steps
 from qinglong_dispatcher.adapters.sql import plan_envelopes, plan_reads, query, recovery
 from qinglong_dispatcher.domain import activity, dispatch_views, plan_previews, records
 from qinglong_dispatcher.domain import recovery as recovery_records
+from qinglong_dispatcher.ports import action_tables
 
 _CLEAR: Final = plan_envelopes.Envelopes(None)
 """A store without a key ring: plans in clear, plain digests."""
@@ -58,6 +57,7 @@ async def list_dispatches(
 async def show_dispatch(
     q: query.Query,
     dispatch_id: str,
+    tables: Sequence[action_tables.ActionTables],
     *,
     now_ms: int,
     shown: plan_previews.ShownFields = plan_previews.IDENTITY_ONLY,
@@ -65,7 +65,7 @@ async def show_dispatch(
 ) -> dispatch_views.Detail | None:
     """Everything about one dispatch, its plan as a redacted preview, or None when there is
     no such dispatch (`shown`: the members shown per action type; `envelopes`: how the store
-    opens a sealed plan and digests a redacted member)."""
+    opens a sealed plan and digests a redacted member; `tables`: the actions' own rows)."""
     row = await q.one("select_dispatch_view", {"dispatch_id": dispatch_id})
     if row is None:
         return None
@@ -75,26 +75,21 @@ async def show_dispatch(
     stored = await plan_reads.get_plan(q, dispatch.project_id, dispatch.action_ref)
     plan, plan_code = plan_reads.preview(stored, shown, envelopes)
     events = await q.all("select_event_views", {"dispatch_id": dispatch_id})
-    receipt = await runs.get_receipt(q, dispatch_id)
-    step = await tool_steps.get_by_approval(q, dispatch.approval_request_id)
-    run_id = receipt.resource_id if receipt is not None else None
-    if run_id is None:
-        run = await runs.get_run_by_key(q, dispatch.project_id, dispatch_id)
-        run_id = run.run_id if run is not None else None
-    if run_id is None and step is not None:
-        run_id = step.binding.run_id
+    part = action_tables.DetailPart()
+    for own in tables:
+        part = await own.detail(q, dispatch, part)
     return dispatch_views.Detail(
         dispatch=dispatch,
         plan=plan,
         plan_code=plan_code,
         execution=dispatch_views.ExecutionView.from_row(row, settling_ms=settling_ms),
         events=tuple(dispatch_views.EventView.from_row(event) for event in events),
-        receipt=receipt,
-        run_id=run_id,
+        receipt=part.receipt,
+        run_id=part.run_id,
         observation=observation,
         resolution=await recovery.get_resolution(q, dispatch_id),
         audit=tuple(await recovery.audit_events(q, dispatch_id)),
-        step_run=None if step is None else dispatch_views.StepRunView.of(step),
+        step_run=part.step_run,
     )
 
 

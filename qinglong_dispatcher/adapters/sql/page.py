@@ -3,8 +3,8 @@ transaction).
 
 `run.create`'s whole effect is rows in this database, so its start barrier, effect, receipt
 and completion commit together: the strongest at-most-once there is, one commit for a page.
-The effect's rows are run.create's own (`actions/run_create/store.create_page`); the start
-and the completion are the store's.
+The effect's rows are run.create's own, written by the tables it lends the store
+(`Effects.create_page`); the start and the completion are the store's.
 The page goes as a few set statements, each binding one JSON array of the items' values (a
 round trip each on PostgreSQL, no per-row Python on SQLite). Items whose fence or binding no
 longer holds are simply not matched by the fenced statements. If a statement fails, the store
@@ -22,9 +22,9 @@ import json
 from collections.abc import Sequence
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.actions.run_create import store as run_create
 from qinglong_dispatcher.adapters.sql import query
 from qinglong_dispatcher.domain import errors, fencing, ids, records, runs
+from qinglong_dispatcher.ports import action_tables
 
 
 class PartRefused(Exception):
@@ -32,15 +32,18 @@ class PartRefused(Exception):
     could not be completed, and no Run may commit without its completion."""
 
 
+Effects = action_tables.RunCreateTables  # whose rows a page writes: run.create's
+
+
 async def commit_page(
-    q: query.Query, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
+    q: query.Query, effects: Effects, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
 ) -> list[ports.PageResult]:
     """The whole page as set statements; raises if any statement fails (nothing is kept)."""
-    return await _commit_part(q, items, now_ms=now_ms, lease_ms=lease_ms)
+    return await _commit_part(q, effects, items, now_ms=now_ms, lease_ms=lease_ms)
 
 
 async def commit_each(
-    q: query.Query, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
+    q: query.Query, effects: Effects, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
 ) -> list[ports.PageResult]:
     """After `commit_page` failed: each item alone under its own savepoint; one that fails is
     undone alone and `not_taken`."""
@@ -48,7 +51,9 @@ async def commit_each(
     for item in items:
         try:
             results += await q.savepoint(
-                functools.partial(_commit_part, items=(item,), now_ms=now_ms, lease_ms=lease_ms)
+                functools.partial(
+                    _commit_part, effects=effects, items=(item,), now_ms=now_ms, lease_ms=lease_ms
+                )
             )
         except (errors.StoreError, PartRefused):
             results.append(_not_taken(item, "item_failed"))
@@ -62,18 +67,18 @@ def _not_taken(item: ports.PageItem, reason: str) -> ports.PageResult:
 
 
 async def _commit_part(
-    q: query.Query, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
+    q: query.Query, effects: Effects, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
 ) -> list[ports.PageResult]:
     """Start, effect, receipt and completion for `items` as set statements (the database
     writes the ledger from them)."""
-    taken = await run_create.effects_taken(q, [i.dispatch for i in items])
+    taken = await effects.effects_taken(q, [i.dispatch for i in items])
     fresh = [i for i in items if i.dispatch.dispatch_id not in taken]
     started = await _start(q, fresh, now_ms=now_ms, lease_ms=lease_ms) if fresh else {}
     done = [
         (i, started[i.dispatch.dispatch_id]) for i in fresh if i.dispatch.dispatch_id in started
     ]
     if done:
-        await run_create.create_page(q, done, now_ms=now_ms)
+        await effects.create_page(q, done, now_ms=now_ms)
         await _complete(q, done, now_ms=now_ms)
     results = {
         identity.dispatch_id: ports.PageResult(

@@ -16,6 +16,7 @@ from qinglong_dispatcher.ports.transactions import NO_PARAMS as NO_PARAMS
 from qinglong_dispatcher.ports.transactions import Params as Params
 from qinglong_dispatcher.ports.transactions import Query as Query
 from qinglong_dispatcher.ports.transactions import Row as Row
+from qinglong_dispatcher.ports.transactions import Runner as Runner
 from qinglong_dispatcher.ports.transactions import Work as Work
 
 T = TypeVar("T")
@@ -41,14 +42,6 @@ async def in_savepoint(
     return result
 
 
-class Runner(Protocol):
-    """What a dialect provides to run one shared transaction."""
-
-    async def transaction(self, work: Work[T], *, write: bool = True) -> T:
-        """Begin, run `work`, commit (a write) or end (a read); roll back on any exception."""
-        ...
-
-
 class HasRunner(Protocol):
     """A store: what runs its transactions (replaceable, so a test can wrap it)."""
 
@@ -70,3 +63,18 @@ def operation(
     method.__name__ = work.__name__
     method.__doc__ = work.__doc__
     return method
+
+
+def lent(
+    repository: str, method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]:
+    """The store method forwarding to the repository an action lent it (attribute
+    `repository`); `method` is the port's, so mypy checks the store through its signature."""
+    name = method.__name__
+
+    async def forward(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await getattr(getattr(self, repository), name)(*args, **kwargs)  # type: ignore[no-any-return]
+
+    forward.__name__ = name
+    forward.__doc__ = method.__doc__
+    return forward

@@ -10,7 +10,8 @@ the parameter. An API resolution also writes its request's audit row.
 
 from __future__ import annotations
 
-from qinglong_dispatcher.actions.tool_invoke import steps as tool_steps
+from collections.abc import Sequence
+
 from qinglong_dispatcher.adapters.sql import query, rows, tokens
 from qinglong_dispatcher.domain import (
     audit_views,
@@ -23,7 +24,7 @@ from qinglong_dispatcher.domain import (
 )
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
-from qinglong_dispatcher.domain.tools import start as tool_start
+from qinglong_dispatcher.ports import action_tables
 
 _BEFORE_ALL = (-(2**63), "")
 
@@ -69,6 +70,7 @@ async def list_recovery_required(
 async def resolve(
     q: query.Query,
     resolution: recovery.Resolution,
+    tables: Sequence[action_tables.ActionTables],
     *,
     principal: str | None,
     now_ms: int,
@@ -136,9 +138,8 @@ async def resolve(
         # Under the row lock the domain's refusal above already saw what the update repeats:
         # a miss is a broken invariant, and raising undoes the resolution with it.
         raise errors.StoreError("the resolution's update matched no row", code="raced")
-    if dispatch.action_type == tool_start.TOOL_INVOKE:
-        # Bookkeeping only, in this transaction: the StepRun follows its dispatch.
-        await tool_steps.settle(
+    for own in tables:  # bookkeeping only, in this transaction: their rows follow
+        await own.settle(
             q,
             dispatch,
             resolution=resolution.resolution.value,

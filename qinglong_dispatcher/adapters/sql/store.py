@@ -2,23 +2,19 @@
 
 Most operations are a transaction of `adapters/sql/*` made a method by `query.operation`; the
 explicit methods add something of the store's own: its principal, a composite read, or a
-refusal turned into a typed result. A built-in action's own tables are written by its own
-transactions (`actions/run_create/store.py`, `actions/tool_invoke/steps.py` and
-`barriers.py`): the store runs them, handing over what they borrow of its own (`shared`).
+refusal turned into a typed result. A built-in action's own tables are written by the
+repository it lends the store (`ports.action_tables`, handed over by the composition root):
+the store forwards that action's operations to it, and it runs them on this store.
 A dialect's store subclasses this and adds only what is its own (opening, migrations, the
 durability check, measured fast paths).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.actions.run_create import store as runs
-from qinglong_dispatcher.actions.tool_invoke import barriers as tool_barriers
-from qinglong_dispatcher.actions.tool_invoke import steps as tool_steps
 from qinglong_dispatcher.adapters.sql import (
     approvals,
     cancels,
@@ -41,8 +37,8 @@ from qinglong_dispatcher.domain import dispatch_views as dispatch_view_records
 from qinglong_dispatcher.domain import errors, plan_previews, principals, records
 from qinglong_dispatcher.domain import recovery as recovery_records
 from qinglong_dispatcher.domain import retention as retention_records
-from qinglong_dispatcher.domain.tools import start as tool_start
-from qinglong_dispatcher.domain.tools import steps as tool_step_records
+from qinglong_dispatcher.ports import action_tables
+from qinglong_dispatcher.ports import transactions as tx
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -52,6 +48,7 @@ _REFUSALS = (errors.ApprovalError, errors.TransitionRefused, errors.PrincipalNot
 """What refuses one request of an `approve_many` (a store fault is raised as it is)."""
 
 operation = query.operation
+lent = query.lent
 
 
 def as_approver(
@@ -76,12 +73,18 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         runner: query.Runner,
         approver: approval_records.Principal,
         envelopes: plan_envelopes.Envelopes | None = None,
+        *,
+        tables: action_tables.BuiltInTables,
     ) -> None:
         self.runner = runner
         self.approver = approver
         """Who creates, decides and consumes approvals through this store."""
         self.envelopes = envelopes or plan_envelopes.Envelopes(None)
         """Seals plans as they are written and opens them as they are read."""
+        self.tables = tables
+        self.shared: tx.Shared = shared
+        self.runs = tables.run_create.repository(self)
+        self.tools = tables.tool_invoke.repository(self)
 
     # -- executions (docs/state-machine.md) ----------------------------------------------------
 
@@ -97,11 +100,13 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
     execution_events = operation(executions.events, write=False)
 
     async def counts(self, *, now_ms: int) -> records.StatusCounts:
-        """See `ports.ExecutionStore.counts` (with StepRuns per status, from one snapshot)."""
+        """See `ports.ExecutionStore.counts` (with the actions' rows, from one snapshot)."""
 
         async def read(q: query.Query) -> records.StatusCounts:
             counts = await executions.counts(q, now_ms=now_ms)
-            return dataclasses.replace(counts, step_runs=await tool_steps.count_by_status(q))
+            for own in self.tables.each:
+                counts = await own.count(q, counts)
+            return counts
 
         return await self.runner.transaction(read, write=False)
 
@@ -227,20 +232,12 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
                     raise taken from None
             raise
 
-    # -- run.create and the page transaction --------------------------------------------
+    # -- run.create's repository (lent) and the page transaction ---------------------------
 
-    get_receipt = operation(runs.get_receipt, write=False)
-    get_run_by_key = operation(runs.get_run_by_key, write=False)
-    get_run = operation(runs.get_run, write=False)
-
-    async def create_run(self, request: ports.RunCreateRequest) -> ports.RunCreateResult:
-        """See `ports.RunCreateRepository.create_run`."""
-        try:
-            return await self.runner.transaction(lambda q: runs.create(q, shared, request))
-        except runs.FencedEffect as fenced:
-            return ports.RunCreateResult(
-                outcome=ports.RunCreateOutcome.FENCED, reason=fenced.reason
-            )
+    get_receipt = lent("runs", ports.RunCreateRepository.get_receipt)
+    get_run_by_key = lent("runs", ports.RunCreateRepository.get_run_by_key)
+    get_run = lent("runs", ports.RunCreateRepository.get_run)
+    create_run = lent("runs", ports.RunCreateRepository.create_run)
 
     async def commit_page(
         self, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
@@ -248,7 +245,9 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         """See `ports.PageStore.commit_page`."""
         try:
             return await self.runner.transaction(
-                lambda q: page.commit_page(q, items, now_ms=now_ms, lease_ms=lease_ms)
+                lambda q: page.commit_page(
+                    q, self.tables.run_create, items, now_ms=now_ms, lease_ms=lease_ms
+                )
             )
         except errors.StoreFull:
             # Every item would fail alike, and the per-item path would commit start barriers
@@ -258,7 +257,9 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
             # Rolled back whole (or its commit unacknowledged: then every item it committed is
             # fenced now and comes back not taken). Again, each item under its own savepoint.
             return await self.runner.transaction(
-                lambda q: page.commit_each(q, items, now_ms=now_ms, lease_ms=lease_ms)
+                lambda q: page.commit_each(
+                    q, self.tables.run_create, items, now_ms=now_ms, lease_ms=lease_ms
+                )
             )
 
     # -- recovery (docs/operations.md), cancels and retention ----------------------------------
@@ -279,9 +280,10 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
     ) -> records.Transition:
         """See `ports.RecoveryStore.resolve_recovery`."""
         self.approver.require_role(_OPERATOR, approval=False)
+        own = self.tables.each
         return await self.runner.transaction(
             lambda q: recovery.resolve(
-                q, resolution, principal=self.approver.name, now_ms=now_ms, context=context
+                q, resolution, own, principal=self.approver.name, now_ms=now_ms, context=context
             )
         )
 
@@ -294,9 +296,10 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
     ) -> records.Transition:
         """See `ports.CancelStore.cancel_dispatch`."""
         self.approver.require_role(_OPERATOR, approval=False)
+        own = self.tables.each
         return await self.runner.transaction(
             lambda q: cancels.cancel(
-                q, request, principal=self.approver.name, now_ms=now_ms, context=context
+                q, request, own, principal=self.approver.name, now_ms=now_ms, context=context
             )
         )
 
@@ -331,7 +334,12 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         """See `ports.DispatchReadStore.show_dispatch` (its plan opened to be previewed)."""
         return await self.runner.transaction(
             lambda q: dispatch_views.show_dispatch(
-                q, dispatch_id, now_ms=now_ms, shown=shown, envelopes=self.envelopes
+                q,
+                dispatch_id,
+                self.tables.each,
+                now_ms=now_ms,
+                shown=shown,
+                envelopes=self.envelopes,
             ),
             write=False,
         )
@@ -339,59 +347,18 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
     dispatch_run_ids = operation(dispatch_views.run_ids, write=False)
     recent_activity = operation(dispatch_views.recent_activity, write=False)
 
-    # -- tool steps and the start barrier (docs/decisions/0019) --------------------------------
+    # -- tool steps and the start barrier (docs/decisions/0019): tool.invoke's, lent --------
 
-    create_step_run = operation(tool_steps.create)
-    get_step_run = operation(tool_steps.get, write=False)
-    step_run_mutations = operation(tool_steps.mutations, write=False)
-    get_by_start_id = operation(tool_barriers.get_by_start_id, write=False)
-    get_by_started_step_run_version = operation(tool_barriers.get_by_started_version, write=False)
-
-    async def submit_tool_invocation(
-        self,
-        new: approval_records.NewApproval,
-        step: tool_step_records.NewStepRun,
-        *,
-        approved_by: str,
-        now_ms: int,
-        max_attempts: int,
-    ) -> approval_records.Consumed:
-        """See `ports.ToolStepRepository.submit_tool_invocation` (its plan sealed)."""
-        sealed = self.envelopes.seal(new)
-        return await self.runner.transaction(
-            lambda q: tool_steps.submit(
-                q,
-                shared,
-                self.approver,
-                sealed,
-                step,
-                approved_by=approved_by,
-                now_ms=now_ms,
-                max_attempts=max_attempts,
-            )
-        )
-
-    async def complete_tool_step(
-        self, request: ports.ToolStepCompletion
-    ) -> ports.ToolStepCompletionResult:
-        """See `ports.ToolStepRepository.complete_tool_step`."""
-        try:
-            return await self.runner.transaction(lambda q: tool_steps.complete(q, shared, request))
-        except tool_steps.Refused as refused:
-            return ports.ToolStepCompletionResult(
-                outcome=ports.ToolStepOutcome.FENCED, reason=refused.reason
-            )
-
-    async def prepare(self, command: tool_start.StartCommand) -> ports.StartBarrierResult:
-        """See `ports.ToolExecutionStartBarrierRepository.prepare`."""
-        try:
-            return await self.barrier_transaction(
-                lambda q: tool_barriers.prepare(q, shared, command, principal=self.approver.name)
-            )
-        except tool_steps.Refused as refused:
-            return ports.StartBarrierResult(
-                outcome=ports.StartOutcome.CONFLICT, reason=refused.reason
-            )
+    create_step_run = lent("tools", ports.ToolStepRepository.create_step_run)
+    get_step_run = lent("tools", ports.ToolStepRepository.get_step_run)
+    step_run_mutations = lent("tools", ports.ToolStepRepository.step_run_mutations)
+    submit_tool_invocation = lent("tools", ports.ToolStepRepository.submit_tool_invocation)
+    complete_tool_step = lent("tools", ports.ToolStepRepository.complete_tool_step)
+    prepare = lent("tools", ports.ToolExecutionStartBarrierRepository.prepare)
+    get_by_start_id = lent("tools", ports.ToolExecutionStartBarrierRepository.get_by_start_id)
+    get_by_started_step_run_version = lent(
+        "tools", ports.ToolExecutionStartBarrierRepository.get_by_started_step_run_version
+    )
 
     async def barrier_transaction(
         self, work: query.Work[ports.StartBarrierResult]

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from qinglong_dispatcher.adapters.sqlite.dialect import DIALECT
+from qinglong_dispatcher.adapters.sqlite.dialect import SqliteDialect
 
-__all__ = ["DIALECT"]
+__all__ = ["SqliteDialect"]

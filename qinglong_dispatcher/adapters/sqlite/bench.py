@@ -52,20 +52,20 @@ def _prepare(conn: sqlite3.Connection) -> None:
 
 async def raw_commits(path: Path, seconds: float, *, busy_timeout_s: float) -> tuple[float, float]:
     """Commits per second through the store's own hop, then through plain stdlib sqlite3."""
-    store = await sqlite_store.SqliteStore.open(path, busy_timeout_s=busy_timeout_s)
+    db = await database.Database.open(path, (), busy_timeout_s=busy_timeout_s, create=True)
     try:
-        driver = await raw_commits_per_s(store, seconds)
+        driver = await raw_commits_per_s(db, seconds)
     finally:
-        await store.close()
+        await db.close()
     stdlib = await anyio.to_thread.run_sync(
         lambda: raw_commits_per_s_stdlib(path, seconds, busy_timeout_s=busy_timeout_s)
     )
     return driver, stdlib
 
 
-async def raw_commits_per_s(store: sqlite_store.SqliteStore, seconds: float) -> float:
+async def raw_commits_per_s(db: database.Database, seconds: float) -> float:
     """BEGIN IMMEDIATE / one-row UPDATE / COMMIT through the store's own hop, for `seconds`."""
-    await store.db.write(_prepare)
+    await db.write(_prepare)
     bump = B["bump_counter"]
 
     def one(conn: sqlite3.Connection) -> None:
@@ -75,7 +75,7 @@ async def raw_commits_per_s(store: sqlite_store.SqliteStore, seconds: float) -> 
     started = time.perf_counter()
     deadline = started + seconds
     while time.perf_counter() < deadline:
-        await store.db.write(one)
+        await db.write(one)
         count += 1
     return count / (time.perf_counter() - started)
 

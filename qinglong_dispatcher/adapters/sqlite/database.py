@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,8 +18,7 @@ import anyio
 import anyio.to_thread
 
 from qinglong_dispatcher.adapters.sql import query
-from qinglong_dispatcher.adapters.sqlite import files
-from qinglong_dispatcher.adapters.sqlite.queries import Q
+from qinglong_dispatcher.adapters.sqlite import files, queries
 from qinglong_dispatcher.domain import errors
 
 T = TypeVar("T")
@@ -134,24 +133,25 @@ def translate(exc: sqlite3.Error) -> errors.StoreError | errors.ApprovalError:
 class SqliteQuery:
     """`query.Query` over the one connection: every method returns without suspending."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, statements: Mapping[str, str]) -> None:
         self._conn = conn
+        self._q = statements
 
     async def one(self, name: str, params: query.Params = query.NO_PARAMS) -> Any:
         """See `query.Query.one`."""
-        return self._conn.execute(Q[name], params).fetchone()
+        return self._conn.execute(self._q[name], params).fetchone()
 
     async def all(self, name: str, params: query.Params = query.NO_PARAMS) -> list[Any]:
         """See `query.Query.all`."""
-        return self._conn.execute(Q[name], params).fetchall()
+        return self._conn.execute(self._q[name], params).fetchall()
 
     async def run(self, name: str, params: query.Params = query.NO_PARAMS) -> None:
         """See `query.Query.run`."""
-        self._conn.execute(Q[name], params)
+        self._conn.execute(self._q[name], params)
 
     async def run_many(self, name: str, params: Sequence[query.Params]) -> None:
         """See `query.Query.run_many`."""
-        self._conn.executemany(Q[name], params)
+        self._conn.executemany(self._q[name], params)
 
     async def savepoint(self, work: query.Work[T]) -> T:
         """See `query.Query.savepoint`."""
@@ -201,9 +201,10 @@ def in_snapshot(conn: sqlite3.Connection, body: Transaction[T]) -> T:
 class Database:
     """The single connection and the limiter that serialises every use of it."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, statements: Mapping[str, str]) -> None:
         self._conn: sqlite3.Connection | None = conn
         self.path = path
+        self.statements = statements
         self._limiter = anyio.CapacityLimiter(1)
         self.commits = 0
         """Write transactions committed through this connection (the bench counts them)."""
@@ -213,12 +214,14 @@ class Database:
         """Wall seconds spent inside the worker thread's hops, lock waits included."""
 
     @classmethod
-    async def open(cls, path: Path, *, busy_timeout_s: float, create: bool = True) -> Database:
+    async def open(
+        cls, path: Path, actions: tuple[Path, ...], *, busy_timeout_s: float, create: bool
+    ) -> Database:
         """Open the file on a worker thread (creating it only with `create`)."""
         conn = await anyio.to_thread.run_sync(
             lambda: connect(path, busy_timeout_s=busy_timeout_s, create=create)
         )
-        return cls(conn, path)
+        return cls(conn, path, queries.load(actions))
 
     async def read(self, body: Transaction[T]) -> T:
         """Run a read-only body (autocommit reads see one consistent snapshot per statement)."""
@@ -234,10 +237,12 @@ class Database:
         A read runs in a deferred transaction, so all its statements see one snapshot (WAL
         keeps it while another process commits): `dispatch show` never pairs an execution
         row with a ledger from a later commit."""
+        named = self.statements
         if write:
-            return await self._run(lambda conn: drive(work(SqliteQuery(conn))), write=True)
+            return await self._run(lambda conn: drive(work(SqliteQuery(conn, named))), write=True)
         return await self._run(
-            lambda conn: in_snapshot(conn, lambda c: drive(work(SqliteQuery(c)))), write=False
+            lambda conn: in_snapshot(conn, lambda c: drive(work(SqliteQuery(c, named)))),
+            write=False,
         )
 
     async def _run(self, body: Transaction[T], *, write: bool) -> T:

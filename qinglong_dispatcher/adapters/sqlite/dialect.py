@@ -11,15 +11,20 @@ from qinglong_dispatcher.adapters import dialect
 from qinglong_dispatcher.adapters.sql import plan_envelopes
 from qinglong_dispatcher.adapters.sqlite import authority, bench, store
 from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.ports import action_tables
 
 
 class SqliteDialect:
     """`dialect.Dialect` for SQLite."""
 
+    def __init__(self, tables: action_tables.BuiltInTables) -> None:
+        self.tables = tables  # the built-in actions', lent to every store it opens
+
     async def open_store(self, settings: dialect.Configured, *, create: bool) -> ports.Store:
         """See `dialect.Dialect.open_store`."""
         return await store.SqliteStore.open(
             settings.sqlite_path,
+            tables=self.tables,
             busy_timeout_s=settings.sqlite_busy_timeout_seconds,
             self_approval=settings.self_approval,
             create=create,
@@ -73,6 +78,3 @@ class SqliteDialect:
     async def server_counters(self, settings: dialect.Configured) -> dict[str, Any] | None:
         """None: no server; the replicas count their own writes (`Store.worker_costs`)."""
         return None
-
-
-DIALECT = SqliteDialect()

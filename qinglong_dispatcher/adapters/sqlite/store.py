@@ -23,6 +23,7 @@ from qinglong_dispatcher.domain import (
     principals,
     schema,
 )
+from qinglong_dispatcher.ports import action_tables
 
 
 class SqliteStore(sql_store.SqlStore):
@@ -34,6 +35,7 @@ class SqliteStore(sql_store.SqlStore):
         self,
         db: database.Database,
         *,
+        tables: action_tables.BuiltInTables,
         self_approval: bool = True,
         principal: str | None = None,
         envelopes: plan_envelopes.Envelopes | None = None,
@@ -46,6 +48,7 @@ class SqliteStore(sql_store.SqlStore):
                 self_approval=self_approval,
             ),
             envelopes,
+            tables=tables,
         )
 
     @classmethod
@@ -53,6 +56,7 @@ class SqliteStore(sql_store.SqlStore):
         cls,
         path: Path,
         *,
+        tables: action_tables.BuiltInTables,
         busy_timeout_s: float = 5.0,
         self_approval: bool = True,
         principal: str | None = None,
@@ -61,7 +65,10 @@ class SqliteStore(sql_store.SqlStore):
     ) -> SqliteStore:
         """Open the SQLite file with the production pragmas (creating it only with `create`)."""
         return cls(
-            await database.Database.open(path, busy_timeout_s=busy_timeout_s, create=create),
+            await database.Database.open(
+                path, tables.statements, busy_timeout_s=busy_timeout_s, create=create
+            ),
+            tables=tables,
             self_approval=self_approval,
             principal=principal,
             envelopes=envelopes,
@@ -73,7 +80,7 @@ class SqliteStore(sql_store.SqlStore):
         principal = approval_records.Principal(
             name=who.principal, self_approval=self.approver.self_approval, role=who.role.value
         )
-        return sql_store.SqlStore(self.db, principal, self.envelopes)
+        return sql_store.SqlStore(self.db, principal, self.envelopes, tables=self.tables)
 
     async def close(self) -> None:
         """Close the connection."""

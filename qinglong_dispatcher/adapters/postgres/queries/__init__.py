@@ -1,6 +1,6 @@
 """The PostgreSQL dialect's named statements, loaded once and bound positionally for asyncpg.
 
-The files of this folder, with the built-in actions' own `queries/postgres.sql`
+The files of this folder, with the `postgres.sql` the built-in actions lend the store
 (`named_sql.load_dialect`), have the SQLite ones' names and blocks. The blocks keep SQLite's
 `:name` parameters so the two dialects read alike; each block is compiled once into `$n` text
 plus the order of its names, and the call site passes the same mapping the SQLite adapter
@@ -13,6 +13,7 @@ per transaction). A locking read splices the plain one and adds its clause (`cla
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -48,8 +49,8 @@ def compile_block(sql: str) -> Statement:
     return Statement(_PARAMETER.sub(number, sql), tuple(names))
 
 
-BLOCKS = named_sql.load_dialect(Path(__file__).parent, "postgres")
-"""Block text by name, as written (the block-name test compares these with SQLite's)."""
-
-Q = {name: compile_block(sql) for name, sql in BLOCKS.items()}
-"""Compiled statements by name; the SQLite store has the same names."""
+@functools.cache
+def load(actions: tuple[Path, ...]) -> Mapping[str, Statement]:
+    """Compiled statements by name, this folder's and `actions'` (the SQLite store's names)."""
+    blocks = named_sql.load_dialect(Path(__file__).parent, "postgres", actions)
+    return {name: compile_block(sql) for name, sql in blocks.items()}
