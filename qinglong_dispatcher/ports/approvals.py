@@ -87,7 +87,6 @@ class ApprovalStore(Protocol):
         approved_by: str,
         now_ms: int,
         max_attempts: int,
-        context: principals.RequestContext | None = None,
     ) -> list[approvals.Consumed]:
         """Create, approve and consume every item in one transaction: all or nothing.
 

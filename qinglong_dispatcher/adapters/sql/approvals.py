@@ -329,7 +329,6 @@ async def submit(
     approved_by: str,
     now_ms: int,
     max_attempts: int,
-    context: principals.RequestContext | None = None,
 ) -> list[approvals.Consumed]:
     """Create, approve and consume every item, all in one transaction.
 
@@ -338,8 +337,7 @@ async def submit(
     that returns the rows it moved. The database's triggers judge each row as for one request,
     and any refusal rolls the whole batch back. A plan already stored is refused by its unique
     key (the store names it, `taken_plan`); a self-approval is refused whole when the
-    principal may not self-approve. An API request writes one audit row per item, naming its
-    dispatch.
+    principal may not self-approve.
     """
     if not items:
         return []
@@ -375,14 +373,6 @@ async def submit(
             _execution_row(d, consumed[new.approval_request_id], max_attempts, now_ms)
             for d, new in pairs
         ],
-    )
-    await tokens.record_requests(
-        q,
-        context,
-        principal=principal.name,
-        operation="submit",
-        actor=approved_by,
-        subjects=[(new.project_id, d, new.action_type) for d, new in pairs],
     )
     return [
         approvals.Consumed(

@@ -205,7 +205,6 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         approved_by: str,
         now_ms: int,
         max_attempts: int,
-        context: principals.RequestContext | None = None,
     ) -> list[approval_records.Consumed]:
         """See `ports.ApprovalStore.submit` (each plan sealed when there is a ring)."""
         self.approver.require_role(_APPROVER)
@@ -219,7 +218,6 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
                     approved_by=approved_by,
                     now_ms=now_ms,
                     max_attempts=max_attempts,
-                    context=context,
                 )
             )
         except errors.StoreError as refused:

@@ -7,8 +7,6 @@ reaches the database: the statements bind its SHA-256.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from qinglong_dispatcher.adapters.sql import query
 from qinglong_dispatcher.domain import errors, principals
 
@@ -118,43 +116,19 @@ async def record_request(
     """The audit row of an API write, in the caller's transaction; nothing without a request.
 
     On PostgreSQL the statement writes the acting principal itself and ignores `principal`."""
-    await record_requests(
-        q,
-        context,
-        principal=principal,
-        operation=operation,
-        actor=actor,
-        subjects=[(project_id, subject_id, detail_code)],
-    )
-
-
-async def record_requests(
-    q: query.Query,
-    context: principals.RequestContext | None,
-    *,
-    principal: str | None,
-    operation: str,
-    actor: str,
-    subjects: Sequence[tuple[str, str, str]],
-) -> None:
-    """`record_request` for each `(project_id, subject_id, detail_code)` of one request (a
-    batch's items), in one round trip."""
-    if context is None or not subjects:
+    if context is None:
         return
-    await q.run_many(
+    await q.run(
         "insert_request_audit",
-        [
-            {
-                "kind": principals.audit_kind(operation),
-                "actor": actor,
-                "principal": principal,
-                "project_id": project_id,
-                "subject_id": subject_id,
-                "detail_code": detail_code[:128],
-                "token_id": context.token_id,
-                "client_address": context.client_address,
-                "request_id": context.request_id,
-            }
-            for project_id, subject_id, detail_code in subjects
-        ],
+        {
+            "kind": principals.audit_kind(operation),
+            "actor": actor,
+            "principal": principal,
+            "project_id": project_id,
+            "subject_id": subject_id,
+            "detail_code": detail_code[:128],
+            "token_id": context.token_id,
+            "client_address": context.client_address,
+            "request_id": context.request_id,
+        },
     )
