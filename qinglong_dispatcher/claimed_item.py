@@ -37,6 +37,10 @@ class DispatchConfig:
     concurrency: int
     retry_backoff_ms: int
     execute_timeout_ms: int
+    barrier_wait_s: float = start_barriers.MAX_WAIT_S
+    """Longest a start barrier waits for the page's other carried items to reach theirs."""
+    completion_wait_s: float = grouped_completions.MAX_WAIT_S
+    """Longest a completion waits for the items finishing beside it."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.page_size <= 64:
@@ -84,9 +88,13 @@ class ItemRunner:
         self._fault_hook = fault_hook
         self._on_renewal = on_renewal
         # The start barriers of items that reach them together commit in one transaction.
-        self._barriers = start_barriers.StartBarriers(store, clock, lease_ms=config.lease_ms)
+        self._barriers = start_barriers.StartBarriers(
+            store, clock, lease_ms=config.lease_ms, max_wait_s=config.barrier_wait_s
+        )
         # And so do the completions of items that finish together.
-        self._completions = grouped_completions.GroupedCompletions(store, clock)
+        self._completions = grouped_completions.GroupedCompletions(
+            store, clock, max_wait_s=config.completion_wait_s
+        )
 
     async def _fault(self, point: str, dispatch: records.Dispatch) -> None:
         if self._fault_hook is not None:

@@ -21,6 +21,9 @@ from tests.support.handlers import RecordingHandler
 from tests.support.stores import Harness
 
 TOOL_INVOKES = 3
+GROUP_WAIT_S = 5.0
+"""Long enough that a loaded machine cannot split a group by timing: the tests count commits,
+and a group commits as soon as every carried item has asked."""
 COMMITS_PER_TOOL_ITEM_AFTER_START = 2
 """The StepRun barrier (`prepare`), then the StepRun result with the execution's completion."""
 
@@ -59,7 +62,12 @@ async def test_concurrent_items_commit_their_start_barriers_together(
         fault_hook=observe,
     )
     the_dispatcher = make_dispatcher(
-        store, clock, handlers=handlers, page_size=16, concurrency=TOOL_INVOKES
+        store,
+        clock,
+        handlers=handlers,
+        page_size=16,
+        concurrency=TOOL_INVOKES,
+        group_wait_s=GROUP_WAIT_S,
     )
 
     commits_before = store.commits
@@ -126,7 +134,11 @@ async def test_items_that_finish_together_commit_their_completions_together(
     consumed = await submit_runs(harness.approver_store, clock, ITEMS)
     handler = RecordingHandler()  # not transactional: the per-item path
     the_dispatcher = make_dispatcher(
-        harness.store, clock, handlers={"run.create": handler}, concurrency=ITEMS
+        harness.store,
+        clock,
+        handlers={"run.create": handler},
+        concurrency=ITEMS,
+        group_wait_s=GROUP_WAIT_S,
     )
     before = harness.store.commits
     report = await the_dispatcher.dispatch_batch()

@@ -20,8 +20,16 @@ def make_dispatcher(
     lease_ms: int = LEASE_MS,
     execute_timeout_ms: int | None = None,
     fault_hook: dispatcher.FaultHook | None = None,
+    group_wait_s: float | None = None,
 ) -> dispatcher.Dispatcher:
-    """A dispatcher with the built-in actions unless `handlers` replaces them."""
+    """A dispatcher with the built-in actions unless `handlers` replaces them; `group_wait_s`
+    replaces how long a start barrier or a completion waits for the items beside it (a test
+    that counts grouped commits sets it long, so a slow machine cannot split a group)."""
+    waits = (
+        {}
+        if group_wait_s is None
+        else {"barrier_wait_s": group_wait_s, "completion_wait_s": group_wait_s}
+    )
     return dispatcher.Dispatcher(
         store,
         handlers if handlers is not None else bootstrap.handlers(store, clock),
@@ -33,6 +41,7 @@ def make_dispatcher(
             concurrency=concurrency,
             retry_backoff_ms=1000,
             execute_timeout_ms=execute_timeout_ms or lease_ms // 2,
+            **waits,
         ),
         fault_hook=fault_hook,
     )
