@@ -42,6 +42,11 @@ async def get_receipt(q: tx.Query, dispatch_id: str) -> runs.RunReceipt | None:
     return None if row is None else runs.RunReceipt.from_row(row)
 
 
+async def count_runs(q: tx.Query) -> int:
+    """How many Runs exist (the `runs` figure of `status`)."""
+    return int((await q.one("count_runs"))["n"])
+
+
 async def get_run(q: tx.Query, run_id: str) -> runs.Run | None:
     """One Run by id."""
     row = await q.one("select_run", {"run_id": run_id})

@@ -104,8 +104,8 @@ class Tables:
         return dataclasses.replace(part, receipt=receipt, run_id=run_id)
 
     async def count(self, q: tx.Query, counts: records.StatusCounts) -> records.StatusCounts:
-        """As they are: the store counts Runs with the executions (one statement)."""
-        return counts
+        """With the Runs counted (`status`, the metrics)."""
+        return dataclasses.replace(counts, runs=await store.count_runs(q))
 
 
 TABLES = Tables()

@@ -13,6 +13,10 @@ run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
 task_snapshot_ref, input_ref, status, trigger_type, execution_origin, execution_owner,
 request_id, idempotency_key, accepted_at_ms, version, event_seq, created_at_ms
 
+-- count_runs --
+-- The `runs` figure of `status`.
+SELECT count(*) AS n FROM runs
+
 -- select_run --
 SELECT {run_columns} FROM runs WHERE run_id = :run_id
 

@@ -30,9 +30,6 @@ GROUP BY lease_owner
 ORDER BY n DESC, lease_owner
 LIMIT :owners::bigint
 
--- count_runs --
-SELECT count(*) AS n FROM qinglong.runs
-
 -- backlog_due --
 -- Bounded: the due index is read for at most :cap rows, whatever the table holds.
 SELECT count(*) AS n, min(eligible_at_ms) AS oldest
