@@ -111,6 +111,11 @@ class RunCreateTables(ActionTables, Protocol):
         """The dispatches of a page whose effect already exists."""
         ...
 
+    async def run_ids(self, q: Query, dispatch_ids: Sequence[str]) -> dict[str, str]:
+        """The Run of each dispatch whose Run exists (held by its dispatch id as the Run's
+        idempotency key)."""
+        ...
+
     async def create_page(
         self,
         q: Query,

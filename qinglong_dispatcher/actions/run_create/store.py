@@ -42,6 +42,14 @@ async def get_receipt(q: tx.Query, dispatch_id: str) -> runs.RunReceipt | None:
     return None if row is None else runs.RunReceipt.from_row(row)
 
 
+async def run_ids(q: tx.Query, dispatch_ids: Sequence[str]) -> dict[str, str]:
+    """The Run holding each dispatch id as its idempotency key, for those that have one."""
+    found = await q.all(
+        "select_run_ids_by_dispatch", {"dispatch_ids": json.dumps(list(dispatch_ids))}
+    )
+    return {row["dispatch_id"]: row["run_id"] for row in found}
+
+
 async def count_runs(q: tx.Query) -> int:
     """How many Runs exist (the `runs` figure of `status`)."""
     return int((await q.one("count_runs"))["n"])

@@ -69,6 +69,10 @@ class Tables:
         """See `store.effects_taken`."""
         return await store.effects_taken(q, dispatches)
 
+    async def run_ids(self, q: tx.Query, dispatch_ids: Sequence[str]) -> dict[str, str]:
+        """See `store.run_ids`."""
+        return await store.run_ids(q, dispatch_ids)
+
     async def create_page(
         self,
         q: tx.Query,

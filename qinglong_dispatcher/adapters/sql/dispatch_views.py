@@ -8,7 +8,6 @@ None of the statements here selects a lease token.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Final
 
@@ -91,14 +90,6 @@ async def show_dispatch(
         audit=tuple(await recovery.audit_events(q, dispatch_id)),
         step_run=part.step_run,
     )
-
-
-async def run_ids(q: query.Query, dispatch_ids: Sequence[str]) -> dict[str, str]:
-    """The Run holding each dispatch id as its idempotency key, for those that have one."""
-    found = await q.all(
-        "select_run_ids_by_dispatch", {"dispatch_ids": json.dumps(list(dispatch_ids))}
-    )
-    return {row["dispatch_id"]: row["run_id"] for row in found}
 
 
 async def recent_activity(

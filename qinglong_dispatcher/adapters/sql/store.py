@@ -342,7 +342,13 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
             write=False,
         )
 
-    dispatch_run_ids = operation(dispatch_views.run_ids, write=False)
+    async def dispatch_run_ids(self, dispatch_ids: Sequence[str]) -> dict[str, str]:
+        """See `ports.DispatchReadStore.dispatch_run_ids` (run.create's Runs)."""
+        run_create = self.tables.run_create
+        return await self.runner.transaction(
+            lambda q: run_create.run_ids(q, dispatch_ids), write=False
+        )
+
     recent_activity = operation(dispatch_views.recent_activity, write=False)
 
     # -- tool steps and the start barrier (docs/decisions/0019): tool.invoke's, lent --------

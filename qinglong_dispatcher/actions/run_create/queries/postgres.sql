@@ -174,3 +174,11 @@ FROM jsonb_to_recordset(:receipts::jsonb) AS k (
     action_type text, action_digest text, execution_attempt integer, execution_version bigint,
     started_at_ms bigint, idempotency_key text, outcome text, result_code text,
     resource_type text, resource_id text, created_at_ms bigint, evidence_digest text)
+
+-- select_run_ids_by_dispatch --
+-- The Run holding each dispatch id (a JSON array) as its idempotency key: `submit --json`.
+-- Only dispatches and Runs, which every login that may submit can read.
+SELECT d.dispatch_id, r.run_id
+FROM qinglong.approved_action_dispatches AS d
+JOIN qinglong.runs AS r ON r.project_id = d.project_id AND r.idempotency_key = d.dispatch_id
+WHERE d.dispatch_id IN (SELECT jsonb_array_elements_text(:dispatch_ids::jsonb))

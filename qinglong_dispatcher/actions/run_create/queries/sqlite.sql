@@ -116,3 +116,11 @@ SELECT k.value ->> 'dispatch_id', k.value ->> 'schema_version',
        k.value ->> 'resource_type', k.value ->> 'resource_id', k.value ->> 'created_at_ms',
        k.value ->> 'evidence_digest'
 FROM json_each(:receipts) AS k
+
+-- select_run_ids_by_dispatch --
+-- The Run holding each dispatch id (a JSON array) as its idempotency key: `submit --json`.
+-- Only dispatches and Runs, which every login that may submit can read.
+SELECT d.dispatch_id, r.run_id
+FROM json_each(:dispatch_ids) AS k
+CROSS JOIN approved_action_dispatches AS d ON d.dispatch_id = k.value
+JOIN runs AS r ON r.project_id = d.project_id AND r.idempotency_key = d.dispatch_id

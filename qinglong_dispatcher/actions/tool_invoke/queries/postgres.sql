@@ -170,3 +170,6 @@ WHERE b.start_id = :start_id
 {barrier_read}
 WHERE b.run_id = :run_id AND b.step_run_id = :step_run_id
   AND b.started_step_run_version = :started_version
+
+-- count_step_runs_by_status --
+SELECT status, count(*) AS n FROM qinglong.step_runs GROUP BY status

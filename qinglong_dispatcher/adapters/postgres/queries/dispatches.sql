@@ -54,14 +54,6 @@ FROM qinglong.execution_events
 WHERE dispatch_id = :dispatch_id::text
 ORDER BY version
 
--- select_run_ids_by_dispatch --
--- The Run holding each dispatch id (a JSON array) as its idempotency key: `submit --json`.
--- Only dispatches and Runs, which every login that may submit can read.
-SELECT d.dispatch_id, r.run_id
-FROM qinglong.approved_action_dispatches AS d
-JOIN qinglong.runs AS r ON r.project_id = d.project_id AND r.idempotency_key = d.dispatch_id
-WHERE d.dispatch_id IN (SELECT jsonb_array_elements_text(:dispatch_ids::jsonb))
-
 -- read_full_plan --
 -- `dispatch show ID --plan`: the definer function of migration 0014 refuses a login that is
 -- not a plan reader (42501), and otherwise writes the `plan.read` audit row in this

@@ -50,6 +50,3 @@ SELECT count(*) AS n,
            AS expired
 FROM qinglong.approved_action_dispatch_executions
 WHERE status = 'executing'
-
--- count_step_runs_by_status --
-SELECT status, count(*) AS n FROM qinglong.step_runs GROUP BY status

@@ -52,14 +52,6 @@ FROM execution_events
 WHERE dispatch_id = :dispatch_id
 ORDER BY version
 
--- select_run_ids_by_dispatch --
--- The Run holding each dispatch id (a JSON array) as its idempotency key: `submit --json`.
--- Only dispatches and Runs, which every login that may submit can read.
-SELECT d.dispatch_id, r.run_id
-FROM json_each(:dispatch_ids) AS k
-CROSS JOIN approved_action_dispatches AS d ON d.dispatch_id = k.value
-JOIN runs AS r ON r.project_id = d.project_id AND r.idempotency_key = d.dispatch_id
-
 -- read_full_plan --
 -- `dispatch show ID --plan`: the plan row of a dispatch (sealed as stored). On edge the OS
 -- user that owns the file is the authority; `audit_plan_read` follows in this transaction.

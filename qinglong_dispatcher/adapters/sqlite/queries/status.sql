@@ -49,6 +49,3 @@ SELECT count(*) AS n,
            ELSE 0 END), 0) AS expired
 FROM approved_action_dispatch_executions
 WHERE status = 'executing'
-
--- count_step_runs_by_status --
-SELECT status, count(*) AS n FROM step_runs GROUP BY status
