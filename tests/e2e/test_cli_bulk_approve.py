@@ -119,8 +119,6 @@ async def database() -> AsyncIterator[str]:
 
 @pytest.mark.postgres
 async def test_cluster_bulk_approval_by_a_separate_approver(database: str, tmp_path: Path) -> None:
-    # Imported here so that a SQLite-only run never imports the PostgreSQL adapter.
-
     runtime = await stores.open_postgres(stores.runtime_url(database), max_size=1)
     try:
         created = await _create(runtime, COUNT + 2)

@@ -42,7 +42,6 @@ async def submit_runs_as_approver(
 
     `submit` approves its own requests, which the runtime login may never do (migration 0005).
     """
-    # Imported here so that a SQLite-only run never imports the PostgreSQL adapter.
     from tests.support import stores
 
     approver = await stores.open_postgres(stores.approver_url(database), max_size=1)

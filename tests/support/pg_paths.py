@@ -34,7 +34,6 @@ class Paths:
 
 def spy(pg: stores.Harness, monkeypatch: pytest.MonkeyPatch) -> Paths:
     """Record every `statement` and `transaction` of the runtime store's database."""
-    # Imported here so that a SQLite-only run never imports the PostgreSQL adapter.
     from qinglong_dispatcher.adapters.postgres import store as postgres_store
 
     assert isinstance(pg.store, postgres_store.PostgresStore)

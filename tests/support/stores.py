@@ -287,7 +287,6 @@ $login$"""
 
 
 async def _set_up_session() -> str:
-
     conn = await _admin_connect()
     try:
         await _drop_stale(conn)
@@ -443,8 +442,6 @@ async def raw(database: str, sql: str) -> list[dict[str, Any]]:
 
 @contextlib.asynccontextmanager
 async def _postgres() -> AsyncIterator[tuple[Harness, list[ports.Store]]]:
-    # Imported here so that a SQLite-only run never imports the PostgreSQL adapter.
-
     async with fresh_database() as database:
         url = runtime_url(database)
         store = await open_postgres(url, max_size=4)
