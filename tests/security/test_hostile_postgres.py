@@ -171,6 +171,50 @@ async def test_an_expired_approval_cannot_be_consumed_in_sql(
     assert await pg.raw("SELECT * FROM qinglong.approval_requests") == before
 
 
+_APPROVE_BATCH = (
+    "UPDATE qinglong.approval_requests SET status = 'approved', version = 2, "
+    "decided_by = 'me', decided_principal = session_user, updated_at_ms = $2 "
+    "WHERE approval_request_id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb))) "
+    "AND status = 'pending' AND version = 1"
+)
+"""A submit's batch approval (`approve_approvals`): one statement over many requests."""
+
+
+async def _pending_request(url: str, now: ManualClock, n: int) -> str:
+    """A plan and its pending request, written as the login `url` names: the request's id."""
+    await stores.as_login(
+        url,
+        "INSERT INTO qinglong.action_plans (project_id, action_ref, action_type, plan_json, "
+        f"plan_digest, created_at_ms) VALUES ('p', 'act-{n}', 'run.create', '{{}}', "
+        f"'{'a' * 64}', 1)",
+    )
+    await stores.as_login(
+        url,
+        "INSERT INTO qinglong.approval_requests (approval_request_id, project_id, action_type, "
+        "action_ref, action_digest, status, version, requested_by, requested_principal, "
+        f"expires_at_ms, created_at_ms, updated_at_ms) VALUES ('a-{n}', 'p', 'run.create', "
+        f"'act-{n}', '{'b' * 64}', 'pending', 1, 'me', session_user, "
+        f"{now.ms + 60_000}, {now.ms}, {now.ms})",
+    )
+    return f"a-{n}"
+
+
+async def test_a_batch_approval_with_one_own_request_in_it_is_refused_whole(
+    pg: stores.Harness, now: ManualClock
+) -> None:
+    database = await _database(pg)
+    strict = stores.strict_approver_url(database)
+    theirs = await _pending_request(stores.approver_url(database), now, 1)
+    own = await _pending_request(strict, now, 2)
+    before = await pg.raw("SELECT * FROM qinglong.approval_requests ORDER BY 1")
+    audit = await pg.raw("SELECT count(*) AS n FROM qinglong.security_audit_events")
+    ids_json = f'["{theirs}", "{own}"]'
+    state = await _refused(strict, _APPROVE_BATCH, ids_json, now.ms)
+    assert state == "QLA02"  # the requester may not approve its own request
+    assert await pg.raw("SELECT * FROM qinglong.approval_requests ORDER BY 1") == before
+    assert await pg.raw("SELECT count(*) AS n FROM qinglong.security_audit_events") == audit
+
+
 @pytest.mark.parametrize("lifetime_ms", [0, -1, 2_592_000_001, 9_000_000_000_000_000])
 async def test_a_request_cannot_be_written_with_a_lifetime_out_of_range(
     pg: stores.Harness, now: ManualClock, lifetime_ms: int
