@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from qinglong_dispatcher import ports
 from tests.support import stores
 
 
@@ -32,17 +33,25 @@ class Paths:
         return (list(self.statements), self.transactions)
 
 
-def spy(pg: stores.Harness, monkeypatch: pytest.MonkeyPatch) -> Paths:
-    """Record every `statement` and `transaction` of the runtime store's database."""
+def spy(
+    pg: stores.Harness, monkeypatch: pytest.MonkeyPatch, *, store: ports.Store | None = None
+) -> Paths:
+    """Record every `statement` (one that raised wrote nothing: False) and `transaction` of
+    the database of `store` (default: the runtime store)."""
     from qinglong_dispatcher.adapters.postgres import store as postgres_store
 
-    assert isinstance(pg.store, postgres_store.PostgresStore)
+    spied = pg.store if store is None else store
+    assert isinstance(spied, postgres_store.PostgresStore)
     seen = Paths()
-    db = pg.store.db
+    db = spied.db
     statement, transaction = db.statement, db.transaction
 
     async def spy_statement(*args: Any, **kwargs: Any) -> Any:
-        row = await statement(*args, **kwargs)
+        try:
+            row = await statement(*args, **kwargs)
+        except Exception:
+            seen.statements.append(False)
+            raise
         seen.statements.append(row is not None)
         return row
 

@@ -63,6 +63,10 @@ INTEGRITY_REFUSED = frozenset({"QLF01", "QLF02", "QLF03", "QLR01", "QLI01"})
 holder, a live lease, a lease beyond the bound, a resolution off its fence, a record for
 another principal, row or identity. The store's own statements never provoke them."""
 
+SUBMIT_DECLINED = "QLS01"
+"""SQLSTATE of migration 0018's `submit_one` when one of its updates matched nothing: it rolled
+back, and the caller runs the shared submit transaction, which names the refusal."""
+
 Translated = errors.StoreError | errors.ApprovalError
 """What a driver error becomes: a store fault, or the database's refusal of an approval step."""
 
@@ -129,6 +133,8 @@ def _translate_sqlstate(exc: Any) -> Translated:
         return errors.TransitionRefused(exc.args[0] if exc.args else None)
     if state.startswith("23"):
         return errors.StoreError("a constraint refused the write", code="constraint_violation")
+    if state == SUBMIT_DECLINED:
+        return errors.StoreError("the one-statement submit declined", code="submit_declined")
     if state == "42501":
         return errors.StoreError(
             f"PostgreSQL refused the privilege: {exc.args[0] if exc.args else name}",
@@ -288,11 +294,15 @@ class Database:
                 raise translate(exc) from exc
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def statement(self, name: str, params: Mapping[str, object]) -> Row:
+    async def statement(
+        self, name: str, params: Mapping[str, object], *, replay: bool = True
+    ) -> Row:
         """One write statement as its own transaction: one round trip (the happy paths).
 
         A row back means it wrote and committed; None means it matched nothing and wrote
-        nothing, and the caller falls back to its diagnosing transaction.
+        nothing, and the caller falls back to its diagnosing transaction. `replay=False` is for
+        a statement that is not fenced: a lost connection is raised, typed, as for a shared
+        write transaction, since its COMMIT may or may not have landed.
         """
         statement = self.statements[name]
         for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -305,7 +315,8 @@ class Database:
                 # it again is a replay: if the first one committed, the fenced statement now
                 # matches nothing, returns None, and the caller's diagnosing transaction
                 # recognises its own earlier write.
-                if (_retryable(exc) or _connection_lost(exc)) and attempt < MAX_ATTEMPTS:
+                again = _retryable(exc) or (replay and _connection_lost(exc))
+                if again and attempt < MAX_ATTEMPTS:
                     await anyio.sleep(random.uniform(0.005, 0.02) * attempt)
                     continue
                 raise translate(exc) from exc

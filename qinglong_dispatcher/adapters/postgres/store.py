@@ -234,6 +234,33 @@ class PostgresStore(sql_store.SqlStore):
                 return [started]
         return await super().start(requests, now_ms=now_ms, lease_ms=lease_ms)
 
+    # -- submit ----------------------------------------------------------------------------
+
+    async def submit_sealed(
+        self,
+        sealed: Sequence[approval_records.NewApproval],
+        *,
+        approved_by: str,
+        now_ms: int,
+        max_attempts: int,
+    ) -> list[approval_records.Consumed]:
+        """One plan first tries the one-round-trip submit (`fast_paths.submit_fast`: the
+        database judges every row, as in the shared transaction); a batch, or a submit it
+        declined, runs the shared transaction."""
+        if len(sealed) == 1:
+            done = await fast_paths.submit_fast(
+                self.db,
+                sealed[0],
+                approved_by=approved_by,
+                now_ms=now_ms,
+                max_attempts=max_attempts,
+            )
+            if done is not None:
+                return [done]
+        return await super().submit_sealed(
+            sealed, approved_by=approved_by, now_ms=now_ms, max_attempts=max_attempts
+        )
+
     # -- run.create ------------------------------------------------------------------------
 
     async def create_run(self, request: ports.RunCreateRequest) -> ports.RunCreateResult:

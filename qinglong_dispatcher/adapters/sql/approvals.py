@@ -52,15 +52,16 @@ async def create(
     """Insert the immutable plan and the pending request."""
     if await q.one("plan_exists", {"project_id": new.project_id, "action_ref": new.action_ref}):
         raise _conflict(new.project_id, new.action_ref)
-    await q.run("insert_plan", _plan_row(new, now_ms))
-    await q.run("insert_approval", _request_row(new, principal, now_ms))
+    await q.run("insert_plan", plan_row(new, now_ms))
+    await q.run("insert_approval", request_row(new, principal, now_ms))
     created = await get(q, new.approval_request_id)
     assert created is not None
     await _audit(q, principal, context, "create", created, new.requested_by)
     return created
 
 
-def _plan_row(new: approvals.NewApproval, now_ms: int) -> dict[str, object]:
+def plan_row(new: approvals.NewApproval, now_ms: int) -> dict[str, object]:
+    """The parameters of `insert_plan` (those of a sealed plan None when it is in clear)."""
     sealed = new.sealed
     return {
         "project_id": new.project_id,
@@ -76,9 +77,10 @@ def _plan_row(new: approvals.NewApproval, now_ms: int) -> dict[str, object]:
     }
 
 
-def _request_row(
+def request_row(
     new: approvals.NewApproval, principal: approvals.Principal, now_ms: int
 ) -> dict[str, object]:
+    """The parameters of `insert_approval`: a pending request at version 1."""
     return {
         "approval_request_id": new.approval_request_id,
         "project_id": new.project_id,
@@ -347,8 +349,8 @@ async def submit(
         if key in seen:
             raise _conflict(*key)
         seen.add(key)
-    await q.run_many("insert_plan", [_plan_row(new, now_ms) for new in items])
-    await q.run_many("insert_approval", [_request_row(new, principal, now_ms) for new in items])
+    await q.run_many("insert_plan", [plan_row(new, now_ms) for new in items])
+    await q.run_many("insert_approval", [request_row(new, principal, now_ms) for new in items])
     decision = {"decided_by": approved_by, "principal": principal.name, "now_ms": now_ms}
     approved = await _move_all(
         q, "approve_approvals", items, decision, came_from=ApprovalStatus.PENDING, now_ms=now_ms

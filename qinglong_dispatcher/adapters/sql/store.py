@@ -210,15 +210,8 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         self.approver.require_role(_APPROVER)
         sealed = [self.envelopes.seal(new) for new in items]
         try:
-            return await self.runner.transaction(
-                lambda q: approvals.submit(
-                    q,
-                    self.approver,
-                    sealed,
-                    approved_by=approved_by,
-                    now_ms=now_ms,
-                    max_attempts=max_attempts,
-                )
+            return await self.submit_sealed(
+                sealed, approved_by=approved_by, now_ms=now_ms, max_attempts=max_attempts
             )
         except errors.StoreError as refused:
             # No plan is read first: its unique key refused the batch; a read names the plan.
@@ -229,6 +222,27 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
                 if taken is not None:
                     raise taken from None
             raise
+
+    async def submit_sealed(
+        self,
+        sealed: Sequence[approval_records.NewApproval],
+        *,
+        approved_by: str,
+        now_ms: int,
+        max_attempts: int,
+    ) -> list[approval_records.Consumed]:
+        """`submit`'s write, its plans sealed already: the shared transaction (PostgreSQL
+        tries one plan in one round trip first)."""
+        return await self.runner.transaction(
+            lambda q: approvals.submit(
+                q,
+                self.approver,
+                sealed,
+                approved_by=approved_by,
+                now_ms=now_ms,
+                max_attempts=max_attempts,
+            )
+        )
 
     # -- run.create's repository (lent) and the page transaction ---------------------------
 

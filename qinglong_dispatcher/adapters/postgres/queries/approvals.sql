@@ -111,6 +111,17 @@ INSERT INTO qinglong.approved_action_dispatch_executions (
     :now_ms::bigint, :now_ms::bigint
 )
 
+-- submit_one --
+-- A submit of one plan in one round trip: migration 0018's invoker function runs the shared
+-- submit's six statements as the caller (`fast_paths.submit_fast`); the dispatch id back means
+-- all six committed.
+SELECT qinglong.submit_one(
+    :project_id, :action_ref, :action_type, :plan_json, :plan_digest, :plan_key_id,
+    :plan_algorithm, :plan_sealed, :plan_schema_version::integer, :approval_request_id,
+    :action_digest, :requested_by, :expires_at_ms::bigint, :decided_by, :dispatch_id,
+    :max_attempts::integer, :now_ms::bigint
+) AS dispatch_id
+
 -- list_waiting_approvals --
 -- `approval list`: pending requests whose lifetime has not run out on the caller's clock nor
 -- on the database's, newest first, a keyset page after (:after_created_at_ms,

@@ -103,6 +103,17 @@ INSERT INTO approved_action_dispatch_executions (
     :dispatch_id, :project_id, 'pending', 0, 0, :max_attempts, :now_ms, :now_ms, :now_ms
 )
 
+-- submit_one --
+-- PostgreSQL's submit of one plan in one round trip (its migration 0018). SQLite has no round
+-- trip to save: its submit is the shared transaction, one hop. The name stays so both files
+-- name the same blocks; nothing runs this one. It matches no row, and it names the parameters
+-- of PostgreSQL's block, because the two files bind the same names.
+SELECT NULL AS dispatch_id
+WHERE 0 AND coalesce(:project_id, :action_ref, :action_type, :plan_json, :plan_digest,
+                     :plan_key_id, :plan_algorithm, :plan_sealed, :plan_schema_version,
+                     :approval_request_id, :action_digest, :requested_by, :expires_at_ms,
+                     :decided_by, :dispatch_id, :max_attempts, :now_ms) IS NOT NULL
+
 -- list_waiting_approvals --
 -- `approval list`: pending requests whose lifetime has not run out on the caller's clock nor
 -- on the database's (system) clock, newest first, a keyset page after

@@ -1,0 +1,3 @@
+-- A submit of one plan in one round trip is the cluster's (PostgreSQL's function, migration
+-- 0018 there): an edge submit is one hop on the worker thread, with no round trip to save.
+-- This file holds no statement; it keeps the two dialects' migration numbers and names equal.
