@@ -1,0 +1,3 @@
+-- The database clock's function is PostgreSQL's (migration 0019 there): an edge database
+-- reads its clock in the triggers themselves. This file holds no statement; it keeps the two
+-- dialects' migration numbers and names equal.
