@@ -60,10 +60,12 @@ RETURNING approval_request_id, requested_principal
 
 -- approve_approvals --
 -- A submit's whole batch in one statement (the ids as one JSON array), each row judged by the
--- triggers as for one request; the ids it did not return the caller explains.
+-- triggers as for one request; the ids it did not return the caller explains. The acting
+-- principal is a sub-select, asked once for the statement rather than once per row (the
+-- approval trigger still checks it on each).
 UPDATE qinglong.approval_requests
 SET status = 'approved', version = 2, decided_by = :decided_by,
-    decided_principal = qinglong.acting_principal(), updated_at_ms = :now_ms::bigint
+    decided_principal = (SELECT qinglong.acting_principal()), updated_at_ms = :now_ms::bigint
 WHERE approval_request_id = ANY (ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb)))
   AND status = 'pending' AND version = 1 AND expires_at_ms > :now_ms::bigint
 RETURNING approval_request_id, requested_principal
@@ -88,7 +90,7 @@ RETURNING project_id, action_type, action_ref, action_digest, decided_by
 -- `consume_approval` for a submit's whole batch, as `approve_approvals`.
 UPDATE qinglong.approval_requests
 SET status = 'consumed', version = 3, consumed_at_ms = :now_ms::bigint,
-    consumed_principal = qinglong.acting_principal(), updated_at_ms = :now_ms::bigint
+    consumed_principal = (SELECT qinglong.acting_principal()), updated_at_ms = :now_ms::bigint
 WHERE approval_request_id = ANY (ARRAY(SELECT jsonb_array_elements_text(:ids::jsonb)))
   AND status = 'approved' AND version = 2 AND expires_at_ms > :now_ms::bigint
 RETURNING approval_request_id, project_id, action_type, action_ref, action_digest, decided_by
