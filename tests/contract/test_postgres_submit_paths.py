@@ -16,21 +16,11 @@ import pytest
 from qinglong_dispatcher import api
 from qinglong_dispatcher.adapters.sql import store as sql_store
 from qinglong_dispatcher.domain import errors
-from tests.support import pg_paths, stores
+from tests.support import pg_paths, stores, submitted_rows
 from tests.support.actions import DEFAULT_TTL_MS, make_api
 from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.postgres
-
-TABLES = (
-    "action_plans",
-    "approval_requests",
-    "approved_action_dispatches",
-    "approved_action_dispatch_executions",
-    "security_audit_events",
-)
-"""Everything a submit writes: the plan, the request, the dispatch, the execution, and the
-approval trigger's audit rows."""
 
 
 @pytest.fixture
@@ -46,10 +36,6 @@ def paths(pg: stores.Harness, monkeypatch: pytest.MonkeyPatch) -> pg_paths.Paths
 
 def _plan(task: str) -> Any:
     return api.run_create_plan({"projectId": "proj-1", "taskId": task, "taskRevision": 1})
-
-
-async def _counts(pg: stores.Harness) -> dict[str, int]:
-    return {t: int(await pg.scalar(f"SELECT count(*) FROM qinglong.{t}")) for t in TABLES}
 
 
 async def test_one_plan_is_one_statement_and_a_batch_the_shared_transaction(
@@ -96,7 +82,7 @@ def _shape(row: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
 async def _rows(pg: stores.Harness, names: dict[str, str]) -> list[list[dict[str, Any]]]:
     """Every row a submit wrote, per table, of the submit whose ids `names` maps."""
     found = []
-    for table in TABLES:
+    for table in submitted_rows.TABLES:
         rows = await pg.raw(f"SELECT * FROM qinglong.{table}")
         found.append([_shape(r, names) for r in rows if set(names) & set(r.values())])
     return found
@@ -149,14 +135,14 @@ async def test_a_declined_one_statement_submit_goes_to_the_shared_transaction_wh
         "CREATE TRIGGER test_skip_approval BEFORE UPDATE ON qinglong.approval_requests "
         "FOR EACH ROW EXECUTE FUNCTION qinglong.test_skip_approval()"
     )
-    before = await _counts(pg)
+    before = await submitted_rows.counts(pg)
     the_api = make_api(pg.approver_store, clock)
     plan = _plan("t-1")
     with pytest.raises(errors.ApprovalStateConflict) as refused:
         await the_api.submit([plan], requested_by="alice", approved_by="bob")
     assert str(refused.value).endswith("is pending, not pending")
     assert paths.seen == ([False], 1)
-    assert await _counts(pg) == before
+    assert await submitted_rows.counts(pg) == before
 
 
 async def test_a_stored_plan_named_again_alone_is_refused_by_name_after_the_statement(
@@ -168,10 +154,10 @@ async def test_a_stored_plan_named_again_alone_is_refused_by_name_after_the_stat
     again = api.run_create_plan(
         {"projectId": "proj-1", "taskId": "t-2", "taskRevision": 1, "actionRef": stored.action_ref}
     )
-    before = await _counts(pg)
+    before = await submitted_rows.counts(pg)
     paths.clear()
     with pytest.raises(errors.ApprovalStateConflict) as refused:
         await the_api.submit([again], requested_by="alice", approved_by="bob")
     assert str(refused.value) == f"action {stored.action_ref} already has a plan in project proj-1"
     assert paths.seen == ([False], 1)  # the unique key refused it; a read named the plan
-    assert await _counts(pg) == before
+    assert await submitted_rows.counts(pg) == before

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from tests.support import stores
+from tests.support import stores, submitted_rows
 
 pytestmark = pytest.mark.postgres
 
@@ -23,14 +23,6 @@ SUBMIT_ONE = (
     "$2, 'me', $4, 'me', $5, 3, $6)"
 )
 """The function as a login would call it: plan `$1`, request `$3`, dispatch `$5`."""
-
-TABLES = (
-    "action_plans",
-    "approval_requests",
-    "approved_action_dispatches",
-    "approved_action_dispatch_executions",
-    "security_audit_events",
-)
 
 
 @pytest.fixture
@@ -41,10 +33,6 @@ async def pg(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[stores.H
 
 async def _database(pg: stores.Harness) -> str:
     return str(await pg.scalar("SELECT current_database()"))
-
-
-async def _counts(pg: stores.Harness) -> dict[str, int]:
-    return {t: int(await pg.scalar(f"SELECT count(*) FROM qinglong.{t}")) for t in TABLES}
 
 
 def _args(n: int) -> tuple[object, ...]:
@@ -67,10 +55,10 @@ async def _submit(url: str, n: int) -> str | None:
 async def test_a_strict_approver_cannot_approve_its_own_plan_through_the_function(
     pg: stores.Harness,
 ) -> None:
-    before = await _counts(pg)
+    before = await submitted_rows.counts(pg)
     state = await _submit(stores.strict_approver_url(await _database(pg)), 1)
     assert state == "QLA02"  # the requester may not approve its own request
-    assert await _counts(pg) == before
+    assert await submitted_rows.counts(pg) == before
 
 
 @pytest.mark.parametrize(
@@ -84,9 +72,9 @@ async def test_a_login_outside_the_approver_role_is_refused_as_by_the_statements
     pg: stores.Harness, login: str, refusal: str
 ) -> None:
     url = {"runtime": stores.runtime_url, "operator": stores.operator_url}[login]
-    before = await _counts(pg)
+    before = await submitted_rows.counts(pg)
     assert await _submit(url(await _database(pg)), 2) == refusal
-    assert await _counts(pg) == before
+    assert await submitted_rows.counts(pg) == before
 
 
 async def test_the_rows_name_the_calling_login_as_every_principal(
