@@ -29,7 +29,7 @@ import anyio.to_thread
 
 from qinglong_dispatcher import bootstrap, clock, ports
 from qinglong_dispatcher.actions import builtin, http_request
-from qinglong_dispatcher.bench import mixed, phases, procstat
+from qinglong_dispatcher.bench import costs, mixed, phases, procstat
 from qinglong_dispatcher.bench.scratch import Scratch
 from qinglong_dispatcher.domain import errors, ids, plans
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
@@ -221,7 +221,7 @@ def _verify(count: int, creates: int, succeeded: int, runs: int, executed_once: 
         )
 
 
-async def mixed_http(made: Scratch, workdir: Path, count: int, replicas: int) -> dict[str, float]:
+async def mixed_http(made: Scratch, workdir: Path, count: int, replicas: int) -> dict[str, Any]:
     """90 % run.create and 10 % http.request drained by R replicas; every dispatch verified:
     each run.create made one Run, each http.request key was executed once by the receiver."""
     creates, _ = mixed.split(count)
@@ -232,7 +232,8 @@ async def mixed_http(made: Scratch, workdir: Path, count: int, replicas: int) ->
             receivers_toml(the_receiver, made.settings.execute_timeout), encoding="utf-8"
         )
         before = procstat.of_pid(the_receiver.pid)
-        results, elapsed = await phases.drain(made, replicas, receivers_file=str(config))
+        async with costs.measured(made) as server:
+            results, elapsed = await phases.drain(made, replicas, receivers_file=str(config))
         after = procstat.of_pid(the_receiver.pid)
         stats = await anyio.to_thread.run_sync(fetch_stats, the_receiver.port)
     executed: dict[str, int] = stats["executed"]
@@ -268,4 +269,5 @@ async def mixed_http(made: Scratch, workdir: Path, count: int, replicas: int) ->
         "execute_p99_ms": phases.percentile(executes, 0.99),
         "receiver_cpu_s_per_1000": (after.cpu_s - before.cpu_s) / max(requests, 1) * 1000,
         "receiver_rss_mib": after.rss_mib,
+        "costs": costs.per_dispatch(server, results, count),
     }

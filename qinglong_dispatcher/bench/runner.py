@@ -185,7 +185,7 @@ def _mixed_entry(figures: dict[str, Any], count: int) -> dict[str, Any]:
 
 
 def _mixed_http_entry(
-    figures: dict[str, float], count: int, *, run_create_per_s: float
+    figures: dict[str, Any], count: int, *, run_create_per_s: float
 ) -> dict[str, Any]:
     """The mixed http phase's figures (it raises unless every dispatch was verified), with its
     rate over the pure run.create rate of the same run."""
@@ -216,6 +216,7 @@ def _mixed_http_entry(
         "rss_mib_peak": round(figures["rss_mib_peak"], 1),
         **{key: round(figures[key], 1) for key in rounded},
         "receiver_cpu_s_per_1000": round(figures["receiver_cpu_s_per_1000"], 3),
+        "costs_per_dispatch": figures["costs"],
     }
 
 

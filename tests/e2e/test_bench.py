@@ -97,6 +97,7 @@ MIXED_HTTP_KEYS = {
     "execute_p99_ms",
     "receiver_rss_mib",
     "receiver_cpu_s_per_1000",
+    "costs_per_dispatch",
 }
 MIXED_DISPATCHES = 150
 SHORT = [
@@ -156,6 +157,8 @@ def check(report: dict[str, object], *, stdlib: bool) -> None:
     check_costs(report["costs_per_dispatch"], cluster=not stdlib, pure=True)
     assert isinstance(report["mixed"], dict)
     check_costs(report["mixed"]["costs_per_dispatch"], cluster=not stdlib, pure=False)
+    assert isinstance(report["mixed_http"], dict)
+    check_costs(report["mixed_http"]["costs_per_dispatch"], cluster=not stdlib, pure=False)
 
 
 def check_api(entry: object, *, enqueue: object, edge: bool) -> None:
