@@ -150,6 +150,8 @@ async def _kill_replicas(t: effect_crash.Target, receiver: Receiver) -> list[str
                 assert process.poll() is None, f"{owner} died by itself"
             executed = {e["key"]: e["executed_at"] for e in receiver.effects()}
             for row in await stores.raw(t.database, sql):
+                if len(landed) == KILLS:  # one pass may find several replicas to kill
+                    break
                 owner, key = row["lease_owner"], row["dispatch_id"]
                 if owner in live and time.time() - executed.get(key, 0.0) < FRESH_S:
                     process = live.pop(owner)
