@@ -223,26 +223,9 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
                     raise taken from None
             raise
 
-    async def submit_sealed(
-        self,
-        sealed: Sequence[approval_records.NewApproval],
-        *,
-        approved_by: str,
-        now_ms: int,
-        max_attempts: int,
-    ) -> list[approval_records.Consumed]:
-        """`submit`'s write, its plans sealed already: the shared transaction (PostgreSQL
-        tries one plan in one round trip first)."""
-        return await self.runner.transaction(
-            lambda q: approvals.submit(
-                q,
-                self.approver,
-                sealed,
-                approved_by=approved_by,
-                now_ms=now_ms,
-                max_attempts=max_attempts,
-            )
-        )
+    # `submit`'s write, its plans sealed already: the shared transaction (PostgreSQL tries
+    # one plan in one round trip first).
+    submit_sealed = as_approver(approvals.submit)
 
     # -- run.create's repository (lent) and the page transaction ---------------------------
 
