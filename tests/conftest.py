@@ -23,3 +23,10 @@ async def harness(
     """A fresh migrated store of each dialect, with raw SQL access for fault set-up."""
     async with stores.open_harness(request.param, tmp_path_factory) as opened:
         yield opened
+
+
+@pytest.fixture
+async def pg(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[stores.Harness]:
+    """A fresh migrated PostgreSQL store alone, for the tests of the cluster's own paths."""
+    async with stores.open_harness("postgres", tmp_path_factory) as opened:
+        yield opened

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -19,12 +18,6 @@ from tests.support.dispatching import LEASE_MS
 from tests.support.recovery import request_for, started_execution
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-async def pg(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[stores.Harness]:
-    async with stores.open_harness("postgres", tmp_path_factory) as harness:
-        yield harness
 
 
 async def _admin(harness: stores.Harness) -> Any:

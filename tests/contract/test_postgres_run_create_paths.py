@@ -7,7 +7,6 @@ neither can silently stop being exercised (a dead fast path would otherwise pass
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -21,12 +20,6 @@ from tests.support.recovery import request_for, started_execution
 pytestmark = pytest.mark.postgres
 
 Paths = pg_paths.Paths
-
-
-@pytest.fixture
-async def pg(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[stores.Harness]:
-    async with stores.open_harness("postgres", tmp_path_factory) as harness:
-        yield harness
 
 
 @pytest.fixture

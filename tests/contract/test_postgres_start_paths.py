@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -28,12 +27,6 @@ pytestmark = pytest.mark.postgres
 
 WALL_SLACK_MS = 60_000
 """Ledger times come from the database clock, however far the manual clock is."""
-
-
-@pytest.fixture
-async def pg(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[stores.Harness]:
-    async with stores.open_harness("postgres", tmp_path_factory) as harness:
-        yield harness
 
 
 @pytest.fixture

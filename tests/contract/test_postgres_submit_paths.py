@@ -8,7 +8,6 @@ dialects; these check which path each case takes, and that both write the same r
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,12 +20,6 @@ from tests.support.actions import DEFAULT_TTL_MS, make_api
 from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-async def pg(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[stores.Harness]:
-    async with stores.open_harness("postgres", tmp_path_factory) as harness:
-        yield harness
 
 
 @pytest.fixture

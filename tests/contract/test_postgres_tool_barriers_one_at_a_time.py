@@ -8,7 +8,6 @@ waits for its own barrier in flight; what each barrier commits is the contract s
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -22,12 +21,6 @@ from tests.support.clock import ManualClock
 pytestmark = pytest.mark.postgres
 
 STARTS = 6
-
-
-@pytest.fixture
-async def pg(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[stores.Harness]:
-    async with stores.open_harness("postgres", tmp_path_factory) as harness:
-        yield harness
 
 
 async def test_concurrent_starts_of_one_store_run_one_barrier_at_a_time_and_none_reruns(

@@ -52,12 +52,6 @@ class Api:
 
 
 @pytest.fixture
-async def pg(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[stores.Harness]:
-    async with stores.open_harness("postgres", tmp_path_factory) as harness:
-        yield harness
-
-
-@pytest.fixture
 async def api_login(pg: stores.Harness) -> AsyncIterator[Api]:
     database = str(await pg.scalar("SELECT current_database()"))
     await stores.create_login(API_LOGIN, "qinglong_api")

@@ -8,7 +8,6 @@ clock sees them live, as in production.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -24,12 +23,6 @@ from tests.support.recovery import request_for, started_execution
 pytestmark = pytest.mark.postgres
 
 EXECUTIONS = "qinglong.approved_action_dispatch_executions"
-
-
-@pytest.fixture
-async def pg(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[stores.Harness]:
-    async with stores.open_harness("postgres", tmp_path_factory) as harness:
-        yield harness
 
 
 @pytest.fixture

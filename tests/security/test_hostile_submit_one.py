@@ -9,7 +9,6 @@ nothing changed.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -23,12 +22,6 @@ SUBMIT_ONE = (
     "$2, 'me', $4, 'me', $5, 3, $6)"
 )
 """The function as a login would call it: plan `$1`, request `$3`, dispatch `$5`."""
-
-
-@pytest.fixture
-async def pg(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[stores.Harness]:
-    async with stores.open_harness("postgres", tmp_path_factory) as harness:
-        yield harness
 
 
 async def _database(pg: stores.Harness) -> str:
