@@ -70,3 +70,42 @@ def test_every_postgres_table_is_schema_qualified() -> None:
         for table in re.findall(r"\b(?:FROM|JOIN|INTO|UPDATE)\s+([a-z_.]+)", sql):
             if table not in _FUNCTIONS and table not in ctes:
                 assert table.startswith("qinglong."), f"{name}: {table}"
+
+
+_SESSION_STATE = {
+    "a SET without LOCAL": re.compile(r"(?:^|;)\s*SET\s+(?!LOCAL\b)", re.IGNORECASE),
+    "a session-wide set_config": re.compile(r"set_config\s*\([^;]*?,\s*false\s*\)", re.IGNORECASE),
+    "a session advisory lock": re.compile(r"pg_advisory_(?:lock|try_lock)", re.IGNORECASE),
+    "a LISTEN": re.compile(r"\bLISTEN\b", re.IGNORECASE),
+    "a cursor WITH HOLD": re.compile(r"\bWITH\s+HOLD\b", re.IGNORECASE),
+    "a temporary object": re.compile(r"\bCREATE\s+(?:TEMP|TEMPORARY)\b", re.IGNORECASE),
+}
+"""What would outlive a transaction on its pooled session (the pool does not reset it)."""
+
+
+@pytest.mark.parametrize("name", sorted(POSTGRES_BLOCKS))
+def test_no_postgres_statement_leaves_state_on_its_pooled_session(name: str) -> None:
+    sql = POSTGRES_BLOCKS[name]
+    for what, pattern in _SESSION_STATE.items():
+        assert not pattern.search(sql), f"{name}: {what}"
+
+
+def test_the_session_state_check_sees_what_it_looks_for() -> None:
+    leaks = [
+        "SET statement_timeout = 0",
+        "SELECT 1; set role x",
+        "SELECT set_config('lock_timeout', :t, false)",
+        "SELECT pg_advisory_lock(1)",
+        "LISTEN due",
+        "DECLARE c CURSOR WITH HOLD FOR SELECT 1",
+        "CREATE TEMP TABLE t (x int)",
+    ]
+    for sql in leaks:
+        assert any(p.search(sql) for p in _SESSION_STATE.values()), sql
+    for sql in (
+        "SET LOCAL ROLE x",
+        "UPDATE qinglong.t SET a = 1",
+        "SELECT set_config('lock_timeout', :t, true)",
+        "SELECT pg_advisory_xact_lock(1)",
+    ):
+        assert not any(p.search(sql) for p in _SESSION_STATE.values()), sql

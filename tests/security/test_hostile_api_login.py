@@ -205,6 +205,46 @@ async def test_the_api_login_becomes_no_role_it_was_not_granted(
     assert await _everything(pg) == before
 
 
+async def test_a_principals_transaction_leaves_the_pooled_session_as_the_api_login(
+    pg: stores.Harness, api_login: Api, now: ManualClock
+) -> None:
+    # The pool runs no reset query when it takes a connection back, so a role that outlived
+    # its transaction would make the login's next transaction on that connection a principal.
+    one = await stores.open_postgres(api_login.url, max_size=1)
+    try:
+        assert isinstance(one, postgres_store.PostgresStore)
+        sam = await one.acting_as(
+            principals.Authenticated(
+                token_id="tok_" + "0" * 16,
+                principal=api_login.names["sam"],
+                role=principals.TokenRole.SUBMITTER,
+            )
+        )
+        plan = api.run_create_plan({"projectId": "p", "taskId": "t", "taskRevision": 1})
+        new = api.new_approval(
+            plan,
+            requested_by="sam",
+            now_ms=now.now_ms(),
+            approval_ttl_ms=3_600_000,
+            plan_digests=digests.PLAIN,
+        )
+        pending = await sam.create_approval(new, now_ms=now.now_ms(), context=CONTEXT)
+        assert pending.requested_principal == api_login.names["sam"]
+
+        async def who(conn: Any) -> tuple[str, str]:
+            row = await conn.fetchrow("SELECT current_user, session_user")
+            return row[0], row[1]
+
+        assert await one.db.read(who) == (API_LOGIN, API_LOGIN)
+        before = await _everything(pg)
+        with pytest.raises(errors.StoreError) as refused:
+            await one.db.read(lambda conn: conn.fetch("SELECT * FROM qinglong.approval_requests"))
+        assert refused.value.code == "permission_denied"
+        assert await _everything(pg) == before
+    finally:
+        await one.close()
+
+
 async def test_as_alice_the_api_approves_bobs_request_and_the_record_names_alice(
     pg: stores.Harness, api_login: Api, now: ManualClock
 ) -> None:

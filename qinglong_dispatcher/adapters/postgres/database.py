@@ -84,7 +84,8 @@ class PoolConfig:
     acquire_timeout_s: float = 30.0
 
     def server_settings(self) -> dict[str, str]:
-        """Startup parameters: they are also what `RESET ALL` returns a pooled session to."""
+        """Startup parameters: a session keeps them, since every transaction sets only its
+        own (`SET LOCAL`, `set_config(…, true)`; see `_transaction_state_only`)."""
         return {
             "application_name": APPLICATION_NAME,
             "statement_timeout": str(int(self.statement_timeout_s * 1000)),
@@ -189,6 +190,25 @@ def _connection_lost(exc: BaseException) -> bool:
     )
 
 
+async def _transaction_state_only(conn: Connection) -> None:
+    """What a released pooled connection needs beyond asyncpg's own rollback of an open
+    transaction: nothing. Every transaction of the store sets only transaction-local state
+    (`SET LOCAL`, `set_config(…, true)`, `pg_advisory_xact_lock`), which its end undoes, and no
+    named statement may set more (`tests/contract/test_named_sql.py`). asyncpg's default reset
+    (`pg_advisory_unlock_all`, `CLOSE ALL`, `UNLISTEN *`, `RESET ALL`) is a round trip and a
+    server transaction of its own at every release; a one-statement write took twice as long
+    with it. `Database.session`, whose user may leave session state, resets in full."""
+
+
+async def _reset_or_end(conn: Connection) -> None:
+    """`Connection.reset`; a session that cannot be reset is ended, never lent again."""
+    with anyio.CancelScope(shield=True):
+        try:
+            await conn.reset()
+        except DRIVER_ERRORS:
+            conn.terminate()
+
+
 class PgQuery:
     """`query.Query` over one pooled connection inside its transaction."""
 
@@ -242,6 +262,7 @@ class Database:
                 # A client-side bound just above the server's, for a network that goes silent.
                 command_timeout=config.statement_timeout_s + 5,
                 server_settings=config.server_settings(),
+                reset=_transaction_state_only,
             )
         except (asyncpg.exceptions.ClientConfigurationError, ValueError) as exc:
             raise errors.ConfigurationError(
@@ -342,10 +363,16 @@ class Database:
 
     @contextlib.asynccontextmanager
     async def session(self) -> AsyncIterator[Connection]:
-        """One connection for several transactions (the migration runner); errors typed."""
+        """One connection for several transactions (the migration runner); errors typed.
+
+        The runner holds a session advisory lock and runs administrator SQL, so the session is
+        reset in full (`Connection.reset`) before the pool lends it again."""
         try:
             async with self._connection() as conn:
-                yield conn
+                try:
+                    yield conn
+                finally:
+                    await _reset_or_end(conn)
         except DRIVER_ERRORS as exc:
             raise translate(exc) from exc
 

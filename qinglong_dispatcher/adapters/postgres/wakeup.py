@@ -2,11 +2,11 @@
 migration 0010's triggers `NOTIFY` when an execution becomes due now (a consumed approval,
 a shutdown yield).
 
-The connection is its own, outside the pool: a pooled session is reset between uses, which
-would drop the subscription. A loss (terminated backend, reset socket, a probe that gets no
-answer) is reported, then the listener reconnects with jittered exponential backoff; the
-daemon's cadence dispatches meanwhile. After every (re)subscription it reports one wake-up,
-for whatever was submitted while nobody listened.
+The connection is its own, outside the pool: the pool lends a connection to one transaction
+at a time and drops its listeners when it is released. A loss (terminated backend, reset
+socket, a probe that gets no answer) is reported, then the listener reconnects with jittered
+exponential backoff; the daemon's cadence dispatches meanwhile. After every (re)subscription
+it reports one wake-up, for whatever was submitted while nobody listened.
 """
 
 from __future__ import annotations
