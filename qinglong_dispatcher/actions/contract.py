@@ -19,16 +19,18 @@ its own tables in it and may commit its effect with the completion) and its sett
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import dataclasses
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import errors, plans, records, recovery
 
-P = TypeVar("P", bound=plans.PlanModel)
+P = TypeVar("P", bound=plans.AnyPlan)
 
 ENTRY_POINT_GROUP: Final = "qinglong_dispatcher.actions"
 """The entry-point group the dispatcher loads actions from."""
@@ -45,12 +47,47 @@ MANUAL_ONLY: Final = ManualOnly.MANUAL_ONLY
 barrier stays `recovery_required` until an operator settles it (`recovery resolve`)."""
 
 
+PLAN_CACHE_SIZE: Final = 256
+"""Resolved plans a reader keeps (a few pages' worth): inspect and execute of one dispatch,
+and the items of a prefetched page, then read no plan again."""
+
+_Key = tuple[str, str, str]
+"""(project id, action ref, approved action digest): what a resolution depends on."""
+
+
+def _key(dispatch: records.Dispatch) -> _Key:
+    return (dispatch.project_id, dispatch.action_ref, dispatch.action_digest)
+
+
 class PlanReader:
-    """Reads a dispatch's immutable plan and checks it against what the approval bound."""
+    """Reads a dispatch's immutable plan and checks it against what the approval bound.
+
+    Plans are immutable rows (the database refuses UPDATE and DELETE until retention removes a
+    finished dispatch's tree), so a plan resolved once against a dispatch's approved digest
+    resolves the same forever: the reader keeps the last `PLAN_CACHE_SIZE`, and `prefetch`
+    reads a page's plans in one query.
+    """
 
     def __init__(self, plan_store: ports.PlanStore, models: plans.PlanModels) -> None:
         self._plans = plan_store
         self._models = models
+        self._resolved: collections.OrderedDict[_Key, tuple[plans.AnyPlan, str]] = (
+            collections.OrderedDict()
+        )
+
+    async def prefetch(self, dispatches: Sequence[records.Dispatch]) -> None:
+        """Read and resolve the plans of `dispatches` not resolved yet, in one query. A plan
+        that does not resolve is left out: its `resolve` reads it again and says why."""
+        wanted = {_key(d): d for d in dispatches if _key(d) not in self._resolved}
+        if not wanted:
+            return
+        by_plan = {(k[0], k[1]): d for k, d in wanted.items()}
+        for stored in await self._plans.get_plans(list(by_plan)):
+            dispatch = by_plan.get((stored.project_id, stored.action_ref))
+            if dispatch is None:
+                continue
+            with contextlib.suppress(errors.InvalidInput):
+                self._remember(dispatch, self._checked(stored, dispatch))
 
     async def resolve(self, dispatch: records.Dispatch, model: type[P]) -> tuple[P, str]:
         """The plan (a `model`) and its action digest as stored now (for `inspect`, which
@@ -59,9 +96,29 @@ class PlanReader:
         Raises `errors.PlanInvalid` (a low-sensitivity `code`) for a missing, invalid or
         foreign plan; a store failure raises `errors.StoreError`.
         """
-        stored = await self._plans.get_plan(dispatch.project_id, dispatch.action_ref)
-        if stored is None:
-            raise errors.PlanInvalid("no plan for this action", code="plan_missing")
+        resolved = self._resolved.get(_key(dispatch))
+        if resolved is None:
+            stored = await self._plans.get_plan(dispatch.project_id, dispatch.action_ref)
+            if stored is None:
+                raise errors.PlanInvalid("no plan for this action", code="plan_missing")
+            resolved = self._remember(dispatch, self._checked(stored, dispatch))
+        plan, digest = resolved
+        if not isinstance(plan, model):
+            raise errors.PlanInvalid("plan is of another model", code="plan_type_mismatch")
+        return plan, digest
+
+    def _remember(
+        self, dispatch: records.Dispatch, resolved: tuple[plans.AnyPlan, str]
+    ) -> tuple[plans.AnyPlan, str]:
+        self._resolved[_key(dispatch)] = resolved
+        if len(self._resolved) > PLAN_CACHE_SIZE:
+            self._resolved.popitem(last=False)
+        return resolved
+
+    def _checked(
+        self, stored: ports.StoredPlan, dispatch: records.Dispatch
+    ) -> tuple[plans.AnyPlan, str]:
+        """The stored plan parsed against the dispatch's approved digest, its identity checked."""
         if stored.action_type != dispatch.action_type:
             raise errors.PlanInvalid("plan is of another action type", code="plan_type_mismatch")
         plan, digest = plans.resolve_plan(
@@ -71,8 +128,6 @@ class PlanReader:
             plan_digests=self._plans.plan_digests,
             models=self._models,
         )
-        if not isinstance(plan, model):
-            raise errors.PlanInvalid("plan is of another model", code="plan_type_mismatch")
         if plan.project_id != dispatch.project_id or plan.action_ref != dispatch.action_ref:
             raise errors.PlanInvalid("plan identity differs", code="plan_identity_mismatch")
         return plan, digest

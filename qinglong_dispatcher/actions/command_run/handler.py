@@ -12,7 +12,7 @@ command configured `fails_cleanly`; anything else (another exit, a kill, a timeo
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import anyio.to_thread
 import structlog
@@ -89,6 +89,10 @@ class CommandRunHandler:
         if command is None:
             return "command_unknown"
         return command.refusal(run_plan.args) or command
+
+    async def prefetch(self, dispatches: Sequence[records.Dispatch]) -> None:
+        """A page's plans in one read (`ports.PrefetchingHandler`)."""
+        await self._plans.prefetch(dispatches)
 
     async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
         """The digest of a plan the configuration admits; blocked for one it never will."""

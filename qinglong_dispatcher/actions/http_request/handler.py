@@ -16,6 +16,7 @@ leaves the row to recovery, which asks `evidence`, never this handler.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 import anyio
 import structlog
@@ -71,6 +72,10 @@ class HttpRequestHandler:
             now_s=self._clock.now_ms() // 1000,
         )
         return receiver, prepared
+
+    async def prefetch(self, dispatches: Sequence[records.Dispatch]) -> None:
+        """A page's plans in one read (`ports.PrefetchingHandler`)."""
+        await self._plans.prefetch(dispatches)
 
     async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
         """Plan and receiver checks and the request built offline; no network."""

@@ -13,13 +13,14 @@ the adapter leaves unexplained raises: the dispatcher records it as indeterminat
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, TypeVar
 
 import anyio
 import structlog
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions import contract
 from qinglong_dispatcher.actions.tool_invoke import file_write, sandbox
 from qinglong_dispatcher.domain import errors, plans, records, states
 from qinglong_dispatcher.domain.tools import invocations as tool_invocations
@@ -65,6 +66,7 @@ class ToolInvokeHandler:
         fault_hook: FaultHook | None = None,
     ) -> None:
         self._store = store
+        self._plans = contract.PlanReader(store, {})  # `tool.invoke` is a built-in plan type
         self._fault_hook = fault_hook
         self._clock = clock
         self._adapter = adapter
@@ -74,29 +76,22 @@ class ToolInvokeHandler:
             sandbox_root=sandbox.policy_root(adapter.sandbox_dir)
         )
 
-    async def _resolve(self, dispatch: records.Dispatch) -> plans.ToolInvocationPlan:
-        stored = await self._store.get_plan(dispatch.project_id, dispatch.action_ref)
-        if stored is None:
-            raise errors.PlanInvalid("no plan for this action", code="plan_missing")
-        plan = plans.parse_plan(stored.action_type, stored.plan_bytes())
-        if not isinstance(plan, plans.ToolInvocationPlan):
-            raise errors.PlanInvalid("plan is not a tool.invoke plan", code="plan_type_mismatch")
-        if plan.project_id != dispatch.project_id or plan.action_ref != dispatch.action_ref:
-            raise errors.PlanInvalid("plan identity differs", code="plan_identity_mismatch")
+    async def _resolve(self, dispatch: records.Dispatch) -> tuple[plans.ToolInvocationPlan, str]:
+        """The plan and its action digest (the approved one when it binds this plan: keyed, or
+        plain from before the ring)."""
+        plan, digest = await self._plans.resolve(dispatch, plans.ToolInvocationPlan)
         if len(plan.content.encode("utf-8")) > self._policy.max_content_bytes:
             raise errors.PlanInvalid("content exceeds the tool policy", code="content_too_large")
-        return plan
+        return plan, digest
 
-    def _bound_digest(self, plan: plans.ToolInvocationPlan, dispatch: records.Dispatch) -> str:
-        # The approved digest when it binds this plan (keyed, or plain from before the ring).
-        return self._store.plan_digests.bound(
-            plan.ACTION_TYPE, plans.plan_canonical(plan), dispatch.action_digest
-        )
+    async def prefetch(self, dispatches: Sequence[records.Dispatch]) -> None:
+        """A page's plans in one read (`ports.PrefetchingHandler`)."""
+        await self._plans.prefetch(dispatches)
 
     async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
         """Plan, policy, sandbox and StepRun checks; writes nothing."""
         try:
-            plan = await self._resolve(dispatch)
+            plan, digest = await self._resolve(dispatch)
         except errors.InvalidInput as exc:
             return ports.InspectResult(kind=ports.InspectKind.BLOCKED, code=exc.code)
         if not await self._adapter.sandbox_ready():
@@ -108,9 +103,7 @@ class ToolInvokeHandler:
         refusal = tool_invocations.step_refusal(step, plan, dispatch)
         if refusal is not None:
             return ports.InspectResult(kind=ports.InspectKind.BLOCKED, code=refusal)
-        return ports.InspectResult(
-            kind=ports.InspectKind.READY, action_digest=self._bound_digest(plan, dispatch)
-        )
+        return ports.InspectResult(kind=ports.InspectKind.READY, action_digest=digest)
 
     async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
         """Barrier, adapter, then StepRun and execution settled together."""
@@ -120,10 +113,10 @@ class ToolInvokeHandler:
         end = started + budget_s
         failed = states.Completion.FAILED
         try:
-            plan = await self._resolve(dispatch)
+            plan, digest = await self._resolve(dispatch)
         except errors.InvalidInput as exc:
             return await self._finish(ctx, None, failed, exc.code, end)
-        if self._bound_digest(plan, dispatch) != dispatch.action_digest:
+        if digest != dispatch.action_digest:
             return await self._finish(ctx, plan, failed, "digest_drift", end)
         step = await self._store.get_step_run(plan.step_run_id)
         refusal = tool_invocations.step_refusal(step, plan, dispatch)
