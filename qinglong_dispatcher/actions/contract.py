@@ -107,6 +107,14 @@ class PlanReader:
             raise errors.PlanInvalid("plan is of another model", code="plan_type_mismatch")
         return plan, digest
 
+    def kept(self, dispatch: records.Dispatch, model: type[P]) -> tuple[P, str] | None:
+        """The plan and digest `resolve` gave for this dispatch, if the reader still keeps it
+        (no read: for a step that must not touch the store)."""
+        resolved = self._resolved.get(_key(dispatch))
+        if resolved is None or not isinstance(resolved[0], model):
+            return None
+        return resolved[0], resolved[1]
+
     def _remember(
         self, dispatch: records.Dispatch, resolved: tuple[plans.AnyPlan, str]
     ) -> tuple[plans.AnyPlan, str]:

@@ -213,22 +213,9 @@ async def test_a_principals_transaction_leaves_the_pooled_session_as_the_api_log
     one = await stores.open_postgres(api_login.url, max_size=1)
     try:
         assert isinstance(one, postgres_store.PostgresStore)
-        sam = await one.acting_as(
-            principals.Authenticated(
-                token_id="tok_" + "0" * 16,
-                principal=api_login.names["sam"],
-                role=principals.TokenRole.SUBMITTER,
-            )
-        )
-        plan = api.run_create_plan({"projectId": "p", "taskId": "t", "taskRevision": 1})
-        new = api.new_approval(
-            plan,
-            requested_by="sam",
-            now_ms=now.now_ms(),
-            approval_ttl_ms=3_600_000,
-            plan_digests=digests.PLAIN,
-        )
-        pending = await sam.create_approval(new, now_ms=now.now_ms(), context=CONTEXT)
+        on_one = Api(api_login.database, one)
+        on_one.names = api_login.names
+        pending = await _request_by(on_one, "sam", now, principals.TokenRole.SUBMITTER)
         assert pending.requested_principal == api_login.names["sam"]
 
         async def who(conn: Any) -> tuple[str, str]:

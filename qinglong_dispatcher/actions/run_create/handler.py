@@ -7,13 +7,13 @@ lost connection or a busy store is retried by the same execute while its deadlin
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 import structlog
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions import contract
 from qinglong_dispatcher.domain import errors, fencing, ids, plans, records, runs
 
 log = structlog.get_logger("qinglong_dispatcher.actions.run_create.handler")
@@ -22,7 +22,6 @@ ACTION_TYPE = "run.create"
 
 FaultHook = Callable[[str, records.Dispatch], Awaitable[None]]
 """Test-only seam (`before_effect`); production wiring passes none."""
-PLAN_CACHE_SIZE = 256
 EFFECT_RETRY_FIRST_S = 0.02
 EFFECT_RETRY_MAX_S = 0.5
 
@@ -59,10 +58,6 @@ def build_run(
     )
 
 
-Resolved = tuple[plans.ApprovedRunCreationPlan, str]
-"""A parsed plan and its action digest."""
-
-
 class RunCreateHandler:
     """The `run.create` action (a `ports.TransactionalHandler`)."""
 
@@ -76,54 +71,21 @@ class RunCreateHandler:
         *,
         fault_hook: FaultHook | None = None,
     ) -> None:
-        self._plans = plan_store
+        # The reader keeps what it resolved: inspect, the page's Run and execute share one
+        # resolution of the immutable plan. `run.create` is a built-in plan type.
+        self._plans = contract.PlanReader(plan_store, {})
         self._repository = repository
         self._clock = clock
         self._fault_hook = fault_hook
-        # Plans are immutable (the database refuses UPDATE and DELETE), so a plan parsed and
-        # digested once is that plan forever: inspect, the page's Run and execute share it.
-        self._resolved: collections.OrderedDict[tuple[str, str], Resolved] = (
-            collections.OrderedDict()
-        )
-
-    def _remember(self, stored: ports.StoredPlan, approved_digest: str) -> Resolved:
-        plan, digest = plans.resolve_plan(
-            stored.action_type,
-            stored.plan_bytes(),
-            approved_digest=approved_digest,
-            plan_digests=self._plans.plan_digests,
-        )
-        if not isinstance(plan, plans.ApprovedRunCreationPlan):
-            raise errors.PlanInvalid("plan is not a run.create plan", code="plan_type_mismatch")
-        resolved = (plan, digest)
-        self._resolved[(stored.project_id, stored.action_ref)] = resolved
-        if len(self._resolved) > PLAN_CACHE_SIZE:
-            self._resolved.popitem(last=False)
-        return resolved
 
     async def prefetch(self, dispatches: Sequence[records.Dispatch]) -> None:
         """Read and parse a page's plans in one go, so each inspect finds its plan here."""
-        approved = {
-            (d.project_id, d.action_ref): d.action_digest
-            for d in dispatches
-            if (d.project_id, d.action_ref) not in self._resolved
-        }
-        if approved:
-            for stored in await self._plans.get_plans(list(approved)):
-                try:
-                    self._remember(stored, approved[(stored.project_id, stored.action_ref)])
-                except errors.InvalidInput:
-                    continue  # its inspect reads it again and reports why
+        await self._plans.prefetch(dispatches)
 
-    async def _resolve(self, dispatch: records.Dispatch) -> Resolved:
-        key = (dispatch.project_id, dispatch.action_ref)
-        resolved = self._resolved.get(key)
-        if resolved is None:
-            stored = await self._plans.get_plan(*key)
-            if stored is None:
-                raise errors.PlanInvalid("no plan for this action", code="plan_missing")
-            resolved = self._remember(stored, dispatch.action_digest)
-        return _bound(resolved, dispatch)
+    async def _resolve(
+        self, dispatch: records.Dispatch
+    ) -> tuple[plans.ApprovedRunCreationPlan, str]:
+        return await self._plans.resolve(dispatch, plans.ApprovedRunCreationPlan)
 
     async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
         """Parse the immutable plan and return its action digest; writes nothing."""
@@ -135,10 +97,10 @@ class RunCreateHandler:
 
     def run_to_create(self, dispatch: records.Dispatch, *, started_at_ms: int) -> runs.Run:
         """See `ports.TransactionalHandler.run_to_create`."""
-        resolved = self._resolved.get((dispatch.project_id, dispatch.action_ref))
+        resolved = self._plans.kept(dispatch, plans.ApprovedRunCreationPlan)
         if resolved is None:
             raise errors.PlanInvalid("plan not inspected", code="plan_not_inspected")
-        plan, _ = _bound(resolved, dispatch)
+        plan, _ = resolved
         return build_run(
             plan,
             dispatch,
@@ -190,11 +152,3 @@ class RunCreateHandler:
                 kind=ports.ExecuteKind.FAILED, code=result.reason or "run_conflict"
             )
         raise errors.LeaseConflict(f"execution fenced: {result.reason}")
-
-
-def _bound(resolved: Resolved, dispatch: records.Dispatch) -> Resolved:
-    """The plan, if it is the one this dispatch names."""
-    plan, _ = resolved
-    if plan.project_id != dispatch.project_id or plan.action_ref != dispatch.action_ref:
-        raise errors.PlanInvalid("plan identity differs", code="plan_identity_mismatch")
-    return resolved

@@ -191,13 +191,10 @@ def _connection_lost(exc: BaseException) -> bool:
 
 
 async def _transaction_state_only(conn: Connection) -> None:
-    """What a released pooled connection needs beyond asyncpg's own rollback of an open
-    transaction: nothing. Every transaction of the store sets only transaction-local state
-    (`SET LOCAL`, `set_config(…, true)`, `pg_advisory_xact_lock`), which its end undoes, and no
-    named statement may set more (`tests/contract/test_named_sql.py`). asyncpg's default reset
-    (`pg_advisory_unlock_all`, `CLOSE ALL`, `UNLISTEN *`, `RESET ALL`) is a round trip and a
-    server transaction of its own at every release; a one-statement write took twice as long
-    with it. `Database.session`, whose user may leave session state, resets in full."""
+    """Nothing beyond asyncpg's own rollback of an open transaction at release: every
+    transaction sets only transaction-local state, which its end undoes, so the default reset
+    query was a round trip that undid nothing (docs/decisions/0023). `Database.session`,
+    whose user may leave session state, resets in full."""
 
 
 async def _reset_or_end(conn: Connection) -> None:
