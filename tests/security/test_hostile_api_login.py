@@ -227,6 +227,7 @@ async def test_a_principals_transaction_leaves_the_pooled_session_as_the_api_log
         with pytest.raises(errors.StoreError) as refused:
             await one.db.read(lambda conn: conn.fetch("SELECT * FROM qinglong.approval_requests"))
         assert refused.value.code == "permission_denied"
+        assert getattr(refused.value.__cause__, "sqlstate", None) == "42501"  # the database's
         assert await _everything(pg) == before
     finally:
         await one.close()
