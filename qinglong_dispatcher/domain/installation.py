@@ -64,8 +64,8 @@ PRINCIPAL_INFIX = "_p_"
 """What separates an installation from a principal in the principal's role name."""
 
 SHARED_SUFFIXES = tuple(
-    sorted({f"_{wide[: -len(kind) - 1]}" for kind in KINDS for wide in KINDS
-            if wide.endswith(f"_{kind}")})
+    sorted({f"_{wide.removesuffix(f'_{kind}')}" for kind in KINDS for wide in KINDS
+            if wide != kind and wide.endswith(f"_{kind}")})
 )  # fmt: skip
 """Endings that would make `<name>_<kind>` another installation's role of a wider kind:
 installation `x_self`'s approver would be `x_self_approver`, installation `x`'s self-approver."""
