@@ -134,13 +134,18 @@ def role(installation: str, kind: str) -> str:
 def principal_role(installation: str, principal: str) -> str:
     """The NOLOGIN role of an API principal (`shop`, `alice` → `shop_p_alice`); the API's
     login becomes it for a request. A plain identifier that fits 63 bytes, or `ValueError`."""
-    name = f"{check_name(installation)}{PRINCIPAL_INFIX}{principal}"
+    name = f"{principal_prefix(installation)}{principal}"
     if not _PRINCIPAL.fullmatch(principal) or len(name) > 63:
         raise ValueError(f"not a principal of installation {installation}: {principal!r}")
     return name
 
 
 _PRINCIPAL = re.compile(r"[a-z][a-z0-9_]{0,51}")
+
+
+def principal_prefix(installation: str) -> str:
+    """How the role of every principal of `installation` begins (`shop_p_`)."""
+    return f"{check_name(installation)}{PRINCIPAL_INFIX}"
 
 
 def roles(installation: str) -> tuple[str, ...]:

@@ -39,6 +39,9 @@ makes its administrator a member of the migrator, PostgreSQL 16 its creator)."""
 _ROLE = re.compile(r"[a-z][a-z0-9_]{0,62}")
 _MARK = re.compile(r"[a-z0-9_:. -]+")
 
+_PREDEFINED = "pg_"
+"""The prefix PostgreSQL reserves for its predefined roles."""
+
 _ROLE_EXISTS = "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1)"
 
 
@@ -86,7 +89,9 @@ def kind_role_refusal(name: str, kind: str, role: Existing, *, adopt_unmarked: b
     already belongs to `name`, whose older `migrate` made its roles unmarked, or `name` is the
     legacy installation, whose `qinglong_*` roles many databases share) and it is no login.
     Either way it must be a member of no role but the installation's own (the migrator is the
-    recorder's member; `migrate` grants nothing else between roles)."""
+    recorder's member, the API's role its principals'; nothing else is granted between roles)
+    and PostgreSQL's predefined ones (an administrator may give the runtime
+    `pg_read_all_stats`; no installation's role can be named `pg_…`)."""
     unmarked = role.mark is None and adopt_unmarked
     if role.mark != installation.role_mark(name, kind) and not unmarked:
         return (
@@ -96,7 +101,9 @@ def kind_role_refusal(name: str, kind: str, role: Existing, *, adopt_unmarked: b
     if role.can_login or role.superuser:
         return f"role {role.name} is a login, not a role of installation {name}"
     own = set(installation.roles(name))
-    foreign = [group for group in role.member_of if group not in own]
+    # `token create` grants each principal's role to the API's role.
+    granted = (_PREDEFINED, installation.principal_prefix(name)) if kind == "api" else _PREDEFINED
+    foreign = [g for g in role.member_of if g not in own and not g.startswith(granted)]
     if foreign:
         return (
             f"role {role.name} is a member of {foreign[0]}, which installation {name} "
