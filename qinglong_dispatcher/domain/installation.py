@@ -43,6 +43,10 @@ NOINHERIT_KINDS = frozenset({"api"})
 PRINCIPAL_KINDS = ("viewer", "submitter", "approver", "operator")
 """The kinds a principal's role may be a member of: exactly one, its tokens' role."""
 
+ADMINISTRATOR_GRANTS = ("self_approver", "plan_reader")
+"""The kinds an administrator may grant a principal's role beside its tokens' kind (docs:
+installation.md, security.md); `token create` refuses a principal's role in any other role."""
+
 NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")
 """A plain lower-case identifier short enough that `<name>_self_approver` fits PostgreSQL's
 63 bytes, and that needs no quoting anywhere it is spliced into a statement."""

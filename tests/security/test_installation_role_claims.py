@@ -241,12 +241,15 @@ async def test_neither_command_takes_a_role_with_a_membership_it_did_not_grant(
 ) -> None:
     async with _pair() as (x, _):
         await _migrate(x)
-        cli.json_out(_token(x, "alice", "viewer", tmp_path))
+        cli.json_out(_token(x, "alice", "approver", tmp_path))
         alice = installation.principal_role(x, "alice")
+        # What an administrator may grant a principal beside its kind (self-approval) stays.
+        await stores.raw(x, f"GRANT {installation.role(x, 'self_approver')} TO {alice}")
+        cli.json_out(_token(x, "alice", "approver", tmp_path))
         outsider = stores.session_login("outsider")
         await stores.create_login(outsider, alice)
         before = await _memberships(x)
-        line = _refused(_token(x, "alice", "viewer", tmp_path))
+        line = _refused(_token(x, "alice", "approver", tmp_path))
         assert f"membership with {outsider}" in line
         assert await _memberships(x) == before
         await stores.raw(x, f"REVOKE {alice} FROM {outsider}")
