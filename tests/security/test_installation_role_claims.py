@@ -263,3 +263,26 @@ async def test_neither_command_takes_a_role_with_a_membership_it_did_not_grant(
         line = _refused(_migrate_cli(x, tmp_path))
         assert f"role {runtime} is a member of {outsider}, which installation {x} did not" in line
         assert await _memberships(x) == before
+
+
+async def test_a_role_an_older_release_let_two_installations_share_stops_the_next_migrate(
+    tmp_path: Path,
+) -> None:
+    async with _pair() as (x, x_p):
+        await _migrate(x)
+        cli.json_out(_token(x, "approver", "approver", tmp_path))
+        shared = installation.principal_role(x, "approver")
+        # As an older release left it: `x`'s principal role unmarked, and `x_p` took it as its
+        # approver role when it was set up beside `x`.
+        await stores.raw(x, f"COMMENT ON ROLE {shared} IS NULL")
+        await _as_an_older_release(x_p)
+        before = await _memberships(x, x_p)
+        line = _refused(_migrate_cli(x_p, tmp_path))
+        assert f"role {shared} is a member of {x}_approver, which installation {x_p}" in line
+        assert await _memberships(x, x_p) == before
+        assert await _mark(shared) is None
+        # The way out docs/security.md gives: revoke it, then `x_p` upgrades.
+        await stores.raw(x, f"REVOKE {x}_approver FROM {shared}")
+        await stores.raw(x, f"REVOKE {shared} FROM {x}_api")
+        assert _migrate_cli(x_p, tmp_path).returncode == 0
+        assert await _mark(shared) == installation.role_mark(x_p, "approver")
