@@ -8,7 +8,8 @@ database of the server, changeable only by an administrator), read the mark of e
 already exists before they grant anything to it or through it, and refuse a role marked for
 anyone else, a login, or one that is a member of a role they did not grant. A role an older
 release made carries no mark: it is taken (and marked) only where the evidence says it is the
-installation's own (`adoptable_*`); docs/security.md lists the cases.
+installation's own (`kind_role_refusal`, `principal_role_refusal`); docs/security.md lists the
+cases.
 """
 
 from __future__ import annotations
