@@ -143,6 +143,13 @@ async def test_a_new_installation_may_not_take_a_name_that_extends_anothers(
             assert await _mark(role) is None
         assert await stores.raw(x_p, "SELECT count(*) AS n FROM pg_namespace "
                                 "WHERE nspname = 'qinglong'") == [{"n": 0}]  # fmt: skip
+        # `x_self`'s approver role would be `x`'s self-approver role: refused the same way.
+        async with stores.installation_database("x_self") as x_self:
+            assert "choose another name" in _refused(_migrate_cli(x_self, tmp_path), code=78)
+            assert await _memberships(x_self) == set()
+            assert await _mark(installation.role(x, "self_approver")) == installation.role_mark(
+                x, "self_approver"
+            )
 
 
 async def test_token_create_refuses_the_roles_of_an_installation_migrated_first(
