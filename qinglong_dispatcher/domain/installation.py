@@ -5,6 +5,12 @@ names would share their approvers, operators and runtime. Every installation the
 names its roles after itself (`<installation>_runtime`, …); `migrate` records the name in
 the database, so every later `migrate` (and a database cloned from it) keeps it. A
 database migrated before installations had names keeps the legacy name `qinglong`.
+
+Names are unambiguous: no role of one installation (`<installation>_<kind>`, or a principal's
+`<installation>_p_<principal>`) can be named like a role of another, because a new
+installation's name never contains `_p_` nor ends with `_p` or `_self` (`check_new_name`).
+Each role the product creates carries a mark (`COMMENT ON ROLE`) naming its installation, so
+a command never takes as its own a role someone else made (`adapters/postgres/role_claims.py`).
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ NOINHERIT_KINDS = frozenset({"api"})
 PRINCIPAL_KINDS = ("viewer", "submitter", "approver", "operator")
 """The kinds a principal's role may be a member of: exactly one, its tokens' role."""
 
+ADMINISTRATOR_GRANTS = ("self_approver", "plan_reader")
+"""The kinds an administrator may grant a principal's role beside its tokens' kind (docs:
+installation.md, security.md); `token create` refuses a principal's role in any other role."""
+
 NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")
 """A plain lower-case identifier short enough that `<name>_self_approver` fits PostgreSQL's
 63 bytes, and that needs no quoting anywhere it is spliced into a statement."""
@@ -52,6 +62,59 @@ def check_name(name: str) -> str:
             "characters starting with a letter"
         )
     return name
+
+
+PRINCIPAL_INFIX = "_p_"
+"""What separates an installation from a principal in the principal's role name."""
+
+SHARED_SUFFIXES = tuple(
+    sorted({f"_{wide.removesuffix(f'_{kind}')}" for kind in KINDS for wide in KINDS
+            if wide != kind and wide.endswith(f"_{kind}")})
+)  # fmt: skip
+"""Endings that would make `<name>_<kind>` another installation's role of a wider kind:
+installation `x_self`'s approver would be `x_self_approver`, installation `x`'s self-approver."""
+
+
+def ambiguity(name: str) -> str | None:
+    """Why a role of installation `name` could be named like another installation's, or None.
+
+    `<a>_p_<principal>` is a principal's role; it could be installation `b`'s role only if `b`
+    extends `a` by `_p` (`x_p`'s approver is `x`'s principal `approver`) or by `_p_…`, and a
+    kind role `<a>_<kind>` could be `b`'s only if `a` extends `b` by one of `SHARED_SUFFIXES`.
+    No kind starts with `p_` or contains `_p_` (a unit test holds this), so these are all."""
+    if PRINCIPAL_INFIX in name or name.endswith(PRINCIPAL_INFIX[:-1]):
+        return f"contains {PRINCIPAL_INFIX!r} or ends with {PRINCIPAL_INFIX[:-1]!r}"
+    for suffix in SHARED_SUFFIXES:
+        if name.endswith(suffix):
+            return f"ends with {suffix!r}"
+    return None
+
+
+def check_new_name(name: str) -> str:
+    """`name` if a new installation may take it (`check_name`, and no `ambiguity`), else
+    `ConfigurationError`. An installation named before this rule keeps its name."""
+    check_name(name)
+    reason = ambiguity(name)
+    if reason is not None:
+        raise errors.ConfigurationError(
+            f"installation name {name!r} {reason}: its roles could be named like another "
+            "installation's (docs/installation.md); choose another name"
+        )
+    return name
+
+
+MARK = "qinglong-dispatcher"
+"""How the mark on a role the product created begins."""
+
+
+def role_mark(installation: str, kind: str) -> str:
+    """The mark `migrate` puts on the role of `kind` it creates for `installation`."""
+    return f"{MARK}: {kind} role of installation {check_name(installation)}"
+
+
+def principal_mark(installation: str, principal: str) -> str:
+    """The mark `token create` puts on the role it creates for a principal of `installation`."""
+    return f"{MARK}: principal {principal} of installation {check_name(installation)}"
 
 
 def from_database_name(database: str) -> str:
@@ -75,13 +138,18 @@ def role(installation: str, kind: str) -> str:
 def principal_role(installation: str, principal: str) -> str:
     """The NOLOGIN role of an API principal (`shop`, `alice` → `shop_p_alice`); the API's
     login becomes it for a request. A plain identifier that fits 63 bytes, or `ValueError`."""
-    name = f"{check_name(installation)}_p_{principal}"
+    name = f"{principal_prefix(installation)}{principal}"
     if not _PRINCIPAL.fullmatch(principal) or len(name) > 63:
         raise ValueError(f"not a principal of installation {installation}: {principal!r}")
     return name
 
 
 _PRINCIPAL = re.compile(r"[a-z][a-z0-9_]{0,51}")
+
+
+def principal_prefix(installation: str) -> str:
+    """How the role of every principal of `installation` begins (`shop_p_`)."""
+    return f"{check_name(installation)}{PRINCIPAL_INFIX}"
 
 
 def roles(installation: str) -> tuple[str, ...]:

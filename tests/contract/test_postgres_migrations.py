@@ -12,7 +12,7 @@ import pytest
 from qinglong_dispatcher.adapters import migration_files
 from qinglong_dispatcher.adapters.postgres import migrations
 from qinglong_dispatcher.adapters.postgres import store as postgres_store
-from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.domain import errors, installation
 from tests.support import stores
 from tests.support.clock import START_MS
 
@@ -162,18 +162,22 @@ async def test_concurrent_role_creation_swallows_the_losers_duplicate() -> None:
     # Roles are cluster-wide and already exist here, so race fresh throw-away names instead.
     await stores.require_server()
     names = tuple(f"qinglong_race_{os.getpid()}_{i}" for i in range(4))
+    marks = {name: installation.role_mark("race", name) for name in names}
     conns = [await asyncpg.connect(stores.admin_dsn()) for _ in range(3)]
     try:
         for _ in range(3):
             async with anyio.create_task_group() as tg:
                 for conn in conns:
-                    tg.start_soon(migrations.ensure_roles, conn, names)
+                    tg.start_soon(migrations.ensure_roles, conn, marks)
             found = await conns[0].fetch(
-                "SELECT rolname, rolcanlogin FROM pg_roles WHERE rolname = ANY($1::text[])",
+                "SELECT rolname, rolcanlogin, shobj_description(oid, 'pg_authid') AS mark "
+                "FROM pg_roles WHERE rolname = ANY($1::text[])",
                 list(names),
             )
             assert {r["rolname"] for r in found} == set(names)
             assert not any(r["rolcanlogin"] for r in found)
+            # Whoever won created each role marked: none is ever seen unmarked.
+            assert {r["rolname"]: r["mark"] for r in found} == marks
             for name in names:
                 await conns[0].execute(f"DROP ROLE {name}")
     finally:

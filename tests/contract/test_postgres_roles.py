@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 
 from qinglong_dispatcher import api
-from qinglong_dispatcher.domain import records, states
+from qinglong_dispatcher.domain import installation, records, states
 from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
@@ -121,14 +121,17 @@ async def test_operator_updates_only_state_columns_and_appends_bookkeeping(
 
 
 async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: str) -> None:
+    # Roles are server-wide: look only at those `migrate` marked as this installation's (a
+    # name pattern would also find other installations', `qinglong_shop_runtime`, …).
+    marks = ", ".join(
+        f"'{installation.role_mark(stores.INSTALLATION, k)}'" for k in installation.KINDS
+    )
     roles = await stores.raw(
         database,
         "SELECT rolname, rolcanlogin, rolsuper, rolcreaterole, rolcreatedb FROM pg_roles "
-        "WHERE rolname LIKE 'qinglong\\_%' AND rolname NOT LIKE 'qinglong\\_test\\_%' "
-        # An API principal's role (`token create`) is NOLOGIN too, but not an installation's.
-        "AND rolname NOT LIKE 'qinglong\\_p\\_%'",
+        f"WHERE shobj_description(oid, 'pg_authid') IN ({marks})",
     )
-    assert {r["rolname"] for r in roles} == set(ROLES)
+    assert sorted(r["rolname"] for r in roles) == sorted(ROLES)
     assert not any(r["rolcanlogin"] or r["rolsuper"] or r["rolcreaterole"] for r in roles)
     owners = await stores.raw(
         database,

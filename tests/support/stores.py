@@ -108,7 +108,14 @@ _SESSION_TAG = f"{os.getpid()}_{secrets.token_hex(3)}"
 dropped by the next one) and a random part, and are dropped when the session ends."""
 LOGIN_PASSWORD = secrets.token_hex(16)
 """Every test login's password: random per session, never written anywhere."""
-_OUR_ROLE = re.compile(r"^qlt_(\d+)_[0-9a-f]{6}_[a-z_]+$")
+_OUR_ROLE = re.compile(r"^(?:qinglong_p_)?qlt_(\d+)_[0-9a-f]{6}_[a-z0-9_]+$")
+"""A login, session installation's role or session principal's role of the session `pid`."""
+_EARLIER_LOGINS = tuple(
+    f"qinglong_test_{kind}"
+    for kind in ("runtime", "operator", "approver", "strict_approver", "pruner")
+)
+"""The fixed-name logins, their password once written in the repository, that earlier
+releases of these tests left behind: dropped by name, never by a pattern."""
 _SESSION_LOGINS: set[str] = set()
 
 
@@ -237,15 +244,18 @@ async def _drop_stale(conn: Any) -> None:
 
 
 async def _drop_stale_logins(conn: Any) -> None:
-    """Drop the logins of test sessions that died, and the fixed-name logins (with a password
-    once written in the repository) that earlier releases of these tests left behind."""
+    """Drop the roles of test sessions that died (only names a session makes: roles are
+    server-wide, and another installation's may begin like ours), and `_EARLIER_LOGINS`."""
     for row in await conn.fetch(
         "SELECT rolname FROM pg_roles WHERE rolname LIKE 'qlt\\_%' "
-        "OR rolname LIKE 'qinglong\\_test\\_%'"
+        "OR rolname LIKE 'qinglong\\_p\\_qlt\\_%' OR rolname = ANY($1::text[])",
+        list(_EARLIER_LOGINS),
     ):
         name = row["rolname"]
         match = _OUR_ROLE.match(name)
-        if match and (int(match.group(1)) == os.getpid() or _alive(int(match.group(1)))):
+        if name not in _EARLIER_LOGINS and (
+            match is None or int(match.group(1)) == os.getpid() or _alive(int(match.group(1)))
+        ):
             continue
         with contextlib.suppress(asyncpg.PostgresError):
             await conn.execute(f'DROP ROLE IF EXISTS "{name}"')

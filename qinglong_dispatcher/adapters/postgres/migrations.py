@@ -4,7 +4,8 @@
 It holds a session advisory lock for the whole run, so two `migrate` of one database take
 turns; works out the database's installation (`domain/installation.py`: the one whose
 migrator owns schema `qinglong`, else the one asked for, else the database's name); creates
-that installation's NOLOGIN roles if missing (roles are cluster-wide, so two databases of one
+that installation's NOLOGIN roles if missing, marked as its own, and refuses any that exist
+unless they are its own (`role_claims.py`; roles are cluster-wide, so two databases of one
 server may race to create them: the loser's duplicate is swallowed); creates the schema owned
 by the installation's migrator; and runs every file, its template role names made the
 installation's, with `SET LOCAL ROLE <migrator>`, so the migrator owns every object it creates.
@@ -18,6 +19,7 @@ from typing import Any
 
 from qinglong_dispatcher.adapters import migration_files
 from qinglong_dispatcher.adapters.postgres import database as db
+from qinglong_dispatcher.adapters.postgres import role_claims
 from qinglong_dispatcher.domain import errors, installation, schema
 
 SCHEMA = "qinglong"
@@ -57,33 +59,37 @@ _SCHEMA_OWNER = (
 )
 
 
-def ensure_roles_sql(names: tuple[str, ...]) -> str:
-    """One DO block creating each NOLOGIN role unless it exists; a concurrent creator wins."""
-    for name in names:
-        if not installation.NAME.fullmatch(name):
-            raise ValueError(f"not a plain role name: {name!r}")
-    steps = "\n".join(
-        f"""    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '{name}') THEN
-        BEGIN
-            CREATE ROLE {name} NOLOGIN{_attributes(name)};
-        EXCEPTION WHEN duplicate_object OR unique_violation THEN
-            NULL;  -- another database of this server created it at the same moment
-        END;
-    END IF;"""
-        for name in names
-    )
-    return f"DO $roles$\nBEGIN\n{steps}\nEND\n$roles$"
+async def ensure_roles(conn: db.Connection, marks: Mapping[str, str]) -> None:
+    """Create the roles of `marks` if missing, each marked, in a transaction of their own."""
+    await conn.execute(role_claims.create_sql(marks))
 
 
-def _attributes(name: str) -> str:
-    """` NOINHERIT` for the API's role (its members only ever SET ROLE to a principal)."""
-    kind = next((k for k in installation.NOINHERIT_KINDS if name.endswith(f"_{k}")), None)
-    return " NOINHERIT" if kind is not None else ""
+async def claim_roles(conn: db.Connection, name: str, *, adopt_unmarked: bool) -> None:
+    """Make installation `name`'s roles, or take those that exist if they are its own.
 
-
-async def ensure_roles(conn: db.Connection, names: tuple[str, ...]) -> None:
-    """Create the roles if missing, in a transaction of their own (committed at once)."""
-    await conn.execute(ensure_roles_sql(names))
+    Looks before creating anything (a refusal leaves the server as it was), creates the
+    missing ones marked, then looks again: another session may have created one in between.
+    An unmarked role that may be adopted (`role_claims.kind_role_refusal`) is marked now."""
+    kinds = dict(zip(installation.roles(name), installation.KINDS, strict=True))
+    for attempt in ("before", "after"):
+        found = await role_claims.existing(conn, kinds)
+        for role, existing in found.items():
+            refusal = role_claims.kind_role_refusal(
+                name, kinds[role], existing, adopt_unmarked=adopt_unmarked
+            )
+            if refusal is not None:
+                raise errors.StoreError(refusal, code="role_foreign")
+        if attempt == "before":
+            missing = {
+                r: installation.role_mark(name, k) for r, k in kinds.items() if r not in found
+            }
+            if missing:
+                await ensure_roles(conn, missing)
+    for role, existing in found.items():
+        if existing.mark is None:
+            await conn.execute(
+                role_claims.comment_sql(role, installation.role_mark(name, kinds[role]))
+            )
 
 
 async def installation_of(conn: db.Connection) -> str | None:
@@ -103,7 +109,9 @@ async def installation_of(conn: db.Connection) -> str | None:
     return name
 
 
-async def _choose_installation(conn: db.Connection, requested: str | None) -> str:
+async def _choose_installation(conn: db.Connection, requested: str | None) -> tuple[str, bool]:
+    """The installation, and whether the database belonged to it already (a name an older
+    release gave stays valid; a new installation's name must be unambiguous)."""
     recorded = await installation_of(conn)
     if recorded is not None:
         if requested is not None and requested != recorded:
@@ -112,10 +120,11 @@ async def _choose_installation(conn: db.Connection, requested: str | None) -> st
                 "(QINGLONG_INSTALLATION); docs/security.md says how to move it",
                 code="installation_mismatch",
             )
-        return recorded
+        return recorded, True
     if requested is not None:
-        return installation.check_name(requested)
-    return installation.from_database_name(str(await conn.fetchval("SELECT current_database()")))
+        return installation.check_new_name(requested), False
+    database = str(await conn.fetchval("SELECT current_database()"))
+    return installation.check_new_name(installation.from_database_name(database)), False
 
 
 async def _applied(conn: db.Connection) -> dict[int, str]:
@@ -149,9 +158,10 @@ async def _become_migrator(conn: db.Connection, name: str) -> None:
         await conn.execute(f"GRANT {recorder} TO {migrator}")
 
 
-async def _prepare(conn: db.Connection, name: str) -> None:
+async def _prepare(conn: db.Connection, name: str, *, recorded: bool) -> None:
     migrator = installation.role(name, "migrator")
-    await ensure_roles(conn, installation.roles(name))
+    # An older release made the roles of a database it migrated (and the legacy ones) unmarked.
+    await claim_roles(conn, name, adopt_unmarked=recorded or name == installation.LEGACY)
     await _become_migrator(conn, name)
     async with conn.transaction():
         await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA} AUTHORIZATION {migrator}")
@@ -201,9 +211,9 @@ async def migrate(
             "SELECT pg_catalog.pg_advisory_lock($1)", LOCK_KEY, timeout=LOCK_WAIT_MS / 1000 + 5
         )
     try:
-        name = await _choose_installation(conn, requested_installation)
+        name, recorded = await _choose_installation(conn, requested_installation)
         try:
-            await _prepare(conn, name)
+            await _prepare(conn, name, recorded=recorded)
         except Exception as exc:
             if getattr(exc, "sqlstate", None) == "42501":
                 raise errors.StoreError(
@@ -300,7 +310,7 @@ async def move_installation(conn: db.Connection, *, to: str) -> tuple[str, list[
     functions that name a role by name are re-created naming the new one. Logins are left to
     the administrator (roles are server-wide: only they know which login is for which
     database). Returns the old installation and the logins that were members of its roles."""
-    installation.check_name(to)
+    installation.check_new_name(to)
     async with conn.transaction():
         await conn.execute(f"SET LOCAL lock_timeout = {LOCK_WAIT_MS}")
         await conn.execute("SELECT pg_catalog.pg_advisory_xact_lock($1)", LOCK_KEY)
@@ -309,7 +319,7 @@ async def move_installation(conn: db.Connection, *, to: str) -> tuple[str, list[
             raise errors.SchemaNotMigrated("migrate the database before moving it")
         if current == to:
             return current, []
-    await ensure_roles(conn, installation.roles(to))
+    await claim_roles(conn, to, adopt_unmarked=to == installation.LEGACY)
     await _become_migrator(conn, to)
     old_roles = installation.roles(current)
     async with conn.transaction():

@@ -2,8 +2,9 @@
 
 The authenticator pattern (PostgREST's): the API's login is NOINHERIT and a member of the
 installation's `<installation>_api` role, itself NOINHERIT and holding nothing; `token create`
-makes each principal a NOLOGIN role `<installation>_p_<name>`, a member of exactly the kind
-role of its tokens, granted to `<installation>_api`. Each request is one transaction whose
+makes each principal a NOLOGIN role `<installation>_p_<name>` (marked as that principal's, and
+never one it did not make: `role_claims.py`), a member of exactly the kind role of its tokens,
+granted to `<installation>_api`. Each request is one transaction whose
 first statement is `SET LOCAL ROLE <principal role>`, so the grants and triggers decide and
 record that principal; the role ends with the transaction. Role names are validated plain
 identifiers (DDL takes no parameters), never taken from a request.
@@ -15,6 +16,7 @@ import re
 from typing import TypeVar
 
 from qinglong_dispatcher.adapters.postgres import database as db
+from qinglong_dispatcher.adapters.postgres import role_claims
 from qinglong_dispatcher.adapters.sql import query, tokens
 from qinglong_dispatcher.domain import errors, installation, principals
 
@@ -22,7 +24,6 @@ T = TypeVar("T")
 
 _ROLE = re.compile(r"[a-z][a-z0-9_]{0,62}")
 
-_ROLE_EXISTS = "SELECT rolcanlogin FROM pg_catalog.pg_roles WHERE rolname = $1"
 _MEMBER = (
     "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members AS m "
     "JOIN pg_catalog.pg_roles AS r ON r.oid = m.roleid "
@@ -77,12 +78,21 @@ async def create_token(database: db.Database, new: principals.NewToken) -> princ
         name = await _installation(conn)
         role = installation.principal_role(name, new.principal)
         q = db.PgQuery(conn, database.statements)
-        created = await tokens.create(q, new)
-        can_login = await conn.fetchval(_ROLE_EXISTS, role)
-        if can_login is None:
+        had_tokens = any(t.principal == new.principal for t in await tokens.list_tokens(q))
+        mark = installation.principal_mark(name, new.principal)
+        found = (await role_claims.existing(conn, [role])).get(role)
+        if found is None:
             await conn.execute(f"CREATE ROLE {role} NOLOGIN")
-        elif can_login:
-            raise errors.TokenRefused(f"role {role} is a login, not a principal")
+            await conn.execute(role_claims.comment_sql(role, mark))
+        else:
+            refusal = await role_claims.principal_role_refusal(
+                conn, name, new.principal, found, had_tokens=had_tokens
+            )
+            if refusal is not None:
+                raise errors.TokenRefused(refusal, code="role_foreign")
+            if found.mark is None:  # an older release's `token create` made it
+                await conn.execute(role_claims.comment_sql(role, mark))
+        created = await tokens.create(q, new)
         # One kind at a time: the live tokens of another role were refused above.
         for kind in installation.PRINCIPAL_KINDS:
             kind_role = installation.role(name, kind)
