@@ -79,10 +79,13 @@ WHERE (p.project_id, p.action_ref) IN (
 DELETE FROM qinglong.prune_permits
 
 -- prunable_audit_events --
--- Audit records older than the audit cutoff, except those a tool start's audit receipt or
--- barrier names (they are part of a Run's history, which is kept).
+-- Audit records older than the audit cutoff whose subject finished before it (the function
+-- the delete trigger asks too, migration live_requests: a pending request's audit stays),
+-- except those a tool start's audit receipt or barrier names (they are part of a Run's
+-- history, which is kept).
 FROM qinglong.security_audit_events AS s
 WHERE s.committed_at_ms < :audit_cutoff_ms::bigint
+  AND qinglong.audit_subject_finished(s.subject_id, :audit_cutoff_ms::bigint)
   AND NOT EXISTS (
       SELECT 1 FROM qinglong.audit_receipts AS r WHERE r.audit_event_id = s.event_id
   )
