@@ -23,7 +23,7 @@ CREATE UNIQUE INDEX approved_action_dispatches_one_per_plan
 -- approve or consume it since), or consumed into a dispatch whose execution is terminal; a
 -- dispatch whose execution is terminal. A subject already pruned, or one that is
 -- neither, keeps the rule of migration 0009, whose trigger still refuses a row no permit
--- covers, and any role outside qinglong_pruner. The prune's own scan asks the same function.
+-- covers, and any role outside qinglong_pruner. The prune's own scan writes the same rule out.
 CREATE FUNCTION qinglong.audit_subject_finished(
     p_subject_id pg_catalog.text, p_cutoff_ms pg_catalog.int8
 ) RETURNS pg_catalog.bool
