@@ -16,7 +16,8 @@ class PruneStore(Protocol):
         self, *, cutoff_ms: int, audit_cutoff_ms: int, limit: int, dry_run: bool = False
     ) -> retention.PruneCounts:
         """One transaction: up to `limit` terminal dispatch trees finished before `cutoff_ms`
-        and up to `limit` audit records committed before `audit_cutoff_ms`, with the counts.
+        and up to `limit` audit records committed before `audit_cutoff_ms` whose subject (an
+        approval request or a dispatch) finished before it too, with the counts.
         With `dry_run`, what a whole prune would remove now, writing nothing."""
         ...
 

@@ -3,15 +3,16 @@ nothing else; every other DELETE is still refused by the database."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import anyio
 import pytest
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.domain import approvals, fencing, records, recovery, retention, states
 from tests.support import faults, tools
-from tests.support.actions import submit_runs
+from tests.support.actions import make_api, submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS, make_dispatcher
 from tests.support.executions import start_request
@@ -171,6 +172,8 @@ async def test_audit_records_go_by_their_own_cutoff(harness: Harness, clock: Man
     await submit_runs(harness.approver_store, clock, 2)
     audit_table = faults.table(harness, "security_audit_events")
     assert await harness.scalar(f"SELECT count(*) AS n FROM {audit_table}") == 6  # 3 each
+    # Their subjects finish (the audit of a live subject stays: the test below).
+    assert (await make_dispatcher(harness.store, clock).dispatch_batch()).outcomes["succeeded"] == 2
     newest = int(await harness.scalar(f"SELECT max(committed_at_ms) AS m FROM {audit_table}"))
     # The audit cutoff is on the database clock and may not be in its future: let it pass
     # the newest record's millisecond.
@@ -181,7 +184,7 @@ async def test_audit_records_go_by_their_own_cutoff(harness: Harness, clock: Man
     assert kept.audit_events == 0
     gone = await _pruner(harness).prune_batch(cutoff_ms=0, audit_cutoff_ms=now, limit=4)
     assert gone == retention.PruneCounts(dispatches=0, audit_events=4)
-    # The trees themselves are not terminal: their dispatches stay.
+    # The trees themselves are past no tree cutoff: their dispatches stay.
     assert await _rows(harness, "approved_action_dispatches", "1 = 1") == 2
 
 
@@ -293,3 +296,31 @@ async def test_an_audit_permit_admits_only_records_before_its_cutoff(
     with pytest.raises(Exception, match="immutable"):
         await harness.raw(f"DELETE FROM {audit}")
     assert await harness.scalar(f"SELECT count(*) AS n FROM {audit}") == 3
+
+
+async def test_a_prune_keeps_the_audit_of_live_subjects(harness: Harness) -> None:
+    # The real clock: a pending request is live on the database's clock too.
+    now = ManualClock(int(time.time() * 1000))
+    the_api = make_api(harness.approver_store, now)
+    plan = api.run_create_plan({"projectId": "p", "taskId": "t", "taskRevision": 1})
+    pending = await the_api.create_approval(
+        "run.create", plan.to_canonical_dict(), requested_by="alice"
+    )
+    (waiting,) = await submit_runs(harness.approver_store, now, 1, project="waiting")
+    (done,) = await submit_runs(harness.approver_store, now, 1, project="done")
+    await _complete_one(harness, now, done.dispatch_id)
+    await anyio.sleep(0.01)  # every record's millisecond is past on the database's clock
+    audit = faults.table(harness, "security_audit_events")
+    live = (pending.approval_request_id, waiting.approval_request_id)
+    live_rows = f"subject_id IN ('{live[0]}', '{live[1]}')"
+    kept = await harness.raw(f"SELECT * FROM {audit} WHERE {live_rows} ORDER BY event_id")
+    assert len(kept) == 4  # created; created, approved, consumed
+    cutoff = await harness.store.database_now_ms()
+
+    dry = await _pruner(harness).prune_batch(
+        cutoff_ms=0, audit_cutoff_ms=cutoff, limit=500, dry_run=True
+    )
+    pruned = await _pruner(harness).prune_batch(cutoff_ms=0, audit_cutoff_ms=cutoff, limit=500)
+
+    assert dry == pruned == retention.PruneCounts(dispatches=0, audit_events=3)  # done's three
+    assert await harness.raw(f"SELECT * FROM {audit} ORDER BY event_id") == kept

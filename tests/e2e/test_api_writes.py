@@ -79,6 +79,27 @@ async def test_alice_submits_bob_approves_and_the_audit_names_each_with_their_re
     )
 
 
+async def test_a_dispatched_plan_posted_again_is_a_conflict_and_writes_nothing(
+    served: Served,
+) -> None:
+    it = served
+    body = plan_body()
+    status, _, created = await it.call("POST", "/dispatches", "alice", body)
+    assert status == 201, created
+    approval_id = created["approval"]["approval_request_id"]
+    status, _, approved = await it.call("POST", f"/approvals/{approval_id}/approve", "bob")
+    assert status == 200, approved
+    tables = ("approval_requests", "approved_action_dispatches", "security_audit_events")
+    counts = "SELECT " + ", ".join(f"(SELECT count(*) FROM {it.table(t)}) AS {t}" for t in tables)
+    before = await it.harness.raw(counts)
+
+    assert_problem(
+        await it.call("POST", "/dispatches", "alice", body), 409, "approval_state_conflict"
+    )
+
+    assert await it.harness.raw(counts) == before
+
+
 async def test_the_audit_log_pages_newest_first_and_filters_by_principal_and_kind(
     served: Served,
 ) -> None:

@@ -2,7 +2,8 @@
 
 One batch is one transaction: permits for at most `limit` terminal trees older than the
 cutoff (the database checks each one, migration 0009), the rows of those trees child first,
-the permits again; then at most `limit` audit records under an audit permit. A dry run counts
+the permits again; then at most `limit` audit records under an audit permit, none of a subject
+still live (migration live_requests: the trigger refuses them too). A dry run counts
 what a whole prune would remove and writes nothing.
 """
 

@@ -194,9 +194,26 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         """See `ports.ApprovalStore.create_approval` (the plan sealed when there is a ring)."""
         self.approver.require_role(_SUBMITTER, _APPROVER)
         sealed = self.envelopes.seal(new)
-        return await self.runner.transaction(
-            lambda q: approvals.create(q, self.approver, sealed, now_ms=now_ms, context=context)
-        )
+        try:
+            return await self.runner.transaction(
+                lambda q: approvals.create(q, self.approver, sealed, now_ms=now_ms, context=context)
+            )
+        except errors.StoreError as refused:
+            # A create racing another for the same plan passed the read and met the unique
+            # keys (the plan's, the one live request per plan): the same refusal as the read's.
+            await self._name_taken_plan(refused, [sealed])
+            raise
+
+    async def _name_taken_plan(
+        self, refused: errors.StoreError, sealed: Sequence[approval_records.NewApproval]
+    ) -> None:
+        """Raise the conflict naming the plan a unique key refused, if one is stored now."""
+        if refused.code == "constraint_violation":
+            taken = await self.runner.transaction(
+                lambda q: approvals.taken_plan(q, sealed), write=False
+            )
+            if taken is not None:
+                raise taken from None
 
     async def submit(
         self,
@@ -215,12 +232,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
             )
         except errors.StoreError as refused:
             # No plan is read first: its unique key refused the batch; a read names the plan.
-            if refused.code == "constraint_violation":
-                taken = await self.runner.transaction(
-                    lambda q: approvals.taken_plan(q, sealed), write=False
-                )
-                if taken is not None:
-                    raise taken from None
+            await self._name_taken_plan(refused, sealed)
             raise
 
     # `submit`'s write, its plans sealed already: the shared transaction (PostgreSQL tries

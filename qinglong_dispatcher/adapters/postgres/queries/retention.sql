@@ -79,10 +79,37 @@ WHERE (p.project_id, p.action_ref) IN (
 DELETE FROM qinglong.prune_permits
 
 -- prunable_audit_events --
--- Audit records older than the audit cutoff, except those a tool start's audit receipt or
--- barrier names (they are part of a Run's history, which is kept).
+-- Audit records older than the audit cutoff whose subject finished before it (the rule of
+-- `qinglong.audit_subject_finished`, which the delete trigger of migration live_requests asks:
+-- a pending request's audit stays; written out here so that the planner joins instead of
+-- calling a function per row), except those a tool start's audit receipt or barrier names
+-- (they are part of a Run's history, which is kept).
 FROM qinglong.security_audit_events AS s
 WHERE s.committed_at_ms < :audit_cutoff_ms::bigint
+  AND NOT EXISTS (
+      SELECT 1 FROM qinglong.approval_requests AS a
+      WHERE a.approval_request_id = s.subject_id
+        AND NOT (
+            (a.status IN ('rejected', 'expired') AND a.updated_at_ms < :audit_cutoff_ms::bigint)
+            OR (a.status IN ('pending', 'approved')
+                AND COALESCE(a.db_expires_at_ms, a.expires_at_ms) < :audit_cutoff_ms::bigint)
+            OR (a.status = 'consumed' AND EXISTS (
+                SELECT 1
+                FROM qinglong.approved_action_dispatches AS d
+                JOIN qinglong.approved_action_dispatch_executions AS e
+                    ON e.dispatch_id = d.dispatch_id
+                WHERE d.approval_request_id = a.approval_request_id
+                  AND e.status IN ('blocked', 'cancelled', 'failed', 'succeeded')
+                  AND e.updated_at_ms < :audit_cutoff_ms::bigint
+            ))
+        )
+  )
+  AND NOT EXISTS (
+      SELECT 1 FROM qinglong.approved_action_dispatch_executions AS e
+      WHERE e.dispatch_id = s.subject_id
+        AND NOT (e.status IN ('blocked', 'cancelled', 'failed', 'succeeded')
+                 AND e.updated_at_ms < :audit_cutoff_ms::bigint)
+  )
   AND NOT EXISTS (
       SELECT 1 FROM qinglong.audit_receipts AS r WHERE r.audit_event_id = s.event_id
   )

@@ -73,10 +73,34 @@ WHERE (project_id, action_ref) IN (SELECT project_id, action_ref FROM prune_perm
 DELETE FROM prune_permits
 
 -- prunable_audit_events --
--- Audit records older than the audit cutoff, except those a tool start's audit receipt or
--- barrier names (they are part of a Run's history, which is kept).
+-- Audit records older than the audit cutoff whose subject finished before it (the rule of
+-- the delete trigger of migration live_requests: a pending request's audit stays), except
+-- those a tool start's audit receipt or barrier names (they are part of a Run's history,
+-- which is kept).
 FROM security_audit_events AS s
 WHERE s.committed_at_ms < :audit_cutoff_ms
+  AND NOT EXISTS (
+      SELECT 1 FROM approval_requests AS a
+      WHERE a.approval_request_id = s.subject_id
+        AND NOT (
+            (a.status IN ('rejected', 'expired') AND a.updated_at_ms < :audit_cutoff_ms)
+            OR (a.status IN ('pending', 'approved') AND coalesce(a.db_expires_at_ms, a.expires_at_ms) < :audit_cutoff_ms)
+            OR (a.status = 'consumed' AND EXISTS (
+                SELECT 1
+                FROM approved_action_dispatches AS d
+                JOIN approved_action_dispatch_executions AS e ON e.dispatch_id = d.dispatch_id
+                WHERE d.approval_request_id = a.approval_request_id
+                  AND e.status IN ('blocked', 'cancelled', 'failed', 'succeeded')
+                  AND e.updated_at_ms < :audit_cutoff_ms
+            ))
+        )
+  )
+  AND NOT EXISTS (
+      SELECT 1 FROM approved_action_dispatch_executions AS e
+      WHERE e.dispatch_id = s.subject_id
+        AND NOT (e.status IN ('blocked', 'cancelled', 'failed', 'succeeded')
+                 AND e.updated_at_ms < :audit_cutoff_ms)
+  )
   AND NOT EXISTS (SELECT 1 FROM audit_receipts AS r WHERE r.audit_event_id = s.event_id)
   AND NOT EXISTS (
       SELECT 1 FROM tool_execution_start_barriers AS b WHERE b.audit_event_id = s.event_id
