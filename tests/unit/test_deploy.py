@@ -156,6 +156,27 @@ def test_systemd_unit_fits_the_edge_profile() -> None:
     assert unit["Service.MemoryMax"]
 
 
+def test_the_edge_install_encrypts_plans_under_a_ring_made_at_install() -> None:
+    """Every install path seals plans: the unit loads the ring as the credential the settings'
+    default reads, the install steps make it, and the docs back it up beside the database."""
+    unit = _unit()
+    ring = "/etc/qinglong-dispatcher/credentials/plan-keys"
+    assert f"plan-keys:{ring}" in unit["Service.LoadCredential"]
+    assert settings.Settings.model_fields["plan_keyring_file"].default_factory is not None
+    env_example = (DEPLOY / "systemd" / "env.example").read_text(encoding="utf-8")
+    assert "#QINGLONG_PLAN_KEYRING_FILE=/run/credentials/qinglong-dispatcher.service/plan-keys" in (
+        env_example
+    )
+    install = (ROOT / "docs" / "installation.md").read_text(encoding="utf-8")
+    edge = install.split("\n## Edge: a router or NAS\n", 1)[1].split("\n## ", 1)[0]
+    assert f"keys generate --out {ring}" in edge
+    operations = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    assert "backup --out" in operations
+    assert "plan-keys" in operations.split("\n## Backup and restore\n", 1)[1].split("\n## ", 1)[0]
+    make = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "keys generate --out var/plan-keys" in make
+
+
 def test_deployment_fits_the_cluster_profile() -> None:
     cluster = _profile("cluster")
     deployment = _kind("kubernetes/app", "Deployment")
