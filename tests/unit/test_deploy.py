@@ -201,6 +201,27 @@ def test_deployment_fits_the_cluster_profile() -> None:
     assert any("migrate --check" in w for w in waits)
 
 
+def test_the_replicas_and_the_migrate_job_seal_plans_under_the_ring_secret() -> None:
+    """The Kubernetes install encrypts by default: every replica and the Job (whose `migrate`
+    registers the ring's key ids) mount Secret qinglong-dispatcher-plan-keys where
+    QINGLONG_PLAN_KEYRING_FILE points, group-readable as fsGroup makes it."""
+    for folder, kind in (("kubernetes/app", "Deployment"), ("kubernetes/migrate", "Job")):
+        pod = _kind(folder, kind)["spec"]["template"]["spec"]
+        assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["plan-keys"]["secret"]["secretName"] == "qinglong-dispatcher-plan-keys"
+        container = pod["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        assert mounts["plan-keys"]["readOnly"] is True
+        ring = env["QINGLONG_PLAN_KEYRING_FILE"]
+        assert ring == mounts["plan-keys"]["mountPath"] + "/plan-keys", folder
+        assert env["QINGLONG_PLAN_KEYRING_GROUP_READABLE"] == "true"
+    command = "create secret generic qinglong-dispatcher-plan-keys"
+    assert command in SECRETS_EXAMPLE.read_text(encoding="utf-8")
+    assert command in (ROOT / "docs" / "installation.md").read_text(encoding="utf-8")
+
+
 def test_pdb_service_and_monitor_select_the_pods() -> None:
     labels = _kind("kubernetes/app", "Deployment")["spec"]["template"]["metadata"]["labels"]
 
@@ -405,7 +426,8 @@ def test_containerfile_runs_the_cluster_profile_as_non_root_from_the_locked_arte
     assert [args for word, args in steps if word == "VOLUME"] == ['["/tmp"]']
     container = _kind("kubernetes/app", "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
-    assert [m["mountPath"] for m in container["volumeMounts"]] == ["/tmp"]
+    writable = [m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")]
+    assert writable == ["/tmp"]
     assert re.search(r"^HEALTHCHECK .*/healthz", text, flags=re.MULTILINE | re.DOTALL)
     assert ("EXPOSE", "9464") in steps
     assert ("ENTRYPOINT", '["qinglong-dispatcher"]') in steps
