@@ -69,6 +69,11 @@ def test_a_live_database_and_its_ring_are_backed_up_and_restored_with_nothing_lo
 
     # One dispatch a tick: the backup is taken mid-drain.
     slow = {"QINGLONG_PAGE_SIZE": "1", "QINGLONG_MAX_PAGES_PER_TICK": "1"}
+    # A reader holding an old snapshot (any long read does) keeps every later commit in the
+    # WAL, unmerged: a copy of the main file alone would miss them.
+    reader = sqlite3.connect(f"file:{database}?mode=ro", uri=True, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute(f"SELECT count(*) FROM {EXECUTIONS}").fetchone()
     with running(live, {**env, **slow, "QINGLONG_METRICS_PORT": str(port)}) as daemon:
         wait_until(lambda: ready(port))
         thread = threading.Thread(target=submitter, daemon=True)
@@ -84,6 +89,7 @@ def test_a_live_database_and_its_ring_are_backed_up_and_restored_with_nothing_lo
         after = _counts(database)
         writing.clear()
         thread.join(timeout=60)
+        reader.close()
         assert daemon.poll() is None, daemon.stderr
     copied = _counts(backup)
     assert backup.stat().st_mode & 0o777 == 0o600
