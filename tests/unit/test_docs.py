@@ -77,6 +77,7 @@ def test_the_docs_pages_exist() -> None:
         "docs/configuration.md",
         "docs/cli.md",
         "docs/operations.md",
+        "docs/troubleshooting.md",
         "docs/actions.md",
         "docs/state-machine.md",
         "docs/security.md",
