@@ -119,3 +119,28 @@ def test_a_live_database_and_its_ring_are_backed_up_and_restored_with_nothing_lo
         assert daemon.poll() is None, daemon.stderr
     check = json_out(run_cli("keys", "check", "--json", cwd=fresh.parent, env=restored_env))
     assert (check["ok"], check["clear"], check["checked"]) == (True, 0, total)
+
+
+def test_a_backup_of_nothing_or_of_a_cluster_is_refused_in_one_line_writing_nothing(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "backups" / "copy.db"
+    missing = run_cli("backup", "--out", str(out), cwd=tmp_path)  # no ./var/qinglong.db
+    assert missing.returncode == 69, missing.stderr
+    (line,) = error_lines(missing.stderr)
+    assert "does not exist" in line
+    cluster = run_cli(
+        "--profile",
+        "cluster",
+        "--database",
+        "postgresql://nobody@127.0.0.1:1/none",
+        "backup",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
+    assert cluster.returncode == 2, cluster.stderr
+    (line,) = error_lines(cluster.stderr)
+    assert "pg_basebackup" in line
+    assert not out.parent.exists()  # nothing written, not even the folder
+    assert "Traceback" not in missing.stderr + cluster.stderr

@@ -25,25 +25,23 @@ def backup(source: Path, target: Path, *, busy_timeout_s: float) -> int:
     it turns WAL back on."""
     if os.path.lexists(target):
         raise errors.ConfigurationError(f"{target} exists already; back up into a new file")
+    # The live file first: a missing or foreign one is refused before anything is written.
+    live = database.connect(source, busy_timeout_s=busy_timeout_s, create=False)
     temp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
     try:
-        files.create_private(temp)
-    except OSError as exc:
-        raise errors.StoreUnavailable(f"{target} cannot be written ({exc.strerror})") from None
-    try:
-        live = database.connect(source, busy_timeout_s=busy_timeout_s, create=False)
         try:
-            copy = sqlite3.connect(temp, isolation_level=None)
-            try:
-                live.backup(copy)
-                copy.execute("PRAGMA journal_mode = DELETE")
-                problem = integrity.quick_check(copy)
-                if problem is not None:
-                    raise errors.StoreCorrupted(f"the backup of {source} is damaged: {problem}")
-            finally:
-                copy.close()
+            files.create_private(temp)
+        except OSError as exc:
+            raise errors.StoreUnavailable(f"{target} cannot be written ({exc.strerror})") from None
+        copy = sqlite3.connect(temp, isolation_level=None)
+        try:
+            live.backup(copy)
+            copy.execute("PRAGMA journal_mode = DELETE")
+            problem = integrity.quick_check(copy)
+            if problem is not None:
+                raise errors.StoreCorrupted(f"the backup of {source} is damaged: {problem}")
         finally:
-            live.close()
+            copy.close()
         with open(temp, "rb") as handle:
             os.fsync(handle.fileno())
         os.link(temp, target)  # refuses an existing name, where rename would clobber it
@@ -57,6 +55,7 @@ def backup(source: Path, target: Path, *, busy_timeout_s: float) -> int:
     except OSError as exc:
         raise errors.StoreUnavailable(f"{target} cannot be written ({exc.strerror})") from None
     finally:
+        live.close()
         with contextlib.suppress(OSError):
             temp.unlink()
     folder = os.open(target.parent, os.O_RDONLY)
