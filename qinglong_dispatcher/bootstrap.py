@@ -355,6 +355,15 @@ def write_plan_keys(path: Path, *, add: bool) -> tuple[str, int]:
     return ring.active, len(ring.ids)
 
 
+def backup_edge(settings: Settings, out: Path) -> int:
+    """`backup`: the live SQLite file copied to the new file `out`; the bytes written."""
+    from qinglong_dispatcher.adapters.sqlite import backup  # edge only: never on a cluster
+
+    return backup.backup(
+        settings.sqlite_path, out, busy_timeout_s=settings.sqlite_busy_timeout_seconds
+    )
+
+
 async def open_api_writer(settings: Settings) -> ports.Store | None:
     """The store of `QINGLONG_API_DATABASE_URL` (the API's NOINHERIT login, cluster), whose
     transactions become each token's principal; None when unset (the daemon's store acts)."""

@@ -34,6 +34,7 @@ COMMANDS = {
     "bench": "measure throughput, latency, cost per dispatch and idle footprint",
     "prune": "delete finished dispatch trees and old audit records (retention)",
     "keys": "the plan key ring: generate, rotate stored plans, check they open",
+    "backup": "copy the live edge database to a new file, beside the daemon",
     "token": "API tokens: create (prints the secret once), list, revoke",
     "health": "exit 0 when the store is reachable and migrated",
 }
@@ -154,7 +155,7 @@ def _lazy(module: str, name: str) -> Handler:
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree."""
-    from qinglong_dispatcher.commands import bench, dispatches, keys, prune, tokens
+    from qinglong_dispatcher.commands import backup, bench, dispatches, keys, prune, tokens
     from qinglong_dispatcher.domain import approval_views, states
 
     parser, commands = _top_parser()
@@ -318,6 +319,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("keys")
     keys.add_arguments(p, shared)
     p.set_defaults(handler=_lazy("keys", "cmd_keys"))
+
+    p = command("backup")
+    backup.add_arguments(p)
+    p.set_defaults(handler=_lazy("backup", "cmd_backup"))
 
     p = command("token")
     tokens.add_arguments(p, shared)

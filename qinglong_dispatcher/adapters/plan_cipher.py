@@ -108,6 +108,11 @@ class PlanCipher:
         """The id new envelopes are sealed under."""
         return self._active
 
+    @property
+    def key_ids(self) -> frozenset[str]:
+        """Every id this ring opens (the active one included)."""
+        return frozenset(self._aeads)
+
     def encrypt(self, plaintext: bytes, *, aad: bytes) -> Sealed:
         """Seal `plaintext` under the active key with a fresh random nonce, bound to `aad`."""
         nonce = os.urandom(NONCE_BYTES)

@@ -58,6 +58,7 @@ async def scratch(
         store = await made.open()
         try:
             await store.migrate(now_ms=clock.SystemClock().now_ms())
+            await store.register_plan_keys(now_ms=clock.SystemClock().now_ms())
         finally:
             await store.close()
         yield made

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 
 from qinglong_dispatcher import bootstrap, clock
 from qinglong_dispatcher.commands import common
@@ -30,6 +31,8 @@ async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
             _migrated(args, current=True, applied=[])
             return common.EXIT_OK
         applied = await store.migrate(now_ms=clock.SystemClock().now_ms())
+        # The owner is who says which plan keys exist (docs/security.md#plans-at-rest).
+        registered = await store.register_plan_keys(now_ms=clock.SystemClock().now_ms())
         if granted := await store.public_privileges():
             # Not a refusal: the schema holds without it (docs/security.md), but every login
             # can create the temporary objects a known attack on definer functions starts with.
@@ -38,7 +41,7 @@ async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
                 f"database; revoke them: REVOKE {', '.join(granted)} ON DATABASE <db> FROM PUBLIC",
                 file=sys.stderr,
             )
-        _migrated(args, current=True, applied=applied)
+        _migrated(args, current=True, applied=applied, registered=registered)
         return common.EXIT_OK
     finally:
         await store.close()
@@ -65,11 +68,16 @@ async def _move(settings: Settings, args: argparse.Namespace) -> int:
     return common.EXIT_OK
 
 
-def _migrated(args: argparse.Namespace, *, current: bool, applied: list[int]) -> None:
+def _migrated(
+    args: argparse.Namespace, *, current: bool, applied: list[int], registered: Sequence[str] = ()
+) -> None:
     if args.json:
-        common.print_json({"current": current, "applied": applied})
+        keys = {"plan_keys_registered": list(registered)} if registered else {}
+        common.print_json({"current": current, "applied": applied, **keys})
     else:
         print(f"applied {len(applied)} migration(s)" if applied else "schema is current")
+        if registered:
+            print(f"registered plan key(s) {', '.join(registered)}")
 
 
 async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:

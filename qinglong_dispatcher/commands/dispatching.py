@@ -18,6 +18,14 @@ from qinglong_dispatcher.settings import Settings
 log = structlog.get_logger("qinglong_dispatcher.daemon")
 
 
+def _report_plan_keys(found: ports.PlanKeyProbe) -> None:
+    """What the start check found that blocks some plans, never the process: said once."""
+    if found.not_in_ring:
+        log.warning("plan_keys.not_in_ring", key_ids=list(found.not_in_ring))
+    if found.newest_unreadable is not None:
+        log.warning("plan_keys.newest_unreadable", code=found.newest_unreadable)
+
+
 async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     """The daemon until SIGTERM/SIGINT."""
     store = await common.open_store(settings, check_integrity=True)
@@ -27,7 +35,7 @@ async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     try:
         authority.enter_context(bootstrap.sole_daemon(settings))
         await store.check_durability()
-        await store.probe_plan_keys()
+        _report_plan_keys(await store.probe_plan_keys())
         if reasons := await store.ddl_capabilities():
             log.warning("store.ddl_capable_role", reasons=list(reasons))
         writer = await bootstrap.open_api_writer(settings)
@@ -64,7 +72,7 @@ async def cmd_tick(settings: Settings, args: argparse.Namespace) -> int:
     the_clock = clock.SystemClock()
     try:
         await store.check_durability()
-        await store.probe_plan_keys()
+        _report_plan_keys(await store.probe_plan_keys())
         the_dispatcher = bootstrap.build_dispatcher(settings, store, the_clock)
         claims: collections.Counter[str] = collections.Counter()
         totals: collections.Counter[str] = collections.Counter()

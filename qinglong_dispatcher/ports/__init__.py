@@ -48,6 +48,7 @@ from qinglong_dispatcher.ports.handlers import (
 from qinglong_dispatcher.ports.plan_keys import (
     CheckBatch,
     PlanKey,
+    PlanKeyProbe,
     PlanKeyStore,
     ResealBatch,
 )
@@ -110,6 +111,7 @@ __all__ = [
     "PageResult",
     "PageStore",
     "PlanKey",
+    "PlanKeyProbe",
     "PlanKeyStore",
     "PlanReadStore",
     "PlanStore",

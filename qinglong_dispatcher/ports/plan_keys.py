@@ -32,6 +32,16 @@ class CheckBatch:
     after: PlanKey | None
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class PlanKeyProbe:
+    """What the start check found that blocks some plans but not the process: registered keys
+    this ring lacks (plans sealed under them are blocked), and the code of the newest sealed
+    plan when it does not open (that plan is blocked alone)."""
+
+    not_in_ring: tuple[str, ...] = ()
+    newest_unreadable: str | None = None
+
+
 class PlanKeyStore(Protocol):
     """`keys rotate` and `keys check` (docs/security.md#plans-at-rest)."""
 
@@ -40,10 +50,20 @@ class PlanKeyStore(Protocol):
         sealed again under it; a plan that does not open is counted and left as it is."""
         ...
 
-    async def probe_plan_keys(self) -> None:
-        """Raise `ConfigurationError` (exit 78) unless the newest sealed plan opens with this
-        process's key ring: startup of `run` and `tick`, so that a missing or wrong ring stops
-        the daemon instead of blocking every dispatch."""
+    async def probe_plan_keys(self) -> PlanKeyProbe:
+        """The start check of `run` and `tick`, against the keys the database has registered.
+
+        Raises `ConfigurationError` (exit 78) when the process has no ring while keys are
+        registered or plans sealed (`plan_keyring_missing`), when its ring holds none of the
+        registered keys (`plan_key_unknown`: another installation's ring), or when its active
+        key is not registered (`plan_key_unregistered`: every plan it wrote would be refused).
+        Nothing a login below the owner can write decides it: a plan that does not open is
+        reported here and blocked alone at dispatch."""
+        ...
+
+    async def register_plan_keys(self, *, now_ms: int) -> list[str]:
+        """Register every key id of this process's ring (the owner's: `migrate`); the ids
+        registered now, oldest first. Nothing without a ring."""
         ...
 
     async def check_plans(self, *, limit: int, after: PlanKey | None = None) -> CheckBatch:

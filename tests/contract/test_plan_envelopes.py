@@ -4,14 +4,17 @@ read, never opened in the wrong row or without the key, rotated in resumable bat
 from __future__ import annotations
 
 import base64
+import shutil
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import pytest
 
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import plan_keyring
 from qinglong_dispatcher.adapters.sql import plan_envelopes
-from qinglong_dispatcher.domain import plan_previews, plans
+from qinglong_dispatcher.domain import errors, plan_previews, plans
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from tests.support import stores
 from tests.support.actions import make_api, submit_runs
@@ -21,10 +24,12 @@ from tests.support.dispatching import make_dispatcher
 MARKER = "customer-7f3a9c-marker"
 
 
-def _use(harness: stores.Harness, envelopes: plan_envelopes.Envelopes) -> None:
+async def _use(harness: stores.Harness, envelopes: plan_envelopes.Envelopes) -> None:
     """Every store of the harness seals and opens with `envelopes` (as one process's would)."""
     for store in {id(s): s for s in (harness.store, harness.approver_store)}.values():
         store.envelopes = envelopes  # type: ignore[attr-defined]
+    # Its keys registered, as `migrate` with the ring does (the owner's to do).
+    await harness.register_plan_keys(*envelopes.key_ids)
 
 
 @pytest.fixture
@@ -35,8 +40,8 @@ def ring(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def sealed_harness(harness: stores.Harness, ring: Path) -> stores.Harness:
-    _use(harness, plan_envelopes.from_keyring(ring))
+async def sealed_harness(harness: stores.Harness, ring: Path) -> stores.Harness:
+    await _use(harness, plan_envelopes.from_keyring(ring))
     return harness
 
 
@@ -99,7 +104,7 @@ async def test_a_process_without_the_ring_blocks_a_sealed_plan_and_never_runs_it
 ) -> None:
     h = sealed_harness
     (consumed,) = await submit_runs(h.approver_store, clock, 1)
-    _use(h, plan_envelopes.Envelopes(None))
+    await _use(h, plan_envelopes.Envelopes(None))
     report = await make_dispatcher(h.store, clock).dispatch_batch()
     assert report.outcomes == {"blocked": 1}
     execution = await h.store.get_execution(consumed.dispatch_id)
@@ -118,15 +123,17 @@ async def test_rotation_reseals_clear_and_old_plans_in_resumable_batches(
 ) -> None:
     h = harness
     await submit_runs(h.approver_store, clock, 3, project="clear")  # written before any ring
-    _use(h, plan_envelopes.from_keyring(ring))
+    await _use(h, plan_envelopes.from_keyring(ring))
     await submit_runs(h.approver_store, clock, 2, project="old-key")
     new_ring = plan_keyring.add_key(ring)
-    _use(h, plan_envelopes.from_keyring(ring))
-    first = await h.store.reseal_plans(limit=2)
+    await _use(h, plan_envelopes.from_keyring(ring))
+    owner = await h.owner()  # resealing is the owner's (`keys rotate` as the administrator)
+    owner.envelopes = plan_envelopes.from_keyring(ring)  # type: ignore[attr-defined]
+    first = await owner.reseal_plans(limit=2)
     assert (first.resealed, first.remaining) == (2, 3)
     assert first.after is not None
     # Stopped here (a SIGKILL between batches loses nothing: each batch is one transaction).
-    rest = await h.store.reseal_plans(limit=10, after=first.after)
+    rest = await owner.reseal_plans(limit=10, after=first.after)
     assert (rest.resealed, rest.remaining, rest.after) == (3, 0, None)
     rows = await _rows(h)
     assert {r["plan_key_id"] for r in rows} == {new_ring.active}
@@ -146,10 +153,12 @@ async def test_check_reports_plans_that_do_not_open_by_code(
     await submit_runs(h.approver_store, clock, 2)
     other = tmp_path / "other-ring"
     plan_keyring.generate(other)
-    _use(h, plan_envelopes.from_keyring(other))
+    await _use(h, plan_envelopes.from_keyring(other))
     check = await h.store.check_plans(limit=100)
     assert check.failed == {"plan_key_unknown": 2}
-    batch = await h.store.reseal_plans(limit=100)
+    owner = await h.owner()
+    owner.envelopes = plan_envelopes.from_keyring(other)  # type: ignore[attr-defined]
+    batch = await owner.reseal_plans(limit=100)
     assert (batch.resealed, batch.unreadable) == (0, 2)
 
 
@@ -187,3 +196,73 @@ async def test_an_http_request_body_is_sealed_and_sent_as_approved(
     assert stored is not None
     assert encoded.decode() in stored.plan_json  # what the handler reads: the exact body
     assert consumed.action_ref == "silence-1"
+
+
+# -- the start check: the owner's registered keys decide, one plan only blocks itself ---------
+
+
+async def test_a_plan_that_does_not_open_blocks_itself_and_the_start_check_lets_the_rest_run(
+    sealed_harness: stores.Harness, clock: ManualClock, tmp_path: Path
+) -> None:
+    h = sealed_harness
+    await submit_runs(h.approver_store, clock, 2, project="ours")
+    # The newest plan is sealed under a key the owner registered but this ring lacks (retired
+    # from the ring too early): once, that stopped every process at its start.
+    other = tmp_path / "other-ring"
+    plan_keyring.generate(other)
+    stranger = plan_envelopes.from_keyring(other)
+    await h.register_plan_keys(*stranger.key_ids)
+    elsewhere = await h.open_another() if h.dialect == "sqlite" else h.approver_store
+    elsewhere.envelopes = stranger  # type: ignore[attr-defined]
+    clock.advance(ms=1_000)
+    (foreign,) = await submit_runs(elsewhere, clock, 1, project="zz-foreign")
+    probe = await h.store.probe_plan_keys()
+    assert probe.not_in_ring == tuple(sorted(stranger.key_ids))
+    assert probe.newest_unreadable == "plan_key_unknown"
+    report = await make_dispatcher(h.store, clock).dispatch_batch()
+    assert report.outcomes == {"succeeded": 2, "blocked": 1}
+    blocked = await h.store.get_execution(foreign.dispatch_id)
+    assert blocked is not None
+    assert blocked.result_code == "plan_key_unknown"
+
+
+async def test_the_start_check_refuses_no_ring_another_ring_and_an_unregistered_key(
+    sealed_harness: stores.Harness, clock: ManualClock, ring: Path, tmp_path: Path
+) -> None:
+    h = sealed_harness
+    await submit_runs(h.approver_store, clock, 1)
+    other = tmp_path / "other-ring"
+    plan_keyring.generate(other)
+    added = tmp_path / "added-ring"
+    await anyio.to_thread.run_sync(shutil.copy, ring, added)  # mode 0600 too
+    plan_keyring.add_key(added)  # a new active key, not registered yet
+    for envelopes, code in (
+        (plan_envelopes.Envelopes(None), "plan_keyring_missing"),
+        (plan_envelopes.from_keyring(other), "plan_key_unknown"),
+        (plan_envelopes.from_keyring(added), "plan_key_unregistered"),
+    ):
+        h.store.envelopes = envelopes  # type: ignore[attr-defined]
+        with pytest.raises(errors.ConfigurationError) as refused:
+            await h.store.probe_plan_keys()
+        assert refused.value.code == code
+    # The owner registers the added key (`migrate` with the ring): the same ring now starts.
+    owner = await h.owner()
+    owner.envelopes = plan_envelopes.from_keyring(added)  # type: ignore[attr-defined]
+    assert await owner.register_plan_keys(now_ms=clock.now_ms()) == [
+        plan_keyring.load(added).active
+    ]
+    assert await owner.register_plan_keys(now_ms=clock.now_ms()) == []
+    assert await h.store.probe_plan_keys() == ports.PlanKeyProbe()
+
+
+async def test_a_plan_sealed_under_an_unregistered_key_is_refused_by_the_database(
+    sealed_harness: stores.Harness, clock: ManualClock, tmp_path: Path
+) -> None:
+    h = sealed_harness
+    other = tmp_path / "other-ring"
+    plan_keyring.generate(other)
+    h.approver_store.envelopes = plan_envelopes.from_keyring(other)  # type: ignore[attr-defined]
+    with pytest.raises(errors.QinglongError) as refused:
+        await submit_runs(h.approver_store, clock, 1)
+    assert refused.value.code in {"constraint_violation", "transition_refused"}
+    assert await _rows(h) == []

@@ -128,6 +128,7 @@ async def test_a_sealed_plan_without_its_key_shows_null_with_its_code(
     with_ring = plan_envelopes.from_keyring(ring)
     for store in (harness.approver_store, harness.operator_store):
         store.envelopes = with_ring  # type: ignore[attr-defined]
+    await harness.register_plan_keys(*with_ring.key_ids)
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     await make_api(harness.approver_store, clock).create_approval(
         "run.create",

@@ -448,8 +448,12 @@ def test_the_readme_status_sample_is_what_status_prints(workdir: Path) -> None:
 def test_the_readme_quick_start_runs_as_pasted(workdir: Path) -> None:
     """The quick-start block, run by bash from a folder laid out like the clone after
     `make run` (a `.venv` with the command, `./var/qinglong.db` migrated, `./var/plan-keys`)."""
-    made = run_cli("keys", "generate", "--out", str(workdir / "var" / "plan-keys"), cwd=workdir)
+    ring = workdir / "var" / "plan-keys"
+    made = run_cli("keys", "generate", "--out", str(ring), cwd=workdir)
     assert made.returncode == 0, made.stderr
+    # `make run` migrates with the ring configured, which registers its key.
+    migrated = run_cli("migrate", cwd=workdir, env={"QINGLONG_PLAN_KEYRING_FILE": str(ring)})
+    assert migrated.returncode == 0, migrated.stderr
     readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     after_marker = readme.split("<!-- quick-start:", 1)[1]
     block = after_marker.split("```sh\n", 1)[1].split("```", 1)[0]

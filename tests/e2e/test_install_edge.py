@@ -103,6 +103,12 @@ def test_the_wheel_and_its_lock_install_offline_into_a_venv_that_the_unit_runs(
     example = (SYSTEMD / "env.example").read_text(encoding="utf-8")
     env_file.write_text(f"{example}QINGLONG_METRICS_PORT={port}\n", encoding="utf-8")
     env_file.chmod(0o640)
+    # The plan key ring, made at install where the unit's LoadCredential= reads it.
+    (credential,) = service("LoadCredential")
+    name, _, source = credential.partition(":")
+    ring = root / source.lstrip("/")
+    ring.parent.mkdir(mode=0o700)
+    run(venv / "bin" / NAME, "keys", "generate", "--out", ring)
     private = root / "var" / "lib" / "private"
     private.mkdir(parents=True, mode=0o700)
     for folder in service("StateDirectory")[0].split():
@@ -115,9 +121,16 @@ def test_the_wheel_and_its_lock_install_offline_into_a_venv_that_the_unit_runs(
     unit_env = dict(e.partition("=")[::2] for e in service("Environment"))
     unit_env["QINGLONG_METRICS_PORT"] = str(port)  # from the settings file
     env = {**pip_env(), **{k: in_root(root, v) for k, v in unit_env.items()}}
+    # systemd hands the credential over as a private copy in $CREDENTIALS_DIRECTORY.
+    credentials = tmp_path / "credentials"
+    credentials.mkdir(mode=0o700)
+    (credentials / name).write_bytes(ring.read_bytes())
+    (credentials / name).chmod(0o400)
+    env["CREDENTIALS_DIRECTORY"] = str(credentials)
     workdir = Path(in_root(root, service("WorkingDirectory")[0]))
     (pre,) = service("ExecStartPre")
-    run(*shlex.split(in_root(root, pre)), env=env, cwd=workdir)
+    migrated = run(*shlex.split(in_root(root, pre)), env=env, cwd=workdir)
+    assert "registered plan key(s) k" in migrated  # plans are sealed from the first one
     (start,) = service("ExecStart")
     log_path = tmp_path / "daemon.log"
     with log_path.open("wb") as log:

@@ -464,26 +464,24 @@ async def test_an_operator_cannot_write_a_receipt(pg: stores.Harness, now: Manua
     assert await _snapshot(pg, dispatch.dispatch_id) == before
 
 
-# -- a stored plan changes only by being sealed again -----------------------------------------
+# -- a stored plan changes only by being sealed again, by the owner ------------------------------
 
 
 @pytest.mark.parametrize(
-    ("change", "sqlstate"),
+    "change",
     [
-        # The envelope columns are the runtime's to write, and only as a whole new seal.
-        ("plan_json = '{\"forged\":true}'", "23001"),
-        ("plan_json = '', plan_sealed = NULL", "23001"),
-        # Everything else of a plan is nobody's to write.
-        ("plan_digest = repeat('0', 64)", "42501"),
-        (
-            "plan_json = '', plan_key_id = 'k', plan_algorithm = 'AES-256-GCM', "
-            "plan_sealed = '\\x00'::bytea, plan_schema_version = 1, action_type = 'tool.invoke'",
-            "42501",
-        ),
+        "plan_json = '{\"forged\":true}'",
+        "plan_json = '', plan_sealed = NULL",
+        "plan_digest = repeat('0', 64)",
+        # A whole new seal: once the runtime's to write, now the owner's (`keys rotate`).
+        "plan_json = '', plan_key_id = 'k', plan_algorithm = 'AES-256-GCM', "
+        "plan_sealed = '\\x00'::bytea, plan_schema_version = 1",
+        "plan_json = '', plan_key_id = 'k', plan_algorithm = 'AES-256-GCM', "
+        "plan_sealed = '\\x00'::bytea, plan_schema_version = 1, action_type = 'tool.invoke'",
     ],
 )
-async def test_the_runtime_login_cannot_rewrite_a_plan_only_seal_it_again(
-    pg: stores.Harness, now: ManualClock, change: str, sqlstate: str
+async def test_the_runtime_login_cannot_rewrite_or_reseal_a_plan(
+    pg: stores.Harness, now: ManualClock, change: str
 ) -> None:
     (consumed,) = await submit_runs(pg.approver_store, now, 1)
     plans = "SELECT * FROM qinglong.action_plans ORDER BY action_ref"
@@ -493,7 +491,30 @@ async def test_the_runtime_login_cannot_rewrite_a_plan_only_seal_it_again(
         f"UPDATE qinglong.action_plans SET {change} WHERE action_ref = $1",
         consumed.action_ref,
     )
-    assert state == sqlstate
+    assert state == "42501"
+    assert await pg.raw(plans) == before
+
+
+@pytest.mark.parametrize(
+    ("change", "sqlstate"),
+    [
+        # The owner may seal a plan again, as a whole new seal and nothing else.
+        ("plan_json = '{\"forged\":true}'", "23001"),
+        ("plan_json = '', plan_sealed = NULL", "23001"),
+        ("plan_digest = repeat('0', 64)", "23001"),
+    ],
+)
+async def test_even_the_owner_changes_a_plan_only_by_sealing_it_again(
+    pg: stores.Harness, now: ManualClock, change: str, sqlstate: str
+) -> None:
+    (consumed,) = await submit_runs(pg.approver_store, now, 1)
+    plans = "SELECT * FROM qinglong.action_plans ORDER BY action_ref"
+    before = await pg.raw(plans)
+    with pytest.raises(asyncpg.PostgresError) as caught:
+        await pg.raw(
+            f"UPDATE qinglong.action_plans SET {change} WHERE action_ref = '{consumed.action_ref}'"
+        )
+    assert caught.value.sqlstate == sqlstate
     assert await pg.raw(plans) == before
 
 

@@ -61,6 +61,23 @@ class Harness:
     approver_store: ports.Store
     pruner_store: ports.Store | None = None
     """What `prune` runs as: on PostgreSQL a login in `qinglong_pruner`; on SQLite the store."""
+    open_owner: Callable[[], Awaitable[ports.Store]] | None = None
+    """A store of the schema's owner (`migrate`, `keys rotate`): on PostgreSQL the
+    administrator's login; on SQLite another store of the file."""
+
+    async def owner(self) -> ports.Store:
+        """A new owner's store (closed with the harness)."""
+        assert self.open_owner is not None
+        return await self.open_owner()
+
+    async def register_plan_keys(self, *key_ids: str) -> None:
+        """Register `key_ids` as the owner does (`migrate` with the ring configured)."""
+        table = "plan_keys" if self.dialect == "sqlite" else "qinglong.plan_keys"
+        for key_id in key_ids:
+            await self.raw(
+                f"INSERT INTO {table} (key_id, registered_at_ms) VALUES ('{key_id}', 0) "
+                "ON CONFLICT (key_id) DO NOTHING"
+            )
 
     async def scalar(self, sql: str) -> Any:
         """First column of the first row."""
@@ -92,7 +109,7 @@ async def _sqlite(tmp_path_factory: pytest.TempPathFactory) -> tuple[Harness, li
         opened.append(other)
         return other
 
-    return Harness("sqlite", store, raw, another, store, another, store, store), opened
+    return Harness("sqlite", store, raw, another, store, another, store, store, another), opened
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------
@@ -490,6 +507,11 @@ async def _postgres() -> AsyncIterator[tuple[Harness, list[ports.Store]]]:
             opened.append(other)
             return other
 
+        async def owner() -> ports.Store:
+            other = await open_postgres(pg_url(database), max_size=2)
+            opened.append(other)
+            return other
+
         try:
             yield (
                 Harness(
@@ -501,6 +523,7 @@ async def _postgres() -> AsyncIterator[tuple[Harness, list[ports.Store]]]:
                     another_operator,
                     approver,
                     pruner,
+                    owner,
                 ),
                 opened,
             )

@@ -156,6 +156,27 @@ def test_systemd_unit_fits_the_edge_profile() -> None:
     assert unit["Service.MemoryMax"]
 
 
+def test_the_edge_install_encrypts_plans_under_a_ring_made_at_install() -> None:
+    """Every install path seals plans: the unit loads the ring as the credential the settings'
+    default reads, the install steps make it, and the docs back it up beside the database."""
+    unit = _unit()
+    ring = "/etc/qinglong-dispatcher/credentials/plan-keys"
+    assert f"plan-keys:{ring}" in unit["Service.LoadCredential"]
+    assert settings.Settings.model_fields["plan_keyring_file"].default_factory is not None
+    env_example = (DEPLOY / "systemd" / "env.example").read_text(encoding="utf-8")
+    assert "#QINGLONG_PLAN_KEYRING_FILE=/run/credentials/qinglong-dispatcher.service/plan-keys" in (
+        env_example
+    )
+    install = (ROOT / "docs" / "installation.md").read_text(encoding="utf-8")
+    edge = install.split("\n## Edge: a router or NAS\n", 1)[1].split("\n## ", 1)[0]
+    assert f"keys generate --out {ring}" in edge
+    operations = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    assert "backup --out" in operations
+    assert "plan-keys" in operations.split("\n## Backup and restore\n", 1)[1].split("\n## ", 1)[0]
+    make = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "keys generate --out var/plan-keys" in make
+
+
 def test_deployment_fits_the_cluster_profile() -> None:
     cluster = _profile("cluster")
     deployment = _kind("kubernetes/app", "Deployment")
@@ -178,6 +199,27 @@ def test_deployment_fits_the_cluster_profile() -> None:
     assert migrate["args"] == ["--profile", "cluster", "migrate"]
     waits = [" ".join(c["command"]) for c in pod["initContainers"]]
     assert any("migrate --check" in w for w in waits)
+
+
+def test_the_replicas_and_the_migrate_job_seal_plans_under_the_ring_secret() -> None:
+    """The Kubernetes install encrypts by default: every replica and the Job (whose `migrate`
+    registers the ring's key ids) mount Secret qinglong-dispatcher-plan-keys where
+    QINGLONG_PLAN_KEYRING_FILE points, group-readable as fsGroup makes it."""
+    for folder, kind in (("kubernetes/app", "Deployment"), ("kubernetes/migrate", "Job")):
+        pod = _kind(folder, kind)["spec"]["template"]["spec"]
+        assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["plan-keys"]["secret"]["secretName"] == "qinglong-dispatcher-plan-keys"
+        container = pod["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        assert mounts["plan-keys"]["readOnly"] is True
+        ring = env["QINGLONG_PLAN_KEYRING_FILE"]
+        assert ring == mounts["plan-keys"]["mountPath"] + "/plan-keys", folder
+        assert env["QINGLONG_PLAN_KEYRING_GROUP_READABLE"] == "true"
+    command = "create secret generic qinglong-dispatcher-plan-keys"
+    assert command in SECRETS_EXAMPLE.read_text(encoding="utf-8")
+    assert command in (ROOT / "docs" / "installation.md").read_text(encoding="utf-8")
 
 
 def test_pdb_service_and_monitor_select_the_pods() -> None:
@@ -384,7 +426,8 @@ def test_containerfile_runs_the_cluster_profile_as_non_root_from_the_locked_arte
     assert [args for word, args in steps if word == "VOLUME"] == ['["/tmp"]']
     container = _kind("kubernetes/app", "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
-    assert [m["mountPath"] for m in container["volumeMounts"]] == ["/tmp"]
+    writable = [m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")]
+    assert writable == ["/tmp"]
     assert re.search(r"^HEALTHCHECK .*/healthz", text, flags=re.MULTILINE | re.DOTALL)
     assert ("EXPOSE", "9464") in steps
     assert ("ENTRYPOINT", '["qinglong-dispatcher"]') in steps

@@ -77,6 +77,7 @@ def test_the_docs_pages_exist() -> None:
         "docs/configuration.md",
         "docs/cli.md",
         "docs/operations.md",
+        "docs/troubleshooting.md",
         "docs/actions.md",
         "docs/state-machine.md",
         "docs/security.md",
@@ -252,3 +253,45 @@ def test_the_readme_edge_quick_start_runs_as_pasted(tmp_path: Path) -> None:
             make.wait()
         log.close()
     assert "Traceback" not in (tmp_path / "make-run.log").read_text()
+
+
+TROUBLESHOOTING_LINES = (
+    # (what the page quotes, as the package's source writes it)
+    (
+        "SQLite must run WAL with synchronous=FULL (got",
+        "SQLite must run WAL with synchronous=FULL (got",
+    ),
+    ("an acknowledged start barrier could be lost", "an acknowledged start barrier could "),
+    ("this process has no plan key ring", "and this process has no "),
+    (
+        "is not registered in the database; run `migrate` with this ring",
+        "is not registered in the ",
+    ),
+    (
+        "holds none of the 1 plan key(s) registered",
+        "holds none of the {len(known)} plan key(s) registered",
+    ),
+    ("lets other users at it; make it", "lets other users at it; make it"),
+    ("QINGLONG_METRICS_PORT: cannot listen on", "QINGLONG_METRICS_PORT: cannot listen on "),
+    # SQLite's own words, then the file the adapter names and why.
+    (
+        "attempt to write a readonly database (SQLITE_READONLY); SQLite file",
+        "is not writable ({why})",
+    ),
+    ('"event": "dispatch.handler_missing"', '"dispatch.handler_missing"'),
+    (
+        "exceeds QINGLONG_MAX_CLOCK_SKEW_SECONDS",
+        'f"QINGLONG_MAX_CLOCK_SKEW_SECONDS ({settings.max_clock_skew_seconds}); "',
+    ),
+    ("is damaged (", "is damaged ({problem}); restore it from a backup"),
+)
+
+
+def test_the_troubleshooting_page_quotes_lines_the_code_prints() -> None:
+    page = (ROOT / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
+    source = "\n".join(
+        p.read_text(encoding="utf-8") for p in (ROOT / "qinglong_dispatcher").rglob("*.py")
+    )
+    for quoted, written in TROUBLESHOOTING_LINES:
+        assert quoted in page, quoted
+        assert written in source, written

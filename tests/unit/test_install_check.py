@@ -43,6 +43,23 @@ def make_root(tmp_path: Path, port: int) -> Path:
     (root / "opt").mkdir()
     (root / "opt" / NAME).symlink_to(Path(sys.prefix))
     (root / "var" / "lib").mkdir(parents=True)
+    # The plan key ring, made at install where the unit's LoadCredential= reads it.
+    credentials = settings / "credentials"
+    credentials.mkdir(mode=0o700)
+    made = subprocess.run(
+        [
+            str(Path(sys.prefix) / "bin" / NAME),
+            "keys",
+            "generate",
+            "--out",
+            str(credentials / "plan-keys"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
     return root
 
 
@@ -73,6 +90,13 @@ def add_credential(root: Path, name: str, mode: int) -> Path:
     return source
 
 
+def test_an_install_without_its_plan_key_ring_fails(root: Path) -> None:
+    (root / "etc" / NAME / "credentials" / "plan-keys").unlink()
+    (line,) = failures(check(root))
+    assert "credential plan-keys" in line
+    assert "is missing" in line
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     if not (Path(sys.prefix) / "bin" / NAME).exists():
@@ -82,6 +106,9 @@ def root(tmp_path: Path) -> Path:
 
 def test_a_fresh_install_passes_before_its_first_start(root: Path) -> None:
     done = check(root)
+    assert "ok    credential plan-keys from /etc/qinglong-dispatcher/credentials/plan-keys" in (
+        done.stdout
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ok    ExecStart runs /opt/qinglong-dispatcher/bin/qinglong-dispatcher" in done.stdout
     assert "qinglong-dispatcher 0.1.0 in" in done.stdout

@@ -49,6 +49,11 @@ class Envelopes:
         """The key new plans are sealed under; None without a key ring."""
         return None if self.cipher is None else self.cipher.active_key_id
 
+    @property
+    def key_ids(self) -> frozenset[str]:
+        """Every key id the ring opens; empty without a key ring."""
+        return frozenset() if self.cipher is None else self.cipher.key_ids
+
     def seal_plan(
         self, project_id: str, action_ref: str, action_type: str, plan_json: str
     ) -> approvals.SealedPlan:

@@ -44,6 +44,12 @@ async def reseal_batch(
             "keys rotate needs a plan key ring (QINGLONG_PLAN_KEYRING_FILE)",
             code="plan_keyring_missing",
         )
+    if active not in await registered(q):
+        raise _refused(
+            f"the ring's active key {active} is not registered in the database; run "
+            "`migrate` with this ring as the administrator",
+            "plan_key_unregistered",
+        )
     rows = await q.all("select_plans_to_reseal", {**_keyset(after, limit), "active_key_id": active})
     found = [ports.StoredPlan.from_row(row) for row in rows]
     resealed = unreadable = 0
@@ -109,16 +115,54 @@ async def check_batch(
     )
 
 
-async def probe(q: query.Query, envelopes: plan_envelopes.Envelopes) -> None:
-    """Raise `ConfigurationError` unless the newest sealed plan opens with this process's ring
-    (no ring while plans are sealed, or a ring without their key, would block every one)."""
-    row = await q.one("select_newest_sealed_plan")
-    if row is None:
-        return
-    opened = envelopes.open(ports.StoredPlan.from_row(row))
-    if opened.unreadable is not None:
-        raise errors.ConfigurationError(
-            f"QINGLONG_PLAN_KEYRING_FILE: stored plans are sealed and the newest does not open "
-            f"with this process's key ring ({opened.unreadable})",
-            code=opened.unreadable,
+async def registered(q: query.Query) -> frozenset[str]:
+    """The key ids the database knows (written by the owner alone)."""
+    return frozenset(str(row["key_id"]) for row in await q.all("select_plan_key_ids"))
+
+
+async def register(
+    q: query.Query, envelopes: plan_envelopes.Envelopes, *, now_ms: int
+) -> list[str]:
+    """See `ports.PlanKeyStore.register_plan_keys`."""
+    done = []
+    for key_id in sorted(envelopes.key_ids):
+        if await q.one("register_plan_key", {"key_id": key_id, "now_ms": now_ms}) is not None:
+            done.append(key_id)
+    return done
+
+
+def _refused(problem: str, code: str) -> errors.ConfigurationError:
+    return errors.ConfigurationError(f"QINGLONG_PLAN_KEYRING_FILE: {problem}", code=code)
+
+
+async def probe(q: query.Query, envelopes: plan_envelopes.Envelopes) -> ports.PlanKeyProbe:
+    """See `ports.PlanKeyStore.probe_plan_keys`. What stops the process is decided by the
+    registered keys (the owner's) and the ring; a plan row (anyone's who may write one) only
+    ever blocks itself."""
+    known = await registered(q)
+    newest = await q.one("select_newest_sealed_plan")
+    if envelopes.cipher is None:
+        if known or newest is not None:
+            raise _refused(
+                "stored plans are sealed (plan keys are registered) and this process has no "
+                "plan key ring",
+                plan_envelopes.KEYRING_MISSING,
+            )
+        return ports.PlanKeyProbe()
+    ring = envelopes.key_ids
+    if known and not known & ring:
+        raise _refused(
+            f"the key ring holds none of the {len(known)} plan key(s) registered in the "
+            "database: it is not this installation's ring",
+            "plan_key_unknown",
         )
+    if envelopes.active_key_id not in known:
+        raise _refused(
+            f"the ring's active key {envelopes.active_key_id} is not registered in the "
+            "database; run `migrate` with this ring as the administrator",
+            "plan_key_unregistered",
+        )
+    unreadable = None
+    if newest is not None:
+        unreadable = envelopes.open(ports.StoredPlan.from_row(newest)).unreadable
+    return ports.PlanKeyProbe(not_in_ring=tuple(sorted(known - ring)), newest_unreadable=unreadable)

@@ -72,9 +72,19 @@ class PlanMethods:
             lambda q: plan_keys.reseal_batch(q, self.envelopes, limit=limit, after=after)
         )
 
-    async def probe_plan_keys(self) -> None:
+    async def probe_plan_keys(self) -> ports.PlanKeyProbe:
         """See `ports.PlanKeyStore.probe_plan_keys`."""
-        await self.runner.transaction(lambda q: plan_keys.probe(q, self.envelopes), write=False)
+        return await self.runner.transaction(
+            lambda q: plan_keys.probe(q, self.envelopes), write=False
+        )
+
+    async def register_plan_keys(self, *, now_ms: int) -> list[str]:
+        """See `ports.PlanKeyStore.register_plan_keys`."""
+        if self.envelopes.cipher is None:
+            return []
+        return await self.runner.transaction(
+            lambda q: plan_keys.register(q, self.envelopes, now_ms=now_ms)
+        )
 
     async def check_plans(
         self, *, limit: int, after: ports.PlanKey | None = None

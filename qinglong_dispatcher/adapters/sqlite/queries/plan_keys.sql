@@ -40,3 +40,14 @@ FROM action_plans
 WHERE plan_sealed IS NOT NULL
 ORDER BY created_at_ms DESC
 LIMIT 1
+
+-- select_plan_key_ids --
+-- The key ids the database knows: what the start check compares with the process's ring.
+SELECT key_id FROM plan_keys ORDER BY key_id
+
+-- register_plan_key --
+-- The owner's (`migrate` with a ring): the ids it holds become ones a plan may be sealed under.
+INSERT INTO plan_keys (key_id, registered_at_ms)
+VALUES (:key_id, :now_ms)
+ON CONFLICT (key_id) DO NOTHING
+RETURNING key_id
