@@ -92,6 +92,12 @@ class Settings(BaseSettings):
         description="SQLite: may the OS user approve its own requests (PostgreSQL decides by "
         "the installation's self_approver role)",
     )
+    # Off, as on PostgreSQL, where a token's principal role is no self-approver unless granted.
+    api_self_approval: bool = Field(
+        False,
+        description="SQLite: may an API token's principal approve requests it made itself "
+        "(PostgreSQL decides by granting the installation's self_approver role)",
+    )
     installation: str | None = Field(
         None,
         pattern=r"^[a-z][a-z0-9_]{0,47}$",
@@ -247,6 +253,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"{env_name('self_approval')}: applies to the edge profile only; on PostgreSQL "
                 "self-approval is the installation's _self_approver role (revoke it instead)"
+            )
+        if self.profile == "cluster" and self.api_self_approval:
+            raise ValueError(
+                f"{env_name('api_self_approval')}: applies to the edge profile only; on "
+                "PostgreSQL grant the installation's _self_approver role to the principal's role"
             )
         if self.profile == "edge" and self.require_sync_standby:
             raise ValueError(

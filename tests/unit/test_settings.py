@@ -45,6 +45,7 @@ def test_edge_defaults() -> None:
     assert loaded.sqlite_busy_timeout_seconds == 5.0
     assert loaded.approval_ttl_seconds == 86400.0
     assert loaded.self_approval is True
+    assert loaded.api_self_approval is False
     assert loaded.tool_sandbox_dir == Path("var/tool-sandbox")
     assert loaded.owner_id.rsplit(":", 1)[1].isdigit()
 
@@ -224,6 +225,17 @@ def test_self_approval_off_on_cluster_is_refused_not_ignored() -> None:
     message = _error(environ={**CLUSTER, "QINGLONG_SELF_APPROVAL": "false"})
     assert message.startswith("QINGLONG_SELF_APPROVAL: applies to the edge profile only")
     assert settings.load_settings(environ=CLUSTER).self_approval is True
+
+
+def test_api_self_approval_is_off_on_both_profiles_and_only_edge_may_turn_it_on() -> None:
+    # A token's principal keeps separation of duties by default, as a principal role that
+    # holds no _self_approver does on PostgreSQL; there the grant, not a setting, turns it on.
+    assert settings.load_settings(environ={}).api_self_approval is False
+    assert settings.load_settings(environ=CLUSTER).api_self_approval is False
+    on = settings.load_settings(environ={"QINGLONG_API_SELF_APPROVAL": "true"})
+    assert on.api_self_approval is True
+    message = _error(environ={**CLUSTER, "QINGLONG_API_SELF_APPROVAL": "true"})
+    assert message.startswith("QINGLONG_API_SELF_APPROVAL: applies to the edge profile only")
 
 
 def test_execute_timeout_defaults_to_half_the_lease() -> None:
