@@ -387,3 +387,19 @@ def test_wakeup_on_submit_is_on_for_cluster_can_be_turned_off_and_is_refused_on_
     assert settings.load_settings(environ={}).wakeup_on_submit is False
     message = _error(environ={"QINGLONG_WAKEUP_ON_SUBMIT": "true"})
     assert message.startswith("QINGLONG_WAKEUP_ON_SUBMIT: applies to the cluster profile only")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u@127.0.0.1:5432/db",
+        "postgresql://u:p%40ss@h1:5432,h2:5433/db?target_session_attrs=read-write",
+        "postgresql://u@[::1]:65535/db",
+        "postgresql://u@/db?host=/var/run/postgresql&port=5432",
+        "postgresql://u@%2Fvar%2Frun%2Fpostgresql/db",
+        "postgres://h/db",
+    ],
+)
+def test_database_urls_with_ports_in_range_are_accepted(url: str) -> None:
+    loaded = settings.load_settings(profile="cluster", database_url=url, environ={})
+    assert loaded.dialect == "postgres"

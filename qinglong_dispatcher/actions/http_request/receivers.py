@@ -149,6 +149,8 @@ def load(path: Path) -> ReceiverSet:
         ) from None
     except (UnicodeDecodeError, tomllib.TOMLDecodeError):
         raise errors.ConfigurationError(f"{source}: not a valid UTF-8 TOML file") from None
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables
+        raise errors.ConfigurationError(f"{source}: not valid TOML (nested too deeply)") from None
     return parse(data, source=source)
 
 
