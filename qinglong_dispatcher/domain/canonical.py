@@ -221,24 +221,16 @@ def _parse_object(pairs: list[tuple[str, object]]) -> dict[str, object] | _Rejec
     return members
 
 
-def nesting_exceeds(text: str, limit: int) -> bool:
-    """Whether JSON `text` nests objects and arrays deeper than `limit`, found by one scan
-    of its brackets outside strings: a parser recursing into it would raise RecursionError."""
+def _check_depth(text: str) -> None:
     depth = 0
     for match in _DEPTH_TOKEN.finditer(text):
         token = match.group()
         if token in ("[", "{"):
             depth += 1
-            if depth > limit:
-                return True
+            if depth > MAX_DEPTH:
+                raise _fail("$", f"nesting deeper than {MAX_DEPTH}")
         elif token in ("]", "}"):
             depth -= 1
-    return False
-
-
-def _check_depth(text: str) -> None:
-    if nesting_exceeds(text, MAX_DEPTH):
-        raise _fail("$", f"nesting deeper than {MAX_DEPTH}")
 
 
 def loads(data: bytes | str, *, max_bytes: int = PLAN_MAX_BYTES) -> object:
