@@ -57,8 +57,9 @@ def _check_ports(url: str) -> None:
     """A port outside 1–65535 is a configuration error now, not an OverflowError from the
     socket layer when the driver connects (an internal error, exit 70)."""
     for port in _ports(url):
-        if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
-            shown = port if port.isascii() and port.isdigit() and len(port) <= 8 else "?"
+        digits = port.isascii() and port.isdigit() and len(port) <= 8  # int() of these only
+        if port and not (digits and 1 <= int(port) <= 65535):
+            shown = port if digits else "?"
             raise ValueError(
                 f"the port must be between 1 and 65535 (got {shown} in {redact(url)!r})"
             )

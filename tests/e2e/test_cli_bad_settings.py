@@ -194,6 +194,7 @@ def test_a_nested_actions_or_key_file_stops_tick_in_one_line_with_exit_78(
         "postgresql://u@[::1]:99999/db",
         "postgresql://u@127.0.0.1/db?port=99999",
         "postgresql://u@127.0.0.1:0/db",
+        "postgresql://u@127.0.0.1:" + "9" * 5000 + "/db",  # past int()'s digit limit
     ],
 )
 def test_a_database_port_out_of_range_is_one_line_and_exit_78_not_70(
