@@ -92,6 +92,11 @@ class Settings(BaseSettings):
         description="SQLite: may the OS user approve its own requests (PostgreSQL decides by "
         "the installation's self_approver role)",
     )
+    api_self_approval: bool = Field(
+        False,  # as on PostgreSQL, where a principal's role holds no _self_approver by default
+        description="SQLite: may an API token's principal approve requests it made itself "
+        "(PostgreSQL decides by granting the installation's self_approver role)",
+    )
     installation: str | None = Field(
         None,
         pattern=r"^[a-z][a-z0-9_]{0,47}$",
@@ -242,11 +247,13 @@ class Settings(BaseSettings):
                 f"{url}: the edge profile needs sqlite:///…, not a PostgreSQL URL "
                 "(use the cluster profile)"
             )
-        if self.profile == "cluster" and not self.self_approval:
+        if self.profile == "cluster" and (self.api_self_approval or not self.self_approval):
             # Refused rather than ignored: on PostgreSQL the database alone decides.
+            api = self.api_self_approval
             raise ValueError(
-                f"{env_name('self_approval')}: applies to the edge profile only; on PostgreSQL "
-                "self-approval is the installation's _self_approver role (revoke it instead)"
+                f"{env_name('api_self_approval' if api else 'self_approval')}: applies to the "
+                "edge profile only; on PostgreSQL self-approval is the installation's "
+                f"_self_approver role ({'grant' if api else 'revoke'} it instead)"
             )
         if self.profile == "edge" and self.require_sync_standby:
             raise ValueError(

@@ -14,6 +14,9 @@ from pydantic_settings import BaseSettings, InitSettingsSource
 from qinglong_dispatcher import bounded_files
 from qinglong_dispatcher.domain import errors
 
+NESTED_TOO_DEEPLY = "not valid TOML (nested too deeply)"
+"""What a TOML file nested past the parser's stack is (tomllib raises RecursionError)."""
+
 
 def layer(path: Path, kind: str, model: type[BaseSettings]) -> dict[str, Any]:
     """The settings of `model` a flat TOML file holds; every problem is one ConfigurationError
@@ -35,6 +38,8 @@ def layer(path: Path, kind: str, model: type[BaseSettings]) -> dict[str, Any]:
     except ValueError as exc:  # TOMLDecodeError, or bytes that are not UTF-8
         detail = " ".join(str(exc).split())
         raise errors.ConfigurationError(f"{kind} {path}: not valid TOML ({detail})") from None
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables
+        raise errors.ConfigurationError(f"{kind} {path}: {NESTED_TOO_DEEPLY}") from None
     source = InitSettingsSource(model, toml_data)  # what the TOML source does with it
     # Checked here, not by extra="forbid", so the message names the file and the key as written.
     for key in toml_data:

@@ -178,6 +178,8 @@ def _parse(path: Path, data: bytes) -> KeyRing:
         where = f" ({found.group(1)})" if found else ""
         what = "a duplicate entry" if str(exc).startswith("Cannot overwrite") else "not valid TOML"
         raise fail(what + where) from None
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables
+        raise fail("not valid TOML (nested too deeply)") from None
     if set(document) - _ENTRIES:
         raise fail(f"an unknown top-level entry (allowed: {', '.join(sorted(_ENTRIES))})")
     if document.get("format") != FORMAT:

@@ -285,7 +285,8 @@ class Detail:
     """The plan's redacted preview (`plan_previews.preview`); None when it cannot be shown."""
     plan_code: str | None
     """Why `plan` is None: the store's code (`plan_keyring_missing`, `plan_key_unknown`,
-    `plan_decrypt_failed`, `plan_missing`, `plan_unreadable`); None when it is shown."""
+    `plan_decrypt_failed`, `plan_corrupt`, `plan_missing`, `plan_unreadable`); None when it is
+    shown."""
     execution: ExecutionView
     events: tuple[EventView, ...]
     receipt: runs.RunReceipt | None

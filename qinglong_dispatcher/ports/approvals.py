@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 from qinglong_dispatcher.domain import (
     approvals,
@@ -99,6 +99,10 @@ class ApprovalStore(Protocol):
         ...
 
 
+CORRUPT: Final = "plan_corrupt"
+"""The code of a stored clear plan whose bytes are not UTF-8 text (a damaged row)."""
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class StoredPlan:
     """An immutable action plan row."""
@@ -113,7 +117,8 @@ class StoredPlan:
     """Only inside the store: the envelope of a plan not opened yet."""
     unreadable: str | None = None
     """Set, with an empty `plan_json`, when the store could not open the plan: the code
-    (`plan_key_unknown`, `plan_decrypt_failed`, `plan_keyring_missing`). Never executed."""
+    (`plan_key_unknown`, `plan_decrypt_failed`, `plan_keyring_missing`, `plan_corrupt`).
+    Never executed."""
 
     def plan_bytes(self) -> bytes:
         """The canonical plan's bytes; `errors.PlanInvalid` with the store's code when it could
@@ -125,14 +130,24 @@ class StoredPlan:
 
     @classmethod
     def from_row(cls, row: records.RowLike) -> StoredPlan:
-        """An `action_plans` row, sealed or clear."""
+        """An `action_plans` row, sealed or clear. SQLite hands the clear plan over as its
+        bytes: bytes that are not UTF-8 (a damaged row) make it unreadable, `plan_corrupt`,
+        so inspect blocks it by name instead of the read failing on every claim."""
+        raw = row["plan_json"]
+        unreadable = None
+        if isinstance(raw, bytes | bytearray):
+            try:
+                raw = bytes(raw).decode("utf-8")
+            except UnicodeDecodeError:
+                raw, unreadable = "", CORRUPT
         return cls(
             project_id=row["project_id"],
             action_ref=row["action_ref"],
             action_type=row["action_type"],
-            plan_json=row["plan_json"],
+            plan_json=raw,
             plan_digest=row["plan_digest"],
             sealed=approvals.SealedPlan.from_row(row),
+            unreadable=unreadable,
         )
 
 

@@ -11,15 +11,31 @@ touches the store: a hostile client costs a file descriptor for at most the read
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Final
 
 import structlog
-from aiohttp import web
+from aiohttp import http_exceptions, web
 
 from qinglong_dispatcher.lifecycle import metrics
 from qinglong_dispatcher.web import problems
 
 log = structlog.get_logger("qinglong_dispatcher.api")
+
+MAX_FIELD_BYTES: Final = 8190
+"""A header line's cap (name and value); `MAX_REQUEST_LINE_BYTES` differs from it so that a
+parser refusal names which one was exceeded."""
+MAX_REQUEST_LINE_BYTES: Final = 8192
+MAX_HEADERS: Final = 64
+
+
+def headers_too_large(exc: BaseException | None) -> bool:
+    """Whether aiohttp refused a request for its headers' size (a line over `MAX_FIELD_BYTES`,
+    or more than `MAX_HEADERS` of them): RFC 6585's 431, where aiohttp answers 400 for both."""
+    if isinstance(exc, http_exceptions.LineTooLong):
+        return len(exc.args) > 1 and exc.args[1] == MAX_FIELD_BYTES
+    if isinstance(exc, http_exceptions.BadHttpMessage):
+        return exc.message.startswith("Too many headers")
+    return False
 
 
 class Gate:
@@ -138,6 +154,8 @@ class Connection(web.RequestHandler):
     ) -> web.StreamResponse:
         """A request aiohttp could not parse (or a fault outside every middleware): a problem,
         one log line, and the connection closed; never a traceback."""
+        if headers_too_large(exc):
+            status = 431
         code = {400: "malformed_request", 413: "body_too_large", 431: "headers_too_large"}.get(
             status, "internal" if status >= 500 else "malformed_request"
         )

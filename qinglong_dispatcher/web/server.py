@@ -28,8 +28,6 @@ log = structlog.get_logger("qinglong_dispatcher.api")
 
 SHUTDOWN_GRACE_S: Final = 3.0
 """Requests in progress at the stop get this long to finish."""
-MAX_FIELD_BYTES: Final = 8190
-MAX_HEADERS: Final = 64
 
 
 def tls_context(cert: Path, key: Path, client_ca: Path | None) -> ssl.SSLContext:
@@ -92,9 +90,9 @@ class ApiServer:
             read_timeout_s=self._ctx.read_timeout_s,
             the_metrics=self._ctx.metrics,
             keepalive_timeout=self._ctx.read_timeout_s,
-            max_line_size=MAX_FIELD_BYTES,
-            max_field_size=MAX_FIELD_BYTES,
-            max_headers=MAX_HEADERS,
+            max_line_size=connections.MAX_REQUEST_LINE_BYTES,
+            max_field_size=connections.MAX_FIELD_BYTES,
+            max_headers=connections.MAX_HEADERS,
             access_log=None,
             lingering_time=1.0,
         )

@@ -34,6 +34,7 @@ BAD: dict[str, str] = {
     "sqlite_busy_timeout_seconds": "1e308",
     "approval_ttl_seconds": "1e20",
     "self_approval": "maybe",
+    "api_self_approval": "maybe",
     "installation": "Shop-EU",
     "allow_async_commit": "maybe",
     "require_sync_standby": "maybe",
@@ -145,3 +146,65 @@ def test_a_command_whose_timeout_reaches_the_execute_timeout_stops_the_daemon(
     assert result.returncode == 78, result.stderr
     (line,) = error_lines(result.stderr)
     assert "commands.reload.timeout_seconds must be below the execute timeout" in line
+
+
+_DEEP = 5_000
+"""Nesting far past tomllib's recursion limit (it raised RecursionError: exit 70)."""
+_NESTED = {
+    "array": "a = " + "[" * _DEEP + "]" * _DEEP + "\n",
+    "inline_table": "a = " + "{b = " * _DEEP + "1" + "}" * _DEEP + "\n",
+}
+
+
+@pytest.mark.parametrize("shape", list(_NESTED))
+def test_a_config_file_nested_5000_levels_is_one_line_and_exit_78(
+    workdir: Path, shape: str
+) -> None:
+    config = workdir / f"nested-{shape}.toml"
+    config.write_text(_NESTED[shape], encoding="utf-8")
+    result = run_cli("--config", str(config), "health", cwd=workdir, timeout=30)
+    assert result.returncode == 78, result.stderr
+    (line,) = error_lines(result.stderr)
+    assert "Traceback" not in result.stderr
+    assert config.name in line
+    assert "nested too deeply" in line
+
+
+@pytest.mark.parametrize("setting", ["receivers_file", "commands_file", "plan_keyring_file"])
+def test_a_nested_actions_or_key_file_stops_tick_in_one_line_with_exit_78(
+    workdir: Path, setting: str
+) -> None:
+    nested = workdir / f"nested-{setting}.toml"
+    nested.write_text(_NESTED["array"], encoding="utf-8")
+    nested.chmod(0o600)  # a key ring must be private; the others do not mind
+    env = {"QINGLONG_METRICS_PORT": "0", env_name(setting): str(nested)}
+    result = run_cli("tick", "--once", cwd=workdir, env=env, timeout=30)
+    assert result.returncode == 78, result.stderr
+    (line,) = error_lines(result.stderr)
+    assert "Traceback" not in result.stderr
+    assert nested.name in line
+    assert "nested too deeply" in line
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u@127.0.0.1:99999/db",
+        "postgresql://u:secret-pw@h1:5432,h2:70000/db",
+        "postgresql://u@[::1]:99999/db",
+        "postgresql://u@127.0.0.1/db?port=99999",
+        "postgresql://u@127.0.0.1:0/db",
+        "postgresql://u@127.0.0.1:" + "9" * 5000 + "/db",  # past int()'s digit limit
+    ],
+)
+def test_a_database_port_out_of_range_is_one_line_and_exit_78_not_70(
+    workdir: Path, url: str
+) -> None:
+    # It used to reach the socket layer as OverflowError: "internal error", exit 70.
+    env = {"QINGLONG_PROFILE": "cluster", "QINGLONG_DATABASE_URL": url}
+    result = run_cli("health", cwd=workdir, env=env, timeout=30)
+    assert result.returncode == 78, result.stderr
+    (line,) = error_lines(result.stderr)
+    assert "Traceback" not in result.stderr
+    assert "QINGLONG_DATABASE_URL: the port must be between 1 and 65535" in line
+    assert "secret-pw" not in result.stderr

@@ -436,3 +436,18 @@ async def test_an_operator_cancels_a_waiting_dispatch_after_confirming(served: S
         other = (await submit_runs(it.harness.approver_store, it.clock, 1))[0].dispatch_id
         _, _, text = await ui.get(f"/ui/dispatches/{other}")
         assert "/cancel" not in text
+
+
+async def test_a_plan_nested_past_the_parsers_stack_is_a_400_page_and_writes_nothing(
+    sqlite_served: Served,
+) -> None:
+    it = sqlite_served
+    async with UiClient(it) as ui:
+        await ui.sign_in("sam")
+        before = await it.everything()
+        deep = "[" * 40_000 + "]" * 40_000  # form-encoded 240 KB; was RecursionError, 500
+        status, _, text = await ui.post("/ui/approvals/new", {"action": "run.create", "plan": deep})
+        assert status == 400, text[:500]
+        assert "invalid_input" in text
+        assert "nested deeper than" in text
+        assert await it.everything() == before

@@ -105,14 +105,12 @@ def plan_body(task: str = "t") -> dict[str, object]:
 async def _stores(
     harness: stores.Harness,
 ) -> AsyncIterator[tuple[ports.Store, ports.Store, ports.PrincipalStores]]:
-    """(admin, the daemon's store, the acting store): on SQLite the file with self-approval
-    off; on PostgreSQL the administrator, the runtime login, and the API's NOINHERIT login."""
+    """(admin, the daemon's store, the acting store): on SQLite the file as the daemon opens
+    it by default (a token's principal does not approve its own requests); on PostgreSQL the
+    administrator, the runtime login, and the API's NOINHERIT login."""
     if harness.dialect == "sqlite":
         assert isinstance(harness.store, sqlite_store.SqliteStore)
-        strict = sqlite_store.SqliteStore(
-            harness.store.db, tables=stores.TABLES, self_approval=False
-        )
-        yield harness.store, strict, strict
+        yield harness.store, harness.store, harness.store
         return
 
     database = str(await harness.scalar("SELECT current_database()"))

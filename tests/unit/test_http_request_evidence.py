@@ -99,7 +99,14 @@ async def test_a_lookup_that_finds_nothing_done_is_missing(
 
 
 @pytest.mark.parametrize(
-    "answer", [served.status(500), served.status(200, b"not json"), served.reset]
+    "answer",
+    [
+        served.status(500),
+        served.status(200, b"not json"),
+        served.reset,
+        # Nested past the JSON parser's stack (was a RecursionError out of recovery).
+        served.status(200, b"[" * 100_000 + b"]" * 100_000),
+    ],
 )
 async def test_a_lookup_that_cannot_answer_raises(world: World, answer: served.Answer) -> None:
     snapshot = await world.snapshot()

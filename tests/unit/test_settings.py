@@ -45,6 +45,7 @@ def test_edge_defaults() -> None:
     assert loaded.sqlite_busy_timeout_seconds == 5.0
     assert loaded.approval_ttl_seconds == 86400.0
     assert loaded.self_approval is True
+    assert loaded.api_self_approval is False
     assert loaded.tool_sandbox_dir == Path("var/tool-sandbox")
     assert loaded.owner_id.rsplit(":", 1)[1].isdigit()
 
@@ -226,6 +227,17 @@ def test_self_approval_off_on_cluster_is_refused_not_ignored() -> None:
     assert settings.load_settings(environ=CLUSTER).self_approval is True
 
 
+def test_api_self_approval_is_off_on_both_profiles_and_only_edge_may_turn_it_on() -> None:
+    # A token's principal keeps separation of duties by default, as a principal role that
+    # holds no _self_approver does on PostgreSQL; there the grant, not a setting, turns it on.
+    assert settings.load_settings(environ={}).api_self_approval is False
+    assert settings.load_settings(environ=CLUSTER).api_self_approval is False
+    on = settings.load_settings(environ={"QINGLONG_API_SELF_APPROVAL": "true"})
+    assert on.api_self_approval is True
+    message = _error(environ={**CLUSTER, "QINGLONG_API_SELF_APPROVAL": "true"})
+    assert message.startswith("QINGLONG_API_SELF_APPROVAL: applies to the edge profile only")
+
+
 def test_execute_timeout_defaults_to_half_the_lease() -> None:
     loaded = settings.load_settings(environ={"QINGLONG_LEASE_SECONDS": "12"})
     assert loaded.execute_timeout_seconds is None
@@ -375,3 +387,19 @@ def test_wakeup_on_submit_is_on_for_cluster_can_be_turned_off_and_is_refused_on_
     assert settings.load_settings(environ={}).wakeup_on_submit is False
     message = _error(environ={"QINGLONG_WAKEUP_ON_SUBMIT": "true"})
     assert message.startswith("QINGLONG_WAKEUP_ON_SUBMIT: applies to the cluster profile only")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u@127.0.0.1:5432/db",
+        "postgresql://u:p%40ss@h1:5432,h2:5433/db?target_session_attrs=read-write",
+        "postgresql://u@[::1]:65535/db",
+        "postgresql://u@/db?host=/var/run/postgresql&port=5432",
+        "postgresql://u@%2Fvar%2Frun%2Fpostgresql/db",
+        "postgres://h/db",
+    ],
+)
+def test_database_urls_with_ports_in_range_are_accepted(url: str) -> None:
+    loaded = settings.load_settings(profile="cluster", database_url=url, environ={})
+    assert loaded.dialect == "postgres"

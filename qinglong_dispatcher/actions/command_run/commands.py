@@ -379,4 +379,6 @@ def load(path: Path) -> CommandSet:
         found = _LOCATION.search(str(exc))
         where = f" {found.group(0)}" if found else ""
         raise CommandConfigInvalid(f"{path}: not valid TOML{where}") from None
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables
+        raise CommandConfigInvalid(f"{path}: not valid TOML (nested too deeply)") from None
     return parse(document, source=str(path))

@@ -147,7 +147,7 @@ def _state_of(body: bytes) -> str | None:
     """The `status` member of a JSON object body, or None."""
     try:
         value = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # a receiver's answer nested past the parser's stack
         return None
     state = value.get("status") if isinstance(value, dict) else None
     return state if isinstance(state, str) else None

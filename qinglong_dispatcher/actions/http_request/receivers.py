@@ -147,8 +147,9 @@ def load(path: Path) -> ReceiverSet:
         raise errors.ConfigurationError(
             f"{source}: cannot be read ({exc.strerror or type(exc).__name__})"
         ) from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
-        raise errors.ConfigurationError(f"{source}: not a valid UTF-8 TOML file") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        why = " (nested too deeply)" if isinstance(exc, RecursionError) else ""  # tomllib recursed
+        raise errors.ConfigurationError(f"{source}: not a valid UTF-8 TOML file{why}") from None
     return parse(data, source=source)
 
 

@@ -10,6 +10,9 @@ daemon without receivers never loads it). Each send is exactly one request:
   library's;
 - the address every socket connects to must be one the receiver's host resolved to (checked
   by the socket factory, before a byte is written): a connection elsewhere is `NOT_SENT`;
+- a plain-HTTP receiver named by a host name is resolved once per process and pinned: a
+  name re-pointed in DNS later never moves its sends (an https receiver follows DNS, since
+  TLS proves the name on each connection);
 - whether a byte may have been written is decided by whether a connection was established
   (aiohttp's connection trace): before that every failure is `NOT_SENT`, after it `UNCERTAIN`;
 - the body is read in chunks up to `max_response_bytes` and only its SHA-256 and size are
@@ -24,6 +27,7 @@ import hashlib
 import ipaddress
 import socket
 import ssl
+from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 from typing import Final
 
@@ -61,22 +65,59 @@ class _PeerRefused(OSError):
     """A socket was about to connect to an address the receiver's host did not resolve to."""
 
 
-class _RecordingResolver(aiohttp.abc.AbstractResolver):
-    """The threaded resolver, remembering every address it answered per host."""
+Resolve = Callable[[str, int, socket.AddressFamily], Awaitable[list[aiohttp.abc.ResolveResult]]]
+"""A name lookup (`aiohttp.abc.AbstractResolver.resolve`); the system's threaded one unless a
+`Sender` is given another."""
 
-    def __init__(self) -> None:
-        self._inner = aiohttp.ThreadedResolver()
+Pins = dict[str, list[aiohttp.abc.ResolveResult]]
+"""The first answer for each host name of one plain-HTTP receiver, kept for the process."""
+
+
+class _RecordingResolver(aiohttp.abc.AbstractResolver):
+    """One session's resolver, remembering every address it answered per host. With `pins`
+    (a plain-HTTP receiver named by a host name) the first answer is the only one: the name
+    is never looked up again, so re-pointing it in DNS cannot move the clear-text sends."""
+
+    def __init__(self, resolve: Resolve | None, pins: Pins | None) -> None:
+        self._threaded: aiohttp.ThreadedResolver | None = None
+        if resolve is None:
+            self._threaded = aiohttp.ThreadedResolver()
+            resolve = self._threaded.resolve
+        self._resolve = resolve
+        self._pins = pins
         self.seen: dict[str, set[str]] = {}
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[aiohttp.abc.ResolveResult]:
-        results = await self._inner.resolve(host, port, family)
+        results = None if self._pins is None else self._pins.get(host)
+        if results is None:
+            results = await self._resolve(host, port, family)
+            if self._pins is not None:
+                self._pins[host] = list(results)
         self.seen.setdefault(host, set()).update(_normal(r["host"]) for r in results)
         return results
 
     async def close(self) -> None:
-        await self._inner.close()
+        if self._threaded is not None:
+            await self._threaded.close()
+
+
+PROCESS_PINS: Final[dict[tuple[str, str], Pins]] = {}
+"""The pins of every plain-HTTP receiver of this process, by (name, base URL): each sender
+shares them, so the executes' sends and recovery's lookups of one receiver reach one address."""
+
+
+def _pinned(receiver: receivers.Receiver) -> bool:
+    """Whether the receiver's name is resolved once per process: plain HTTP (nothing proves
+    the peer is the name's) to a host name (a literal address needs no lookup)."""
+    if not receiver.base_url.startswith("http://"):
+        return False  # TLS verifies the name on every connection, wherever DNS points
+    try:
+        ipaddress.ip_address(receiver.host.partition("%")[0])
+    except ValueError:
+        return True
+    return False
 
 
 def _normal(address: str) -> str:
@@ -107,15 +148,26 @@ async def _on_connected(
 class Sender:
     """Implements `request.Sender` over one lazily created session per receiver."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        resolve: Resolve | None = None,
+        pins: dict[tuple[str, str], Pins] | None = None,
+    ) -> None:
         self._sessions: dict[str, tuple[aiohttp.ClientSession, _RecordingResolver]] = {}
+        self._resolve = resolve
+        # What each plain-HTTP receiver's name resolved to first: the process's (`PROCESS_PINS`)
+        # unless given others, and kept when a session is closed and made again.
+        self._pins = PROCESS_PINS if pins is None else pins
 
     def _session(self, receiver: receivers.Receiver) -> aiohttp.ClientSession:
         # Created inside the running loop, at the first send: building the sender does no I/O.
         found = self._sessions.get(receiver.name)
         if found is not None:
             return found[0]
-        resolver = _RecordingResolver()
+        pinned = _pinned(receiver)
+        pins = self._pins.setdefault((receiver.name, receiver.base_url), {}) if pinned else None
+        resolver = _RecordingResolver(self._resolve, pins)
         literal = _normal(receiver.host)
 
         def socket_for(addr_info: AddrInfoType) -> socket.socket:
@@ -134,6 +186,8 @@ class Sender:
             limit_per_host=receiver.concurrency,
             ssl=ssl_context,
             resolver=resolver,
+            # A pinned name is its own cache; any other follows DNS within aiohttp's TTL.
+            use_dns_cache=not pinned,
             socket_factory=socket_for,
         )
         trace = aiohttp.TraceConfig()

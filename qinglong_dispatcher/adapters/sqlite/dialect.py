@@ -27,6 +27,7 @@ class SqliteDialect:
             tables=self.tables,
             busy_timeout_s=settings.sqlite_busy_timeout_seconds,
             self_approval=settings.self_approval,
+            api_self_approval=settings.api_self_approval,
             create=create,
             envelopes=plan_envelopes.from_keyring(
                 settings.plan_keyring_file,

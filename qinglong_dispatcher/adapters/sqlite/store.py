@@ -37,10 +37,14 @@ class SqliteStore(sql_store.SqlStore):
         *,
         tables: action_tables.BuiltInTables,
         self_approval: bool = True,
+        api_self_approval: bool = False,
         principal: str | None = None,
         envelopes: plan_envelopes.Envelopes | None = None,
     ) -> None:
         self.db = db
+        # A token's principal is never the file's owner: whether it may approve its own
+        # requests is its own setting, off by default as a principal role is on PostgreSQL.
+        self.api_self_approval = api_self_approval
         super().__init__(
             db,
             approval_records.Principal(
@@ -59,6 +63,7 @@ class SqliteStore(sql_store.SqlStore):
         tables: action_tables.BuiltInTables,
         busy_timeout_s: float = 5.0,
         self_approval: bool = True,
+        api_self_approval: bool = False,
         principal: str | None = None,
         create: bool = True,
         envelopes: plan_envelopes.Envelopes | None = None,
@@ -70,15 +75,17 @@ class SqliteStore(sql_store.SqlStore):
             ),
             tables=tables,
             self_approval=self_approval,
+            api_self_approval=api_self_approval,
             principal=principal,
             envelopes=envelopes,
         )
 
     async def acting_as(self, who: principals.Authenticated) -> ports.ActingStore:
         """See `ports.PrincipalStores.acting_as`: the same connection, recording `who` (not the
-        OS user) and applying its token's role and this store's self-approval setting."""
+        OS user) and applying its token's role and the API's self-approval setting
+        (`QINGLONG_API_SELF_APPROVAL`, not the OS user's)."""
         principal = approval_records.Principal(
-            name=who.principal, self_approval=self.approver.self_approval, role=who.role.value
+            name=who.principal, self_approval=self.api_self_approval, role=who.role.value
         )
         return sql_store.SqlStore(self.db, principal, self.envelopes, tables=self.tables)
 

@@ -7,12 +7,10 @@ own admission), so the database decides: a self-approval it refuses is shown wit
 
 from __future__ import annotations
 
-import json
-
 from aiohttp import web
 
 from qinglong_dispatcher.domain import approval_views, errors, plans, principals
-from qinglong_dispatcher.web import approvals, context, problems, reads, submits
+from qinglong_dispatcher.web import approvals, bodies, context, reads, submits
 from qinglong_dispatcher.web.ui import guard, markup, sessions
 
 Role = principals.TokenRole
@@ -123,10 +121,7 @@ async def submit(
     request: web.Request, session: sessions.Session, fields: dict[str, str]
 ) -> web.StreamResponse:
     """`POST /ui/approvals/new` (`action`, `plan`): the plan and its pending request."""
-    try:
-        plan = json.loads(fields.get("plan", ""))
-    except ValueError:
-        raise problems.BadField("plan", "plan: not valid JSON") from None
+    plan = bodies.parse_json(fields.get("plan", ""), "plan")
     ctx = context.of(request)
     admitted = await guard.admit(request, {"action": fields.get("action"), "plan": plan})
     created = await submits.create_as(ctx, admitted)

@@ -8,14 +8,18 @@ VALUES (:project_id, :action_ref, :action_type, :plan_json, :plan_digest, :now_m
         :plan_algorithm, :plan_sealed, :plan_schema_version)
 
 -- select_plan --
-SELECT project_id, action_ref, action_type, plan_json, plan_digest, plan_key_id,
+-- Every read of plan_json takes its bytes (CAST AS BLOB): a damaged row that is not UTF-8
+-- then comes back `plan_corrupt` (ports.StoredPlan.from_row) instead of failing the read.
+SELECT project_id, action_ref, action_type,
+       CAST(plan_json AS BLOB) AS plan_json, plan_digest, plan_key_id,
        plan_algorithm, plan_sealed, plan_schema_version
 FROM action_plans
 WHERE project_id = :project_id AND action_ref = :action_ref
 
 -- select_plans --
 -- One read for a page of dispatches: the keys arrive as two JSON arrays of equal length.
-SELECT p.project_id, p.action_ref, p.action_type, p.plan_json, p.plan_digest, p.plan_key_id,
+SELECT p.project_id, p.action_ref, p.action_type,
+       CAST(p.plan_json AS BLOB) AS plan_json, p.plan_digest, p.plan_key_id,
        p.plan_algorithm, p.plan_sealed, p.plan_schema_version
 -- Both key columns are bound before the plans are read, so each key is one primary-key probe.
 FROM json_each(:project_ids) AS k
@@ -122,7 +126,8 @@ WHERE 0 AND coalesce(:project_id, :action_ref, :action_type, :plan_json, :plan_d
 -- previews (a sealed one opened first); no plan value leaves the store.
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
-       p.plan_json, p.plan_digest, p.plan_key_id, p.plan_algorithm, p.plan_sealed,
+       CAST(p.plan_json AS BLOB) AS plan_json, p.plan_digest, p.plan_key_id, p.plan_algorithm,
+       p.plan_sealed,
        p.plan_schema_version
 FROM approval_requests AS a
 LEFT JOIN action_plans AS p ON p.project_id = a.project_id AND p.action_ref = a.action_ref

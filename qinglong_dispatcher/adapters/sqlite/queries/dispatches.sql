@@ -55,7 +55,8 @@ ORDER BY version
 -- read_full_plan --
 -- `dispatch show ID --plan`: the plan row of a dispatch (sealed as stored). On edge the OS
 -- user that owns the file is the authority; `audit_plan_read` follows in this transaction.
-SELECT p.project_id, p.action_ref, p.action_type, p.plan_json, p.plan_digest, p.plan_key_id,
+SELECT p.project_id, p.action_ref, p.action_type,
+       CAST(p.plan_json AS BLOB) AS plan_json, p.plan_digest, p.plan_key_id,
        p.plan_algorithm, p.plan_sealed, p.plan_schema_version
 FROM approved_action_dispatches AS d
 JOIN action_plans AS p ON p.project_id = d.project_id AND p.action_ref = d.action_ref

@@ -2,7 +2,8 @@
 
 -- select_plans_after --
 -- A keyset page of every plan, clear or sealed, by primary key (identifiers are never empty).
-SELECT project_id, action_ref, action_type, plan_json, plan_digest, plan_key_id,
+SELECT project_id, action_ref, action_type,
+       CAST(plan_json AS BLOB) AS plan_json, plan_digest, plan_key_id,
        plan_algorithm, plan_sealed, plan_schema_version
 FROM action_plans
 WHERE (project_id, action_ref) > (:after_project_id, :after_action_ref)
@@ -11,7 +12,8 @@ LIMIT :limit
 
 -- select_plans_to_reseal --
 -- The next plans that are clear or sealed under another key than the active one.
-SELECT project_id, action_ref, action_type, plan_json, plan_digest, plan_key_id,
+SELECT project_id, action_ref, action_type,
+       CAST(plan_json AS BLOB) AS plan_json, plan_digest, plan_key_id,
        plan_algorithm, plan_sealed, plan_schema_version
 FROM action_plans
 WHERE (project_id, action_ref) > (:after_project_id, :after_action_ref)
@@ -34,7 +36,8 @@ RETURNING project_id
 
 -- select_newest_sealed_plan --
 -- What startup opens to prove the configured ring is the one the stored plans need.
-SELECT project_id, action_ref, action_type, plan_json, plan_digest, plan_key_id,
+SELECT project_id, action_ref, action_type,
+       CAST(plan_json AS BLOB) AS plan_json, plan_digest, plan_key_id,
        plan_algorithm, plan_sealed, plan_schema_version
 FROM action_plans
 WHERE plan_sealed IS NOT NULL
