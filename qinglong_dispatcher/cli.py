@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -39,6 +42,8 @@ COMMANDS = {
 }
 """Every command and its one-line help, in the order `--help` lists them."""
 EXIT_SOFTWARE = 70
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (SIGINT), as a shell reports a process it ended: 128 + 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -340,22 +345,66 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse, load settings, run the command; map every typed error to one line and a code."""
+    """Parse, load settings, run the command; map every typed error to one line and a code.
+
+    Ctrl-C at any point ends with status 130 and no traceback. Until the command runs (the
+    imports of pydantic, anyio and the commands, parsing, settings: a few hundred
+    milliseconds) it is only noted, and answered once that work is done (`_held_interrupts`).
+    """
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def _held_interrupts() -> Iterator[None]:
+    """Note a Ctrl-C instead of raising it mid-import, then raise it at the end, at a point
+    where nothing is half done.
+
+    A KeyboardInterrupt inside an import leaves a half-imported module, is printed and lost
+    by importlib's own callbacks, or, inside a native extension's initialisation
+    (pydantic-core), becomes a panic that is not a KeyboardInterrupt at all. Only in the main
+    thread, and only over Python's own handler: a program embedding `main` keeps its own."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    noted: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, _frame: noted.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if noted:
+        raise KeyboardInterrupt
+
+
+def _main(argv: Sequence[str] | None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
     if given in (["--version"], ["-h"], ["--help"]):
         _top_parser()[0].parse_args(given)  # prints, then exits 0
-    import anyio
+    with _held_interrupts():
+        import anyio
 
-    from qinglong_dispatcher.commands import common
-    from qinglong_dispatcher.domain import errors
-    from qinglong_dispatcher.lifecycle import logging as log_setup
+        from qinglong_dispatcher.commands import common
+        from qinglong_dispatcher.domain import errors
+        from qinglong_dispatcher.lifecycle import logging as log_setup
 
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-        settings = _settings(args)
-        log_setup.configure(log_format=settings.log_format, level=settings.log_level)
-        _require_known_action(args)
+        with _held_interrupts():
+            parser = build_parser()
+            try:
+                args = parser.parse_args(given)
+            except common.UsageError:
+                if unknown := unknown_global_option(given):
+                    raise common.UsageError(unknown) from None
+                raise
+            settings = _settings(args)
+            log_setup.configure(log_format=settings.log_format, level=settings.log_level)
+            _require_known_action(args)
         handler: Handler = args.handler
         return anyio.run(handler, settings, args)
     except common.UsageError as exc:
@@ -365,7 +414,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exit_code_for(exc)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # a bug: one line for the user, never a traceback or a secret
         print(f"{PROG}: internal error ({exc.__class__.__name__})", file=sys.stderr)
         return EXIT_SOFTWARE
+
+
+def unknown_global_option(given: Sequence[str]) -> str:
+    """The message for an unknown option before the command ("" when there is none).
+
+    argparse reads `--profle cluster status` as an unknown `--profle` followed by the command
+    `cluster`, and reports "invalid choice: 'cluster'", which sends the reader looking in the
+    wrong place: name the option, and the one it resembles."""
+    import difflib
+
+    takes_value = ("--config", "--profile", "--database")
+    flags = ("--version", "--help", "-h")
+    skip = False
+    for token in given:
+        if skip:
+            skip = False
+            continue
+        if not token.startswith("-") or token == "-":
+            return ""  # the command: what follows is its own
+        name = token.split("=", 1)[0]
+        matches = [o for o in (*takes_value, *flags) if o.startswith(name) and name != "-"]
+        if len(matches) == 1:
+            skip = matches[0] in takes_value and "=" not in token
+            continue
+        shown = name if len(name) <= 40 and name.isprintable() else "?"
+        near = difflib.get_close_matches(name, takes_value + flags[:2], n=1)
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        return f"unrecognized option: {shown}{hint}"
+    return ""
