@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
-import signal
 import sys
-import threading
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from qinglong_dispatcher import __version__
+from qinglong_dispatcher.commands import startup
 
 if TYPE_CHECKING:
     from qinglong_dispatcher.domain import errors
@@ -349,7 +347,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Ctrl-C at any point ends with status 130 and no traceback. Until the command runs (the
     imports of pydantic, anyio and the commands, parsing, settings: a few hundred
-    milliseconds) it is only noted, and answered once that work is done (`_held_interrupts`).
+    milliseconds) it is only noted, and answered once that work is done
+    (`commands.startup.held_interrupts`).
     """
     try:
         return _main(argv)
@@ -357,36 +356,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-@contextlib.contextmanager
-def _held_interrupts() -> Iterator[None]:
-    """Note a Ctrl-C instead of raising it mid-import, then raise it at the end, at a point
-    where nothing is half done.
-
-    A KeyboardInterrupt inside an import leaves a half-imported module, is printed and lost
-    by importlib's own callbacks, or, inside a native extension's initialisation
-    (pydantic-core), becomes a panic that is not a KeyboardInterrupt at all. Only in the main
-    thread, and only over Python's own handler: a program embedding `main` keeps its own."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
-        yield
-        return
-    noted: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, _frame: noted.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    if noted:
-        raise KeyboardInterrupt
-
-
 def _main(argv: Sequence[str] | None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
     if given in (["--version"], ["-h"], ["--help"]):
         _top_parser()[0].parse_args(given)  # prints, then exits 0
-    with _held_interrupts():
+    with startup.held_interrupts():
         import anyio
 
         from qinglong_dispatcher.commands import common
@@ -394,12 +368,12 @@ def _main(argv: Sequence[str] | None) -> int:
         from qinglong_dispatcher.lifecycle import logging as log_setup
 
     try:
-        with _held_interrupts():
+        with startup.held_interrupts():
             parser = build_parser()
             try:
                 args = parser.parse_args(given)
             except common.UsageError:
-                if unknown := unknown_global_option(given):
+                if unknown := startup.unknown_global_option(given):
                     raise common.UsageError(unknown) from None
                 raise
             settings = _settings(args)
@@ -418,32 +392,3 @@ def _main(argv: Sequence[str] | None) -> int:
     except Exception as exc:  # a bug: one line for the user, never a traceback or a secret
         print(f"{PROG}: internal error ({exc.__class__.__name__})", file=sys.stderr)
         return EXIT_SOFTWARE
-
-
-def unknown_global_option(given: Sequence[str]) -> str:
-    """The message for an unknown option before the command ("" when there is none).
-
-    argparse reads `--profle cluster status` as an unknown `--profle` followed by the command
-    `cluster`, and reports "invalid choice: 'cluster'", which sends the reader looking in the
-    wrong place: name the option, and the one it resembles."""
-    import difflib
-
-    takes_value = ("--config", "--profile", "--database")
-    flags = ("--version", "--help", "-h")
-    skip = False
-    for token in given:
-        if skip:
-            skip = False
-            continue
-        if not token.startswith("-") or token == "-":
-            return ""  # the command: what follows is its own
-        name = token.split("=", 1)[0]
-        matches = [o for o in (*takes_value, *flags) if o.startswith(name) and name != "-"]
-        if len(matches) == 1:
-            skip = matches[0] in takes_value and "=" not in token
-            continue
-        shown = name if len(name) <= 40 and name.isprintable() else "?"
-        near = difflib.get_close_matches(name, takes_value + flags[:2], n=1)
-        hint = f" (did you mean {near[0]}?)" if near else ""
-        return f"unrecognized option: {shown}{hint}"
-    return ""

@@ -157,3 +157,27 @@ def test_every_column_of_dispatch_list_has_a_header(workdir: Path) -> None:
     assert newest.split()[1] == "pending"
     assert newest.split()[-1] == "-"
     assert json.loads(run_cli("dispatch", "list", "--json", cwd=workdir).stdout)["dispatches"]
+
+
+HELD = """
+import os, signal
+from qinglong_dispatcher.commands import startup
+done = []
+try:
+    with startup.held_interrupts():
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the imports below still run
+        import pydantic, anyio
+        done.append("imported")
+except KeyboardInterrupt:
+    print("interrupted after:", done, signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+"""
+
+
+def test_ctrl_c_during_the_imports_is_answered_once_they_are_done() -> None:
+    """Deterministic where the test above samples: a real SIGINT in the middle of the held
+    imports interrupts nothing until they are done, then ends the command, and Python's own
+    handler is back."""
+    done = subprocess.run(
+        [sys.executable, "-c", HELD], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done.stdout.strip() == "interrupted after: ['imported'] True", done.stderr

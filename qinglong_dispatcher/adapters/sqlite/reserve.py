@@ -71,9 +71,12 @@ class Reserve:
         except OSError:
             return ""  # no statvfs: nothing known (files.write_problem reports the folder)
         if not self.present():
-            if free < self.size + HEADROOM or not self._make():
+            if free < self.size + HEADROOM:
                 return self._message(free, self.size + HEADROOM)
-            free -= self.size
+            # One that cannot be written although there is room for it (a quota, a file
+            # system that refuses) is no reason to stop the work: it goes on without.
+            if self._make():
+                free -= self.size
         if free < HEADROOM:
             return self._message(free, HEADROOM)
         return ""
