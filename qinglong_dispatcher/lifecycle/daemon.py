@@ -234,9 +234,12 @@ class Daemon:
 
     async def _writes_allowed(self) -> bool:
         """While the store cannot be written, ask it again before claiming anything: a tick
-        that claimed would only meet the full disk or the read-only file again."""
+        that claimed would only meet the full disk or the read-only file again. When it sees
+        nothing in the way the tick tries, and only a tick that got through says writable
+        (PostgreSQL cannot tell a full disk in advance: it would say so every other tick)."""
         problem = await self._p.store.write_problem()
-        self._set_unwritable(problem)
+        if problem:
+            self._set_unwritable(problem)
         return not problem
 
     def _set_unwritable(self, problem: str, *, code: str | None = None) -> None:
