@@ -181,3 +181,23 @@ def test_ctrl_c_during_the_imports_is_answered_once_they_are_done() -> None:
         [sys.executable, "-c", HELD], capture_output=True, text=True, check=False, timeout=60
     )
     assert done.stdout.strip() == "interrupted after: ['imported'] True", done.stderr
+
+
+def test_every_missing_piece_of_a_plan_is_named_at_once(workdir: Path) -> None:
+    """The flags `submit run-create` needs, and the fields of a plan file, all in one line."""
+    flags = run_cli("submit", "run-create", "--project", "demo", cwd=workdir)
+    assert flags.returncode == 2
+    assert error_lines(flags.stderr) == [
+        PREFIX + "--task, --revision are required without --from-jsonl"
+    ]
+    plan = workdir / "plan.json"
+    plan.write_text(json.dumps({"schemaVersion": 1, "actionRef": "act-1", "projectId": "demo"}))
+    created = run_cli(
+        "approval", "create", "--action", "run.create", "--plan", str(plan),
+        "--requested-by", "sam", cwd=workdir,
+    )  # fmt: skip
+    assert created.returncode == 2
+    assert error_lines(created.stderr) == [
+        PREFIX + "plan invalid: taskId, taskRevision, executorType, priority: "
+        "required fields are missing"
+    ]
