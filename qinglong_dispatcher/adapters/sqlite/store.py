@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sqlite3
 from pathlib import Path
@@ -136,7 +137,8 @@ class SqliteStore(sql_store.SqlStore):
         if problem := files.write_problem(self.db.path):
             return problem
         if await anyio.to_thread.run_sync(self.db.reserve.low):
-            await self.db.read(reserve.checkpoint)
+            with contextlib.suppress(errors.StoreError):  # a closed store: nothing to fold
+                await self.db.read(reserve.checkpoint)
         return await anyio.to_thread.run_sync(self.db.reserve.problem)
 
     async def ddl_capabilities(self) -> tuple[str, ...]:
