@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from qinglong_dispatcher import cli
+from qinglong_dispatcher import console
 
-raise SystemExit(cli.main())
+raise SystemExit(console.main())

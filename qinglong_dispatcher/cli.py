@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from qinglong_dispatcher import __version__
+from qinglong_dispatcher.commands import startup
 
 if TYPE_CHECKING:
     from qinglong_dispatcher.domain import errors
@@ -40,6 +41,8 @@ COMMANDS = {
 }
 """Every command and its one-line help, in the order `--help` lists them."""
 EXIT_SOFTWARE = 70
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (SIGINT), as a shell reports a process it ended: 128 + 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -345,22 +348,42 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse, load settings, run the command; map every typed error to one line and a code."""
+    """Parse, load settings, run the command; map every typed error to one line and a code.
+
+    Ctrl-C at any point ends with status 130 and no traceback. Until the command runs (the
+    imports of pydantic, anyio and the commands, parsing, settings: a few hundred
+    milliseconds) it is only noted, and answered once that work is done
+    (`commands.startup.held_interrupts`).
+    """
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
     if given in (["--version"], ["-h"], ["--help"]):
         _top_parser()[0].parse_args(given)  # prints, then exits 0
-    import anyio
+    with startup.held_interrupts():
+        import anyio
 
-    from qinglong_dispatcher.commands import common
-    from qinglong_dispatcher.domain import errors
-    from qinglong_dispatcher.lifecycle import logging as log_setup
+        from qinglong_dispatcher.commands import common
+        from qinglong_dispatcher.domain import errors
+        from qinglong_dispatcher.lifecycle import logging as log_setup
 
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-        settings = _settings(args)
-        log_setup.configure(log_format=settings.log_format, level=settings.log_level)
-        _require_known_action(args)
+        with startup.held_interrupts():
+            parser = build_parser()
+            try:
+                args = parser.parse_args(given)
+            except common.UsageError:
+                if unknown := startup.unknown_global_option(given):
+                    raise common.UsageError(unknown) from None
+                raise
+            settings = _settings(args)
+            log_setup.configure(log_format=settings.log_format, level=settings.log_level)
+            _require_known_action(args)
         handler: Handler = args.handler
         return anyio.run(handler, settings, args)
     except common.UsageError as exc:
@@ -370,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exit_code_for(exc)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # a bug: one line for the user, never a traceback or a secret
         print(f"{PROG}: internal error ({exc.__class__.__name__})", file=sys.stderr)
         return EXIT_SOFTWARE

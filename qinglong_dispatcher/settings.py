@@ -83,6 +83,13 @@ class Settings(BaseSettings):
     sqlite_busy_timeout_seconds: float = Field(
         5.0, ge=0, le=_HOUR, description="SQLite busy timeout"
     )
+    sqlite_reserve_mib: int = Field(
+        8,
+        ge=0,
+        le=4096,
+        description="SQLite: MiB of ballast beside the file, given up to checkpoint on a full "
+        "disk (0: none)",
+    )
     # The database refuses a lifetime beyond 30 days (migration 0011): say so at startup.
     approval_ttl_seconds: float = Field(
         86400.0, gt=0, le=30 * 86400, description="approval lifetime"

@@ -59,12 +59,15 @@ async def cmd_dispatch(settings: Settings, args: argparse.Namespace) -> int:
     if not page.dispatches:
         print("no dispatches")
         return common.EXIT_OK
-    print(f"{'DISPATCH':<36} {'STATUS':<17} {'ACTION':<11} {'PROJECT':<12} ATTEMPT  CREATED")
+    print(
+        f"{'DISPATCH':<36} {'STATUS':<17} {'ACTION':<11} {'PROJECT':<12} ATTEMPT  "
+        f"{'CREATED':<29}  RESULT"
+    )
     for row in page.dispatches:
         print(
             f"{row.dispatch_id:<36} {row.status.value:<17} {row.action_type:<11} "
             f"{row.project_id:<12} {f'{row.attempt}/{row.max_attempts}':<8} "
-            f"{_iso(row.created_at_ms)}" + (f"  {row.result_code}" if row.result_code else "")
+            f"{_iso(row.created_at_ms):<29}  {row.result_code or '-'}"
         )
     if cursor is not None:
         print(f"more: --after {cursor}")

@@ -104,12 +104,15 @@ async def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
         given = [f"--{n.replace('_', '-')}" for n in PER_PLAN_FLAGS if getattr(args, n) is not None]
         if given:
             # Each line is a whole plan: a flag beside the file would be silently ignored.
-            raise common.UsageError(f"{given[0]} cannot be combined with --from-jsonl")
+            raise common.UsageError(f"{', '.join(given)} cannot be combined with --from-jsonl")
         plan_list = _read_jsonl(args.from_jsonl)
     else:
         missing = [n for n in ("project", "task", "revision") if getattr(args, n) is None]
         if missing:
-            raise common.UsageError(f"--{missing[0]} is required without --from-jsonl")
+            # All at once: naming one per try makes a newcomer run it once per flag.
+            named = ", ".join(f"--{n}" for n in missing)
+            verb = "is" if len(missing) == 1 else "are"
+            raise common.UsageError(f"{named} {verb} required without --from-jsonl")
         fields: dict[str, object] = {
             "projectId": args.project,
             "taskId": args.task,

@@ -8,12 +8,17 @@ grants it to the API's role. `revoke` takes effect at once on the database clock
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import pwd
 
+from qinglong_dispatcher import clock
 from qinglong_dispatcher.commands import common
-from qinglong_dispatcher.domain import principals
+from qinglong_dispatcher.domain import errors, principals
 from qinglong_dispatcher.settings import Settings
+
+DEFAULT_EXPIRES = "30d"
+"""A token's lifetime when `--expires` is not given."""
 
 
 def add_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
@@ -28,7 +33,10 @@ def add_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentParser) -
         help="what the principal may do (default: viewer, the least)",
     )
     c.add_argument(
-        "--expires", default="30d", metavar="TTL", help="lifetime like 30d, 12h, 90m (≤ 365d)"
+        "--expires",
+        default=DEFAULT_EXPIRES,
+        metavar="TTL",
+        help=f"lifetime like 30d, 12h, 90m, at most 365d (default: {DEFAULT_EXPIRES})",
     )
     c.add_argument("--json", action="store_true")
     listing = sub.add_parser("list", parents=[shared], help="every token (never a secret)")
@@ -59,6 +67,33 @@ def _shown(token: principals.Token) -> dict[str, object]:
     }
 
 
+def _day(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return moment.isoformat(timespec="minutes").replace("+00:00", "Z")
+
+
+def _state(token: principals.Token, now_ms: int) -> str:
+    if token.revoked_at_ms is not None:
+        return "revoked"
+    return "expired" if token.expires_at_ms <= now_ms else "active"
+
+
+def _print_table(tokens: list[principals.Token], *, now_ms: int) -> None:
+    """One row per token, under a header; times in UTC to the minute."""
+    if not tokens:
+        print("no tokens")
+        return
+    print(f"{'TOKEN':<20} {'PRINCIPAL':<20} {'ROLE':<9} {'STATE':<7} {'EXPIRES':<17} LAST USED")
+    for token in tokens:
+        print(
+            f"{token.token_id:<20} {token.principal:<20} {token.role.value:<9} "
+            f"{_state(token, now_ms):<7} {_day(token.expires_at_ms):<17} "
+            f"{_day(token.last_used_at_ms)}"
+        )
+
+
 async def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
     """Dispatch to the step."""
     if args.token_command == "create":
@@ -82,8 +117,9 @@ async def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
             else:
                 print(secret)
                 print(
-                    f"token {token.token_id} for {token.principal} ({token.role.value}); the "
-                    "secret above is shown once: store it now"
+                    f"token {token.token_id} for {token.principal} ({token.role.value}), "
+                    f"expires {_day(token.expires_at_ms)}; the secret above is shown once: "
+                    "store it now"
                 )
             return common.EXIT_OK
         if args.token_command == "list":
@@ -91,16 +127,17 @@ async def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
             if args.json:
                 common.print_json([_shown(token) for token in tokens])
             else:
-                for token in tokens:
-                    state = "revoked" if token.revoked_at_ms is not None else "active"
-                    print(f"{token.token_id} {token.principal} {token.role.value} {state}")
+                _print_table(tokens, now_ms=clock.SystemClock().now_ms())
             return common.EXIT_OK
         revoked = await store.revoke_token(args.token_id)
     finally:
         await store.close()
     if revoked is None:
-        print(f"no token {args.token_id}")
-        return common.EXIT_REFUSED
+        # Echoed only when it has a token id's shape: it may hold anything.
+        shown = args.token_id
+        if not principals.TOKEN_ID.fullmatch(shown):
+            shown = "(not a token id)"
+        raise errors.TokenNotFound(f"no token {shown}")
     if args.json:
         common.print_json(_shown(revoked))
     else:

@@ -248,3 +248,9 @@ class TokenRefused(QinglongError):
     """The token cannot be created or revoked as asked."""
 
     code = "token_refused"
+
+
+class TokenNotFound(TokenRefused):
+    """No token has this id."""
+
+    code = "token_not_found"

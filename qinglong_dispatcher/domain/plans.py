@@ -270,8 +270,19 @@ def _json_path_as_field(message: str) -> str:
 
 
 def _plan_invalid(exc: pydantic.ValidationError) -> errors.PlanInvalid:
-    first = exc.errors(include_url=False, include_context=True, include_input=False)[0]
-    return errors.PlanInvalid(f"plan invalid: {_field_name(first['loc'])}: {_reason(first)}")
+    """One line: every missing field at once (a plan written by hand rarely lacks just one,
+    and naming one per try makes a round trip per field), then the first other problem."""
+    found = exc.errors(include_url=False, include_context=True, include_input=False)
+    missing = [_field_name(e["loc"]) for e in found if e["type"] == "missing"]
+    others = [e for e in found if e["type"] != "missing"]
+    parts = []
+    if len(missing) == 1:
+        parts.append(f"{missing[0]}: required field is missing")
+    elif missing:
+        parts.append(f"{', '.join(missing)}: required fields are missing")
+    if others:
+        parts.append(f"{_field_name(others[0]['loc'])}: {_reason(others[0])}")
+    return errors.PlanInvalid("plan invalid: " + "; ".join(parts))
 
 
 def _model_for(
@@ -325,8 +336,9 @@ def parse_plan(
     """Parse a plan of `action_type` from canonical-JSON bytes or an already-decoded mapping.
 
     `models` adds installed actions' plan models to the built-in ones. Raises
-    `UnknownActionType` for a type without a model and `PlanInvalid` (one line, naming the
-    first failing field by its JSON name, never its value) for anything else: malformed or
+    `UnknownActionType` for a type without a model and `PlanInvalid` (one line, naming
+    every missing field and the first other failing one by their JSON names, never a
+    value) for anything else: malformed or
     non-strict JSON, unknown fields, wrong version, wrong types, out-of-range values, and an
     installed model whose plan does not survive canonical JSON unchanged.
     """

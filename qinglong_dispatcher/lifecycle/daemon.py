@@ -170,6 +170,9 @@ class Daemon:
         started = time.monotonic()
         self.ticks += 1
         self._found_work = False
+        if self._unwritable and not await self._writes_allowed():
+            p.metrics.record_tick(ok=False)
+            return False
         try:
             if not await self._skew_allows() or not await self._durability_allows():
                 p.metrics.record_tick(ok=False)
@@ -187,6 +190,12 @@ class Daemon:
                 if not report.full_page or self._stop.is_set():
                     break
             backlog = await p.store.backlog(now_ms=p.clock.now_ms())
+        except errors.StoreFull as exc:
+            # Not one event per tick: the store gave up its disk reserve to checkpoint, and
+            # says what space it waits for; the next ticks ask it, and claim nothing till then.
+            self._set_unwritable(await p.store.write_problem() or str(exc), code=exc.code)
+            p.metrics.record_tick(ok=False)
+            return False
         except errors.StoreError as exc:
             log.warning(
                 "daemon.tick_failed",
@@ -200,13 +209,7 @@ class Daemon:
             return False
         # An idle tick writes nothing, so it cannot tell; ask what would stop a write.
         problem = await p.store.write_problem()
-        if problem != self._unwritable:  # once per change, not once per tick
-            if problem:
-                log.warning("daemon.store_not_writable", message=problem)
-            else:
-                log.info("daemon.store_writable")
-            self._unwritable = problem
-        p.health.set_writes(problem)
+        self._set_unwritable(problem)
         if problem:
             p.metrics.record_tick(ok=False)
             return False
@@ -228,6 +231,27 @@ class Daemon:
             p.notifier.status(summary)
         log.debug("daemon.tick", duration_s=round(time.monotonic() - started, 4), due=backlog.due)
         return True
+
+    async def _writes_allowed(self) -> bool:
+        """While the store cannot be written, ask it again before claiming anything: a tick
+        that claimed would only meet the full disk or the read-only file again. When it sees
+        nothing in the way the tick tries, and only a tick that got through says writable
+        (PostgreSQL cannot tell a full disk in advance: it would say so every other tick)."""
+        problem = await self._p.store.write_problem()
+        if problem:
+            self._set_unwritable(problem)
+        return not problem
+
+    def _set_unwritable(self, problem: str, *, code: str | None = None) -> None:
+        """Readiness follows `problem`; the log says when it starts and when it ends, once
+        each, not once per tick (the reason's wording, free space included, may change)."""
+        if problem and not self._unwritable:
+            extra = {} if code is None else {"code": code}
+            log.warning("daemon.store_not_writable", message=problem, **extra)
+        elif not problem and self._unwritable:
+            log.info("daemon.store_writable")
+        self._unwritable = problem
+        self._p.health.set_writes(problem)
 
     async def _skew_allows(self) -> bool:
         p = self._p

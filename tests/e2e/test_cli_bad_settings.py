@@ -32,6 +32,7 @@ BAD: dict[str, str] = {
     "execute_timeout_seconds": "1e20",
     "retry_backoff_seconds": "1e308",
     "sqlite_busy_timeout_seconds": "1e308",
+    "sqlite_reserve_mib": "-1",
     "approval_ttl_seconds": "1e20",
     "self_approval": "maybe",
     "api_self_approval": "maybe",

@@ -103,9 +103,10 @@ async def test_run_create_effect_in_the_page_transaction(
     disk.full = True
     with structlog.testing.capture_logs() as logs:
         assert await the_daemon.tick() is False
-    # One event for the tick; the page was not handed to the per-item path, which would
-    # have committed start barriers that no effect could follow.
-    assert _store_full_events(logs) == ["daemon.tick_failed"]
+    # One event for the tick (the store is not writable until there is space again); the
+    # page was not handed to the per-item path, which would have committed start barriers
+    # that no effect could follow.
+    assert _store_full_events(logs) == ["daemon.store_not_writable"]
     assert snapshot(store.db.path) == disk.seen[0]
     assert (
         _count(store.db.path, "SELECT count(*) FROM execution_events WHERE to_status = 'executing'")

@@ -1,13 +1,19 @@
-"""The documentation holds together: links resolve, the README stays a README, and its edge
-quick start still runs as pasted.
+"""The documentation holds together: links resolve, the README stays a README, and its quick
+starts still run as pasted: the edge one, then the API's on its file, and the cluster one
+with two replicas.
 
-The cluster quick start is not run here: it creates server-wide logins with fixed names
-(`dispatcher`, `planner`), which a test on a shared server may not create.
+The cluster quick start names its database once per block (`db=qinglong`), and its roles and
+logins after it: the test gives it a name of this session instead (roles are server-wide,
+and the server is shared), and drops the database and every role afterwards. The API quick
+start's address (`127.0.0.1:8443`) becomes a free port the same way.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
+import json
 import os
 import re
 import shutil
@@ -18,10 +24,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support import stores
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -153,11 +161,72 @@ def test_code_cites_no_issue_numbers() -> None:
     assert not cited, cited
 
 
-def _quick_start_edge() -> list[str]:
-    """The shell blocks of the README section "Quick start: edge", in order."""
+def _quick_start(title: str) -> list[str]:
+    """The shell blocks of the README section "Quick start: <title>", in order."""
     text = README.read_text(encoding="utf-8")
-    section = text.split("\n## Quick start: edge\n", 1)[1].split("\n## ", 1)[0]
+    section = text.split(f"\n## Quick start: {title}\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"^```sh\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+
+
+def _quick_start_edge() -> list[str]:
+    return _quick_start("edge")
+
+
+def _bash(block: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A block run as pasted into a new terminal (bash, stopping at the first failure)."""
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@contextlib.contextmanager
+def _terminal(block: str, cwd: Path, env: dict[str, str], log: Path) -> Iterator[Path]:
+    """A block that runs in the foreground of a terminal of its own (a daemon), in the
+    background here, its output in `log`; SIGTERM to its process group at the end, and its
+    daemon must stop with status 0."""
+    with log.open("wb") as out:
+        shell = subprocess.Popen(
+            ["bash", "-euo", "pipefail", "-c", block],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield log
+        assert shell.poll() is None, log.read_text()
+        os.killpg(shell.pid, signal.SIGTERM)
+        assert shell.wait(timeout=60) == 0, log.read_text()
+    finally:
+        if shell.poll() is None:
+            os.killpg(shell.pid, signal.SIGKILL)
+            shell.wait()
+    assert "Traceback" not in log.read_text()
+
+
+def _listening_port(log: Path) -> int | None:
+    """The metrics port a daemon logged (`http.listening`), once it has."""
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("{"):
+            event = json.loads(line)
+            if event.get("event") == "http.listening":
+                return int(event["port"])
+    return None
+
+
+def _wait(predicate: Callable[[], object], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
 
 
 def _free_port() -> int:
@@ -197,7 +266,7 @@ def test_the_readme_edge_quick_start_runs_as_pasted(tmp_path: Path) -> None:
     """In a folder laid out like the clone (the Makefile and a `.venv` holding the command),
     the first block (`make run`, a foreground daemon) is started and waited for until ready;
     every other block runs with bash as pasted, against it; then SIGTERM stops the daemon and
-    `make run` ends with status 0.
+    `make run` ends with status 0. Then the API quick start runs on the same file.
 
     The venv is the one running this test, already installed: `make -o .venv/.installed-runtime`
     tells make so instead of letting it reinstall the package into it.
@@ -247,6 +316,7 @@ def test_the_readme_edge_quick_start_runs_as_pasted(tmp_path: Path) -> None:
         assert daemon is not None
         os.kill(daemon, signal.SIGTERM)
         assert make.wait(timeout=60) == 0, (tmp_path / "make-run.log").read_text()
+        _run_the_api_quick_start(tmp_path, env)
     finally:
         if make.poll() is None:
             os.killpg(make.pid, signal.SIGKILL)
@@ -295,3 +365,101 @@ def test_the_troubleshooting_page_quotes_lines_the_code_prints() -> None:
     for quoted, written in TROUBLESHOOTING_LINES:
         assert quoted in page, quoted
         assert written in source, written
+
+
+def _run_the_api_quick_start(clone: Path, env: dict[str, str]) -> None:
+    """The API quick start on the edge file `make run` left: its first block (tokens, then the
+    daemon with the API, in the foreground) in a terminal of its own, its second (the two
+    requests) in another; the dispatch they made then succeeds."""
+    blocks = _quick_start("the API and the operator UI")
+    assert len(blocks) == 2
+    assert all("127.0.0.1:8443" in block for block in blocks)
+    listen = f"127.0.0.1:{_free_port()}"
+    daemon_block, requests = (block.replace("127.0.0.1:8443", listen) for block in blocks)
+    metrics = _free_port()
+    daemon_env = {**env, "QINGLONG_METRICS_PORT": str(metrics)}
+    with _terminal(daemon_block, clone, daemon_env, clone / "api-daemon.log") as log:
+        _wait(lambda: _ready(metrics), f"the API daemon did not become ready: {log}")
+        for token in ("sam", "ann"):
+            secret = clone / "var" / f"{token}.token"
+            assert secret.read_text().startswith("qlt_")
+            assert secret.stat().st_mode & 0o077 == 0  # umask 077: only its owner reads it
+        done = _bash(requests, clone, env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        dispatch = answer["dispatch_id"]
+        show = [str(clone / ".venv" / "bin" / "qinglong-dispatcher"), "dispatch", "show"]
+        keys = {**env, "QINGLONG_PLAN_KEYRING_FILE": str(clone / "var" / "plan-keys")}
+
+        def succeeded() -> bool:
+            shown = subprocess.run(
+                [*show, dispatch, "--json", "--database", "sqlite:///var/qinglong.db"],
+                cwd=clone,
+                env=keys,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            return shown.returncode == 0 and '"succeeded"' in shown.stdout
+
+        _wait(succeeded, "the API's dispatch did not succeed within the daemon's cadences")
+
+
+@pytest.mark.postgres
+def test_the_readme_cluster_quick_start_runs_as_pasted_with_two_replicas(tmp_path: Path) -> None:
+    """The administrator's block, then the replica block in two terminals at once (each takes
+    a free metrics port: the second is not refused for the first's), then the submit block;
+    the submitted dispatch succeeds, and both replicas stop with status 0 on SIGTERM."""
+    for tool in ("createdb", "psql"):
+        if shutil.which(tool) is None:
+            if os.environ.get("CI") == "true":
+                pytest.fail(f"{tool} is not installed; under CI=true this test may not skip")
+            pytest.skip(f"{tool} is not installed")
+    asyncio.run(stores.require_server())
+    blocks = _quick_start("cluster")
+    assert len(blocks) == 3
+    assert all(block.count("db=qinglong\n") == 1 for block in blocks)
+    # A name of this session: its roles and the two logins are dropped at the session's end.
+    db = stores.session_installation("readme")
+    logins = [stores.session_login(f"readme_{kind}") for kind in ("daemon", "planner")]
+    assert logins == [f"{db}_daemon", f"{db}_planner"]
+    setup, replica, submit = (block.replace("db=qinglong\n", f"db={db}\n") for block in blocks)
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).parents[1])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QINGLONG_", "PG"))}
+    env["PATH"] = "/usr/bin:/bin"
+    env["QINGLONG_LOG_FORMAT"] = "json"  # what a terminal shows as text, for the test to read
+    try:
+        done = _bash(setup, tmp_path, env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        with contextlib.ExitStack() as terminals:
+            ports = []
+            for n in (1, 2):
+                log = terminals.enter_context(
+                    _terminal(replica, tmp_path, env, tmp_path / f"replica-{n}.log")
+                )
+                _wait(functools.partial(_listening_port, log), f"replica {n} did not listen")
+                port = _listening_port(log)
+                assert port is not None
+                _wait(functools.partial(_ready, port), f"replica {n} did not become ready")
+                ports.append(port)
+            assert ports[0] != ports[1]
+            done = _bash(submit, tmp_path, env)
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert '"dispatch_id"' in done.stdout
+            lines = submit.strip().split("\n")
+            status = "\n".join([*lines[:2], *lines[-2:]])  # `status`, as the runtime login
+            assert status.endswith("qinglong-dispatcher status")
+
+            def succeeded() -> bool:
+                shown = _bash(status, tmp_path, env).stdout
+                return bool(re.search(r"^succeeded +1$", shown, re.MULTILINE))
+
+            _wait(succeeded, "the submitted dispatch did not succeed")
+    finally:
+        subprocess.run(
+            ["dropdb", "-h", "127.0.0.1", "-U", "postgres", "--if-exists", "--force", db],
+            env=env,
+            capture_output=True,
+            check=False,
+        )
+        asyncio.run(stores.drop_roles(*logins))

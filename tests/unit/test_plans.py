@@ -230,6 +230,20 @@ def test_missing_field() -> None:
     assert _plan_error(raw) == "plan invalid: taskId: required field is missing"
 
 
+def test_every_missing_field_is_named_at_once() -> None:
+    """Not one per try: a hand-written plan lacking three fields hears of all three, and of
+    the first other problem after them."""
+    raw = {k: v for k, v in GOOD.items() if k not in ("taskId", "taskRevision", "executorType")}
+    assert _plan_error(raw) == (
+        "plan invalid: taskId, taskRevision, executorType: required fields are missing"
+    )
+    raw["taskid"] = "t"
+    assert _plan_error(raw) == (
+        "plan invalid: taskId, taskRevision, executorType: required fields are missing; "
+        "taskid: unknown field"
+    )
+
+
 def test_snake_case_names_are_not_accepted() -> None:
     snake = {
         "schema_version": 1,

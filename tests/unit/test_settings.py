@@ -328,7 +328,10 @@ def _private_imports(path: Path) -> list[str]:
             continue
         for module in modules:
             parts = module.split(".")
-            ours = parts[0] in ("qinglong_dispatcher", "__future__")
+            # `_signal`: CPython's built-in module that `signal` wraps and re-exports, loaded
+            # before any Python code runs; the console script uses it to be guarded from its
+            # first line (`console.py`), not a library's internals that move between releases.
+            ours = parts[0] in ("qinglong_dispatcher", "__future__", "_signal")
             if (parts[0] == "pydantic_settings" and len(parts) > 1) or (
                 not ours and any(part.startswith("_") for part in parts)
             ):

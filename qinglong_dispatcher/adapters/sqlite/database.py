@@ -18,7 +18,7 @@ import anyio
 import anyio.to_thread
 
 from qinglong_dispatcher.adapters.sql import query
-from qinglong_dispatcher.adapters.sqlite import files, queries
+from qinglong_dispatcher.adapters.sqlite import files, queries, reserve
 from qinglong_dispatcher.domain import errors
 
 T = TypeVar("T")
@@ -206,6 +206,8 @@ class Database:
         self.path = path
         self.statements = statements
         self._limiter = anyio.CapacityLimiter(1)
+        self.reserve = reserve.Reserve(path, 0)
+        """Given up, and the WAL checkpointed, by the first write that meets a full disk."""
         self.commits = 0
         """Write transactions committed through this connection (the bench counts them)."""
         self.worker_cpu_s = 0.0
@@ -257,7 +259,11 @@ class Database:
                     return in_transaction(conn, body)
                 return body(conn)
             except sqlite3.Error as exc:
-                raise _named(translate(exc), self.path, exc) from exc
+                error = _named(translate(exc), self.path, exc)
+                if isinstance(error, errors.StoreFull):
+                    # Rolled back already; on this hop, before any other write can come.
+                    self.reserve.release(conn)
+                raise error from exc
             finally:
                 self.worker_cpu_s += time.thread_time() - cpu
                 self.worker_wall_s += time.perf_counter() - wall

@@ -9,7 +9,7 @@ from typing import Any
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import dialect
 from qinglong_dispatcher.adapters.sql import plan_envelopes
-from qinglong_dispatcher.adapters.sqlite import authority, bench, store
+from qinglong_dispatcher.adapters.sqlite import authority, bench, reserve, store
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.ports import action_tables
 
@@ -33,6 +33,7 @@ class SqliteDialect:
                 settings.plan_keyring_file,
                 group_readable=settings.plan_keyring_group_readable,
             ),
+            reserve_bytes=settings.sqlite_reserve_mib * reserve.MIB,
         )
 
     async def move_installation(

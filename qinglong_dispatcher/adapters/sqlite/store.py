@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sqlite3
 from pathlib import Path
+
+import anyio.to_thread
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import plan_envelopes
@@ -15,6 +18,7 @@ from qinglong_dispatcher.adapters.sqlite import (
     integrity,
     migrations,
     os_user,
+    reserve,
     space,
 )
 from qinglong_dispatcher.domain import approvals as approval_records
@@ -67,12 +71,16 @@ class SqliteStore(sql_store.SqlStore):
         principal: str | None = None,
         create: bool = True,
         envelopes: plan_envelopes.Envelopes | None = None,
+        reserve_bytes: int = 0,
     ) -> SqliteStore:
-        """Open the SQLite file with the production pragmas (creating it only with `create`)."""
+        """Open the SQLite file with the production pragmas (creating it only with `create`),
+        with a disk reserve of `reserve_bytes` (`reserve.Reserve`; the daemon makes it)."""
+        db = await database.Database.open(
+            path, tables.statements, busy_timeout_s=busy_timeout_s, create=create
+        )
+        db.reserve = reserve.Reserve(path, reserve_bytes)
         return cls(
-            await database.Database.open(
-                path, tables.statements, busy_timeout_s=busy_timeout_s, create=create
-            ),
+            db,
             tables=tables,
             self_approval=self_approval,
             api_self_approval=api_self_approval,
@@ -129,8 +137,16 @@ class SqliteStore(sql_store.SqlStore):
             )
 
     async def write_problem(self) -> str:
-        """See `ports.Store.write_problem`: the file, its WAL and folder (`files.write_problem`)."""
-        return files.write_problem(self.db.path)
+        """See `ports.Store.write_problem`: the file, its WAL and folder (`files.write_problem`),
+        then the free space and the disk reserve, made again here once there is room
+        (`reserve.Reserve.problem`; a thread of its own: it may write the reserve). While
+        space is low it first folds the WAL in, so the WAL does not eat what is left."""
+        if problem := files.write_problem(self.db.path):
+            return problem
+        if await anyio.to_thread.run_sync(self.db.reserve.low):
+            with contextlib.suppress(errors.StoreError):  # a closed store: nothing to fold
+                await self.db.read(reserve.checkpoint)
+        return await anyio.to_thread.run_sync(self.db.reserve.problem)
 
     async def ddl_capabilities(self) -> tuple[str, ...]:
         """None to report: on an edge device file permissions are the only authority."""
