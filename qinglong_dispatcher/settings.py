@@ -9,11 +9,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from qinglong_dispatcher import (
     database_urls,
@@ -84,11 +80,7 @@ class Settings(BaseSettings):
         5.0, ge=0, le=_HOUR, description="SQLite busy timeout"
     )
     sqlite_reserve_mib: int = Field(
-        8,
-        ge=0,
-        le=4096,
-        description="SQLite: MiB of ballast beside the file, given up to checkpoint on a full "
-        "disk (0: none)",
+        8, ge=0, le=4096, description="SQLite: MiB of ballast given up on a full disk (0: none)"
     )
     # The database refuses a lifetime beyond 30 days (migration 0011): say so at startup.
     approval_ttl_seconds: float = Field(
@@ -101,8 +93,7 @@ class Settings(BaseSettings):
     )
     api_self_approval: bool = Field(
         False,  # as on PostgreSQL, where a principal's role holds no _self_approver by default
-        description="SQLite: may an API token's principal approve requests it made itself "
-        "(PostgreSQL decides by granting the installation's self_approver role)",
+        description="SQLite: may an API token's principal approve requests it made itself",
     )
     installation: str | None = Field(
         None,
@@ -256,11 +247,10 @@ class Settings(BaseSettings):
             )
         if self.profile == "cluster" and (self.api_self_approval or not self.self_approval):
             # Refused rather than ignored: on PostgreSQL the database alone decides.
-            api = self.api_self_approval
+            name, fix = ("api_", "grant") if self.api_self_approval else ("", "revoke")
             raise ValueError(
-                f"{env_name('api_self_approval' if api else 'self_approval')}: applies to the "
-                "edge profile only; on PostgreSQL self-approval is the installation's "
-                f"_self_approver role ({'grant' if api else 'revoke'} it instead)"
+                f"{env_name(name + 'self_approval')}: applies to the edge profile only; on "
+                f"PostgreSQL self-approval is the installation's _self_approver role ({fix} it)"
             )
         if self.profile == "edge" and self.require_sync_standby:
             raise ValueError(
