@@ -105,6 +105,7 @@ class Daemon:
         )
         if p.api is not None:
             await p.api.start()  # a taken address stops the start here, before any claim
+        await self._wake_handler_waits()
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(shutdown.watch, self._stop)
@@ -127,6 +128,21 @@ class Daemon:
         await p.reconciler.aclose()
         log.info("daemon.stopped", ticks=self.ticks)
         return 0
+
+    async def _wake_handler_waits(self) -> None:
+        """Dispatches that waited for a handler this process has are due now, not after their
+        backoff: installing an action and restarting is what they waited for. A store fault
+        here costs only that: the waits become due at their own time."""
+        p = self._p
+        try:
+            woken = await p.store.wake_handler_waits(
+                p.dispatcher.action_types, now_ms=p.clock.now_ms()
+            )
+        except errors.StoreError as exc:
+            log.warning("daemon.handler_waits_not_woken", code=exc.code)
+            return
+        if woken:
+            log.info("daemon.handler_waits_woken", count=len(woken), first_ids=list(woken[:5]))
 
     async def _drain(self) -> None:
         p = self._p
@@ -183,6 +199,7 @@ class Daemon:
                     claims=dict(report.claims),
                     outcomes={k: dict(v) for k, v in report.by_action.items()},
                     takeovers=report.takeovers,
+                    takeovers_exhausted=report.takeovers_exhausted,
                 )
                 if not report.full_page or self._stop.is_set():
                     break
