@@ -67,8 +67,9 @@ async def test_a_poison_pill_stops_on_its_own_code_and_its_page_mates_run(
 ) -> None:
     path = tmp_path / "qinglong.db"
     site = crash_actions.install(tmp_path / "site")
-    # max_attempts 1: before, one takeover spent a whole budget; the page mates share the
-    # poison's first page and die with it once.
+    # max_attempts 1: before, one takeover spent a whole budget. The page mates come after
+    # the poison in its first page and die with it there, once: an expired lease is then
+    # claimed alone, so they never die with it again.
     poison, *mates = await crash_actions.submit_to_file(
         path, [crash_actions.POISON_TYPE] + [crash_actions.SLOW_TYPE] * 3, max_attempts=1
     )

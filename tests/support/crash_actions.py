@@ -121,19 +121,23 @@ LEASE_SECONDS = 2.0
 
 async def submit_to_file(path: Path, action_types: list[str], *, max_attempts: int) -> list[str]:
     """Approved dispatches of these types on a fresh edge file, due now by the system clock:
-    their ids, in submission order."""
+    their ids. Each is submitted a few milliseconds after the one before, so the due order
+    (and so a page's order) is the order given."""
     system = clock.SystemClock()
     store = await stores.open_sqlite(path)
+    ids = []
     try:
         await store.migrate(now_ms=system.now_ms())
-        consumed = await make_api(store, system, max_attempts=max_attempts).submit(
-            [plan(t, f"act-{i}") for i, t in enumerate(action_types)],
-            requested_by="tester",
-            approved_by="approver",
-        )
+        api = make_api(store, system, max_attempts=max_attempts)
+        for i, action_type in enumerate(action_types):
+            (consumed,) = await api.submit(
+                [plan(action_type, f"act-{i}")], requested_by="tester", approved_by="approver"
+            )
+            ids.append(consumed.dispatch_id)
+            await anyio.sleep(0.003)
     finally:
         await store.close()
-    return [c.dispatch_id for c in consumed]
+    return ids
 
 
 def daemon_env(path: Path, site: Path | None, port: int) -> dict[str, str]:
