@@ -105,7 +105,6 @@ class Daemon:
         )
         if p.api is not None:
             await p.api.start()  # a taken address stops the start here, before any claim
-        await self._wake_handler_waits()
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(shutdown.watch, self._stop)
@@ -158,6 +157,8 @@ class Daemon:
 
     async def _dispatch_loop(self) -> None:
         try:
+            # Before the first tick, inside the task group: a stop signal is already heard.
+            await self._wake_handler_waits()
             schedule = cadence.Cadence(self._p.settings.cadence_seconds)
             waker = self._waker if self._p.wakeup is not None else None
             while await schedule.wait(self._stop, waker):
