@@ -58,13 +58,14 @@ def claim_step(
 def isolated_prefix(rows: Sequence[records.Execution]) -> int:
     """How many rows of an observed page (in due order) one page claim takes.
 
-    An expired lease is a suspect: whoever held it died or stalled before its barrier, and it
-    may be the reason (a poison pill). It is claimed in a page of its own, so that if it kills
-    this process too, no page mate dies with it and pays a takeover for it; the rows before
-    the first suspect form the page. The rest stay due for the next page.
+    An expired lease that was taken over before is a suspect: claim after claim died or
+    stalled before its barrier, and it may be the reason (a poison pill). It is claimed in a
+    page of its own, so that if it kills this process too, no page mate dies with it and pays
+    a takeover for it; the rows before the first suspect form the page, the rest stay due for
+    the next one. A first takeover is not isolated: one crash's page is taken over whole.
     """
     for index, row in enumerate(rows):
-        if row.status is ExecutionStatus.LEASED:
+        if row.status is ExecutionStatus.LEASED and row.takeovers > 0:
             return max(index, 1)
     return len(rows)
 

@@ -84,8 +84,10 @@ class ExecutionMachine(random_recovery.RecoveryRules):
             key=lambda r: (r.eligible_at_ms, r.dispatch_id),
         )[:limit]
         observed = len(due)
-        # An expired lease is claimed in a page of its own (a suspected poison pill).
-        suspect = [i for i, r in enumerate(due) if r.status is ExecutionStatus.LEASED]
+        # A lease taken over before is claimed in a page of its own (a suspected poison pill).
+        suspect = [
+            i for i, r in enumerate(due) if r.status is ExecutionStatus.LEASED and r.takeovers
+        ]
         due = due[: max(suspect[0], 1)] if suspect else due
         predicted = [r.predict_claim(now_ms=now, owner=owner, token=None) for r in due]
         batch = self.run(

@@ -68,8 +68,8 @@ async def test_a_poison_pill_stops_on_its_own_code_and_its_page_mates_run(
     path = tmp_path / "qinglong.db"
     site = crash_actions.install(tmp_path / "site")
     # max_attempts 1: before, one takeover spent a whole budget. The page mates come after
-    # the poison in its first page and die with it there, once: an expired lease is then
-    # claimed alone, so they never die with it again.
+    # the poison in its page and die with it twice (its first claim, and the takeover of that
+    # page whole); a lease taken over before is then claimed alone, so never again.
     poison, *mates = await crash_actions.submit_to_file(
         path, [crash_actions.POISON_TYPE] + [crash_actions.SLOW_TYPE] * 3, max_attempts=1
     )
@@ -106,7 +106,9 @@ async def test_a_poison_pill_stops_on_its_own_code_and_its_page_mates_run(
         0,
     )
     assert deaths == bound + 1  # its first claim and every takeover died
-    assert [(rows[m]["status"], rows[m]["starts"]) for m in mates] == [("succeeded", 1)] * 3
+    assert [(rows[m]["status"], rows[m]["starts"], rows[m]["takeovers"]) for m in mates] == [
+        ("succeeded", 1, 2)
+    ] * 3
     assert metrics["qinglong_dispatcher_takeovers_exhausted_total"] == 1.0
     (suspected,) = [e for e in events if e.get("event") == "dispatch.poison_suspected"]
     assert (suspected["level"], suspected["dispatch_id"]) == ("error", poison)

@@ -145,10 +145,12 @@ def test_complete_accepts_a_grown_version_only_for_the_same_identity() -> None:
     assert fencing.complete_refusal(executing, other) == "identity_mismatch"
 
 
-def test_an_expired_lease_is_claimed_in_a_page_of_its_own() -> None:
+def test_a_lease_taken_over_before_is_claimed_in_a_page_of_its_own() -> None:
     waiting = row(status=ExecutionStatus.PENDING, lease_owner=None, lease_token=None)
-    suspect = row()
+    first_crash = row()
+    suspect = row(takeovers=1)
     assert fencing.isolated_prefix([]) == 0
     assert fencing.isolated_prefix([waiting, waiting]) == 2
+    assert fencing.isolated_prefix([first_crash, waiting, first_crash]) == 3
     assert fencing.isolated_prefix([suspect, waiting, suspect]) == 1
     assert fencing.isolated_prefix([waiting, waiting, suspect, waiting]) == 2
