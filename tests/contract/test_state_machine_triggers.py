@@ -298,6 +298,7 @@ async def test_an_execution_is_inserted_only_pending_at_version_zero(
         {"status": "'leased'", "lease_owner": "'w1'", "lease_token": "'t1'"},
         {"version": "1"},
         {"attempt": "1"},
+        {"takeovers": "1"},
         {"lease_owner": "'w1'", "lease_token": "'t1'", "lease_expires_at_ms": "1"},
         {"started_at_ms": "1"},
         {"result_code": "'forged'"},
