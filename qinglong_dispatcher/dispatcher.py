@@ -17,7 +17,7 @@ import structlog
 
 from qinglong_dispatcher import claimed_item, page_path, ports
 from qinglong_dispatcher.claimed_item import DispatchConfig, FaultHook, RenewalObserver
-from qinglong_dispatcher.domain import errors, records
+from qinglong_dispatcher.domain import errors, records, states
 from qinglong_dispatcher.domain.records import Outcome
 
 log = structlog.get_logger("qinglong_dispatcher.dispatcher")
@@ -40,6 +40,8 @@ class BatchReport:
     by_action: dict[str, collections.Counter[str]] = dataclasses.field(default_factory=dict)
     takeovers: int = 0
     """Claims that replaced another owner's expired lease."""
+    takeovers_exhausted: int = 0
+    """Rows blocked because every claim of them died before the barrier (a poison pill)."""
 
     @property
     def full_page(self) -> bool:
@@ -89,6 +91,11 @@ class Dispatcher:
             if isinstance(handler, ports.Closable):
                 await handler.aclose()
 
+    @property
+    def action_types(self) -> frozenset[str]:
+        """The action types this dispatcher has a handler for."""
+        return frozenset(self._handlers)
+
     def drain(self) -> None:
         """Shutdown: claim nothing more; give back claimed items that have not started."""
         self._draining.set()
@@ -114,7 +121,12 @@ class Dispatcher:
         for claim in batch.claims:
             report.claims[claim.outcome.value] += 1
             if claim.outcome is Outcome.EXHAUSTED:
-                log.warning("dispatch.exhausted", dispatch_id=claim.dispatch_id)
+                log.warning("dispatch.exhausted", dispatch_id=claim.dispatch_id, code=claim.reason)
+                if claim.reason == states.TAKEOVERS_EXHAUSTED:
+                    # Whoever claimed it died before its barrier, time after time: the action
+                    # itself is the suspect, and the dispatch needs a person.
+                    report.takeovers_exhausted += 1
+                    log.error("dispatch.poison_suspected", dispatch_id=claim.dispatch_id)
             if claim.taken_over is not None and claim.lease is not None:
                 # Another owner's lease ran out before its start: that owner stalled or died.
                 report.takeovers += 1

@@ -7,6 +7,7 @@ the same conditions in SQL, so a row that changed in between is never overwritte
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 from qinglong_dispatcher.domain import records, states
 from qinglong_dispatcher.domain.records import Outcome
@@ -43,9 +44,30 @@ def claim_step(
         if row.status is ExecutionStatus.LEASED:
             return ClaimStep.NONE, Outcome.LIVE_LEASE, None
         return ClaimStep.NONE, Outcome.NOT_DUE, None
+    if row.status is ExecutionStatus.LEASED:
+        # A takeover: the holder died or stalled before its barrier. Its attempt is refunded,
+        # so only the takeover bound can stop the row (a poison pill), never the budget.
+        if row.takeovers >= states.max_takeovers(row.max_attempts):
+            return ClaimStep.EXHAUST, Outcome.EXHAUSTED, states.TAKEOVERS_EXHAUSTED
+        return ClaimStep.LEASE, Outcome.CLAIMED, None
     if row.attempt >= row.max_attempts:
-        return ClaimStep.EXHAUST, Outcome.EXHAUSTED, "attempts_exhausted"
+        return ClaimStep.EXHAUST, Outcome.EXHAUSTED, states.ATTEMPTS_EXHAUSTED
     return ClaimStep.LEASE, Outcome.CLAIMED, None
+
+
+def isolated_prefix(rows: Sequence[records.Execution]) -> int:
+    """How many rows of an observed page (in due order) one page claim takes.
+
+    An expired lease that was taken over before is a suspect: claim after claim died or
+    stalled before its barrier, and it may be the reason (a poison pill). It is claimed in a
+    page of its own, so that if it kills this process too, no page mate dies with it and pays
+    a takeover for it; the rows before the first suspect form the page, the rest stay due for
+    the next one. A first takeover is not isolated: one crash's page is taken over whole.
+    """
+    for index, row in enumerate(rows):
+        if row.status is ExecutionStatus.LEASED and row.takeovers > 0:
+            return max(index, 1)
+    return len(rows)
 
 
 def lease_of(row: records.Execution) -> records.Lease:

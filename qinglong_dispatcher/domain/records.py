@@ -84,6 +84,8 @@ class Execution:
     completed_at_ms: int | None
     created_at_ms: int
     updated_at_ms: int
+    takeovers: int
+    """Claims that replaced an expired lease before the barrier (each refunded its attempt)."""
 
     @classmethod
     def from_row(cls, row: RowLike) -> Execution:

@@ -86,14 +86,34 @@ ROW_UPDATES: frozenset[tuple[ExecutionStatus, ExecutionStatus]] = frozenset(
     | {
         (ExecutionStatus.LEASED, ExecutionStatus.LEASED),  # renew of an unstarted lease
         (ExecutionStatus.EXECUTING, ExecutionStatus.EXECUTING),  # renew of a started lease
+        (ExecutionStatus.PENDING, ExecutionStatus.PENDING),  # a handler wait made due now
     }
 )
 """Every (old, new) status pair an UPDATE of an execution row may have.
 
-The ledger's transitions plus the same-status renewals, which write no event. The database
+The ledger's transitions plus the same-status renewals and the wake of a handler wait,
+which write no event. The database
 triggers of migration 0006 allow exactly these pairs (a contract test proves it on both
 dialects); an insert is the `(None, pending)` transition and is checked on its own.
 """
+
+
+TAKEOVERS_PER_ATTEMPT = 4
+"""How many takeovers a dispatch may take per attempt of its budget (the triggers of the
+takeovers migration repeat the number). A takeover refunds the attempt of a holder that died
+or stalled before the barrier; a dispatch that keeps killing whoever claims it (a poison
+pill) ends `blocked` with `TAKEOVERS_EXHAUSTED` after `max_takeovers` of them."""
+
+TAKEOVERS_EXHAUSTED = "takeovers_exhausted"
+"""The result code of a dispatch blocked because every claim of it died before its barrier."""
+
+ATTEMPTS_EXHAUSTED = "attempts_exhausted"
+"""The result code of a dispatch blocked because its own failures spent its budget."""
+
+
+def max_takeovers(max_attempts: int) -> int:
+    """The takeover bound of a dispatch with this attempt budget."""
+    return TAKEOVERS_PER_ATTEMPT * max_attempts
 
 
 def is_allowed(before: ExecutionStatus | None, after: ExecutionStatus) -> bool:

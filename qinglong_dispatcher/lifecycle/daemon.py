@@ -128,6 +128,21 @@ class Daemon:
         log.info("daemon.stopped", ticks=self.ticks)
         return 0
 
+    async def _wake_handler_waits(self) -> None:
+        """Dispatches that waited for a handler this process has are due now, not after their
+        backoff: installing an action and restarting is what they waited for. A store fault
+        here costs only that: the waits become due at their own time."""
+        p = self._p
+        try:
+            woken = await p.store.wake_handler_waits(
+                p.dispatcher.action_types, now_ms=p.clock.now_ms()
+            )
+        except errors.StoreError as exc:
+            log.warning("daemon.handler_waits_not_woken", code=exc.code)
+            return
+        if woken:
+            log.info("daemon.handler_waits_woken", count=len(woken), first_ids=list(woken[:5]))
+
     async def _drain(self) -> None:
         p = self._p
         grace = p.settings.shutdown_grace_seconds
@@ -142,6 +157,8 @@ class Daemon:
 
     async def _dispatch_loop(self) -> None:
         try:
+            # Before the first tick, inside the task group: a stop signal is already heard.
+            await self._wake_handler_waits()
             schedule = cadence.Cadence(self._p.settings.cadence_seconds)
             waker = self._waker if self._p.wakeup is not None else None
             while await schedule.wait(self._stop, waker):
@@ -186,6 +203,7 @@ class Daemon:
                     claims=dict(report.claims),
                     outcomes={k: dict(v) for k, v in report.by_action.items()},
                     takeovers=report.takeovers,
+                    takeovers_exhausted=report.takeovers_exhausted,
                 )
                 if not report.full_page or self._stop.is_set():
                     break

@@ -59,6 +59,7 @@ SERIES_NAMES = (
     "qinglong_dispatcher_last_successful_tick_timestamp_seconds",
     "qinglong_dispatcher_claims_total",
     "qinglong_dispatcher_takeovers_total",
+    "qinglong_dispatcher_takeovers_exhausted_total",
     "qinglong_dispatcher_outcomes_total",
     "qinglong_dispatcher_batch_duration_seconds",
     "qinglong_dispatcher_due",
@@ -162,6 +163,11 @@ class Metrics:
         self._takeovers = prometheus_client.Counter(
             p + "takeovers",
             "Claims that took over another owner's expired lease (that owner stalled or died).",
+            registry=reg,
+        )
+        self._takeovers_exhausted = prometheus_client.Counter(
+            p + "takeovers_exhausted",
+            "Dispatches blocked takeovers_exhausted: each claim died before the barrier.",
             registry=reg,
         )
         self._outcomes = prometheus_client.Counter(
@@ -297,8 +303,9 @@ class Metrics:
         claims: Mapping[str, int],
         outcomes: Mapping[str, Mapping[str, int]],
         takeovers: int = 0,
+        takeovers_exhausted: int = 0,
     ) -> None:
-        """Record one batch: its duration, claim results, takeovers, outcomes per action type.
+        """Record one batch: duration, claim results, takeovers (and blocks for them), outcomes.
 
         `outcomes` maps action type → outcome → count. `completion_write_failed` outcomes also
         count into `completion_write_failures_total`, so the daemon need not call
@@ -307,6 +314,8 @@ class Metrics:
         self._batch_duration.observe(max(duration_s, 0.0))
         if takeovers > 0:
             self._takeovers.inc(takeovers)
+        if takeovers_exhausted > 0:
+            self._takeovers_exhausted.inc(takeovers_exhausted)
         for result, n in claims.items():
             if n > 0:
                 self._claims.labels(result=result).inc(n)

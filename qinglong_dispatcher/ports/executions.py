@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 from qinglong_dispatcher.domain import (
@@ -59,6 +59,13 @@ class ExecutionStore(Protocol):
     ) -> records.Transition:
         """Give back a claim before the barrier: retry, blocked, the shutdown yield, or the
         wait of an action with no handler (pending again at `retry_at_ms`, attempt refunded)."""
+        ...
+
+    async def wake_handler_waits(
+        self, action_types: Collection[str], *, now_ms: int
+    ) -> tuple[str, ...]:
+        """Make the `handler_missing` waits of these action types due at `now_ms` (a daemon
+        that has their handlers, at its start); the dispatch ids woken."""
         ...
 
     async def complete(

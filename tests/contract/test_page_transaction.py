@@ -477,12 +477,18 @@ async def test_a_crash_before_the_commit_writes_nothing_and_each_item_is_taken_o
     assert counts.executions[EffectiveStatus.RECOVERY_REQUIRED] == 0
 
     clock.advance(ms=LEASE_MS + 1)
+    # One crash's page is taken over whole; the dead claim's attempt is refunded.
     report = await make_dispatcher(harness.store, clock, owner="w2").dispatch_batch()
     assert report.outcomes["succeeded"] == n
     for c in consumed:
         row = await harness.store.get_execution(c.dispatch_id)
         assert row is not None
-        assert (row.status, row.attempt, row.lease_owner) == (ExecutionStatus.SUCCEEDED, 2, "w2")
+        assert (row.status, row.attempt, row.takeovers, row.lease_owner) == (
+            ExecutionStatus.SUCCEEDED,
+            1,
+            1,
+            "w2",
+        )
         events = await harness.store.execution_events(c.dispatch_id)
         starts = [
             e
@@ -495,7 +501,7 @@ async def test_a_crash_before_the_commit_writes_nothing_and_each_item_is_taken_o
         receipt = await harness.store.get_receipt(c.dispatch_id)
         assert receipt is not None
         assert receipt.is_intact()
-        assert receipt.execution_attempt == 2
+        assert receipt.execution_attempt == 1
         assert await harness.store.get_resolution(c.dispatch_id) is None
     after = await harness.store.counts(now_ms=clock.now_ms() + 10 * LEASE_MS)
     assert after.executions[EffectiveStatus.RECOVERY_REQUIRED] == 0

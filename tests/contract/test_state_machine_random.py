@@ -83,11 +83,17 @@ class ExecutionMachine(random_recovery.RecoveryRules):
             (r for r in self.rows if r.eligible_at_ms is not None and r.eligible_at_ms <= now),
             key=lambda r: (r.eligible_at_ms, r.dispatch_id),
         )[:limit]
+        observed = len(due)
+        # A lease taken over before is claimed in a page of its own (a suspected poison pill).
+        suspect = [
+            i for i, r in enumerate(due) if r.status is ExecutionStatus.LEASED and r.takeovers
+        ]
+        due = due[: max(suspect[0], 1)] if suspect else due
         predicted = [r.predict_claim(now_ms=now, owner=owner, token=None) for r in due]
         batch = self.run(
             self.h.store.claim_due(now_ms=now, owner=owner, limit=limit, lease_ms=LEASE_MS)
         )
-        assert batch.observed == len(due)
+        assert batch.observed == observed
         assert [c.dispatch_id for c in batch.claims] == [r.dispatch_id for r in due]
         leases: list[records.Lease] = []
         for row, claim, expected in zip(due, batch.claims, predicted, strict=True):
@@ -307,7 +313,7 @@ class ExecutionMachine(random_recovery.RecoveryRules):
         assert row is not None
         sql = direct_sql.transition_sql(self.h.dialect, row, to, now_ms=self.now())
         refused = self.run(self.session.sql.try_update(sql))
-        expected = direct_sql.expected_refusal(row, to, self.h.dialect)
+        expected = direct_sql.expected_refusal(row, to, self.h.dialect, now_ms=self.now())
         hypothesis.event(f"direct sql {row.status.value} -> {to.value}: {expected or 'accepted'}")
         assert direct_sql.refusal_rule(refused) == expected, (row.status, to, refused)
 

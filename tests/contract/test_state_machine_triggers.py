@@ -108,11 +108,17 @@ async def test_attempt_grows_by_one_on_a_claim_shrinks_by_one_on_yield_and_else_
                 "attempt"
             )
         assert await sm.update_execution(harness, dispatch_id, claim) is None
-    # leased → leased: a takeover takes the next attempt; a renew keeps attempt, owner, token.
-    assert await sm.update_execution(harness, taken_over, claim) is None
+    # leased → leased: a takeover keeps the attempt (counted apart); a renew keeps attempt,
+    # owner, token.
+    assert await sm.update_execution(harness, taken_over, claim) == "takeover"
+    assert await sm.update_execution(harness, taken_over, sm.takeover_move(now)) is None
     renew = {"version": "version + 1", "lease_expires_at_ms": str(now + LEASE_MS)}
-    for column, value in (("lease_token", "'t-forged'"), ("lease_owner", "'w-forged'")):
-        assert await sm.update_execution(harness, leased, renew | {column: value}) == "fence"
+    # A new token is a takeover's, which counts one (refused without); a new owner a fence's.
+    for column, value, rule in (
+        ("lease_token", "'t-forged'", "takeover"),
+        ("lease_owner", "'w-forged'", "fence"),
+    ):
+        assert await sm.update_execution(harness, leased, renew | {column: value}) == rule
     yield_ = sm.execution_move(E.LEASED, E.PENDING, now)
     for wrong in ("attempt", "attempt - 2", "attempt + 1"):
         assert await sm.update_execution(harness, yielded, yield_ | {"attempt": wrong}) == "attempt"
@@ -132,6 +138,103 @@ async def test_a_claim_never_goes_beyond_the_attempt_budget(
     assert await sm.update_execution(harness, spent, claim) == "attempt"
     exhaust = sm.execution_move(E.RETRY_WAIT, E.BLOCKED, now)
     assert await sm.update_execution(harness, spent, exhaust) is None
+
+
+async def test_a_takeover_refunds_the_attempt_and_counts_within_its_own_bound(
+    harness: Harness, clock: ManualClock
+) -> None:
+    # max_attempts 1: the bound is TAKEOVERS_PER_ATTEMPT takeovers (the manual clock is in the
+    # past, so the database clock agrees that each lease has expired).
+    (poison,) = await sm.executions_in(harness, clock, [E.LEASED], max_attempts=1)
+    now = clock.now_ms()
+    bound = states.max_takeovers(1)
+    for wrong in (
+        {"attempt": "attempt + 1"},  # a takeover spending the budget, as before
+        {"attempt": "attempt - 1"},
+        {"takeovers": "takeovers"},
+        {"takeovers": "takeovers + 2"},
+        {"started_at_ms": str(now)},
+    ):
+        assert await sm.update_execution(harness, poison, sm.takeover_move(now) | wrong) == (
+            "takeover"
+        ), wrong
+    for n in range(bound):
+        assert await sm.update_execution(harness, poison, sm.takeover_move(now, f"t{n}")) is None
+    assert await sm.update_execution(harness, poison, sm.takeover_move(now, "t-over")) == (
+        "takeover"
+    )
+    rows = await harness.raw(
+        f"SELECT attempt, takeovers, lease_token FROM {faults.table(harness, sm.EXECUTIONS)} "
+        f"WHERE dispatch_id = '{poison}'"
+    )
+    assert [dict(r) for r in rows] == [
+        {"attempt": 1, "takeovers": bound, "lease_token": f"t{bound - 1}"}
+    ]
+    # Past the bound the row may only be blocked.
+    exhaust = sm.execution_move(E.LEASED, E.BLOCKED, now)
+    assert await sm.update_execution(harness, poison, exhaust) is None
+
+
+async def test_the_takeover_count_moves_only_with_a_takeover(
+    harness: Harness, clock: ManualClock
+) -> None:
+    pending, leased, executing = await sm.executions_in(
+        harness, clock, [E.PENDING, E.LEASED, E.EXECUTING]
+    )
+    now = clock.now_ms()
+    more = {"takeovers": "takeovers + 1"}
+    claim = sm.execution_move(E.PENDING, E.LEASED, now)
+    assert await sm.update_execution(harness, pending, claim | more) == "attempt"
+    renew = {"version": "version + 1", "lease_expires_at_ms": str(now + LEASE_MS)}
+    assert await sm.update_execution(harness, executing, renew | more) == "takeover"
+    yield_ = sm.execution_move(E.LEASED, E.PENDING, now)
+    assert await sm.update_execution(harness, leased, yield_ | more) == "takeover"
+    # Counted without a new token, it is the claimant taking its own expired lease again: a
+    # takeover, admitted only as one (never on a live lease: the test below).
+    assert await sm.update_execution(
+        harness, leased, renew | more | {"attempt": "attempt + 1"}
+    ) == ("takeover")
+    assert await sm.update_execution(harness, leased, renew | more) is None
+
+
+async def test_a_live_lease_is_never_taken_over(harness: Harness, clock: ManualClock) -> None:
+    if harness.dialect == "postgres":
+        pytest.skip("PostgreSQL refuses it as QLF02 (tests/security/test_hostile_postgres.py)")
+    leased = await sm.execution_in(harness, clock, E.LEASED)
+    live = {"lease_expires_at_ms": "4102444800000"}  # 2100: live on the database clock
+    renew = {"version": "version + 1"} | live
+    assert await sm.update_execution(harness, leased, renew) is None
+    assert await sm.update_execution(harness, leased, sm.takeover_move(clock.now_ms())) == (
+        "takeover"
+    )
+
+
+async def test_only_a_handler_wait_is_woken_and_only_its_due_time_moves(
+    harness: Harness, clock: ManualClock
+) -> None:
+    (waiting, other, fresh) = await sm.executions_in(harness, clock, [E.PENDING] * 3)
+    now = clock.now_ms()
+    wake = sm.execution_move(E.PENDING, E.PENDING, now)
+    for wrong in (
+        {"eligible_at_ms": "eligible_at_ms"},  # not earlier
+        {"eligible_at_ms": "eligible_at_ms + 1"},
+        {"attempt": "attempt + 1"},
+        {"takeovers": "takeovers + 1"},
+        {"result_code": "NULL"},
+        {"retry_at_ms": str(now)},
+        {"lease_owner": "'w-forged'"},
+        {"completed_at_ms": str(now)},
+    ):
+        assert await sm.update_execution(harness, waiting, wake | wrong) == "wake", wrong
+    assert await sm.update_execution(harness, waiting, wake) is None
+    # A row pending for another reason (a shutdown yield) is not a handler wait.
+    table = faults.table(harness, sm.EXECUTIONS)
+    claim = sm.set_list(sm.execution_move(E.PENDING, E.LEASED, now), harness.dialect)
+    for dispatch_id, code in ((other, "'shutdown'"), (fresh, "NULL")):
+        await harness.raw(f"UPDATE {table} SET {claim} WHERE dispatch_id = '{dispatch_id}'")
+        back = sm.execution_move(E.LEASED, E.PENDING, now) | {"result_code": code}
+        assert await sm.update_execution(harness, dispatch_id, back) is None
+        assert await sm.update_execution(harness, dispatch_id, wake) == "wake"
 
 
 async def test_a_started_identity_never_changes(harness: Harness, clock: ManualClock) -> None:
@@ -161,8 +264,8 @@ async def test_the_start_barrier_alone_sets_started_at_and_keeps_the_lease_holde
     assert await sm.update_execution(harness, leased, renew) == "fence"
     release = sm.execution_move(E.LEASED, E.RETRY_WAIT, now) | {"started_at_ms": str(now)}
     assert await sm.update_execution(harness, released, release) == "fence"
-    takeover = sm.execution_move(E.PENDING, E.LEASED, now) | {"started_at_ms": str(now)}
-    assert await sm.update_execution(harness, leased, takeover) == "attempt"
+    takeover = sm.takeover_move(now) | {"started_at_ms": str(now)}
+    assert await sm.update_execution(harness, leased, takeover) == "takeover"
     start = sm.execution_move(E.LEASED, E.EXECUTING, now)
     for column, value, rule in (
         ("attempt", "attempt + 1", "attempt"),
@@ -195,6 +298,7 @@ async def test_an_execution_is_inserted_only_pending_at_version_zero(
         {"status": "'leased'", "lease_owner": "'w1'", "lease_token": "'t1'"},
         {"version": "1"},
         {"attempt": "1"},
+        {"takeovers": "1"},
         {"lease_owner": "'w1'", "lease_token": "'t1'", "lease_expires_at_ms": "1"},
         {"started_at_ms": "1"},
         {"result_code": "'forged'"},

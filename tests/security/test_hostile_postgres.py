@@ -261,7 +261,7 @@ async def test_a_live_lease_cannot_be_taken_over(pg: stores.Harness, now: Manual
     before = await _snapshot(pg, claim.dispatch_id)
     state = await _refused(
         stores.runtime_url(await _database(pg)),
-        f"UPDATE {EXECUTIONS} SET version = version + 1, attempt = attempt + 1, "
+        f"UPDATE {EXECUTIONS} SET version = version + 1, takeovers = takeovers + 1, "
         "lease_owner = 'thief', lease_token = 'mine', lease_proof = 'mine' "
         "WHERE dispatch_id = $1",
         claim.dispatch_id,

@@ -80,13 +80,16 @@ def transition_sql(
 REFUSAL_PREFIX = "qinglong:transition_refused: "
 
 
-def expected_refusal(row: records.Execution, to: ExecutionStatus, dialect: str) -> str | None:
+def expected_refusal(
+    row: records.Execution, to: ExecutionStatus, dialect: str, *, now_ms: int
+) -> str | None:
     """The rule of migrations 0006/0008 that must refuse `transition_sql(row, to)`, or None.
 
     Exactly the pairs outside `states.ROW_UPDATES` are refused for the state machine's sake
     (a terminal row for being terminal); an allowed claim is refused only past its budget,
     where the domain exhausts the row instead. On PostgreSQL the runtime login (who writes
-    here) may never cancel: that is an operator's decision.
+    here) may never cancel: that is an operator's decision. pending → pending is the wake of
+    a handler wait, which only a `handler_missing` row due later admits.
     """
     if row.status in states.TERMINAL:
         return "terminal"
@@ -95,6 +98,12 @@ def expected_refusal(row: records.Execution, to: ExecutionStatus, dialect: str) 
     claim = to is ExecutionStatus.LEASED and row.status is not ExecutionStatus.LEASED
     if claim and row.attempt >= row.max_attempts:
         return "attempt"
+    if (row.status, to) == (ExecutionStatus.PENDING, ExecutionStatus.PENDING) and not (
+        row.result_code == "handler_missing"
+        and row.eligible_at_ms is not None
+        and now_ms < row.eligible_at_ms
+    ):
+        return "wake"
     if to is ExecutionStatus.CANCELLED and dialect == "postgres":
         return "operator"
     return None

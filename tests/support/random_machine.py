@@ -64,6 +64,7 @@ class Row:
     status: ExecutionStatus = ExecutionStatus.PENDING
     version: int = 0
     attempt: int = 0
+    takeovers: int = 0
     max_attempts: int = MAX_ATTEMPTS
     eligible_at_ms: int | None = None
     owner: str | None = None
@@ -148,6 +149,10 @@ class Row:
         if self.eligible_at_ms > now_ms:
             live = self.status is ExecutionStatus.LEASED
             return Expected(Outcome.LIVE_LEASE if live else Outcome.NOT_DUE)
+        if self.status is ExecutionStatus.LEASED:  # a takeover refunds the dead claim
+            if self.takeovers >= states.max_takeovers(self.max_attempts):
+                return Expected(Outcome.EXHAUSTED, "takeovers_exhausted")
+            return Expected(Outcome.CLAIMED)
         if self.attempt >= self.max_attempts:
             return Expected(Outcome.EXHAUSTED, "attempts_exhausted")
         return Expected(Outcome.CLAIMED)
@@ -156,8 +161,11 @@ class Row:
         """The row after a claim the store agreed on."""
         if outcome is Outcome.CLAIMED:
             expires = now_ms + LEASE_MS
+            if self.status is ExecutionStatus.LEASED:
+                self.takeovers += 1
+            else:
+                self.attempt += 1
             self._change(ExecutionStatus.LEASED, eligible_at_ms=expires)
-            self.attempt += 1
             self.owner, self.token, self.expires_at_ms = owner, token, expires
             self.started_at_ms = None
         elif outcome is Outcome.EXHAUSTED:

@@ -156,12 +156,13 @@ class MachineBase(RuleBasedStateMachine):
         wall_to: int,
     ) -> None:
         # The database holds what the model predicts.
-        assert (stored.status, stored.version, stored.attempt, stored.eligible_at_ms) == (
-            row.status,
-            row.version,
-            row.attempt,
-            row.eligible_at_ms,
-        )
+        assert (
+            stored.status,
+            stored.version,
+            stored.attempt,
+            stored.takeovers,
+            stored.eligible_at_ms,
+        ) == (row.status, row.version, row.attempt, row.takeovers, row.eligible_at_ms)
         if row.status in (ExecutionStatus.LEASED, ExecutionStatus.EXECUTING):
             assert (stored.lease_owner, stored.lease_token, stored.lease_expires_at_ms) == (
                 row.owner,

@@ -25,7 +25,7 @@ Sets = dict[str, str]
 """Column → SQL expression of one UPDATE."""
 
 EXECUTION_PATHS: dict[ExecutionStatus, tuple[ExecutionStatus, ...]] = {
-    E.PENDING: (),
+    E.PENDING: (E.LEASED, E.PENDING),
     E.LEASED: (E.LEASED,),
     E.RETRY_WAIT: (E.LEASED, E.RETRY_WAIT),
     E.EXECUTING: (E.LEASED, E.EXECUTING),
@@ -34,7 +34,8 @@ EXECUTION_PATHS: dict[ExecutionStatus, tuple[ExecutionStatus, ...]] = {
     E.BLOCKED: (E.LEASED, E.EXECUTING, E.BLOCKED),
     E.CANCELLED: (E.CANCELLED,),
 }
-"""The shortest walk of allowed row changes from a fresh execution into each status."""
+"""The shortest walk of allowed row changes from a fresh execution into each status (`pending`
+by way of a claim given back for want of a handler: a handler wait, which may be woken)."""
 
 STEP_PATHS: dict[steps.StepRunStatus, tuple[steps.StepRunStatus, ...]] = {
     S.READY: (),
@@ -80,8 +81,9 @@ def literal(value: object) -> str:
 def execution_move(before: ExecutionStatus, after: ExecutionStatus, now_ms: int) -> Sets:
     """`before → after` as the store would write it: CHECK-valid, version + 1.
 
-    A claim takes the next attempt and a fresh lease; a yield refunds the attempt;
-    leased → leased is the renew; anything else keeps the fence.
+    A claim takes the next attempt and a fresh lease; a yield refunds the attempt (here the
+    wait of a missing handler, due a lease later); leased → leased is the renew (a takeover is
+    `takeover_move`); pending → pending wakes a handler wait; anything else keeps the fence.
     """
     due = (E.PENDING, E.LEASED, E.RETRY_WAIT)
     sets = {
@@ -101,7 +103,9 @@ def execution_move(before: ExecutionStatus, after: ExecutionStatus, now_ms: int)
             "started_at_ms": "NULL",
         }
     elif (before, after) == (E.LEASED, E.PENDING):
-        sets["attempt"] = "attempt - 1"
+        sets |= {"attempt": "attempt - 1", "result_code": "'handler_missing'"}
+    elif (before, after) == (E.PENDING, E.PENDING):
+        sets["eligible_at_ms"] = str(now_ms)
     elif after in (E.LEASED, E.EXECUTING):
         # Only a row without a lease changes here, by pairs the domain refuses anyway.
         sets |= {
@@ -122,6 +126,22 @@ def execution_move(before: ExecutionStatus, after: ExecutionStatus, now_ms: int)
     # PostgreSQL; `set_list` leaves it out on SQLite, which stores none).
     sets.setdefault("lease_proof", "'p:' || lease_token")
     return sets
+
+
+def takeover_move(now_ms: int, token: str = "t-next") -> Sets:
+    """leased → leased by another claimant once the lease expired: the attempt stays (the dead
+    holder's is refunded), one more takeover, a fresh lease."""
+    return {
+        "status": "'leased'",
+        "version": "version + 1",
+        "takeovers": "takeovers + 1",
+        "lease_owner": "'w-next'",
+        "lease_token": f"'{token}'",
+        "lease_proof": f"'p:{token}'",
+        "lease_expires_at_ms": str(now_ms + LEASE_MS),
+        "eligible_at_ms": str(now_ms + LEASE_MS),
+        "updated_at_ms": str(now_ms),
+    }
 
 
 def set_list(sets: Sets, dialect: str) -> str:

@@ -489,6 +489,7 @@ _HEALTHY = {
     "qinglong_dispatcher_completion_write_failures_total": "0x40",
     "qinglong_dispatcher_lease_renewals_total": "0x40",
     "qinglong_dispatcher_takeovers_total": "0x40",
+    "qinglong_dispatcher_takeovers_exhausted_total": "0x40",
 }
 _SCENARIOS: list[tuple[dict[str, str], str, set[str]]] = [
     ({}, "30m", set()),
@@ -551,6 +552,12 @@ _SCENARIOS: list[tuple[dict[str, str], str, set[str]]] = [
         {"qinglong_dispatcher_takeovers_total": "0x5 1+1x35"},
         "38m",
         {"QinglongDispatcherRepeatedTakeovers"},
+    ),
+    # One poison pill blocked: the takeovers that led there are minutes, the block is news.
+    (
+        {"qinglong_dispatcher_takeovers_exhausted_total": "0x5 1x35"},
+        "7m",
+        {"QinglongDispatcherPoisonSuspected"},
     ),
 ]
 

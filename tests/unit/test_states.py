@@ -36,6 +36,7 @@ def row(**changes: Any) -> records.Execution:
         completed_at_ms=None,
         created_at_ms=0,
         updated_at_ms=0,
+        takeovers=0,
     )
     return dataclasses.replace(base, **changes)
 
@@ -61,8 +62,9 @@ def test_row_updates_are_the_ledger_transitions_plus_the_renews() -> None:
     ledger = {pair for pair in states.ALLOWED_TRANSITIONS if pair[0] is not None}
     assert moves == {(before, after) for before, after in ledger if before is not after}
     assert {before for before, after in states.ROW_UPDATES if before is after} == {
-        ExecutionStatus.LEASED,
+        ExecutionStatus.LEASED,  # a renew, or a takeover (which the ledger records)
         ExecutionStatus.EXECUTING,
+        ExecutionStatus.PENDING,  # a handler wait made due now
     }
     assert not any(before in states.TERMINAL for before, _ in states.ROW_UPDATES)
     # Every status is reachable from a fresh row: the insert makes it pending.
@@ -108,9 +110,24 @@ def test_claim_steps() -> None:
     assert fencing.claim_step(live, now_ms=NOW, owner="w1", token="t1")[1] is Outcome.REPLAYED
     expired = fencing.claim_step(live, now_ms=NOW + 10, owner="w2", token=None)
     assert expired[:2] == (fencing.ClaimStep.LEASE, Outcome.CLAIMED)
-    spent = row(attempt=3)
-    assert fencing.claim_step(spent, now_ms=NOW + 10, owner="w2", token=None)[1] is (
-        Outcome.EXHAUSTED
+    # The attempt budget stops a waiting row; an expired lease is a takeover, which refunds
+    # the dead holder's attempt, so only the takeover bound stops it.
+    waiting = row(status=ExecutionStatus.RETRY_WAIT, attempt=3, lease_expires_at_ms=None)
+    assert fencing.claim_step(waiting, now_ms=NOW + 10, owner="w2", token=None) == (
+        fencing.ClaimStep.EXHAUST,
+        Outcome.EXHAUSTED,
+        "attempts_exhausted",
+    )
+    last = row(attempt=3, takeovers=states.max_takeovers(3) - 1)
+    assert fencing.claim_step(last, now_ms=NOW + 10, owner="w2", token=None)[:2] == (
+        fencing.ClaimStep.LEASE,
+        Outcome.CLAIMED,
+    )
+    poison = row(attempt=1, takeovers=states.max_takeovers(3))
+    assert fencing.claim_step(poison, now_ms=NOW + 10, owner="w2", token=None) == (
+        fencing.ClaimStep.EXHAUST,
+        Outcome.EXHAUSTED,
+        "takeovers_exhausted",
     )
     started = row(status=ExecutionStatus.EXECUTING, eligible_at_ms=None, started_at_ms=1)
     assert fencing.claim_step(started, now_ms=NOW + 99, owner="w2", token=None)[2] == "started"
@@ -126,3 +143,14 @@ def test_complete_accepts_a_grown_version_only_for_the_same_identity() -> None:
     assert fencing.complete_refusal(executing, ahead) == "version_regressed"
     other = dataclasses.replace(identity, token="t2")
     assert fencing.complete_refusal(executing, other) == "identity_mismatch"
+
+
+def test_a_lease_taken_over_before_is_claimed_in_a_page_of_its_own() -> None:
+    waiting = row(status=ExecutionStatus.PENDING, lease_owner=None, lease_token=None)
+    first_crash = row()
+    suspect = row(takeovers=1)
+    assert fencing.isolated_prefix([]) == 0
+    assert fencing.isolated_prefix([waiting, waiting]) == 2
+    assert fencing.isolated_prefix([first_crash, waiting, first_crash]) == 3
+    assert fencing.isolated_prefix([suspect, waiting, suspect]) == 1
+    assert fencing.isolated_prefix([waiting, waiting, suspect, waiting]) == 2

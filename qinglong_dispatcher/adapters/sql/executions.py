@@ -50,8 +50,11 @@ async def claim_due(
     """
     found = await q.all("claim_due_rows", _due_params(now_ms=now_ms, limit=limit, after=None))
     page = [(records.Execution.from_row(r), records.Dispatch.from_joined_row(r)) for r in found]
+    # A lease taken over before goes in a page of its own; `observed` still counts the whole
+    # observation, so a full one sends the dispatcher on to the next page.
+    page = page[: fencing.isolated_prefix([execution for execution, _ in page])]
     claims = await _claim_page(q, page, now_ms=now_ms, owner=owner, lease_ms=lease_ms, token=None)
-    return records.ClaimBatch(claims=claims, observed=len(page))
+    return records.ClaimBatch(claims=claims, observed=len(found))
 
 
 async def claim(

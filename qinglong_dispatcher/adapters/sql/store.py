@@ -21,6 +21,7 @@ from qinglong_dispatcher.adapters.sql import (
     completions,
     dispatch_views,
     executions,
+    handler_waits,
     page,
     plan_envelopes,
     plan_store,
@@ -98,6 +99,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
     list_due = operation(executions.list_due, write=False)
     backlog = operation(executions.backlog, write=False)
     execution_events = operation(executions.events, write=False)
+    wake_handler_waits = operation(handler_waits.wake_handler_waits)
 
     async def counts(self, *, now_ms: int) -> records.StatusCounts:
         """See `ports.ExecutionStore.counts` (with the actions' rows, from one snapshot)."""

@@ -4,7 +4,7 @@
 e.dispatch_id, e.project_id, e.status, e.version, e.attempt, e.max_attempts,
 e.eligible_at_ms, e.retry_at_ms, e.lease_owner, e.lease_token, e.lease_expires_at_ms,
 e.started_at_ms, e.result_mutation_id, e.result_code, e.completed_at_ms,
-e.created_at_ms, e.updated_at_ms
+e.created_at_ms, e.updated_at_ms, e.takeovers
 
 -- select_due --
 SELECT {execution_columns},
@@ -43,7 +43,9 @@ FOR UPDATE OF e
 -- (the trigger would refuse it: QLF02). The trigger keeps the proof's digest and writes the
 -- ledger line; RETURNING names the rows that took, so a lease is reported, never assumed.
 UPDATE qinglong.approved_action_dispatch_executions AS e
-SET status = 'leased', version = e.version + 1, attempt = e.attempt + 1,
+SET status = 'leased', version = e.version + 1,
+    attempt = e.attempt + (CASE WHEN e.status = 'leased' THEN 0 ELSE 1 END),
+    takeovers = e.takeovers + (CASE WHEN e.status = 'leased' THEN 1 ELSE 0 END),
     lease_owner = :owner::text, lease_token = k.token, lease_proof = k.proof,
     lease_expires_at_ms = :expires_at_ms::bigint, eligible_at_ms = :expires_at_ms::bigint,
     retry_at_ms = NULL, started_at_ms = NULL, updated_at_ms = :now_ms::bigint
@@ -51,7 +53,8 @@ FROM jsonb_to_recordset(:page::jsonb) AS k (dispatch_id text, version bigint, to
                                             proof text)
 WHERE e.dispatch_id = k.dispatch_id AND e.version = k.version
   AND e.status IN ('pending', 'leased', 'retry_wait') AND e.eligible_at_ms <= :now_ms::bigint
-  AND e.attempt < e.max_attempts
+  AND CASE WHEN e.status = 'leased' THEN e.takeovers < 4 * e.max_attempts
+           ELSE e.attempt < e.max_attempts END
   AND (e.status <> 'leased' OR e.lease_expires_at_ms <= qinglong.db_now_ms())
 RETURNING e.dispatch_id, e.version, e.attempt
 
@@ -63,7 +66,8 @@ SET status = 'blocked', version = version + 1, lease_proof = :proof, eligible_at
     updated_at_ms = :now_ms::bigint
 WHERE dispatch_id = :dispatch_id AND version = :version
   AND status IN ('pending', 'leased', 'retry_wait') AND eligible_at_ms <= :now_ms::bigint
-  AND attempt >= max_attempts
+  AND CASE WHEN status = 'leased' THEN takeovers >= 4 * max_attempts
+           ELSE attempt >= max_attempts END
   AND (status <> 'leased' OR lease_expires_at_ms <= qinglong.db_now_ms())
 RETURNING version, attempt
 
@@ -146,3 +150,15 @@ SELECT dispatch_id, approval_request_id, project_id, action_type, action_ref, ac
        approved_by, created_at_ms
 FROM qinglong.approved_action_dispatches
 WHERE dispatch_id = :dispatch_id
+
+-- wake_handler_waits --
+-- A daemon's start: the handler waits of the action types it has become due now. Only the due
+-- time moves back (the trigger admits nothing else); no ledger line, as for a renew.
+UPDATE qinglong.approved_action_dispatch_executions AS e
+SET eligible_at_ms = :now_ms::bigint, version = e.version + 1, updated_at_ms = :now_ms::bigint
+FROM qinglong.approved_action_dispatches AS d
+WHERE d.dispatch_id = e.dispatch_id
+  AND e.status = 'pending' AND e.result_code = 'handler_missing'
+  AND e.eligible_at_ms > :now_ms::bigint
+  AND d.action_type IN (SELECT pg_catalog.jsonb_array_elements_text(:action_types::jsonb))
+RETURNING e.dispatch_id

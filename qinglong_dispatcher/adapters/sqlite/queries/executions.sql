@@ -4,7 +4,7 @@
 e.dispatch_id, e.project_id, e.status, e.version, e.attempt, e.max_attempts,
 e.eligible_at_ms, e.retry_at_ms, e.lease_owner, e.lease_token, e.lease_expires_at_ms,
 e.started_at_ms, e.result_mutation_id, e.result_code, e.completed_at_ms,
-e.created_at_ms, e.updated_at_ms
+e.created_at_ms, e.updated_at_ms, e.takeovers
 
 -- select_due --
 SELECT {execution_columns},
@@ -41,14 +41,17 @@ WHERE e.dispatch_id = :dispatch_id
 -- The trigger writes each ledger line; RETURNING names the rows that took, so a lease is
 -- reported, never assumed.
 UPDATE approved_action_dispatch_executions AS e
-SET status = 'leased', version = e.version + 1, attempt = e.attempt + 1,
+SET status = 'leased', version = e.version + 1,
+    attempt = e.attempt + (CASE WHEN e.status = 'leased' THEN 0 ELSE 1 END),
+    takeovers = e.takeovers + (CASE WHEN e.status = 'leased' THEN 1 ELSE 0 END),
     lease_owner = :owner, lease_token = k.value ->> 'token', lease_expires_at_ms = :expires_at_ms,
     eligible_at_ms = :expires_at_ms, retry_at_ms = NULL, started_at_ms = NULL,
     updated_at_ms = :now_ms
 FROM json_each(:page) AS k
 WHERE e.dispatch_id = k.value ->> 'dispatch_id' AND e.version = k.value ->> 'version'
   AND +e.status IN ('pending', 'leased', 'retry_wait') AND +e.eligible_at_ms <= :now_ms
-  AND e.attempt < e.max_attempts
+  AND CASE WHEN e.status = 'leased' THEN e.takeovers < 4 * e.max_attempts
+           ELSE e.attempt < e.max_attempts END
 RETURNING dispatch_id, version, attempt
 
 -- exhaust_row --
@@ -57,7 +60,8 @@ SET status = 'blocked', version = version + 1, eligible_at_ms = NULL, retry_at_m
     result_code = :result_code, completed_at_ms = :now_ms, updated_at_ms = :now_ms
 WHERE dispatch_id = :dispatch_id AND version = :version
   AND status IN ('pending', 'leased', 'retry_wait') AND eligible_at_ms <= :now_ms
-  AND attempt >= max_attempts
+  AND CASE WHEN status = 'leased' THEN takeovers >= 4 * max_attempts
+           ELSE attempt >= max_attempts END
 RETURNING version, attempt
 
 -- renew_lease --
@@ -135,3 +139,14 @@ SELECT dispatch_id, approval_request_id, project_id, action_type, action_ref, ac
        approved_by, created_at_ms
 FROM approved_action_dispatches
 WHERE dispatch_id = :dispatch_id
+
+-- wake_handler_waits --
+-- A daemon's start: the handler waits of the action types it has become due now. Only the due
+-- time moves back (the trigger admits nothing else); no ledger line, as for a renew.
+UPDATE approved_action_dispatch_executions
+SET eligible_at_ms = :now_ms, version = version + 1, updated_at_ms = :now_ms
+WHERE status = 'pending' AND result_code = 'handler_missing' AND eligible_at_ms > :now_ms
+  AND dispatch_id IN (
+      SELECT d.dispatch_id FROM approved_action_dispatches AS d
+      WHERE d.action_type IN (SELECT value FROM json_each(:action_types)))
+RETURNING dispatch_id

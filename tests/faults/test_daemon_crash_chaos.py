@@ -1,0 +1,114 @@
+"""Real edge daemons killed on a rhythm: their crashes spend no dispatch's budget, and a
+dispatch that kills every daemon taking it (a poison pill) stops on its own code and alert.
+
+Each daemon is the real console script over one SQLite file, with the test actions of
+`tests.support.crash_actions` installed through an entry point; SIGKILL ends it at a random
+instant, a new one starts at once, and a short lease lets the next daemon take over what the
+dead one held before its barriers.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.support import crash_actions
+from tests.support import daemon as daemons
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+async def test_daemons_killed_every_second_or_two_drop_no_approved_dispatch(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "qinglong.db"
+    site = crash_actions.install(tmp_path / "site")
+    ids = await crash_actions.submit_to_file(path, [crash_actions.SLOW_TYPE] * 40, max_attempts=3)
+    rng = random.Random(7)
+    kills = 0
+    deadline = time.monotonic() + 60
+    # Chaos: a daemon lives 1-2.5 s (its start included), then SIGKILL; never a clean stop.
+    while not crash_actions.settled(path) and time.monotonic() < deadline:
+        env = crash_actions.daemon_env(path, site, daemons.free_port())
+        with daemons.running(tmp_path, env, name=f"chaos-{kills}") as victim:
+            await anyio.sleep(rng.uniform(1.0, 2.5))
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(timeout=10)
+        kills += 1
+    # Then one that lives, to finish what the chaos left (and settle a kill after a barrier).
+    port = daemons.free_port()
+    with daemons.running(
+        tmp_path, crash_actions.daemon_env(path, site, port), name="survivor"
+    ) as survivor:
+        daemons.wait_until(lambda: daemons.ready(port), timeout=30)
+        daemons.wait_until(lambda: crash_actions.settled(path), timeout=60, interval=0.2)
+        survivor.send_signal(signal.SIGTERM)
+        assert survivor.wait(timeout=30) == 0
+    rows = crash_actions.rows(path)
+    assert set(rows) == set(ids)
+    # The chaos did take leases over, each one refunded: no dispatch is blocked, every one
+    # ran once and succeeded within its budget.
+    assert kills >= 10
+    assert sum(r["takeovers"] for r in rows.values()) > 0, "no claim was ever taken over"
+    assert {r["status"] for r in rows.values()} == {"succeeded"}, [
+        r for r in rows.values() if r["status"] != "succeeded"
+    ]
+    assert {r["starts"] for r in rows.values()} == {1}
+    assert max(r["attempt"] for r in rows.values()) <= 3
+
+
+async def test_a_poison_pill_stops_on_its_own_code_and_its_page_mates_run(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "qinglong.db"
+    site = crash_actions.install(tmp_path / "site")
+    # max_attempts 1: before, one takeover spent a whole budget. The page mates come after
+    # the poison in its page and die with it twice (its first claim, and the takeover of that
+    # page whole); a lease taken over before is then claimed alone, so never again.
+    poison, *mates = await crash_actions.submit_to_file(
+        path, [crash_actions.POISON_TYPE] + [crash_actions.SLOW_TYPE] * 3, max_attempts=1
+    )
+    deaths = 0
+    deadline = time.monotonic() + 90
+    while True:
+        port = daemons.free_port()
+        with daemons.running(
+            tmp_path, crash_actions.daemon_env(path, site, port), name=f"taker-{deaths}"
+        ) as taker:
+            while taker.poll() is None and crash_actions.rows(path)[poison]["status"] != "blocked":
+                assert time.monotonic() < deadline, crash_actions.rows(path)
+                await anyio.sleep(0.1)
+            if taker.poll() is not None:
+                assert taker.wait(timeout=1) == -signal.SIGKILL
+                deaths += 1
+                continue
+            # The survivor blocked the poison pill: it says so in its log and its metrics.
+            daemons.wait_until(lambda: crash_actions.settled(path), timeout=30, interval=0.2)
+            metrics = daemons.metric_values(daemons.get(port, "/metrics")[1])
+            taker.send_signal(signal.SIGTERM)
+            assert taker.wait(timeout=30) == 0
+            events = daemons.log_events(taker.stderr)
+            break
+    rows = crash_actions.rows(path)
+    assert (rows[poison]["status"], rows[poison]["result_code"]) == (
+        "blocked",
+        "takeovers_exhausted",
+    )
+    bound = 4  # TAKEOVERS_PER_ATTEMPT × max_attempts 1
+    assert (rows[poison]["attempt"], rows[poison]["takeovers"], rows[poison]["starts"]) == (
+        1,
+        bound,
+        0,
+    )
+    assert deaths == bound + 1  # its first claim and every takeover died
+    assert [(rows[m]["status"], rows[m]["starts"], rows[m]["takeovers"]) for m in mates] == [
+        ("succeeded", 1, 2)
+    ] * 3
+    assert metrics["qinglong_dispatcher_takeovers_exhausted_total"] == 1.0
+    (suspected,) = [e for e in events if e.get("event") == "dispatch.poison_suspected"]
+    assert (suspected["level"], suspected["dispatch_id"]) == ("error", poison)
