@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+import time
 
 import asyncpg
 import pytest
@@ -198,15 +199,22 @@ async def test_the_takeover_count_moves_only_with_a_takeover(
 
 
 async def test_a_live_lease_is_never_taken_over(harness: Harness, clock: ManualClock) -> None:
-    if harness.dialect == "postgres":
-        pytest.skip("PostgreSQL refuses it as QLF02 (tests/security/test_hostile_postgres.py)")
     leased = await sm.execution_in(harness, clock, E.LEASED)
-    live = {"lease_expires_at_ms": "4102444800000"}  # 2100: live on the database clock
+    # An hour past the wall clock: live on the database clock, within its one-day bound.
+    live = {"lease_expires_at_ms": str(int(time.time() * 1000) + 3_600_000)}
     renew = {"version": "version + 1"} | live
     assert await sm.update_execution(harness, leased, renew) is None
-    assert await sm.update_execution(harness, leased, sm.takeover_move(clock.now_ms())) == (
-        "takeover"
-    )
+    takeover = sm.takeover_move(clock.now_ms())
+    if harness.dialect == "sqlite":
+        assert await sm.update_execution(harness, leased, takeover) == "takeover"
+        return
+    # PostgreSQL's fence answers before the state machine: a live lease is its holder's alone.
+    row = f"SELECT * FROM {faults.table(harness, sm.EXECUTIONS)} WHERE dispatch_id = '{leased}'"
+    before = await harness.raw(row)
+    with pytest.raises(asyncpg.PostgresError) as refused:
+        await sm.update_execution(harness, leased, takeover)
+    assert refused.value.sqlstate == "QLF02"
+    assert await harness.raw(row) == before
 
 
 async def test_only_a_handler_wait_is_woken_and_only_its_due_time_moves(
