@@ -118,7 +118,7 @@ async def create(
     # The holder's proof goes with the Run and the receipt: PostgreSQL writes neither for a
     # dispatch started under another lease (migration accountable_changes; SQLite ignores it).
     proof = ids.lease_proof(identity.token)
-    await q.run("insert_run", {**runs.run_row(run), "lease_proof": proof})
+    await q.run("insert_run", {**runs.run_row(run), "proof": proof})
     await q.run(
         "insert_run_attempt",
         {"run_id": run.run_id, "status": run.status.value, "created_at_ms": run.created_at_ms},
@@ -140,7 +140,7 @@ async def create(
         run_id=run.run_id,
         created_at_ms=request.now_ms,
     )
-    await q.run("insert_receipt", {**runs.receipt_row(receipt), "lease_proof": proof})
+    await q.run("insert_receipt", {**runs.receipt_row(receipt), "proof": proof})
     # The row was read locked and fenced above; the completing UPDATE repeats every condition.
     done = await shared.complete_checked(
         q,

@@ -36,7 +36,7 @@ INSERT INTO qinglong.runs (
     :run_id, :project_id, :task_id, :task_revision, :executor_type, :priority, :task_name,
     :task_snapshot_ref, :input_ref, :status, :trigger_type, :execution_origin, :execution_owner,
     :request_id, :idempotency_key, :accepted_at_ms, :version, :event_seq, :created_at_ms::bigint,
-    :created_at_ms::bigint, :lease_proof::text
+    :created_at_ms::bigint, :proof::text
 )
 
 -- insert_run_attempt --
@@ -57,7 +57,7 @@ INSERT INTO qinglong.approved_run_action_receipts (
     :dispatch_id, :schema_version, :approval_request_id, :project_id, :action_type,
     :action_digest, :execution_attempt, :execution_version, :started_at_ms, :idempotency_key,
     :outcome, :result_code, :resource_type, :resource_id, :created_at_ms, :evidence_digest,
-    :lease_proof::text
+    :proof::text
 )
 
 -- create_run_fast --
