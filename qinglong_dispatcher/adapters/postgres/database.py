@@ -59,10 +59,9 @@ TRANSITION_REFUSED = "QLT01"
 """SQLSTATE of the state-machine triggers (migration 0006)."""
 
 INTEGRITY_REFUSED = frozenset({"QLF01", "QLF02", "QLF03", "QLR01", "QLI01", "QLI02"})
-"""SQLSTATEs of the fence, resolution and record guards (migration 0011): not the lease's
-holder, a live lease, a lease beyond the bound, a resolution off its fence, a record for
-another principal, row or identity; and an operator's change without its audit row first
-(QLI02, migration accountable_changes). The store's own statements never provoke them."""
+"""SQLSTATEs of the fence, resolution and record guards (migration 0011 and later): not the
+holder, a live lease, a lease beyond the bound, a resolution off its fence, a record for another
+principal, row or identity, a change before its audit row. The store's statements never do."""
 
 SUBMIT_DECLINED = "QLS01"
 """SQLSTATE of migration 0018's `submit_one` when one of its updates matched nothing: it rolled
