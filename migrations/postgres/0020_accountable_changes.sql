@@ -65,6 +65,10 @@ BEGIN
         RETURN NEW;
     END IF;
     IF NEW.status = 'cancelled' THEN
+        IF OLD.status NOT IN ('pending', 'retry_wait') OR acting IS NULL
+                OR NOT pg_catalog.pg_has_role(acting, 'qinglong_operator', 'MEMBER') THEN
+            RETURN NEW;  -- the state machine refuses it (QLT01: transition, or operator)
+        END IF;
         wanted := 'dispatch.cancelled';
         detail := OLD.status;
     ELSIF OLD.status = 'executing' THEN
@@ -94,7 +98,7 @@ BEGIN
               AND a.committed_at_ms = (pg_catalog.date_part('epoch',
                   pg_catalog.transaction_timestamp()) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8
             ) THEN
-        RAISE EXCEPTION 'qinglong:unaudited: the audit record comes first (% → %)',
+        RAISE EXCEPTION 'qinglong:transition_refused: unaudited (% → %)',
             OLD.status, NEW.status USING ERRCODE = 'QLI02';
     END IF;
     RETURN NEW;

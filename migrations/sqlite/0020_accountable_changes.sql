@@ -36,13 +36,14 @@ END;
 
 CREATE TRIGGER approved_action_dispatch_executions_cancel_audited
 BEFORE UPDATE ON approved_action_dispatch_executions
-WHEN NEW.status = 'cancelled' AND OLD.status IS NOT 'cancelled' AND NOT EXISTS (
+WHEN NEW.status = 'cancelled' AND (OLD.status = 'pending' OR OLD.status = 'retry_wait')
+    AND NOT EXISTS (
     SELECT 1 FROM security_audit_events AS a
     WHERE a.subject_id = OLD.dispatch_id AND a.kind = 'dispatch.cancelled'
       AND a.detail_code = substr(OLD.status || ':' || coalesce(NEW.result_code, ''), 1, 128)
 )
 BEGIN
-    SELECT RAISE(ABORT, 'qinglong:unaudited: the audit record comes first');
+    SELECT RAISE(ABORT, 'qinglong:transition_refused: unaudited');
 END;
 
 CREATE TRIGGER approved_action_dispatch_executions_manual_audited
@@ -57,7 +58,7 @@ WHEN OLD.status = 'executing'
         WHERE a.subject_id = OLD.dispatch_id AND a.kind = 'recovery.manual_resolution'
           AND a.detail_code = substr(NEW.status || ':' || coalesce(NEW.result_code, ''), 1, 128))
 BEGIN
-    SELECT RAISE(ABORT, 'qinglong:unaudited: the audit record comes first');
+    SELECT RAISE(ABORT, 'qinglong:transition_refused: unaudited');
 END;
 
 CREATE TRIGGER runs_held_guard BEFORE INSERT ON runs

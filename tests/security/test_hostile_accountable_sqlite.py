@@ -104,12 +104,12 @@ async def test_a_cancel_needs_its_audit_row_first(edge: stores.Harness, clock: M
         f"completed_at_ms = 1, updated_at_ms = 1 WHERE dispatch_id = '{consumed.dispatch_id}'"
     )
     before = await _snapshot(edge)
-    assert await _refused(edge, cancel) == "qinglong:unaudited: the audit record comes first"
+    assert await _refused(edge, cancel) == "qinglong:transition_refused: unaudited"
     assert await _snapshot(edge) == before
     # An audit row for another change does not stand in for this one.
     await edge.raw(_audit(consumed.dispatch_id, "dispatch.cancelled", "pending:other_code"))
     before = await _snapshot(edge)
-    assert await _refused(edge, cancel) == "qinglong:unaudited: the audit record comes first"
+    assert await _refused(edge, cancel) == "qinglong:transition_refused: unaudited"
     assert await _snapshot(edge) == before
     await edge.raw(_audit(consumed.dispatch_id, "dispatch.cancelled", "pending:operator_said"))
     await edge.raw(cancel)
@@ -134,7 +134,7 @@ async def test_a_manual_settlement_needs_its_audit_row_first(
         f"updated_at_ms = 1 WHERE dispatch_id = '{dispatch.dispatch_id}'"
     )
     before = await _snapshot(edge)
-    assert await _refused(edge, settle) == "qinglong:unaudited: the audit record comes first"
+    assert await _refused(edge, settle) == "qinglong:transition_refused: unaudited"
     assert await _snapshot(edge) == before
     await edge.raw(_audit(dispatch.dispatch_id, "recovery.manual_resolution", "failed:checked"))
     await edge.raw(settle)
