@@ -7,9 +7,9 @@
 --    - a waiting row (pending, retry_wait), or an expired lease without its holder's proof,
 --      is blocked only when its budget is spent, with the product's code
 --      `attempts_exhausted`, and only by the runtime (QLT01);
---    - a cancel needs the `dispatch.cancelled` audit row of the acting principal for this
---      dispatch and this change (`<status before>:<result code>`), written earlier in the
---      same transaction (QLI02);
+--    - an operator's cancel needs the `dispatch.cancelled` audit row of the acting principal
+--      for this dispatch and this change (`<status before>:<result code>`), written earlier
+--      in the same transaction (QLI02); anyone else's the state machine refuses (QLT01);
 --    - a started row settled without its holder's proof by a manual resolution, or by
 --      anyone but the runtime, needs the `recovery.manual_resolution` audit row of the acting
 --      principal for this dispatch and this change (`<status>:<result code>`), likewise
@@ -19,8 +19,8 @@
 --    receipt's dispatch is started (or completed by the same statement) under a lease whose
 --    proof digest the proof matches; the dispatcher's Run of a dispatch (trigger type
 --    `approved_action`, its idempotency key the dispatch id) likewise, or under that
---    dispatch's lease before its start. The proof is
---    never stored: the trigger clears it, a check constraint holds it.
+--    dispatch's lease before its start. The proof is never stored: the trigger clears it, a
+--    check constraint holds it.
 
 -- -- 1 and 2. the execution row --------------------------------------------------------------
 
