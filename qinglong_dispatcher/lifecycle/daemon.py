@@ -19,7 +19,7 @@ import anyio
 import structlog
 
 from qinglong_dispatcher import dispatcher, ports
-from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.domain import errors, records
 from qinglong_dispatcher.lifecycle import (
     cadence,
     http,
@@ -34,6 +34,9 @@ from qinglong_dispatcher.recovery import reconciler
 from qinglong_dispatcher.settings import Settings
 
 log = structlog.get_logger("qinglong_dispatcher.daemon")
+
+_MOVED = (records.Outcome.CLAIMED, records.Outcome.REPLAYED, records.Outcome.EXHAUSTED)
+"""Claim outcomes that changed a row: a woken tick that had one found work."""
 
 
 class Service(Protocol):
@@ -82,7 +85,7 @@ class Daemon:
         self._stop = anyio.Event()
         self._dispatch_done = anyio.Event()
         self._waker = wakeup.Waker()
-        self._found_work = False  # the last tick observed something due (the wake budget)
+        self._found_work = False  # the last tick moved a row (the wake budget)
         self._ready = False
         self._status = ""
         self._unsafe = ""
@@ -162,6 +165,8 @@ class Daemon:
             schedule = cadence.Cadence(self._p.settings.cadence_seconds)
             waker = self._waker if self._p.wakeup is not None else None
             while await schedule.wait(self._stop, waker):
+                if self._p.wakeup is not None:
+                    await self._p.wakeup.resume()  # hearing again before the tick looks
                 ok = await self.tick()
                 if self._found_work:
                     schedule.found_work()
@@ -197,7 +202,11 @@ class Daemon:
             for _ in range(p.settings.max_pages_per_tick):
                 batch_start = time.monotonic()
                 report = await p.dispatcher.dispatch_batch()
-                self._found_work = self._found_work or report.observed > 0
+                # Work is a row that moved: a due row nobody may claim yet (a live lease the
+                # database's clock still sees) must not refund every woken tick.
+                self._found_work = self._found_work or any(
+                    report.claims[outcome] for outcome in _MOVED
+                )
                 p.metrics.observe_batch(
                     time.monotonic() - batch_start,
                     claims=dict(report.claims),

@@ -23,3 +23,7 @@ class WakeupListener(Protocol):
 
     async def run(self, events: WakeupEvents) -> None:
         """Listen, reconnecting with backoff after a loss, until the caller cancels."""
+
+    async def resume(self) -> None:
+        """Called before each tick looks for due work: a listener that stopped hearing while
+        a wake-up was pending hears again from here on (bounded; never raises)."""

@@ -22,7 +22,7 @@ from tests.support import faults, page_crash
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS, make_dispatcher
-from tests.support.recovery import insert_row, plant_run_and_receipt
+from tests.support.recovery import holders, insert_row, plant_run_and_receipt
 from tests.support.stores import Harness
 
 COMMITTED = ports.PageOutcome.COMMITTED
@@ -246,11 +246,12 @@ async def test_a_page_commits_whole_with_the_per_item_paths_ledger(
 # -- b. mixed fences -------------------------------------------------------------------------
 
 
-async def plant_run_only(harness: Harness, run: runs.Run) -> None:
-    """A Run holding the dispatch id as its idempotency key, without a receipt."""
+async def plant_run_only(harness: Harness, run: runs.Run, token: str) -> None:
+    """A Run holding the dispatch id as its idempotency key, without a receipt, written by the
+    holder of the lease `token`."""
     row = runs.run_row(dataclasses.replace(run, run_id="r-run-only"))
     row["updated_at_ms"] = run.created_at_ms
-    await insert_row(harness, "runs", row)
+    await insert_row(harness, "runs", holders(harness, row, token))
 
 
 async def test_items_whose_fence_fails_or_whose_effect_exists_are_not_taken_and_unwritten(
@@ -305,7 +306,9 @@ async def test_items_whose_fence_fails_or_whose_effect_exists_are_not_taken_and_
                 lease_expires_at_ms=receipt_lease.expires_at_ms,
             ),
         )
-    await plant_run_only(harness, by_id[run_only_id].run)
+    run_only_lease = claims[run_only_id].lease
+    assert run_only_lease is not None
+    await plant_run_only(harness, by_id[run_only_id].run, run_only_lease.token)
 
     refused = [taken_over_id, stale_id, receipt_id, run_only_id]
     before = {i: await store.get_execution(i) for i in refused}

@@ -97,6 +97,13 @@ async def test_a_resolution_holding_the_row_makes_the_run_create_effect_a_clean_
             identity.token,
             identity.started_at_ms,
         )
+        await admin.execute(  # a manual settlement's audit row comes first
+            "INSERT INTO qinglong.security_audit_events (kind, actor, principal, project_id, "
+            "subject_id, detail_code, committed_at_ms) VALUES ('recovery.manual_resolution', "
+            "'oncall', session_user, $2, $1, 'failed:checked_downstream', 0)",
+            dispatch.dispatch_id,
+            dispatch.project_id,
+        )
         await admin.execute(
             "UPDATE qinglong.approved_action_dispatch_executions "
             "SET status = 'failed', version = version + 1, result_code = 'checked_downstream', "

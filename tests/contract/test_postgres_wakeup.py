@@ -199,6 +199,34 @@ async def test_the_listener_wakes_and_listens_again_after_its_backend_is_termina
             await anyio.sleep(0.05)
 
 
+async def test_a_notification_stops_the_hearing_until_resume_and_resume_hears_again(
+    database: str,
+) -> None:
+    recorded = Recorded()
+    listener = postgres_wakeup.PostgresWakeup(stores.runtime_url(database))
+    # A login that holds no role at all may NOTIFY: that is why the listener must not pay
+    # for every notification.
+    nobody = await asyncpg.connect(stores.pg_url(database), timeout=5)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listener.run, recorded)
+            await recorded.until(lambda e: e == ["listening", "wake"])
+            await nobody.execute(f"NOTIFY {DUE}")
+            await recorded.until(lambda e: e.count("wake") == 2)
+            for _ in range(300):  # one transaction each, while the wake-up is pending
+                await nobody.execute(f"NOTIFY {DUE}")
+            flood = recorded.events.count("wake") - 2
+            await listener.resume()  # what the daemon does before its tick looks
+            heard = recorded.events.count("wake")
+            await nobody.execute(f"NOTIFY {DUE}")
+            await recorded.until(lambda e: e.count("wake") > heard)
+            tg.cancel_scope.cancel()
+    finally:
+        await nobody.close()
+    assert flood < 30, f"{flood} of 300 notifications heard while a wake-up was pending"
+    assert not [e for e in recorded.events if e.startswith("lost:")]
+
+
 def _metric(the_metrics: metrics.Metrics, name: str) -> float:
     for family in parser.text_string_to_metric_families(the_metrics.render().decode()):
         for sample in family.samples:

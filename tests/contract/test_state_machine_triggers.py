@@ -29,6 +29,10 @@ S = steps.StepRunStatus
 # -- executions ----------------------------------------------------------------------------
 
 
+EXHAUSTS = {(E.PENDING, E.BLOCKED), (E.RETRY_WAIT, E.BLOCKED)}
+"""A waiting row blocked: only by exhausting a spent budget (`attempts_exhausted`)."""
+
+
 async def test_the_trigger_allows_exactly_the_domain_execution_row_updates(
     harness: Harness, clock: ManualClock
 ) -> None:
@@ -42,10 +46,14 @@ async def test_the_trigger_allows_exactly_the_domain_execution_row_updates(
             allowed.add((before, after))
         elif before in states.TERMINAL:
             assert rule == "terminal", (before, after)
+        elif (before, after) in EXHAUSTS:
+            # Allowed only once the budget is spent, which these fresh rows' is not
+            # (test_a_claim_never_goes_beyond_the_attempt_budget spends it).
+            assert rule == "blocked", (before, after, rule)
         else:
             # The pair itself is refused, not some incidental column of the attempt.
             assert rule == "transition", (before, after, rule)
-    assert allowed == set(states.ROW_UPDATES)
+    assert allowed == set(states.ROW_UPDATES) - EXHAUSTS
 
 
 async def test_a_terminal_execution_refuses_every_change(
@@ -70,7 +78,7 @@ async def test_a_terminal_execution_refuses_every_change(
 
 async def test_identity_columns_never_change(harness: Harness, clock: ManualClock) -> None:
     dispatch_id = await sm.execution_in(harness, clock, E.LEASED)
-    renew = {"version": "version + 1", "lease_expires_at_ms": str(clock.now_ms() + LEASE_MS)}
+    renew = sm.renew(clock.now_ms() + LEASE_MS)
     for column, value in (
         ("dispatch_id", "'d-other'"),
         ("project_id", "'proj-other'"),
@@ -85,7 +93,7 @@ async def test_identity_columns_never_change(harness: Harness, clock: ManualCloc
 
 async def test_the_version_must_grow(harness: Harness, clock: ManualClock) -> None:
     leased, executing = await sm.executions_in(harness, clock, [E.LEASED, E.EXECUTING])
-    renew = {"version": "version + 1", "lease_expires_at_ms": str(clock.now_ms() + LEASE_MS)}
+    renew = sm.renew(clock.now_ms() + LEASE_MS)
     for dispatch_id in (leased, executing):
         for version in ("version", "version - 1", "NULL"):
             stale = renew | {"version": version}
@@ -113,7 +121,7 @@ async def test_attempt_grows_by_one_on_a_claim_shrinks_by_one_on_yield_and_else_
     # owner, token.
     assert await sm.update_execution(harness, taken_over, claim) == "takeover"
     assert await sm.update_execution(harness, taken_over, sm.takeover_move(now)) is None
-    renew = {"version": "version + 1", "lease_expires_at_ms": str(now + LEASE_MS)}
+    renew = sm.renew(now + LEASE_MS)
     # A new token is a takeover's, which counts one (refused without); a new owner a fence's.
     for column, value, rule in (
         ("lease_token", "'t-forged'", "takeover"),
@@ -138,6 +146,8 @@ async def test_a_claim_never_goes_beyond_the_attempt_budget(
     claim = sm.execution_move(E.RETRY_WAIT, E.LEASED, now)
     assert await sm.update_execution(harness, spent, claim) == "attempt"
     exhaust = sm.execution_move(E.RETRY_WAIT, E.BLOCKED, now)
+    imitated = exhaust | {"result_code": "'operator_blocked'"}
+    assert await sm.update_execution(harness, spent, imitated) == "blocked"
     assert await sm.update_execution(harness, spent, exhaust) is None
 
 
@@ -201,8 +211,7 @@ async def test_the_takeover_count_moves_only_with_a_takeover(
 async def test_a_live_lease_is_never_taken_over(harness: Harness, clock: ManualClock) -> None:
     leased = await sm.execution_in(harness, clock, E.LEASED)
     # An hour past the wall clock: live on the database clock, within its one-day bound.
-    live = {"lease_expires_at_ms": str(int(time.time() * 1000) + 3_600_000)}
-    renew = {"version": "version + 1"} | live
+    renew = sm.renew(int(time.time() * 1000) + 3_600_000)
     assert await sm.update_execution(harness, leased, renew) is None
     takeover = sm.takeover_move(clock.now_ms())
     if harness.dialect == "sqlite":
@@ -248,7 +257,7 @@ async def test_only_a_handler_wait_is_woken_and_only_its_due_time_moves(
 async def test_a_started_identity_never_changes(harness: Harness, clock: ManualClock) -> None:
     dispatch_id = await sm.execution_in(harness, clock, E.EXECUTING)
     now = clock.now_ms()
-    renew = {"version": "version + 1", "lease_expires_at_ms": str(now + LEASE_MS)}
+    renew = sm.renew(now + LEASE_MS)
     complete = sm.execution_move(E.EXECUTING, E.SUCCEEDED, now)
     for column, value, rule in (
         ("attempt", "attempt + 1", "attempt"),

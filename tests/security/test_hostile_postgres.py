@@ -369,7 +369,9 @@ async def test_a_receipt_is_refused_for_a_row_that_never_started(
 ) -> None:
     (consumed,) = await submit_runs(pg.approver_store, now, 1)
     runtime = stores.runtime_url(await _database(pg))
-    await stores.as_login(
+    before = await _snapshot(pg, consumed.dispatch_id)
+    # The Run first: the dispatcher's Run of a dispatch nobody holds (no proof to present).
+    state = await _refused(
         runtime,
         "INSERT INTO qinglong.runs (run_id, project_id, task_id, task_revision, executor_type, "
         "priority, status, trigger_type, execution_origin, execution_owner, request_id, "
@@ -378,7 +380,7 @@ async def test_a_receipt_is_refused_for_a_row_that_never_started(
         f"'system', 'runtime', '{consumed.approval_request_id}', '{consumed.dispatch_id}', 1, "
         "1, 1, 1, 1)",
     )
-    before = await _snapshot(pg, consumed.dispatch_id)
+    assert state == "QLF01"
     state = await _refused(
         runtime,
         "INSERT INTO qinglong.approved_run_action_receipts (dispatch_id, schema_version, "

@@ -159,6 +159,7 @@ async def test_a_request_lifetime_out_of_range_is_refused(
 
 async def test_a_runs_identity_never_changes(edge: stores.Harness, clock: ManualClock) -> None:
     (consumed,) = await submit_runs(edge.approver_store, clock, 1)
+    await started_execution(edge, clock)  # the dispatcher's Run is written while it is held
     await edge.raw(
         "INSERT INTO runs (run_id, project_id, task_id, task_revision, executor_type, priority, "
         "status, trigger_type, execution_origin, execution_owner, request_id, idempotency_key, "

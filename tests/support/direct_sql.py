@@ -87,9 +87,11 @@ def expected_refusal(
 
     Exactly the pairs outside `states.ROW_UPDATES` are refused for the state machine's sake
     (a terminal row for being terminal); an allowed claim is refused only past its budget,
-    where the domain exhausts the row instead. On PostgreSQL the runtime login (who writes
-    here) may never cancel: that is an operator's decision. pending → pending is the wake of
-    a handler wait, which only a `handler_missing` row due later admits.
+    where the domain exhausts the row instead, and a waiting row is blocked only by that
+    exhaustion (its code, not `sql`). On PostgreSQL the runtime login (who writes here) may
+    never cancel: that is an operator's decision; on SQLite a cancel needs its audit row first.
+    pending → pending is the wake of a handler wait, which only a `handler_missing` row due
+    later admits.
     """
     if row.status in states.TERMINAL:
         return "terminal"
@@ -106,6 +108,11 @@ def expected_refusal(
         return "wake"
     if to is ExecutionStatus.CANCELLED and dialect == "postgres":
         return "operator"
+    if to is ExecutionStatus.CANCELLED:
+        return "unaudited"  # SQLite: the file's owner cancels, after the audit row it lacks
+    waiting = (ExecutionStatus.PENDING, ExecutionStatus.RETRY_WAIT)
+    if to is ExecutionStatus.BLOCKED and row.status in waiting:
+        return "blocked"  # a waiting row is blocked only by exhausting it (`attempts_exhausted`)
     return None
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions.run_create import handler as run_create
-from qinglong_dispatcher.domain import fencing, plans, records, recovery, runs, states
+from qinglong_dispatcher.domain import fencing, ids, plans, records, recovery, runs, states
 from tests.support import faults
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS
@@ -132,6 +132,16 @@ async def plant_run_and_receipt(
         receipt = dataclasses.replace(receipt, evidence_digest=receipt.computed_digest())
     run_row = runs.run_row(run)
     run_row["updated_at_ms"] = run.created_at_ms
-    await insert_row(h, "runs", run_row)
-    await insert_row(h, "approved_run_action_receipts", runs.receipt_row(receipt))
+    await insert_row(h, "runs", holders(h, run_row, identity.token))
+    await insert_row(
+        h, "approved_run_action_receipts", holders(h, runs.receipt_row(receipt), identity.token)
+    )
     return receipt
+
+
+def holders(h: Harness, row: dict[str, Any], token: str) -> dict[str, Any]:
+    """`row` as the holder of the lease `token` writes it: on PostgreSQL with its lease proof
+    (the database writes a receipt, or a Run keyed by a dispatch, only with it)."""
+    if h.dialect != "postgres":
+        return row
+    return {**row, "lease_proof": ids.lease_proof(token)}

@@ -10,7 +10,7 @@ import asyncpg
 from qinglong_dispatcher.domain import states
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.domain.tools import steps
-from tests.support import faults, recovery, tools
+from tests.support import faults, recovery, stores, tools
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS
@@ -48,10 +48,40 @@ STEP_PATHS: dict[steps.StepRunStatus, tuple[steps.StepRunStatus, ...]] = {
 """The same for StepRuns (`waiting_approval` is inserted so: nothing moves back into it)."""
 
 
-async def refusal(h: Harness, sql: str) -> str | None:
-    """Run one raw write of one row: the rule that refused it, or None when it was applied."""
+def cancel_audit(h: Harness, where: str) -> str:
+    """The `dispatch.cancelled` audit rows a cancel of the rows `where` selects needs first
+    (migration accountable_changes): this change (`<status>:test`), by the acting login."""
+    principal = "session_user" if h.dialect == "postgres" else "'test'"
+    return (
+        f"INSERT INTO {faults.table(h, 'security_audit_events')} (kind, actor, principal, "
+        "project_id, subject_id, detail_code, committed_at_ms) SELECT 'dispatch.cancelled', "
+        f"'test', {principal}, project_id, dispatch_id, status || ':test', 0 "
+        f"FROM {faults.table(h, EXECUTIONS)} WHERE {where}"
+    )
+
+
+async def raw_after(h: Harness, first: str | None, sql: str) -> list[dict[str, object]]:
+    """`sql` as `h.raw` runs it, after `first` in the same transaction (when given)."""
+    if first is None:
+        return await h.raw(sql)
+    if h.dialect != "postgres":
+        await h.raw(first)  # SQLite binds no audit row to its transaction
+        return await h.raw(sql)
+    (database,) = await h.raw("SELECT current_database() AS name")
+    conn = await asyncpg.connect(stores.pg_url(str(database["name"])), timeout=5)
     try:
-        rows = await h.raw(sql)
+        async with conn.transaction():
+            await conn.execute(first)
+            return [dict(row.items()) for row in await conn.fetch(sql)]
+    finally:
+        await conn.close()
+
+
+async def refusal(h: Harness, sql: str, *, first: str | None = None) -> str | None:
+    """Run one raw write of one row (after `first`): the rule that refused it, or None when it
+    was applied."""
+    try:
+        rows = await raw_after(h, first, sql)
     except (sqlite3.IntegrityError, asyncpg.PostgresError) as exc:
         match = REFUSED.search(str(exc))
         if match is None:
@@ -117,9 +147,12 @@ def execution_move(before: ExecutionStatus, after: ExecutionStatus, now_ms: int)
     if after is E.EXECUTING:
         sets["started_at_ms"] = f"COALESCE(started_at_ms, {now_ms})"
     if after in states.TERMINAL:
+        # A waiting row is blocked only as the product exhausts it, with its code (migration
+        # accountable_changes; the budget is the caller's to spend).
+        exhausted = after is E.BLOCKED and before in (E.PENDING, E.RETRY_WAIT)
         sets |= {
             "completed_at_ms": str(now_ms),
-            "result_code": "'test'",
+            "result_code": "'attempts_exhausted'" if exhausted else "'test'",
             "result_mutation_id": "'m' || (version + 1)",
         }
     # The holder's proof of a lease a claim above made (migration 0011 asks for it on
@@ -141,6 +174,15 @@ def takeover_move(now_ms: int, token: str = "t-next") -> Sets:
         "lease_expires_at_ms": str(now_ms + LEASE_MS),
         "eligible_at_ms": str(now_ms + LEASE_MS),
         "updated_at_ms": str(now_ms),
+    }
+
+
+def renew(expires_at_ms: int) -> Sets:
+    """A renew as the store writes it: a leased row stays due when its lease expires."""
+    return {
+        "version": "version + 1",
+        "lease_expires_at_ms": str(expires_at_ms),
+        "eligible_at_ms": f"CASE WHEN status = 'leased' THEN {expires_at_ms} END",
     }
 
 
@@ -166,9 +208,10 @@ async def executions_in(
                 moves.setdefault((path[step], path[step + 1]), []).append(dispatch_id)
         for (before, after), group in moves.items():
             move = execution_move(before, after, clock.now_ms())
-            await h.raw(
-                f"UPDATE {table} SET {set_list(move, h.dialect)} "
-                f"WHERE dispatch_id IN {in_list(group)}"
+            where = f"dispatch_id IN {in_list(group)}"
+            audit = cancel_audit(h, where) if after is E.CANCELLED else None
+            await raw_after(
+                h, audit, f"UPDATE {table} SET {set_list(move, h.dialect)} WHERE {where}"
             )
     rows = await h.raw(
         f"SELECT dispatch_id, status FROM {table} WHERE dispatch_id IN {in_list(ids)}"
@@ -189,10 +232,12 @@ async def update_execution(h: Harness, dispatch_id: str, sets: Sets) -> str | No
     """The rule that refuses `sets` on the row, or None when they were applied (as the lease's
     holder, unless `sets` says otherwise: the state machine is what is tested here)."""
     sets = {"lease_proof": "'p:' || lease_token"} | sets
+    where = f"dispatch_id = '{dispatch_id}'"
     return await refusal(
         h,
         f"UPDATE {faults.table(h, EXECUTIONS)} SET {set_list(sets, h.dialect)} "
-        f"WHERE dispatch_id = '{dispatch_id}' RETURNING version",
+        f"WHERE {where} RETURNING version",
+        first=cancel_audit(h, where) if sets.get("status") == f"'{E.CANCELLED}'" else None,
     )
 
 

@@ -115,7 +115,10 @@ async def create(
         return ports.RunCreateResult(
             outcome=ports.RunCreateOutcome.CONFLICT, reason="idempotency_key_collision"
         )
-    await q.run("insert_run", runs.run_row(run))
+    # The holder's proof goes with the Run and the receipt: PostgreSQL writes neither for a
+    # dispatch started under another lease (migration accountable_changes; SQLite ignores it).
+    proof = ids.lease_proof(identity.token)
+    await q.run("insert_run", {**runs.run_row(run), "proof": proof})
     await q.run(
         "insert_run_attempt",
         {"run_id": run.run_id, "status": run.status.value, "created_at_ms": run.created_at_ms},
@@ -137,7 +140,7 @@ async def create(
         run_id=run.run_id,
         created_at_ms=request.now_ms,
     )
-    await q.run("insert_receipt", runs.receipt_row(receipt))
+    await q.run("insert_receipt", {**runs.receipt_row(receipt), "proof": proof})
     # The row was read locked and fenced above; the completing UPDATE repeats every condition.
     done = await shared.complete_checked(
         q,
@@ -206,21 +209,29 @@ async def create_page(
 ) -> None:
     """Run, attempt, RunEvent and receipt of each item a page transaction started (what
     `create` writes for one), as set statements; the page transaction completes them."""
-    run_rows = json.dumps([runs.run_row(item.run) for item, _ in done])
+    run_rows = json.dumps(
+        [
+            {**runs.run_row(item.run), "lease_proof": ids.lease_proof(identity.token)}
+            for item, identity in done
+        ]
+    )
     await q.run("insert_page_runs", {"runs": run_rows})
     await q.run("insert_page_run_attempts", {"runs": run_rows})
     await q.run("insert_page_run_events", {"runs": run_rows, "event_type": runs.RUN_CREATED_EVENT})
     receipts = [
-        runs.receipt_row(
-            runs.receipt_for(
-                dispatch=item.dispatch,
-                attempt=identity.attempt,
-                execution_version=identity.version,
-                started_at_ms=identity.started_at_ms,
-                run_id=item.run.run_id,
-                created_at_ms=now_ms,
-            )
-        )
+        {
+            **runs.receipt_row(
+                runs.receipt_for(
+                    dispatch=item.dispatch,
+                    attempt=identity.attempt,
+                    execution_version=identity.version,
+                    started_at_ms=identity.started_at_ms,
+                    run_id=item.run.run_id,
+                    created_at_ms=now_ms,
+                )
+            ),
+            "lease_proof": ids.lease_proof(identity.token),
+        }
         for item, identity in done
     ]
     await q.run("insert_page_receipts", {"receipts": json.dumps(receipts)})

@@ -7,6 +7,15 @@ at a time and drops its listeners when it is released. A loss (terminated backen
 socket, a probe that gets no answer) is reported, then the listener reconnects with jittered
 exponential backoff; the daemon's cadence dispatches meanwhile. After every (re)subscription
 it reports one wake-up, for whatever was submitted while nobody listened.
+
+Any login may `NOTIFY` the channel, and every notification delivered costs this process a
+few microseconds of parsing and callbacks whatever it then does with it. So a notification
+that arrives while the listener hears is reported and the listener stops hearing
+(`UNLISTEN`): a wake-up is now pending, and more notifications would add nothing to it. The
+daemon calls `resume()` before each tick, which listens again before that tick looks for due
+work, so a submit that commits after the tick's look still notifies; one that committed
+before it is what the tick finds. A flood then costs a few notifications per tick, and the
+ticks are bounded by the cadence's token bucket.
 """
 
 from __future__ import annotations
@@ -28,6 +37,10 @@ APPLICATION_NAME = "qinglong-dispatcher-wakeup"
 """How the listener's session shows in `pg_stat_activity` (apart from the pool's)."""
 
 
+_RESUME_FAILURES: tuple[type[BaseException], ...] = (TimeoutError, *db.DRIVER_ERRORS)
+"""What ends the connection when `LISTEN` again fails: a silent server, or a driver error."""
+
+
 def _reason(exc: BaseException) -> str:
     """A low-sensitivity description of why the listener's connection failed."""
     state = getattr(exc, "sqlstate", None)
@@ -47,6 +60,7 @@ class PostgresWakeup:
         connect_timeout_s: float = 10.0,
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 30.0,
+        resume_timeout_s: float = 1.0,
         rng: random.Random | None = None,
     ) -> None:
         self._url = url
@@ -55,7 +69,32 @@ class PostgresWakeup:
         self._connect_timeout_s = connect_timeout_s
         self._backoff_initial_s = backoff_initial_s
         self._backoff_max_s = backoff_max_s
+        self._resume_timeout_s = resume_timeout_s
         self._rng = rng or random.Random()
+        self._conn: Any = None  # the subscribed connection, None between connections
+        self._hearing = False  # LISTEN is in effect on it
+        self._lock = anyio.Lock()  # one statement at a time on the connection
+        self._pause = False  # a notification asked the loop to stop hearing
+        self._attention = anyio.Event()  # the loop has something to do: a pause or an end
+
+    async def resume(self) -> None:
+        """See `ports.WakeupListener.resume`: `LISTEN` again if a notification paused it.
+
+        A failure or a silent server ends the connection (bounded by `resume_timeout_s`): the
+        listener reconnects, and reports a wake-up once it has subscribed again.
+        """
+        self._pause = False  # the tick about to look covers every notification heard so far
+        conn = self._conn
+        if conn is None or self._hearing:
+            return
+        try:
+            with anyio.fail_after(self._resume_timeout_s):
+                async with self._lock:
+                    if self._conn is conn and not self._hearing and not conn.is_closed():
+                        await conn.execute(f"LISTEN {CHANNEL}")
+                        self._hearing = True
+        except _RESUME_FAILURES:
+            conn.terminate()
 
     async def run(self, events: ports.WakeupEvents) -> None:
         """See `ports.WakeupListener.run`: listen, and after each loss reconnect, until
@@ -80,24 +119,46 @@ class PostgresWakeup:
             )
         except db.DRIVER_ERRORS as exc:
             return _reason(exc), False
-        ended = anyio.Event()
+        ended = False
+
+        def on_end(_conn: Any) -> None:
+            nonlocal ended
+            ended = True
+            self._attention.set()
+
+        def on_notification(*_notification: Any) -> None:
+            events.wake()
+            if self._hearing:  # a wake-up is pending now: stop hearing until `resume()`
+                self._pause = True
+                self._attention.set()
+
         subscribed = False
         try:
-            conn.add_termination_listener(lambda _conn: ended.set())
-            await conn.add_listener(CHANNEL, lambda *_notification: events.wake())
-            subscribed = True
+            conn.add_termination_listener(on_end)
+            await conn.add_listener(CHANNEL, on_notification)
+            self._conn, self._hearing, subscribed = conn, True, True
             events.listening()
             events.wake()
             while True:
                 with anyio.move_on_after(self._probe_interval_s):
-                    await ended.wait()
-                if ended.is_set() or conn.is_closed():
+                    await self._attention.wait()
+                if self._attention.is_set():
+                    self._attention = anyio.Event()
+                if ended or conn.is_closed():
                     return "connection closed", subscribed
-                # A network that went silent closes nothing: ask, within a bound.
-                await conn.execute("SELECT 1", timeout=self._probe_timeout_s)
+                async with self._lock:
+                    # A network that went silent closes nothing: either statement also asks
+                    # whether the server answers, within a bound.
+                    statement = "SELECT 1"
+                    if self._pause and self._hearing:
+                        statement = f"UNLISTEN {CHANNEL}"
+                        self._hearing = False
+                    self._pause = False
+                    await conn.execute(statement, timeout=self._probe_timeout_s)
         except db.DRIVER_ERRORS as exc:
             return _reason(exc), subscribed
         finally:
+            self._conn, self._hearing, self._pause = None, False, False
             await _close(conn)
 
 

@@ -6,7 +6,8 @@ cancel sees `leased` and is refused) or waits for this transaction and then skip
 The principal beside the operator's name is the authenticated one: the OS user on SQLite,
 the acting principal on PostgreSQL (the login, or the principal role the API became), where
 the state-machine trigger also refuses a cancel unless that role is a member of the
-installation's operator role. An API cancel also writes its request's audit row.
+installation's operator role, and unless this transaction wrote the cancel's audit row first.
+An API cancel also writes its request's audit row.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from qinglong_dispatcher.adapters.sql import query, rows, tokens
-from qinglong_dispatcher.domain import cancels, principals, records
+from qinglong_dispatcher.domain import cancels, errors, principals, records
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.ports import action_tables
@@ -45,6 +46,19 @@ async def cancel(
             reason=refused,
         )
     mutation = cancels.mutation_id(request.dispatch_id)
+    # The audit row first: the database cancels only a row whose audit row, naming the
+    # acting principal and this change, this transaction has already written.
+    await q.run(
+        "insert_audit_event",
+        {
+            "kind": cancels.AUDIT_CANCELLED,
+            "actor": request.operator,
+            "principal": principal,
+            "project_id": execution.project_id,
+            "subject_id": request.dispatch_id,
+            "detail_code": f"{execution.status.value}:{request.reason_code}"[:128],
+        },
+    )
     cancelled = await rows.fenced_update(
         q,
         "cancel_row",
@@ -60,7 +74,9 @@ async def cancel(
         status=ExecutionStatus.CANCELLED,
     )
     if cancelled.outcome is Outcome.CONFLICT:
-        return cancelled
+        # Under the row lock the refusal above already saw what the update repeats: a miss
+        # is a broken invariant, and raising undoes the audit row with it.
+        raise errors.StoreError("the cancel's update matched no row", code="raced")
     for own in tables:  # the actions' rows follow their dispatch (a StepRun)
         await own.settle(
             q,
@@ -69,17 +85,6 @@ async def cancel(
             reason_code=f"cancelled:{request.reason_code}"[:128],
             now_ms=now_ms,
         )
-    await q.run(
-        "insert_audit_event",
-        {
-            "kind": cancels.AUDIT_CANCELLED,
-            "actor": request.operator,
-            "principal": principal,
-            "project_id": execution.project_id,
-            "subject_id": request.dispatch_id,
-            "detail_code": f"{execution.status.value}:{request.reason_code}"[:128],
-        },
-    )
     await tokens.record_request(
         q,
         context,

@@ -120,6 +120,20 @@ async def resolve(
             "reason_code": resolution.reason_code,
         },
     )
+    if resolution.source is recovery.Source.MANUAL:
+        # Before the update: the database settles by a manual resolution only once this
+        # transaction wrote its audit row, naming the acting principal and this change.
+        await q.run(
+            "insert_audit_event",
+            {
+                "kind": recovery.AUDIT_MANUAL_RESOLUTION,
+                "actor": resolution.resolved_by,
+                "principal": principal,
+                "project_id": resolution.project_id,
+                "subject_id": fence.dispatch_id,
+                "detail_code": f"{resolution.resolution.value}:{resolution.reason_code}"[:128],
+            },
+        )
     resolved = await rows.fenced_update(
         q,
         "resolve_row",
@@ -145,18 +159,6 @@ async def resolve(
             resolution=resolution.resolution.value,
             reason_code=resolution.reason_code,
             now_ms=now_ms,
-        )
-    if resolution.source is recovery.Source.MANUAL:
-        await q.run(
-            "insert_audit_event",
-            {
-                "kind": recovery.AUDIT_MANUAL_RESOLUTION,
-                "actor": resolution.resolved_by,
-                "principal": principal,
-                "project_id": resolution.project_id,
-                "subject_id": fence.dispatch_id,
-                "detail_code": f"{resolution.resolution.value}:{resolution.reason_code}"[:128],
-            },
         )
     await tokens.record_request(
         q,

@@ -26,15 +26,17 @@ SELECT {run_columns} FROM qinglong.runs
 WHERE project_id = :project_id AND idempotency_key = :idempotency_key
 
 -- insert_run --
+-- With the holder's proof, which the trigger checks and clears (never stored).
 INSERT INTO qinglong.runs (
     run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
     task_snapshot_ref, input_ref, status, trigger_type, execution_origin, execution_owner,
-    request_id, idempotency_key, accepted_at_ms, version, event_seq, created_at_ms, updated_at_ms
+    request_id, idempotency_key, accepted_at_ms, version, event_seq, created_at_ms, updated_at_ms,
+    lease_proof
 ) VALUES (
     :run_id, :project_id, :task_id, :task_revision, :executor_type, :priority, :task_name,
     :task_snapshot_ref, :input_ref, :status, :trigger_type, :execution_origin, :execution_owner,
     :request_id, :idempotency_key, :accepted_at_ms, :version, :event_seq, :created_at_ms::bigint,
-    :created_at_ms::bigint
+    :created_at_ms::bigint, :proof::text
 )
 
 -- insert_run_attempt --
@@ -50,11 +52,12 @@ VALUES (:run_id, :seq, :event_type, :run_version,
 INSERT INTO qinglong.approved_run_action_receipts (
     dispatch_id, schema_version, approval_request_id, project_id, action_type, action_digest,
     execution_attempt, execution_version, started_at_ms, idempotency_key, outcome, result_code,
-    resource_type, resource_id, created_at_ms, evidence_digest
+    resource_type, resource_id, created_at_ms, evidence_digest, lease_proof
 ) VALUES (
     :dispatch_id, :schema_version, :approval_request_id, :project_id, :action_type,
     :action_digest, :execution_attempt, :execution_version, :started_at_ms, :idempotency_key,
-    :outcome, :result_code, :resource_type, :resource_id, :created_at_ms, :evidence_digest
+    :outcome, :result_code, :resource_type, :resource_id, :created_at_ms, :evidence_digest,
+    :proof::text
 )
 
 -- create_run_fast --
@@ -86,14 +89,14 @@ WITH done AS (
         run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
         task_snapshot_ref, input_ref, status, trigger_type, execution_origin, execution_owner,
         request_id, idempotency_key, accepted_at_ms, version, event_seq, created_at_ms,
-        updated_at_ms
+        updated_at_ms, lease_proof
     )
     SELECT :run_id::text, :project_id::text, :task_id::text, :task_revision::bigint,
            :executor_type::text, :priority::integer, :task_name::text,
            :task_snapshot_ref::text, :input_ref::text, :run_status::text, :trigger_type::text,
            :execution_origin::text, :execution_owner::text, :request_id::text,
            :dispatch_id::text, :accepted_at_ms::bigint, :run_version::bigint,
-           :event_seq::bigint, :created_at_ms::bigint, :created_at_ms::bigint
+           :event_seq::bigint, :created_at_ms::bigint, :created_at_ms::bigint, :proof::text
     FROM done
     RETURNING run_id
 ), attempt AS (
@@ -108,13 +111,14 @@ WITH done AS (
     INSERT INTO qinglong.approved_run_action_receipts (
         dispatch_id, schema_version, approval_request_id, project_id, action_type,
         action_digest, execution_attempt, execution_version, started_at_ms, idempotency_key,
-        outcome, result_code, resource_type, resource_id, created_at_ms, evidence_digest
+        outcome, result_code, resource_type, resource_id, created_at_ms, evidence_digest,
+        lease_proof
     )
     SELECT :dispatch_id::text, :schema_version::integer, :approval_request_id::text,
            :project_id::text, :action_type::text, :action_digest::text, :attempt::integer,
            :version::bigint, :started_at_ms::bigint, :dispatch_id::text, :outcome::text,
            :result_code::text, :resource_type::text, run_id, :now_ms::bigint,
-           :evidence_digest::text
+           :evidence_digest::text, :proof::text
     FROM run
 )
 SELECT version FROM done
@@ -136,18 +140,19 @@ WHERE EXISTS (SELECT 1 FROM qinglong.approved_run_action_receipts AS r
 INSERT INTO qinglong.runs (
     run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
     task_snapshot_ref, input_ref, status, trigger_type, execution_origin, execution_owner,
-    request_id, idempotency_key, accepted_at_ms, version, event_seq, created_at_ms, updated_at_ms
+    request_id, idempotency_key, accepted_at_ms, version, event_seq, created_at_ms, updated_at_ms,
+    lease_proof
 )
 SELECT run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
        task_snapshot_ref, input_ref, status, trigger_type, execution_origin, execution_owner,
        request_id, idempotency_key, accepted_at_ms, version, event_seq, created_at_ms,
-       created_at_ms
+       created_at_ms, lease_proof
 FROM jsonb_to_recordset(:runs::jsonb) AS k (
     run_id text, project_id text, task_id text, task_revision bigint, executor_type text,
     priority integer, task_name text, task_snapshot_ref text, input_ref text, status text,
     trigger_type text, execution_origin text, execution_owner text, request_id text,
     idempotency_key text, accepted_at_ms bigint, version bigint, event_seq bigint,
-    created_at_ms bigint)
+    created_at_ms bigint, lease_proof text)
 
 -- insert_page_run_attempts --
 INSERT INTO qinglong.run_attempts (run_id, attempt_no, status, created_at_ms)
@@ -164,16 +169,18 @@ FROM jsonb_to_recordset(:runs::jsonb) AS k (run_id text, event_seq bigint, versi
 INSERT INTO qinglong.approved_run_action_receipts (
     dispatch_id, schema_version, approval_request_id, project_id, action_type, action_digest,
     execution_attempt, execution_version, started_at_ms, idempotency_key, outcome, result_code,
-    resource_type, resource_id, created_at_ms, evidence_digest
+    resource_type, resource_id, created_at_ms, evidence_digest, lease_proof
 )
 SELECT dispatch_id, schema_version, approval_request_id, project_id, action_type,
        action_digest, execution_attempt, execution_version, started_at_ms, idempotency_key,
-       outcome, result_code, resource_type, resource_id, created_at_ms, evidence_digest
+       outcome, result_code, resource_type, resource_id, created_at_ms, evidence_digest,
+       lease_proof
 FROM jsonb_to_recordset(:receipts::jsonb) AS k (
     dispatch_id text, schema_version integer, approval_request_id text, project_id text,
     action_type text, action_digest text, execution_attempt integer, execution_version bigint,
     started_at_ms bigint, idempotency_key text, outcome text, result_code text,
-    resource_type text, resource_id text, created_at_ms bigint, evidence_digest text)
+    resource_type text, resource_id text, created_at_ms bigint, evidence_digest text,
+    lease_proof text)
 
 -- select_run_ids_by_dispatch --
 -- The Run holding each dispatch id (a JSON array) as its idempotency key: `submit --json`.
