@@ -3,6 +3,12 @@
 --     python -m tests.support.schema_reference --write
 -- (docs/schema/README.md says what is in it and in which order).
 
+-- file settings
+PRAGMA journal_mode = wal;
+PRAGMA auto_vacuum = 2;
+PRAGMA user_version = 0;
+PRAGMA application_id = 0;
+
 -- tables (22)
 
 -- table action_plans

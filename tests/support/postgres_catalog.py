@@ -38,7 +38,7 @@ _RELATIONS = """
 SELECT c.oid, c.relname, c.relkind::text AS relkind,
        pg_catalog.pg_get_userbyid(c.relowner) AS owner, c.relrowsecurity, c.relforcerowsecurity
 FROM pg_catalog.pg_class AS c
-WHERE c.relnamespace = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
+WHERE c.relnamespace = $1 AND c.relkind IN ('r', 'S')
 ORDER BY c.relname"""
 
 _COLUMNS = """
@@ -74,7 +74,7 @@ WHERE c.relnamespace = $1 ORDER BY c.relname, i.relname"""
 
 _FUNCTIONS = """
 SELECT p.oid, p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid) AS arguments,
-       p.prokind::text AS prokind, pg_catalog.pg_get_userbyid(p.proowner) AS owner,
+       pg_catalog.pg_get_userbyid(p.proowner) AS owner,
        pg_catalog.pg_get_functiondef(p.oid) AS definition
 FROM pg_catalog.pg_proc AS p WHERE p.pronamespace = $1
 ORDER BY p.proname, arguments"""
@@ -84,23 +84,6 @@ SELECT c.relname AS table_name, t.tgname, t.tgenabled::text AS tgenabled,
        pg_catalog.pg_get_triggerdef(t.oid) AS definition
 FROM pg_catalog.pg_trigger AS t JOIN pg_catalog.pg_class AS c ON c.oid = t.tgrelid
 WHERE c.relnamespace = $1 AND NOT t.tgisinternal ORDER BY c.relname, t.tgname"""
-
-_VIEW = "SELECT pg_catalog.pg_get_viewdef($1::pg_catalog.oid, true)"
-
-_POLICIES = """
-SELECT tablename, policyname, permissive, roles::text[] AS roles, cmd, qual, with_check
-FROM pg_catalog.pg_policies WHERE schemaname = $1 ORDER BY tablename, policyname"""
-
-_TYPES = """
-SELECT t.typname, t.typtype::text AS typtype,
-       pg_catalog.format_type(t.typbasetype, t.typtypmod) AS base, t.typnotnull,
-       ARRAY(SELECT e.enumlabel::text FROM pg_catalog.pg_enum AS e WHERE e.enumtypid = t.oid
-             ORDER BY e.enumsortorder) AS labels,
-       ARRAY(SELECT pg_catalog.pg_get_constraintdef(c.oid) FROM pg_catalog.pg_constraint AS c
-             WHERE c.contypid = t.oid ORDER BY c.conname) AS checks
-FROM pg_catalog.pg_type AS t
-WHERE t.typnamespace = $1 AND t.typtype IN ('d', 'e')
-ORDER BY t.typname"""
 
 _ACL = """
 SELECT a.grantee, a.privilege_type, a.is_grantable
@@ -126,6 +109,42 @@ SELECT t.attname, a.grantee, a.privilege_type, a.is_grantable
 FROM pg_catalog.pg_attribute AS t, pg_catalog.aclexplode(t.attacl) AS a
 WHERE t.attrelid = $1 AND t.attnum > 0 AND NOT t.attisdropped AND t.attacl IS NOT NULL
 ORDER BY t.attnum"""
+
+
+_UNRENDERED = """
+SELECT 'relation ' || c.oid::pg_catalog.regclass::text || ' of kind ' || c.relkind::text
+FROM pg_catalog.pg_class AS c
+WHERE c.relnamespace = $1 AND c.relkind NOT IN ('r', 'S', 'i')
+UNION ALL
+SELECT 'rule ' || r.rulename FROM pg_catalog.pg_rewrite AS r
+JOIN pg_catalog.pg_class AS c ON c.oid = r.ev_class WHERE c.relnamespace = $1
+UNION ALL
+SELECT 'policy ' || p.polname FROM pg_catalog.pg_policy AS p
+JOIN pg_catalog.pg_class AS c ON c.oid = p.polrelid WHERE c.relnamespace = $1
+UNION ALL
+SELECT 'type ' || t.typname FROM pg_catalog.pg_type AS t
+WHERE t.typnamespace = $1 AND t.typtype IN ('d', 'e', 'r', 'm')
+UNION ALL
+SELECT 'function ' || p.proname || ' of kind ' || p.prokind::text FROM pg_catalog.pg_proc AS p
+WHERE p.pronamespace = $1 AND p.prokind <> 'f'
+UNION ALL
+SELECT 'event trigger ' || e.evtname FROM pg_catalog.pg_event_trigger AS e
+UNION ALL
+SELECT 'extension ' || x.extname FROM pg_catalog.pg_extension AS x WHERE x.extname <> 'plpgsql'
+UNION ALL
+SELECT 'default privileges of ' || pg_catalog.pg_get_userbyid(d.defaclrole)
+FROM pg_catalog.pg_default_acl AS d
+UNION ALL
+SELECT 'schema ' || n.nspname FROM pg_catalog.pg_namespace AS n
+WHERE n.oid <> $1 AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'public')
+  AND n.nspname NOT LIKE 'pg\\_%'
+UNION ALL
+SELECT 'relation ' || c.oid::pg_catalog.regclass::text FROM pg_catalog.pg_class AS c
+WHERE c.relnamespace = 'public'::pg_catalog.regnamespace
+UNION ALL
+SELECT 'function ' || p.oid::pg_catalog.regprocedure::text FROM pg_catalog.pg_proc AS p
+WHERE p.pronamespace = 'public'::pg_catalog.regnamespace"""
+"""What a migration could make that `describe` does not show: it refuses rather than omit."""
 
 
 class _Roles:
@@ -252,6 +271,9 @@ async def describe(conn: Any, name: str, administrator: str) -> str:
         raise RuntimeError(f"schema {SCHEMA} is missing: the migration did not run")
     owner = roles.show(str(schema["owner"]))
     namespace = schema["oid"]
+    unrendered = [str(row[0]) for row in await conn.fetch(_UNRENDERED, namespace)]
+    if unrendered:
+        raise RuntimeError(f"the reference schema does not show {', '.join(unrendered)}")
     parts = [
         f"-- Every object of schema {SCHEMA} is owned by its owner, {owner}, unless an\n"
         "-- OWNER TO line says otherwise; an owner's own privileges are not listed.\n"
@@ -259,12 +281,10 @@ async def describe(conn: Any, name: str, administrator: str) -> str:
         f"-- are named after it instead of `{installation.LEGACY}`.\n",
         await _roles_section(conn, roles),
         await _schema_section(conn, roles, namespace, owner),
-        *await _types_section(conn, namespace),
         *await _relations_section(conn, roles, namespace, owner),
         await _indexes_section(conn, namespace),
         await _functions_section(conn, roles, namespace, owner),
         await _triggers_section(conn, namespace),
-        *await _policies_section(conn, roles),
     ]
     return "\n".join(parts)
 
@@ -290,26 +310,7 @@ async def _schema_section(conn: Any, roles: _Roles, namespace: int, owner: str) 
     return "\n".join(lines) + "\n"
 
 
-async def _types_section(conn: Any, namespace: int) -> list[str]:
-    types = await conn.fetch(_TYPES, namespace)
-    if not types:
-        return []
-    lines = [f"-- types ({len(types)})"]
-    for row in types:
-        if row["typtype"] == "e":
-            labels = ", ".join(f"'{label}'" for label in row["labels"])
-            lines.append(f"CREATE TYPE {SCHEMA}.{row['typname']} AS ENUM ({labels});")
-        else:
-            checks = "".join(f" {check}" for check in row["checks"])
-            not_null = " NOT NULL" if row["typnotnull"] else ""
-            lines.append(
-                f"CREATE DOMAIN {SCHEMA}.{row['typname']} AS {row['base']}{not_null}{checks};"
-            )
-    return ["\n".join(lines) + "\n"]
-
-
-_RELATION_KINDS = (("r", "tables"), ("p", "partitioned tables"), ("S", "sequences"),
-                   ("v", "views"), ("m", "materialized views"))  # fmt: skip
+_RELATION_KINDS = (("r", "tables"), ("S", "sequences"))
 
 
 async def _relations_section(conn: Any, roles: _Roles, namespace: int, owner: str) -> list[str]:
@@ -320,21 +321,9 @@ async def _relations_section(conn: Any, roles: _Roles, namespace: int, owner: st
         if chosen:
             parts.append(f"-- {title} ({len(chosen)})\n")
         for relation in chosen:
-            if kind in ("r", "p"):
-                parts.append(await _table(conn, roles, relation, owner))
-            elif kind == "S":
-                parts.append(await _sequence(conn, roles, relation, owner))
-            else:
-                parts.append(await _view(conn, roles, relation, owner))
+            show = _table if kind == "r" else _sequence
+            parts.append(await show(conn, roles, relation, owner))
     return parts
-
-
-async def _view(conn: Any, roles: _Roles, relation: Any, schema_owner: str) -> str:
-    word = "MATERIALIZED VIEW" if relation["relkind"] == "m" else "VIEW"
-    definition = await conn.fetchval(_VIEW, relation["oid"])
-    tail = await _relation_tail(conn, roles, relation, word, schema_owner)
-    head = f"CREATE {word} {SCHEMA}.{relation['relname']} AS\n{str(definition).rstrip()}"
-    return "\n".join([head, *tail]) + "\n"
 
 
 async def _indexes_section(conn: Any, namespace: int) -> str:
@@ -350,13 +339,12 @@ async def _functions_section(conn: Any, roles: _Roles, namespace: int, schema_ow
     parts = [f"-- functions ({len(functions)})\n"]
     for function in functions:
         signature = f"{SCHEMA}.{function['proname']}({function['arguments']})"
-        word = "PROCEDURE" if function["prokind"] == "p" else "FUNCTION"
         owner = roles.show(str(function["owner"]))
         lines = [f"-- function {signature}", roles.text(function["definition"].rstrip()) + ";"]
         if owner != schema_owner:
-            lines.append(f"ALTER {word} {signature} OWNER TO {owner};")
+            lines.append(f"ALTER FUNCTION {signature} OWNER TO {owner};")
         acl = await conn.fetch(_FUNCTION_ACL, function["oid"])
-        lines.extend(_grants(roles, acl, f"{word} {signature}", owner))
+        lines.extend(_grants(roles, acl, f"FUNCTION {signature}", owner))
         parts.append("\n".join(lines) + "\n")
     return "\n".join(parts)
 
@@ -375,22 +363,3 @@ async def _triggers_section(conn: Any, namespace: int) -> str:
                 f"TRIGGER {row['tgname']};"
             )
     return "\n".join(lines) + "\n"
-
-
-async def _policies_section(conn: Any, roles: _Roles) -> list[str]:
-    policies = await conn.fetch(_POLICIES, SCHEMA)
-    if not policies:
-        return []
-    lines = [f"-- row security policies ({len(policies)})"]
-    for row in policies:
-        to = ", ".join("PUBLIC" if r == "public" else roles.show(r) for r in row["roles"])
-        text = (
-            f"CREATE POLICY {row['policyname']} ON {SCHEMA}.{row['tablename']} AS "
-            f"{row['permissive']} FOR {row['cmd']} TO {to}"
-        )
-        if row["qual"] is not None:
-            text += f" USING ({roles.text(row['qual'])})"
-        if row["with_check"] is not None:
-            text += f" WITH CHECK ({roles.text(row['with_check'])})"
-        lines.append(text + ";")
-    return ["\n".join(lines) + "\n"]

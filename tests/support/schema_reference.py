@@ -45,6 +45,7 @@ _HEADER = """\
 # -- SQLite ----------------------------------------------------------------------------------
 
 _SQLITE_ORDER = ("table", "index", "trigger", "view")
+_SQLITE_SETTINGS = ("journal_mode", "auto_vacuum", "user_version", "application_id")
 _PLURAL = {"table": "tables", "index": "indexes", "trigger": "triggers", "view": "views"}
 
 
@@ -54,10 +55,15 @@ def _sqlite_text(path: Path) -> str:
         rows = conn.execute(
             "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL"
         ).fetchall()
+        # The settings a file keeps (in its header), as `migrate` leaves them.
+        settings = "-- file settings\n" + "".join(
+            f"PRAGMA {pragma} = {conn.execute(f'PRAGMA {pragma}').fetchone()[0]};\n"
+            for pragma in _SQLITE_SETTINGS
+        )
     finally:
         conn.close()
     rows.sort(key=lambda row: (_SQLITE_ORDER.index(row[0]), row[1]))
-    parts = [_HEADER.format(dialect="sqlite", regenerate=REGENERATE)]
+    parts = [_HEADER.format(dialect="sqlite", regenerate=REGENERATE), settings]
     for kind in _SQLITE_ORDER:
         chosen = [(name, sql) for type_, name, sql in rows if type_ == kind]
         if chosen:
@@ -83,12 +89,13 @@ async def sqlite_reference() -> str:
 
 @contextlib.asynccontextmanager
 async def _scratch_database() -> AsyncIterator[str]:
-    """An empty database named as an installation of this process (so the suite's clean-up
+    """An empty database (from `template0`: nothing another made in `template1` shows) named
+    as an installation of this process (so the suite's clean-up
     of dead sessions knows it), dropped afterwards with the roles `migrate` made for it."""
     name = stores.session_installation("schema")
     admin = await asyncpg.connect(stores.admin_dsn(), timeout=5)
     try:
-        await admin.execute(f"CREATE DATABASE {name}")
+        await admin.execute(f"CREATE DATABASE {name} TEMPLATE template0")
     finally:
         await admin.close()
     try:
@@ -138,7 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stale = []
     for dialect in args.dialect or sorted(FILES):
-        text = asyncio.run(reference(dialect))
+        try:
+            text = asyncio.run(reference(dialect))
+        except RuntimeError as exc:
+            print(f"{dialect}: {exc}", file=sys.stderr)
+            return 1
         path = FILES[dialect]
         current = path.read_text(encoding="utf-8") if path.exists() else None
         if current == text:
