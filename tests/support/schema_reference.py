@@ -8,9 +8,9 @@ both from fresh databases and compares; after a new migration, rewrite them with
     .venv/bin/python -m tests.support.schema_reference --write
 
 Each is read in a fixed order from a database migrated for the purpose (PostgreSQL's from the
-catalogs, `postgres_catalog.py`), with the installation's name and the administrator's made
-fixed, so it depends on nothing but the migration files (and the PostgreSQL major version,
-whose deparser writes the function, index and constraint texts).
+catalogs, `postgres_catalog.py`), the installation's name and the administrator's replaced
+by fixed ones, so it depends on nothing but the migration files (and the PostgreSQL major
+version, whose deparser writes the function, index and constraint texts).
 """
 
 from __future__ import annotations
