@@ -1,0 +1,1092 @@
+-- The sqlite schema a fresh `migrate` leaves: every migration of migrations/sqlite/ applied.
+-- Generated; do not edit. A test compares it with a fresh migration; after a new migration run
+--     python -m tests.support.schema_reference --write
+-- (docs/schema/README.md says what is in it and in which order).
+
+-- file settings
+PRAGMA journal_mode = wal;
+PRAGMA auto_vacuum = 2;
+PRAGMA user_version = 0;
+PRAGMA application_id = 0;
+
+-- tables (22)
+
+-- table action_plans
+CREATE TABLE action_plans (
+    project_id    TEXT NOT NULL,
+    action_ref    TEXT NOT NULL,
+    action_type   TEXT NOT NULL,
+    plan_json     TEXT NOT NULL,
+    plan_digest   TEXT NOT NULL CHECK (length(plan_digest) = 64),
+    created_at_ms INTEGER NOT NULL, plan_key_id TEXT, plan_algorithm TEXT
+    CHECK (plan_algorithm IS NULL OR plan_algorithm = 'AES-256-GCM'), plan_sealed BLOB, plan_schema_version INTEGER,
+    PRIMARY KEY (project_id, action_ref)
+) STRICT;
+
+-- table api_tokens
+CREATE TABLE api_tokens (
+    token_id        TEXT PRIMARY KEY CHECK (length(token_id) = 20 AND token_id GLOB 'tok_*'),
+    secret_sha256   TEXT NOT NULL UNIQUE CHECK (length(secret_sha256) = 64),
+    principal       TEXT NOT NULL CHECK (length(principal) BETWEEN 1 AND 52),
+    role            TEXT NOT NULL
+        CHECK (role IN ('viewer', 'submitter', 'approver', 'operator')),
+    created_by      TEXT NOT NULL,
+    created_at_ms   INTEGER NOT NULL,
+    expires_at_ms   INTEGER NOT NULL,
+    last_used_at_ms INTEGER,
+    revoked_at_ms   INTEGER,
+    CHECK (expires_at_ms > created_at_ms)
+) STRICT;
+
+-- table approval_requests
+CREATE TABLE approval_requests (
+    approval_request_id TEXT PRIMARY KEY,
+    project_id          TEXT NOT NULL,
+    action_type         TEXT NOT NULL,
+    action_ref          TEXT NOT NULL,
+    action_digest       TEXT NOT NULL CHECK (length(action_digest) = 64),
+    status              TEXT NOT NULL
+        CHECK (status IN ('pending', 'approved', 'consumed', 'rejected', 'expired')),
+    version             INTEGER NOT NULL CHECK (version >= 1),
+    requested_by        TEXT NOT NULL,
+    decided_by          TEXT,
+    expires_at_ms       INTEGER NOT NULL,
+    consumed_at_ms      INTEGER,
+    created_at_ms       INTEGER NOT NULL,
+    updated_at_ms       INTEGER NOT NULL, requested_principal TEXT NOT NULL DEFAULT '', decided_principal TEXT, consumed_principal TEXT, db_expires_at_ms INTEGER,
+    FOREIGN KEY (project_id, action_ref) REFERENCES action_plans (project_id, action_ref)
+) STRICT;
+
+-- table approved_action_dispatch_executions
+CREATE TABLE "approved_action_dispatch_executions" (
+    dispatch_id         TEXT PRIMARY KEY REFERENCES approved_action_dispatches (dispatch_id),
+    project_id          TEXT NOT NULL,
+    status              TEXT NOT NULL CHECK (status IN
+        ('pending', 'leased', 'retry_wait', 'executing', 'succeeded', 'failed', 'blocked',
+         'cancelled')),
+    version             INTEGER NOT NULL CHECK (version >= 0),
+    attempt             INTEGER NOT NULL CHECK (attempt >= 0),
+    max_attempts        INTEGER NOT NULL CHECK (max_attempts >= 1),
+    eligible_at_ms      INTEGER,
+    retry_at_ms         INTEGER,
+    lease_owner         TEXT,
+    lease_token         TEXT,
+    lease_expires_at_ms INTEGER,
+    started_at_ms       INTEGER,
+    result_mutation_id  TEXT,
+    result_code         TEXT,
+    completed_at_ms     INTEGER,
+    created_at_ms       INTEGER NOT NULL,
+    updated_at_ms       INTEGER NOT NULL, lease_proof_digest TEXT, lease_proof TEXT CHECK (lease_proof IS NULL), result_receipt_json TEXT
+    CHECK (result_receipt_json IS NULL OR length(CAST(result_receipt_json AS BLOB)) <= 16384), result_receipt_digest TEXT
+    CHECK (result_receipt_digest IS NULL OR length(result_receipt_digest) = 64), takeovers INTEGER NOT NULL DEFAULT 0 CHECK (takeovers >= 0),
+    -- eligible_at_ms is the due-index key: set exactly in the claimable states.
+    CHECK ((eligible_at_ms IS NOT NULL) = (status IN ('pending', 'leased', 'retry_wait'))),
+    CHECK (status NOT IN ('leased', 'executing')
+           OR (lease_owner IS NOT NULL AND lease_token IS NOT NULL
+               AND lease_expires_at_ms IS NOT NULL)),
+    CHECK (status <> 'executing' OR started_at_ms IS NOT NULL),
+    -- Cancelled only from a wait: nothing was ever started.
+    CHECK (status <> 'cancelled' OR started_at_ms IS NULL)
+) STRICT;
+
+-- table approved_action_dispatches
+CREATE TABLE approved_action_dispatches (
+    dispatch_id         TEXT PRIMARY KEY,
+    approval_request_id TEXT NOT NULL UNIQUE REFERENCES approval_requests (approval_request_id),
+    project_id          TEXT NOT NULL,
+    action_type         TEXT NOT NULL,
+    action_ref          TEXT NOT NULL,
+    action_digest       TEXT NOT NULL CHECK (length(action_digest) = 64),
+    approved_by         TEXT NOT NULL,
+    created_at_ms       INTEGER NOT NULL
+) STRICT;
+
+-- table approved_run_action_receipts
+CREATE TABLE approved_run_action_receipts (
+    dispatch_id         TEXT PRIMARY KEY REFERENCES approved_action_dispatches (dispatch_id),
+    schema_version      INTEGER NOT NULL,
+    approval_request_id TEXT NOT NULL,
+    project_id          TEXT NOT NULL,
+    action_type         TEXT NOT NULL,
+    action_digest       TEXT NOT NULL,
+    execution_attempt   INTEGER NOT NULL,
+    execution_version   INTEGER NOT NULL,
+    started_at_ms       INTEGER NOT NULL,
+    idempotency_key     TEXT NOT NULL,
+    outcome             TEXT NOT NULL,
+    result_code         TEXT NOT NULL,
+    resource_type       TEXT NOT NULL,
+    resource_id         TEXT NOT NULL REFERENCES runs (run_id),
+    created_at_ms       INTEGER NOT NULL,
+    evidence_digest     TEXT NOT NULL CHECK (length(evidence_digest) = 64), lease_proof TEXT CHECK (lease_proof IS NULL),
+    UNIQUE (resource_type, resource_id)
+) STRICT;
+
+-- table audit_prune_permits
+CREATE TABLE audit_prune_permits (
+    cutoff_ms INTEGER PRIMARY KEY
+) STRICT;
+
+-- table audit_receipts
+CREATE TABLE audit_receipts (
+    receipt_id      TEXT PRIMARY KEY,
+    audit_event_id  INTEGER NOT NULL UNIQUE REFERENCES security_audit_events (event_id),
+    trace_id        TEXT NOT NULL UNIQUE REFERENCES trace_anchors (trace_id),
+    start_id        TEXT NOT NULL UNIQUE,
+    receipt_digest  TEXT NOT NULL CHECK (length(receipt_digest) = 64),
+    committed_at_ms INTEGER NOT NULL
+) STRICT;
+
+-- table execution_events
+CREATE TABLE execution_events (
+    event_id        INTEGER PRIMARY KEY,
+    dispatch_id     TEXT NOT NULL REFERENCES approved_action_dispatches (dispatch_id),
+    version         INTEGER NOT NULL,
+    from_status     TEXT,
+    to_status       TEXT NOT NULL,
+    attempt         INTEGER NOT NULL,
+    lease_owner     TEXT,
+    lease_token     TEXT,
+    mutation_id     TEXT,
+    result_code     TEXT,
+    committed_at_ms INTEGER NOT NULL,
+    UNIQUE (dispatch_id, version)
+) STRICT;
+
+-- table plan_keys
+CREATE TABLE plan_keys (
+    key_id           TEXT PRIMARY KEY
+        CHECK (length(key_id) BETWEEN 1 AND 64 AND key_id GLOB '[A-Za-z0-9]*'
+               AND key_id NOT GLOB '*[^A-Za-z0-9._-]*'),
+    registered_at_ms INTEGER NOT NULL
+) STRICT;
+
+-- table prune_permits
+CREATE TABLE prune_permits (
+    dispatch_id         TEXT PRIMARY KEY,
+    approval_request_id TEXT NOT NULL UNIQUE,
+    project_id          TEXT NOT NULL,
+    action_ref          TEXT NOT NULL,
+    cutoff_ms           INTEGER NOT NULL
+) STRICT;
+
+-- table recovery_observations
+CREATE TABLE recovery_observations (
+    dispatch_id       TEXT PRIMARY KEY REFERENCES approved_action_dispatches (dispatch_id),
+    outcome           TEXT NOT NULL CHECK (outcome IN ('missing', 'conflict', 'unavailable')),
+    reason_code       TEXT NOT NULL,
+    observation_count INTEGER NOT NULL CHECK (observation_count >= 1),
+    first_seen_at_ms  INTEGER NOT NULL,
+    last_seen_at_ms   INTEGER NOT NULL
+) STRICT;
+
+-- table recovery_resolutions
+CREATE TABLE recovery_resolutions (
+    dispatch_id         TEXT PRIMARY KEY REFERENCES approved_action_dispatches (dispatch_id),
+    source              TEXT NOT NULL CHECK (source IN ('evidence', 'manual')),
+    resolution          TEXT NOT NULL CHECK (resolution IN ('succeeded', 'failed', 'blocked')),
+    evidence_digest     TEXT CHECK (evidence_digest IS NULL OR length(evidence_digest) = 64),
+    resolved_by         TEXT NOT NULL,
+    principal           TEXT NOT NULL,
+    reason_code         TEXT NOT NULL,
+    execution_attempt   INTEGER NOT NULL,
+    execution_version   INTEGER NOT NULL,
+    lease_owner         TEXT NOT NULL,
+    lease_token         TEXT NOT NULL,
+    started_at_ms       INTEGER NOT NULL,
+    committed_at_ms     INTEGER NOT NULL,
+    CHECK ((source = 'evidence') = (evidence_digest IS NOT NULL))
+) STRICT;
+
+-- table run_attempts
+CREATE TABLE run_attempts (
+    run_id        TEXT NOT NULL REFERENCES runs (run_id),
+    attempt_no    INTEGER NOT NULL CHECK (attempt_no >= 1),
+    status        TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (run_id, attempt_no)
+) STRICT;
+
+-- table run_events
+CREATE TABLE run_events (
+    run_id          TEXT NOT NULL REFERENCES runs (run_id),
+    seq             INTEGER NOT NULL CHECK (seq >= 1),
+    event_type      TEXT NOT NULL,
+    run_version     INTEGER NOT NULL,
+    committed_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) STRICT;
+
+-- table runs
+CREATE TABLE runs (
+    run_id            TEXT PRIMARY KEY,
+    project_id        TEXT NOT NULL,
+    task_id           TEXT NOT NULL,
+    task_revision     INTEGER NOT NULL CHECK (task_revision >= 0),
+    executor_type     TEXT NOT NULL,
+    priority          INTEGER NOT NULL CHECK (priority BETWEEN -1000 AND 1000),
+    task_name         TEXT,
+    task_snapshot_ref TEXT,
+    input_ref         TEXT,
+    status            TEXT NOT NULL
+        CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+    trigger_type      TEXT NOT NULL,
+    execution_origin  TEXT NOT NULL,
+    execution_owner   TEXT NOT NULL,
+    request_id        TEXT,
+    idempotency_key   TEXT NOT NULL,
+    accepted_at_ms    INTEGER NOT NULL,
+    version           INTEGER NOT NULL CHECK (version >= 1),
+    event_seq         INTEGER NOT NULL CHECK (event_seq >= 0),
+    created_at_ms     INTEGER NOT NULL,
+    updated_at_ms     INTEGER NOT NULL, lease_proof TEXT CHECK (lease_proof IS NULL),
+    UNIQUE (project_id, idempotency_key)
+) STRICT;
+
+-- table schema_migrations
+CREATE TABLE schema_migrations (
+    version       INTEGER PRIMARY KEY,
+    name          TEXT NOT NULL,
+    checksum      TEXT NOT NULL,
+    applied_at_ms INTEGER NOT NULL
+) STRICT;
+
+-- table security_audit_events
+CREATE TABLE security_audit_events (
+    event_id        INTEGER PRIMARY KEY,
+    kind            TEXT NOT NULL,
+    actor           TEXT NOT NULL,
+    principal       TEXT NOT NULL,
+    project_id      TEXT NOT NULL,
+    subject_id      TEXT NOT NULL,
+    detail_code     TEXT NOT NULL,
+    committed_at_ms INTEGER NOT NULL
+, token_id TEXT, client_address TEXT, request_id TEXT) STRICT;
+
+-- table step_run_mutations
+CREATE TABLE step_run_mutations (
+    mutation_id     TEXT PRIMARY KEY,
+    step_run_id     TEXT NOT NULL REFERENCES step_runs (step_run_id),
+    run_id          TEXT NOT NULL REFERENCES runs (run_id),
+    project_id      TEXT NOT NULL,
+    from_status     TEXT NOT NULL,
+    to_status       TEXT NOT NULL,
+    from_version    INTEGER NOT NULL,
+    to_version      INTEGER NOT NULL,
+    run_event_seq   INTEGER NOT NULL,
+    run_version     INTEGER NOT NULL,
+    reason_code     TEXT NOT NULL,
+    mutation_digest TEXT NOT NULL CHECK (length(mutation_digest) = 64),
+    committed_at_ms INTEGER NOT NULL,
+    UNIQUE (step_run_id, to_version),
+    FOREIGN KEY (run_id, run_event_seq) REFERENCES run_events (run_id, seq)
+) STRICT;
+
+-- table step_runs
+CREATE TABLE step_runs (
+    step_run_id         TEXT PRIMARY KEY,
+    run_id              TEXT NOT NULL REFERENCES runs (run_id),
+    project_id          TEXT NOT NULL,
+    step_kind           TEXT NOT NULL CHECK (step_kind = 'tool'),
+    tool_id             TEXT NOT NULL,
+    tool_version        INTEGER NOT NULL CHECK (tool_version >= 1),
+    definition_digest   TEXT NOT NULL CHECK (length(definition_digest) = 64),
+    action_type         TEXT NOT NULL,
+    action_ref          TEXT NOT NULL,
+    action_digest       TEXT NOT NULL CHECK (length(action_digest) = 64),
+    approval_request_id TEXT UNIQUE REFERENCES approval_requests (approval_request_id),
+    binding_digest      TEXT NOT NULL CHECK (length(binding_digest) = 64),
+    status              TEXT NOT NULL CHECK (status IN
+        ('ready', 'waiting_approval', 'running', 'succeeded', 'failed', 'lost')),
+    version             INTEGER NOT NULL CHECK (version >= 1),
+    result_code         TEXT,
+    created_at_ms       INTEGER NOT NULL,
+    updated_at_ms       INTEGER NOT NULL,
+    CHECK (status <> 'waiting_approval' OR approval_request_id IS NOT NULL)
+) STRICT;
+
+-- table tool_execution_start_barriers
+CREATE TABLE tool_execution_start_barriers (
+    start_id                 TEXT PRIMARY KEY,
+    schema_version           INTEGER NOT NULL CHECK (schema_version = 1),
+    project_id               TEXT NOT NULL,
+    run_id                   TEXT NOT NULL REFERENCES runs (run_id),
+    step_run_id              TEXT NOT NULL REFERENCES step_runs (step_run_id),
+    started_step_run_version INTEGER NOT NULL CHECK (started_step_run_version >= 2),
+    started_step_run_digest  TEXT NOT NULL CHECK (length(started_step_run_digest) = 64),
+    command_digest           TEXT NOT NULL CHECK (length(command_digest) = 64),
+    snapshot_digest          TEXT NOT NULL CHECK (length(snapshot_digest) = 64),
+    tool_id                  TEXT NOT NULL,
+    tool_version             INTEGER NOT NULL,
+    definition_digest        TEXT NOT NULL CHECK (length(definition_digest) = 64),
+    policy_fence             TEXT NOT NULL CHECK (length(policy_fence) = 64),
+    action_digest            TEXT NOT NULL CHECK (length(action_digest) = 64),
+    admission_digest         TEXT NOT NULL CHECK (length(admission_digest) = 64),
+    approval_request_id      TEXT REFERENCES approval_requests (approval_request_id),
+    dispatch_id              TEXT UNIQUE REFERENCES approved_action_dispatches (dispatch_id),
+    mutation_id              TEXT NOT NULL UNIQUE REFERENCES step_run_mutations (mutation_id),
+    mutation_digest          TEXT NOT NULL CHECK (length(mutation_digest) = 64),
+    run_event_seq            INTEGER NOT NULL,
+    run_version              INTEGER NOT NULL,
+    trace_id                 TEXT NOT NULL UNIQUE REFERENCES trace_anchors (trace_id),
+    trace_digest             TEXT NOT NULL CHECK (length(trace_digest) = 64),
+    audit_event_id           INTEGER NOT NULL UNIQUE
+        REFERENCES security_audit_events (event_id),
+    audit_receipt_id         TEXT NOT NULL UNIQUE REFERENCES audit_receipts (receipt_id),
+    audit_receipt_digest     TEXT NOT NULL CHECK (length(audit_receipt_digest) = 64),
+    barrier_json             TEXT NOT NULL CHECK (length(CAST(barrier_json AS BLOB)) <= 16384),
+    barrier_digest           TEXT NOT NULL CHECK (length(barrier_digest) = 64),
+    committed_at_ms          INTEGER NOT NULL,
+    UNIQUE (run_id, step_run_id, started_step_run_version),
+    UNIQUE (run_id, run_event_seq),
+    FOREIGN KEY (run_id, run_event_seq) REFERENCES run_events (run_id, seq),
+    CHECK ((approval_request_id IS NULL) = (dispatch_id IS NULL))
+) STRICT;
+
+-- table trace_anchors
+CREATE TABLE trace_anchors (
+    trace_id        TEXT PRIMARY KEY,
+    project_id      TEXT NOT NULL,
+    run_id          TEXT NOT NULL REFERENCES runs (run_id),
+    step_run_id     TEXT NOT NULL REFERENCES step_runs (step_run_id),
+    start_id        TEXT NOT NULL UNIQUE,
+    command_digest  TEXT NOT NULL CHECK (length(command_digest) = 64),
+    trace_digest    TEXT NOT NULL CHECK (length(trace_digest) = 64),
+    committed_at_ms INTEGER NOT NULL
+) STRICT;
+
+-- indexes (18)
+
+-- index api_tokens_principal
+CREATE INDEX api_tokens_principal ON api_tokens (principal);
+
+-- index approval_requests_one_live_per_plan
+CREATE UNIQUE INDEX approval_requests_one_live_per_plan
+    ON approval_requests (project_id, action_ref)
+    WHERE status = 'pending' OR status = 'approved' OR status = 'consumed';
+
+-- index approval_requests_plan
+CREATE INDEX approval_requests_plan ON approval_requests (project_id, action_ref);
+
+-- index approval_requests_waiting
+CREATE INDEX approval_requests_waiting
+    ON approval_requests (created_at_ms DESC, approval_request_id DESC)
+    WHERE status = 'pending';
+
+-- index approved_action_dispatch_executions_due
+CREATE INDEX approved_action_dispatch_executions_due
+    ON approved_action_dispatch_executions (eligible_at_ms, dispatch_id)
+    WHERE eligible_at_ms IS NOT NULL;
+
+-- index approved_action_dispatch_executions_executing
+CREATE INDEX approved_action_dispatch_executions_executing
+    ON approved_action_dispatch_executions (lease_expires_at_ms, dispatch_id)
+    WHERE status = 'executing';
+
+-- index approved_action_dispatch_executions_finished
+CREATE INDEX approved_action_dispatch_executions_finished
+    ON approved_action_dispatch_executions (updated_at_ms, dispatch_id)
+    WHERE status IN ('blocked', 'cancelled', 'failed', 'succeeded');
+
+-- index approved_action_dispatch_executions_status
+CREATE INDEX approved_action_dispatch_executions_status
+    ON approved_action_dispatch_executions (status);
+
+-- index approved_action_dispatches_created
+CREATE INDEX approved_action_dispatches_created
+    ON approved_action_dispatches (created_at_ms, dispatch_id);
+
+-- index approved_action_dispatches_one_per_plan
+CREATE UNIQUE INDEX approved_action_dispatches_one_per_plan
+    ON approved_action_dispatches (project_id, action_ref);
+
+-- index execution_events_mutation
+CREATE UNIQUE INDEX execution_events_mutation
+    ON execution_events (dispatch_id, mutation_id) WHERE mutation_id IS NOT NULL;
+
+-- index prune_permits_plan
+CREATE INDEX prune_permits_plan ON prune_permits (project_id, action_ref);
+
+-- index runs_idempotency_key
+CREATE INDEX runs_idempotency_key ON runs (idempotency_key);
+
+-- index security_audit_events_committed
+CREATE INDEX security_audit_events_committed ON security_audit_events (committed_at_ms);
+
+-- index security_audit_events_subject
+CREATE INDEX security_audit_events_subject ON security_audit_events (subject_id);
+
+-- index step_runs_run
+CREATE INDEX step_runs_run ON step_runs (run_id);
+
+-- index step_runs_status
+CREATE INDEX step_runs_status ON step_runs (status);
+
+-- index tool_execution_start_barriers_approval
+CREATE INDEX tool_execution_start_barriers_approval
+    ON tool_execution_start_barriers (approval_request_id);
+
+-- triggers (60)
+
+-- trigger action_plans_clear_or_sealed
+CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
+WHEN NOT (
+    (NEW.plan_sealed IS NULL AND NEW.plan_key_id IS NULL AND NEW.plan_algorithm IS NULL
+        AND NEW.plan_json <> '')
+    OR (NEW.plan_sealed IS NOT NULL AND NEW.plan_key_id IS NOT NULL
+        AND NEW.plan_algorithm IS NOT NULL AND NEW.plan_schema_version IS NOT NULL
+        AND NEW.plan_json = ''))
+BEGIN
+    SELECT RAISE(ABORT, 'action_plans: a plan is clear or sealed, whole');
+END;
+
+-- trigger action_plans_immutable_delete
+CREATE TRIGGER action_plans_immutable_delete BEFORE DELETE ON action_plans
+WHEN NOT EXISTS (
+    SELECT 1 FROM prune_permits AS p
+    WHERE p.project_id = OLD.project_id AND p.action_ref = OLD.action_ref
+)
+BEGIN SELECT RAISE(ABORT, 'action_plans is immutable'); END;
+
+-- trigger action_plans_immutable_update
+CREATE TRIGGER action_plans_immutable_update BEFORE UPDATE ON action_plans
+WHEN NEW.project_id IS NOT OLD.project_id OR NEW.action_ref IS NOT OLD.action_ref
+    OR NEW.action_type IS NOT OLD.action_type OR NEW.plan_digest IS NOT OLD.plan_digest
+    OR NEW.created_at_ms IS NOT OLD.created_at_ms
+    OR (OLD.plan_schema_version IS NOT NULL
+        AND NEW.plan_schema_version IS NOT OLD.plan_schema_version)
+    OR NOT (NEW.plan_sealed IS NOT NULL AND NEW.plan_key_id IS NOT NULL
+            AND NEW.plan_algorithm IS NOT NULL AND NEW.plan_schema_version IS NOT NULL
+            AND NEW.plan_json = '')
+BEGIN
+    SELECT RAISE(ABORT, 'action_plans is immutable');
+END;
+
+-- trigger action_plans_key_registered_insert
+CREATE TRIGGER action_plans_key_registered_insert BEFORE INSERT ON action_plans
+WHEN NEW.plan_key_id IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM plan_keys WHERE key_id = NEW.plan_key_id)
+BEGIN
+    SELECT RAISE(ABORT, 'action_plans: a plan is sealed under a registered key');
+END;
+
+-- trigger action_plans_key_registered_update
+CREATE TRIGGER action_plans_key_registered_update BEFORE UPDATE OF plan_key_id ON action_plans
+WHEN NEW.plan_key_id IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM plan_keys WHERE key_id = NEW.plan_key_id)
+BEGIN
+    SELECT RAISE(ABORT, 'action_plans: a plan is sealed under a registered key');
+END;
+
+-- trigger api_tokens_guard
+CREATE TRIGGER api_tokens_guard BEFORE UPDATE ON api_tokens
+WHEN NEW.token_id IS NOT OLD.token_id OR NEW.secret_sha256 IS NOT OLD.secret_sha256
+    OR NEW.principal IS NOT OLD.principal OR NEW.role IS NOT OLD.role
+    OR NEW.created_by IS NOT OLD.created_by OR NEW.created_at_ms IS NOT OLD.created_at_ms
+    OR NEW.expires_at_ms IS NOT OLD.expires_at_ms
+    OR (OLD.revoked_at_ms IS NOT NULL AND NEW.revoked_at_ms IS NOT OLD.revoked_at_ms)
+BEGIN
+    SELECT RAISE(ABORT, 'api_tokens: a token changes only its last use and, once, its revocation');
+END;
+
+-- trigger approval_requests_audit_insert
+CREATE TRIGGER approval_requests_audit_insert AFTER INSERT ON approval_requests
+BEGIN
+    INSERT INTO security_audit_events (
+        kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
+    ) VALUES (
+        'approval.created', NEW.requested_by, NEW.requested_principal, NEW.project_id,
+        NEW.approval_request_id, NEW.action_type,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+    );
+END;
+
+-- trigger approval_requests_audit_update
+CREATE TRIGGER approval_requests_audit_update AFTER UPDATE ON approval_requests
+WHEN NEW.status IS NOT OLD.status
+BEGIN
+    INSERT INTO security_audit_events (
+        kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
+    ) VALUES (
+        'approval.' || NEW.status,
+        -- Consuming carries no label: the principal is the actor.
+        CASE WHEN NEW.status = 'consumed' THEN NEW.consumed_principal ELSE NEW.decided_by END,
+        CASE WHEN NEW.status = 'consumed' THEN NEW.consumed_principal
+             ELSE NEW.decided_principal END,
+        NEW.project_id, NEW.approval_request_id,
+        CASE WHEN NEW.status = 'consumed' THEN NEW.action_type
+             WHEN NEW.decided_principal = NEW.requested_principal THEN 'by_requester'
+             ELSE 'by_other' END,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+    );
+END;
+
+-- trigger approval_requests_clock_guard
+CREATE TRIGGER approval_requests_clock_guard BEFORE UPDATE ON approval_requests
+WHEN NEW.db_expires_at_ms IS NOT OLD.db_expires_at_ms
+    OR ((NEW.status = 'approved' OR NEW.status = 'consumed') AND NEW.status IS NOT OLD.status
+        AND CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+            >= coalesce(OLD.db_expires_at_ms, OLD.expires_at_ms))
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:approval_expired: the database clock says so');
+END;
+
+-- trigger approval_requests_insert_guard
+CREATE TRIGGER approval_requests_insert_guard BEFORE INSERT ON approval_requests
+WHEN NEW.status IS NOT 'pending' OR NEW.version IS NOT 1 OR NEW.requested_principal = ''
+    OR NEW.decided_by IS NOT NULL OR NEW.decided_principal IS NOT NULL
+    OR NEW.consumed_principal IS NOT NULL OR NEW.consumed_at_ms IS NOT NULL
+BEGIN
+    SELECT RAISE(ABORT, 'approval_requests: a request starts pending@v1, undecided, with its principal');
+END;
+
+-- trigger approval_requests_lifetime_guard
+CREATE TRIGGER approval_requests_lifetime_guard BEFORE INSERT ON approval_requests
+WHEN NEW.expires_at_ms - NEW.created_at_ms <= 0
+    OR NEW.expires_at_ms - NEW.created_at_ms > 2592000000
+    OR NEW.db_expires_at_ms IS NULL
+    OR NEW.db_expires_at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+        + (NEW.expires_at_ms - NEW.created_at_ms)
+BEGIN
+    SELECT RAISE(ABORT, 'approval_requests: a lifetime of more than 0 s and at most 30 days');
+END;
+
+-- trigger approval_requests_prune_only
+CREATE TRIGGER approval_requests_prune_only BEFORE DELETE ON approval_requests
+WHEN NOT EXISTS (
+    SELECT 1 FROM prune_permits AS p WHERE p.approval_request_id = OLD.approval_request_id
+)
+BEGIN SELECT RAISE(ABORT, 'approval_requests: only a prune deletes a request'); END;
+
+-- trigger approval_requests_update_guard
+CREATE TRIGGER approval_requests_update_guard BEFORE UPDATE ON approval_requests
+WHEN OLD.status IN ('consumed', 'rejected', 'expired')
+    OR NEW.approval_request_id IS NOT OLD.approval_request_id
+    OR NEW.project_id IS NOT OLD.project_id OR NEW.action_type IS NOT OLD.action_type
+    OR NEW.action_ref IS NOT OLD.action_ref OR NEW.action_digest IS NOT OLD.action_digest
+    OR NEW.requested_by IS NOT OLD.requested_by
+    OR NEW.requested_principal IS NOT OLD.requested_principal
+    OR NEW.expires_at_ms IS NOT OLD.expires_at_ms OR NEW.created_at_ms IS NOT OLD.created_at_ms
+    OR NOT (
+        (OLD.status = 'pending' AND NEW.status IN ('approved', 'rejected', 'expired')
+            AND NEW.version = 2 AND NEW.decided_by IS NOT NULL
+            AND NEW.decided_principal IS NOT NULL AND NEW.decided_principal <> ''
+            AND NEW.consumed_principal IS NULL AND NEW.consumed_at_ms IS NULL)
+        OR (OLD.status = 'approved' AND NEW.status = 'consumed' AND NEW.version = 3
+            AND NEW.consumed_at_ms IS NOT NULL
+            AND NEW.consumed_principal IS NOT NULL AND NEW.consumed_principal <> ''
+            AND NEW.decided_by IS OLD.decided_by
+            AND NEW.decided_principal IS OLD.decided_principal)
+    )
+BEGIN
+    SELECT RAISE(ABORT, 'approval_requests: not a permitted change of the request');
+END;
+
+-- trigger approved_action_dispatch_executions_cancel_audited
+CREATE TRIGGER approved_action_dispatch_executions_cancel_audited
+BEFORE UPDATE ON approved_action_dispatch_executions
+WHEN NEW.status = 'cancelled' AND (OLD.status = 'pending' OR OLD.status = 'retry_wait')
+    AND NOT EXISTS (
+    SELECT 1 FROM security_audit_events AS a
+    WHERE a.subject_id = OLD.dispatch_id AND a.kind = 'dispatch.cancelled'
+      AND a.detail_code = substr(OLD.status || ':' || coalesce(NEW.result_code, ''), 1, 128)
+)
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:transition_refused: unaudited');
+END;
+
+-- trigger approved_action_dispatch_executions_exhaust_guard
+CREATE TRIGGER approved_action_dispatch_executions_exhaust_guard
+BEFORE UPDATE ON approved_action_dispatch_executions
+WHEN NEW.status = 'blocked' AND (OLD.status = 'pending' OR OLD.status = 'retry_wait')
+    AND (OLD.attempt < OLD.max_attempts OR NEW.result_code IS NOT 'attempts_exhausted')
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:transition_refused: blocked');
+END;
+
+-- trigger approved_action_dispatch_executions_insert_state
+CREATE TRIGGER approved_action_dispatch_executions_insert_state
+BEFORE INSERT ON approved_action_dispatch_executions
+WHEN NEW.status IS NOT 'pending' OR NEW.version IS NOT 0 OR NEW.attempt IS NOT 0
+    OR NEW.takeovers IS NOT 0
+    OR NEW.lease_owner IS NOT NULL OR NEW.lease_token IS NOT NULL
+    OR NEW.lease_expires_at_ms IS NOT NULL OR NEW.started_at_ms IS NOT NULL
+    OR NEW.retry_at_ms IS NOT NULL OR NEW.result_mutation_id IS NOT NULL
+    OR NEW.result_code IS NOT NULL OR NEW.completed_at_ms IS NOT NULL
+BEGIN SELECT RAISE(ABORT, 'qinglong:transition_refused: insert'); END;
+
+-- trigger approved_action_dispatch_executions_lease_due_guard
+CREATE TRIGGER approved_action_dispatch_executions_lease_due_guard
+BEFORE UPDATE ON approved_action_dispatch_executions
+WHEN NEW.status = 'leased' AND (NEW.lease_expires_at_ms IS NULL
+    OR NEW.eligible_at_ms IS NOT NEW.lease_expires_at_ms)
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:transition_refused: due');
+END;
+
+-- trigger approved_action_dispatch_executions_ledger_insert
+CREATE TRIGGER approved_action_dispatch_executions_ledger_insert
+AFTER INSERT ON approved_action_dispatch_executions
+BEGIN
+    INSERT INTO execution_events (
+        dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
+        mutation_id, result_code, committed_at_ms
+    ) VALUES (
+        NEW.dispatch_id, NEW.version, NULL, NEW.status, NEW.attempt, NULL, NULL, NULL, NULL,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+    );
+END;
+
+-- trigger approved_action_dispatch_executions_ledger_update
+CREATE TRIGGER approved_action_dispatch_executions_ledger_update
+AFTER UPDATE ON approved_action_dispatch_executions
+WHEN NEW.status IS NOT OLD.status OR NEW.attempt IS NOT OLD.attempt
+    OR NEW.takeovers IS NOT OLD.takeovers
+BEGIN
+    INSERT INTO execution_events (
+        dispatch_id, version, from_status, to_status, attempt, lease_owner, lease_token,
+        mutation_id, result_code, committed_at_ms
+    ) VALUES (
+        NEW.dispatch_id, NEW.version, OLD.status, NEW.status, NEW.attempt, NEW.lease_owner,
+        NEW.lease_token,
+        CASE WHEN NEW.result_mutation_id IS NOT OLD.result_mutation_id
+             THEN NEW.result_mutation_id END,
+        CASE WHEN NEW.status <> 'leased' AND NEW.status <> 'executing' THEN NEW.result_code END,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+    );
+END;
+
+-- trigger approved_action_dispatch_executions_manual_audited
+CREATE TRIGGER approved_action_dispatch_executions_manual_audited
+BEFORE UPDATE ON approved_action_dispatch_executions
+WHEN OLD.status = 'executing'
+    AND (NEW.status = 'succeeded' OR NEW.status = 'failed' OR NEW.status = 'blocked')
+    AND EXISTS (
+        SELECT 1 FROM recovery_resolutions AS r
+        WHERE r.dispatch_id = OLD.dispatch_id AND r.source = 'manual')
+    AND NOT EXISTS (
+        SELECT 1 FROM security_audit_events AS a
+        WHERE a.subject_id = OLD.dispatch_id AND a.kind = 'recovery.manual_resolution'
+          AND a.detail_code = substr(NEW.status || ':' || coalesce(NEW.result_code, ''), 1, 128))
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:transition_refused: unaudited');
+END;
+
+-- trigger approved_action_dispatch_executions_prune_only
+CREATE TRIGGER approved_action_dispatch_executions_prune_only
+BEFORE DELETE ON approved_action_dispatch_executions
+WHEN NOT (OLD.status = 'blocked' OR OLD.status = 'cancelled' OR OLD.status = 'failed'
+          OR OLD.status = 'succeeded')
+    OR NOT EXISTS (SELECT 1 FROM prune_permits AS p WHERE p.dispatch_id = OLD.dispatch_id)
+BEGIN
+    SELECT RAISE(ABORT, 'approved_action_dispatch_executions: only a prune deletes a finished row');
+END;
+
+-- trigger approved_action_dispatch_executions_receipt_insert
+CREATE TRIGGER approved_action_dispatch_executions_receipt_insert
+BEFORE INSERT ON approved_action_dispatch_executions
+WHEN NEW.result_receipt_json IS NOT NULL OR NEW.result_receipt_digest IS NOT NULL
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:transition_refused: receipt');
+END;
+
+-- trigger approved_action_dispatch_executions_receipt_update
+CREATE TRIGGER approved_action_dispatch_executions_receipt_update
+BEFORE UPDATE ON approved_action_dispatch_executions
+WHEN (NEW.result_receipt_json IS NOT OLD.result_receipt_json
+        OR NEW.result_receipt_digest IS NOT OLD.result_receipt_digest)
+    AND NOT (OLD.status = 'executing' AND (NEW.status = 'succeeded' OR NEW.status = 'failed')
+             AND OLD.result_receipt_json IS NULL
+             AND (NEW.result_receipt_json IS NULL) = (NEW.result_receipt_digest IS NULL))
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:transition_refused: receipt');
+END;
+
+-- trigger approved_action_dispatch_executions_settle_guard
+CREATE TRIGGER approved_action_dispatch_executions_settle_guard
+BEFORE UPDATE ON approved_action_dispatch_executions
+WHEN OLD.status = 'executing'
+    AND (NEW.status = 'succeeded' OR NEW.status = 'failed' OR NEW.status = 'blocked')
+    AND NEW.result_mutation_id IS OLD.result_mutation_id
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:transition_refused: settle');
+END;
+
+-- trigger approved_action_dispatch_executions_state_machine
+CREATE TRIGGER approved_action_dispatch_executions_state_machine
+BEFORE UPDATE ON approved_action_dispatch_executions
+BEGIN
+    SELECT CASE
+        WHEN OLD.status = 'succeeded' OR OLD.status = 'failed' OR OLD.status = 'blocked'
+            OR OLD.status = 'cancelled'
+            THEN RAISE(ABORT, 'qinglong:transition_refused: terminal')
+        WHEN NEW.dispatch_id IS NOT OLD.dispatch_id OR NEW.project_id IS NOT OLD.project_id
+            OR NEW.max_attempts IS NOT OLD.max_attempts
+            OR NEW.created_at_ms IS NOT OLD.created_at_ms
+            THEN RAISE(ABORT, 'qinglong:transition_refused: identity')
+        WHEN NEW.version IS NULL OR NEW.version <= OLD.version
+            THEN RAISE(ABORT, 'qinglong:transition_refused: version')
+        WHEN NOT CASE OLD.status
+            WHEN 'pending' THEN NEW.status = 'leased' OR NEW.status = 'blocked'
+                OR NEW.status = 'cancelled' OR NEW.status = 'pending'
+            WHEN 'retry_wait' THEN NEW.status = 'leased' OR NEW.status = 'blocked'
+                OR NEW.status = 'cancelled'
+            WHEN 'leased' THEN NEW.status = 'leased' OR NEW.status = 'blocked'
+                OR NEW.status = 'retry_wait' OR NEW.status = 'pending'
+                OR NEW.status = 'executing'
+            WHEN 'executing' THEN NEW.status = 'executing' OR NEW.status = 'succeeded'
+                OR NEW.status = 'failed' OR NEW.status = 'blocked'
+            ELSE 0
+        END
+            THEN RAISE(ABORT, 'qinglong:transition_refused: transition')
+        -- A handler wait made due earlier: only its due time moves back, nothing else.
+        WHEN OLD.status = 'pending' AND NEW.status = 'pending'
+            THEN CASE
+                WHEN OLD.result_code IS NOT 'handler_missing'
+                    OR NOT NEW.eligible_at_ms < OLD.eligible_at_ms
+                    OR NEW.attempt IS NOT OLD.attempt OR NEW.takeovers IS NOT OLD.takeovers
+                    OR NEW.lease_owner IS NOT OLD.lease_owner
+                    OR NEW.lease_token IS NOT OLD.lease_token
+                    OR NEW.lease_expires_at_ms IS NOT OLD.lease_expires_at_ms
+                    OR NEW.started_at_ms IS NOT OLD.started_at_ms
+                    OR NEW.retry_at_ms IS NOT OLD.retry_at_ms
+                    OR NEW.result_mutation_id IS NOT OLD.result_mutation_id
+                    OR NEW.result_code IS NOT OLD.result_code
+                    OR NEW.completed_at_ms IS NOT OLD.completed_at_ms
+                    THEN RAISE(ABORT, 'qinglong:transition_refused: wake')
+            END
+        -- A takeover: a new claim of a leased row (a new token, or the same claimant again
+        -- with its lease run out). It keeps the attempt (the dead holder's claim is refunded)
+        -- and counts one takeover within the bound, once the old lease expired on the
+        -- database clock.
+        WHEN OLD.status = 'leased' AND NEW.status = 'leased'
+            AND (NEW.lease_token IS NOT OLD.lease_token OR NEW.takeovers IS NOT OLD.takeovers)
+            THEN CASE
+                WHEN NEW.attempt IS NOT OLD.attempt OR NEW.takeovers IS NOT OLD.takeovers + 1
+                    OR NEW.takeovers > 4 * NEW.max_attempts OR NEW.started_at_ms IS NOT NULL
+                    OR OLD.lease_expires_at_ms
+                        > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+                    THEN RAISE(ABORT, 'qinglong:transition_refused: takeover')
+            END
+        -- A claim of a waiting row takes the next attempt within the budget, starts nothing.
+        WHEN NEW.status = 'leased' AND OLD.status <> 'leased'
+            THEN CASE
+                WHEN NEW.attempt IS NOT OLD.attempt + 1 OR NEW.attempt > NEW.max_attempts
+                    OR NEW.started_at_ms IS NOT NULL OR NEW.takeovers IS NOT OLD.takeovers
+                    THEN RAISE(ABORT, 'qinglong:transition_refused: attempt')
+            END
+        WHEN NEW.takeovers IS NOT OLD.takeovers
+            THEN RAISE(ABORT, 'qinglong:transition_refused: takeover')
+        -- Anything else keeps the fence; a yield refunds the attempt.
+        WHEN NEW.attempt IS NOT OLD.attempt
+                - (CASE WHEN OLD.status = 'leased' AND NEW.status = 'pending' THEN 1 ELSE 0 END)
+            THEN RAISE(ABORT, 'qinglong:transition_refused: attempt')
+        WHEN NEW.lease_owner IS NOT OLD.lease_owner OR NEW.lease_token IS NOT OLD.lease_token
+            OR (NEW.started_at_ms IS NOT OLD.started_at_ms
+                AND NOT (OLD.status = 'leased' AND NEW.status = 'executing'))
+            THEN RAISE(ABORT, 'qinglong:transition_refused: fence')
+    END;
+END;
+
+-- trigger approved_action_dispatches_immutable_delete
+CREATE TRIGGER approved_action_dispatches_immutable_delete
+BEFORE DELETE ON approved_action_dispatches
+WHEN NOT EXISTS (SELECT 1 FROM prune_permits AS p WHERE p.dispatch_id = OLD.dispatch_id)
+BEGIN SELECT RAISE(ABORT, 'approved_action_dispatches is immutable'); END;
+
+-- trigger approved_action_dispatches_immutable_update
+CREATE TRIGGER approved_action_dispatches_immutable_update
+BEFORE UPDATE ON approved_action_dispatches
+BEGIN SELECT RAISE(ABORT, 'approved_action_dispatches is immutable'); END;
+
+-- trigger approved_action_dispatches_insert_guard
+CREATE TRIGGER approved_action_dispatches_insert_guard BEFORE INSERT ON approved_action_dispatches
+WHEN NOT EXISTS (
+    SELECT 1 FROM approval_requests AS a
+    WHERE a.approval_request_id = NEW.approval_request_id AND a.status = 'consumed'
+      AND a.project_id = NEW.project_id AND a.action_type = NEW.action_type
+      AND a.action_ref = NEW.action_ref AND a.action_digest = NEW.action_digest
+      AND a.decided_by = NEW.approved_by
+)
+BEGIN
+    SELECT RAISE(ABORT, 'approved_action_dispatches: needs its consumed approval, same action');
+END;
+
+-- trigger approved_run_action_receipts_guard
+CREATE TRIGGER approved_run_action_receipts_guard BEFORE INSERT ON approved_run_action_receipts
+WHEN NOT EXISTS (
+    SELECT 1
+    FROM approved_action_dispatch_executions AS e
+    JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+    JOIN runs AS r ON r.run_id = NEW.resource_id
+    WHERE e.dispatch_id = NEW.dispatch_id
+      AND (e.status = 'executing' OR e.status = 'succeeded')
+      AND e.attempt = NEW.execution_attempt AND e.started_at_ms = NEW.started_at_ms
+      AND d.approval_request_id = NEW.approval_request_id
+      AND d.project_id = NEW.project_id AND d.action_type = NEW.action_type
+      AND d.action_digest = NEW.action_digest
+      AND r.project_id = NEW.project_id AND r.idempotency_key = NEW.idempotency_key
+      AND r.idempotency_key = NEW.dispatch_id AND r.request_id IS NEW.approval_request_id
+)
+BEGIN
+    SELECT RAISE(ABORT, 'approved_run_action_receipts: binds its started execution and Run');
+END;
+
+-- trigger approved_run_action_receipts_immutable_delete
+CREATE TRIGGER approved_run_action_receipts_immutable_delete
+BEFORE DELETE ON approved_run_action_receipts
+WHEN NOT EXISTS (SELECT 1 FROM prune_permits AS p WHERE p.dispatch_id = OLD.dispatch_id)
+BEGIN SELECT RAISE(ABORT, 'approved_run_action_receipts is immutable'); END;
+
+-- trigger approved_run_action_receipts_immutable_update
+CREATE TRIGGER approved_run_action_receipts_immutable_update
+BEFORE UPDATE ON approved_run_action_receipts
+BEGIN SELECT RAISE(ABORT, 'approved_run_action_receipts is immutable'); END;
+
+-- trigger audit_prune_permits_immutable_update
+CREATE TRIGGER audit_prune_permits_immutable_update BEFORE UPDATE ON audit_prune_permits
+BEGIN SELECT RAISE(ABORT, 'audit_prune_permits is immutable'); END;
+
+-- trigger audit_prune_permits_insert_guard
+CREATE TRIGGER audit_prune_permits_insert_guard BEFORE INSERT ON audit_prune_permits
+WHEN NEW.cutoff_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+BEGIN SELECT RAISE(ABORT, 'audit_prune_permits: the cutoff may not be in the future'); END;
+
+-- trigger audit_receipts_immutable_delete
+CREATE TRIGGER audit_receipts_immutable_delete BEFORE DELETE ON audit_receipts
+BEGIN SELECT RAISE(ABORT, 'audit_receipts is immutable'); END;
+
+-- trigger audit_receipts_immutable_update
+CREATE TRIGGER audit_receipts_immutable_update BEFORE UPDATE ON audit_receipts
+BEGIN SELECT RAISE(ABORT, 'audit_receipts is immutable'); END;
+
+-- trigger execution_events_immutable_delete
+CREATE TRIGGER execution_events_immutable_delete BEFORE DELETE ON execution_events
+WHEN NOT EXISTS (SELECT 1 FROM prune_permits AS p WHERE p.dispatch_id = OLD.dispatch_id)
+BEGIN SELECT RAISE(ABORT, 'execution_events is immutable'); END;
+
+-- trigger execution_events_immutable_update
+CREATE TRIGGER execution_events_immutable_update BEFORE UPDATE ON execution_events
+BEGIN SELECT RAISE(ABORT, 'execution_events is immutable'); END;
+
+-- trigger execution_events_insert_guard
+CREATE TRIGGER execution_events_insert_guard BEFORE INSERT ON execution_events
+WHEN NOT EXISTS (
+    SELECT 1 FROM approved_action_dispatch_executions AS e
+    WHERE e.dispatch_id = NEW.dispatch_id AND e.version = NEW.version
+      AND e.status = NEW.to_status AND e.attempt = NEW.attempt
+      AND e.lease_owner IS NEW.lease_owner AND e.lease_token IS NEW.lease_token
+)
+BEGIN
+    SELECT RAISE(ABORT, 'execution_events: a ledger line records the row''s own change');
+END;
+
+-- trigger prune_permits_immutable_update
+CREATE TRIGGER prune_permits_immutable_update BEFORE UPDATE ON prune_permits
+BEGIN SELECT RAISE(ABORT, 'prune_permits is immutable'); END;
+
+-- trigger prune_permits_insert_guard
+CREATE TRIGGER prune_permits_insert_guard BEFORE INSERT ON prune_permits
+WHEN NEW.cutoff_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+    OR NOT EXISTS (
+        SELECT 1
+        FROM approved_action_dispatches AS d
+        JOIN approved_action_dispatch_executions AS e ON e.dispatch_id = d.dispatch_id
+        WHERE d.dispatch_id = NEW.dispatch_id
+          AND d.approval_request_id = NEW.approval_request_id
+          AND d.project_id = NEW.project_id AND d.action_ref = NEW.action_ref
+          AND (e.status = 'blocked' OR e.status = 'cancelled' OR e.status = 'failed'
+               OR e.status = 'succeeded')
+          AND e.updated_at_ms < NEW.cutoff_ms
+    )
+BEGIN
+    SELECT RAISE(ABORT, 'prune_permits: only a terminal dispatch tree older than a past cutoff');
+END;
+
+-- trigger recovery_observations_prune_only
+CREATE TRIGGER recovery_observations_prune_only BEFORE DELETE ON recovery_observations
+WHEN NOT EXISTS (SELECT 1 FROM prune_permits AS p WHERE p.dispatch_id = OLD.dispatch_id)
+BEGIN SELECT RAISE(ABORT, 'recovery_observations: only a prune deletes an observation'); END;
+
+-- trigger recovery_resolutions_fence_guard
+CREATE TRIGGER recovery_resolutions_fence_guard BEFORE INSERT ON recovery_resolutions
+WHEN NOT EXISTS (
+    SELECT 1 FROM approved_action_dispatch_executions AS e
+    WHERE e.dispatch_id = NEW.dispatch_id AND e.status = 'executing'
+      AND e.attempt = NEW.execution_attempt AND e.version = NEW.execution_version
+      AND e.lease_owner = NEW.lease_owner AND e.lease_token = NEW.lease_token
+      AND e.started_at_ms = NEW.started_at_ms
+      AND e.lease_expires_at_ms <= CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+)
+BEGIN
+    SELECT RAISE(ABORT, 'recovery_resolutions: names its expired started execution''s fence');
+END;
+
+-- trigger recovery_resolutions_immutable_delete
+CREATE TRIGGER recovery_resolutions_immutable_delete BEFORE DELETE ON recovery_resolutions
+WHEN NOT EXISTS (SELECT 1 FROM prune_permits AS p WHERE p.dispatch_id = OLD.dispatch_id)
+BEGIN SELECT RAISE(ABORT, 'recovery_resolutions is immutable'); END;
+
+-- trigger recovery_resolutions_immutable_update
+CREATE TRIGGER recovery_resolutions_immutable_update BEFORE UPDATE ON recovery_resolutions
+BEGIN SELECT RAISE(ABORT, 'recovery_resolutions is immutable'); END;
+
+-- trigger run_events_immutable_delete
+CREATE TRIGGER run_events_immutable_delete BEFORE DELETE ON run_events
+BEGIN SELECT RAISE(ABORT, 'run_events is immutable'); END;
+
+-- trigger run_events_immutable_update
+CREATE TRIGGER run_events_immutable_update BEFORE UPDATE ON run_events
+BEGIN SELECT RAISE(ABORT, 'run_events is immutable'); END;
+
+-- trigger runs_held_guard
+CREATE TRIGGER runs_held_guard BEFORE INSERT ON runs
+WHEN NEW.trigger_type = 'approved_action'
+    AND EXISTS (SELECT 1 FROM approved_action_dispatches AS d WHERE d.dispatch_id = NEW.idempotency_key)
+    AND NOT EXISTS (
+        SELECT 1 FROM approved_action_dispatch_executions AS e
+        WHERE e.dispatch_id = NEW.idempotency_key
+          AND (e.status = 'leased' OR e.status = 'executing' OR e.status = 'succeeded'))
+BEGIN
+    SELECT RAISE(ABORT, 'runs: a Run of a dispatch is written while the dispatch is held');
+END;
+
+-- trigger runs_identity
+CREATE TRIGGER runs_identity BEFORE UPDATE ON runs
+WHEN NEW.run_id IS NOT OLD.run_id OR NEW.project_id IS NOT OLD.project_id
+    OR NEW.task_id IS NOT OLD.task_id OR NEW.task_revision IS NOT OLD.task_revision
+    OR NEW.executor_type IS NOT OLD.executor_type OR NEW.priority IS NOT OLD.priority
+    OR NEW.task_name IS NOT OLD.task_name OR NEW.task_snapshot_ref IS NOT OLD.task_snapshot_ref
+    OR NEW.input_ref IS NOT OLD.input_ref OR NEW.trigger_type IS NOT OLD.trigger_type
+    OR NEW.execution_origin IS NOT OLD.execution_origin
+    OR NEW.execution_owner IS NOT OLD.execution_owner OR NEW.request_id IS NOT OLD.request_id
+    OR NEW.idempotency_key IS NOT OLD.idempotency_key
+    OR NEW.accepted_at_ms IS NOT OLD.accepted_at_ms OR NEW.created_at_ms IS NOT OLD.created_at_ms
+BEGIN
+    SELECT RAISE(ABORT, 'runs: the identity of a Run never changes');
+END;
+
+-- trigger security_audit_events_immutable_delete
+CREATE TRIGGER security_audit_events_immutable_delete BEFORE DELETE ON security_audit_events
+WHEN NOT EXISTS (
+    SELECT 1 FROM audit_prune_permits AS p WHERE OLD.committed_at_ms < p.cutoff_ms
+)
+BEGIN SELECT RAISE(ABORT, 'security_audit_events is immutable'); END;
+
+-- trigger security_audit_events_immutable_update
+CREATE TRIGGER security_audit_events_immutable_update BEFORE UPDATE ON security_audit_events
+BEGIN SELECT RAISE(ABORT, 'security_audit_events is immutable'); END;
+
+-- trigger security_audit_events_request_whole
+CREATE TRIGGER security_audit_events_request_whole BEFORE INSERT ON security_audit_events
+WHEN NOT ((NEW.token_id IS NULL AND NEW.client_address IS NULL AND NEW.request_id IS NULL)
+    OR (NEW.token_id IS NOT NULL AND NEW.request_id IS NOT NULL)
+    OR (NEW.kind = 'api.auth_failed' AND NEW.token_id IS NULL
+        AND NEW.client_address IS NOT NULL AND NEW.request_id IS NOT NULL))
+BEGIN
+    SELECT RAISE(ABORT, 'security_audit_events: a request names its token and its id');
+END;
+
+-- trigger security_audit_events_subject_finished
+CREATE TRIGGER security_audit_events_subject_finished BEFORE DELETE ON security_audit_events
+WHEN EXISTS (
+    SELECT 1 FROM audit_prune_permits AS p WHERE OLD.committed_at_ms < p.cutoff_ms
+) AND NOT EXISTS (
+    SELECT 1 FROM audit_prune_permits AS p
+    WHERE OLD.committed_at_ms < p.cutoff_ms
+      AND NOT EXISTS (
+          SELECT 1 FROM approval_requests AS a
+          WHERE a.approval_request_id = OLD.subject_id
+            AND NOT (
+                ((a.status = 'rejected' OR a.status = 'expired') AND a.updated_at_ms < p.cutoff_ms)
+                OR ((a.status = 'pending' OR a.status = 'approved')
+                    AND coalesce(a.db_expires_at_ms, a.expires_at_ms) < p.cutoff_ms)
+                OR (a.status = 'consumed' AND EXISTS (
+                    SELECT 1
+                    FROM approved_action_dispatches AS d
+                    JOIN approved_action_dispatch_executions AS e
+                        ON e.dispatch_id = d.dispatch_id
+                    WHERE d.approval_request_id = a.approval_request_id
+                      AND (e.status = 'blocked' OR e.status = 'cancelled'
+                           OR e.status = 'failed' OR e.status = 'succeeded')
+                      AND e.updated_at_ms < p.cutoff_ms
+                ))
+            )
+      )
+      AND NOT EXISTS (
+          SELECT 1 FROM approved_action_dispatch_executions AS e
+          WHERE e.dispatch_id = OLD.subject_id
+            AND NOT ((e.status = 'blocked' OR e.status = 'cancelled' OR e.status = 'failed'
+                      OR e.status = 'succeeded')
+                     AND e.updated_at_ms < p.cutoff_ms)
+      )
+)
+BEGIN
+    SELECT RAISE(ABORT, 'security_audit_events: the audit of a live subject stays');
+END;
+
+-- trigger step_run_mutations_immutable_delete
+CREATE TRIGGER step_run_mutations_immutable_delete BEFORE DELETE ON step_run_mutations
+BEGIN SELECT RAISE(ABORT, 'step_run_mutations is immutable'); END;
+
+-- trigger step_run_mutations_immutable_update
+CREATE TRIGGER step_run_mutations_immutable_update BEFORE UPDATE ON step_run_mutations
+BEGIN SELECT RAISE(ABORT, 'step_run_mutations is immutable'); END;
+
+-- trigger step_runs_insert_state
+CREATE TRIGGER step_runs_insert_state
+BEFORE INSERT ON step_runs
+WHEN NOT (NEW.status = 'ready' OR NEW.status = 'waiting_approval') OR NEW.version IS NOT 1
+    OR NEW.result_code IS NOT NULL
+BEGIN SELECT RAISE(ABORT, 'qinglong:transition_refused: insert'); END;
+
+-- trigger step_runs_state_machine
+CREATE TRIGGER step_runs_state_machine
+BEFORE UPDATE ON step_runs
+BEGIN
+    SELECT CASE
+        WHEN OLD.status = 'succeeded' OR OLD.status = 'failed'
+            THEN RAISE(ABORT, 'qinglong:transition_refused: terminal')
+        -- The binding digest covers these columns; the row may never drift from it.
+        WHEN NEW.step_run_id IS NOT OLD.step_run_id OR NEW.run_id IS NOT OLD.run_id
+            OR NEW.project_id IS NOT OLD.project_id OR NEW.step_kind IS NOT OLD.step_kind
+            OR NEW.tool_id IS NOT OLD.tool_id OR NEW.tool_version IS NOT OLD.tool_version
+            OR NEW.definition_digest IS NOT OLD.definition_digest
+            OR NEW.action_type IS NOT OLD.action_type OR NEW.action_ref IS NOT OLD.action_ref
+            OR NEW.action_digest IS NOT OLD.action_digest
+            OR NEW.approval_request_id IS NOT OLD.approval_request_id
+            OR NEW.binding_digest IS NOT OLD.binding_digest
+            OR NEW.created_at_ms IS NOT OLD.created_at_ms
+            THEN RAISE(ABORT, 'qinglong:transition_refused: identity')
+        WHEN NEW.version IS NULL OR NEW.version <= OLD.version
+            THEN RAISE(ABORT, 'qinglong:transition_refused: version')
+        WHEN NOT CASE OLD.status
+            WHEN 'ready' THEN NEW.status = 'running' OR NEW.status = 'failed'
+            WHEN 'waiting_approval' THEN NEW.status = 'running' OR NEW.status = 'failed'
+            WHEN 'running' THEN NEW.status = 'succeeded' OR NEW.status = 'failed'
+                OR NEW.status = 'lost'
+            WHEN 'lost' THEN NEW.status = 'ready'
+            ELSE 0
+        END
+            THEN RAISE(ABORT, 'qinglong:transition_refused: transition')
+    END;
+END;
+
+-- trigger tool_execution_start_barriers_immutable_delete
+CREATE TRIGGER tool_execution_start_barriers_immutable_delete
+BEFORE DELETE ON tool_execution_start_barriers
+BEGIN SELECT RAISE(ABORT, 'tool_execution_start_barriers is immutable'); END;
+
+-- trigger tool_execution_start_barriers_immutable_update
+CREATE TRIGGER tool_execution_start_barriers_immutable_update
+BEFORE UPDATE ON tool_execution_start_barriers
+BEGIN SELECT RAISE(ABORT, 'tool_execution_start_barriers is immutable'); END;
+
+-- trigger trace_anchors_immutable_delete
+CREATE TRIGGER trace_anchors_immutable_delete BEFORE DELETE ON trace_anchors
+BEGIN SELECT RAISE(ABORT, 'trace_anchors is immutable'); END;
+
+-- trigger trace_anchors_immutable_update
+CREATE TRIGGER trace_anchors_immutable_update BEFORE UPDATE ON trace_anchors
+BEGIN SELECT RAISE(ABORT, 'trace_anchors is immutable'); END;
