@@ -153,7 +153,9 @@ async def test_an_expired_lease_is_taken_over_by_another_pool(
         second = await _claim(two, clock, "replica-2")
         assert second.lease is not None
         assert first.lease is not None
-        assert (second.lease.attempt, second.lease.owner) == (2, "replica-2")
+        # A takeover keeps the attempt (the dead claim's is refunded); its token fences.
+        assert (second.lease.attempt, second.lease.owner) == (1, "replica-2")
+        assert second.lease.token != first.lease.token
         (stale,) = await one.start(
             [_start_request(first)], now_ms=clock.now_ms(), lease_ms=LEASE_MS
         )
