@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.adapters import dialect, plan_keyring
+from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors, plan_previews, plans
 from qinglong_dispatcher.ports import action_tables
-from qinglong_dispatcher.settings import Settings
 
 if TYPE_CHECKING:
     # A read command (`status`, `dispatch list`) needs a store, not the daemon: the dispatcher,
     # the actions, the lifecycle and the reconciler are imported by the functions that build
     # them, so such a command starts in a fraction of the time.
-    from qinglong_dispatcher import dispatcher
     from qinglong_dispatcher.actions import contract, registry
+    from qinglong_dispatcher.dispatching import dispatcher
     from qinglong_dispatcher.lifecycle import daemon, http, metrics
     from qinglong_dispatcher.recovery import reconciler
 
@@ -155,8 +155,8 @@ def build_dispatcher(
 ) -> dispatcher.Dispatcher:
     """A dispatcher with the profile's budget, the built-in actions and the installed ones
     (`installed`, by default this process's entry points: `registry.installed()`)."""
-    from qinglong_dispatcher import dispatcher
     from qinglong_dispatcher.actions import registry
+    from qinglong_dispatcher.dispatching import dispatcher
 
     actions = registry.installed(announce=True) if installed is None else installed
     config = dispatcher.DispatchConfig(

@@ -13,8 +13,8 @@ from qinglong_dispatcher import __version__
 from qinglong_dispatcher.commands import startup
 
 if TYPE_CHECKING:
+    from qinglong_dispatcher.config.settings import Settings
     from qinglong_dispatcher.domain import errors
-    from qinglong_dispatcher.settings import Settings
 
     Handler = Callable[[Settings, argparse.Namespace], Awaitable[int]]
 
@@ -338,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from qinglong_dispatcher.settings import load_settings
+    from qinglong_dispatcher.config.settings import load_settings
 
     return load_settings(
         profile=getattr(args, "profile", None),

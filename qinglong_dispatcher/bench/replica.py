@@ -14,8 +14,8 @@ import anyio
 
 from qinglong_dispatcher import bootstrap, clock
 from qinglong_dispatcher.bench import procstat
+from qinglong_dispatcher.config.settings import load_settings
 from qinglong_dispatcher.lifecycle import logging as log_setup
-from qinglong_dispatcher.settings import load_settings
 
 
 async def _drain(start_at: float) -> dict[str, float]:

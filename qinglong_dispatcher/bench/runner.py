@@ -10,7 +10,7 @@ from typing import Any
 
 from qinglong_dispatcher import bootstrap
 from qinglong_dispatcher.bench import api_path, mixed, mixed_http, phases, scratch
-from qinglong_dispatcher.settings import Settings
+from qinglong_dispatcher.config.settings import Settings
 
 SUBMIT_ONE = 1_000
 """At most this many plans are submitted one at a time (a transaction each)."""

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from qinglong_dispatcher import bootstrap, clock, ports
-from qinglong_dispatcher.settings import Settings, load_settings
+from qinglong_dispatcher.config.settings import Settings, load_settings
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from qinglong_dispatcher import bootstrap, clock
 from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors
-from qinglong_dispatcher.settings import Settings
 
 
 async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:

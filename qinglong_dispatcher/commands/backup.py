@@ -14,7 +14,7 @@ import anyio.to_thread
 
 from qinglong_dispatcher import bootstrap
 from qinglong_dispatcher.commands import common
-from qinglong_dispatcher.settings import Settings
+from qinglong_dispatcher.config.settings import Settings
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

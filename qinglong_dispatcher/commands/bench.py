@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors
-from qinglong_dispatcher.settings import Settings
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

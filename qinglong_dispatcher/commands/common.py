@@ -6,7 +6,7 @@ import json
 import sys
 
 from qinglong_dispatcher import bootstrap, ports
-from qinglong_dispatcher.settings import Settings
+from qinglong_dispatcher.config.settings import Settings
 
 PROG = "qinglong-dispatcher"
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_CONFIG = 0, 1, 2, 69, 78

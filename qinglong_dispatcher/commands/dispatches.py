@@ -15,8 +15,8 @@ import json
 
 from qinglong_dispatcher import api, bootstrap, clock
 from qinglong_dispatcher.commands import common, previews
+from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import dispatch_views, errors, plans, states
-from qinglong_dispatcher.settings import Settings
 
 
 def _iso(ms: int | None) -> str:

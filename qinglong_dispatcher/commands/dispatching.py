@@ -11,9 +11,9 @@ import structlog
 
 from qinglong_dispatcher import bootstrap, clock, ports
 from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.lifecycle import daemon, http, skew
-from qinglong_dispatcher.settings import Settings
 
 log = structlog.get_logger("qinglong_dispatcher.daemon")
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from qinglong_dispatcher import bootstrap, ports
 from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors
-from qinglong_dispatcher.settings import Settings
 
 BATCH_MAX = 1000
 

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 
 from qinglong_dispatcher import bootstrap, clock
 from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import approval_views, canonical, errors, plans
-from qinglong_dispatcher.settings import Settings
 
 
 def _iso(ms: int) -> str:

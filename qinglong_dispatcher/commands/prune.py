@@ -6,8 +6,8 @@ import argparse
 
 from qinglong_dispatcher import clock
 from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors, retention
-from qinglong_dispatcher.settings import Settings
 
 
 def duration_ms(text: str) -> int:

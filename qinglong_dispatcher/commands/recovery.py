@@ -7,8 +7,8 @@ import datetime
 
 from qinglong_dispatcher import api, clock
 from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import states
-from qinglong_dispatcher.settings import Settings
 
 
 def _iso(ms: int) -> str:

@@ -10,9 +10,9 @@ import anyio.to_thread
 from qinglong_dispatcher import api, bootstrap, bounded_files, clock, ports
 from qinglong_dispatcher.actions.tool_invoke import sandbox
 from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import canonical, errors, ids, plans
 from qinglong_dispatcher.domain.tools import registry as tool_registry
-from qinglong_dispatcher.settings import Settings
 
 STEPS_HINT = (
     "use `approval create`, then `approval approve ID --by W` as another approver, "

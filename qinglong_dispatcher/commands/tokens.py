@@ -14,8 +14,8 @@ import pwd
 
 from qinglong_dispatcher import clock
 from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors, principals
-from qinglong_dispatcher.settings import Settings
 
 DEFAULT_EXPIRES = "30d"
 """A token's lifetime when `--expires` is not given."""

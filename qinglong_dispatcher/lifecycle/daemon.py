@@ -18,7 +18,9 @@ from typing import Protocol
 import anyio
 import structlog
 
-from qinglong_dispatcher import dispatcher, ports
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.config.settings import Settings
+from qinglong_dispatcher.dispatching import dispatcher
 from qinglong_dispatcher.domain import errors, records
 from qinglong_dispatcher.lifecycle import (
     cadence,
@@ -31,7 +33,6 @@ from qinglong_dispatcher.lifecycle import (
     wakeup,
 )
 from qinglong_dispatcher.recovery import reconciler
-from qinglong_dispatcher.settings import Settings
 
 log = structlog.get_logger("qinglong_dispatcher.daemon")
 

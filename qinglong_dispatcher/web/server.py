@@ -20,7 +20,7 @@ import anyio
 import structlog
 from aiohttp import web
 
-from qinglong_dispatcher import listen_address
+from qinglong_dispatcher.config import listen_address
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.web import app, auth, connections, context, feed
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import anyio
 
 from qinglong_dispatcher import bootstrap
+from qinglong_dispatcher.config.settings import load_settings
 from qinglong_dispatcher.domain import retention
 from qinglong_dispatcher.lifecycle import daemon
-from qinglong_dispatcher.settings import load_settings
 from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.clock import START_MS, ManualClock

@@ -5,11 +5,11 @@ from __future__ import annotations
 import anyio
 
 from qinglong_dispatcher import clock as system_clock
-from qinglong_dispatcher import dispatcher
+from qinglong_dispatcher.config.settings import load_settings
+from qinglong_dispatcher.dispatching import dispatcher
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.lifecycle import daemon, http, metrics, systemd
 from qinglong_dispatcher.recovery import reconciler
-from qinglong_dispatcher.settings import load_settings
 from tests.support.actions import submit_runs
 from tests.support.handlers import RecordingHandler
 from tests.support.stores import Harness

@@ -9,7 +9,7 @@ from pathlib import Path
 _EDGE_RUN = """
 import sys, anyio
 from qinglong_dispatcher import bootstrap, cli
-from qinglong_dispatcher.settings import load_settings
+from qinglong_dispatcher.config.settings import load_settings
 
 async def main():
     settings = load_settings(profile="edge", database_url="sqlite:///{path}")

@@ -22,10 +22,10 @@ from qinglong_dispatcher import bootstrap
 from qinglong_dispatcher import clock as system_clock
 from qinglong_dispatcher.adapters.postgres import store as postgres_store
 from qinglong_dispatcher.adapters.postgres import wakeup as postgres_wakeup
+from qinglong_dispatcher.config.settings import load_settings
 from qinglong_dispatcher.domain import states
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.lifecycle import daemon, metrics
-from qinglong_dispatcher.settings import load_settings
 from tests.support import stores
 from tests.support.actions import submit_runs_as_approver
 from tests.support.daemon import free_port

@@ -8,8 +8,9 @@ import time
 import anyio
 import pytest
 
-from qinglong_dispatcher import api, dispatcher, ports
+from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.clock import SystemClock
+from qinglong_dispatcher.dispatching import dispatcher
 from qinglong_dispatcher.domain import errors, fencing, records, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus

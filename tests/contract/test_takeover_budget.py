@@ -8,10 +8,10 @@ from pathlib import Path
 import structlog
 
 from qinglong_dispatcher import bootstrap
+from qinglong_dispatcher.config.settings import load_settings
 from qinglong_dispatcher.domain import fencing, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.lifecycle import daemon
-from qinglong_dispatcher.settings import load_settings
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.stores import Harness

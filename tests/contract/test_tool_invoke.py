@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher import bootstrap, dispatcher, ports
+from qinglong_dispatcher import bootstrap, ports
 from qinglong_dispatcher.actions.tool_invoke import file_write, sandbox
 from qinglong_dispatcher.actions.tool_invoke import handler as tool_invoke
+from qinglong_dispatcher.dispatching import dispatcher
 from qinglong_dispatcher.domain import errors, records, recovery
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.domain.tools import start as tool_start

@@ -132,7 +132,7 @@ _IMPORTS = """
 import sys
 from qinglong_dispatcher import bootstrap, clock
 from qinglong_dispatcher.commands import dispatching
-from qinglong_dispatcher.settings import load_settings
+from qinglong_dispatcher.config.settings import load_settings
 settings = load_settings(database_url="sqlite:///{db}", environ={env!r})
 bootstrap.build_daemon_parts(settings, None, clock.SystemClock())
 loaded = sorted(m for m in sys.modules if m.split(".")[0] == "aiohttp"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher.settings import Settings, env_name
+from qinglong_dispatcher.config.settings import Settings, env_name
 from tests.support.cli import error_lines, run_cli
 
 # One bad value per field, chosen where it used to slip through the load: huge durations

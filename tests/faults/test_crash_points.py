@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher import bootstrap, dispatcher, ports
+from qinglong_dispatcher import bootstrap, ports
 from qinglong_dispatcher.actions.run_create import handler as run_create
+from qinglong_dispatcher.dispatching import dispatcher
 from qinglong_dispatcher.domain import records, recovery
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.recovery import reconciler

@@ -19,9 +19,9 @@ import structlog
 
 from qinglong_dispatcher import api, bootstrap, ports
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
+from qinglong_dispatcher.config.settings import load_settings
 from qinglong_dispatcher.domain import errors, states
 from qinglong_dispatcher.lifecycle import daemon
-from qinglong_dispatcher.settings import load_settings
 from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock

@@ -13,9 +13,9 @@ from pathlib import Path
 import anyio
 
 from qinglong_dispatcher import bootstrap, ports
+from qinglong_dispatcher.config.settings import Settings, load_settings
 from qinglong_dispatcher.domain import principals
 from qinglong_dispatcher.lifecycle import http, metrics
-from qinglong_dispatcher.settings import Settings, load_settings
 from qinglong_dispatcher.web import server as web_server
 from tests.support import stores
 from tests.support.clock import START_MS

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from qinglong_dispatcher import bootstrap, dispatcher, ports
+from qinglong_dispatcher import bootstrap, ports
+from qinglong_dispatcher.dispatching import dispatcher
 
 LEASE_MS = 30_000
 

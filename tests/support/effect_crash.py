@@ -25,9 +25,9 @@ import anyio.to_thread
 
 from qinglong_dispatcher import bootstrap, clock, ports
 from qinglong_dispatcher.actions import builtin
+from qinglong_dispatcher.config.settings import load_settings
 from qinglong_dispatcher.domain import plans
 from qinglong_dispatcher.domain.states import ExecutionStatus
-from qinglong_dispatcher.settings import load_settings
 from tests.support import external_crash
 
 REPO = Path(__file__).resolve().parents[2]

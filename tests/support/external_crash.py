@@ -16,8 +16,8 @@ import anyio
 
 from qinglong_dispatcher import bootstrap, clock, ports
 from qinglong_dispatcher.actions import registry
+from qinglong_dispatcher.config.settings import load_settings
 from qinglong_dispatcher.domain import records
-from qinglong_dispatcher.settings import load_settings
 
 
 class KilledAt:

@@ -15,7 +15,7 @@ import sys
 import anyio
 
 from qinglong_dispatcher import bootstrap, clock
-from qinglong_dispatcher.settings import load_settings
+from qinglong_dispatcher.config.settings import load_settings
 from tests.support import page_crash
 
 

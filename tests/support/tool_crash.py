@@ -15,8 +15,8 @@ import anyio
 from qinglong_dispatcher import bootstrap, clock
 from qinglong_dispatcher.actions.tool_invoke import file_write
 from qinglong_dispatcher.actions.tool_invoke import handler as tool_invoke
+from qinglong_dispatcher.config.settings import load_settings
 from qinglong_dispatcher.domain import records
-from qinglong_dispatcher.settings import load_settings
 
 
 async def _kill_after_adapter(point: str, dispatch: records.Dispatch) -> None:

@@ -7,7 +7,7 @@ from typing import cast
 
 import pytest
 
-from qinglong_dispatcher import listen_address
+from qinglong_dispatcher.config import listen_address
 from qinglong_dispatcher.domain import errors, principals
 from qinglong_dispatcher.lifecycle import metrics
 from qinglong_dispatcher.web import connections, limits, problems

@@ -56,7 +56,7 @@ def test_the_console_entry_prints_the_version() -> None:
 DAEMON_ONLY = (
     "prometheus_client",
     "aiohttp",
-    "qinglong_dispatcher.dispatcher",
+    "qinglong_dispatcher.dispatching",
     "qinglong_dispatcher.lifecycle.daemon",
     "qinglong_dispatcher.lifecycle.metrics",
     "qinglong_dispatcher.bench",

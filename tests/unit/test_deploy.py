@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from qinglong_dispatcher import settings
+from qinglong_dispatcher.config import settings
 from qinglong_dispatcher.lifecycle import http, metrics
 from tests.support import system_tools
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher import environment, settings
+from qinglong_dispatcher.config import environment, settings
 from qinglong_dispatcher.domain import errors
 from tests.support.cli import error_lines, run_cli
 

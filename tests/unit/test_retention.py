@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher import bootstrap, resources, settings
+from qinglong_dispatcher import bootstrap, resources
 from qinglong_dispatcher.adapters import named_sql
 from qinglong_dispatcher.adapters.postgres import queries as pg_queries
 from qinglong_dispatcher.adapters.sqlite import queries as sqlite_queries
+from qinglong_dispatcher.config import settings
 from qinglong_dispatcher.domain import errors, retention, states
 
 _ACTIONS = bootstrap.builtin_tables().statements

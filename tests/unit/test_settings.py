@@ -10,7 +10,9 @@ from typing import Any
 import pydantic_settings
 import pytest
 
-from qinglong_dispatcher import resources, settings
+import qinglong_dispatcher
+from qinglong_dispatcher import resources
+from qinglong_dispatcher.config import settings
 from qinglong_dispatcher.domain import errors
 
 PG_URL = "postgresql://qinglong:secret@db.internal:5432/qinglong"
@@ -346,7 +348,7 @@ def _private_imports(path: Path) -> list[str]:
 def test_package_uses_only_public_library_names() -> None:
     # pydantic_settings.sources.utils did not exist in the pinned minimum (2.3); its
     # internals move between releases, so only names in `pydantic_settings.__all__` are used.
-    package = Path(settings.__file__).parent
+    package = Path(qinglong_dispatcher.__file__).parent
     found = {
         f"{path.relative_to(package)}: {name}"
         for path in sorted(package.rglob("*.py"))

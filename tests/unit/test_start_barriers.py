@@ -9,7 +9,8 @@ from typing import Any, cast
 import anyio
 import anyio.lowlevel
 
-from qinglong_dispatcher import ports, start_barriers
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.dispatching import start_barriers
 from qinglong_dispatcher.domain import errors, records
 from qinglong_dispatcher.domain.records import Outcome
 from tests.support.clock import ManualClock

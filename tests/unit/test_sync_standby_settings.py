@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from qinglong_dispatcher.config.settings import load_settings
 from qinglong_dispatcher.domain import errors
-from qinglong_dispatcher.settings import load_settings
 
 MULTI_HOST = (
     "postgresql://runtime:s3cret@127.0.0.1:5433,127.0.0.1:5434/qinglong"

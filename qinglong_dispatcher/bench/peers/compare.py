@@ -20,8 +20,8 @@ import anyio.to_thread
 from qinglong_dispatcher import clock
 from qinglong_dispatcher.bench import phases, scratch
 from qinglong_dispatcher.bench.peers import harness, installation, steady
+from qinglong_dispatcher.config.settings import Settings, load_settings
 from qinglong_dispatcher.domain import dispatch_views
-from qinglong_dispatcher.settings import Settings, load_settings
 
 BATCH = 100
 """pgqueuer's second run: `batch_size=100` (its default is 10)."""

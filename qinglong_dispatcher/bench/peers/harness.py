@@ -15,8 +15,8 @@ import anyio
 
 from qinglong_dispatcher import bootstrap
 from qinglong_dispatcher.bench.peers import steady
+from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors
-from qinglong_dispatcher.settings import Settings
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 RUN_TIMEOUT_S = 900

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 import anyio
 import structlog
 
-from qinglong_dispatcher import gathering, ports
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.dispatching import gathering
 from qinglong_dispatcher.domain import errors, records
 
 # The dispatcher's logger: the event names and their source stay what operators know.

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 import structlog
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.claimed_item import DispatchConfig, FaultHook
+from qinglong_dispatcher.dispatching.claimed_item import DispatchConfig, FaultHook
 from qinglong_dispatcher.domain import errors, records
 
 # The dispatcher's logger: the event names and their source stay what operators know.

@@ -15,7 +15,8 @@ from typing import Protocol
 import anyio
 import structlog
 
-from qinglong_dispatcher import grouped_completions, ports, start_barriers
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.dispatching import grouped_completions, start_barriers
 from qinglong_dispatcher.domain import digests, errors, fencing, records, states
 from qinglong_dispatcher.domain.records import Outcome
 

@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 import anyio
 import structlog
 
-from qinglong_dispatcher import claimed_item, page_path, ports
-from qinglong_dispatcher.claimed_item import DispatchConfig, FaultHook, RenewalObserver
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.dispatching import claimed_item, page_path
+from qinglong_dispatcher.dispatching.claimed_item import DispatchConfig, FaultHook, RenewalObserver
 from qinglong_dispatcher.domain import errors, records, states
 from qinglong_dispatcher.domain.records import Outcome
 

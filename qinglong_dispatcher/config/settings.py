@@ -11,14 +11,14 @@ from typing import Any, Literal, get_args
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from qinglong_dispatcher import (
+from qinglong_dispatcher import resources
+from qinglong_dispatcher.config import (
     database_urls,
+    defaults,
     environment,
+    files,
     listen_address,
-    resources,
-    setting_defaults,
-    setting_errors,
-    settings_files,
+    messages,
     url_file,
 )
 from qinglong_dispatcher.domain import errors
@@ -64,9 +64,9 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: float = Field(20.0, ge=0, le=_HOUR, description="drain time on SIGTERM")
     metrics_host: str = Field("127.0.0.1", description="metrics + health listener host")
     metrics_port: int = Field(9464, ge=0, le=65535, description="metrics + health listener port")
-    owner_id: str = Field(default_factory=setting_defaults.owner_id, description="lease owner name")
+    owner_id: str = Field(default_factory=defaults.owner_id, description="lease owner name")
     log_format: LogFormat = Field(
-        default_factory=setting_defaults.log_format,
+        default_factory=defaults.log_format,
         description="json or console (default: console when stderr is a terminal, else json)",
     )
     log_level: LogLevel = Field("info", description="debug, info, warning or error")
@@ -109,7 +109,7 @@ class Settings(BaseSettings):
     )
     max_clock_skew_seconds: float = Field(2.0, gt=0, le=_HOUR, description="skew guard bound")
     tool_sandbox_dir: Path | None = Field(
-        default_factory=setting_defaults.tool_sandbox, description="root for builtin.file.write"
+        default_factory=defaults.tool_sandbox, description="root for builtin.file.write"
     )
     receivers_file: Path | None = Field(
         None,
@@ -122,7 +122,7 @@ class Settings(BaseSettings):
         "action has no handler)",
     )
     plan_keyring_file: Path | None = Field(
-        default_factory=setting_defaults.plan_keyring,
+        default_factory=defaults.plan_keyring,
         description="the plan key ring: plans are encrypted at rest under its active key "
         "(default: $CREDENTIALS_DIRECTORY/plan-keys when that file exists; none: plans in clear)",
     )
@@ -371,27 +371,23 @@ def load_settings(
     if database_url is not None:
         explicit["database_url"] = database_url
 
-    config = (
-        settings_files.layer(config_file, "config file", Settings)
-        if config_file is not None
-        else {}
-    )
+    config = files.layer(config_file, "config file", Settings) if config_file is not None else {}
     # Lowest first, so each layer overrides the ones before it.
     above_profile = {**config, **_env_layer(env), **explicit}
     chosen = above_profile.get("profile", "edge")
     if chosen not in get_args(Profile):
         raise errors.ConfigurationError(
-            f"{env_name('profile')}: must be edge or cluster (got {setting_errors.show(chosen)})"
+            f"{env_name('profile')}: must be edge or cluster (got {messages.show(chosen)})"
         )
     name = str(chosen)
-    defaults = settings_files.layer(resources.profile_file(name), "profile file", Settings)
+    from_profile = files.layer(resources.profile_file(name), "profile file", Settings)
     if name == "cluster":
         # The pod name comes from `environ`, which the model's default factory cannot see.
-        defaults.setdefault("owner_id", setting_defaults.default_owner_id(name, env))
+        from_profile.setdefault("owner_id", defaults.default_owner_id(name, env))
 
     try:
-        return Settings(**{**defaults, **above_profile})
+        return Settings(**{**from_profile, **above_profile})
     except ValidationError as exc:
         raise errors.ConfigurationError(
-            setting_errors.one_line(exc, Settings.model_fields, env_name)
+            messages.one_line(exc, Settings.model_fields, env_name)
         ) from exc

@@ -14,7 +14,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 
-from qinglong_dispatcher import gathering, ports
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.dispatching import gathering
 from qinglong_dispatcher.domain import errors, records
 
 MAX_WAIT_S = 0.005
