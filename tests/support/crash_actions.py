@@ -183,8 +183,8 @@ def settled(path: Path) -> bool:
 
 
 def leased_by(path: Path, owner: str) -> int:
-    """How many rows `owner` holds a lease on before their barrier (what its death leaves to
-    be taken over)."""
+    """How many rows `owner` holds a lease on before their barrier: once it is dead, what
+    only a takeover can finish."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
     try:
         ((count,),) = conn.execute(
@@ -206,6 +206,16 @@ def unfinished(found: dict[str, dict[str, Any]]) -> list[tuple[Any, ...]]:
         for r in found.values()
         if (r["status"], r["starts"]) != ("succeeded", 1)
     ]
+
+
+def taken_over_from(logs: Path) -> set[str]:
+    """The owners whose leases the daemons logging in `logs` took over."""
+    return {
+        event["previous_owner"]
+        for log in logs.glob("*.log")
+        for event in daemons.log_events(log.read_text(encoding="utf-8"))
+        if event.get("event") == "lease.taken_over"
+    }
 
 
 async def until_ready(daemon: daemons.Daemon, port: int) -> None:
