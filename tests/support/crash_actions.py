@@ -20,6 +20,7 @@ import anyio
 from qinglong_dispatcher import clock, ports
 from qinglong_dispatcher.actions import contract
 from qinglong_dispatcher.domain import digests, plans, records, recovery
+from tests.support import daemon as daemons
 from tests.support import stores
 from tests.support.actions import make_api
 from tests.support.installed_actions import write_distribution
@@ -117,6 +118,8 @@ def plan(action_type: str, ref: str) -> plans.AnyPlan:
 
 REPO = Path(__file__).resolve().parents[2]
 LEASE_SECONDS = 2.0
+READY_S = 30.0
+"""How long a daemon may take to become ready, on a loaded machine."""
 
 
 async def submit_to_file(path: Path, action_types: list[str], *, max_attempts: int) -> list[str]:
@@ -177,3 +180,48 @@ def settled(path: Path) -> bool:
     return all(
         r["status"] in ("succeeded", "failed", "blocked", "cancelled") for r in rows(path).values()
     )
+
+
+def leased_by(path: Path, owner: str) -> int:
+    """How many rows `owner` holds a lease on before their barrier: once it is dead, what
+    only a takeover can finish."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        ((count,),) = conn.execute(
+            "SELECT count(*) FROM approved_action_dispatch_executions "
+            "WHERE status = 'leased' AND lease_owner = ?",
+            (owner,),
+        ).fetchall()
+        return int(count)
+    finally:
+        conn.close()
+
+
+def unfinished(found: dict[str, dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """(id, status, result_code, attempt, takeovers, starts) of every row that did not
+    succeed after exactly one start: what a failed assertion shows."""
+    keys = ("dispatch_id", "status", "result_code", "attempt", "takeovers", "starts")
+    return [
+        tuple(r[k] for k in keys)
+        for r in found.values()
+        if (r["status"], r["starts"]) != ("succeeded", 1)
+    ]
+
+
+def taken_over_from(logs: Path) -> set[str]:
+    """The owners whose leases the daemons logging in `logs` took over."""
+    return {
+        event["previous_owner"]
+        for log in logs.glob("*.log")
+        for event in daemons.log_events(log.read_text(encoding="utf-8"))
+        if event.get("event") == "lease.taken_over"
+    }
+
+
+async def until_ready(daemon: daemons.Daemon, port: int) -> None:
+    """Wait for the daemon's `/readyz` (its store open and its listener up: it claims from
+    its next tick), without blocking the event loop; fail with its log if it exits first."""
+    with anyio.fail_after(READY_S):
+        while not await anyio.to_thread.run_sync(daemons.ready, port):
+            assert daemon.poll() is None, daemon.stderr
+            await anyio.sleep(0.05)
