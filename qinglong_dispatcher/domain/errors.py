@@ -94,22 +94,10 @@ class ApprovalTransitionRefused(ApprovalError):
     code = "approval_transition_refused"
 
 
-class DigestDrift(QinglongError):
-    """The plan's digest differs from the approved action digest."""
-
-    code = "digest_drift"
-
-
 class LeaseConflict(QinglongError):
     """The execution fence no longer matches: another owner, token or version holds the row."""
 
     code = "lease_conflict"
-
-
-class RunConflict(QinglongError):
-    """A Run with this idempotency key exists without a matching receipt."""
-
-    code = "run_conflict"
 
 
 class StoreError(QinglongError):
