@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from qinglong_dispatcher.domain import runs
-from tests.support import stores
+from tests.support import refusals, stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.recovery import insert_row, request_for, started_execution
@@ -31,12 +31,6 @@ TABLE = "approved_action_dispatch_executions"
 async def edge(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[stores.Harness]:
     async with stores.open_harness("sqlite", tmp_path_factory) as harness:
         yield harness
-
-
-async def _refused(h: stores.Harness, sql: str) -> str:
-    with pytest.raises(sqlite3.IntegrityError) as caught:
-        await h.raw(sql)
-    return str(caught.value)
 
 
 async def _snapshot(h: stores.Harness) -> tuple[Any, ...]:
@@ -66,7 +60,7 @@ async def test_a_claim_never_leaves_its_row_due_under_a_live_lease(
         )
 
     before = await _snapshot(edge)
-    message = await _refused(edge, claim(eligible))
+    message = await refusals.sqlite_abort(edge, claim(eligible))
     assert message == "qinglong:transition_refused: due"
     assert await _snapshot(edge) == before
     await edge.raw(claim(expires))  # the product's shape
@@ -78,7 +72,7 @@ async def test_a_waiting_row_is_blocked_only_once_its_budget_is_spent(
 ) -> None:
     (consumed,) = await submit_runs(edge.approver_store, clock, 1)
     before = await _snapshot(edge)
-    message = await _refused(
+    message = await refusals.sqlite_abort(
         edge,
         f"UPDATE {TABLE} SET status = 'blocked', version = version + 1, eligible_at_ms = NULL, "
         f"result_mutation_id = 'm-x', result_code = '{result_code}', completed_at_ms = 1, "
@@ -104,12 +98,12 @@ async def test_a_cancel_needs_its_audit_row_first(edge: stores.Harness, clock: M
         f"completed_at_ms = 1, updated_at_ms = 1 WHERE dispatch_id = '{consumed.dispatch_id}'"
     )
     before = await _snapshot(edge)
-    assert await _refused(edge, cancel) == "qinglong:transition_refused: unaudited"
+    assert await refusals.sqlite_abort(edge, cancel) == "qinglong:transition_refused: unaudited"
     assert await _snapshot(edge) == before
     # An audit row for another change does not stand in for this one.
     await edge.raw(_audit(consumed.dispatch_id, "dispatch.cancelled", "pending:other_code"))
     before = await _snapshot(edge)
-    assert await _refused(edge, cancel) == "qinglong:transition_refused: unaudited"
+    assert await refusals.sqlite_abort(edge, cancel) == "qinglong:transition_refused: unaudited"
     assert await _snapshot(edge) == before
     await edge.raw(_audit(consumed.dispatch_id, "dispatch.cancelled", "pending:operator_said"))
     await edge.raw(cancel)
@@ -134,7 +128,7 @@ async def test_a_manual_settlement_needs_its_audit_row_first(
         f"updated_at_ms = 1 WHERE dispatch_id = '{dispatch.dispatch_id}'"
     )
     before = await _snapshot(edge)
-    assert await _refused(edge, settle) == "qinglong:transition_refused: unaudited"
+    assert await refusals.sqlite_abort(edge, settle) == "qinglong:transition_refused: unaudited"
     assert await _snapshot(edge) == before
     await edge.raw(_audit(dispatch.dispatch_id, "recovery.manual_resolution", "failed:checked"))
     await edge.raw(settle)

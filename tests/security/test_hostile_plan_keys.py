@@ -19,7 +19,7 @@ import pytest
 
 from qinglong_dispatcher.adapters import plan_keyring
 from qinglong_dispatcher.adapters.sql import plan_envelopes
-from tests.support import stores
+from tests.support import refusals, stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 
@@ -43,16 +43,6 @@ async def _sealed(h: stores.Harness, tmp_path: Path, clock: ManualClock) -> str:
     return consumed.action_ref
 
 
-async def _refused(url: str, sql: str, *args: Any) -> str:
-    conn = await asyncpg.connect(url, timeout=5)
-    try:
-        with pytest.raises(asyncpg.PostgresError) as caught:
-            await conn.execute(sql, *args)
-        return str(caught.value.sqlstate)
-    finally:
-        await conn.close()
-
-
 async def _snapshot(h: stores.Harness) -> tuple[Any, ...]:
     return await h.raw(PLANS), await h.raw(KEYS)
 
@@ -64,7 +54,7 @@ async def test_the_runtime_cannot_reseal_a_plan_under_a_foreign_key_id(
     ref = await _sealed(pg, tmp_path, now)
     before = await _snapshot(pg)
     database = str(await pg.scalar("SELECT current_database()"))
-    state = await _refused(
+    state = await refusals.sqlstate_as(
         stores.runtime_url(database),
         "UPDATE qinglong.action_plans SET plan_key_id = 'k-nobody-holds', "
         "plan_sealed = '\\x00'::bytea WHERE action_ref = $1",
@@ -83,7 +73,7 @@ async def test_no_login_inserts_a_plan_sealed_under_an_unregistered_key(
     before = await _snapshot(pg)
     database = str(await pg.scalar("SELECT current_database()"))
     url = stores.runtime_url(database) if login == "runtime" else stores.approver_url(database)
-    state = await _refused(
+    state = await refusals.sqlstate_as(
         url,
         "INSERT INTO qinglong.action_plans (project_id, action_ref, action_type, plan_json, "
         "plan_digest, created_at_ms, plan_key_id, plan_algorithm, plan_sealed, "
@@ -115,7 +105,7 @@ async def test_only_the_owner_writes_the_registry(
         stores.operator_url(database),
         stores.pruner_url(database),
     ):
-        assert await _refused(url, sql) == "42501"
+        assert await refusals.sqlstate_as(url, sql) == "42501"
     assert await _snapshot(pg) == before
 
 

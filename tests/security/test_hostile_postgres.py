@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 
 from qinglong_dispatcher.domain import digests, ids, records
-from tests.support import stores
+from tests.support import refusals, stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.recovery import request_for, started_execution
@@ -33,17 +33,6 @@ def now() -> ManualClock:
 
 async def _database(pg: stores.Harness) -> str:
     return str(await pg.scalar("SELECT current_database()"))
-
-
-async def _refused(url: str, sql: str, *args: Any) -> str:
-    """Run `sql` as the login `url` names; the SQLSTATE the database refused it with."""
-    conn = await asyncpg.connect(url, timeout=5)
-    try:
-        with pytest.raises(asyncpg.PostgresError) as caught:
-            await conn.execute(sql, *args)
-        return str(caught.value.sqlstate)
-    finally:
-        await conn.close()
 
 
 async def _snapshot(pg: stores.Harness, dispatch_id: str) -> tuple[Any, ...]:
@@ -159,7 +148,9 @@ async def test_an_expired_approval_cannot_be_consumed_in_sql(
     approval_request_id = await _approved_request(pg, now, lifetime_ms=1000)
     await anyio.sleep(1.2)  # the one-second lifetime runs out on the database's clock
     before = await pg.raw("SELECT * FROM qinglong.approval_requests")
-    state = await _refused(stores.approver_url(await _database(pg)), _CONSUME, approval_request_id)
+    state = await refusals.sqlstate_as(
+        stores.approver_url(await _database(pg)), _CONSUME, approval_request_id
+    )
     assert state == "QLA04"
     assert await pg.raw("SELECT * FROM qinglong.approval_requests") == before
 
@@ -202,7 +193,7 @@ async def test_a_batch_approval_with_one_own_request_in_it_is_refused_whole(
     before = await pg.raw("SELECT * FROM qinglong.approval_requests ORDER BY 1")
     audit = await pg.raw("SELECT count(*) AS n FROM qinglong.security_audit_events")
     ids_json = f'["{theirs}", "{own}"]'
-    state = await _refused(strict, _APPROVE_BATCH, ids_json, now.ms)
+    state = await refusals.sqlstate_as(strict, _APPROVE_BATCH, ids_json, now.ms)
     assert state == "QLA02"  # the requester may not approve its own request
     assert await pg.raw("SELECT * FROM qinglong.approval_requests ORDER BY 1") == before
     assert await pg.raw("SELECT count(*) AS n FROM qinglong.security_audit_events") == audit
@@ -220,7 +211,7 @@ async def test_a_request_cannot_be_written_with_a_lifetime_out_of_range(
         f"plan_digest, created_at_ms) VALUES ('p', 'act-y', 'run.create', '{{}}', "
         f"'{'a' * 64}', 1)",
     )
-    state = await _refused(
+    state = await refusals.sqlstate_as(
         approver,
         "INSERT INTO qinglong.approval_requests (approval_request_id, project_id, action_type, "
         "action_ref, action_digest, status, version, requested_by, requested_principal, "
@@ -242,7 +233,7 @@ async def test_the_runtime_login_cannot_complete_another_holders_executing_row(
     dispatch, _ = await _executing(pg, now)
     before = await _snapshot(pg, dispatch.dispatch_id)
     presented = "" if proof is None else f", lease_proof = {proof}"
-    state = await _refused(
+    state = await refusals.sqlstate_as(
         stores.runtime_url(await _database(pg)),
         f"UPDATE {EXECUTIONS} SET status = 'succeeded', version = version + 1, "
         "result_mutation_id = 'forged', result_code = 'forged', completed_at_ms = 1, "
@@ -259,7 +250,7 @@ async def test_a_live_lease_cannot_be_taken_over(pg: stores.Harness, now: Manual
     (claim,) = batch.claimed
     assert claim.lease is not None
     before = await _snapshot(pg, claim.dispatch_id)
-    state = await _refused(
+    state = await refusals.sqlstate_as(
         stores.runtime_url(await _database(pg)),
         f"UPDATE {EXECUTIONS} SET version = version + 1, takeovers = takeovers + 1, "
         "lease_owner = 'thief', lease_token = 'mine', lease_proof = 'mine' "
@@ -276,7 +267,7 @@ async def test_an_operator_cannot_settle_a_live_lease_by_update_or_by_resolution
     dispatch, identity = await _executing(pg, now)
     operator = stores.operator_url(await _database(pg))
     before = await _snapshot(pg, dispatch.dispatch_id)
-    state = await _refused(
+    state = await refusals.sqlstate_as(
         operator,
         f"UPDATE {EXECUTIONS} SET status = 'failed', version = version + 1, "
         "result_mutation_id = 'op', result_code = 'op', completed_at_ms = 1, "
@@ -284,7 +275,7 @@ async def test_an_operator_cannot_settle_a_live_lease_by_update_or_by_resolution
         dispatch.dispatch_id,
     )
     assert state == "QLF01"
-    state = await _refused(
+    state = await refusals.sqlstate_as(
         operator,
         "INSERT INTO qinglong.recovery_resolutions (dispatch_id, source, resolution, "
         "resolved_by, principal, reason_code, execution_attempt, execution_version, "
@@ -306,7 +297,7 @@ async def test_no_evidence_resolution_for_a_row_that_never_started(
 ) -> None:
     (consumed,) = await submit_runs(pg.approver_store, now, 1)
     before = await _snapshot(pg, consumed.dispatch_id)
-    state = await _refused(
+    state = await refusals.sqlstate_as(
         stores.runtime_url(await _database(pg)),
         "INSERT INTO qinglong.recovery_resolutions (dispatch_id, source, resolution, "
         "evidence_digest, resolved_by, principal, reason_code, execution_attempt, "
@@ -331,7 +322,7 @@ async def test_nobody_writes_a_ledger_line(pg: stores.Harness, now: ManualClock)
         stores.operator_url(database),
         stores.approver_url(database),
     ):
-        state = await _refused(
+        state = await refusals.sqlstate_as(
             url,
             "INSERT INTO qinglong.execution_events (dispatch_id, version, from_status, "
             "to_status, attempt, committed_at_ms) VALUES ($1, 7, 'executing', 'succeeded', 1, 1)",
@@ -352,7 +343,7 @@ async def test_an_audit_row_names_its_own_login_and_no_approval(
     database = await _database(pg)
     before = await _snapshot(pg, consumed.dispatch_id)
     for url in (stores.runtime_url(database), stores.operator_url(database)):
-        state = await _refused(
+        state = await refusals.sqlstate_as(
             url,
             "INSERT INTO qinglong.security_audit_events (kind, actor, principal, project_id, "
             f"subject_id, detail_code, committed_at_ms) VALUES ($1, 'x', {principal}, 'p', $2, "
@@ -371,7 +362,7 @@ async def test_a_receipt_is_refused_for_a_row_that_never_started(
     runtime = stores.runtime_url(await _database(pg))
     before = await _snapshot(pg, consumed.dispatch_id)
     # The Run first: the dispatcher's Run of a dispatch nobody holds (no proof to present).
-    state = await _refused(
+    state = await refusals.sqlstate_as(
         runtime,
         "INSERT INTO qinglong.runs (run_id, project_id, task_id, task_revision, executor_type, "
         "priority, status, trigger_type, execution_origin, execution_owner, request_id, "
@@ -381,7 +372,7 @@ async def test_a_receipt_is_refused_for_a_row_that_never_started(
         "1, 1, 1, 1)",
     )
     assert state == "QLF01"
-    state = await _refused(
+    state = await refusals.sqlstate_as(
         runtime,
         "INSERT INTO qinglong.approved_run_action_receipts (dispatch_id, schema_version, "
         "approval_request_id, project_id, action_type, action_digest, execution_attempt, "
@@ -405,7 +396,7 @@ async def test_a_receipted_runs_identity_never_changes(
     (run,) = await pg.raw("SELECT run_id, idempotency_key FROM qinglong.runs")
     before = await pg.raw("SELECT * FROM qinglong.runs")
     for column, value in (("idempotency_key", "'k-other'"), ("project_id", "'p-other'")):
-        state = await _refused(
+        state = await refusals.sqlstate_as(
             stores.runtime_url(await _database(pg)),
             f"UPDATE qinglong.runs SET {column} = {value}, version = version + 1 WHERE run_id = $1",
             run["run_id"],
@@ -425,7 +416,7 @@ async def test_the_holder_cannot_write_a_receipt_its_digest_does_not_name_nor_on
     proof = ids.lease_proof(identity.token)
     receipt_json, receipt_digest = digests.action_receipt({"status": 201})
     before = await _snapshot(pg, dispatch.dispatch_id)
-    forged = await _refused(
+    forged = await refusals.sqlstate_as(
         runtime,
         f"UPDATE {EXECUTIONS} SET status = 'succeeded', version = version + 1, "
         "result_mutation_id = 'm', result_code = 'http_201', completed_at_ms = 1, "
@@ -437,7 +428,7 @@ async def test_the_holder_cannot_write_a_receipt_its_digest_does_not_name_nor_on
         receipt_digest,
     )
     assert forged == "QLT01"
-    on_renew = await _refused(
+    on_renew = await refusals.sqlstate_as(
         runtime,
         f"UPDATE {EXECUTIONS} SET version = version + 1, lease_proof = $2, "
         "result_receipt_json = $3, result_receipt_digest = $4 WHERE dispatch_id = $1",
@@ -454,7 +445,7 @@ async def test_an_operator_cannot_write_a_receipt(pg: stores.Harness, now: Manua
     dispatch, _ = await _executing(pg, now)
     receipt_json, receipt_digest = digests.action_receipt({"status": 201})
     before = await _snapshot(pg, dispatch.dispatch_id)
-    state = await _refused(
+    state = await refusals.sqlstate_as(
         stores.operator_url(await _database(pg)),
         f"UPDATE {EXECUTIONS} SET result_receipt_json = $2, result_receipt_digest = $3 "
         "WHERE dispatch_id = $1",
@@ -488,7 +479,7 @@ async def test_the_runtime_login_cannot_rewrite_or_reseal_a_plan(
     (consumed,) = await submit_runs(pg.approver_store, now, 1)
     plans = "SELECT * FROM qinglong.action_plans ORDER BY action_ref"
     before = await pg.raw(plans)
-    state = await _refused(
+    state = await refusals.sqlstate_as(
         stores.runtime_url(await _database(pg)),
         f"UPDATE qinglong.action_plans SET {change} WHERE action_ref = $1",
         consumed.action_ref,
@@ -527,7 +518,7 @@ async def test_an_operator_or_approver_cannot_touch_a_plan(
     plans = "SELECT * FROM qinglong.action_plans ORDER BY action_ref"
     before = await pg.raw(plans)
     for url in (stores.operator_url, stores.approver_url):
-        state = await _refused(
+        state = await refusals.sqlstate_as(
             url(await _database(pg)),
             "UPDATE qinglong.action_plans SET plan_json = '', plan_key_id = 'k', "
             "plan_algorithm = 'AES-256-GCM', plan_sealed = '\\x00'::bytea, "

@@ -7,14 +7,13 @@ message, SQLite having no SQLSTATE) and that nothing changed.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from qinglong_dispatcher.domain import states
-from tests.support import stores
+from tests.support import refusals, stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.recovery import started_execution
@@ -24,12 +23,6 @@ from tests.support.recovery import started_execution
 async def edge(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[stores.Harness]:
     async with stores.open_harness("sqlite", tmp_path_factory) as harness:
         yield harness
-
-
-async def _refused(h: stores.Harness, sql: str) -> str:
-    with pytest.raises(sqlite3.IntegrityError) as caught:
-        await h.raw(sql)
-    return str(caught.value)
 
 
 async def _snapshot(h: stores.Harness) -> tuple[Any, ...]:
@@ -48,7 +41,7 @@ async def test_a_ledger_line_for_a_transition_that_never_happened_is_refused(
 ) -> None:
     (consumed,) = await submit_runs(edge.approver_store, clock, 1)
     before = await _snapshot(edge)
-    message = await _refused(
+    message = await refusals.sqlite_abort(
         edge,
         "INSERT INTO execution_events (dispatch_id, version, from_status, to_status, attempt, "
         f"committed_at_ms) VALUES ('{consumed.dispatch_id}', 7, 'executing', 'succeeded', 1, 1)",
@@ -63,7 +56,7 @@ async def test_a_bare_update_never_settles_a_started_row(
     await submit_runs(edge.approver_store, clock, 1)
     dispatch, _ = await started_execution(edge, clock)
     before = await _snapshot(edge)
-    message = await _refused(
+    message = await refusals.sqlite_abort(
         edge,
         "UPDATE approved_action_dispatch_executions SET status = 'succeeded', "
         "version = version + 1, completed_at_ms = 1, result_code = 'by_hand' "
@@ -78,7 +71,7 @@ async def test_no_resolution_for_a_row_that_never_started(
 ) -> None:
     (consumed,) = await submit_runs(edge.approver_store, clock, 1)
     before = await _snapshot(edge)
-    message = await _refused(
+    message = await refusals.sqlite_abort(
         edge,
         "INSERT INTO recovery_resolutions (dispatch_id, source, resolution, evidence_digest, "
         "resolved_by, principal, reason_code, execution_attempt, execution_version, "
@@ -95,7 +88,7 @@ async def test_no_receipt_for_a_row_that_never_started(
 ) -> None:
     (consumed,) = await submit_runs(edge.approver_store, clock, 1)
     before = await _snapshot(edge)
-    message = await _refused(
+    message = await refusals.sqlite_abort(
         edge,
         "INSERT INTO approved_run_action_receipts (dispatch_id, schema_version, "
         "approval_request_id, project_id, action_type, action_digest, execution_attempt, "
@@ -127,7 +120,7 @@ async def test_an_approval_is_never_approved_past_its_lifetime_on_the_database_c
         "4102444800000, 4102444800000, 1)"
     )
     before = await _snapshot(edge)
-    message = await _refused(
+    message = await refusals.sqlite_abort(
         edge,
         "UPDATE approval_requests SET status = 'approved', version = 2, decided_by = 'you', "
         "decided_principal = 'you' WHERE approval_request_id = 'a-x'",
@@ -145,7 +138,7 @@ async def test_a_request_lifetime_out_of_range_is_refused(
         f"created_at_ms) VALUES ('p', 'act-y', 'run.create', '{{}}', '{'a' * 64}', 1)"
     )
     before = await _snapshot(edge)
-    message = await _refused(
+    message = await refusals.sqlite_abort(
         edge,
         "INSERT INTO approval_requests (approval_request_id, project_id, action_type, "
         "action_ref, action_digest, status, version, requested_by, requested_principal, "
@@ -168,7 +161,7 @@ async def test_a_runs_identity_never_changes(edge: stores.Harness, clock: Manual
         f"'{consumed.approval_request_id}', '{consumed.dispatch_id}', 1, 1, 1, 1, 1)"
     )
     before = await _snapshot(edge)
-    message = await _refused(
+    message = await refusals.sqlite_abort(
         edge, "UPDATE runs SET idempotency_key = 'k-other', version = 2 WHERE run_id = 'r-1'"
     )
     assert message == "runs: the identity of a Run never changes"
@@ -181,7 +174,7 @@ async def test_a_receipt_is_written_only_by_the_completion_and_never_rewritten(
     await submit_runs(edge.approver_store, clock, 2)
     dispatch, _ = await started_execution(edge, clock)
     before = await _snapshot(edge)
-    message = await _refused(
+    message = await refusals.sqlite_abort(
         edge,
         "UPDATE approved_action_dispatch_executions SET version = version + 1, "
         f"result_receipt_json = '{{}}', result_receipt_digest = '{'e' * 64}' "
@@ -198,7 +191,7 @@ async def test_a_receipt_is_written_only_by_the_completion_and_never_rewritten(
         now_ms=clock.now_ms(),
     )
     before = await _snapshot(edge)
-    message = await _refused(
+    message = await refusals.sqlite_abort(
         edge,
         f"UPDATE approved_action_dispatch_executions SET result_receipt_json = '{{}}', "
         f"result_receipt_digest = '{'e' * 64}' WHERE dispatch_id = '{settled.dispatch_id}'",
@@ -213,7 +206,7 @@ async def test_a_plan_is_never_rewritten_in_clear_only_sealed_again(
     (consumed,) = await submit_runs(edge.approver_store, clock, 1)
     before = await _snapshot(edge)
     plans_before = await edge.raw("SELECT * FROM action_plans")
-    message = await _refused(
+    message = await refusals.sqlite_abort(
         edge,
         "UPDATE action_plans SET plan_json = '{\"forged\":true}' "
         f"WHERE action_ref = '{consumed.action_ref}'",

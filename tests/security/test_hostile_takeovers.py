@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 
 from qinglong_dispatcher.domain import fencing, states
-from tests.support import stores
+from tests.support import refusals, stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 
@@ -33,17 +33,6 @@ def now() -> ManualClock:
 
 async def _runtime(pg: stores.Harness) -> str:
     return stores.runtime_url(str(await pg.scalar("SELECT current_database()")))
-
-
-async def _refused(url: str, sql: str, *args: Any) -> str:
-    """Run `sql` as the login `url` names; the SQLSTATE the database refused it with."""
-    conn = await asyncpg.connect(url, timeout=5)
-    try:
-        with pytest.raises(asyncpg.PostgresError) as caught:
-            await conn.execute(sql, *args)
-        return str(caught.value.sqlstate)
-    finally:
-        await conn.close()
 
 
 async def _snapshot(pg: stores.Harness, dispatch_id: str) -> tuple[Any, ...]:
@@ -82,7 +71,9 @@ async def test_a_takeover_that_does_not_count_as_one_is_refused(
         "takeovers = takeovers + 2",
         "attempt = attempt - 1, takeovers = takeovers + 1",
     ):
-        state = await _refused(runtime, _TAKEOVER + sets + " WHERE dispatch_id = $1", dispatch_id)
+        state = await refusals.sqlstate_as(
+            runtime, _TAKEOVER + sets + " WHERE dispatch_id = $1", dispatch_id
+        )
         assert state == "QLT01", sets
         assert await _snapshot(pg, dispatch_id) == before
     # The one move it admits, for contrast: the same login takes the expired lease over.
@@ -112,7 +103,7 @@ async def test_the_takeover_count_is_neither_reset_nor_pushed_past_its_bound(
     runtime = await _runtime(pg)
     bound = states.max_takeovers(1)
     before = await _snapshot(pg, dispatch_id)
-    state = await _refused(
+    state = await refusals.sqlstate_as(
         runtime,
         _TAKEOVER + f"takeovers = {bound + 1} WHERE dispatch_id = $1",
         dispatch_id,
@@ -124,7 +115,7 @@ async def test_the_takeover_count_is_neither_reset_nor_pushed_past_its_bound(
         # Counted on the same token: a takeover of the expired lease, which presents a proof.
         ("takeovers = takeovers + 1", "QLF01"),
     ):
-        state = await _refused(
+        state = await refusals.sqlstate_as(
             runtime,
             f"UPDATE {EXECUTIONS} SET version = version + 1, {sets} WHERE dispatch_id = $1",
             dispatch_id,
@@ -144,7 +135,7 @@ async def test_an_expired_lease_is_blocked_without_its_proof_only_past_the_takeo
     # budget's code, the accountable guard answers first: only a spent takeover bound blocks
     # an expired lease (QLT01).
     for code, expected in (("takeovers_exhausted", "QLF01"), ("attempts_exhausted", "QLT01")):
-        state = await _refused(
+        state = await refusals.sqlstate_as(
             runtime,
             f"UPDATE {EXECUTIONS} SET status = 'blocked', version = version + 1, "
             f"eligible_at_ms = NULL, result_code = '{code}', completed_at_ms = 1 "
@@ -176,7 +167,9 @@ async def test_only_a_handler_wait_is_made_due_earlier_and_nothing_else_moves(
     runtime = await _runtime(pg)
     earlier = f"UPDATE {EXECUTIONS} SET version = version + 1, eligible_at_ms = {now.ms}"
     before = await _snapshot(pg, other)
-    assert await _refused(runtime, earlier + " WHERE dispatch_id = $1", other) == "QLT01"
+    assert (
+        await refusals.sqlstate_as(runtime, earlier + " WHERE dispatch_id = $1", other) == "QLT01"
+    )
     assert await _snapshot(pg, other) == before
     before = await _snapshot(pg, handler_wait)
     for sets in (
@@ -185,8 +178,13 @@ async def test_only_a_handler_wait_is_made_due_earlier_and_nothing_else_moves(
         ", takeovers = takeovers + 1",
         ", lease_owner = 'thief'",
     ):
-        state = await _refused(runtime, earlier + sets + " WHERE dispatch_id = $1", handler_wait)
+        state = await refusals.sqlstate_as(
+            runtime, earlier + sets + " WHERE dispatch_id = $1", handler_wait
+        )
         assert state == "QLT01", sets
     later = f"UPDATE {EXECUTIONS} SET version = version + 1, eligible_at_ms = eligible_at_ms + 1"
-    assert await _refused(runtime, later + " WHERE dispatch_id = $1", handler_wait) == "QLT01"
+    assert (
+        await refusals.sqlstate_as(runtime, later + " WHERE dispatch_id = $1", handler_wait)
+        == "QLT01"
+    )
     assert await _snapshot(pg, handler_wait) == before

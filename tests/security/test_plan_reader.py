@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator
-from typing import Any
 
 import asyncpg
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from qinglong_dispatcher import api
 from qinglong_dispatcher.actions import builtin
 from qinglong_dispatcher.domain import errors, ids, plans
-from tests.support import stores
+from tests.support import refusals, stores
 from tests.support.actions import DEFAULT_TTL_MS
 from tests.support.clock import ManualClock
 
@@ -65,17 +64,6 @@ async def _dispatch(pg: stores.Harness, clock: ManualClock) -> str:
     return consumed.dispatch_id
 
 
-async def _refused(url: str, sql: str, *args: Any) -> str:
-    """Run `sql` as the login `url` names; the SQLSTATE the database refused it with."""
-    conn = await asyncpg.connect(url, timeout=5)
-    try:
-        with pytest.raises(asyncpg.PostgresError) as caught:
-            await conn.fetch(sql, *args)
-        return str(caught.value.sqlstate)
-    finally:
-        await conn.close()
-
-
 @pytest.mark.parametrize("role", ["runtime", "operator", "approver"])
 async def test_a_login_that_is_not_a_plan_reader_is_refused_the_whole_plan_and_nothing_is_audited(
     pg: stores.Harness, clock: ManualClock, role: str
@@ -83,7 +71,7 @@ async def test_a_login_that_is_not_a_plan_reader_is_refused_the_whole_plan_and_n
     dispatch_id = await _dispatch(pg, clock)
     url = stores.pg_url(await _database(pg), login=getattr(stores, f"{role.upper()}_LOGIN"))
     before = await pg.scalar(AUDIT_ROWS)
-    assert await _refused(url, READ_PLAN, dispatch_id) == "42501"
+    assert await refusals.sqlstate_as(url, READ_PLAN, dispatch_id) == "42501"
     assert await pg.scalar(AUDIT_ROWS) == before
 
 
@@ -126,9 +114,9 @@ async def test_execute_granted_by_mistake_still_refuses_a_login_that_is_not_a_pl
     dispatch_id = await _dispatch(pg, clock)
     await pg.raw("GRANT EXECUTE ON FUNCTION qinglong.read_plan(text) TO PUBLIC")
     before = await pg.scalar(AUDIT_ROWS)
-    assert await _refused(stores.operator_url(await _database(pg)), READ_PLAN, dispatch_id) == (
-        "42501"
-    )
+    assert await refusals.sqlstate_as(
+        stores.operator_url(await _database(pg)), READ_PLAN, dispatch_id
+    ) == ("42501")
     assert await pg.scalar(AUDIT_ROWS) == before
 
 
@@ -138,15 +126,17 @@ async def test_a_plan_reader_has_no_unaudited_way_to_a_plan_and_nobody_forges_a_
     await _dispatch(pg, clock)
     database = await _database(pg)
     reader = stores.pg_url(database, login=PLAN_READER_LOGIN)
-    assert await _refused(reader, "SELECT plan_json FROM qinglong.action_plans") == "42501"
+    assert (
+        await refusals.sqlstate_as(reader, "SELECT plan_json FROM qinglong.action_plans") == "42501"
+    )
     forged = (
         "INSERT INTO qinglong.security_audit_events (kind, actor, principal, project_id, "
         "subject_id, detail_code, committed_at_ms) VALUES ('plan.read', 'x', session_user, "
         "'p1', 'd-x', 'http.request', 1)"
     )
-    assert await _refused(reader, forged) == "42501"
+    assert await refusals.sqlstate_as(reader, forged) == "42501"
     # The operator may append audit rows (resolutions, cancels), never a plan read.
-    assert await _refused(stores.operator_url(database), forged) == "QLI01"
+    assert await refusals.sqlstate_as(stores.operator_url(database), forged) == "QLI01"
     assert await pg.scalar(PLAN_READS) == 0
 
 
