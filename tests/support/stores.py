@@ -251,9 +251,12 @@ def _alive(pid: int) -> bool:
 
 async def _drop_stale(conn: Any) -> None:
     """Drop databases left by test sessions that died (their pid is gone)."""
+    # Only names a test session makes (the server is shared; PostgreSQL's regular expressions
+    # read these patterns as Python does).
     for row in await conn.fetch(
-        "SELECT datname FROM pg_database WHERE datname LIKE 'qinglong\\_%' "
-        "OR datname LIKE 'qlt\\_%'"
+        "SELECT datname FROM pg_database WHERE datname ~ $1 OR datname ~ $2",
+        _OURS.pattern,
+        _OUR_ROLE.pattern,
     ):
         match = _OURS.match(row["datname"]) or _OUR_ROLE.match(row["datname"])
         if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
@@ -264,8 +267,8 @@ async def _drop_stale_logins(conn: Any) -> None:
     """Drop the roles of test sessions that died (only names a session makes: roles are
     server-wide, and another installation's may begin like ours), and `_EARLIER_LOGINS`."""
     for row in await conn.fetch(
-        "SELECT rolname FROM pg_roles WHERE rolname LIKE 'qlt\\_%' "
-        "OR rolname LIKE 'qinglong\\_p\\_qlt\\_%' OR rolname = ANY($1::text[])",
+        "SELECT rolname FROM pg_roles WHERE rolname ~ $1 OR rolname = ANY($2::text[])",
+        _OUR_ROLE.pattern,
         list(_EARLIER_LOGINS),
     ):
         name = row["rolname"]
