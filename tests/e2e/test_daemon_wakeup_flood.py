@@ -19,11 +19,10 @@ import anyio.to_thread
 import asyncpg
 import pytest
 
-from qinglong_dispatcher.clock import SystemClock
 from qinglong_dispatcher.lifecycle import cadence
 from tests.support import stores
-from tests.support.actions import submit_runs_as_approver
 from tests.support.daemon import free_port, get, metric_values, ready, running, wait_until
+from tests.support.notify_flood_cpu import plant_unclaimable
 
 pytestmark = pytest.mark.postgres
 
@@ -59,34 +58,12 @@ async def _flood(database: str, seconds: float) -> int:
     return sent
 
 
-async def _plant_unclaimable(database: str) -> None:
-    """A row due since long ago under a live lease (an hour): every tick observes it and none
-    may claim it. The database refuses that shape (its lease expiry is when it is due), so the
-    administrator writes it with the triggers stepped aside: the daemon's bound must hold
-    whatever a database lets through (a clock skew makes the same observation)."""
-    (consumed,) = await submit_runs_as_approver(database, SystemClock(), 1)
-    conn = await asyncpg.connect(stores.pg_url(database), timeout=5)
-    try:
-        async with conn.transaction():
-            await conn.execute("SET LOCAL session_replication_role = replica")
-            await conn.execute(
-                "UPDATE qinglong.approved_action_dispatch_executions SET status = 'leased', "
-                "version = version + 1, attempt = attempt + 1, lease_owner = 'ghost', "
-                "lease_token = 'ghost', eligible_at_ms = 1, "
-                "lease_expires_at_ms = $2 WHERE dispatch_id = $1",
-                consumed.dispatch_id,
-                int(time.time() * 1000) + 3_600_000,
-            )
-    finally:
-        await conn.close()
-
-
 @pytest.mark.parametrize("unclaimable", [False, True], ids=["idle", "unclaimable_due_row"])
 async def test_a_notify_flood_buys_a_bounded_number_of_ticks_and_one_notify_ticks_at_once(
     database: str, tmp_path: Path, unclaimable: bool
 ) -> None:
     if unclaimable:
-        await _plant_unclaimable(database)
+        await plant_unclaimable(database)
     port = free_port()
     env = {
         "QINGLONG_PROFILE": "cluster",

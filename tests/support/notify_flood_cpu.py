@@ -25,9 +25,9 @@ from pathlib import Path
 
 import asyncpg
 
+from qinglong_dispatcher.clock import SystemClock
 from tests.support import stores
-from tests.support.actions import submit_runs
-from tests.support.clock import ManualClock
+from tests.support.actions import submit_runs_as_approver
 from tests.support.daemon import free_port, get, metric_values, ready, running, wait_until
 
 TICKS = "qinglong_dispatcher_ticks_total"
@@ -45,14 +45,12 @@ def _metrics(port: int) -> dict[str, float]:
     return metric_values(get(port, "/metrics")[1])
 
 
-async def _plant_unclaimable(database: str) -> None:
-    """One dispatch, leased under a live lease (an hour) but due since long ago."""
-    approver = await stores.open_postgres(stores.approver_url(database), max_size=1)
-    try:
-        (consumed,) = await submit_runs(approver, ManualClock(int(time.time() * 1000)), 1)
-    finally:
-        await approver.close()
-    now_ms = int(time.time() * 1000)
+async def plant_unclaimable(database: str) -> None:
+    """A row due since long ago under a live lease (an hour): every tick observes it and none
+    may claim it. The database refuses that shape (its lease expiry is when it is due), so the
+    administrator writes it with the triggers stepped aside: the daemon's bound must hold
+    whatever a database lets through (a clock skew makes the same observation)."""
+    (consumed,) = await submit_runs_as_approver(database, SystemClock(), 1)
     conn = await asyncpg.connect(stores.pg_url(database), timeout=5)
     try:
         async with conn.transaction():
@@ -60,10 +58,10 @@ async def _plant_unclaimable(database: str) -> None:
             await conn.execute(
                 "UPDATE qinglong.approved_action_dispatch_executions SET status = 'leased', "
                 "version = version + 1, attempt = attempt + 1, lease_owner = 'ghost', "
-                "lease_token = 'ghost', lease_expires_at_ms = $2, eligible_at_ms = 1 "
-                "WHERE dispatch_id = $1",
+                "lease_token = 'ghost', eligible_at_ms = 1, "
+                "lease_expires_at_ms = $2 WHERE dispatch_id = $1",
                 consumed.dispatch_id,
-                now_ms + 3_600_000,
+                int(time.time() * 1000) + 3_600_000,
             )
     finally:
         await conn.close()
@@ -100,7 +98,7 @@ async def main(seconds: float, clients: int, unclaimable: bool) -> None:
     """Measure idle, then flooded; print both."""
     async with stores.fresh_database() as database:
         if unclaimable:
-            await _plant_unclaimable(database)
+            await plant_unclaimable(database)
         login = stores.session_login("flood")
         admin = await asyncpg.connect(stores.admin_dsn(), timeout=5)
         try:
