@@ -54,7 +54,6 @@ async def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
                 f"QINGLONG_METRICS_PORT: cannot listen on "
                 f"{settings.metrics_host}:{settings.metrics_port} ({exc.strerror})"
             ) from None
-        parts.health.set_store(reachable=True, migrated=True)
         log.info("daemon.listening", host=settings.metrics_host, port=port)
         return await daemon.Daemon(parts).run()
     finally:

@@ -111,7 +111,10 @@ class Daemon:
             await p.api.start()  # a taken address stops the start here, before any claim
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(shutdown.watch, self._stop)
+                await tg.start(shutdown.watch, self._stop)
+                # Ready only once a SIGTERM is heard: a rollout that stops a replica as soon
+                # as it reports ready must get a drain, not the signal's default death.
+                p.health.set_store(reachable=True, migrated=True)
                 tg.start_soon(self._dispatch_loop)
                 tg.start_soon(self._reconcile_loop)
                 if p.wakeup is not None:

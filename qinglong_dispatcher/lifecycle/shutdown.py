@@ -7,6 +7,7 @@ import signal
 import sys
 
 import anyio
+import anyio.abc
 import structlog
 
 log = structlog.get_logger("qinglong_dispatcher.shutdown")
@@ -14,13 +15,18 @@ log = structlog.get_logger("qinglong_dispatcher.shutdown")
 SECOND_SIGNAL_EXIT = 1
 
 
-async def watch(stop: anyio.Event) -> None:
+async def watch(
+    stop: anyio.Event, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
     """Set `stop` on the first signal; on the second, leave immediately with status 1.
 
     Signal handlers only set the event (the loop owns the orderly stop); the second signal
     is the operator saying "now": nothing is flushed or completed, leases expire on their own.
+    `task_status` is told once the handlers are installed: before that, a SIGTERM still has
+    its default effect, so nothing may report the daemon ready earlier.
     """
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()
         async for signum in signals:
             name = signal.Signals(signum).name
             if not stop.is_set():

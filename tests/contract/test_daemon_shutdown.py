@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import anyio
 
 from qinglong_dispatcher import clock as system_clock
@@ -84,3 +86,64 @@ async def test_shutdown_lets_the_running_execute_finish_and_yields_the_rest(
         assert row.eligible_at_ms is not None
         assert row.eligible_at_ms <= the_clock.now_ms()
         assert row.result_code == "shutdown"
+
+
+class _SignalAtReadiness(http.Health):
+    """Health that notes what SIGTERM would do at the moment the daemon first reports ready."""
+
+    def __init__(self) -> None:
+        super().__init__(cadence_s=60)
+        self.sigterm_at_ready: list[object] = []
+        self.became_ready = anyio.Event()
+
+    def set_store(self, *, reachable: bool, migrated: bool | None = None) -> None:
+        if reachable and migrated and not self.sigterm_at_ready:
+            self.sigterm_at_ready.append(signal.getsignal(signal.SIGTERM))
+        super().set_store(reachable=reachable, migrated=migrated)
+        if self.ready()[0]:
+            self.became_ready.set()
+
+
+async def test_readiness_is_reported_only_once_a_sigterm_is_heard(harness: Harness) -> None:
+    """A rollout stops a replica as soon as `/readyz` says 200: by then SIGTERM must start a
+    drain, never the signal's default death."""
+    the_clock = system_clock.SystemClock()
+    health = _SignalAtReadiness()
+    the_daemon = daemon.Daemon(
+        daemon.Parts(
+            settings=load_settings(environ={"QINGLONG_CADENCE_SECONDS": "60"}),
+            store=harness.store,
+            clock=the_clock,
+            dispatcher=dispatcher.Dispatcher(
+                harness.store,
+                {},
+                the_clock,
+                dispatcher.DispatchConfig(
+                    owner="w1",
+                    page_size=16,
+                    lease_ms=1500,
+                    concurrency=1,
+                    retry_backoff_ms=1000,
+                    execute_timeout_ms=1400,
+                ),
+            ),
+            reconciler=reconciler.Reconciler(harness.store, {}, the_clock),
+            metrics=metrics.Metrics(profile="edge", cadence_s=60, process_metrics=False),
+            health=health,
+            notifier=systemd.Notifier(environ={}),
+        )
+    )
+    assert health.ready() == (False, "store unreachable")
+    status: list[int] = []
+
+    async def run() -> None:
+        status.append(await the_daemon.run())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        with anyio.fail_after(10):
+            await health.became_ready.wait()
+        the_daemon.request_stop()
+    assert status == [0]
+    assert len(health.sigterm_at_ready) == 1
+    assert health.sigterm_at_ready[0] not in (signal.SIG_DFL, signal.SIG_IGN, None)
