@@ -13,7 +13,7 @@ import dataclasses
 import functools
 import importlib.metadata
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Final
 
@@ -178,18 +178,11 @@ NONE: Final = Installed(specs=MappingProxyType({}), sources=MappingProxyType({})
 """No installed action."""
 
 
-def load(entries: Iterable[importlib.metadata.EntryPoint]) -> Installed:
-    """Import and check every entry point; the first invalid one is refused."""
+def _checked(declared: Iterable[tuple[str, object]]) -> Installed:
+    """Check each (where, declaration) in turn; the first invalid one is refused."""
     specs: dict[str, contract.ActionSpec] = {}
     sources: dict[str, str] = {}
-    for entry in sorted(entries, key=lambda e: (e.name, e.value)):
-        where = _where(entry)
-        try:
-            loaded = entry.load()
-        except Exception as exc:  # a broken install: one line, no traceback
-            raise _refuse(
-                where, f"cannot be loaded ({exc.__class__.__name__})", "action_load_failed"
-            ) from None
+    for where, loaded in declared:
         spec = _check(where, loaded)
         if spec.action_type in specs:
             raise _refuse(
@@ -200,6 +193,29 @@ def load(entries: Iterable[importlib.metadata.EntryPoint]) -> Installed:
         specs[spec.action_type] = spec
         sources[spec.action_type] = where
     return Installed(specs=MappingProxyType(specs), sources=MappingProxyType(sources))
+
+
+def _loaded(entries: Iterable[importlib.metadata.EntryPoint]) -> Iterator[tuple[str, object]]:
+    for entry in sorted(entries, key=lambda e: (e.name, e.value)):
+        where = _where(entry)
+        try:
+            loaded = entry.load()
+        except Exception as exc:  # a broken install: one line, no traceback
+            raise _refuse(
+                where, f"cannot be loaded ({exc.__class__.__name__})", "action_load_failed"
+            ) from None
+        yield where, loaded
+
+
+def load(entries: Iterable[importlib.metadata.EntryPoint]) -> Installed:
+    """Import and check every entry point; the first invalid one is refused."""
+    return _checked(_loaded(entries))
+
+
+def given(specs: Iterable[contract.ActionSpec]) -> Installed:
+    """Check `specs` exactly as `load` checks what entry points name, with no entry point
+    (`qinglong_dispatcher.testing` serves an action under test from its spec)."""
+    return _checked((f"{getattr(spec, 'action_type', None)!r} (given)", spec) for spec in specs)
 
 
 @functools.cache

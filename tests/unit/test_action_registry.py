@@ -57,6 +57,25 @@ def test_the_same_type_from_two_distributions_is_refused(tmp_path: Path) -> None
     assert "qa-two" in str(error)
 
 
+@pytest.mark.parametrize(
+    ("specs", "code"),
+    [
+        ([installed_actions.CLASHING], "action_type_reserved"),
+        ([installed_actions.SILENT], "action_evidence_missing"),
+        ([installed_actions.LOOSE], "action_plan_model_invalid"),
+        ([installed_actions.ECHO, installed_actions.ECHO], "action_type_duplicate"),
+    ],
+)
+def test_a_spec_given_without_an_entry_point_is_checked_the_same(
+    specs: list[contract.ActionSpec], code: str
+) -> None:
+    with pytest.raises(errors.ActionRegistrationError) as info:
+        registry.given(specs)
+    assert info.value.code == code
+    assert "(given)" in str(info.value)
+    assert registry.given([installed_actions.ECHO]).specs == {"test.echo": installed_actions.ECHO}
+
+
 def test_a_built_in_type_is_reserved(tmp_path: Path) -> None:
     error = _refused(tmp_path, ("qa-clash", {"run.create": f"{HERE}:CLASHING"}))
     assert error.code == "action_type_reserved"
