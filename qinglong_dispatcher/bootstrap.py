@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qinglong_dispatcher import api, ports
-from qinglong_dispatcher.adapters import dialect, plan_keyring
+from qinglong_dispatcher.adapters import dialect
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors, plan_previews, plans
+from qinglong_dispatcher.plan_keys import keyring as plan_keyring
 from qinglong_dispatcher.ports import action_tables
 
 if TYPE_CHECKING:

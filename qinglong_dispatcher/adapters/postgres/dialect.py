@@ -9,7 +9,7 @@ from typing import Any
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import dialect
 from qinglong_dispatcher.adapters.postgres import bench, server_costs, store, wakeup
-from qinglong_dispatcher.adapters.sql import plan_envelopes
+from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.ports import action_tables
 
 

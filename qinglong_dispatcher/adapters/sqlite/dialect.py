@@ -8,9 +8,9 @@ from typing import Any
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import dialect
-from qinglong_dispatcher.adapters.sql import plan_envelopes
 from qinglong_dispatcher.adapters.sqlite import authority, bench, reserve, store
 from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.ports import action_tables
 
 
