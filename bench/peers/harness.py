@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from qinglong_dispatcher.bench.peers import steady
+from bench.peers import steady
 from qinglong_dispatcher.bench import dialects
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors
