@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # `test` extra too (the tools and the test libraries). Each stamp is its own install.
 RUNTIME_STAMP := $(VENV)/.installed-runtime
 
-.PHONY: run test test-slow lint format typecheck pytest bench lock dist clean
+.PHONY: run test test-slow lint format typecheck pytest bench bench-peers lock dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,15 +33,15 @@ run: $(RUNTIME_STAMP)
 	$(EDGE) run
 
 lint: $(STAMP)
-	$(BIN)/ruff check qinglong_dispatcher tests examples
-	$(BIN)/ruff format --check qinglong_dispatcher tests examples
+	$(BIN)/ruff check qinglong_dispatcher bench tests examples
+	$(BIN)/ruff format --check qinglong_dispatcher bench tests examples
 	$(BIN)/lint-imports
 
 # Rewrites files: the fixes ruff can make safely, then the formatter (last, so that fixed
 # code is formatted too). `make lint` checks both.
 format: $(STAMP)
-	$(BIN)/ruff check --fix qinglong_dispatcher tests examples
-	$(BIN)/ruff format qinglong_dispatcher tests examples
+	$(BIN)/ruff check --fix qinglong_dispatcher bench tests examples
+	$(BIN)/ruff format qinglong_dispatcher bench tests examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -62,6 +62,11 @@ BENCH_PG_URL ?= $(or $(QINGLONG_BENCH_PG_URL),postgresql://postgres@127.0.0.1:54
 bench: $(RUNTIME_STAMP)
 	$(BIN)/qinglong-dispatcher bench --profile edge
 	$(BIN)/qinglong-dispatcher bench --profile cluster --database $(BENCH_PG_URL)
+
+# Our rates beside huey's and pgqueuer's (docs/performance.md): the harness lives in bench/peers,
+# outside the wheel, and installs the peers in a venv of their own (var/peers-venv).
+bench-peers: $(RUNTIME_STAMP)
+	$(BIN)/python -m bench.peers --database $(BENCH_PG_URL)
 
 # The runtime lock: the package's dependencies pinned to the versions installed in .venv, each
 # with the hash of every file PyPI has for that version (any platform), so that the lock

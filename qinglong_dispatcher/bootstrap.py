@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from qinglong_dispatcher import api, ports
-from qinglong_dispatcher.adapters import dialect, plan_keyring
+from qinglong_dispatcher.adapters import dialect
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors, plan_previews, plans
+from qinglong_dispatcher.plan_keys import keyring as plan_keyring
 from qinglong_dispatcher.ports import action_tables
 
 if TYPE_CHECKING:
@@ -306,39 +307,6 @@ def action_plan_models() -> plans.PlanModels:
     from qinglong_dispatcher.actions import builtin, registry
 
     return {**builtin.PLAN_MODELS, **registry.installed().plan_models}
-
-
-# -- the bench's scratch stores: the bench reaches a dialect's bench tools only through here --
-
-
-@contextlib.asynccontextmanager
-async def scratch_database(settings: Settings) -> AsyncIterator[str]:
-    """A fresh, empty database of the profile's dialect: its URL, removed on exit.
-
-    SQLite: a file in a new temporary folder. PostgreSQL: a database created through
-    `settings.database_url` (an administrator URL) and dropped with its sessions.
-    """
-    async with _dialect(settings).scratch_database(settings) as url:
-        yield url
-
-
-async def raw_commits(settings: Settings, seconds: float) -> tuple[float, float | None]:
-    """The smallest durable write in a loop: (through the store's own path, through plain stdlib
-    sqlite3 — None on PostgreSQL)."""
-    return await _dialect(settings).raw_commits(settings, seconds)
-
-
-async def seed_terminal_rows(
-    settings: Settings, store: ports.Store, rows: int, now_ms: int
-) -> None:
-    """`rows` bench-only succeeded executions in `store` (opened by `open_store(settings)`)."""
-    await _dialect(settings).seed_terminal_rows(settings, store, rows, now_ms)
-
-
-async def server_counters(settings: Settings) -> dict[str, Any] | None:
-    """The server's counters on the bench's scratch database `settings` point at (None on
-    SQLite, which has no server: its replicas count their own writes)."""
-    return await _dialect(settings).server_counters(settings)
 
 
 def os_user() -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from qinglong_dispatcher import ports
 
@@ -60,24 +60,4 @@ class Dialect(Protocol):
 
     def wakeup(self, settings: Configured) -> ports.WakeupListener | None:
         """The source of wake-ups on submit, or None where the engine has none."""
-        ...
-
-    def scratch_database(self, settings: Configured) -> contextlib.AbstractAsyncContextManager[str]:
-        """A fresh, empty database for the bench: its URL, removed on exit."""
-        ...
-
-    async def raw_commits(self, settings: Configured, seconds: float) -> tuple[float, float | None]:
-        """Commits per second of the smallest durable write: through the store's own path,
-        and through the plain driver where that differs (else None)."""
-        ...
-
-    async def seed_terminal_rows(
-        self, settings: Configured, store: ports.Store, rows: int, now_ms: int
-    ) -> None:
-        """`rows` bench-only succeeded executions in `store`."""
-        ...
-
-    async def server_counters(self, settings: Configured) -> dict[str, Any] | None:
-        """The bench's snapshot of what the server has done on a scratch database so far
-        (WAL, rows per table, function time, statements), or None where there is no server."""
         ...

@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from qinglong_dispatcher import bootstrap
+from qinglong_dispatcher.bench import dialects
 from qinglong_dispatcher.bench.scratch import Scratch
 
 SQLITE_PAGE = 4096
@@ -25,9 +25,10 @@ TOP_STATEMENTS = 25
 async def measured(made: Scratch) -> AsyncIterator[list[dict[str, Any] | None]]:
     """Yield a list that holds, after the block, the server's counters before and after it
     (`[None, None]` on SQLite)."""
-    taken: list[dict[str, Any] | None] = [await bootstrap.server_counters(made.settings)]
+    server = dialects.of(made.settings)
+    taken: list[dict[str, Any] | None] = [await server.server_counters()]
     yield taken
-    taken.append(await bootstrap.server_counters(made.settings))
+    taken.append(await server.server_counters())
 
 
 def _per(value: float, count: int, digits: int = 3) -> float:

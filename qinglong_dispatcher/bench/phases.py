@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 
 from qinglong_dispatcher import api, bootstrap, clock, ports
-from qinglong_dispatcher.bench import costs, procstat
+from qinglong_dispatcher.bench import costs, dialects, procstat
 from qinglong_dispatcher.bench.scratch import Scratch
 from qinglong_dispatcher.domain import errors, plans
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
@@ -48,7 +48,7 @@ def run_create_plans(count: int, *, project: str = "bench") -> list[plans.Action
 
 async def raw_commits(made: Scratch, seconds: float) -> tuple[float, float | None]:
     """(through the store's own path, through stdlib sqlite3 or None on PostgreSQL)."""
-    return await bootstrap.raw_commits(made.settings, seconds)
+    return await dialects.of(made.settings).raw_commits(seconds)
 
 
 async def enqueue(made: Scratch, count: int) -> float:
@@ -315,7 +315,9 @@ async def scan_cost(made: Scratch, rows: int) -> float:
     store = await made.open()
     try:
         empty = await _time_claim_pages(store, made)
-        await bootstrap.seed_terminal_rows(made.settings, store, rows, clock.SystemClock().now_ms())
+        await dialects.of(made.settings).seed_terminal_rows(
+            store, rows, clock.SystemClock().now_ms()
+        )
         full = await _time_claim_pages(store, made)
     finally:
         await store.close()

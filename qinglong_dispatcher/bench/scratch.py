@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from qinglong_dispatcher import bootstrap, clock, ports
+from qinglong_dispatcher.bench import dialects
 from qinglong_dispatcher.config.settings import Settings, load_settings
 
 
@@ -39,7 +40,7 @@ async def scratch(
 ) -> AsyncIterator[Scratch]:
     """Create, migrate, yield and remove one scratch store of the profile's dialect (its plans
     sealed under `plan_keyring` when one is given, else in clear whatever `settings` say)."""
-    async with bootstrap.scratch_database(settings) as url:
+    async with dialects.of(settings).scratch_database() as url:
         # The bench submits (a self-approval) into its own scratch store, whatever the policy
         # of the real one; on PostgreSQL its administrator login is a superuser, a member of
         # every role.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.config.settings import Settings
@@ -31,18 +30,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--scan-rows", type=int, default=1_000_000, metavar="N")
     p.add_argument("--idle-seconds", type=float, default=30.0, metavar="S")
-    p.add_argument(
-        "--compare-peers",
-        action="store_true",
-        help="instead: our edge and cluster dispatch rates beside huey's and pgqueuer's "
-        "(cluster profile; docs/performance.md)",
-    )
-    p.add_argument(
-        "--peers-venv",
-        type=Path,
-        metavar="DIR",
-        help="the peers' venv (default $QINGLONG_BENCH_PEERS_VENV, else var/peers-venv)",
-    )
     p.add_argument("--json", action="store_true")
 
 
@@ -65,10 +52,6 @@ async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
         raise common.UsageError("--mixed-dispatches must be ≥ 0 (0 skips the mixed phase)")
     if args.api_dispatches < 0:
         raise common.UsageError("--api-dispatches must be ≥ 0 (0 skips the API phase)")
-    if args.compare_peers:
-        return await _compare_peers(settings, args, replicas)
-    if args.peers_venv is not None:
-        raise common.UsageError("--peers-venv goes with --compare-peers")
     report = await runner.run(
         settings,
         runner.Options(
@@ -88,35 +71,4 @@ async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
             f"{replicas} replica(s))"
         )
         print(runner.table(report))
-    return common.EXIT_OK
-
-
-async def _compare_peers(settings: Settings, args: argparse.Namespace, replicas: int) -> int:
-    """Our edge and cluster rates beside the peers', one table (under `peers` with --json)."""
-    from qinglong_dispatcher.bench.peers import compare, installation
-
-    if settings.profile != "cluster":
-        raise common.UsageError(
-            "--compare-peers needs --profile cluster and its PostgreSQL --database (pgqueuer "
-            "and our cluster run there; the edge side takes a scratch SQLite file of its own)"
-        )
-    if args.dispatches < compare.LEAST_JOBS:
-        raise common.UsageError(
-            f"--compare-peers needs --dispatches ≥ {compare.LEAST_JOBS} (the peers' steady "
-            "rate is timed between 10 % and 90 % done)"
-        )
-    entry = await compare.compare(
-        settings,
-        compare.Options(
-            dispatches=args.dispatches,
-            replicas=replicas,
-            venv=installation.venv_folder(args.peers_venv),
-        ),
-    )
-    if args.json:
-        common.print_json({"peers": entry})
-    else:
-        pins = ", ".join(f"{name} {version}" for name, version in entry["versions"].items())
-        print(f"qinglong-dispatcher bench --compare-peers ({args.dispatches} dispatches; {pins})")
-        print(compare.table(entry))
     return common.EXIT_OK

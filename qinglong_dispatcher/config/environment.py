@@ -19,7 +19,7 @@ NOT_SETTINGS: Final = frozenset(
         "QINGLONG_DATABASE_URL_FILE",  # url_file: the URL from a file
         # Read by the Makefile (`make bench`).
         "QINGLONG_BENCH_PG_URL",
-        # Read by `bench --compare-peers`: where the peers' venv is kept.
+        # Read by the peers' harness (`python -m bench.peers`): where the peers' venv is kept.
         "QINGLONG_BENCH_PEERS_VENV",
         # Read by the test suite (docs/development.md).
         "QINGLONG_TEST_PG_DSN",

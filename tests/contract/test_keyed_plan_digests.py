@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from qinglong_dispatcher import api
-from qinglong_dispatcher.adapters import plan_keyring
-from qinglong_dispatcher.adapters.sql import plan_envelopes
 from qinglong_dispatcher.domain import digests, plan_previews, plans
+from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
+from qinglong_dispatcher.plan_keys import keyring as plan_keyring
 from tests.support import tools
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock

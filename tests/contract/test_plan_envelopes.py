@@ -12,10 +12,10 @@ import anyio.to_thread
 import pytest
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters import plan_keyring
-from qinglong_dispatcher.adapters.sql import plan_envelopes
 from qinglong_dispatcher.domain import errors, plan_previews, plans
 from qinglong_dispatcher.domain.states import ExecutionStatus
+from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
+from qinglong_dispatcher.plan_keys import keyring as plan_keyring
 from tests.support import stores
 from tests.support.actions import make_api, submit_runs
 from tests.support.clock import ManualClock

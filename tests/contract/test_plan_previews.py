@@ -11,9 +11,9 @@ import pytest
 
 from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.actions import builtin
-from qinglong_dispatcher.adapters import plan_keyring
-from qinglong_dispatcher.adapters.sql import plan_envelopes
 from qinglong_dispatcher.domain import approval_views, errors, ids, plan_previews, plans
+from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
+from qinglong_dispatcher.plan_keys import keyring as plan_keyring
 from tests.support import stores
 from tests.support.actions import DEFAULT_TTL_MS, make_api, submit_runs
 from tests.support.clock import ManualClock

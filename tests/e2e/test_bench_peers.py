@@ -1,6 +1,7 @@
-"""`bench --compare-peers` with a short count: the table's three rows, each with positive rates
+"""`python -m bench.peers` with a short count: the table's three rows, each with positive rates
 for both sides and the ratio ours / peer. The peers' venv is made in the test's own folder from
-PyPI (reachable in CI: nothing here skips for the network). Usage errors: one line, exit 2.
+PyPI (reachable in CI: nothing here skips for the network). Usage and configuration errors: one
+line, exit 2 or 78.
 
 No timing is asserted: the measured ratios live in docs/performance.md.
 """
@@ -8,13 +9,18 @@ No timing is asserted: the measured ratios live in docs/performance.md.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher.bench.peers import installation
-from tests.support.cli import error_lines, run_cli
+from bench.peers import installation
+from tests.support.cli import error_lines
 from tests.support.stores import pg_url
+
+ROOT = Path(__file__).resolve().parents[2]
 
 DISPATCHES = 300
 ROWS = [
@@ -24,17 +30,31 @@ ROWS = [
 ]
 
 
+def run_peers(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """`python -m bench.peers ARGS` from the checkout (outside the wheel), run in `cwd`;
+    environment without stray QINGLONG_ variables."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("QINGLONG_")}
+    clean.update({"PYTHONPATH": str(ROOT), **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "bench.peers", *args],
+        cwd=cwd,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.postgres
 def test_compare_peers_reports_three_rows_of_positive_rates(tmp_path: Path) -> None:
     venv = tmp_path / "peers-venv"
-    result = run_cli(
-        "bench",
-        "--profile",
-        "cluster",
+    result = run_peers(
         "--database",
         pg_url("postgres"),
-        "--compare-peers",
         "--dispatches",
         str(DISPATCHES),
         "--json",
@@ -67,23 +87,25 @@ def test_compare_peers_reports_three_rows_of_positive_rates(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "code", "message"),
     [
         (
-            ["--profile", "edge", "--compare-peers"],
-            "--compare-peers needs --profile cluster",
+            ["--database", "sqlite:///x.db"],
+            78,
+            "the cluster profile needs postgresql://",
         ),
         (
-            ["--profile", "edge", "--peers-venv", "x"],
-            "--peers-venv goes with --compare-peers",
+            ["--database", "postgresql://postgres@127.0.0.1:5432/postgres", "--dispatches", "5"],
+            2,
+            "--dispatches must be ≥ 100",
         ),
     ],
 )
 def test_compare_peers_usage_errors_are_one_line(
-    tmp_path: Path, args: list[str], message: str
+    tmp_path: Path, args: list[str], code: int, message: str
 ) -> None:
-    result = run_cli("bench", *args, cwd=tmp_path)
-    assert result.returncode == 2, result.stderr
+    result = run_peers(*args, cwd=tmp_path)
+    assert result.returncode == code, result.stderr
     lines = error_lines(result.stderr)
     assert len(lines) == 1, result.stderr
     assert message in lines[0]

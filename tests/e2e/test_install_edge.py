@@ -12,6 +12,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,10 @@ def test_the_wheel_and_its_lock_install_offline_into_a_venv_that_the_unit_runs(
     dist = tmp_path / "dist"
     run("make", "--no-print-directory", "dist", f"DIST={dist}", f"VENV={sys.prefix}")
     (wheel,) = dist.glob("qinglong_dispatcher-*-py3-none-any.whl")
+    # The peers' harness stays in the checkout (bench/peers): a deployment installs no peer.
+    shipped = zipfile.ZipFile(wheel).namelist()
+    assert "qinglong_dispatcher/bench/runner.py" in shipped
+    assert not [n for n in shipped if n.startswith("bench/") or "/peers/" in n]
     lock = dist / "requirements.lock"
     assert "--hash=sha256:" in lock.read_text(encoding="utf-8")
 

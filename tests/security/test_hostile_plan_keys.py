@@ -17,8 +17,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from qinglong_dispatcher.adapters import plan_keyring
-from qinglong_dispatcher.adapters.sql import plan_envelopes
+from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
+from qinglong_dispatcher.plan_keys import keyring as plan_keyring
 from tests.support import refusals, stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock

@@ -1,4 +1,4 @@
-"""The pieces of `bench --compare-peers` that need no peer: the steady rate from a peer's
+"""The pieces of `python -m bench.peers` that need no peer: the steady rate from a peer's
 samples, the table, and where the peers' venv goes (the e2e test runs the real peers)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher.bench.peers import compare, installation, steady
+from bench.peers import compare, installation, steady
 from qinglong_dispatcher.domain import errors
 
 

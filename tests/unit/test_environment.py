@@ -32,7 +32,15 @@ def _named_in_the_repository() -> dict[str, set[str]]:
     """Every `QINGLONG_…` token in the code, tests, Makefile, CI, deploy files, docs and the
     example, with the files naming it."""
     places = [ROOT / "Makefile", ROOT / ".ci" / "run", ROOT / "README.md"]
-    for folder in ("qinglong_dispatcher", "tests", "examples", "deploy", "docs", "profiles"):
+    for folder in (
+        "qinglong_dispatcher",
+        "bench",
+        "tests",
+        "examples",
+        "deploy",
+        "docs",
+        "profiles",
+    ):
         places += [p for p in (ROOT / folder).rglob("*") if p.is_file() and ".venv" not in p.parts]
     found: dict[str, set[str]] = {}
     for path in places:

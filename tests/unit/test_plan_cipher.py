@@ -1,4 +1,4 @@
-"""The plan envelope (`adapters/plan_cipher.py`): AES-256-GCM under the active key, bound to its
+"""The plan envelope (`plan_keys/cipher.py`): AES-256-GCM under the active key, bound to its
 row, opened by the key it names after rotation; every failure typed, none showing a byte of the
 plan or the key; keyed digests that survive rotation."""
 
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher.adapters import plan_cipher, plan_keyring
 from qinglong_dispatcher.domain import canonical, digests, errors
+from qinglong_dispatcher.plan_keys import cipher as plan_cipher
+from qinglong_dispatcher.plan_keys import keyring as plan_keyring
 
 PLAN = b'{"body":"transfer 100 to account 7","url":"https://example.test/pay"}'
 ROW = ("proj-1", "act-42", "http.request", 1)
@@ -233,7 +234,8 @@ def test_importing_the_module_does_not_import_cryptography(tmp_path: Path) -> No
     script = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from qinglong_dispatcher.adapters import plan_cipher, plan_keyring\n"
+        "from qinglong_dispatcher.plan_keys import cipher as plan_cipher\n"
+        "from qinglong_dispatcher.plan_keys import keyring as plan_keyring\n"
         "assert 'cryptography' not in sys.modules, 'imported at import time'\n"
         f"ring = plan_keyring.generate(Path({str(tmp_path / 'r.toml')!r}))\n"
         "assert 'cryptography' not in sys.modules, 'imported by generate'\n"

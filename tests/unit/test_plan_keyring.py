@@ -1,4 +1,4 @@
-"""The plan key ring file (`adapters/plan_keyring.py`): born 0600 whatever the umask, extended
+"""The plan key ring file (`plan_keys/keyring.py`): born 0600 whatever the umask, extended
 atomically by `add_key`, refused when exposed or malformed in one line that names the file and
 never a key byte."""
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher.adapters import plan_keyring
 from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.plan_keys import keyring as plan_keyring
 
 PLANTED = bytes(range(7, 39))  # 32 bytes a test writes into a ring and then looks for
 PLANTED_B64 = base64.b64encode(PLANTED).decode("ascii")

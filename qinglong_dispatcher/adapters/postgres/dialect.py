@@ -1,15 +1,13 @@
-"""The cluster dialect: a pooled PostgreSQL store, its wake-up listener, the bench's databases."""
+"""The cluster dialect: a pooled PostgreSQL store and its wake-up listener."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import dialect
-from qinglong_dispatcher.adapters.postgres import bench, server_costs, store, wakeup
-from qinglong_dispatcher.adapters.sql import plan_envelopes
+from qinglong_dispatcher.adapters.postgres import store, wakeup
+from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.ports import action_tables
 
 
@@ -55,29 +53,3 @@ class PostgresDialect:
     def wakeup(self, settings: dialect.Configured) -> ports.WakeupListener | None:
         """`LISTEN` on the due channel (migration 0010)."""
         return wakeup.PostgresWakeup(settings.database_url)
-
-    @contextlib.asynccontextmanager
-    async def scratch_database(self, settings: dialect.Configured) -> AsyncIterator[str]:
-        """A database created through `database_url` (an administrator URL), then dropped."""
-        url = await bench.create_scratch(settings.database_url)
-        try:
-            await server_costs.track_functions(url)
-            yield url
-        finally:
-            await bench.drop_scratch(settings.database_url, url)
-
-    async def raw_commits(
-        self, settings: dialect.Configured, seconds: float
-    ) -> tuple[float, float | None]:
-        """One asyncpg connection's commit loop; there is no second driver to compare."""
-        return await bench.raw_commits_per_s(settings.database_url, seconds), None
-
-    async def seed_terminal_rows(
-        self, settings: dialect.Configured, seeded: ports.Store, rows: int, now_ms: int
-    ) -> None:
-        """See `bench.seed_terminal_rows` (through the administrator URL, not `seeded`)."""
-        await bench.seed_terminal_rows(settings.database_url, rows, now_ms)
-
-    async def server_counters(self, settings: dialect.Configured) -> dict[str, Any] | None:
-        """See `server_costs.snapshot` (`settings.database_url` is the scratch database)."""
-        return await server_costs.snapshot(settings.database_url)

@@ -9,7 +9,7 @@ import anyio
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.postgres import database as db
 from qinglong_dispatcher.adapters.postgres import fast_paths, migrations, principals, replication
-from qinglong_dispatcher.adapters.sql import plan_envelopes, query
+from qinglong_dispatcher.adapters.sql import query
 from qinglong_dispatcher.adapters.sql import store as sql_store
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import (
@@ -19,6 +19,7 @@ from qinglong_dispatcher.domain import (
     schema,
 )
 from qinglong_dispatcher.domain import principals as principal_records
+from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.ports import action_tables
 
 ASYNC_COMMIT_LEVELS = frozenset({"off", "local"})

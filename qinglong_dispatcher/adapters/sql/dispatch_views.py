@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from qinglong_dispatcher.adapters.sql import plan_envelopes, plan_reads, query, recovery
+from qinglong_dispatcher.adapters.sql import plan_reads, query, recovery
 from qinglong_dispatcher.domain import activity, dispatch_views, plan_previews, records
 from qinglong_dispatcher.domain import recovery as recovery_records
+from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.ports import action_tables
 
 _CLEAR: Final = plan_envelopes.Envelopes(None)

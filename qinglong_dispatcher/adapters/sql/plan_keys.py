@@ -12,8 +12,9 @@ from __future__ import annotations
 import collections
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.sql import plan_envelopes, query
+from qinglong_dispatcher.adapters.sql import query
 from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 
 _FIRST = ("", "")
 """Before every plan key: identifiers are never empty."""

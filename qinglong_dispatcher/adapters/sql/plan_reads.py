@@ -13,8 +13,9 @@ import json
 from collections.abc import Sequence
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.sql import plan_envelopes, query
+from qinglong_dispatcher.adapters.sql import query
 from qinglong_dispatcher.domain import approval_views, plan_previews
+from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 
 
 async def get_plan(q: query.Query, project_id: str, action_ref: str) -> ports.StoredPlan | None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.sql import plan_envelopes, plan_keys, plan_reads, query
+from qinglong_dispatcher.adapters.sql import plan_keys, plan_reads, query
 from qinglong_dispatcher.domain import approval_views, approvals, digests, errors, plan_previews
+from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 
 
 class PlanMethods:

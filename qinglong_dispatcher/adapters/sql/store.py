@@ -23,7 +23,6 @@ from qinglong_dispatcher.adapters.sql import (
     executions,
     handler_waits,
     page,
-    plan_envelopes,
     plan_store,
     query,
     recovery,
@@ -38,6 +37,7 @@ from qinglong_dispatcher.domain import dispatch_views as dispatch_view_records
 from qinglong_dispatcher.domain import errors, plan_previews, principals, records
 from qinglong_dispatcher.domain import recovery as recovery_records
 from qinglong_dispatcher.domain import retention as retention_records
+from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.ports import action_tables
 from qinglong_dispatcher.ports import transactions as tx
 

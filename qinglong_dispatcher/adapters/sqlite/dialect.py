@@ -1,16 +1,15 @@
-"""The edge dialect: one SQLite file, its daemon lock, and the bench's scratch files."""
+"""The edge dialect: one SQLite file and its daemon lock."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import dialect
-from qinglong_dispatcher.adapters.sql import plan_envelopes
-from qinglong_dispatcher.adapters.sqlite import authority, bench, reserve, store
+from qinglong_dispatcher.adapters.sqlite import authority, reserve, store
 from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.ports import action_tables
 
 
@@ -50,33 +49,4 @@ class SqliteDialect:
 
     def wakeup(self, settings: dialect.Configured) -> ports.WakeupListener | None:
         """None: one daemon per file, and its cadence is the only waker."""
-        return None
-
-    @contextlib.asynccontextmanager
-    async def scratch_database(self, settings: dialect.Configured) -> AsyncIterator[str]:
-        """A file in a new temporary folder, removed with its folder."""
-        url, path = bench.create_scratch()
-        try:
-            yield url
-        finally:
-            bench.drop_scratch(path)
-
-    async def raw_commits(
-        self, settings: dialect.Configured, seconds: float
-    ) -> tuple[float, float | None]:
-        """Through the store's own hop, then through plain stdlib sqlite3."""
-        return await bench.raw_commits(
-            settings.sqlite_path, seconds, busy_timeout_s=settings.sqlite_busy_timeout_seconds
-        )
-
-    async def seed_terminal_rows(
-        self, settings: dialect.Configured, seeded: ports.Store, rows: int, now_ms: int
-    ) -> None:
-        """See `bench.seed_terminal_rows`; `seeded` must be a SQLite store."""
-        if not isinstance(seeded, store.SqliteStore):
-            raise errors.ConfigurationError("the SQLite bench seeds only a SQLite store")
-        await bench.seed_terminal_rows(seeded, rows, now_ms)
-
-    async def server_counters(self, settings: dialect.Configured) -> dict[str, Any] | None:
-        """None: no server; the replicas count their own writes (`Store.worker_costs`)."""
         return None

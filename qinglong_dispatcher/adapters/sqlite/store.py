@@ -10,7 +10,6 @@ from pathlib import Path
 import anyio.to_thread
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.sql import plan_envelopes
 from qinglong_dispatcher.adapters.sql import store as sql_store
 from qinglong_dispatcher.adapters.sqlite import (
     database,
@@ -27,6 +26,7 @@ from qinglong_dispatcher.domain import (
     principals,
     schema,
 )
+from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.ports import action_tables
 
 

@@ -6,7 +6,7 @@ keys keep opening what they sealed. The associated data binds a ciphertext to it
 to a row of another project, action, type or schema version, it no longer opens.
 
 Random nonces are safe for about 2**32 encryptions per key (NIST SP 800-38D); rotate with
-`plan_keyring.add_key` long before that (a key a year is far inside it for plan volumes).
+`keyring.add_key` long before that (a key a year is far inside it for plan volumes).
 
 cryptography is imported when a `PlanCipher` is built or a ring's digest key derived, never
 at import time, so a deployment without plan encryption never loads it.
@@ -18,8 +18,8 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Final
 
-from qinglong_dispatcher.adapters import plan_keyring
 from qinglong_dispatcher.domain import canonical, digests, errors
+from qinglong_dispatcher.plan_keys import keyring
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -85,13 +85,13 @@ def aad_for(project_id: str, action_ref: str, action_type: str, schema_version: 
 
 def _shown(key_id: str) -> str:
     # A key id read back from a row is shown only when it has the shape of one.
-    return key_id if plan_keyring.KEY_ID.fullmatch(key_id) else "(not an identifier)"
+    return key_id if keyring.KEY_ID.fullmatch(key_id) else "(not an identifier)"
 
 
 class PlanCipher:
     """Seals with the ring's active key; opens with whichever ring key a `Sealed` names."""
 
-    def __init__(self, ring: plan_keyring.KeyRing) -> None:
+    def __init__(self, ring: keyring.KeyRing) -> None:
         from cryptography.hazmat.primitives.ciphers import aead
 
         self._active = ring.active

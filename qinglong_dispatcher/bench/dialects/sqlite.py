@@ -1,21 +1,26 @@
-"""What the benchmark needs from a scratch SQLite store: raw commit loops and seeded rows."""
+"""The bench on SQLite: scratch files, raw commit loops and seeded rows (`SqliteBench`)."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sqlite3
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
 
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import named_sql
 from qinglong_dispatcher.adapters.sqlite import database
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
+from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors
 
-B = named_sql.load(Path(__file__).with_name("bench.sql"))
+B = named_sql.load(Path(__file__).with_name("sqlite.sql"))
 
 DISPATCH_GUARD = "approved_action_dispatches_insert_guard"
 """The trigger of migration 0005 that admits a dispatch only for its consumed approval."""
@@ -129,3 +134,37 @@ async def seed_terminal_rows(store: sqlite_store.SqliteStore, rows: int, now_ms:
             conn.execute("PRAGMA foreign_keys = ON")
 
     await store.db.read(seed)
+
+
+class SqliteBench:
+    """`dialects.DialectBench` for SQLite."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @contextlib.asynccontextmanager
+    async def scratch_database(self) -> AsyncIterator[str]:
+        """A file in a new temporary folder, removed with its folder."""
+        url, path = create_scratch()
+        try:
+            yield url
+        finally:
+            drop_scratch(path)
+
+    async def raw_commits(self, seconds: float) -> tuple[float, float | None]:
+        """Through the store's own hop, then through plain stdlib sqlite3."""
+        return await raw_commits(
+            self.settings.sqlite_path,
+            seconds,
+            busy_timeout_s=self.settings.sqlite_busy_timeout_seconds,
+        )
+
+    async def seed_terminal_rows(self, seeded: ports.Store, rows: int, now_ms: int) -> None:
+        """See `seed_terminal_rows`; `seeded` must be a SQLite store."""
+        if not isinstance(seeded, sqlite_store.SqliteStore):
+            raise errors.ConfigurationError("the SQLite bench seeds only a SQLite store")
+        await seed_terminal_rows(seeded, rows, now_ms)
+
+    async def server_counters(self) -> dict[str, Any] | None:
+        """None: no server; the replicas count their own writes (`Store.worker_costs`)."""
+        return None

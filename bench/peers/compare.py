@@ -1,5 +1,5 @@
-"""`bench --compare-peers`: our edge and cluster dispatch rates beside huey's and pgqueuer's,
-measured in one run, as one table (docs/performance.md, "Beside the peers").
+"""Our edge and cluster dispatch rates beside huey's and pgqueuer's, measured in one run, as one
+table (docs/performance.md, "Beside the peers").
 
 Ours: the bench's own enqueue and dispatch phases (`phases.enqueue`, `phases.dispatch`) on a
 scratch store of each profile. The table compares steady rates on both sides (`steady`):
@@ -17,9 +17,9 @@ from typing import Any
 
 import anyio.to_thread
 
+from bench.peers import harness, installation, steady
 from qinglong_dispatcher import clock
 from qinglong_dispatcher.bench import phases, scratch
-from qinglong_dispatcher.bench.peers import harness, installation, steady
 from qinglong_dispatcher.config.settings import Settings, load_settings
 from qinglong_dispatcher.domain import dispatch_views
 
@@ -31,7 +31,7 @@ LEAST_JOBS = 100
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Options:
-    """What `bench --compare-peers` was asked to do."""
+    """What `python -m bench.peers` was asked to do."""
 
     dispatches: int = 5_000
     replicas: int = 4

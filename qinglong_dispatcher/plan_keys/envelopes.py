@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Final
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters import plan_cipher, plan_keyring
 from qinglong_dispatcher.domain import approvals, digests
+from qinglong_dispatcher.plan_keys import cipher as plan_cipher
+from qinglong_dispatcher.plan_keys import keyring
 
 KEYRING_MISSING: Final = "plan_keyring_missing"
 """The code of a sealed plan read by a process that has no key ring."""
@@ -99,8 +100,8 @@ class Envelopes:
 def from_keyring(path: Path | None, *, group_readable: bool = False) -> Envelopes:
     """The envelopes of the key ring at `path` (None: plans in clear). A ring that cannot be
     used is a configuration error (exit 78), never a silent fallback to clear text.
-    `group_readable` accepts a ring its group may read (`plan_keyring.load`)."""
+    `group_readable` accepts a ring its group may read (`keyring.load`)."""
     if path is None:
         return Envelopes(None)
-    ring = plan_keyring.load(path, allow_group_read=group_readable)
+    ring = keyring.load(path, allow_group_read=group_readable)
     return Envelopes(plan_cipher.PlanCipher(ring))

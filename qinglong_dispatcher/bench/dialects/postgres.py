@@ -1,19 +1,26 @@
-"""What the benchmark needs from PostgreSQL: a scratch database, raw commit loops, seeded rows."""
+"""The bench on PostgreSQL: scratch databases, a raw commit loop, seeded rows and the server's
+counters (`PostgresBench`)."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 from urllib import parse
 
 import asyncpg
 
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import named_sql
 from qinglong_dispatcher.adapters.postgres import database
+from qinglong_dispatcher.bench.dialects import server_costs
+from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors, installation
 
-B = named_sql.load(Path(__file__).with_name("bench.sql"))
+B = named_sql.load(Path(__file__).with_name("postgres.sql"))
 
 
 def _with_database(url: str, name: str) -> str:
@@ -94,3 +101,32 @@ async def seed_terminal_rows(url: str, rows: int, now_ms: int) -> None:
         raise database.translate(exc) from exc
     finally:
         await conn.close()
+
+
+class PostgresBench:
+    """`dialects.DialectBench` for PostgreSQL."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @contextlib.asynccontextmanager
+    async def scratch_database(self) -> AsyncIterator[str]:
+        """A database created through `database_url` (an administrator URL), then dropped."""
+        url = await create_scratch(self.settings.database_url)
+        try:
+            await server_costs.track_functions(url)
+            yield url
+        finally:
+            await drop_scratch(self.settings.database_url, url)
+
+    async def raw_commits(self, seconds: float) -> tuple[float, float | None]:
+        """One asyncpg connection's commit loop; there is no second driver to compare."""
+        return await raw_commits_per_s(self.settings.database_url, seconds), None
+
+    async def seed_terminal_rows(self, seeded: ports.Store, rows: int, now_ms: int) -> None:
+        """See `seed_terminal_rows` (through the administrator URL, not `seeded`)."""
+        await seed_terminal_rows(self.settings.database_url, rows, now_ms)
+
+    async def server_counters(self) -> dict[str, Any] | None:
+        """See `server_costs.snapshot` (`database_url` is the scratch database)."""
+        return await server_costs.snapshot(self.settings.database_url)

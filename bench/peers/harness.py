@@ -13,8 +13,8 @@ from typing import Any
 
 import anyio
 
-from qinglong_dispatcher import bootstrap
-from qinglong_dispatcher.bench.peers import steady
+from bench.peers import steady
+from qinglong_dispatcher.bench import dialects
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors
 
@@ -85,5 +85,5 @@ async def pgqueuer(
 ) -> PeerRun:
     """pgqueuer on a scratch database of `settings`' server: its defaults, or `batch_size`."""
     tail = [] if batch_size is None else [str(batch_size)]
-    async with bootstrap.scratch_database(settings) as url:
+    async with dialects.of(settings).scratch_database() as url:
         return await _script(python, "pgqueuer", [str(jobs), *tail], {"PEER_DSN": url})
