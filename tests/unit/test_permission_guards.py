@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher.domain import permissions, principals
+from qinglong_dispatcher.domain import approvals, errors, permissions, principals
 from qinglong_dispatcher.lifecycle import http, metrics
 from qinglong_dispatcher.web import app, auth, context, events, limits, openapi
 from qinglong_dispatcher.web.ui import guard
@@ -120,3 +120,21 @@ def test_a_route_admits_the_least_role_the_table_allows_and_every_role_above() -
             assert permissions.admits(who, operation) == (
                 principals.ROLES.index(role) >= principals.ROLES.index(least)
             )
+
+
+def test_the_store_principal_refuses_by_the_table_with_the_kind_of_the_step() -> None:
+    owner = approvals.Principal(name="owner")
+    for operation in Operation:
+        owner.require(operation)  # the OS user (no token role): the file's owner may all
+        for role in principals.ROLES:
+            who = approvals.Principal(name="p", role=role.value)
+            if permissions.permits(role, operation):
+                who.require(operation)
+                continue
+            refusal = (
+                errors.ApprovalNotPermitted
+                if operation in permissions.APPROVAL_STEPS
+                else errors.PrincipalNotPermitted
+            )
+            with pytest.raises(refusal, match=rf"^principal p \({role}\) may not take this step$"):
+                who.require(operation)
