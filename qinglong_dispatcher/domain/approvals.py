@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from qinglong_dispatcher.domain import errors, records
+from qinglong_dispatcher.domain import errors, permissions, records
 
 
 class ApprovalStatus(enum.StrEnum):
@@ -79,13 +79,14 @@ class Principal:
     """The token role (`principals.TokenRole`) of an API principal on SQLite, which the store
     applies; None for the OS user (the file's owner may do everything) and on PostgreSQL."""
 
-    def require_role(self, *allowed: str, approval: bool = True) -> None:
-        """Refuse a step the token's role does not permit (`ApprovalNotPermitted` for an
-        approval step, else `PrincipalNotPermitted`); nothing to check without a role."""
-        if self.role is None or self.role in allowed:
+    def require(self, operation: permissions.Operation) -> None:
+        """Refuse an operation the token's role may not perform (`permissions.MAY`):
+        `ApprovalNotPermitted` for an approval step, else `PrincipalNotPermitted`; nothing to
+        check without a role."""
+        if self.role is None or permissions.permits(self.role, operation):
             return
         message = f"principal {self.name} ({self.role}) may not take this step"
-        if approval:
+        if operation in permissions.APPROVAL_STEPS:
             raise errors.ApprovalNotPermitted(message)
         raise errors.PrincipalNotPermitted(message)
 

@@ -132,7 +132,8 @@ class Token:
 
 
 ROLES: tuple[TokenRole, ...] = tuple(TokenRole)
-"""The roles, least privilege first; each may do what the ones before it may."""
+"""The roles, least privilege first: a route admits its least role and every one above it
+(what each role may do is `domain/permissions.py`'s table)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

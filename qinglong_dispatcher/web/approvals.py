@@ -43,7 +43,7 @@ def _consumed(consumed: approvals.Consumed) -> dict[str, object]:
     }
 
 
-@auth.requires("viewer")
+@auth.requires(auth.Operation.READ)
 async def list_approvals(request: web.Request) -> web.Response:
     """`GET /api/v1/approvals`: the waiting requests, newest first, each with its requester and
     its plan's redacted preview (what `approval list --json` prints)."""
@@ -74,7 +74,7 @@ async def list_approvals(request: web.Request) -> web.Response:
     )
 
 
-@auth.requires("approver")
+@auth.requires(auth.Operation.APPROVE)
 async def approve(request: web.Request) -> web.Response:
     """`POST /api/v1/approvals/{id}/approve`: approve as the principal, then consume the request
     into its dispatch (two transactions: if the second fails, `consume` finishes it)."""
@@ -106,7 +106,7 @@ async def approve_as(
     return approved, consumed
 
 
-@auth.requires("approver")
+@auth.requires(auth.Operation.CONSUME)
 async def consume(request: web.Request) -> web.Response:
     """`POST /api/v1/approvals/{id}/consume`: an approved request becomes its dispatch (needed
     only when `approve` committed its approval but not its dispatch)."""
@@ -124,7 +124,7 @@ async def consume(request: web.Request) -> web.Response:
     return writing.ok(_consumed(consumed))
 
 
-@auth.requires("approver")
+@auth.requires(auth.Operation.REJECT)
 async def reject(request: web.Request) -> web.Response:
     """`POST /api/v1/approvals/{id}/reject` `{"reason": CODE}`: it can never be approved."""
     admitted = await writing.begin(request, ("reason",))

@@ -1,9 +1,11 @@
 """Authentication and roles: every request but the public ones carries a bearer token.
 
 Deny by default: a route is public only when it is marked so, and every other route needs at
-least `viewer`. The principal is what the `Authenticator` returns for the token: no request
-field can name it. A client address that keeps failing is refused 429 before its token is even
-looked at (`limits.AUTH_FAILURE_BURST`), and each failure is counted and logged.
+least `viewer`. A route names the operation it performs; the role it needs is the least one
+the permission table (`domain/permissions.py`) allows that operation. The principal is what
+the `Authenticator` returns for the token: no request field can name it. A client address that
+keeps failing is refused 429 before its token is even looked at (`limits.AUTH_FAILURE_BURST`),
+and each failure is counted and logged.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Final, TypeVar
 import structlog
 from aiohttp import web
 
-from qinglong_dispatcher.domain import errors, principals
+from qinglong_dispatcher.domain import errors, permissions, principals
 from qinglong_dispatcher.web import context, limits, problems
 
 log = structlog.get_logger("qinglong_dispatcher.api")
@@ -25,6 +27,7 @@ H = TypeVar("H", bound=Handler)
 
 ROLE_ATTRIBUTE: Final = "_qinglong_role"
 PUBLIC: Final = "public"
+Operation = permissions.Operation
 
 _BEARER = re.compile(r"Bearer +([A-Za-z0-9\-._~+/]{1,512}=*)", re.IGNORECASE)
 """RFC 6750's `b64token`, bounded; anything else is malformed."""
@@ -32,19 +35,29 @@ _BEARER = re.compile(r"Bearer +([A-Za-z0-9\-._~+/]{1,512}=*)", re.IGNORECASE)
 CHALLENGE: Final = 'Bearer realm="qinglong-dispatcher"'
 
 
-def requires(role: principals.TokenRole | str) -> Callable[[H], H]:
-    """Mark a handler with the least role it needs (`PUBLIC`: no token at all)."""
+def requires(need: Operation | principals.TokenRole | str) -> Callable[[H], H]:
+    """Mark a handler with the operation it performs (the product's routes), a least role as
+    such (a test's), or `PUBLIC` (no token at all)."""
 
     def mark(handler: H) -> H:
-        setattr(handler, ROLE_ATTRIBUTE, role)
+        setattr(handler, ROLE_ATTRIBUTE, need)
         return handler
 
     return mark
 
 
+def marked(handler: object) -> Operation | str | None:
+    """What `requires` marked `handler` with, or None."""
+    need = getattr(handler, ROLE_ATTRIBUTE, None)
+    return need if need is None or isinstance(need, Operation) else str(need)
+
+
 def required_role(request: web.Request) -> str:
     """The role the matched handler needs; `viewer` for anything unmarked (a 404, a 405)."""
-    return str(getattr(request.match_info.handler, ROLE_ATTRIBUTE, "viewer"))
+    need = marked(request.match_info.handler)
+    if need is None or isinstance(need, Operation):
+        return permissions.least_role(need or Operation.READ).value
+    return need
 
 
 def client_key(request: web.Request) -> str:

@@ -23,7 +23,7 @@ def _transition(done: records.Transition) -> dict[str, object]:
     }
 
 
-@auth.requires("operator")
+@auth.requires(auth.Operation.CANCEL)
 async def cancel(request: web.Request) -> web.Response:
     """`POST /api/v1/dispatches/{id}/cancel` `{"reason": CODE}`: a `pending` or `retry_wait`
     dispatch becomes `cancelled`."""
@@ -62,7 +62,7 @@ def _resolution(body: dict[str, object]) -> states.Completion:
         raise problems.BadField("as", "as: must be succeeded, failed or blocked") from None
 
 
-@auth.requires("operator")
+@auth.requires(auth.Operation.RESOLVE)
 async def resolve(request: web.Request) -> web.Response:
     """`POST /api/v1/recovery/{id}/resolve` `{"as": RESULT, "reason": CODE}`: settle a
     `recovery_required` execution; refused (409) while its lease is live by either clock."""

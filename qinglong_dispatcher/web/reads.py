@@ -68,7 +68,7 @@ def identifier(name: str) -> Callable[[str], str]:
     return parse
 
 
-@auth.requires("viewer")
+@auth.requires(auth.Operation.READ)
 async def list_dispatches(request: web.Request) -> web.Response:
     """`GET /api/v1/dispatches`: a keyset page, newest first."""
     only_params(request, ("status", "action", "project", "limit", "after"))
@@ -100,7 +100,7 @@ async def list_dispatches(request: web.Request) -> web.Response:
     )
 
 
-@auth.requires("viewer")
+@auth.requires(auth.Operation.READ)
 async def show_dispatch(request: web.Request) -> web.Response:
     """`GET /api/v1/dispatches/{dispatch_id}`: what `dispatch show --json` prints."""
     only_params(request, ())
@@ -149,7 +149,7 @@ def _snapshot(snap: recovery.Snapshot) -> dict[str, object]:
     }
 
 
-@auth.requires("viewer")
+@auth.requires(auth.Operation.READ)
 async def list_recovery(request: web.Request) -> web.Response:
     """`GET /api/v1/recovery`: a keyset page of `recovery_required` executions, by lease expiry."""
     only_params(request, ("limit", "after"))
@@ -173,7 +173,7 @@ def audit_record(event: recovery.AuditEvent) -> dict[str, object]:
     return dataclasses.asdict(event)
 
 
-@auth.requires("viewer")
+@auth.requires(auth.Operation.READ)
 async def list_audit(request: web.Request) -> web.Response:
     """`GET /api/v1/audit`: a keyset page of the security audit log, newest first."""
     only_params(request, ("subject", "principal", "kind", "limit", "after"))
@@ -196,7 +196,7 @@ async def list_audit(request: web.Request) -> web.Response:
     )
 
 
-@auth.requires("viewer")
+@auth.requires(auth.Operation.READ)
 async def status(request: web.Request) -> web.Response:
     """`GET /api/v1/status`: what `status --json` prints."""
     only_params(request, ())
@@ -214,7 +214,7 @@ async def status(request: web.Request) -> web.Response:
     )
 
 
-@auth.requires("viewer")
+@auth.requires(auth.Operation.READ)
 async def stream_events(request: web.Request) -> web.StreamResponse:
     """`GET /api/v1/events`: Server-Sent Events."""
     only_params(request, ())

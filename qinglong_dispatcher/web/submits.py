@@ -60,7 +60,7 @@ def _replayed(begun: idempotency.Begun) -> web.Response:
     )
 
 
-@auth.requires("submitter")
+@auth.requires(auth.Operation.CREATE)
 async def submit(request: web.Request) -> web.Response:
     """Create the plan and its pending approval request as the principal (201)."""
     header = request.headers.get(idempotency.HEADER)

@@ -34,7 +34,7 @@ from qinglong_dispatcher.adapters.sql import (
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import cancels as cancel_records
 from qinglong_dispatcher.domain import dispatch_views as dispatch_view_records
-from qinglong_dispatcher.domain import errors, plan_previews, principals, records
+from qinglong_dispatcher.domain import errors, permissions, plan_previews, principals, records
 from qinglong_dispatcher.domain import recovery as recovery_records
 from qinglong_dispatcher.domain import retention as retention_records
 from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
@@ -44,7 +44,7 @@ from qinglong_dispatcher.ports import transactions as tx
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_SUBMITTER, _APPROVER, _OPERATOR = (r.value for r in list(principals.TokenRole)[1:])
+Operation = permissions.Operation
 _REFUSALS = (errors.ApprovalError, errors.TransitionRefused, errors.PrincipalNotPermitted)
 """What refuses one request of an `approve_many` (a store fault is raised as it is)."""
 
@@ -54,10 +54,14 @@ lent = query.lent
 
 def as_approver(
     work: Callable[Concatenate[query.Query, approval_records.Principal, P], Coroutine[Any, Any, T]],
+    operation: permissions.Operation | None = None,
 ) -> Callable[Concatenate[SqlStore, P], Coroutine[Any, Any, T]]:
-    """`query.operation` for a transaction that acts as the store's principal (`approver`)."""
+    """`query.operation` for a transaction that acts as the store's principal (`approver`),
+    which must be permitted `operation` (see `Principal.require`)."""
 
     async def method(self: SqlStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if operation is not None:
+            self.approver.require(operation)
         return await self.runner.transaction(lambda q: work(q, self.approver, *args, **kwargs))
 
     method.__name__ = work.__name__
@@ -124,7 +128,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
 
     # -- approvals: the store's principal creates, decides and consumes ------------------------
 
-    consume = as_approver(approvals.consume)
+    consume = as_approver(approvals.consume, Operation.CONSUME)
     get_approval = operation(approvals.get, write=False)
 
     async def approve(
@@ -136,7 +140,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         context: principals.RequestContext | None = None,
     ) -> approval_records.Approval:
         """See `ports.ApprovalStore.approve`."""
-        self.approver.require_role(_APPROVER)
+        self.approver.require(Operation.APPROVE)
         return await self.runner.transaction(
             lambda q: approvals.approve(
                 q,
@@ -152,7 +156,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         self, ids: Sequence[str], *, decided_by: str, now_ms: int
     ) -> list[approval_records.Approval]:
         """See `ports.ApprovalStore.approve_many`."""
-        self.approver.require_role(_APPROVER)
+        self.approver.require(Operation.APPROVE)
         at: list[str] = []  # the requests tried: the last one is where a refusal came
         try:
             return await self.runner.transaction(
@@ -173,7 +177,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         reason: str | None = None,
     ) -> approval_records.Approval:
         """See `ports.ApprovalStore.reject`."""
-        self.approver.require_role(_APPROVER)
+        self.approver.require(Operation.REJECT)
         return await self.runner.transaction(
             lambda q: approvals.reject(
                 q,
@@ -194,7 +198,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         context: principals.RequestContext | None = None,
     ) -> approval_records.Approval:
         """See `ports.ApprovalStore.create_approval` (the plan sealed when there is a ring)."""
-        self.approver.require_role(_SUBMITTER, _APPROVER)
+        self.approver.require(Operation.CREATE)
         sealed = self.envelopes.seal(new)
         try:
             return await self.runner.transaction(
@@ -226,7 +230,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         max_attempts: int,
     ) -> list[approval_records.Consumed]:
         """See `ports.ApprovalStore.submit` (each plan sealed when there is a ring)."""
-        self.approver.require_role(_APPROVER)
+        self.approver.require(Operation.SUBMIT)
         sealed = [self.envelopes.seal(new) for new in items]
         try:
             return await self.submit_sealed(
@@ -288,7 +292,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         context: principals.RequestContext | None = None,
     ) -> records.Transition:
         """See `ports.RecoveryStore.resolve_recovery`."""
-        self.approver.require_role(_OPERATOR, approval=False)
+        self.approver.require(Operation.RESOLVE)
         own = self.tables.each
         return await self.runner.transaction(
             lambda q: recovery.resolve(
@@ -304,7 +308,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         context: principals.RequestContext | None = None,
     ) -> records.Transition:
         """See `ports.CancelStore.cancel_dispatch`."""
-        self.approver.require_role(_OPERATOR, approval=False)
+        self.approver.require(Operation.CANCEL)
         own = self.tables.each
         return await self.runner.transaction(
             lambda q: cancels.cancel(

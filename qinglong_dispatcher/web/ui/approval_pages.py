@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from qinglong_dispatcher.domain import approval_views, errors, plans, principals
+from qinglong_dispatcher.domain import approval_views, errors, permissions, plans
 from qinglong_dispatcher.web import approvals, bodies, context, reads, submits
 from qinglong_dispatcher.web.ui import guard, markup, sessions
 
-Role = principals.TokenRole
+Operation = permissions.Operation
 _SCANNED_PAGES = 4
 """A confirmation page looks for its request's preview in this many pages of the queue."""
 
@@ -26,7 +26,7 @@ def _id(request: web.Request) -> str:
 
 
 def _decisions(row: approval_views.WaitingApproval, session: sessions.Session) -> str:
-    if not session.principal.may(Role.APPROVER):
+    if not permissions.admits(session.principal, Operation.APPROVE):
         return ""
     base = "/ui/approvals/" + markup.segment(row.approval_request_id)
     return markup.post_form(base + "/approve", session, "", "Approve…") + markup.post_form(
@@ -58,7 +58,7 @@ def _row(row: approval_views.WaitingApproval, session: sessions.Session) -> str:
     )
 
 
-@guard.view(Role.VIEWER)
+@guard.view(Operation.READ)
 async def queue(request: web.Request, session: sessions.Session) -> web.StreamResponse:
     """`GET /ui/approvals?after=`: the waiting requests, newest first."""
     reads.only_params(request, ("after",))
@@ -70,7 +70,7 @@ async def queue(request: web.Request, session: sessions.Session) -> web.StreamRe
         approval_views.ListQuery(after=after), now_ms=ctx.clock.now_ms(), shown=ctx.shown
     )
     new = ""
-    if session.principal.may(Role.SUBMITTER):
+    if permissions.admits(session.principal, Operation.CREATE):
         new = f'<p><a href="{markup.url("/ui/approvals/new")}">Request an action…</a></p>'
     more = ""
     if page.next is not None:
@@ -102,7 +102,7 @@ def _new_form(ctx: context.Context, session: sessions.Session, fields: dict[str,
     ).replace('<form method="post"', '<form class="stack" method="post"', 1)
 
 
-@guard.view(Role.SUBMITTER)
+@guard.view(Operation.CREATE)
 async def new_page(request: web.Request, session: sessions.Session) -> web.StreamResponse:
     """`GET /ui/approvals/new`: the form."""
     ctx = context.of(request)
@@ -116,7 +116,7 @@ async def new_page(request: web.Request, session: sessions.Session) -> web.Strea
     )
 
 
-@guard.form(Role.SUBMITTER)
+@guard.form(Operation.CREATE)
 async def submit(
     request: web.Request, session: sessions.Session, fields: dict[str, str]
 ) -> web.StreamResponse:
@@ -152,7 +152,7 @@ async def _shown(request: web.Request, approval_id: str) -> str:
     return '<p class="empty">Not among the waiting requests.</p>'
 
 
-@guard.form(Role.APPROVER)
+@guard.form(Operation.APPROVE)
 async def approve(
     request: web.Request, session: sessions.Session, fields: dict[str, str]
 ) -> web.StreamResponse:
@@ -178,7 +178,7 @@ async def approve(
     )
 
 
-@guard.form(Role.APPROVER)
+@guard.form(Operation.REJECT)
 async def reject(
     request: web.Request, session: sessions.Session, fields: dict[str, str]
 ) -> web.StreamResponse:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from qinglong_dispatcher.domain import audit_views, principals
+from qinglong_dispatcher.domain import audit_views
 from qinglong_dispatcher.web import context, reads
 from qinglong_dispatcher.web.ui import guard, markup, sessions
 
 _FILTERS = (("subject", "Subject id"), ("principal", "Principal"), ("kind", "Kind"))
 
 
-@guard.view(principals.TokenRole.VIEWER)
+@guard.view(guard.Operation.READ)
 async def audit(request: web.Request, session: sessions.Session) -> web.StreamResponse:
     """`GET /ui/audit?subject=&principal=&kind=&after=`."""
     reads.only_params(request, ("subject", "principal", "kind", "after"))

@@ -7,7 +7,7 @@ import dataclasses
 
 from aiohttp import web
 
-from qinglong_dispatcher.domain import dispatch_views, errors, plans, principals, states
+from qinglong_dispatcher.domain import dispatch_views, errors, permissions, plans, states
 from qinglong_dispatcher.web import context, operations, reads
 from qinglong_dispatcher.web.ui import guard, markup, sessions
 
@@ -28,7 +28,7 @@ def _filters(status: str | None) -> str:
     )
 
 
-@guard.view(principals.TokenRole.VIEWER)
+@guard.view(guard.Operation.READ)
 async def list_page(request: web.Request, session: sessions.Session) -> web.StreamResponse:
     """`GET /ui/dispatches?status=&after=`: newest first, a page at a time."""
     reads.only_params(request, ("status", "after"))
@@ -93,7 +93,7 @@ def _timeline(detail: dispatch_views.Detail) -> str:
 
 
 def _operator_forms(detail: dispatch_views.Detail, session: sessions.Session) -> str:
-    if not session.principal.may(principals.TokenRole.OPERATOR):
+    if not permissions.admits(session.principal, guard.Operation.CANCEL):
         return ""
     status = detail.execution.effective_status
     dispatch_id = markup.segment(detail.dispatch.dispatch_id)
@@ -111,7 +111,7 @@ def _operator_forms(detail: dispatch_views.Detail, session: sessions.Session) ->
     return ""
 
 
-@guard.view(principals.TokenRole.VIEWER)
+@guard.view(guard.Operation.READ)
 async def detail_page(request: web.Request, session: sessions.Session) -> web.StreamResponse:
     """`GET /ui/dispatches/{dispatch_id}`: what `dispatch show` prints, as a page."""
     reads.only_params(request, ())
@@ -194,7 +194,7 @@ def _observation(detail: dispatch_views.Detail) -> str:
     return "".join(parts)
 
 
-@guard.form(principals.TokenRole.OPERATOR)
+@guard.form(guard.Operation.CANCEL)
 async def cancel(
     request: web.Request, session: sessions.Session, fields: dict[str, str]
 ) -> web.StreamResponse:

@@ -22,7 +22,7 @@ from urllib import parse
 import structlog
 from aiohttp import web
 
-from qinglong_dispatcher.domain import errors, principals
+from qinglong_dispatcher.domain import errors, permissions
 from qinglong_dispatcher.web import auth, context, problems, writing
 from qinglong_dispatcher.web.ui import markup, sessions
 
@@ -205,8 +205,16 @@ def _signin_redirect(request: web.Request) -> web.Response:
     return redirect("/ui/signin?" + parse.urlencode({"next": request.path_qs[:512]}))
 
 
-def view(role: principals.TokenRole) -> Callable[[Page], Handler]:
-    """A page (GET) for a signed-in principal of at least `role`; no session: to sign-in."""
+OPERATION: Final = "_qinglong_ui_operation"
+"""The attribute naming the operation of a page or form (`view`, `form`)."""
+
+Operation = permissions.Operation
+
+
+def view(operation: Operation) -> Callable[[Page], Handler]:
+    """A page (GET) for a signed-in principal the table admits to `operation`; no session: to
+    sign-in."""
+    role = permissions.least_role(operation)
 
     def wrap(handler: Page) -> Handler:
         @auth.requires(auth.PUBLIC)  # not a bearer route: the session stands for the token
@@ -216,20 +224,23 @@ def view(role: principals.TokenRole) -> Callable[[Page], Handler]:
                 session = await current(request)
                 if session is None:
                     return _signin_redirect(request)
-                if not session.principal.may(role):
+                if not permissions.admits(session.principal, operation):
                     raise Refused("forbidden", f"needs the {role} role")
                 return await _guarded(request, session, lambda: handler(request, session))
 
             return await _guarded(request, None, call)
 
+        setattr(run, OPERATION, operation)
         return run
 
     return wrap
 
 
-def form(role: principals.TokenRole) -> Callable[[Form], Handler]:
-    """A form post (POST) for a signed-in principal of at least `role`, refused unless it is
-    same-origin and carries the session's CSRF token; nothing is read from the store before."""
+def form(operation: Operation) -> Callable[[Form], Handler]:
+    """A form post (POST) for a signed-in principal the table admits to `operation`, refused
+    unless it is same-origin and carries the session's CSRF token; nothing is read from the
+    store before."""
+    role = permissions.least_role(operation)
 
     def wrap(handler: Form) -> Handler:
         @auth.requires(auth.PUBLIC)  # not a bearer route: the session stands for the token
@@ -248,13 +259,14 @@ def form(role: principals.TokenRole) -> Callable[[Form], Handler]:
                 if not hmac.compare_digest(sent, session.csrf.encode()):
                     log.warning("ui.csrf_refused", path=request.path[:200])
                     return error_page("csrf_refused", "reload the page and send it again", session)
-                if not session.principal.may(role):
+                if not permissions.admits(session.principal, operation):
                     return error_page("forbidden", f"needs the {role} role", session)
                 request[context.PRINCIPAL] = session.principal
                 return await _guarded(request, session, lambda: handler(request, session, fields))
 
             return await _guarded(request, None, call)
 
+        setattr(run, OPERATION, operation)
         return run
 
     return wrap

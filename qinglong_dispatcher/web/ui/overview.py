@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from qinglong_dispatcher.domain import principals, states
+from qinglong_dispatcher.domain import states
 from qinglong_dispatcher.web import context
 from qinglong_dispatcher.web.ui import guard, markup, sessions
 
@@ -15,7 +15,7 @@ def _card(label: str, value: str, href: str | None = None) -> str:
     return f'<div class="card"><b>{shown}</b>{markup.esc(label)}</div>'
 
 
-@guard.view(principals.TokenRole.VIEWER)
+@guard.view(guard.Operation.READ)
 async def overview(request: web.Request, session: sessions.Session) -> web.StreamResponse:
     """`GET /ui`: the counts."""
     ctx = context.of(request)

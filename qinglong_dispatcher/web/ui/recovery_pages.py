@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from qinglong_dispatcher.domain import errors, keysets, plans, principals, recovery, states
+from qinglong_dispatcher.domain import errors, keysets, permissions, plans, recovery, states
 from qinglong_dispatcher.web import context, operations, reads
 from qinglong_dispatcher.web.ui import guard, markup, sessions
 
-Role = principals.TokenRole
+Operation = permissions.Operation
 PAGE = 50
 
 
@@ -18,7 +18,7 @@ def _cursor(text: str) -> tuple[int, str]:
 
 
 def _settle_form(snap: recovery.Snapshot, session: sessions.Session) -> str:
-    if not session.principal.may(Role.OPERATOR):
+    if not permissions.admits(session.principal, Operation.RESOLVE):
         return ""
     action = "/ui/recovery/" + markup.segment(snap.dispatch.dispatch_id) + "/resolve"
     return markup.post_form(
@@ -41,7 +41,7 @@ def _observed(snap: recovery.Snapshot) -> str:
     )
 
 
-@guard.view(Role.VIEWER)
+@guard.view(Operation.READ)
 async def queue(request: web.Request, session: sessions.Session) -> web.StreamResponse:
     """`GET /ui/recovery?after=`: by lease expiry, a page at a time."""
     reads.only_params(request, ("after",))
@@ -84,7 +84,7 @@ async def queue(request: web.Request, session: sessions.Session) -> web.StreamRe
     )
 
 
-@guard.form(Role.OPERATOR)
+@guard.form(Operation.RESOLVE)
 async def resolve(
     request: web.Request, session: sessions.Session, fields: dict[str, str]
 ) -> web.StreamResponse:

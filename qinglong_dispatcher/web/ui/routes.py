@@ -8,7 +8,6 @@ from typing import Final
 
 from aiohttp import web
 
-from qinglong_dispatcher.domain import principals
 from qinglong_dispatcher.web import auth
 from qinglong_dispatcher.web.ui import (
     approval_pages,
@@ -59,7 +58,7 @@ async def static_file(request: web.Request) -> web.StreamResponse:
     return web.Response(body=_static(name), content_type=STATIC[name], charset="utf-8")
 
 
-@guard.view(principals.TokenRole.VIEWER)
+@guard.view(guard.Operation.READ)
 async def not_found(request: web.Request, session: sessions.Session) -> web.StreamResponse:
     """Any other path under /ui (signed in; else to sign-in first)."""
     return guard.error_page("not_found", "no page has this address", session)

@@ -13,7 +13,6 @@ import datetime
 import structlog
 from aiohttp import web
 
-from qinglong_dispatcher.domain import principals
 from qinglong_dispatcher.web import auth, context, problems
 from qinglong_dispatcher.web.ui import guard, markup, sessions
 
@@ -103,7 +102,7 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
     return response
 
 
-@guard.form(principals.TokenRole.VIEWER)
+@guard.form(guard.Operation.SESSION)
 async def sign_out(
     request: web.Request, session: sessions.Session, fields: dict[str, str]
 ) -> web.StreamResponse:
@@ -124,7 +123,7 @@ def _ago(seconds: float) -> str:
     return markup.esc(str(datetime.timedelta(seconds=int(seconds))))
 
 
-@guard.view(principals.TokenRole.VIEWER)
+@guard.view(guard.Operation.SESSION)
 async def session_page(request: web.Request, session: sessions.Session) -> web.StreamResponse:
     """`GET /ui/session`: who is signed in, with which token, and the principal's sessions."""
     store = context.of(request).ui_sessions
