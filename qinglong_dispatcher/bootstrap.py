@@ -33,8 +33,16 @@ def _dialect(settings: Settings) -> dialect.Dialect:
         return SqliteDialect(builtin_tables())
     if settings.dialect != "postgres":  # pragma: no cover - settings admit only the two
         raise errors.ConfigurationError(f"QINGLONG_DATABASE_URL: no store for {settings.dialect}")
-    from qinglong_dispatcher.adapters.postgres import PostgresDialect
-
+    try:
+        from qinglong_dispatcher.adapters.postgres import PostgresDialect
+    except ModuleNotFoundError as exc:
+        # asyncpg is the `cluster` extra: an edge install goes without it.
+        if (exc.name or "").partition(".")[0] != "asyncpg":
+            raise
+        raise errors.ConfigurationError(
+            "the cluster profile needs asyncpg, which this install does not have: "
+            "pip install 'qinglong-dispatcher[cluster]'"
+        ) from None
     return PostgresDialect(builtin_tables())
 
 

@@ -415,6 +415,7 @@ def test_containerfile_runs_the_cluster_profile_as_non_root_from_the_locked_arte
     assert "--require-hashes" in runs
     assert "--requirement /dist/requirements.lock" in runs
     assert "pip check" in runs
+    assert '"$wheel[cluster]"' in runs  # the cluster profile's driver, asyncpg
     copies = [args for word, args in steps if word == "COPY"]
     assert "requirements.lock *.whl /dist/" in copies
     # The OCI format drops HEALTHCHECK: the build line must ask for the docker format.
