@@ -54,10 +54,11 @@ def test_the_checking_targets_on_a_fresh_clone_install_the_test_and_cluster_extr
     assert _installs(lines) == [".venv/bin/python -m pip install --quiet -e '.[test,cluster]'"]
 
 
-def test_make_bench_on_a_fresh_clone_installs_the_cluster_extra_and_not_the_tests(
-    tmp_path: Path,
+@pytest.mark.parametrize("target", ["bench", "bench-peers"])
+def test_the_benches_on_a_fresh_clone_install_the_cluster_extra_and_not_the_tests(
+    tmp_path: Path, target: str
 ) -> None:
-    lines = _dry_run(tmp_path, "bench")
+    lines = _dry_run(tmp_path, target)
     assert any("-m venv .venv" in line for line in lines)
     assert _installs(lines) == [".venv/bin/python -m pip install --quiet -e '.[cluster]'"]
-    assert any("bench --profile cluster" in line for line in lines)
+    assert any("--database postgresql://" in line for line in lines)
