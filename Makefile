@@ -4,9 +4,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# `make run` and `make bench` need only the runtime dependencies; the other targets the
-# `test` extra too (the tools and the test libraries). Each stamp is its own install.
+# `make run` (the edge daemon) needs only the runtime dependencies; `make bench` the `cluster`
+# extra too (asyncpg); the other targets the `test` and `cluster` extras (the tools, the test
+# libraries and both profiles). Each stamp is its own install.
 RUNTIME_STAMP := $(VENV)/.installed-runtime
+CLUSTER_STAMP := $(VENV)/.installed-cluster
 
 .PHONY: run test test-slow lint format typecheck pytest bench bench-peers lock dist clean
 
@@ -15,13 +17,18 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,cluster]'
 	touch $(STAMP)
 
 $(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e .
 	touch $(RUNTIME_STAMP)
+
+$(CLUSTER_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[cluster]'
+	touch $(CLUSTER_STAMP)
 
 # The edge daemon on var/qinglong.db, its plans encrypted at rest under var/plan-keys (made once).
 EDGE := QINGLONG_PLAN_KEYRING_FILE=var/plan-keys $(BIN)/qinglong-dispatcher --profile edge --database sqlite:///var/qinglong.db
@@ -59,35 +66,41 @@ test-slow: $(STAMP)
 
 BENCH_PG_URL ?= $(or $(QINGLONG_BENCH_PG_URL),postgresql://postgres@127.0.0.1:5432/postgres)
 
-bench: $(RUNTIME_STAMP)
+bench: $(CLUSTER_STAMP)
 	$(BIN)/qinglong-dispatcher bench --profile edge
 	$(BIN)/qinglong-dispatcher bench --profile cluster --database $(BENCH_PG_URL)
 
 # Our rates beside huey's and pgqueuer's (docs/performance.md): the harness lives in bench/peers,
-# outside the wheel, and installs the peers in a venv of their own (var/peers-venv).
-bench-peers: $(RUNTIME_STAMP)
+# outside the wheel, and installs the peers in a venv of their own (var/peers-venv). Our
+# cluster side needs the `cluster` extra.
+bench-peers: $(CLUSTER_STAMP)
 	$(BIN)/python -m bench.peers --database $(BENCH_PG_URL)
 
-# The runtime lock: the package's dependencies pinned to the versions installed in .venv, each
-# with the hash of every file PyPI has for that version (any platform), so that the lock
-# installs on a router of another architecture too. pip-tools runs in a venv of its own.
+# The runtime locks: the package's dependencies (the edge's, deploy/requirements.lock) and
+# with its `cluster` extra (asyncpg, deploy/requirements-cluster.lock), pinned to the versions
+# installed in .venv, each with the hash of every file PyPI has for that version (any
+# platform), so that a lock installs on a router of another architecture too. pip-tools runs
+# in a venv of its own.
 LOCK := deploy/requirements.lock
+CLUSTER_LOCK := deploy/requirements-cluster.lock
+# The hashes of the index's own files, never of a local wheel folder a pip.conf names.
+PIP_COMPILE = env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null \
+	CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/lock-tools/bin/pip-compile --quiet \
+	--generate-hashes --strip-extras --allow-unsafe --no-emit-index-url \
+	--no-emit-find-links --annotation-style=line \
+	--constraint $(VENV)/installed-versions.txt
 
 lock: $(STAMP)
 	$(PYTHON) -m venv $(VENV)/lock-tools
 	$(VENV)/lock-tools/bin/python -m pip install --quiet pip-tools
 	$(BIN)/python -m pip freeze --exclude-editable > $(VENV)/installed-versions.txt
-	# The hashes of the index's own files, never of a local wheel folder a pip.conf names.
-	env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null \
-	    CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/lock-tools/bin/pip-compile --quiet \
-	    --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url \
-	    --no-emit-find-links --annotation-style=line \
-	    --constraint $(VENV)/installed-versions.txt --output-file $(LOCK) pyproject.toml
-	sed -i -e 's/ # via -c [^,]*, / # via /' -e 's/ *# via -c [^,]*$$//' $(LOCK)
+	$(PIP_COMPILE) --output-file $(LOCK) pyproject.toml
+	$(PIP_COMPILE) --extra cluster --output-file $(CLUSTER_LOCK) pyproject.toml
+	sed -i -e 's/ # via -c [^,]*, / # via /' -e 's/ *# via -c [^,]*$$//' $(LOCK) $(CLUSTER_LOCK)
 
-# The release artefacts of docs/installation.md: the wheel, the lock and a wheelhouse of the
-# locked files (checked against the lock's hashes) in $(DIST). The wheelhouse is for this
-# machine's platform; for another, e.g.
+# The release artefacts of docs/installation.md: the wheel, the two locks and a wheelhouse of
+# the cluster lock's files (checked against its hashes; the edge lock is a part of it) in
+# $(DIST). The wheelhouse is for this machine's platform; for another, e.g.
 #   make dist WHEELHOUSE_PLATFORM="--platform manylinux2014_aarch64 --python-version 3.11"
 DIST ?= dist
 WHEELHOUSE_PLATFORM ?=
@@ -96,8 +109,9 @@ dist: $(STAMP)
 	rm -rf $(DIST)
 	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir $(DIST) .
 	cp $(LOCK) $(DIST)/requirements.lock
+	cp $(CLUSTER_LOCK) $(DIST)/requirements-cluster.lock
 	$(BIN)/python -m pip download --quiet --only-binary=:all: --no-deps --require-hashes \
-	    --requirement $(LOCK) --dest $(DIST)/wheelhouse $(WHEELHOUSE_PLATFORM)
+	    --requirement $(CLUSTER_LOCK) --dest $(DIST)/wheelhouse $(WHEELHOUSE_PLATFORM)
 
 clean:
 	rm -rf $(VENV) var dist .pytest_cache .mypy_cache .ruff_cache

@@ -33,9 +33,24 @@ def _dialect(settings: Settings) -> dialect.Dialect:
         return SqliteDialect(builtin_tables())
     if settings.dialect != "postgres":  # pragma: no cover - settings admit only the two
         raise errors.ConfigurationError(f"QINGLONG_DATABASE_URL: no store for {settings.dialect}")
-    from qinglong_dispatcher.adapters.postgres import PostgresDialect
-
+    with cluster_driver():
+        from qinglong_dispatcher.adapters.postgres import PostgresDialect
     return PostgresDialect(builtin_tables())
+
+
+@contextlib.contextmanager
+def cluster_driver() -> Iterator[None]:
+    """Around an import of the PostgreSQL side: asyncpg is the `cluster` extra, which an edge
+    install goes without, so its absence is one configuration error naming the extra."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != "asyncpg":
+            raise
+        raise errors.ConfigurationError(
+            "the cluster profile needs asyncpg, which this install does not have: "
+            "pip install 'qinglong-dispatcher[cluster]'"
+        ) from None
 
 
 def builtin_tables() -> action_tables.BuiltInTables:

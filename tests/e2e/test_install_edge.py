@@ -96,6 +96,7 @@ def test_the_wheel_and_its_lock_install_offline_into_a_venv_that_the_unit_runs(
     assert run(venv / "bin" / NAME, "--version").strip() == f"{NAME} 0.1.0"
     installed = run(pip, "list", "--format=freeze")
     assert "pytest" not in installed  # the runtime closure only
+    assert "asyncpg" not in installed  # the cluster extra's driver: the edge goes without
 
     # 3. The unit, the site settings, and the state directory as DynamicUser lays it out.
     units = root / "etc" / "systemd" / "system"

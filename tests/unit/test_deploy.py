@@ -413,10 +413,11 @@ def test_containerfile_runs_the_cluster_profile_as_non_root_from_the_locked_arte
     runs = " ".join(args for word, args in steps if word == "RUN")
     assert "--no-index" in runs
     assert "--require-hashes" in runs
-    assert "--requirement /dist/requirements.lock" in runs
+    assert "--requirement /dist/requirements-cluster.lock" in runs
     assert "pip check" in runs
+    assert '"$wheel[cluster]"' in runs  # the cluster profile's driver, asyncpg
     copies = [args for word, args in steps if word == "COPY"]
-    assert "requirements.lock *.whl /dist/" in copies
+    assert "requirements-cluster.lock *.whl /dist/" in copies
     # The OCI format drops HEALTHCHECK: the build line must ask for the docker format.
     assert "podman build --format docker" in text
     users = [args for word, args in steps if word == "USER"]

@@ -354,6 +354,10 @@ TROUBLESHOOTING_LINES = (
         'f"QINGLONG_MAX_CLOCK_SKEW_SECONDS ({settings.max_clock_skew_seconds}); "',
     ),
     ("is damaged (", "is damaged ({problem}); restore it from a backup"),
+    (
+        "does not have: pip install 'qinglong-dispatcher[cluster]'",
+        "pip install 'qinglong-dispatcher[cluster]'",
+    ),
 )
 
 

@@ -1,5 +1,6 @@
-"""`make run` installs only the runtime dependencies; the checking targets install the `test`
-extra; each makes its own venv on a fresh clone (read from make's dry run)."""
+"""`make run` installs only the runtime dependencies (the edge daemon); `make bench` the
+`cluster` extra too (asyncpg); the checking targets the `test` and `cluster` extras; each makes
+its own venv on a fresh clone (read from make's dry run)."""
 
 from __future__ import annotations
 
@@ -40,14 +41,24 @@ def test_make_run_on_a_fresh_clone_makes_a_venv_and_installs_only_the_runtime(
     lines = _dry_run(tmp_path, "run")
     assert any("-m venv .venv" in line for line in lines)
     assert _installs(lines) == [".venv/bin/python -m pip install --quiet -e ."]
-    assert not any("[test]" in line for line in lines)
+    assert not any("[test" in line or "cluster]" in line for line in lines)
     assert any(line.endswith(" run") and "qinglong-dispatcher" in line for line in lines)
 
 
 @pytest.mark.parametrize("target", ["test", "pytest", "lint", "typecheck", "test-slow"])
-def test_the_checking_targets_on_a_fresh_clone_install_the_test_extra(
+def test_the_checking_targets_on_a_fresh_clone_install_the_test_and_cluster_extras(
     tmp_path: Path, target: str
 ) -> None:
     lines = _dry_run(tmp_path, target)
     assert any("-m venv .venv" in line for line in lines)
-    assert _installs(lines) == [".venv/bin/python -m pip install --quiet -e '.[test]'"]
+    assert _installs(lines) == [".venv/bin/python -m pip install --quiet -e '.[test,cluster]'"]
+
+
+@pytest.mark.parametrize("target", ["bench", "bench-peers"])
+def test_the_benches_on_a_fresh_clone_install_the_cluster_extra_and_not_the_tests(
+    tmp_path: Path, target: str
+) -> None:
+    lines = _dry_run(tmp_path, target)
+    assert any("-m venv .venv" in line for line in lines)
+    assert _installs(lines) == [".venv/bin/python -m pip install --quiet -e '.[cluster]'"]
+    assert any("--database postgresql://" in line for line in lines)

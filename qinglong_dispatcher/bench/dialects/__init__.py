@@ -48,6 +48,8 @@ def of(settings: Settings) -> DialectBench:
         return SqliteBench(settings)
     if settings.dialect != "postgres":  # pragma: no cover - settings admit only the two
         raise errors.ConfigurationError(f"QINGLONG_DATABASE_URL: no bench for {settings.dialect}")
-    from qinglong_dispatcher.bench.dialects.postgres import PostgresBench
+    from qinglong_dispatcher import bootstrap
 
+    with bootstrap.cluster_driver():
+        from qinglong_dispatcher.bench.dialects.postgres import PostgresBench
     return PostgresBench(settings)
