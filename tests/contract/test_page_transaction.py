@@ -152,11 +152,10 @@ async def test_a_page_commits_whole_with_the_per_item_paths_ledger(
     harness: Harness, clock: ManualClock, n: int
 ) -> None:
     store = harness.store
+    repository = repositories.runs(store)
     # The reference: one item driven through the per-item path (barrier, execute, complete).
     (reference,) = await submit_runs(harness.approver_store, clock, 1, project="proj-ref")
-    per_item = page_crash.PerItemOnly(
-        run_create.RunCreateHandler(store, repositories.runs(store), clock)
-    )
+    per_item = page_crash.PerItemOnly(run_create.RunCreateHandler(store, repository, clock))
     report = await make_dispatcher(
         store, clock, owner="w1", handlers={"run.create": per_item}
     ).dispatch_batch()
@@ -217,13 +216,11 @@ async def test_a_page_commits_whole_with_the_per_item_paths_ledger(
         assert (row.started_at_ms, row.completed_at_ms) == (now, now)
         assert row.result_mutation_id == events[3].mutation_id
 
-        run = await repositories.runs(store).get_run_by_key(
-            dispatch.project_id, dispatch.dispatch_id
-        )
+        run = await repository.get_run_by_key(dispatch.project_id, dispatch.dispatch_id)
         assert run is not None
         assert run == item.effect  # exactly the Run the page was given
         assert await runs_of(harness, dispatch.dispatch_id) == 1
-        receipt = await repositories.runs(store).get_receipt(dispatch.dispatch_id)
+        receipt = await repository.get_receipt(dispatch.dispatch_id)
         assert receipt is not None
         assert receipt.is_intact()
         assert receipt.resource_id == run.run_id
@@ -267,6 +264,7 @@ async def test_items_whose_fence_fails_or_whose_effect_exists_are_not_taken_and_
     harness: Harness, clock: ManualClock
 ) -> None:
     store = harness.store
+    repository = repositories.runs(store)
     consumed = await submit_runs(harness.approver_store, clock, 6)
     ids = [c.dispatch_id for c in consumed]
     taken_over_id = ids[0]
@@ -293,7 +291,7 @@ async def test_items_whose_fence_fails_or_whose_effect_exists_are_not_taken_and_
     renewal = await store.renew(stale_claim.lease, now_ms=clock.now_ms(), lease_ms=LEASE_MS)
     assert renewal.outcome is Outcome.RENEWED
 
-    handler = run_create.RunCreateHandler(store, repositories.runs(store), clock)
+    handler = run_create.RunCreateHandler(store, repository, clock)
     items = [
         page_item(first.lease, first.dispatch, await _run_for(handler, first.dispatch, clock))
     ] + await page_items(harness, clock, [claims[i] for i in ids[1:]])
@@ -348,7 +346,7 @@ async def test_items_whose_fence_fails_or_whose_effect_exists_are_not_taken_and_
     assert await receipts_of(harness, taken_over_id) == await receipts_of(harness, stale_id) == 0
     # The planted effects are what they were: one Run each, and no receipt.
     assert await runs_of(harness, receipt_id) == await runs_of(harness, run_only_id) == 1
-    assert await repositories.runs(store).get_receipt(receipt_id) is None
+    assert await repository.get_receipt(receipt_id) is None
     assert await receipts_of(harness, run_only_id) == 0
     assert await count_where(harness, "runs", "1 = 1") == runs_before + len(good_ids)
 
@@ -357,7 +355,7 @@ async def test_items_whose_fence_fails_or_whose_effect_exists_are_not_taken_and_
         assert row is not None
         assert row.status is ExecutionStatus.SUCCEEDED
         assert await runs_of(harness, dispatch_id) == 1
-        receipt = await repositories.runs(store).get_receipt(dispatch_id)
+        receipt = await repository.get_receipt(dispatch_id)
         assert receipt is not None
         assert receipt.is_intact()
         starts = [
@@ -384,6 +382,7 @@ async def test_an_item_whose_statements_fail_is_undone_alone_and_the_rest_commit
     harness: Harness, clock: ManualClock, fault: str
 ) -> None:
     store = harness.store
+    repository = repositories.runs(store)
     await submit_runs(harness.approver_store, clock, 4)
     claims = await claim_page(harness, clock, 4)
     clock.advance(ms=3)
@@ -419,9 +418,9 @@ async def test_an_item_whose_statements_fail_is_undone_alone_and_the_rest_commit
         row = await store.get_execution(dispatch_id)
         assert row is not None
         assert row.status is ExecutionStatus.SUCCEEDED
-        run = await repositories.runs(store).get_run_by_key(item.dispatch.project_id, dispatch_id)
+        run = await repository.get_run_by_key(item.dispatch.project_id, dispatch_id)
         assert run == item.effect
-        receipt = await repositories.runs(store).get_receipt(dispatch_id)
+        receipt = await repository.get_receipt(dispatch_id)
         assert receipt is not None
         assert receipt.is_intact()
         assert receipt.resource_id == item.effect.run_id

@@ -26,18 +26,17 @@ async def count(harness: Harness, name: str) -> int:
 async def test_dispatching_creates_one_run_with_its_receipt_in_the_completion_commit(
     harness: Harness, clock: ManualClock
 ) -> None:
+    repository = repositories.runs(harness.store)
     consumed = await submit_runs(harness.approver_store, clock, 3)
     report = await make_dispatcher(harness.store, clock).dispatch_batch()
     assert report.outcomes["succeeded"] == 3
     for c in consumed:
-        receipt = await repositories.runs(harness.store).get_receipt(c.dispatch_id)
+        receipt = await repository.get_receipt(c.dispatch_id)
         assert receipt is not None
         assert receipt.is_intact()
         dispatch = await harness.store.get_dispatch(c.dispatch_id)
         assert dispatch is not None
-        run = await repositories.runs(harness.store).get_run_by_key(
-            dispatch.project_id, c.dispatch_id
-        )
+        run = await repository.get_run_by_key(dispatch.project_id, c.dispatch_id)
         assert run is not None
         assert run.run_id == receipt.resource_id
         assert (run.status, run.trigger_type, run.execution_origin, run.execution_owner) == (
@@ -69,13 +68,12 @@ async def test_dispatching_creates_one_run_with_its_receipt_in_the_completion_co
 async def test_replay_returns_the_original_run_and_writes_nothing(
     harness: Harness, clock: ManualClock
 ) -> None:
+    repository = repositories.runs(harness.store)
     await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
-    first = await repositories.runs(harness.store).create_run(
-        await request_for(harness, clock, dispatch, identity)
-    )
+    first = await repository.create_run(await request_for(harness, clock, dispatch, identity))
     assert first.outcome is ports.RunCreateOutcome.CREATED
-    again = await repositories.runs(harness.store).create_run(
+    again = await repository.create_run(
         await request_for(harness, clock, dispatch, identity, run_id="r-2")
     )
     assert again.outcome is ports.RunCreateOutcome.EXISTING
@@ -156,6 +154,7 @@ async def test_a_renewed_version_is_accepted_and_recorded_in_the_receipt(
 async def test_a_stale_handler_is_fenced_before_any_run_write(
     harness: Harness, clock: ManualClock
 ) -> None:
+    repository = repositories.runs(harness.store)
     await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     from qinglong_dispatcher.domain import states
@@ -168,17 +167,13 @@ async def test_a_stale_handler_is_fenced_before_any_run_write(
         now_ms=clock.now_ms(),
     )
     assert done.outcome is Outcome.COMPLETED
-    result = await repositories.runs(harness.store).create_run(
-        await request_for(harness, clock, dispatch, identity)
-    )
+    result = await repository.create_run(await request_for(harness, clock, dispatch, identity))
     assert (result.outcome, result.reason) == (ports.RunCreateOutcome.FENCED, "not_executing")
     other = dataclasses.replace(identity, token="t-other")
     await submit_runs(harness.approver_store, clock, 1)
     dispatch2, identity2 = await started_execution(harness, clock)
     forged = dataclasses.replace(identity2, token=other.token)
-    result2 = await repositories.runs(harness.store).create_run(
-        await request_for(harness, clock, dispatch2, forged)
-    )
+    result2 = await repository.create_run(await request_for(harness, clock, dispatch2, forged))
     assert (result2.outcome, result2.reason) == (ports.RunCreateOutcome.FENCED, "identity_mismatch")
     assert await count(harness, "runs") == 0
 

@@ -345,11 +345,12 @@ class _RaisingAdapter(file_write.FileWriteAdapter):
 async def test_an_adapter_that_raises_blocks_the_execution_and_loses_the_step_together(
     harness: Harness, clock: ManualClock, sandbox_dir: Path
 ) -> None:
+    tool_steps = repositories.steps(harness.store)
     run = await tools.live_run(harness, clock)
     submitted = await tools.submit_tool(harness, clock, run, content="never explained\n")
     handler = tool_invoke.ToolInvokeHandler(
         harness.store,
-        repositories.steps(harness.store),
+        tool_steps,
         clock,
         adapter=_RaisingAdapter(sandbox_dir),
         profile="edge",
@@ -364,6 +365,6 @@ async def test_an_adapter_that_raises_blocks_the_execution_and_loses_the_step_to
         ExecutionStatus.BLOCKED,
         "indeterminate:adapter_raised",
     )
-    step = await repositories.steps(harness.store).get_step_run(submitted.step_run_id)
+    step = await tool_steps.get_step_run(submitted.step_run_id)
     assert step is not None
     assert step.status is Status.LOST
