@@ -288,6 +288,7 @@ def tool_invoke_plan(
 
 async def submit_tool_invocation(
     store: ports.Store,
+    steps_repository: ports.ToolStepRepository,
     clock: ports.Clock,
     policy: Policy,
     *,
@@ -299,7 +300,8 @@ async def submit_tool_invocation(
     approved_by: str,
 ) -> ToolSubmission:
     """Validate everything first, then write plan, approval and StepRun, approve and consume
-    in one transaction: all or nothing (a missing or finished Run writes nothing)."""
+    in one transaction of `tool.invoke`'s repository (`steps_repository`, over `store`): all
+    or nothing (a missing or finished Run writes nothing)."""
     plans.require_identifier("requested-by", requested_by)
     plans.require_identifier("approved-by", approved_by)
     step_run_id = ids.new_step_run_id()
@@ -335,7 +337,7 @@ async def submit_tool_invocation(
         ),
         status=steps.StepRunStatus.WAITING_APPROVAL,
     )
-    consumed = await store.submit_tool_invocation(
+    consumed = await steps_repository.submit_tool_invocation(
         new, step, approved_by=approved_by, now_ms=now, max_attempts=policy.max_attempts
     )
     return ToolSubmission(consumed=consumed, step_run_id=step_run_id)

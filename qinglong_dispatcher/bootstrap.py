@@ -55,12 +55,12 @@ def cluster_driver() -> Iterator[None]:
 
 def builtin_tables() -> action_tables.BuiltInTables:
     """The tables the built-in actions own, lent to every store this process opens: the
-    adapters never import an action (their statements, repositories and hooks come from
-    here)."""
+    adapters never import an action (their statements and hooks come from here; each
+    action's repository is its own, built over the store in its `BuiltInContext`)."""
     from qinglong_dispatcher.actions.run_create import tables as run_create
     from qinglong_dispatcher.actions.tool_invoke import tables as tool_invoke
 
-    return action_tables.BuiltInTables(run_create=run_create.TABLES, tool_invoke=tool_invoke.TABLES)
+    return action_tables.BuiltInTables(each=(run_create.TABLES, tool_invoke.TABLES))
 
 
 async def open_store(settings: Settings, *, create: bool = True) -> ports.Store:

@@ -13,8 +13,9 @@ called once per process at startup, and the objects they return do their I/O onl
 
 The built-in actions (`actions/run_create/`, `actions/tool_invoke/`) have the same shape: a
 package whose `ACTION` names the plan model, the handler and the evidence factories. Theirs
-is a `BuiltInSpec`, whose factories get a `BuiltInContext`: the whole store (a built-in keeps
-its own tables in it and may commit its effect with the completion) and its settings.
+is a `BuiltInSpec`, whose factories get a `BuiltInContext`: the whole store (a built-in that
+keeps its own tables builds its own repository over it, and may commit its effect with the
+completion) and its settings.
 """
 
 from __future__ import annotations
@@ -186,6 +187,7 @@ class BuiltInContext:
     """What a built-in action's factories get: the store, the clock and the settings they read."""
 
     store: ports.Store
+    """Its plans, and what its own repository runs its transactions on (`StoreHost`)."""
     clock: ports.Clock
     profile: str
     tool_sandbox_dir: Path | None = None

@@ -16,6 +16,8 @@ from typing import Any
 import anyio.to_thread
 
 from qinglong_dispatcher import api, bootstrap, clock, ports
+from qinglong_dispatcher.actions.run_create import tables as run_create_tables
+from qinglong_dispatcher.actions.tool_invoke import tables as tool_invoke_tables
 from qinglong_dispatcher.bench import costs, phases
 from qinglong_dispatcher.bench.scratch import Scratch
 from qinglong_dispatcher.domain import errors
@@ -55,8 +57,9 @@ async def _submit_runs(made: Scratch, count: int) -> list[str]:
 async def _run_ids(store: ports.Store, dispatch_ids: list[str]) -> list[str]:
     """The Run each drained run.create made (the Run's idempotency key is the dispatch id)."""
     run_ids = []
+    runs = run_create_tables.Repository(store)
     for dispatch_id in dispatch_ids:
-        run = await store.get_run_by_key(PROJECT, dispatch_id)
+        run = await runs.get_run_by_key(PROJECT, dispatch_id)
         if run is None:
             raise errors.StoreError(
                 "bench: a run.create of the mixed phase made no Run", code="bench_unverified"
@@ -88,6 +91,7 @@ async def _submit_mixed(made: Scratch, store: ports.Store, count: int, run_ids: 
             tools_left -= 1
             await api.submit_tool_invocation(
                 store,
+                tool_invoke_tables.Repository(store),
                 the_clock,
                 policy,
                 project_id=PROJECT,

@@ -9,6 +9,7 @@ import anyio.to_thread
 
 from qinglong_dispatcher import api, bootstrap, bounded_files, clock, ports
 from qinglong_dispatcher.actions.tool_invoke import sandbox
+from qinglong_dispatcher.actions.tool_invoke import tables as tool_invoke_tables
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import canonical, errors, ids, plans
@@ -187,6 +188,7 @@ async def cmd_submit_tool(settings: Settings, args: argparse.Namespace) -> int:
     try:
         submitted = await api.submit_tool_invocation(
             store,
+            tool_invoke_tables.Repository(store),
             clock.SystemClock(),
             api.Policy(
                 approval_ttl_ms=int(settings.approval_ttl_seconds * 1000),

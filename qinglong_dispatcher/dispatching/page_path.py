@@ -1,5 +1,5 @@
 """The page path: a claimed page's transactional items start, take effect and complete in one
-transaction (`ports.PageStore.commit_page`).
+transaction (`ports.PageStore.commit_page`), one per action, which supplies its effect.
 
 Only items of a `ports.TransactionalHandler` whose `inspect` is ready take it; the
 rest, and every item the page transaction did not take, go on to the per-item path
@@ -63,13 +63,13 @@ class PagePath:
         if not ready:
             return rest
         now = self._clock.now_ms()
-        page: list[tuple[records.Claim, ports.PageItem]] = []
+        pages: dict[str, list[tuple[records.Claim, ports.PageItem[object]]]] = {}
         for claim in ready:
             assert claim.lease is not None
             assert claim.dispatch is not None
             dispatch = claim.dispatch
             try:
-                run = self._transactional[dispatch.action_type].run_to_create(
+                effect = self._transactional[dispatch.action_type].page_effect(
                     dispatch, started_at_ms=now
                 )
             except errors.QinglongError:
@@ -80,12 +80,25 @@ class PagePath:
                 approval_request_id=dispatch.approval_request_id,
                 action_digest=dispatch.action_digest,
             )
-            page.append((claim, ports.PageItem(request=request, dispatch=dispatch, run=run)))
-        if not page:
-            return rest
+            item = ports.PageItem(request=request, dispatch=dispatch, effect=effect)
+            pages.setdefault(dispatch.action_type, []).append((claim, item))
+        for action_type, page in pages.items():
+            rest += await self._commit(
+                self._transactional[action_type].page_effects, page, now, count
+            )
+        return rest
+
+    async def _commit(
+        self,
+        effects: ports.PageEffects,
+        page: Sequence[tuple[records.Claim, ports.PageItem[object]]],
+        now: int,
+        count: Count,
+    ) -> list[records.Claim]:
+        """One page transaction for one action's items; the claims it did not take."""
         try:
             results = await self._store.commit_page(
-                [item for _, item in page], now_ms=now, lease_ms=self._config.lease_ms
+                effects, [item for _, item in page], now_ms=now, lease_ms=self._config.lease_ms
             )
         except errors.StoreFull:
             # Rolled back whole: the tick fails (one event); the page is claimed again once
@@ -95,8 +108,8 @@ class PagePath:
             # Committed or not, the per-item path replays each under its fence: a committed
             # item's start is refused there (never executed twice), an uncommitted one runs.
             log.warning("dispatch.page_failed", code=exc.code, items=len(page))
-            return rest + [claim for claim, _ in page]
-        return rest + await self._settle(page, results, count)
+            return [claim for claim, _ in page]
+        return await self._settle(page, results, count)
 
     async def _ready(self, claim: records.Claim) -> bool:
         """Inspect as the per-item path would; anything but a ready, matching plan goes there."""
@@ -115,7 +128,7 @@ class PagePath:
 
     async def _settle(
         self,
-        page: Sequence[tuple[records.Claim, ports.PageItem]],
+        page: Sequence[tuple[records.Claim, ports.PageItem[object]]],
         results: Sequence[ports.PageResult],
         count: Count,
     ) -> list[records.Claim]:

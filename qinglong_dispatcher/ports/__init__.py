@@ -28,6 +28,7 @@ from qinglong_dispatcher.ports.executions import (
     CompletionRequest,
     DispatchStore,
     ExecutionStore,
+    PageEffects,
     PageItem,
     PageOutcome,
     PageResult,
@@ -80,6 +81,7 @@ from qinglong_dispatcher.ports.tool_steps import (
     ToolStepCompletionResult,
     ToolStepOutcome,
     ToolStepRepository,
+    ToolSteps,
 )
 from qinglong_dispatcher.ports.wakeup import (
     WakeupEvents,
@@ -106,6 +108,7 @@ __all__ = [
     "ExecutionStore",
     "InspectKind",
     "InspectResult",
+    "PageEffects",
     "PageItem",
     "PageOutcome",
     "PageResult",
@@ -134,6 +137,7 @@ __all__ = [
     "ToolStepCompletionResult",
     "ToolStepOutcome",
     "ToolStepRepository",
+    "ToolSteps",
     "TransactionalHandler",
     "WakeupEvents",
     "WakeupListener",

@@ -1,11 +1,11 @@
-"""What a built-in action that owns tables lends the store: its statements and its hooks.
+"""What a built-in action that owns tables lends the store, and what its repository runs on.
 
 `run.create` and `tool.invoke` write tables only they use (`actions/run_create/`,
 `actions/tool_invoke/`). The composition root hands their `ActionTables` to the store it
-opens (`BuiltInTables`): the store loads their statements with its own, runs their
-repositories over itself (`StoreHost`), and calls their hooks inside its own transactions
-(a recovery resolution or a cancel settles their rows; `dispatch show` and `status` read
-them). The store never imports an action.
+opens (`BuiltInTables`): the store loads their statements with its own and calls their hooks
+inside its own transactions (a recovery resolution or a cancel settles their rows; `dispatch
+show` and `status` read them). Each action's repository is its own, built by the action over
+the store (`StoreHost`): the store neither imports an action nor names one.
 """
 
 from __future__ import annotations
@@ -13,17 +13,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from qinglong_dispatcher.domain import approvals, dispatch_views, records, runs
-from qinglong_dispatcher.ports.executions import PageItem
-from qinglong_dispatcher.ports.runs import RunCreateRepository, RunCreateRequest, RunCreateResult
-from qinglong_dispatcher.ports.tool_steps import (
-    StartBarrierResult,
-    ToolExecutionStartBarrierRepository,
-    ToolStepRepository,
-)
 from qinglong_dispatcher.ports.transactions import Params, Query, Runner, Shared, Work
+
+T = TypeVar("T")
 
 
 class Sealer(Protocol):
@@ -47,8 +42,15 @@ class StoreHost(Protocol):
         """Seals the plans it writes."""
         ...
 
-    async def barrier_transaction(self, work: Work[StartBarrierResult]) -> StartBarrierResult:
-        """Run the start barrier's transaction (a dialect may give it a stricter isolation)."""
+    async def barrier_transaction(self, work: Work[T]) -> T:
+        """Run a start barrier's transaction (a dialect may give it a stricter isolation)."""
+        ...
+
+    async def fast_statement(self, name: str, params: Params) -> Any:
+        """A happy path's one statement as its own transaction, where the dialect has one
+        (PostgreSQL: one round trip instead of BEGIN, statements, COMMIT): its row when it
+        wrote. None when it matched nothing, or the dialect runs none (SQLite: the caller's
+        transaction is its happy path, one hop); the caller then runs that transaction."""
         ...
 
 
@@ -90,48 +92,9 @@ class ActionTables(Protocol):
         """`counts` with its own rows counted, in the caller's snapshot."""
         ...
 
-
-class ToolSteps(ToolStepRepository, ToolExecutionStartBarrierRepository, Protocol):
-    """`tool.invoke`'s repository: its StepRuns and its start barrier."""
-
-
-class RunCreateTables(ActionTables, Protocol):
-    """`run.create`'s tables: its repository, the page transaction's rows and PostgreSQL's
-    one-statement path."""
-
-    def repository(self, host: StoreHost) -> RunCreateRepository:
-        """Its operations, each a transaction of `host`."""
-        ...
-
-    def one_statement(self, request: RunCreateRequest) -> tuple[Params, RunCreateResult]:
-        """The parameters of `create_run_fast` and its result when it wrote a row."""
-        ...
-
-    async def effects_taken(self, q: Query, dispatches: Sequence[records.Dispatch]) -> set[str]:
-        """The dispatches of a page whose effect already exists."""
-        ...
-
     async def run_ids(self, q: Query, dispatch_ids: Sequence[str]) -> dict[str, str]:
-        """The Run of each dispatch whose Run exists (held by its dispatch id as the Run's
-        idempotency key)."""
-        ...
-
-    async def create_page(
-        self,
-        q: Query,
-        done: Sequence[tuple[PageItem, records.ExecutionIdentity]],
-        *,
-        now_ms: int,
-    ) -> None:
-        """The effect rows of each item a page transaction started."""
-        ...
-
-
-class ToolInvokeTables(ActionTables, Protocol):
-    """`tool.invoke`'s tables: its repository."""
-
-    def repository(self, host: StoreHost) -> ToolSteps:
-        """Its operations, each a transaction of `host`."""
+        """The Run each of these dispatches created, for those of its own that did
+        (`ports.DispatchReadStore.dispatch_run_ids`)."""
         ...
 
 
@@ -139,13 +102,8 @@ class ToolInvokeTables(ActionTables, Protocol):
 class BuiltInTables:
     """The built-in actions' tables, handed to the store by the composition root."""
 
-    run_create: RunCreateTables
-    tool_invoke: ToolInvokeTables
-
-    @property
-    def each(self) -> tuple[ActionTables, ...]:
-        """Every action's tables, in the order their hooks run."""
-        return (self.run_create, self.tool_invoke)
+    each: tuple[ActionTables, ...]
+    """Every action's tables, in the order their hooks run."""
 
     @property
     def statements(self) -> tuple[Path, ...]:

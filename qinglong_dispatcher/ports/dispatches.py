@@ -58,7 +58,8 @@ class DispatchReadStore(Protocol):
         ...
 
     async def dispatch_run_ids(self, dispatch_ids: Sequence[str]) -> dict[str, str]:
-        """The Run id of each dispatch whose Run exists (by idempotency key)."""
+        """The Run id of each dispatch that created a Run (its action's tables say which:
+        `run.create`'s by idempotency key), in one snapshot."""
         ...
 
     async def recent_activity(

@@ -6,13 +6,15 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Collection, Sequence
-from typing import Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from qinglong_dispatcher.domain import (
     records,
-    runs,
     states,
 )
+from qinglong_dispatcher.ports.transactions import Query
+
+E = TypeVar("E")
 
 BACKLOG_CAP = 100_000
 """Where the due gauge saturates: a scrape never reads more of the due index than this."""
@@ -137,14 +139,14 @@ class CompletionRequest:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class PageItem:
-    """One transactional item of a page: its start barrier request and the Run it creates.
-
-    `run` is built for the page's `now_ms` (its `accepted_at_ms` is the start time)."""
+class PageItem(Generic[E]):
+    """One transactional item of a page: its start barrier request and its effect."""
 
     request: records.StartRequest
     dispatch: records.Dispatch
-    run: runs.Run
+    effect: E
+    """What its action writes for it (`PageEffects.create_page` reads it), built for the
+    page's `now_ms` (`TransactionalHandler.page_effect`)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -157,14 +159,44 @@ class PageResult:
     reason: str | None = None
 
 
+class PageEffects(Protocol):
+    """What a transactional action writes in the page transaction, in the caller's
+    transaction: the store starts and completes the items, the action writes their effect."""
+
+    @property
+    def result_code(self) -> str:
+        """The result code each committed item completes with."""
+        ...
+
+    async def effects_taken(self, q: Query, dispatches: Sequence[records.Dispatch]) -> set[str]:
+        """The dispatches of a page whose effect already exists (the per-item path replays
+        or refuses those)."""
+        ...
+
+    async def create_page(
+        self,
+        q: Query,
+        done: Sequence[tuple[PageItem[Any], records.ExecutionIdentity]],
+        *,
+        now_ms: int,
+    ) -> None:
+        """The effect rows (and receipt) of each item the page transaction started."""
+        ...
+
+
 class PageStore(Protocol):
     """The page transaction of transactional actions (docs/decisions/0006)."""
 
     async def commit_page(
-        self, items: Sequence[PageItem], *, now_ms: int, lease_ms: int
+        self,
+        effects: PageEffects,
+        items: Sequence[PageItem[Any]],
+        *,
+        now_ms: int,
+        lease_ms: int,
     ) -> list[PageResult]:
         """In ONE transaction, for each item: the fenced start (`leased → executing`), the
-        effect (Run, attempt, RunEvent), the receipt and the completion (`executing →
+        effect (`effects`: the action's rows and receipt) and the completion (`executing →
         succeeded`), each with its ledger line. An item refused or failing is undone alone
         (`not_taken`); a crash before the commit leaves every item unstarted."""
         ...

@@ -11,7 +11,8 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from qinglong_dispatcher.domain import records, recovery, runs, states
+from qinglong_dispatcher.domain import records, recovery, states
+from qinglong_dispatcher.ports.executions import PageEffects
 
 
 class InspectKind(enum.StrEnum):
@@ -102,14 +103,20 @@ class TransactionalHandler(Protocol):
 
     Its ready items are not started by a barrier committed on its own: in one transaction per
     page, each item's start, effect, receipt and completion commit together (`ports.PageStore`),
-    which is at-most-once without a window between barrier and effect. The only such effect
-    the store writes is a Run (`run.create`); every other action keeps barrier-then-execute.
-    The handler's `execute` still serves an item the page did not take (the per-item path).
+    which is at-most-once without a window between barrier and effect. The action supplies
+    what its items write there (`page_effects`, one `page_effect` per item); every other
+    action keeps barrier-then-execute. The handler's `execute` still serves an item the page
+    did not take (the per-item path).
     """
 
-    def run_to_create(self, dispatch: records.Dispatch, *, started_at_ms: int) -> runs.Run:
-        """The Run this dispatch creates if it starts at `started_at_ms`; called only after a
-        ready `inspect` of the same dispatch, and side-effect free."""
+    @property
+    def page_effects(self) -> PageEffects:
+        """What the page transaction writes for this action's items."""
+        ...
+
+    def page_effect(self, dispatch: records.Dispatch, *, started_at_ms: int) -> object:
+        """This dispatch's effect if it starts at `started_at_ms` (`PageItem.effect`); called
+        only after a ready `inspect` of the same dispatch, and side-effect free."""
         ...
 
 

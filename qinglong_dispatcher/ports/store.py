@@ -7,6 +7,7 @@ from typing import Protocol
 from qinglong_dispatcher.domain import (
     schema,
 )
+from qinglong_dispatcher.ports.action_tables import StoreHost
 from qinglong_dispatcher.ports.approvals import ApprovalStore, PlanStore
 from qinglong_dispatcher.ports.dispatches import CancelStore, DispatchReadStore, PlanReadStore
 from qinglong_dispatcher.ports.executions import ExecutionStore, PageStore
@@ -14,18 +15,12 @@ from qinglong_dispatcher.ports.plan_keys import PlanKeyStore
 from qinglong_dispatcher.ports.principals import PrincipalStores, TokenStore
 from qinglong_dispatcher.ports.recovery import RecoveryStore
 from qinglong_dispatcher.ports.retention import PruneStore
-from qinglong_dispatcher.ports.runs import RunCreateRepository
-from qinglong_dispatcher.ports.tool_steps import (
-    ToolExecutionStartBarrierRepository,
-    ToolStepRepository,
-)
 
 
 class Store(
     ExecutionStore,
     ApprovalStore,
     PlanStore,
-    RunCreateRepository,
     PageStore,
     RecoveryStore,
     CancelStore,
@@ -33,13 +28,12 @@ class Store(
     PlanReadStore,
     PruneStore,
     PlanKeyStore,
-    ToolStepRepository,
-    ToolExecutionStartBarrierRepository,
     TokenStore,
     PrincipalStores,
+    StoreHost,
     Protocol,
 ):
-    """One dialect's whole store."""
+    """One dialect's whole store; a built-in action's repository runs on it (`StoreHost`)."""
 
     dialect: str
 

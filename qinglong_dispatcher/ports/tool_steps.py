@@ -113,3 +113,7 @@ class ToolStepRepository(Protocol):
     async def complete_tool_step(self, request: ToolStepCompletion) -> ToolStepCompletionResult:
         """Settle the dispatch's StepRun (ledger + RunEvent) and complete the execution at once."""
         ...
+
+
+class ToolSteps(ToolStepRepository, ToolExecutionStartBarrierRepository, Protocol):
+    """`tool.invoke`'s repository: its StepRuns and its start barrier."""

@@ -7,10 +7,10 @@ connecting, isolation, retries and error translation belong to the dialect's run
 
 The store's own transactions live in `adapters/sql/`; a built-in action keeps the
 transactions of its own tables in its package (`actions/run_create/store.py`,
-`actions/tool_invoke/steps.py`, `actions/tool_invoke/barriers.py`) and lends them to the store
-(`ports.action_tables`). Those depend on this port and the domain only: what they borrow of
-the store's transactions (the execution row, the fenced completion, approving and consuming)
-the store hands over as a `Shared`.
+`actions/tool_invoke/steps.py`, `actions/tool_invoke/barriers.py`) and runs them with its
+own repository on the store (`ports.action_tables.StoreHost`). Those depend on this port and
+the domain only: what they borrow of the store's transactions (the execution row, the fenced
+completion, approving and consuming) the store hands over as a `Shared`.
 """
 
 from __future__ import annotations

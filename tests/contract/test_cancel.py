@@ -14,7 +14,7 @@ from qinglong_dispatcher.domain import cancels, errors, records, states
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus as E
 from qinglong_dispatcher.domain.tools import steps
-from tests.support import tools
+from tests.support import repositories, tools
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS, make_dispatcher
@@ -160,11 +160,11 @@ async def test_a_cancelled_tool_dispatch_fails_its_waiting_step_run(
 ) -> None:
     run = await tools.live_run(harness, clock)
     submitted = await tools.submit_tool(harness, clock, run)
-    before = await harness.store.get_step_run(submitted.step_run_id)
+    before = await repositories.steps(harness.store).get_step_run(submitted.step_run_id)
     assert before is not None
     assert before.status is steps.StepRunStatus.WAITING_APPROVAL
     await cancel(harness, clock, submitted.consumed.dispatch_id)
-    after = await harness.store.get_step_run(submitted.step_run_id)
+    after = await repositories.steps(harness.store).get_step_run(submitted.step_run_id)
     assert after is not None
     assert (after.status, after.result_code) == (
         steps.StepRunStatus.FAILED,

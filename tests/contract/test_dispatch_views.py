@@ -22,7 +22,7 @@ from qinglong_dispatcher.domain import (
 )
 from qinglong_dispatcher.domain.dispatch_views import ListQuery
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
-from tests.support import faults, tools
+from tests.support import faults, repositories, tools
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS, make_dispatcher
@@ -220,7 +220,7 @@ async def test_show_a_succeeded_run_create(harness: Harness, clock: ManualClock)
         one.dispatch_id, now_ms=clock.now_ms(), shown=BUILT_IN_SHOWN
     )
     assert detail is not None
-    run = await harness.store.get_run_by_key("proj-1", one.dispatch_id)
+    run = await repositories.runs(harness.store).get_run_by_key("proj-1", one.dispatch_id)
     assert run is not None
     assert detail.receipt is not None
     assert detail.run_id == run.run_id == detail.receipt.resource_id
@@ -395,6 +395,6 @@ async def test_run_ids_for_submit_once_the_run_exists(harness: Harness, clock: M
     await make_dispatcher(harness.store, clock).dispatch_batch()
     found = await harness.approver_store.dispatch_run_ids(ids)
     for dispatch_id in ids:
-        run = await harness.store.get_run_by_key("proj-1", dispatch_id)
+        run = await repositories.runs(harness.store).get_run_by_key("proj-1", dispatch_id)
         assert run is not None
         assert found[dispatch_id] == run.run_id

@@ -11,7 +11,7 @@ from qinglong_dispatcher import api
 from qinglong_dispatcher.domain import digests, plan_previews, plans
 from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.plan_keys import keyring as plan_keyring
-from tests.support import tools
+from tests.support import repositories, tools
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import make_dispatcher
@@ -21,7 +21,7 @@ from tests.support.stores import Harness
 async def _use(harness: Harness, envelopes: plan_envelopes.Envelopes) -> None:
     """Every store of the harness seals, opens and digests with `envelopes`."""
     for store in {id(s): s for s in (harness.store, harness.approver_store)}.values():
-        store.envelopes = envelopes  # type: ignore[attr-defined]
+        store.envelopes = envelopes  # type: ignore[misc]
     # Its keys registered, as `migrate` with the ring does (the owner's to do).
     await harness.register_plan_keys(*envelopes.key_ids)
 
@@ -71,7 +71,7 @@ async def test_with_a_ring_the_stored_digests_cannot_be_recomputed_from_the_plan
     plan_keyring.add_key(ring)
     await _use(h, plan_envelopes.from_keyring(ring))
     owner = await h.owner()  # resealing is the owner's (`keys rotate` as the administrator)
-    owner.envelopes = plan_envelopes.from_keyring(ring)  # type: ignore[attr-defined]
+    owner.envelopes = plan_envelopes.from_keyring(ring)  # type: ignore[misc]
     assert (await owner.reseal_plans(limit=10)).resealed == 1
     report = await make_dispatcher(h.store, clock).dispatch_batch()
     assert report.outcomes == {"succeeded": 1}
@@ -90,7 +90,10 @@ async def test_a_dispatch_approved_before_the_ring_runs_as_approved_after_it(
     assert report.outcomes == {"succeeded": 2}
     assert (await _stored_digests(h, before.approval_request_id))[1] == plain
     for project, consumed in (("before", before), ("after", after)):
-        assert await h.store.get_run_by_key(project, consumed.dispatch_id) is not None
+        assert (
+            await repositories.runs(h.store).get_run_by_key(project, consumed.dispatch_id)
+            is not None
+        )
 
 
 async def test_a_file_write_approved_before_the_ring_and_one_after_both_run(

@@ -13,7 +13,7 @@ from qinglong_dispatcher.actions.tool_invoke import handler as tool_invoke
 from qinglong_dispatcher.domain import records
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.domain.tools import steps
-from tests.support import faults, tools
+from tests.support import faults, repositories, tools
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import make_dispatcher
@@ -91,6 +91,7 @@ async def test_a_page_of_run_create_and_tool_invoke_commits_each_kind_its_own_wa
     handlers = tools.tool_handlers(store, clock, sandbox_dir)
     handlers[tool_invoke.ACTION_TYPE] = tool_invoke.ToolInvokeHandler(
         store,
+        repositories.steps(store),
         clock,
         adapter=file_write.FileWriteAdapter(sandbox_dir),
         profile="edge",
@@ -125,8 +126,8 @@ async def test_a_page_of_run_create_and_tool_invoke_commits_each_kind_its_own_wa
         row = await store.get_execution(dispatch_id)
         assert row is not None
         assert row.status is ExecutionStatus.SUCCEEDED
-        assert await store.get_run_by_key("proj-2", dispatch_id) is not None
-        receipt = await store.get_receipt(dispatch_id)
+        assert await repositories.runs(store).get_run_by_key("proj-2", dispatch_id) is not None
+        receipt = await repositories.runs(store).get_receipt(dispatch_id)
         assert receipt is not None
         assert receipt.is_intact()
     if harness.dialect == "postgres":  # transaction_timestamp(): the whole page, one commit
@@ -161,10 +162,12 @@ async def test_a_page_of_run_create_and_tool_invoke_commits_each_kind_its_own_wa
             ExecutionStatus.SUCCEEDED,
         ]
         assert min(page_clocks) <= events[2].committed_at_ms <= events[3].committed_at_ms
-        step = await store.get_step_run(item.step_run_id)
+        step = await repositories.steps(store).get_step_run(item.step_run_id)
         assert step is not None
         assert step.status is steps.StepRunStatus.SUCCEEDED
-        assert await store.get_receipt(dispatch_id) is None  # no run.create receipt for it
+        assert (
+            await repositories.runs(store).get_receipt(dispatch_id) is None
+        )  # no run.create receipt for it
     counts = await store.counts(now_ms=clock.now_ms())
     assert counts.step_runs["succeeded"] == TOOL_INVOKES
     assert counts.runs == 1 + RUN_CREATES

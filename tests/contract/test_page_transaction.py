@@ -15,10 +15,11 @@ import pytest
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions.run_create import handler as run_create
+from qinglong_dispatcher.actions.run_create import tables as run_create_tables
 from qinglong_dispatcher.domain import fencing, records, runs
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
-from tests.support import faults, page_crash
+from tests.support import faults, page_crash, repositories
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS, make_dispatcher
@@ -48,21 +49,23 @@ async def claim_page(
 
 async def page_items(
     harness: Harness, clock: ManualClock, claims: Sequence[records.Claim]
-) -> list[ports.PageItem]:
-    """The PageItems `page_path.PagePath` builds: inspect, then `run_to_create`."""
-    handler = run_create.RunCreateHandler(harness.store, harness.store, clock)
+) -> list[ports.PageItem[runs.Run]]:
+    """The PageItems `page_path.PagePath` builds: inspect, then `page_effect`."""
+    handler = run_create.RunCreateHandler(harness.store, repositories.runs(harness.store), clock)
     items = []
     for claim in claims:
         assert claim.lease is not None
         assert claim.dispatch is not None
         inspected = await handler.inspect(claim.dispatch)
         assert inspected.action_digest == claim.dispatch.action_digest
-        run = handler.run_to_create(claim.dispatch, started_at_ms=clock.now_ms())
+        run = handler.page_effect(claim.dispatch, started_at_ms=clock.now_ms())
         items.append(page_item(claim.lease, claim.dispatch, run))
     return items
 
 
-def page_item(lease: records.Lease, dispatch: records.Dispatch, run: runs.Run) -> ports.PageItem:
+def page_item(
+    lease: records.Lease, dispatch: records.Dispatch, run: runs.Run
+) -> ports.PageItem[runs.Run]:
     return ports.PageItem(
         request=records.StartRequest(
             lease=lease,
@@ -70,14 +73,16 @@ def page_item(lease: records.Lease, dispatch: records.Dispatch, run: runs.Run) -
             action_digest=dispatch.action_digest,
         ),
         dispatch=dispatch,
-        run=run,
+        effect=run,
     )
 
 
 async def commit(
-    store: ports.Store, clock: ManualClock, items: Sequence[ports.PageItem]
+    store: ports.Store, clock: ManualClock, items: Sequence[ports.PageItem[runs.Run]]
 ) -> dict[str, ports.PageResult]:
-    results = await store.commit_page(items, now_ms=clock.now_ms(), lease_ms=LEASE_MS)
+    results = await store.commit_page(
+        run_create_tables.TABLES, items, now_ms=clock.now_ms(), lease_ms=LEASE_MS
+    )
     assert [r.dispatch_id for r in results] == [i.dispatch.dispatch_id for i in items]
     return {r.dispatch_id: r for r in results}
 
@@ -147,9 +152,10 @@ async def test_a_page_commits_whole_with_the_per_item_paths_ledger(
     harness: Harness, clock: ManualClock, n: int
 ) -> None:
     store = harness.store
+    repository = repositories.runs(store)
     # The reference: one item driven through the per-item path (barrier, execute, complete).
     (reference,) = await submit_runs(harness.approver_store, clock, 1, project="proj-ref")
-    per_item = page_crash.PerItemOnly(run_create.RunCreateHandler(store, store, clock))
+    per_item = page_crash.PerItemOnly(run_create.RunCreateHandler(store, repository, clock))
     report = await make_dispatcher(
         store, clock, owner="w1", handlers={"run.create": per_item}
     ).dispatch_batch()
@@ -210,11 +216,11 @@ async def test_a_page_commits_whole_with_the_per_item_paths_ledger(
         assert (row.started_at_ms, row.completed_at_ms) == (now, now)
         assert row.result_mutation_id == events[3].mutation_id
 
-        run = await store.get_run_by_key(dispatch.project_id, dispatch.dispatch_id)
+        run = await repository.get_run_by_key(dispatch.project_id, dispatch.dispatch_id)
         assert run is not None
-        assert run == item.run  # exactly the Run the page was given
+        assert run == item.effect  # exactly the Run the page was given
         assert await runs_of(harness, dispatch.dispatch_id) == 1
-        receipt = await store.get_receipt(dispatch.dispatch_id)
+        receipt = await repository.get_receipt(dispatch.dispatch_id)
         assert receipt is not None
         assert receipt.is_intact()
         assert receipt.resource_id == run.run_id
@@ -258,6 +264,7 @@ async def test_items_whose_fence_fails_or_whose_effect_exists_are_not_taken_and_
     harness: Harness, clock: ManualClock
 ) -> None:
     store = harness.store
+    repository = repositories.runs(store)
     consumed = await submit_runs(harness.approver_store, clock, 6)
     ids = [c.dispatch_id for c in consumed]
     taken_over_id = ids[0]
@@ -284,7 +291,7 @@ async def test_items_whose_fence_fails_or_whose_effect_exists_are_not_taken_and_
     renewal = await store.renew(stale_claim.lease, now_ms=clock.now_ms(), lease_ms=LEASE_MS)
     assert renewal.outcome is Outcome.RENEWED
 
-    handler = run_create.RunCreateHandler(store, store, clock)
+    handler = run_create.RunCreateHandler(store, repository, clock)
     items = [
         page_item(first.lease, first.dispatch, await _run_for(handler, first.dispatch, clock))
     ] + await page_items(harness, clock, [claims[i] for i in ids[1:]])
@@ -308,7 +315,7 @@ async def test_items_whose_fence_fails_or_whose_effect_exists_are_not_taken_and_
         )
     run_only_lease = claims[run_only_id].lease
     assert run_only_lease is not None
-    await plant_run_only(harness, by_id[run_only_id].run, run_only_lease.token)
+    await plant_run_only(harness, by_id[run_only_id].effect, run_only_lease.token)
 
     refused = [taken_over_id, stale_id, receipt_id, run_only_id]
     before = {i: await store.get_execution(i) for i in refused}
@@ -339,7 +346,7 @@ async def test_items_whose_fence_fails_or_whose_effect_exists_are_not_taken_and_
     assert await receipts_of(harness, taken_over_id) == await receipts_of(harness, stale_id) == 0
     # The planted effects are what they were: one Run each, and no receipt.
     assert await runs_of(harness, receipt_id) == await runs_of(harness, run_only_id) == 1
-    assert await store.get_receipt(receipt_id) is None
+    assert await repository.get_receipt(receipt_id) is None
     assert await receipts_of(harness, run_only_id) == 0
     assert await count_where(harness, "runs", "1 = 1") == runs_before + len(good_ids)
 
@@ -348,7 +355,7 @@ async def test_items_whose_fence_fails_or_whose_effect_exists_are_not_taken_and_
         assert row is not None
         assert row.status is ExecutionStatus.SUCCEEDED
         assert await runs_of(harness, dispatch_id) == 1
-        receipt = await store.get_receipt(dispatch_id)
+        receipt = await repository.get_receipt(dispatch_id)
         assert receipt is not None
         assert receipt.is_intact()
         starts = [
@@ -364,7 +371,7 @@ async def _run_for(
 ) -> runs.Run:
     inspected = await handler.inspect(dispatch)
     assert inspected.action_digest == dispatch.action_digest
-    return handler.run_to_create(dispatch, started_at_ms=clock.now_ms())
+    return handler.page_effect(dispatch, started_at_ms=clock.now_ms())
 
 
 # -- c. the per-item savepoint fallback ------------------------------------------------------
@@ -375,16 +382,19 @@ async def test_an_item_whose_statements_fail_is_undone_alone_and_the_rest_commit
     harness: Harness, clock: ManualClock, fault: str
 ) -> None:
     store = harness.store
+    repository = repositories.runs(store)
     await submit_runs(harness.approver_store, clock, 4)
     claims = await claim_page(harness, clock, 4)
     clock.advance(ms=3)
     items = await page_items(harness, clock, claims)
     bad = 2
     if fault == "shared_run_id":  # the page's insert of its Runs fails on the primary key
-        changes: dict[str, Any] = {"run_id": items[0].run.run_id}
+        changes: dict[str, Any] = {"run_id": items[0].effect.run_id}
     else:  # a CHECK constraint of runs refuses this Run
         changes = {"priority": 5000}
-    items[bad] = dataclasses.replace(items[bad], run=dataclasses.replace(items[bad].run, **changes))
+    items[bad] = dataclasses.replace(
+        items[bad], effect=dataclasses.replace(items[bad].effect, **changes)
+    )
     bad_id = items[bad].dispatch.dispatch_id
     bad_before = await store.get_execution(bad_id)
     assert bad_before is not None
@@ -408,12 +418,12 @@ async def test_an_item_whose_statements_fail_is_undone_alone_and_the_rest_commit
         row = await store.get_execution(dispatch_id)
         assert row is not None
         assert row.status is ExecutionStatus.SUCCEEDED
-        run = await store.get_run_by_key(item.dispatch.project_id, dispatch_id)
-        assert run == item.run
-        receipt = await store.get_receipt(dispatch_id)
+        run = await repository.get_run_by_key(item.dispatch.project_id, dispatch_id)
+        assert run == item.effect
+        receipt = await repository.get_receipt(dispatch_id)
         assert receipt is not None
         assert receipt.is_intact()
-        assert receipt.resource_id == item.run.run_id
+        assert receipt.resource_id == item.effect.run_id
         # The undone page attempt left no trace: one start, one completion.
         events = await store.execution_events(dispatch_id)
         assert [e.to_status for e in events] == [
@@ -422,7 +432,7 @@ async def test_an_item_whose_statements_fail_is_undone_alone_and_the_rest_commit
             ExecutionStatus.EXECUTING,
             ExecutionStatus.SUCCEEDED,
         ]
-        where = f"run_id = '{item.run.run_id}'"
+        where = f"run_id = '{item.effect.run_id}'"
         assert await count_where(harness, "run_attempts", where) == 1
         assert await count_where(harness, "run_events", where) == 1
     await assert_untouched(harness, bad_id, bad_before, bad_events)
@@ -457,7 +467,9 @@ async def test_a_crash_before_the_commit_writes_nothing_and_each_item_is_taken_o
     items = await page_items(harness, clock, claims)
     runs_before = await count_where(harness, "runs", "1 = 1")
     with pytest.raises(SimulatedCrash):
-        await crashing.commit_page(items, now_ms=clock.now_ms(), lease_ms=LEASE_MS)
+        await crashing.commit_page(
+            run_create_tables.TABLES, items, now_ms=clock.now_ms(), lease_ms=LEASE_MS
+        )
 
     for claim in claims:
         assert claim.lease is not None
@@ -501,7 +513,7 @@ async def test_a_crash_before_the_commit_writes_nothing_and_each_item_is_taken_o
         assert len(starts) == 1
         assert starts[0].lease_owner == "w2"
         assert await runs_of(harness, c.dispatch_id) == 1
-        receipt = await harness.store.get_receipt(c.dispatch_id)
+        receipt = await repositories.runs(harness.store).get_receipt(c.dispatch_id)
         assert receipt is not None
         assert receipt.is_intact()
         assert receipt.execution_attempt == 1

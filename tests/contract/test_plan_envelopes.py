@@ -27,7 +27,7 @@ MARKER = "customer-7f3a9c-marker"
 async def _use(harness: stores.Harness, envelopes: plan_envelopes.Envelopes) -> None:
     """Every store of the harness seals and opens with `envelopes` (as one process's would)."""
     for store in {id(s): s for s in (harness.store, harness.approver_store)}.values():
-        store.envelopes = envelopes  # type: ignore[attr-defined]
+        store.envelopes = envelopes  # type: ignore[misc]
     # Its keys registered, as `migrate` with the ring does (the owner's to do).
     await harness.register_plan_keys(*envelopes.key_ids)
 
@@ -128,7 +128,7 @@ async def test_rotation_reseals_clear_and_old_plans_in_resumable_batches(
     new_ring = plan_keyring.add_key(ring)
     await _use(h, plan_envelopes.from_keyring(ring))
     owner = await h.owner()  # resealing is the owner's (`keys rotate` as the administrator)
-    owner.envelopes = plan_envelopes.from_keyring(ring)  # type: ignore[attr-defined]
+    owner.envelopes = plan_envelopes.from_keyring(ring)  # type: ignore[misc]
     first = await owner.reseal_plans(limit=2)
     assert (first.resealed, first.remaining) == (2, 3)
     assert first.after is not None
@@ -157,7 +157,7 @@ async def test_check_reports_plans_that_do_not_open_by_code(
     check = await h.store.check_plans(limit=100)
     assert check.failed == {"plan_key_unknown": 2}
     owner = await h.owner()
-    owner.envelopes = plan_envelopes.from_keyring(other)  # type: ignore[attr-defined]
+    owner.envelopes = plan_envelopes.from_keyring(other)  # type: ignore[misc]
     batch = await owner.reseal_plans(limit=100)
     assert (batch.resealed, batch.unreadable) == (0, 2)
 
@@ -213,7 +213,7 @@ async def test_a_plan_that_does_not_open_blocks_itself_and_the_start_check_lets_
     stranger = plan_envelopes.from_keyring(other)
     await h.register_plan_keys(*stranger.key_ids)
     elsewhere = await h.open_another() if h.dialect == "sqlite" else h.approver_store
-    elsewhere.envelopes = stranger  # type: ignore[attr-defined]
+    elsewhere.envelopes = stranger  # type: ignore[misc]
     clock.advance(ms=1_000)
     (foreign,) = await submit_runs(elsewhere, clock, 1, project="zz-foreign")
     probe = await h.store.probe_plan_keys()
@@ -241,13 +241,13 @@ async def test_the_start_check_refuses_no_ring_another_ring_and_an_unregistered_
         (plan_envelopes.from_keyring(other), "plan_key_unknown"),
         (plan_envelopes.from_keyring(added), "plan_key_unregistered"),
     ):
-        h.store.envelopes = envelopes  # type: ignore[attr-defined]
+        h.store.envelopes = envelopes  # type: ignore[misc]
         with pytest.raises(errors.ConfigurationError) as refused:
             await h.store.probe_plan_keys()
         assert refused.value.code == code
     # The owner registers the added key (`migrate` with the ring): the same ring now starts.
     owner = await h.owner()
-    owner.envelopes = plan_envelopes.from_keyring(added)  # type: ignore[attr-defined]
+    owner.envelopes = plan_envelopes.from_keyring(added)  # type: ignore[misc]
     assert await owner.register_plan_keys(now_ms=clock.now_ms()) == [
         plan_keyring.load(added).active
     ]
@@ -261,7 +261,7 @@ async def test_a_plan_sealed_under_an_unregistered_key_is_refused_by_the_databas
     h = sealed_harness
     other = tmp_path / "other-ring"
     plan_keyring.generate(other)
-    h.approver_store.envelopes = plan_envelopes.from_keyring(other)  # type: ignore[attr-defined]
+    h.approver_store.envelopes = plan_envelopes.from_keyring(other)  # type: ignore[misc]
     with pytest.raises(errors.QinglongError) as refused:
         await submit_runs(h.approver_store, clock, 1)
     assert refused.value.code in {"constraint_violation", "transition_refused"}

@@ -127,7 +127,7 @@ async def test_a_sealed_plan_without_its_key_shows_null_with_its_code(
     plan_keyring.generate(ring)
     with_ring = plan_envelopes.from_keyring(ring)
     for store in (harness.approver_store, harness.operator_store):
-        store.envelopes = with_ring  # type: ignore[attr-defined]
+        store.envelopes = with_ring  # type: ignore[misc]
     await harness.register_plan_keys(*with_ring.key_ids)
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     await make_api(harness.approver_store, clock).create_approval(
@@ -171,7 +171,7 @@ async def test_on_edge_the_whole_plan_is_read_with_its_audit_row(
             "SELECT kind, actor, principal, subject_id, detail_code FROM security_audit_events "
             "WHERE event_id > (SELECT max(event_id) - 1 FROM security_audit_events)"
         )
-        principal = edge.store.approver.name  # type: ignore[attr-defined]
+        principal = edge.store.approver.name
         assert audit == [
             {
                 "kind": "plan.read",

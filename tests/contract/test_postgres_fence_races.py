@@ -11,7 +11,7 @@ import pytest
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain.states import ExecutionStatus
-from tests.support import stores
+from tests.support import repositories, stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS
@@ -114,7 +114,7 @@ async def test_a_resolution_holding_the_row_makes_the_run_create_effect_a_clean_
 
         async def effect() -> None:
             try:
-                result.append(await pg.store.create_run(request))
+                result.append(await repositories.runs(pg.store).create_run(request))
             except Exception as exc:
                 failure.append(exc)
 

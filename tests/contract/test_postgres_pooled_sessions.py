@@ -15,7 +15,7 @@ import pytest
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.postgres import store as postgres_store
-from tests.support import stores, tools
+from tests.support import repositories, stores, tools
 from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.postgres
@@ -54,7 +54,7 @@ async def test_a_tool_start_barrier_leaves_its_timeouts_in_its_own_transaction(
     try:
         opened = await _session(store)
         assert opened["statement_timeout"] != "5s"  # the barrier's own bound differs
-        result = await store.prepare(command)
+        result = await repositories.steps(store).prepare(command)
         assert result.outcome is ports.StartOutcome.CREATED
         assert await _session(store) == opened
     finally:

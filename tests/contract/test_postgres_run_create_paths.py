@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 
 from qinglong_dispatcher import ports
-from tests.support import pg_paths, stores
+from tests.support import pg_paths, repositories, stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS
@@ -35,10 +35,10 @@ async def test_the_happy_path_is_one_statement_and_a_replay_the_shared_transacti
     request = await request_for(pg, clock, dispatch, identity)
     paths.statements.clear()
     paths.transactions = 0
-    first = await pg.store.create_run(request)
+    first = await repositories.runs(pg.store).create_run(request)
     assert first.outcome is ports.RunCreateOutcome.CREATED
     assert (paths.statements, paths.transactions) == ([True], 0)
-    again = await pg.store.create_run(request)
+    again = await repositories.runs(pg.store).create_run(request)
     assert again.outcome is ports.RunCreateOutcome.EXISTING
     assert (paths.statements, paths.transactions) == ([True, False], 1)
     assert again.receipt == first.receipt
@@ -54,7 +54,7 @@ async def test_a_renewed_version_skips_the_fast_path_and_creates_in_the_shared_t
     request = await request_for(pg, clock, dispatch, identity)
     paths.statements.clear()
     paths.transactions = 0
-    result = await pg.store.create_run(request)
+    result = await repositories.runs(pg.store).create_run(request)
     assert result.outcome is ports.RunCreateOutcome.CREATED
     assert result.receipt is not None
     assert result.receipt.execution_version == renewal.lease.version
@@ -70,7 +70,7 @@ async def test_the_fast_path_writes_nothing_for_a_forged_token(
     request = await request_for(pg, clock, dispatch, forged)
     paths.statements.clear()
     paths.transactions = 0
-    result = await pg.store.create_run(request)
+    result = await repositories.runs(pg.store).create_run(request)
     assert (result.outcome, result.reason) == (
         ports.RunCreateOutcome.FENCED,
         "identity_mismatch",

@@ -15,7 +15,7 @@ import pytest
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.postgres import store as postgres_store
-from tests.support import stores, tools
+from tests.support import repositories, stores, tools
 from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.postgres
@@ -54,7 +54,7 @@ async def test_concurrent_starts_of_one_store_run_one_barrier_at_a_time_and_none
     results: list[ports.StartBarrierResult] = []
 
     async def prepare(command: Any) -> None:
-        results.append(await store.prepare(command))
+        results.append(await repositories.steps(store).prepare(command))
 
     async with anyio.create_task_group() as tg:
         for command in commands:

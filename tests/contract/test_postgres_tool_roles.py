@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.support import stores, tools
+from tests.support import repositories, stores, tools
 from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.postgres
@@ -33,7 +33,7 @@ async def started(clock: ManualClock) -> AsyncIterator[tuple[str, tools.Started]
             harness: Any = types.SimpleNamespace(store=store, approver_store=approver)
             run = await tools.live_run(harness, clock)
             one = await tools.started_tool(harness, clock, run)
-            assert (await store.prepare(one.command())).barrier is not None
+            assert (await repositories.steps(store).prepare(one.command())).barrier is not None
         finally:
             await store.close()
             await approver.close()

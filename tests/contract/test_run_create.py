@@ -11,7 +11,7 @@ from qinglong_dispatcher.actions.run_create import handler as run_create
 from qinglong_dispatcher.domain import errors, runs
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
-from tests.support import faults
+from tests.support import faults, repositories
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS, make_dispatcher
@@ -26,16 +26,17 @@ async def count(harness: Harness, name: str) -> int:
 async def test_dispatching_creates_one_run_with_its_receipt_in_the_completion_commit(
     harness: Harness, clock: ManualClock
 ) -> None:
+    repository = repositories.runs(harness.store)
     consumed = await submit_runs(harness.approver_store, clock, 3)
     report = await make_dispatcher(harness.store, clock).dispatch_batch()
     assert report.outcomes["succeeded"] == 3
     for c in consumed:
-        receipt = await harness.store.get_receipt(c.dispatch_id)
+        receipt = await repository.get_receipt(c.dispatch_id)
         assert receipt is not None
         assert receipt.is_intact()
         dispatch = await harness.store.get_dispatch(c.dispatch_id)
         assert dispatch is not None
-        run = await harness.store.get_run_by_key(dispatch.project_id, c.dispatch_id)
+        run = await repository.get_run_by_key(dispatch.project_id, c.dispatch_id)
         assert run is not None
         assert run.run_id == receipt.resource_id
         assert (run.status, run.trigger_type, run.execution_origin, run.execution_owner) == (
@@ -67,11 +68,12 @@ async def test_dispatching_creates_one_run_with_its_receipt_in_the_completion_co
 async def test_replay_returns_the_original_run_and_writes_nothing(
     harness: Harness, clock: ManualClock
 ) -> None:
+    repository = repositories.runs(harness.store)
     await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
-    first = await harness.store.create_run(await request_for(harness, clock, dispatch, identity))
+    first = await repository.create_run(await request_for(harness, clock, dispatch, identity))
     assert first.outcome is ports.RunCreateOutcome.CREATED
-    again = await harness.store.create_run(
+    again = await repository.create_run(
         await request_for(harness, clock, dispatch, identity, run_id="r-2")
     )
     assert again.outcome is ports.RunCreateOutcome.EXISTING
@@ -97,7 +99,7 @@ async def test_an_idempotency_key_collision_without_receipt_is_a_stable_conflict
     )
     dispatch, identity = await started_execution(harness, clock)
     for run_id in ("r-1", "r-2"):
-        result = await harness.store.create_run(
+        result = await repositories.runs(harness.store).create_run(
             await request_for(harness, clock, dispatch, identity, run_id=run_id)
         )
         assert (result.outcome, result.reason) == (
@@ -141,7 +143,9 @@ async def test_a_renewed_version_is_accepted_and_recorded_in_the_receipt(
         identity.as_lease(), now_ms=clock.now_ms(), lease_ms=LEASE_MS
     )
     assert renewal.lease is not None
-    result = await harness.store.create_run(await request_for(harness, clock, dispatch, identity))
+    result = await repositories.runs(harness.store).create_run(
+        await request_for(harness, clock, dispatch, identity)
+    )
     assert result.outcome is ports.RunCreateOutcome.CREATED
     assert result.receipt is not None
     assert result.receipt.execution_version == renewal.lease.version > identity.version
@@ -150,6 +154,7 @@ async def test_a_renewed_version_is_accepted_and_recorded_in_the_receipt(
 async def test_a_stale_handler_is_fenced_before_any_run_write(
     harness: Harness, clock: ManualClock
 ) -> None:
+    repository = repositories.runs(harness.store)
     await submit_runs(harness.approver_store, clock, 1)
     dispatch, identity = await started_execution(harness, clock)
     from qinglong_dispatcher.domain import states
@@ -162,13 +167,13 @@ async def test_a_stale_handler_is_fenced_before_any_run_write(
         now_ms=clock.now_ms(),
     )
     assert done.outcome is Outcome.COMPLETED
-    result = await harness.store.create_run(await request_for(harness, clock, dispatch, identity))
+    result = await repository.create_run(await request_for(harness, clock, dispatch, identity))
     assert (result.outcome, result.reason) == (ports.RunCreateOutcome.FENCED, "not_executing")
     other = dataclasses.replace(identity, token="t-other")
     await submit_runs(harness.approver_store, clock, 1)
     dispatch2, identity2 = await started_execution(harness, clock)
     forged = dataclasses.replace(identity2, token=other.token)
-    result2 = await harness.store.create_run(await request_for(harness, clock, dispatch2, forged))
+    result2 = await repository.create_run(await request_for(harness, clock, dispatch2, forged))
     assert (result2.outcome, result2.reason) == (ports.RunCreateOutcome.FENCED, "identity_mismatch")
     assert await count(harness, "runs") == 0
 
@@ -185,7 +190,9 @@ async def test_a_failure_anywhere_in_the_effect_rolls_back_every_fact(
     events_before = len(await harness.store.execution_events(dispatch.dispatch_id))
     await faults.fail_inserts_into(harness, table)
     with pytest.raises(errors.StoreError):
-        await harness.store.create_run(await request_for(harness, clock, dispatch, identity))
+        await repositories.runs(harness.store).create_run(
+            await request_for(harness, clock, dispatch, identity)
+        )
     for name in ("runs", "run_attempts", "run_events", "approved_run_action_receipts"):
         assert await count(harness, name) == 0, name
     execution = await harness.store.get_execution(dispatch.dispatch_id)
@@ -200,7 +207,7 @@ async def test_inspect_resolves_the_plan_without_writing(
     (consumed,) = await submit_runs(harness.approver_store, clock, 1)
     dispatch = await harness.store.get_dispatch(consumed.dispatch_id)
     assert dispatch is not None
-    handler = run_create.RunCreateHandler(harness.store, harness.store, clock)
+    handler = run_create.RunCreateHandler(harness.store, repositories.runs(harness.store), clock)
     result = await handler.inspect(dispatch)
     assert (result.kind, result.action_digest) == (
         ports.InspectKind.READY,

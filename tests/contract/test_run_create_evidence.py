@@ -8,6 +8,7 @@ import pytest
 
 from qinglong_dispatcher.actions.run_create import evidence as run_create_evidence
 from qinglong_dispatcher.domain import recovery
+from tests.support import repositories
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS
@@ -24,7 +25,9 @@ async def snapshot_after_expiry(harness: Harness, clock: ManualClock) -> recover
 
 
 async def evidence(harness: Harness, snapshot: recovery.Snapshot) -> recovery.Evidence:
-    return await run_create_evidence.RunCreateEvidence(harness.store).evidence(snapshot)
+    return await run_create_evidence.RunCreateEvidence(repositories.runs(harness.store)).evidence(
+        snapshot
+    )
 
 
 async def test_a_matching_receipt_and_run_are_verified(
@@ -148,7 +151,7 @@ async def test_a_receipt_bound_to_another_execution_is_refused_by_the_database(
     pair = await started_execution(harness, clock)
     with pytest.raises(Exception, match=RECEIPT_GUARD):
         await plant_run_and_receipt(harness, clock, *pair, receipt_changes=changes)
-    assert await harness.store.get_receipt(pair[0].dispatch_id) is None
+    assert await repositories.runs(harness.store).get_receipt(pair[0].dispatch_id) is None
     found = await evidence(harness, await snapshot_after_expiry(harness, clock))
     assert found.kind is not Kind.VERIFIED_SUCCEEDED
 
@@ -195,4 +198,4 @@ async def test_a_receipt_for_a_run_of_another_dispatch_is_refused_by_the_databas
     pair = await started_execution(harness, clock)
     with pytest.raises(Exception, match=RECEIPT_GUARD):
         await plant_run_and_receipt(harness, clock, *pair, run_changes=changes)
-    assert await harness.store.get_receipt(pair[0].dispatch_id) is None
+    assert await repositories.runs(harness.store).get_receipt(pair[0].dispatch_id) is None

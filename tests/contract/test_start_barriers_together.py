@@ -13,7 +13,7 @@ from qinglong_dispatcher.actions.tool_invoke import file_write
 from qinglong_dispatcher.actions.tool_invoke import handler as tool_invoke
 from qinglong_dispatcher.domain import records
 from qinglong_dispatcher.domain.states import ExecutionStatus
-from tests.support import faults, tools
+from tests.support import faults, repositories, tools
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import make_dispatcher
@@ -56,6 +56,7 @@ async def test_concurrent_items_commit_their_start_barriers_together(
     handlers = tools.tool_handlers(store, clock, sandbox_dir)
     handlers[tool_invoke.ACTION_TYPE] = tool_invoke.ToolInvokeHandler(
         store,
+        repositories.steps(store),
         clock,
         adapter=file_write.FileWriteAdapter(sandbox_dir),
         profile="edge",

@@ -13,7 +13,7 @@ from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.domain.tools import start as tool_start
 from qinglong_dispatcher.domain.tools import steps
-from tests.support import faults, tools
+from tests.support import faults, repositories, tools
 from tests.support.clock import ManualClock
 from tests.support.stores import Harness
 
@@ -23,11 +23,12 @@ Outcome = ports.StartOutcome
 async def test_prepare_commits_every_fact_and_both_entry_points_return_the_barrier(
     harness: Harness, clock: ManualClock
 ) -> None:
+    tool_steps = repositories.steps(harness.store)
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     before = await tools.fact_counts(harness)
     command = started.command()
-    result = await harness.store.prepare(command)
+    result = await tool_steps.prepare(command)
     assert result.outcome is Outcome.CREATED
     assert result.barrier is not None
     barrier = result.barrier.barrier
@@ -51,14 +52,14 @@ async def test_prepare_commits_every_fact_and_both_entry_points_return_the_barri
     assert (barrier.started_step_run_version, barrier.run_event_seq) == (2, run.event_seq + 1)
     assert barrier.dispatch_id == started.dispatch.dispatch_id
     assert barrier.snapshot_digest == tool_registry.snapshot_digest()
-    by_start = await harness.store.get_by_start_id(command.start_id)
-    by_version = await harness.store.get_by_started_step_run_version(
+    by_start = await tool_steps.get_by_start_id(command.start_id)
+    by_version = await tool_steps.get_by_started_step_run_version(
         run.run_id, started.step.step_run_id, 2
     )
     assert by_start == by_version == result.barrier
-    assert await harness.store.get_by_start_id("ts-nothing") is None
-    assert await harness.store.get_by_started_step_run_version(run.run_id, "s-x", 2) is None
-    (mutation,) = await harness.store.step_run_mutations(started.step.step_run_id)
+    assert await tool_steps.get_by_start_id("ts-nothing") is None
+    assert await tool_steps.get_by_started_step_run_version(run.run_id, "s-x", 2) is None
+    (mutation,) = await tool_steps.step_run_mutations(started.step.step_run_id)
     assert (mutation.from_status, mutation.to_status) == (
         steps.StepRunStatus.WAITING_APPROVAL,
         steps.StepRunStatus.RUNNING,
@@ -76,28 +77,30 @@ async def test_prepare_commits_every_fact_and_both_entry_points_return_the_barri
 async def test_committed_at_is_the_database_clock_not_the_callers(
     harness: Harness, clock: ManualClock
 ) -> None:
+    tool_steps = repositories.steps(harness.store)
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     clock.advance(s=86_400 * 365)  # the caller's clock is a year ahead: it must not matter
     before = int(time.time() * 1000)
-    result = await harness.store.prepare(started.command())
+    result = await tool_steps.prepare(started.command())
     after = int(time.time() * 1000)
     assert result.barrier is not None
     committed = result.barrier.barrier.committed_at_ms
     assert before - 1000 <= committed <= after + 1000
-    (mutation,) = await harness.store.step_run_mutations(started.step.step_run_id)
+    (mutation,) = await tool_steps.step_run_mutations(started.step.step_run_id)
     assert mutation.committed_at_ms == committed
 
 
 async def test_an_exact_replay_is_existing_and_writes_nothing(
     harness: Harness, clock: ManualClock
 ) -> None:
+    tool_steps = repositories.steps(harness.store)
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
-    first = await harness.store.prepare(started.command())
+    first = await tool_steps.prepare(started.command())
     counts = await tools.fact_counts(harness)
     position = await tools.positions(harness, run.run_id, started.step.step_run_id)
-    again = await harness.store.prepare(started.command())
+    again = await tool_steps.prepare(started.command())
     assert again.outcome is Outcome.EXISTING
     assert again.barrier == first.barrier
     assert await tools.fact_counts(harness) == counts
@@ -107,16 +110,17 @@ async def test_an_exact_replay_is_existing_and_writes_nothing(
 async def test_content_drift_under_the_same_identity_is_a_semantic_conflict(
     harness: Harness, clock: ManualClock
 ) -> None:
+    tool_steps = repositories.steps(harness.store)
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
-    await harness.store.prepare(started.command())
+    await tool_steps.prepare(started.command())
     counts = await tools.fact_counts(harness)
     drifted = started.command(policy=tool_registry.ToolPolicy(sandbox_root="/elsewhere"))
     assert drifted.start_id == started.command().start_id
-    result = await harness.store.prepare(drifted)
+    result = await tool_steps.prepare(drifted)
     assert (result.outcome, result.reason) == (Outcome.CONFLICT, "start_id_reused")
     # Another start id for the StepRun version already started: the version is taken.
-    other = await harness.store.prepare(started.command(key="another-start"))
+    other = await tool_steps.prepare(started.command(key="another-start"))
     assert (other.outcome, other.reason) == (Outcome.CONFLICT, "identity_in_use")
     assert await tools.fact_counts(harness) == counts
 
@@ -124,19 +128,20 @@ async def test_content_drift_under_the_same_identity_is_a_semantic_conflict(
 async def test_a_step_run_that_moved_or_a_finished_run_refuses_and_writes_nothing(
     harness: Harness, clock: ManualClock
 ) -> None:
+    tool_steps = repositories.steps(harness.store)
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     counts = await tools.fact_counts(harness)
     runs_table = faults.table(harness, "runs")
     await harness.raw(f"UPDATE {runs_table} SET status = 'succeeded' WHERE run_id = '{run.run_id}'")
-    result = await harness.store.prepare(started.command())
+    result = await tool_steps.prepare(started.command())
     assert (result.outcome, result.reason) == (Outcome.CONFLICT, "run_not_active")
     await harness.raw(f"UPDATE {runs_table} SET status = 'running' WHERE run_id = '{run.run_id}'")
     # Not a change the state machine allows (same status): only a tampered row moves so.
     await faults.tamper_mutable(
         harness, "step_runs", "version = 7", f"step_run_id = '{started.step.step_run_id}'"
     )
-    result = await harness.store.prepare(started.command())
+    result = await tool_steps.prepare(started.command())
     assert (result.outcome, result.reason) == (Outcome.CONFLICT, "step_run_version_moved")
     assert await tools.fact_counts(harness) == counts
 
@@ -157,6 +162,7 @@ WRITE_FAULTS = {
 async def test_a_failure_at_any_write_of_the_start_rolls_back_every_fact(
     harness: Harness, clock: ManualClock, step: str
 ) -> None:
+    tool_steps = repositories.steps(harness.store)
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     counts = await tools.fact_counts(harness)
@@ -167,10 +173,10 @@ async def test_a_failure_at_any_write_of_the_start_rolls_back_every_fact(
     else:
         await tools.fail_updates_of(harness, table)
     with pytest.raises(errors.StoreError):
-        await harness.store.prepare(started.command())
+        await tool_steps.prepare(started.command())
     assert await tools.fact_counts(harness) == counts
     assert await tools.positions(harness, run.run_id, started.step.step_run_id) == position
-    assert await harness.store.get_by_start_id(started.command().start_id) is None
+    assert await tool_steps.get_by_start_id(started.command().start_id) is None
 
 
 async def test_step_2_a_step_run_failing_its_binding_check_fails_closed(
@@ -187,7 +193,7 @@ async def test_step_2_a_step_run_failing_its_binding_check_fails_closed(
     )
     position = await tools.positions(harness, run.run_id, started.step.step_run_id)
     with pytest.raises(errors.StoreCorrupted):
-        await harness.store.prepare(started.command())
+        await repositories.steps(harness.store).prepare(started.command())
     assert await tools.fact_counts(harness) == counts
     assert await tools.positions(harness, run.run_id, started.step.step_run_id) == position
 
@@ -206,10 +212,11 @@ CORRUPTIONS = {
 async def test_a_hand_corrupted_barrier_is_rejected_on_read_and_on_replay(
     harness: Harness, clock: ManualClock, what: str
 ) -> None:
+    tool_steps = repositories.steps(harness.store)
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     command = started.command()
-    await harness.store.prepare(command)
+    await tool_steps.prepare(command)
     table, assignment = CORRUPTIONS[what]
     where = {
         "tool_execution_start_barriers": f"start_id = '{command.start_id}'",
@@ -219,22 +226,23 @@ async def test_a_hand_corrupted_barrier_is_rejected_on_read_and_on_replay(
     }[table]
     await tools.tamper(harness, table, assignment.format(zero="0" * 64), where)
     with pytest.raises(errors.StoreCorrupted):
-        await harness.store.get_by_start_id(command.start_id)
+        await tool_steps.get_by_start_id(command.start_id)
     with pytest.raises(errors.StoreCorrupted):
-        await harness.store.get_by_started_step_run_version(run.run_id, started.step.step_run_id, 2)
+        await tool_steps.get_by_started_step_run_version(run.run_id, started.step.step_run_id, 2)
     # Step 1 of a replay meets the corrupted row: it fails closed and writes nothing.
     counts = await tools.fact_counts(harness)
     with pytest.raises(errors.StoreCorrupted):
-        await harness.store.prepare(command)
+        await tool_steps.prepare(command)
     assert await tools.fact_counts(harness) == counts
 
 
 async def test_a_new_step_run_version_gets_its_own_barrier_and_the_old_one_stays(
     harness: Harness, clock: ManualClock
 ) -> None:
+    tool_steps = repositories.steps(harness.store)
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
-    first = await harness.store.prepare(started.command())
+    first = await tool_steps.prepare(started.command())
     assert first.barrier is not None
     table = faults.table(harness, "step_runs")
     step_id = started.step.step_run_id
@@ -245,7 +253,7 @@ async def test_a_new_step_run_version_gets_its_own_barrier_and_the_old_one_stays
     await harness.raw(
         f"UPDATE {table} SET status = 'ready', version = 4 WHERE step_run_id = '{step_id}'"
     )
-    ready = await harness.store.get_step_run(step_id)
+    ready = await tool_steps.get_step_run(step_id)
     assert ready is not None
     retry = tool_invocations.build_command(
         ids=tool_invocations.ids_for("attempt-2"),
@@ -257,19 +265,19 @@ async def test_a_new_step_run_version_gets_its_own_barrier_and_the_old_one_stays
         dispatch=None,
         plan_digests=digests.PLAIN,
     )
-    second = await harness.store.prepare(retry)
+    second = await tool_steps.prepare(retry)
     assert second.outcome is Outcome.CREATED
     assert second.barrier is not None
     assert second.barrier.barrier.started_step_run_version == 5
     assert second.barrier.barrier.approval_request_id is None
-    assert await harness.store.get_by_started_step_run_version(run.run_id, step_id, 2) == (
+    assert await tool_steps.get_by_started_step_run_version(run.run_id, step_id, 2) == (
         first.barrier
     )
-    assert await harness.store.get_by_started_step_run_version(run.run_id, step_id, 5) == (
+    assert await tool_steps.get_by_started_step_run_version(run.run_id, step_id, 5) == (
         second.barrier
     )
     # Replaying the first start now is still `existing`, never a silent overwrite.
-    assert (await harness.store.prepare(started.command())).outcome is Outcome.EXISTING
+    assert (await tool_steps.prepare(started.command())).outcome is Outcome.EXISTING
 
 
 @pytest.mark.parametrize("same_command", [True, False], ids=["same_command", "other_start_id"])
@@ -283,7 +291,7 @@ async def test_two_connections_preparing_the_same_start_commit_one_barrier(
     results: list[ports.StartBarrierResult] = []
 
     async def prepare(store: ports.Store, command: tool_start.StartCommand) -> None:
-        results.append(await store.prepare(command))
+        results.append(await repositories.steps(store).prepare(command))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(prepare, harness.store, commands[0])

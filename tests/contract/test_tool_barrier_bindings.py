@@ -14,7 +14,7 @@ import pytest
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import runs
 from qinglong_dispatcher.domain.tools import start as tool_start
-from tests.support import tools
+from tests.support import repositories, tools
 from tests.support.clock import ManualClock
 from tests.support.stores import Harness
 
@@ -65,16 +65,16 @@ async def refused_without_a_write(
     step_id = started.step.step_run_id
     counts = await tools.fact_counts(harness)
     position = await tools.positions(harness, started.step.binding.run_id, step_id)
-    step_before = await harness.store.get_step_run(step_id)
-    result = await harness.store.prepare(command)
+    step_before = await repositories.steps(harness.store).get_step_run(step_id)
+    result = await repositories.steps(harness.store).prepare(command)
     assert (result.outcome, result.reason, result.barrier) == (Outcome.CONFLICT, reason, None)
     assert await tools.fact_counts(harness) == counts
     assert await tools.positions(harness, started.step.binding.run_id, step_id) == position
-    assert await harness.store.get_step_run(step_id) == step_before
-    assert await harness.store.get_by_start_id(command.start_id) is None
-    assert await harness.store.step_run_mutations(step_id) == []
+    assert await repositories.steps(harness.store).get_step_run(step_id) == step_before
+    assert await repositories.steps(harness.store).get_by_start_id(command.start_id) is None
+    assert await repositories.steps(harness.store).step_run_mutations(step_id) == []
     # The refusal left the step startable: the command it was bound to still starts it.
-    good = await harness.store.prepare(started.command())
+    good = await repositories.steps(harness.store).prepare(started.command())
     assert good.outcome is Outcome.CREATED
 
 

@@ -15,9 +15,8 @@ from qinglong_dispatcher.actions.tool_invoke import handler as tool_invoke
 from qinglong_dispatcher.dispatching import dispatcher
 from qinglong_dispatcher.domain import errors, records, recovery
 from qinglong_dispatcher.domain.states import ExecutionStatus
-from qinglong_dispatcher.domain.tools import start as tool_start
 from qinglong_dispatcher.domain.tools import steps
-from tests.support import faults, tools
+from tests.support import faults, repositories, tools
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS, make_dispatcher
 from tests.support.stores import Harness
@@ -67,7 +66,7 @@ async def test_fifty_approved_file_writes_make_fifty_files_and_fifty_barriers(
     for i, item in enumerate(submitted):
         target = sandbox_dir / run.project_id / item.consumed.dispatch_id
         assert target.read_text() == f"file {i}\n"
-        step = await harness.store.get_step_run(item.step_run_id)
+        step = await repositories.steps(harness.store).get_step_run(item.step_run_id)
         assert step is not None
         assert (step.status, step.version, step.result_code) == (
             Status.SUCCEEDED,
@@ -78,7 +77,7 @@ async def test_fifty_approved_file_writes_make_fifty_files_and_fifty_barriers(
         assert execution is not None
         assert execution.status is ExecutionStatus.SUCCEEDED
     assert await count(harness, "tool_execution_start_barriers") == 50
-    final = await harness.store.get_run(run.run_id)
+    final = await repositories.runs(harness.store).get_run(run.run_id)
     assert final is not None
     assert (final.version, final.event_seq) == (run.version + 100, run.event_seq + 100)
     counts = await harness.store.counts(now_ms=clock.now_ms())
@@ -100,7 +99,7 @@ async def test_the_file_is_idempotent_on_the_dispatch_id(
         (same, Status.SUCCEEDED, "file_already_written"),
         (other, Status.FAILED, "file_content_conflict"),
     ):
-        step = await harness.store.get_step_run(item.step_run_id)
+        step = await repositories.steps(harness.store).get_step_run(item.step_run_id)
         assert step is not None
         assert (step.status, step.result_code) == (status, code)
         execution = await harness.store.get_execution(item.consumed.dispatch_id)
@@ -122,7 +121,7 @@ async def test_a_missing_sandbox_is_refused_before_any_barrier(
         ExecutionStatus.RETRY_WAIT,
         "sandbox_unavailable",
     )
-    step = await harness.store.get_step_run(submitted.step_run_id)
+    step = await repositories.steps(harness.store).get_step_run(submitted.step_run_id)
     assert step is not None
     assert step.status is Status.WAITING_APPROVAL
     assert await count(harness, "tool_execution_start_barriers") == 0
@@ -131,7 +130,8 @@ async def test_a_missing_sandbox_is_refused_before_any_barrier(
 
 @dataclasses.dataclass
 class BusyBarrier:
-    """The real store, except that every `prepare` fails with a retryable error."""
+    """The real store, except that every `prepare` fails with a retryable error (its start
+    barrier's transaction, which `tool.invoke`'s repository runs on the store)."""
 
     store: ports.Store
     prepares: int = 0
@@ -139,7 +139,7 @@ class BusyBarrier:
     def __getattr__(self, name: str) -> object:
         return getattr(self.store, name)
 
-    async def prepare(self, command: tool_start.StartCommand) -> ports.StartBarrierResult:
+    async def barrier_transaction(self, work: object) -> ports.StartBarrierResult:
         self.prepares += 1
         raise errors.StoreBusy("injected: the Run row is locked")
 
@@ -164,7 +164,7 @@ async def test_a_prepare_that_never_succeeds_ends_failed_not_indeterminate(
         ExecutionStatus.FAILED,
         "start_unavailable",
     ), report
-    step = await harness.store.get_step_run(submitted.step_run_id)
+    step = await repositories.steps(harness.store).get_step_run(submitted.step_run_id)
     assert step is not None
     assert step.status is Status.FAILED
     assert not (sandbox_dir / run.project_id).exists()  # the adapter never ran
@@ -182,6 +182,7 @@ async def crash(harness: Harness, clock: ManualClock, sandbox_dir: Path, point: 
     """Die at a dispatcher crash point, or at one of the action's (`after_adapter`)."""
     handler = tool_invoke.ToolInvokeHandler(
         harness.store,
+        repositories.steps(harness.store),
         clock,
         adapter=file_write.FileWriteAdapter(sandbox_dir),
         profile="edge",
@@ -218,7 +219,7 @@ async def test_a_crash_after_the_file_settles_by_evidence_and_the_file_is_writte
     target = sandbox_dir / run.project_id / submitted.consumed.dispatch_id
     written = target.stat()
     assert await reconcile(harness, clock, sandbox_dir) == "resolved_succeeded"
-    step = await harness.store.get_step_run(submitted.step_run_id)
+    step = await repositories.steps(harness.store).get_step_run(submitted.step_run_id)
     assert step is not None
     assert (step.status, step.result_code) == (Status.SUCCEEDED, "evidence_verified")
     resolution = await harness.store.get_resolution(submitted.consumed.dispatch_id)
@@ -270,7 +271,7 @@ async def test_evidence_is_missing_conflict_or_unavailable_but_never_guessed(
     execution = await harness.store.get_execution(submitted.consumed.dispatch_id)
     assert execution is not None
     assert execution.status is ExecutionStatus.EXECUTING  # still recovery_required
-    step = await harness.store.get_step_run(submitted.step_run_id)
+    step = await repositories.steps(harness.store).get_step_run(submitted.step_run_id)
     assert step is not None
     assert step.status is (Status.WAITING_APPROVAL if point == "after_start" else Status.RUNNING)
 
@@ -297,7 +298,7 @@ async def test_a_write_failing_before_the_rename_fails_and_after_it_is_indetermi
     monkeypatch.setattr("qinglong_dispatcher.actions.tool_invoke.file_write.os.fsync", fsync)
     await dispatcher_for(harness, clock, sandbox_dir).dispatch_batch()
     execution = await harness.store.get_execution(submitted.consumed.dispatch_id)
-    step = await harness.store.get_step_run(submitted.step_run_id)
+    step = await repositories.steps(harness.store).get_step_run(submitted.step_run_id)
     assert execution is not None
     assert step is not None
     written = sorted(p.name for p in (sandbox_dir / run.project_id).iterdir())
@@ -344,10 +345,15 @@ class _RaisingAdapter(file_write.FileWriteAdapter):
 async def test_an_adapter_that_raises_blocks_the_execution_and_loses_the_step_together(
     harness: Harness, clock: ManualClock, sandbox_dir: Path
 ) -> None:
+    tool_steps = repositories.steps(harness.store)
     run = await tools.live_run(harness, clock)
     submitted = await tools.submit_tool(harness, clock, run, content="never explained\n")
     handler = tool_invoke.ToolInvokeHandler(
-        harness.store, clock, adapter=_RaisingAdapter(sandbox_dir), profile="edge"
+        harness.store,
+        tool_steps,
+        clock,
+        adapter=_RaisingAdapter(sandbox_dir),
+        profile="edge",
     )
     report = await make_dispatcher(
         harness.store, clock, handlers={tool_invoke.ACTION_TYPE: handler}
@@ -359,6 +365,6 @@ async def test_an_adapter_that_raises_blocks_the_execution_and_loses_the_step_to
         ExecutionStatus.BLOCKED,
         "indeterminate:adapter_raised",
     )
-    step = await harness.store.get_step_run(submitted.step_run_id)
+    step = await tool_steps.get_step_run(submitted.step_run_id)
     assert step is not None
     assert step.status is Status.LOST

@@ -10,7 +10,7 @@ from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.domain import errors, states
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.domain.tools import steps
-from tests.support import faults, tools
+from tests.support import faults, repositories, tools
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS
 from tests.support.stores import Harness
@@ -41,22 +41,23 @@ async def count(h: Harness, table: str) -> int:
 async def test_a_step_run_is_created_only_under_a_queued_or_running_run_of_its_project(
     harness: Harness, clock: ManualClock
 ) -> None:
+    tool_steps = repositories.steps(harness.store)
     run = await tools.live_run(harness, clock)
-    created = await harness.store.create_step_run(
+    created = await tool_steps.create_step_run(
         steps.NewStepRun(binding=_binding(run.run_id, run.project_id), status=Status.READY),
         now_ms=clock.now_ms(),
     )
     assert (created.status, created.version, created.result_code) == (Status.READY, 1, None)
-    assert await harness.store.get_step_run("s-1") == created
+    assert await tool_steps.get_step_run("s-1") == created
     with pytest.raises(errors.StepRunRefused, match="not found"):
-        await harness.store.create_step_run(
+        await tool_steps.create_step_run(
             steps.NewStepRun(
                 binding=_binding("r-missing", run.project_id, "s-2"), status=Status.READY
             ),
             now_ms=clock.now_ms(),
         )
     with pytest.raises(errors.StepRunRefused, match="not found"):
-        await harness.store.create_step_run(
+        await tool_steps.create_step_run(
             steps.NewStepRun(
                 binding=_binding(run.run_id, "other-project", "s-3"), status=Status.READY
             ),
@@ -67,7 +68,7 @@ async def test_a_step_run_is_created_only_under_a_queued_or_running_run_of_its_p
         f"WHERE run_id = '{run.run_id}'"
     )
     with pytest.raises(errors.StepRunRefused, match="is failed"):
-        await harness.store.create_step_run(
+        await tool_steps.create_step_run(
             steps.NewStepRun(
                 binding=_binding(run.run_id, run.project_id, "s-4"), status=Status.READY
             ),
@@ -92,7 +93,7 @@ async def test_submitting_a_tool_step_is_one_transaction_all_or_nothing(
     assert {t: await count(harness, t) for t in before} == before
     assert await count(harness, "step_runs") == 0
     submitted = await tools.submit_tool(harness, clock, run)
-    step = await harness.store.get_step_run(submitted.step_run_id)
+    step = await repositories.steps(harness.store).get_step_run(submitted.step_run_id)
     assert step is not None
     assert step.status is Status.WAITING_APPROVAL
     assert step.binding.approval_request_id == submitted.consumed.approval_request_id
@@ -106,9 +107,10 @@ async def test_submitting_a_tool_step_is_one_transaction_all_or_nothing(
 async def test_the_adapter_result_settles_the_step_run_and_the_execution_together(
     harness: Harness, clock: ManualClock
 ) -> None:
+    tool_steps = repositories.steps(harness.store)
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
-    assert (await harness.store.prepare(started.command())).outcome is ports.StartOutcome.CREATED
+    assert (await tool_steps.prepare(started.command())).outcome is ports.StartOutcome.CREATED
     request = ports.ToolStepCompletion(
         dispatch=started.dispatch,
         identity=started.identity,
@@ -117,14 +119,14 @@ async def test_the_adapter_result_settles_the_step_run_and_the_execution_togethe
         result_code="file_written",
         now_ms=clock.now_ms(),
     )
-    done = await harness.store.complete_tool_step(request)
+    done = await tool_steps.complete_tool_step(request)
     assert (done.outcome, done.step_status) == (
         ports.ToolStepOutcome.COMPLETED,
         Status.SUCCEEDED,
     )
-    again = await harness.store.complete_tool_step(request)
+    again = await tool_steps.complete_tool_step(request)
     assert again.outcome is ports.ToolStepOutcome.EXISTING
-    ledger = await harness.store.step_run_mutations(started.step.step_run_id)
+    ledger = await tool_steps.step_run_mutations(started.step.step_run_id)
     assert [(m.from_status, m.to_status, m.to_version) for m in ledger] == [
         (Status.WAITING_APPROVAL, Status.RUNNING, 2),
         (Status.RUNNING, Status.SUCCEEDED, 3),
@@ -146,11 +148,12 @@ async def test_the_adapter_result_settles_the_step_run_and_the_execution_togethe
 async def test_a_fenced_completion_changes_neither_the_step_run_nor_the_execution(
     harness: Harness, clock: ManualClock
 ) -> None:
+    tool_steps = repositories.steps(harness.store)
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
-    await harness.store.prepare(started.command())
+    await tool_steps.prepare(started.command())
     forged = dataclasses.replace(started.identity, token="forged")
-    done = await harness.store.complete_tool_step(
+    done = await tool_steps.complete_tool_step(
         ports.ToolStepCompletion(
             dispatch=started.dispatch,
             identity=forged,
@@ -161,7 +164,7 @@ async def test_a_fenced_completion_changes_neither_the_step_run_nor_the_executio
         )
     )
     assert done.outcome is ports.ToolStepOutcome.FENCED
-    step = await harness.store.get_step_run(started.step.step_run_id)
+    step = await tool_steps.get_step_run(started.step.step_run_id)
     assert step is not None
     assert (step.status, step.version) == (Status.RUNNING, 2)
 
@@ -170,10 +173,11 @@ async def test_a_fenced_completion_changes_neither_the_step_run_nor_the_executio
 async def test_a_manual_failed_resolution_fails_the_step_run_in_its_transaction(
     harness: Harness, clock: ManualClock, prepared: bool
 ) -> None:
+    tool_steps = repositories.steps(harness.store)
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
     if prepared:
-        await harness.store.prepare(started.command())
+        await tool_steps.prepare(started.command())
     clock.advance(ms=LEASE_MS)
     done = await api.resolve_manually(
         harness.operator_store,
@@ -184,19 +188,20 @@ async def test_a_manual_failed_resolution_fails_the_step_run_in_its_transaction(
         reason="checked_sandbox",
     )
     assert done.status is states.ExecutionStatus.FAILED
-    step = await harness.store.get_step_run(started.step.step_run_id)
+    step = await tool_steps.get_step_run(started.step.step_run_id)
     assert step is not None
     assert (step.status, step.result_code) == (Status.FAILED, "checked_sandbox")
-    ledger = await harness.store.step_run_mutations(started.step.step_run_id)
+    ledger = await tool_steps.step_run_mutations(started.step.step_run_id)
     assert ledger[-1].from_status is (Status.RUNNING if prepared else Status.WAITING_APPROVAL)
 
 
 async def test_a_blocked_resolution_marks_a_started_step_run_lost_and_nothing_rearms_it(
     harness: Harness, clock: ManualClock
 ) -> None:
+    tool_steps = repositories.steps(harness.store)
     run = await tools.live_run(harness, clock)
     started = await tools.started_tool(harness, clock, run)
-    await harness.store.prepare(started.command())
+    await tool_steps.prepare(started.command())
     clock.advance(ms=LEASE_MS)
     await api.resolve_manually(
         harness.operator_store,
@@ -206,7 +211,7 @@ async def test_a_blocked_resolution_marks_a_started_step_run_lost_and_nothing_re
         operator="oncall-1",
         reason="unknown_outcome",
     )
-    step = await harness.store.get_step_run(started.step.step_run_id)
+    step = await tool_steps.get_step_run(started.step.step_run_id)
     assert step is not None
     assert step.status is Status.LOST
     assert (Status.LOST, Status.READY) not in steps.ALLOWED_TRANSITIONS

@@ -17,7 +17,7 @@ from qinglong_dispatcher.dispatching import dispatcher
 from qinglong_dispatcher.domain import records, recovery
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.recovery import reconciler
-from tests.support import faults, page_crash
+from tests.support import faults, page_crash, repositories
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS, make_dispatcher
@@ -149,7 +149,7 @@ async def test_run_create_crash_points(
     hook = crash_at(point)
     crashing = await harness.open_another()
     handler: ports.ApprovedActionHandler = run_create.RunCreateHandler(
-        crashing, crashing, clock, fault_hook=hook
+        crashing, repositories.runs(crashing), clock, fault_hook=hook
     )
     if path == "per_item":
         handler = page_crash.PerItemOnly(handler)

@@ -22,7 +22,7 @@ from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
 from qinglong_dispatcher.config.settings import load_settings
 from qinglong_dispatcher.domain import errors, states
 from qinglong_dispatcher.lifecycle import daemon
-from tests.support import stores
+from tests.support import repositories, stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.disk_full import DiskFull, snapshot
@@ -248,7 +248,7 @@ async def test_tool_start_barrier(
     assert _count(store.db.path, "SELECT count(*) FROM tool_execution_start_barriers") == 1
     files = [p for p in sandbox.rglob("*") if p.is_file()]
     assert [p.read_text() for p in files] == ["space, at last\n"]
-    step = await store.get_step_run(submitted.step_run_id)
+    step = await repositories.steps(store).get_step_run(submitted.step_run_id)
     assert step is not None
     assert step.status.value == "succeeded"
     _started_once(store.db.path)

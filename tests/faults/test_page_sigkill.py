@@ -26,7 +26,7 @@ import pytest
 
 from qinglong_dispatcher import clock, ports
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
-from tests.support import stores
+from tests.support import repositories, stores
 from tests.support.actions import submit_runs, submit_runs_as_approver
 from tests.support.dispatching import make_dispatcher
 
@@ -157,8 +157,11 @@ async def test_sigkill_inside_the_page_transaction_commits_nothing_and_each_item
                     ExecutionStatus.PENDING,
                     ExecutionStatus.LEASED,
                 ]
-                assert await store.get_receipt(dispatch_id) is None
-                assert await store.get_run_by_key(row.project_id, dispatch_id) is None
+                assert await repositories.runs(store).get_receipt(dispatch_id) is None
+                assert (
+                    await repositories.runs(store).get_run_by_key(row.project_id, dispatch_id)
+                    is None
+                )
             far = await store.counts(now_ms=system.now_ms() + 3_600_000)
             assert far.runs == 0
             assert far.executions[EffectiveStatus.EXECUTING] == 0
@@ -191,9 +194,9 @@ async def test_sigkill_inside_the_page_transaction_commits_nothing_and_each_item
                 assert len(starts) == 1
                 assert (starts[0].lease_owner, starts[0].attempt) == ("survivor", 1)
                 assert [e.to_status for e in events].count(ExecutionStatus.EXECUTING) == 1
-                run = await store.get_run_by_key(row.project_id, dispatch_id)
+                run = await repositories.runs(store).get_run_by_key(row.project_id, dispatch_id)
                 assert run is not None
-                receipt = await store.get_receipt(dispatch_id)
+                receipt = await repositories.runs(store).get_receipt(dispatch_id)
                 assert receipt is not None
                 assert receipt.is_intact()
                 assert (receipt.resource_id, receipt.execution_attempt) == (run.run_id, 1)

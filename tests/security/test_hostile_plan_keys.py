@@ -38,7 +38,7 @@ async def _sealed(h: stores.Harness, tmp_path: Path, clock: ManualClock) -> str:
     plan_keyring.generate(ring)
     envelopes = plan_envelopes.from_keyring(ring)
     await h.register_plan_keys(*envelopes.key_ids)
-    h.approver_store.envelopes = envelopes  # type: ignore[attr-defined]
+    h.approver_store.envelopes = envelopes  # type: ignore[misc]
     (consumed,) = await submit_runs(h.approver_store, clock, 1)
     return consumed.action_ref
 

@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 
 from qinglong_dispatcher.domain import digests, ids, records
-from tests.support import refusals, stores
+from tests.support import refusals, repositories, stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.recovery import request_for, started_execution
@@ -391,8 +391,10 @@ async def test_a_receipted_runs_identity_never_changes(
     pg: stores.Harness, now: ManualClock
 ) -> None:
     dispatch, identity = await _executing(pg, now)
-    await pg.store.create_run(await request_for(pg, now, dispatch, identity, run_id="r-1"))
-    assert await pg.store.get_receipt(dispatch.dispatch_id) is not None
+    await repositories.runs(pg.store).create_run(
+        await request_for(pg, now, dispatch, identity, run_id="r-1")
+    )
+    assert await repositories.runs(pg.store).get_receipt(dispatch.dispatch_id) is not None
     (run,) = await pg.raw("SELECT run_id, idempotency_key FROM qinglong.runs")
     before = await pg.raw("SELECT * FROM qinglong.runs")
     for column, value in (("idempotency_key", "'k-other'"), ("project_id", "'p-other'")):

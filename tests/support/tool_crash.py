@@ -17,6 +17,7 @@ from qinglong_dispatcher.actions.tool_invoke import file_write
 from qinglong_dispatcher.actions.tool_invoke import handler as tool_invoke
 from qinglong_dispatcher.config.settings import load_settings
 from qinglong_dispatcher.domain import records
+from tests.support import repositories
 
 
 async def _kill_after_adapter(point: str, dispatch: records.Dispatch) -> None:
@@ -31,6 +32,7 @@ async def main() -> None:
     the_clock = clock.SystemClock()
     handler = tool_invoke.ToolInvokeHandler(
         store,
+        repositories.steps(store),
         the_clock,
         adapter=file_write.FileWriteAdapter(settings.tool_sandbox_dir),
         profile=settings.profile,

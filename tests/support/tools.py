@@ -13,7 +13,7 @@ from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.domain.tools import start as tool_start
 from qinglong_dispatcher.domain.tools import steps
-from tests.support import faults
+from tests.support import faults, repositories
 from tests.support.actions import DEFAULT_TTL_MS, submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS, make_dispatcher
@@ -38,7 +38,7 @@ async def live_run(h: Harness, clock: ManualClock, project: str = "proj-1") -> r
     (consumed,) = await submit_runs(h.approver_store, clock, 1, project=project)
     report = await make_dispatcher(h.store, clock).dispatch_batch()
     assert report.outcomes["succeeded"] == 1
-    run = await h.store.get_run_by_key(project, consumed.dispatch_id)
+    run = await repositories.runs(h.store).get_run_by_key(project, consumed.dispatch_id)
     assert run is not None
     return run
 
@@ -49,6 +49,7 @@ async def submit_tool(
     """A `builtin.file.write` step waiting for its (approved and consumed) approval."""
     return await tool_api.submit_tool_invocation(
         h.approver_store,
+        repositories.steps(h.approver_store),
         clock,
         api.Policy(approval_ttl_ms=DEFAULT_TTL_MS, max_attempts=5),
         project_id=run.project_id,
@@ -111,7 +112,7 @@ async def started_tool(
     assert stored is not None
     plan = plans.parse_plan("tool.invoke", stored.plan_json.encode())
     assert isinstance(plan, plans.ToolInvocationPlan)
-    step = await h.store.get_step_run(submitted.step_run_id)
+    step = await repositories.steps(h.store).get_step_run(submitted.step_run_id)
     assert step is not None
     return Started(dispatch=claim.dispatch, identity=result.identity, plan=plan, step=step)
 

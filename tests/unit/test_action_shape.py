@@ -7,7 +7,11 @@ import pathlib
 
 import pytest
 
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import builtin, contract, registry
+from qinglong_dispatcher.actions.run_create import tables as run_create_tables
+from qinglong_dispatcher.actions.tool_invoke import tables as tool_invoke_tables
+from qinglong_dispatcher.adapters.sql import store
 from qinglong_dispatcher.domain import plans
 
 EXAMPLE = pathlib.Path(__file__).parents[2] / "examples" / "qinglong-action-note"
@@ -43,3 +47,22 @@ def test_the_example_package_has_the_same_modules_as_a_built_in_one() -> None:
     assert {"__init__", "plan", "handler", "evidence"} <= modules
     source = (EXAMPLE / "qinglong_action_note" / "__init__.py").read_text(encoding="utf-8")
     assert "ACTION = contract.ActionSpec(" in source
+
+
+def test_an_action_repository_is_its_own_and_the_store_has_none_of_its_methods() -> None:
+    # Each built-in action builds its repository over the store (docs/decisions/0032): the
+    # store forwards none of them, so its port stays the store's own.
+    for port, repository in (
+        (ports.RunCreateRepository, run_create_tables.Repository),
+        (ports.ToolSteps, tool_invoke_tables.Repository),
+    ):
+        methods = {
+            name
+            for klass in port.__mro__
+            if klass.__module__.startswith("qinglong_dispatcher.ports")
+            for name, member in vars(klass).items()
+            if callable(member) and not name.startswith("_")
+        }
+        assert methods
+        assert all(callable(getattr(repository, name, None)) for name in methods)
+        assert not {name for name in methods if hasattr(store.SqlStore, name)}

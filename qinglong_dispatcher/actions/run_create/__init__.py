@@ -7,7 +7,9 @@
 - `evidence`: the receipt and the Run, read-only;
 - its tables: `runs`, `run_attempts`, `run_events` and `approved_run_action_receipts`
   (migration `0002_runs_and_receipts`), written by its own transaction `store.py` with its
-  statements `queries/<dialect>.sql` (the store runs it, alone or a page at a time).
+  statements `queries/<dialect>.sql`: its repository (`tables.Repository`, built here over
+  the store it is given) runs it alone, the page transaction a page at a time
+  (`tables.TABLES`, which the handler supplies).
 
 See `docs/actions.md#runcreate`.
 """
@@ -15,7 +17,7 @@ See `docs/actions.md#runcreate`.
 from __future__ import annotations
 
 from qinglong_dispatcher.actions import contract
-from qinglong_dispatcher.actions.run_create import evidence, handler
+from qinglong_dispatcher.actions.run_create import evidence, handler, tables
 from qinglong_dispatcher.domain import plans
 
 ACTION_TYPE = handler.ACTION_TYPE
@@ -23,6 +25,8 @@ ACTION_TYPE = handler.ACTION_TYPE
 ACTION = contract.BuiltInSpec(
     action_type=ACTION_TYPE,
     plan_model=plans.ApprovedRunCreationPlan,
-    handler=lambda ctx: handler.RunCreateHandler(ctx.store, ctx.store, ctx.clock),
-    evidence=lambda ctx: evidence.RunCreateEvidence(ctx.store),
+    handler=lambda ctx: handler.RunCreateHandler(
+        ctx.store, tables.Repository(ctx.store), ctx.clock
+    ),
+    evidence=lambda ctx: evidence.RunCreateEvidence(tables.Repository(ctx.store)),
 )

@@ -14,6 +14,7 @@ import structlog
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import contract
+from qinglong_dispatcher.actions.run_create import tables
 from qinglong_dispatcher.domain import errors, fencing, ids, plans, records, runs
 
 log = structlog.get_logger("qinglong_dispatcher.actions.run_create.handler")
@@ -62,6 +63,8 @@ class RunCreateHandler:
     """The `run.create` action (a `ports.TransactionalHandler`)."""
 
     action_type = ACTION_TYPE
+    page_effects: ports.PageEffects = tables.TABLES
+    """A page's Runs and receipts, written in the page transaction."""
 
     def __init__(
         self,
@@ -95,8 +98,8 @@ class RunCreateHandler:
             return ports.InspectResult(kind=ports.InspectKind.BLOCKED, code=exc.code)
         return ports.InspectResult(kind=ports.InspectKind.READY, action_digest=digest)
 
-    def run_to_create(self, dispatch: records.Dispatch, *, started_at_ms: int) -> runs.Run:
-        """See `ports.TransactionalHandler.run_to_create`."""
+    def page_effect(self, dispatch: records.Dispatch, *, started_at_ms: int) -> runs.Run:
+        """See `ports.TransactionalHandler.page_effect`: the Run it creates."""
         resolved = self._plans.kept(dispatch, plans.ApprovedRunCreationPlan)
         if resolved is None:
             raise errors.PlanInvalid("plan not inspected", code="plan_not_inspected")

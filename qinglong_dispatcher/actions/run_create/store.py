@@ -3,10 +3,10 @@
 One transaction (docs/actions.md): the execution row is read locked, a receipt means a
 replay, otherwise the fence is re-verified and Run, attempt, RunEvent, receipt and the fenced
 completion are written together. PostgreSQL first tries its one-statement happy path
-(`create_run_fast`, run by the PostgreSQL store with the parameters of `one_statement`) and
-falls back to this transaction. A page of them, in the dispatcher's page transaction
-(`adapters/sql/page.py`), writes the same rows as set statements (`effects_taken`,
-`create_page`).
+(`create_run_fast`, with the parameters of `one_statement`, run by the store's
+`fast_statement`) and falls back to this transaction. A page of them, in the dispatcher's
+page transaction (`adapters/sql/page.py`), writes the same rows as set statements
+(`effects_taken`, `create_page`).
 
 Its named statements are `queries/sqlite.sql` and `queries/postgres.sql` beside this module
 (`STATEMENTS`); the store loads them with its own. Written against `ports.transactions`
@@ -203,7 +203,7 @@ async def effects_taken(q: tx.Query, dispatches: Sequence[records.Dispatch]) -> 
 
 async def create_page(
     q: tx.Query,
-    done: Sequence[tuple[ports.PageItem, records.ExecutionIdentity]],
+    done: Sequence[tuple[ports.PageItem[runs.Run], records.ExecutionIdentity]],
     *,
     now_ms: int,
 ) -> None:
@@ -211,7 +211,7 @@ async def create_page(
     `create` writes for one), as set statements; the page transaction completes them."""
     run_rows = json.dumps(
         [
-            {**runs.run_row(item.run), "lease_proof": ids.lease_proof(identity.token)}
+            {**runs.run_row(item.effect), "lease_proof": ids.lease_proof(identity.token)}
             for item, identity in done
         ]
     )
@@ -226,7 +226,7 @@ async def create_page(
                     attempt=identity.attempt,
                     execution_version=identity.version,
                     started_at_ms=identity.started_at_ms,
-                    run_id=item.run.run_id,
+                    run_id=item.effect.run_id,
                     created_at_ms=now_ms,
                 )
             ),

@@ -1,8 +1,10 @@
-"""What `run.create` lends the store (`ports.action_tables.RunCreateTables`): `TABLES`.
+"""`run.create`'s repository over the store (`Repository`), and what it lends the store
+(`ports.action_tables.ActionTables`): `TABLES`.
 
-Its repository runs the transactions of `store.py` over the store it is lent to; the page
-transaction and PostgreSQL's one-statement path write its rows through the same object.
-Written against the ports and the domain only, like `store.py`.
+The repository runs the transactions of `store.py` on the store the action is given
+(`ports.action_tables.StoreHost`); the page transaction writes its rows through `TABLES`
+(`ports.PageEffects`, supplied by the handler). Written against the ports and the domain
+only, like `store.py`.
 """
 
 from __future__ import annotations
@@ -24,8 +26,13 @@ class Repository:
         self.host = host
 
     async def create_run(self, request: ports.RunCreateRequest) -> ports.RunCreateResult:
-        """See `ports.RunCreateRepository.create_run`."""
+        """See `ports.RunCreateRepository.create_run`: the one-statement happy path first
+        where the dialect has one (PostgreSQL's `create_run_fast`), then the transaction for
+        everything else (a replay, a renewed version, a refusal)."""
         host = self.host
+        params, created = store.one_statement(request)
+        if await host.fast_statement("create_run_fast", params) is not None:
+            return created
         try:
             return await host.runner.transaction(lambda q: store.create(q, host.shared, request))
         except store.FencedEffect as fenced:
@@ -51,32 +58,24 @@ class Repository:
 
 
 class Tables:
-    """`ports.action_tables.RunCreateTables` for `run.create`."""
+    """`ports.action_tables.ActionTables` and `ports.PageEffects` for `run.create`."""
 
     statements = store.STATEMENTS
-
-    def repository(self, host: action_tables.StoreHost) -> Repository:
-        """See `ports.action_tables.RunCreateTables.repository`."""
-        return Repository(host)
-
-    def one_statement(
-        self, request: ports.RunCreateRequest
-    ) -> tuple[tx.Params, ports.RunCreateResult]:
-        """See `store.one_statement`."""
-        return store.one_statement(request)
+    result_code = runs.RESULT_CODE_RUN_CREATED
+    """What a page's committed item completes with (`ports.PageEffects.result_code`)."""
 
     async def effects_taken(self, q: tx.Query, dispatches: Sequence[records.Dispatch]) -> set[str]:
         """See `store.effects_taken`."""
         return await store.effects_taken(q, dispatches)
 
     async def run_ids(self, q: tx.Query, dispatch_ids: Sequence[str]) -> dict[str, str]:
-        """See `store.run_ids`."""
+        """See `ports.action_tables.ActionTables.run_ids` (`store.run_ids`)."""
         return await store.run_ids(q, dispatch_ids)
 
     async def create_page(
         self,
         q: tx.Query,
-        done: Sequence[tuple[ports.PageItem, records.ExecutionIdentity]],
+        done: Sequence[tuple[ports.PageItem[runs.Run], records.ExecutionIdentity]],
         *,
         now_ms: int,
     ) -> None:
@@ -113,4 +112,5 @@ class Tables:
 
 
 TABLES = Tables()
-"""What the composition root hands the store for `run.create`."""
+"""What the composition root hands the store for `run.create`, and the handler the page
+transaction."""

@@ -7,7 +7,8 @@
 - `evidence`: the barrier and the file the adapter left, read-only;
 - its tables: `step_runs`, `step_run_mutations`, `tool_execution_start_barriers` and the
   audit receipts (migration `0004_tool_steps`), written by its own transactions `steps.py`
-  and `barriers.py` with its statements `queries/<dialect>.sql` (the store runs them);
+  and `barriers.py` with its statements `queries/<dialect>.sql`, run by its repository
+  (`tables.Repository`, built here over the store it is given);
 - submitting a step (plan, waiting StepRun, approval) is `api.submit_tool_invocation`.
 
 See `docs/actions.md#toolinvoke`.
@@ -16,7 +17,7 @@ See `docs/actions.md#toolinvoke`.
 from __future__ import annotations
 
 from qinglong_dispatcher.actions import contract
-from qinglong_dispatcher.actions.tool_invoke import evidence, file_write, handler
+from qinglong_dispatcher.actions.tool_invoke import evidence, file_write, handler, tables
 from qinglong_dispatcher.domain import plans
 
 ACTION_TYPE = handler.ACTION_TYPE
@@ -28,6 +29,7 @@ def _handler(ctx: contract.BuiltInContext) -> handler.ToolInvokeHandler | None:
         return None
     return handler.ToolInvokeHandler(
         ctx.store,
+        tables.Repository(ctx.store),
         ctx.clock,
         adapter=file_write.FileWriteAdapter(ctx.tool_sandbox_dir),
         profile=ctx.profile,
@@ -39,5 +41,7 @@ ACTION = contract.BuiltInSpec(
     plan_model=plans.ToolInvocationPlan,
     handler=_handler,
     # Always there: without a visible sandbox it answers `unavailable`, never `missing`.
-    evidence=lambda ctx: evidence.ToolInvokeEvidence(ctx.store, ctx.store, ctx.tool_sandbox_dir),
+    evidence=lambda ctx: evidence.ToolInvokeEvidence(
+        ctx.store, tables.Repository(ctx.store), ctx.tool_sandbox_dir
+    ),
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import anyio
 import structlog
@@ -41,15 +41,6 @@ FaultHook = Callable[[str, records.Dispatch], Awaitable[None]]
 yet: the crash window evidence closes); production wiring passes none."""
 
 
-class ToolInvokeStore(
-    ports.PlanStore,
-    ports.ToolStepRepository,
-    ports.ToolExecutionStartBarrierRepository,
-    Protocol,
-):
-    """What the action reads and writes."""
-
-
 class ToolInvokeHandler:
     """The `tool.invoke` action over the reviewed built-in adapters."""
 
@@ -57,7 +48,8 @@ class ToolInvokeHandler:
 
     def __init__(
         self,
-        store: ToolInvokeStore,
+        plan_store: ports.PlanStore,
+        steps: ports.ToolSteps,
         clock: ports.Clock,
         *,
         adapter: file_write.FileWriteAdapter,
@@ -65,8 +57,9 @@ class ToolInvokeHandler:
         rng: random.Random | None = None,
         fault_hook: FaultHook | None = None,
     ) -> None:
-        self._store = store
-        self._plans = contract.PlanReader(store, {})  # `tool.invoke` is a built-in plan type
+        self._plan_store = plan_store
+        self._steps = steps
+        self._plans = contract.PlanReader(plan_store, {})  # `tool.invoke` is a built-in plan type
         self._fault_hook = fault_hook
         self._clock = clock
         self._adapter = adapter
@@ -99,7 +92,7 @@ class ToolInvokeHandler:
             return ports.InspectResult(
                 kind=ports.InspectKind.TRANSIENT, code=errors.SandboxUnavailable.code
             )
-        step = await self._store.get_step_run(plan.step_run_id)
+        step = await self._steps.get_step_run(plan.step_run_id)
         refusal = tool_invocations.step_refusal(step, plan, dispatch)
         if refusal is not None:
             return ports.InspectResult(kind=ports.InspectKind.BLOCKED, code=refusal)
@@ -118,7 +111,7 @@ class ToolInvokeHandler:
             return await self._finish(ctx, None, failed, exc.code, end)
         if digest != dispatch.action_digest:
             return await self._finish(ctx, plan, failed, "digest_drift", end)
-        step = await self._store.get_step_run(plan.step_run_id)
+        step = await self._steps.get_step_run(plan.step_run_id)
         refusal = tool_invocations.step_refusal(step, plan, dispatch)
         if refusal is not None or step is None:
             return await self._finish(ctx, plan, failed, refusal or "step_run_missing", end)
@@ -130,11 +123,11 @@ class ToolInvokeHandler:
             profile=self._profile,
             actor=dispatch.approved_by,
             dispatch=dispatch,
-            plan_digests=self._store.plan_digests,
+            plan_digests=self._plan_store.plan_digests,
         )
         try:
             barrier = await self._retrying(
-                lambda: self._store.prepare(command),
+                lambda: self._steps.prepare(command),
                 ctx,
                 give_up_at=started + budget_s * PREPARE_SHARE,
                 what="prepare",
@@ -197,7 +190,7 @@ class ToolInvokeHandler:
             now_ms=self._clock.now_ms(),
         )
         done = await self._retrying(
-            lambda: self._store.complete_tool_step(request),
+            lambda: self._steps.complete_tool_step(request),
             ctx,
             give_up_at=give_up_at,
             what="finish",

@@ -1,13 +1,16 @@
-"""What `tool.invoke` lends the store (`ports.action_tables.ToolInvokeTables`): `TABLES`.
+"""`tool.invoke`'s repository over the store (`Repository`), and what it lends the store
+(`ports.action_tables.ActionTables`): `TABLES`.
 
-Its repository runs the transactions of `steps.py` and `barriers.py` over the store it is
-lent to; a recovery resolution or a cancel moves the dispatch's StepRun through `settle`.
-Written against the ports and the domain only, like those modules.
+The repository runs the transactions of `steps.py` and `barriers.py` on the store the action
+is given (`ports.action_tables.StoreHost`); a recovery resolution or a cancel moves the
+dispatch's StepRun through `TABLES.settle`. Written against the ports and the domain only,
+like those modules.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions.tool_invoke import barriers, steps
@@ -20,7 +23,7 @@ from qinglong_dispatcher.ports import transactions as tx
 
 
 class Repository:
-    """`ports.action_tables.ToolSteps`, each operation one transaction of the store (`host`)."""
+    """`ports.ToolSteps`, each operation one transaction of the store (`host`)."""
 
     def __init__(self, host: action_tables.StoreHost) -> None:
         self.host = host
@@ -107,13 +110,9 @@ class Repository:
 
 
 class Tables:
-    """`ports.action_tables.ToolInvokeTables` for `tool.invoke`."""
+    """`ports.action_tables.ActionTables` for `tool.invoke`."""
 
     statements = steps.STATEMENTS
-
-    def repository(self, host: action_tables.StoreHost) -> Repository:
-        """See `ports.action_tables.ToolInvokeTables.repository`."""
-        return Repository(host)
 
     async def settle(
         self,
@@ -146,6 +145,10 @@ class Tables:
     async def count(self, q: tx.Query, counts: records.StatusCounts) -> records.StatusCounts:
         """StepRuns per status (`status`, the metrics)."""
         return dataclasses.replace(counts, step_runs=await steps.count_by_status(q))
+
+    async def run_ids(self, q: tx.Query, dispatch_ids: Sequence[str]) -> dict[str, str]:
+        """None: a tool step creates no Run."""
+        return {}
 
 
 TABLES = Tables()

@@ -1,8 +1,8 @@
 """PostgreSQL's one-statement happy paths, each beside the shared transaction it shortcuts.
 
 The shared transactions (`adapters/sql/executions.start`, `adapters/sql/approvals.submit`, and
-run.create's, whose statement `create_run_fast` `PostgresStore.create_run` runs with the
-parameters its tables give) cost a round trip per statement and one each for BEGIN and
+run.create's, whose statement `create_run_fast` its repository runs through
+`PostgresStore.fast_statement`) cost a round trip per statement and one each for BEGIN and
 COMMIT; on the happy path these write the same facts in one statement, its own implicit
 transaction: a data-modifying CTE (docs/performance.md: cluster 235 → 668 dispatches/s for
 the start and the Run together), or for a submit, which moves one request through three

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, TypeVar
 
 import anyio
 
@@ -21,6 +22,8 @@ from qinglong_dispatcher.domain import (
 from qinglong_dispatcher.domain import principals as principal_records
 from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.ports import action_tables
+
+T = TypeVar("T")
 
 ASYNC_COMMIT_LEVELS = frozenset({"off", "local"})
 """`synchronous_commit` values that can lose an acknowledged commit (a start barrier)."""
@@ -266,20 +269,14 @@ class PostgresStore(sql_store.SqlStore):
             sealed, approved_by=approved_by, now_ms=now_ms, max_attempts=max_attempts
         )
 
-    # -- run.create ------------------------------------------------------------------------
+    # -- what a built-in action's repository runs on (`ports.action_tables.StoreHost`) -----
 
-    async def create_run(self, request: ports.RunCreateRequest) -> ports.RunCreateResult:
-        """See `ports.RunCreateRepository.create_run`: the one-statement happy path first
-        (`fast_paths`), then run.create's transaction for everything else (a replay, a renewed
-        version, a refusal)."""
-        params, created = self.tables.run_create.one_statement(request)
-        if await self.db.statement("create_run_fast", params) is not None:
-            return created
-        return await super().create_run(request)
+    async def fast_statement(self, name: str, params: query.Params) -> Any:
+        """One statement as its own transaction, one round trip (`Database.statement`): its
+        row when it wrote, None when it matched nothing (the caller runs its transaction)."""
+        return await self.db.statement(name, params)
 
-    async def barrier_transaction(
-        self, work: query.Work[ports.StartBarrierResult]
-    ) -> ports.StartBarrierResult:
+    async def barrier_transaction(self, work: query.Work[T]) -> T:
         """The tool start barrier runs SERIALIZABLE (docs/decisions/0019); a conflict reruns it.
 
         A process runs its barriers one at a time. Two concurrent barriers read and write the

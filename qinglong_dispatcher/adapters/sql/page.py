@@ -1,10 +1,9 @@
-"""The page transaction of transactional actions, once for both dialects (issue: a page in one
-transaction).
+"""The page transaction of transactional actions, once for both dialects.
 
-`run.create`'s whole effect is rows in this database, so its start barrier, effect, receipt
-and completion commit together: the strongest at-most-once there is, one commit for a page.
-The effect's rows are run.create's own, written by the tables it lends the store
-(`Effects.create_page`); the start and the completion are the store's.
+A transactional action's whole effect is rows in this database (`run.create`'s Run), so its
+start barrier, effect, receipt and completion commit together: the strongest at-most-once
+there is, one commit for a page. The effect's rows are the action's own, written by what it
+supplies (`ports.PageEffects`); the start and the completion are the store's.
 The page goes as a few set statements, each binding one JSON array of the items' values (a
 round trip each on PostgreSQL, no per-row Python on SQLite). Items whose fence or binding no
 longer holds are simply not matched by the fenced statements. If a statement fails, the store
@@ -20,30 +19,31 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import query
-from qinglong_dispatcher.domain import errors, fencing, ids, records, runs
-from qinglong_dispatcher.ports import action_tables
+from qinglong_dispatcher.domain import errors, fencing, ids, records
 
 
 class PartRefused(Exception):
     """Raised to undo a part of the page (all of it, or one item's savepoint): a started item
-    could not be completed, and no Run may commit without its completion."""
+    could not be completed, and no effect may commit without its completion."""
 
 
-Effects = action_tables.RunCreateTables  # whose rows a page writes: run.create's
+Effects = ports.PageEffects
+Items = Sequence[ports.PageItem[Any]]
 
 
 async def commit_page(
-    q: query.Query, effects: Effects, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
+    q: query.Query, effects: Effects, items: Items, *, now_ms: int, lease_ms: int
 ) -> list[ports.PageResult]:
     """The whole page as set statements; raises if any statement fails (nothing is kept)."""
     return await _commit_part(q, effects, items, now_ms=now_ms, lease_ms=lease_ms)
 
 
 async def commit_each(
-    q: query.Query, effects: Effects, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
+    q: query.Query, effects: Effects, items: Items, *, now_ms: int, lease_ms: int
 ) -> list[ports.PageResult]:
     """After `commit_page` failed: each item alone under its own savepoint; one that fails is
     undone alone and `not_taken`."""
@@ -60,14 +60,14 @@ async def commit_each(
     return results
 
 
-def _not_taken(item: ports.PageItem, reason: str) -> ports.PageResult:
+def _not_taken(item: ports.PageItem[Any], reason: str) -> ports.PageResult:
     return ports.PageResult(
         dispatch_id=item.dispatch.dispatch_id, outcome=ports.PageOutcome.NOT_TAKEN, reason=reason
     )
 
 
 async def _commit_part(
-    q: query.Query, effects: Effects, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
+    q: query.Query, effects: Effects, items: Items, *, now_ms: int, lease_ms: int
 ) -> list[ports.PageResult]:
     """Start, effect, receipt and completion for `items` as set statements (the database
     writes the ledger from them)."""
@@ -79,7 +79,7 @@ async def _commit_part(
     ]
     if done:
         await effects.create_page(q, done, now_ms=now_ms)
-        await _complete(q, done, now_ms=now_ms)
+        await _complete(q, done, now_ms=now_ms, result_code=effects.result_code)
     results = {
         identity.dispatch_id: ports.PageResult(
             dispatch_id=identity.dispatch_id,
@@ -97,7 +97,7 @@ async def _commit_part(
 
 
 async def _start(
-    q: query.Query, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
+    q: query.Query, items: Items, *, now_ms: int, lease_ms: int
 ) -> dict[str, records.ExecutionIdentity]:
     """The fenced start of each item; the identity of each row that started."""
     return await start_set(q, [item.request for item in items], now_ms=now_ms, lease_ms=lease_ms)
@@ -142,9 +142,10 @@ async def start_set(
 
 async def _complete(
     q: query.Query,
-    done: Sequence[tuple[ports.PageItem, records.ExecutionIdentity]],
+    done: Sequence[tuple[ports.PageItem[Any], records.ExecutionIdentity]],
     *,
     now_ms: int,
+    result_code: str,
 ) -> None:
     """The fenced completion of every started item (the database writes both ledger lines)."""
     page = [
@@ -167,13 +168,13 @@ async def _complete(
             {
                 "page": json.dumps(page),
                 "now_ms": now_ms,
-                "result_code": runs.RESULT_CODE_RUN_CREATED,
+                "result_code": result_code,
             },
         )
     }
     if len(completed) != len(done):
         # Started in this transaction and row-locked since: only a fault gets here. Undo the
-        # part, so no Run ever commits without its completion.
+        # part, so no effect ever commits without its completion.
         raise PartRefused("a started item was not completed")
 
 

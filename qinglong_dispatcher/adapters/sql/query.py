@@ -63,18 +63,3 @@ def operation(
     method.__name__ = work.__name__
     method.__doc__ = work.__doc__
     return method
-
-
-def lent(
-    repository: str, method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]
-) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]:
-    """The store method forwarding to the repository an action lent it (attribute
-    `repository`); `method` is the port's, so mypy checks the store through its signature."""
-    name = method.__name__
-
-    async def forward(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await getattr(getattr(self, repository), name)(*args, **kwargs)  # type: ignore[no-any-return]
-
-    forward.__name__ = name
-    forward.__doc__ = method.__doc__
-    return forward

@@ -2,11 +2,11 @@
 
 Most operations are a transaction of `adapters/sql/*` made a method by `query.operation`; the
 explicit methods add something of the store's own: its principal, a composite read, or a
-refusal turned into a typed result. A built-in action's own tables are written by the
-repository it lends the store (`ports.action_tables`, handed over by the composition root):
-the store forwards that action's operations to it, and it runs them on this store.
-A dialect's store subclasses this and adds only what is its own (opening, migrations, the
-durability check, measured fast paths).
+refusal turned into a typed result. A built-in action's own tables are written by its own
+repository, which the action builds over this store (`ports.action_tables.StoreHost`); the
+store only loads their statements and calls their hooks (`tables`, handed over by the
+composition root), and names no action. A dialect's store subclasses this and adds only what
+is its own (opening, migrations, the durability check, measured fast paths).
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ _REFUSALS = (errors.ApprovalError, errors.TransitionRefused, errors.PrincipalNot
 """What refuses one request of an `approve_many` (a store fault is raised as it is)."""
 
 operation = query.operation
-lent = query.lent
 
 
 def as_approver(
@@ -88,8 +87,6 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         """Seals plans as they are written and opens them as they are read."""
         self.tables = tables
         self.shared: tx.Shared = shared
-        self.runs = tables.run_create.repository(self)
-        self.tools = tables.tool_invoke.repository(self)
 
     # -- executions (docs/state-machine.md) ----------------------------------------------------
 
@@ -245,22 +242,20 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
     # one plan in one round trip first).
     submit_sealed = as_approver(approvals.submit)
 
-    # -- run.create's repository (lent) and the page transaction ---------------------------
-
-    get_receipt = lent("runs", ports.RunCreateRepository.get_receipt)
-    get_run_by_key = lent("runs", ports.RunCreateRepository.get_run_by_key)
-    get_run = lent("runs", ports.RunCreateRepository.get_run)
-    create_run = lent("runs", ports.RunCreateRepository.create_run)
+    # -- the page transaction ----------------------------------------------------------------
 
     async def commit_page(
-        self, items: Sequence[ports.PageItem], *, now_ms: int, lease_ms: int
+        self,
+        effects: ports.PageEffects,
+        items: Sequence[ports.PageItem[Any]],
+        *,
+        now_ms: int,
+        lease_ms: int,
     ) -> list[ports.PageResult]:
         """See `ports.PageStore.commit_page`."""
         try:
             return await self.runner.transaction(
-                lambda q: page.commit_page(
-                    q, self.tables.run_create, items, now_ms=now_ms, lease_ms=lease_ms
-                )
+                lambda q: page.commit_page(q, effects, items, now_ms=now_ms, lease_ms=lease_ms)
             )
         except errors.StoreFull:
             # Every item would fail alike, and the per-item path would commit start barriers
@@ -270,9 +265,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
             # Rolled back whole (or its commit unacknowledged: then every item it committed is
             # fenced now and comes back not taken). Again, each item under its own savepoint.
             return await self.runner.transaction(
-                lambda q: page.commit_each(
-                    q, self.tables.run_create, items, now_ms=now_ms, lease_ms=lease_ms
-                )
+                lambda q: page.commit_each(q, effects, items, now_ms=now_ms, lease_ms=lease_ms)
             )
 
     # -- recovery (docs/operations.md), cancels and retention ----------------------------------
@@ -358,29 +351,24 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
         )
 
     async def dispatch_run_ids(self, dispatch_ids: Sequence[str]) -> dict[str, str]:
-        """See `ports.DispatchReadStore.dispatch_run_ids` (run.create's Runs)."""
-        run_create = self.tables.run_create
-        return await self.runner.transaction(
-            lambda q: run_create.run_ids(q, dispatch_ids), write=False
-        )
+        """See `ports.DispatchReadStore.dispatch_run_ids` (the actions' Runs, one snapshot)."""
+
+        async def read(q: query.Query) -> dict[str, str]:
+            found: dict[str, str] = {}
+            for own in self.tables.each:
+                found |= await own.run_ids(q, dispatch_ids)
+            return found
+
+        return await self.runner.transaction(read, write=False)
 
     recent_activity = operation(dispatch_views.recent_activity, write=False)
 
-    # -- tool steps and the start barrier (docs/decisions/0019): tool.invoke's, lent --------
+    # -- what a built-in action's repository runs on (`ports.action_tables.StoreHost`) -------
 
-    create_step_run = lent("tools", ports.ToolStepRepository.create_step_run)
-    get_step_run = lent("tools", ports.ToolStepRepository.get_step_run)
-    step_run_mutations = lent("tools", ports.ToolStepRepository.step_run_mutations)
-    submit_tool_invocation = lent("tools", ports.ToolStepRepository.submit_tool_invocation)
-    complete_tool_step = lent("tools", ports.ToolStepRepository.complete_tool_step)
-    prepare = lent("tools", ports.ToolExecutionStartBarrierRepository.prepare)
-    get_by_start_id = lent("tools", ports.ToolExecutionStartBarrierRepository.get_by_start_id)
-    get_by_started_step_run_version = lent(
-        "tools", ports.ToolExecutionStartBarrierRepository.get_by_started_step_run_version
-    )
-
-    async def barrier_transaction(
-        self, work: query.Work[ports.StartBarrierResult]
-    ) -> ports.StartBarrierResult:
-        """Run the start barrier's transaction (a dialect may give it a stricter isolation)."""
+    async def barrier_transaction(self, work: query.Work[T]) -> T:
+        """Run a start barrier's transaction (a dialect may give it a stricter isolation)."""
         return await self.runner.transaction(work)
+
+    async def fast_statement(self, name: str, params: query.Params) -> Any:
+        """None: the shared transaction is the happy path (a dialect may run one statement)."""
+        return None
