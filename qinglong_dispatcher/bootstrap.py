@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     # them, so such a command starts in a fraction of the time.
     from qinglong_dispatcher.actions import contract, registry
     from qinglong_dispatcher.dispatching import dispatcher
-    from qinglong_dispatcher.lifecycle import daemon, http, metrics
+    from qinglong_dispatcher.lifecycle import daemon, http, metrics, skew
     from qinglong_dispatcher.recovery import reconciler
 
 
@@ -197,6 +197,16 @@ def build_dispatcher(
     )
 
 
+def skew_guard(settings: Settings) -> skew.SkewGuard | None:
+    """Cluster: the clock-skew guard every dispatch tick checks first (None on edge: one
+    machine, one clock)."""
+    if settings.profile != "cluster":
+        return None
+    from qinglong_dispatcher.lifecycle import skew
+
+    return skew.SkewGuard(settings.max_clock_skew_seconds)
+
+
 def build_daemon_parts(
     settings: Settings,
     store: ports.Store,
@@ -206,7 +216,7 @@ def build_daemon_parts(
 ) -> daemon.Parts:
     """Everything the daemon owns, wired for the profile (`acting`: where the API's writes
     become each token's principal; by default `store` itself)."""
-    from qinglong_dispatcher.lifecycle import daemon, http, metrics, pruning, skew, systemd
+    from qinglong_dispatcher.lifecycle import daemon, http, metrics, pruning, systemd
 
     the_metrics = metrics.Metrics(profile=settings.profile, cadence_s=settings.cadence_seconds)
     the_dispatcher = build_dispatcher(settings, store, clock, on_renewal=the_metrics.record_renewal)
@@ -224,8 +234,7 @@ def build_daemon_parts(
         health=http.Health(cadence_s=settings.cadence_seconds, stale_after_s=stale_after),
         notifier=systemd.Notifier(),
     )
-    if settings.profile == "cluster":
-        parts.skew_guard = skew.SkewGuard(settings.max_clock_skew_seconds)
+    parts.skew_guard = skew_guard(settings)
     if settings.wakeup_on_submit:
         parts.wakeup = _dialect(settings).wakeup(settings)
     if settings.retention_days > 0:
@@ -295,6 +304,14 @@ def build_api_server(
     )
     return server.ApiServer(
         address=address, ctx=ctx, max_connections=settings.api_max_connections, tls=tls
+    )
+
+
+def policy(settings: Settings) -> api.Policy:
+    """What the use cases take from the settings: a request's lifetime, a dispatch's attempts."""
+    return api.Policy(
+        approval_ttl_ms=int(settings.approval_ttl_seconds * 1000),
+        max_attempts=settings.max_attempts,
     )
 
 

@@ -4,7 +4,7 @@
 List and show only read: they open the store as `status` does and write nothing. Neither
 prints a lease token, and a plan only as its redacted preview (`plan_previews`). `show --plan`
 prints the whole plan to a plan reader, audited (`commands/previews.py`). Cancel is the
-operator's one write here, decided by the store under the claim's fence (`api`).
+operator's one write here, decided by the store under the claim's fence (`usecases.cancelling`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import argparse
 import datetime
 import json
 
-from qinglong_dispatcher import api, bootstrap, clock
+from qinglong_dispatcher import bootstrap, clock
 from qinglong_dispatcher.commands import common, previews
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import dispatch_views, errors, plans, states
+from qinglong_dispatcher.usecases import cancelling
 
 
 def _iso(ms: int | None) -> str:
@@ -106,7 +107,7 @@ async def _cancel(settings: Settings, args: argparse.Namespace) -> int:
     operator: str = args.operator or bootstrap.os_user()
     store = await common.open_store(settings)
     try:
-        done = await api.cancel_dispatch(
+        done = await cancelling.cancel_dispatch(
             store, clock.SystemClock(), dispatch_id, operator=operator, reason=args.reason
         )
     finally:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import collections
 import contextlib
 import sys
 
@@ -13,7 +12,8 @@ from qinglong_dispatcher import bootstrap, clock, ports
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors
-from qinglong_dispatcher.lifecycle import daemon, http, skew
+from qinglong_dispatcher.lifecycle import daemon, http
+from qinglong_dispatcher.usecases import ticking
 
 log = structlog.get_logger("qinglong_dispatcher.daemon")
 
@@ -73,30 +73,22 @@ async def cmd_tick(settings: Settings, args: argparse.Namespace) -> int:
         await store.check_durability()
         _report_plan_keys(await store.probe_plan_keys())
         the_dispatcher = bootstrap.build_dispatcher(settings, store, the_clock)
-        claims: collections.Counter[str] = collections.Counter()
-        totals: collections.Counter[str] = collections.Counter()
-        observed = batches = 0
         max_pages = args.max_pages if args.drain else 1
-        guard = (
-            skew.SkewGuard(settings.max_clock_skew_seconds)
-            if settings.profile == "cluster"
-            else None
-        )
-        while batches < max_pages:
-            if guard is not None and not (reading := await guard.check(store)).allowed:
+        guard = bootstrap.skew_guard(settings)
+        total = ticking.Tick()
+        # The daemon's tick, one page a tick: the clocks are checked before every page.
+        while total.batches < max_pages:
+            done = await ticking.tick(the_dispatcher, store, guard=guard, max_pages=1)
+            if done.skew is not None and not done.skew.allowed:
                 print(
-                    f"{common.PROG}: error: clock skew {reading.skew_seconds:+.3f}s exceeds "
+                    f"{common.PROG}: error: clock skew {done.skew.skew_seconds:+.3f}s exceeds "
                     f"QINGLONG_MAX_CLOCK_SKEW_SECONDS ({settings.max_clock_skew_seconds}); "
                     "not claiming",
                     file=sys.stderr,
                 )
                 return common.EXIT_REFUSED
-            report = await the_dispatcher.dispatch_batch()
-            batches += 1
-            observed += report.observed
-            claims.update(report.claims)
-            totals.update(report.outcomes)
-            if report.observed == 0 or not args.drain:
+            total.merge(done)
+            if done.observed == 0 or not args.drain:
                 break
         await the_dispatcher.aclose()
         the_reconciler = bootstrap.build_reconciler(store, the_clock, settings=settings)
@@ -104,18 +96,19 @@ async def cmd_tick(settings: Settings, args: argparse.Namespace) -> int:
             reconciled = await the_reconciler.reconcile_pass()
         finally:
             await the_reconciler.aclose()
+        outcomes = sorted(total.outcomes.items())
         result = {
-            "batches": batches,
-            "observed": observed,
-            "claims": dict(sorted(claims.items())),
-            "outcomes": dict(sorted(totals.items())),
+            "batches": total.batches,
+            "observed": total.observed,
+            "claims": dict(sorted(total.claims.items())),
+            "outcomes": dict(outcomes),
             "reconcile": reconciled.as_dict(),
         }
         if args.json:
             common.print_json(result)
         else:
-            summary = ", ".join(f"{k}={v}" for k, v in sorted(totals.items())) or "nothing due"
-            print(f"{batches} batch(es), {observed} observed: {summary}")
+            summary = ", ".join(f"{k}={v}" for k, v in outcomes) or "nothing due"
+            print(f"{total.batches} batch(es), {total.observed} observed: {summary}")
             if reconciled.observed:
                 settled = ", ".join(f"{k}={v}" for k, v in sorted(reconciled.outcomes.items()))
                 print(f"reconcile: {reconciled.observed} recovery_required: {settled}")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import datetime
 
-from qinglong_dispatcher import api, clock
+from qinglong_dispatcher import clock
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import states
+from qinglong_dispatcher.usecases import resolving
 
 
 def _iso(ms: int) -> str:
@@ -23,7 +24,7 @@ async def cmd_recovery(settings: Settings, args: argparse.Namespace) -> int:
     the_clock = clock.SystemClock()
     try:
         if args.recovery_command == "resolve":
-            await api.resolve_manually(
+            await resolving.resolve_manually(
                 store,
                 the_clock,
                 args.dispatch_id,

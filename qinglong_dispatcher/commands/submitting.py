@@ -7,13 +7,20 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from qinglong_dispatcher import api, bootstrap, bounded_files, clock, ports
+from qinglong_dispatcher import bootstrap, bounded_files, clock, ports
 from qinglong_dispatcher.actions.tool_invoke import sandbox
 from qinglong_dispatcher.actions.tool_invoke import tables as tool_invoke_tables
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import canonical, errors, ids, plans
 from qinglong_dispatcher.domain.tools import registry as tool_registry
+from qinglong_dispatcher.usecases import (
+    approving,
+    consuming,
+    rejecting,
+    requesting,
+    submitting,
+)
 
 STEPS_HINT = (
     "use `approval create`, then `approval approve ID --by W` as another approver, "
@@ -73,7 +80,7 @@ def _read_jsonl(path: Path) -> list[plans.ActionPlan]:
             forbidden = {"schemaVersion", "actionRef"} & data.keys()
             if forbidden:
                 raise errors.PlanInvalid(f"plan invalid: {sorted(forbidden)[0]}: filled by submit")
-            result.append(api.run_create_plan(data))
+            result.append(requesting.run_create_plan(data))
         except errors.InvalidInput as exc:
             raise errors.InvalidInput(f"{path}:{number}: {exc}") from None
     if not result:
@@ -123,14 +130,18 @@ async def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
         }
         if args.task_name is not None:
             fields["taskName"] = args.task_name
-        plan_list = [api.run_create_plan(fields)]
+        plan_list = [requesting.run_create_plan(fields)]
     plans.require_identifier("requested-by", args.requested_by)
     plans.require_identifier("approved-by", args.approved_by)
     store = await common.open_store(settings)
     try:
-        the_api = bootstrap.build_api(settings, store, clock.SystemClock())
-        consumed = await the_api.submit(
-            plan_list, requested_by=args.requested_by, approved_by=args.approved_by
+        consumed = await submitting.submit(
+            store,
+            clock.SystemClock(),
+            bootstrap.policy(settings),
+            plan_list,
+            requested_by=args.requested_by,
+            approved_by=args.approved_by,
         )
         run_ids = await _run_ids(store, [c.dispatch_id for c in consumed])
     except (errors.SelfApprovalRefused, errors.ApprovalNotPermitted) as exc:
@@ -176,7 +187,7 @@ async def cmd_submit_tool(settings: Settings, args: argparse.Namespace) -> int:
     plans.require_identifier("project", args.project)
     plans.require_identifier("run", args.run)
     content = await anyio.to_thread.run_sync(_read_content, args.content_file)
-    api.tool_invoke_plan(
+    submitting.tool_invoke_plan(
         project_id=args.project,
         run_id=args.run,
         step_run_id=ids.new_step_run_id(),
@@ -186,14 +197,11 @@ async def cmd_submit_tool(settings: Settings, args: argparse.Namespace) -> int:
     await anyio.to_thread.run_sync(sandbox.root, settings.tool_sandbox_dir)
     store = await common.open_store(settings)
     try:
-        submitted = await api.submit_tool_invocation(
+        submitted = await submitting.submit_tool_invocation(
             store,
             tool_invoke_tables.Repository(store),
             clock.SystemClock(),
-            api.Policy(
-                approval_ttl_ms=int(settings.approval_ttl_seconds * 1000),
-                max_attempts=settings.max_attempts,
-            ),
+            bootstrap.policy(settings),
             project_id=args.project,
             run_id=args.run,
             tool_id=args.tool,
@@ -224,8 +232,8 @@ async def cmd_submit_tool(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
     """Create, approve, reject or consume one approval request."""
     store = await common.open_store(settings)
+    the_clock, the_policy = clock.SystemClock(), bootstrap.policy(settings)
     try:
-        the_api = bootstrap.build_api(settings, store, clock.SystemClock())
         if args.approval_command == "create":
             # The plan cap itself: canonical.loads refuses a larger input anyway.
             data = _read_file(args.plan, canonical.PLAN_MAX_BYTES)
@@ -237,8 +245,9 @@ async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
                     "approval create --action tool.invoke: a tool step needs its StepRun; "
                     "use `submit tool-invoke --project P --run RUN_ID --tool T --content-file F`"
                 )
-            approval = await the_api.create_approval(
-                args.action, data, requested_by=args.requested_by
+            plan = requesting.parse_plan(args.action, data, installed=bootstrap.action_plan_models)
+            approval = await requesting.request_approval(
+                store, the_clock, the_policy, plan, requested_by=args.requested_by
             )
             out: dict[str, object] = {
                 "approval_request_id": approval.approval_request_id,
@@ -248,13 +257,17 @@ async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
         elif args.approval_command == "approve":
             request_ids = _approval_ids(args)
             if len(request_ids) == 1 and args.from_file is None:
-                approval = await the_api.approve(request_ids[0], decided_by=args.by)
+                approval = await approving.approve(
+                    store, the_clock, request_ids[0], decided_by=args.by
+                )
                 out = {
                     "approval_request_id": approval.approval_request_id,
                     "status": approval.status.value,
                 }
             else:
-                approved = await the_api.approve_many(request_ids, decided_by=args.by)
+                approved = await approving.approve_many(
+                    store, the_clock, request_ids, decided_by=args.by
+                )
                 out = {
                     "approvals": [
                         {"approval_request_id": a.approval_request_id, "status": a.status.value}
@@ -262,13 +275,17 @@ async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
                     ]
                 }
         elif args.approval_command == "reject":
-            approval = await the_api.reject(args.approval_request_id, decided_by=args.by)
+            approval = await rejecting.reject(
+                store, the_clock, args.approval_request_id, decided_by=args.by
+            )
             out = {
                 "approval_request_id": approval.approval_request_id,
                 "status": approval.status.value,
             }
         else:
-            consumed = await the_api.consume(args.approval_request_id)
+            consumed = await consuming.consume(
+                store, the_clock, the_policy, args.approval_request_id
+            )
             out = {
                 "dispatch_id": consumed.dispatch_id,
                 "approval_request_id": consumed.approval_request_id,

@@ -21,7 +21,7 @@ import structlog
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.dispatching import dispatcher
-from qinglong_dispatcher.domain import errors, records
+from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.lifecycle import (
     cadence,
     http,
@@ -33,11 +33,30 @@ from qinglong_dispatcher.lifecycle import (
     wakeup,
 )
 from qinglong_dispatcher.recovery import reconciler
+from qinglong_dispatcher.usecases import ticking
 
 log = structlog.get_logger("qinglong_dispatcher.daemon")
 
-_MOVED = (records.Outcome.CLAIMED, records.Outcome.REPLAYED, records.Outcome.EXHAUSTED)
-"""Claim outcomes that changed a row: a woken tick that had one found work."""
+
+class _MeteredGuard:
+    """The skew guard as the tick's clock check: each reading on the gauge, each refusal
+    counted and logged."""
+
+    def __init__(self, guard: skew.SkewGuard, the_metrics: metrics.Metrics) -> None:
+        self._guard = guard
+        self._metrics = the_metrics
+
+    async def check(self, database: skew.DatabaseClock) -> skew.SkewReading:
+        reading = await self._guard.check(database)
+        self._metrics.set_clock_skew(-reading.skew_seconds)
+        if not reading.allowed:
+            self._metrics.record_clock_skew_refusal()
+            log.warning(
+                "daemon.clock_skew",
+                skew_s=round(reading.skew_seconds, 3),
+                bound_s=self._guard.max_skew_seconds,
+            )
+        return reading
 
 
 class Service(Protocol):
@@ -86,6 +105,9 @@ class Daemon:
         self._stop = anyio.Event()
         self._dispatch_done = anyio.Event()
         self._waker = wakeup.Waker()
+        self._clock_guard = (
+            None if parts.skew_guard is None else _MeteredGuard(parts.skew_guard, parts.metrics)
+        )
         self._found_work = False  # the last tick moved a row (the wake budget)
         self._ready = False
         self._status = ""
@@ -190,7 +212,8 @@ class Daemon:
         p.notifier.watchdog()
 
     async def tick(self) -> bool:
-        """One tick: the skew and synchronous-standby checks (cluster), pages of dispatch, the
+        """One tick: the store's writability, the dispatch tick the `tick` command runs too
+        (`usecases.ticking`: the skew and synchronous-standby checks, pages of dispatch), the
         backlog gauges."""
         p = self._p
         started = time.monotonic()
@@ -200,26 +223,18 @@ class Daemon:
             p.metrics.record_tick(ok=False)
             return False
         try:
-            if not await self._skew_allows() or not await self._durability_allows():
+            done = await ticking.tick(
+                p.dispatcher,
+                p.store,
+                guard=self._clock_guard,
+                max_pages=p.settings.max_pages_per_tick,
+                durable=self._durability_allows,
+                stopping=self._stop.is_set,
+                on_batch=self._observe_batch,
+            )
+            if done.refused:
                 p.metrics.record_tick(ok=False)
                 return False
-            for _ in range(p.settings.max_pages_per_tick):
-                batch_start = time.monotonic()
-                report = await p.dispatcher.dispatch_batch()
-                # Work is a row that moved: a due row nobody may claim yet (a live lease the
-                # database's clock still sees) must not refund every woken tick.
-                self._found_work = self._found_work or any(
-                    report.claims[outcome] for outcome in _MOVED
-                )
-                p.metrics.observe_batch(
-                    time.monotonic() - batch_start,
-                    claims=dict(report.claims),
-                    outcomes={k: dict(v) for k, v in report.by_action.items()},
-                    takeovers=report.takeovers,
-                    takeovers_exhausted=report.takeovers_exhausted,
-                )
-                if not report.full_page or self._stop.is_set():
-                    break
             backlog = await p.store.backlog(now_ms=p.clock.now_ms())
         except errors.StoreFull as exc:
             # Not one event per tick: the store gave up its disk reserve to checkpoint, and
@@ -284,21 +299,17 @@ class Daemon:
         self._unwritable = problem
         self._p.health.set_writes(problem)
 
-    async def _skew_allows(self) -> bool:
-        p = self._p
-        if p.skew_guard is None:
-            return True  # edge: one machine, one clock
-        reading = await p.skew_guard.check(p.store)
-        p.metrics.set_clock_skew(-reading.skew_seconds)
-        if reading.allowed:
-            return True
-        p.metrics.record_clock_skew_refusal()
-        log.warning(
-            "daemon.clock_skew",
-            skew_s=round(reading.skew_seconds, 3),
-            bound_s=p.skew_guard.max_skew_seconds,
+    def _observe_batch(self, report: dispatcher.BatchReport, seconds: float) -> None:
+        # Work is a row that moved: a due row nobody may claim yet must not refund every
+        # woken tick.
+        self._found_work = self._found_work or ticking.moved(report)
+        self._p.metrics.observe_batch(
+            seconds,
+            claims=dict(report.claims),
+            outcomes={k: dict(v) for k, v in report.by_action.items()},
+            takeovers=report.takeovers,
+            takeovers_exhausted=report.takeovers_exhausted,
         )
-        return False
 
     async def _reconcile_loop(self) -> None:
         p = self._p

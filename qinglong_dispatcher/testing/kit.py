@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Final
 
-from qinglong_dispatcher import api, bootstrap, ports
+from qinglong_dispatcher import bootstrap, ports
 from qinglong_dispatcher.actions import contract, registry
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.dispatching import dispatcher
@@ -27,6 +27,7 @@ from qinglong_dispatcher.domain import errors, plan_previews, plans, principals,
 from qinglong_dispatcher.recovery import reconciler
 from qinglong_dispatcher.testing.clock import ManualClock
 from qinglong_dispatcher.testing.ledger import Dispatched
+from qinglong_dispatcher.usecases import approving, requesting
 
 REQUESTED_BY: Final = "kit-requester"
 APPROVED_BY: Final = "kit-approver"
@@ -137,20 +138,12 @@ class ActionKit:
         parsed = plans.parse_plan(self.action_type, plan, models=self._installed.plan_models)
         requester = await self.store.acting_as(_principal(REQUESTED_BY, "submitter", 1))
         approver = await self.store.acting_as(_principal(APPROVED_BY, "approver", 2))
-        now = self.clock.now_ms()
-        created = await requester.create_approval(
-            api.new_approval(
-                parsed,
-                requested_by=REQUESTED_BY,
-                now_ms=now,
-                approval_ttl_ms=int(self._settings.approval_ttl_seconds * 1000),
-                plan_digests=requester.plan_digests,
-            ),
-            now_ms=now,
+        the_policy = bootstrap.policy(self._settings)
+        created = await requesting.request_approval(
+            requester, self.clock, the_policy, parsed, requested_by=REQUESTED_BY
         )
-        await approver.approve(created.approval_request_id, decided_by=APPROVED_BY, now_ms=now)
-        consumed = await approver.consume(
-            created.approval_request_id, now_ms=now, max_attempts=self._settings.max_attempts
+        _, consumed = await approving.approve_and_consume(
+            approver, self.clock, the_policy, created.approval_request_id, decided_by=APPROVED_BY
         )
         return consumed.dispatch_id
 

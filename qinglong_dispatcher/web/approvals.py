@@ -10,6 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from qinglong_dispatcher.domain import approval_views, approvals, errors
+from qinglong_dispatcher.usecases import approving, consuming, rejecting
 from qinglong_dispatcher.web import auth, context, reads, writing
 
 _ID = "approval_request_id"
@@ -91,19 +92,14 @@ async def approve_as(
 ) -> tuple[approvals.Approval, approvals.Consumed]:
     """Approve `approval_id` as the admitted principal, then consume it into its dispatch (the
     API's `approve` and the operator UI's form)."""
-    approved = await admitted.store.approve(
+    return await approving.approve_and_consume(
+        admitted.store,
+        ctx.clock,
+        ctx.policy,
         approval_id,
         decided_by=admitted.principal.principal,
-        now_ms=ctx.clock.now_ms(),
         context=admitted.request,
     )
-    consumed = await admitted.store.consume(
-        approval_id,
-        now_ms=ctx.clock.now_ms(),
-        max_attempts=ctx.policy.max_attempts,
-        context=admitted.request,
-    )
-    return approved, consumed
 
 
 @auth.requires(auth.Operation.CONSUME)
@@ -115,11 +111,8 @@ async def consume(request: web.Request) -> web.Response:
         return admitted
     approval_id = writing.path_id(request, _ID, errors.ApprovalNotFound)
     ctx = context.of(request)
-    consumed = await admitted.store.consume(
-        approval_id,
-        now_ms=ctx.clock.now_ms(),
-        max_attempts=ctx.policy.max_attempts,
-        context=admitted.request,
+    consumed = await consuming.consume(
+        admitted.store, ctx.clock, ctx.policy, approval_id, context=admitted.request
     )
     return writing.ok(_consumed(consumed))
 
@@ -141,10 +134,11 @@ async def reject_as(
     """Reject `approval_id` as the admitted principal with the body's `reason` code (the API's
     `reject` and the operator UI's form)."""
     reason = writing.code(admitted.body, "reason")
-    return await admitted.store.reject(
+    return await rejecting.reject(
+        admitted.store,
+        ctx.clock,
         approval_id,
         decided_by=admitted.principal.principal,
-        now_ms=ctx.clock.now_ms(),
-        context=admitted.request,
         reason=reason,
+        context=admitted.request,
     )

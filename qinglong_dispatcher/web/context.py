@@ -9,9 +9,10 @@ from typing import Final
 
 from aiohttp import web
 
-from qinglong_dispatcher import api, ports
+from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import plan_previews, plans, principals
 from qinglong_dispatcher.lifecycle import http, metrics
+from qinglong_dispatcher.usecases.policy import Policy
 from qinglong_dispatcher.web import events, idempotency, limits
 from qinglong_dispatcher.web.ui import sessions
 
@@ -38,8 +39,8 @@ class Context:
     """Failed authentications written to the audit table, all clients together."""
     acting: ports.PrincipalStores | None = None
     """Where the writes become the token's principal; None: `store` itself (the daemon's)."""
-    policy: api.Policy = dataclasses.field(
-        default_factory=lambda: api.Policy(approval_ttl_ms=86_400_000, max_attempts=3)
+    policy: Policy = dataclasses.field(
+        default_factory=lambda: Policy(approval_ttl_ms=86_400_000, max_attempts=3)
     )
     """A new request's lifetime and a new dispatch's attempt budget (the settings')."""
     plan_models: Callable[[], plans.PlanModels] | None = None

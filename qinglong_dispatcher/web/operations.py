@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from qinglong_dispatcher import api
 from qinglong_dispatcher.domain import errors, records, states
+from qinglong_dispatcher.usecases import cancelling, resolving
 from qinglong_dispatcher.web import auth, context, problems, writing
 
 _ID = "dispatch_id"
@@ -42,7 +42,7 @@ async def cancel_as(
     `cancel` and the operator UI's form)."""
     reason = writing.code(admitted.body, "reason")
     assert reason is not None
-    return await api.cancel_dispatch(
+    return await cancelling.cancel_dispatch(
         admitted.store,
         ctx.clock,
         dispatch_id,
@@ -82,7 +82,7 @@ async def resolve_as(
     resolution = _resolution(admitted.body)
     reason = writing.code(admitted.body, "reason")
     assert reason is not None
-    return await api.resolve_manually(
+    return await resolving.resolve_manually(
         ctx.store,
         ctx.clock,
         dispatch_id,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from qinglong_dispatcher import api
 from qinglong_dispatcher.domain import approvals as approvals_
 from qinglong_dispatcher.domain import plans
+from qinglong_dispatcher.usecases import requesting
 from qinglong_dispatcher.web import approvals, auth, context, idempotency, problems, writing
 
 _MEMBERS = ("action", "plan")
@@ -25,25 +25,20 @@ def _plan(body: dict[str, object], ctx: context.Context) -> plans.AnyPlan:
     plan = body.get("plan")
     if not isinstance(plan, dict):
         raise problems.BadField("plan", "plan: required, a JSON object")
-    models = None
-    if action not in plans.PLAN_MODELS and ctx.plan_models is not None:
-        models = ctx.plan_models()
-    return plans.parse_plan(action, plan, models=models)
+    return requesting.parse_plan(action, plan, installed=ctx.plan_models)
 
 
 async def create_as(ctx: context.Context, admitted: writing.Write) -> approvals_.Approval:
     """The body's plan and its pending approval request, requested by the admitted principal
     (the API's submit and the operator UI's form)."""
-    plan = _plan(admitted.body, ctx)
-    now = ctx.clock.now_ms()
-    new = api.new_approval(
-        plan,
+    return await requesting.request_approval(
+        admitted.store,
+        ctx.clock,
+        ctx.policy,
+        _plan(admitted.body, ctx),
         requested_by=admitted.principal.principal,
-        now_ms=now,
-        approval_ttl_ms=ctx.policy.approval_ttl_ms,
-        plan_digests=admitted.store.plan_digests,
+        context=admitted.request,
     )
-    return await admitted.store.create_approval(new, now_ms=now, context=admitted.request)
 
 
 async def _submit(request: web.Request, admitted: writing.Write) -> web.Response:

@@ -1,0 +1,86 @@
+"""Request an approval: a validated plan becomes a pending approval request (`approval create`,
+`POST /api/v1/dispatches`, the operator UI's form)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.domain import approvals, canonical, digests, ids, plans, principals
+from qinglong_dispatcher.usecases import policy
+
+
+class RequestStore(ports.ApprovalStore, ports.PlanStore, Protocol):
+    """Where a request is written, and how its plan is digested there."""
+
+
+def parse_plan(
+    action_type: str,
+    data: Mapping[str, object] | bytes,
+    *,
+    installed: Callable[[], plans.PlanModels] | None = None,
+) -> plans.AnyPlan:
+    """The exact-shape plan of `action_type`; `installed` (the entry points' plan models) is
+    called only for a type that is not built in: most callers never load entry points."""
+    models = None
+    if action_type not in plans.PLAN_MODELS and installed is not None:
+        models = installed()
+    return plans.parse_plan(action_type, data, models=models)
+
+
+def run_create_plan(fields: Mapping[str, object]) -> plans.ApprovedRunCreationPlan:
+    """Validate a run.create plan object, filling `schemaVersion` and a fresh `actionRef`."""
+    data = {"schemaVersion": 1, "actionRef": ids.new_action_ref(), "executorType": "shell"}
+    data.update({"priority": 0})
+    data.update(fields)
+    plan = plans.parse_plan("run.create", data)
+    assert isinstance(plan, plans.ApprovedRunCreationPlan)
+    return plan
+
+
+def new_approval(
+    plan: plans.AnyPlan,
+    *,
+    requested_by: str,
+    now_ms: int,
+    approval_ttl_ms: int,
+    plan_digests: digests.PlanDigests,
+) -> approvals.NewApproval:
+    """The pending approval request for a validated plan: its canonical bytes and digests
+    (`plan_digests`: the store's, keyed where plans are sealed)."""
+    plans.require_identifier("requested-by", requested_by)
+    plan_dict = plan.to_canonical_dict()
+    return approvals.NewApproval(
+        approval_request_id=ids.new_approval_request_id(now_ms),
+        project_id=plan.project_id,
+        action_type=plan.ACTION_TYPE,
+        action_ref=plan.action_ref,
+        plan_json=canonical.dumps(plan_dict).decode("utf-8"),
+        plan_digest=plan_digests.plan_digest(plan_dict),
+        action_digest=plans.plan_action_digest(plan, plan_digests),
+        requested_by=requested_by,
+        expires_at_ms=now_ms + approval_ttl_ms,
+    )
+
+
+async def request_approval(
+    store: RequestStore,
+    clock: ports.Clock,
+    the_policy: policy.Policy,
+    plan: plans.AnyPlan,
+    *,
+    requested_by: str,
+    context: principals.RequestContext | None = None,
+) -> approvals.Approval:
+    """Write the plan and its pending request, expiring after the policy's TTL (`context`: an
+    API request's, for its audit row)."""
+    now = clock.now_ms()
+    new = new_approval(
+        plan,
+        requested_by=requested_by,
+        now_ms=now,
+        approval_ttl_ms=the_policy.approval_ttl_ms,
+        plan_digests=store.plan_digests,
+    )
+    return await store.create_approval(new, now_ms=now, context=context)

@@ -1,0 +1,56 @@
+"""Resolve by hand: an operator settles a `recovery_required` execution (`recovery resolve`,
+`POST /api/v1/recovery/{id}/resolve`, the operator UI's form)."""
+
+from __future__ import annotations
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.domain import errors, fencing, plans, principals, records, recovery, states
+
+
+async def resolve_manually(
+    store: ports.Store,
+    clock: ports.Clock,
+    dispatch_id: str,
+    *,
+    resolution: states.Completion,
+    operator: str,
+    reason: str,
+    acting: ports.RecoveryStore | None = None,
+    context: principals.RequestContext | None = None,
+) -> records.Transition:
+    """An operator settles one recovery_required execution (audited, fenced, one transaction).
+
+    The API reads through `store` and writes through `acting` (the store acting as the token's
+    principal), passing its request's `context` for the audit row."""
+    plans.require_identifier("operator", operator)
+    plans.require_identifier("reason", reason)
+    now = clock.now_ms()
+    execution = await store.get_execution(dispatch_id)
+    if execution is None:
+        raise errors.RecoveryRefused(f"dispatch {dispatch_id} not found")
+    # The store decides on both clocks again inside its transaction; this only words the refusal.
+    settling = recovery.settling_now_ms(now, await store.database_now_ms())
+    effective = execution.effective_status(settling)
+    if effective is not states.EffectiveStatus.RECOVERY_REQUIRED:
+        by_clock = " by the database clock" if execution.effective_status(now) != effective else ""
+        raise errors.RecoveryRefused(
+            f"dispatch {dispatch_id} is {effective.value}{by_clock}, not recovery_required"
+        )
+    done = await (store if acting is None else acting).resolve_recovery(
+        recovery.Resolution(
+            fence=fencing.identity_of(execution),
+            project_id=execution.project_id,
+            resolution=resolution,
+            source=recovery.Source.MANUAL,
+            evidence_digest=None,
+            resolved_by=operator,
+            reason_code=reason,
+        ),
+        now_ms=now,
+        context=context,
+    )
+    if done.outcome is not records.Outcome.COMPLETED:
+        raise errors.RecoveryRefused(
+            f"dispatch {dispatch_id} changed while resolving ({done.reason})"
+        )
+    return done
