@@ -142,7 +142,7 @@ def builtin_context(
 ) -> contract.BuiltInContext:
     """What the built-in actions' factories get: from `settings` when given (the daemon and
     the commands), else only a sandbox and a profile (tests that need nothing more)."""
-    from qinglong_dispatcher.actions import contract
+    from qinglong_dispatcher.actions import builtin, contract
 
     if settings is None:
         return contract.BuiltInContext(
@@ -153,9 +153,8 @@ def builtin_context(
         clock=clock,
         profile=settings.profile,
         tool_sandbox_dir=settings.tool_sandbox_dir,
-        receivers_file=settings.receivers_file,
-        commands_file=settings.commands_file,
         execute_timeout_s=settings.execute_timeout,
+        settings=builtin.own_settings(settings),
     )
 
 
