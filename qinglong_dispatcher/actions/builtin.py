@@ -1,4 +1,7 @@
-"""The built-in actions, built from their specs like the installed ones are from theirs."""
+"""The built-in actions, built from their specs like the installed ones are from theirs.
+
+`BUILT_IN` is where a built-in action is registered; everything else about it (its plan,
+handler, evidence, own settings and tables) is in its package."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ from typing import Final
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import command_run, contract, http_request, run_create, tool_invoke
+from qinglong_dispatcher.actions.settings import ActionSettings
 from qinglong_dispatcher.domain import plans
 
 BUILT_IN: Final[tuple[contract.BuiltInSpec, ...]] = (
@@ -23,6 +27,20 @@ PLAN_MODELS: Final[plans.PlanModels] = {
 }
 """The built-in plan models kept in their action's package (the first two built-ins' are in
 `domain.plans.PLAN_MODELS`): parsed like an installed action's, reserved like a built-in."""
+
+SETTINGS: Final[tuple[type[ActionSettings], ...]] = tuple(
+    spec.settings for spec in BUILT_IN if spec.settings is not None
+)
+"""The built-in actions' own settings models: the global settings read their fields too."""
+
+
+def own_settings(given: object) -> dict[type[ActionSettings], ActionSettings]:
+    """Each action's own settings, taken from `given` (the process's settings, validated with
+    every model's fields at load): an action gets only its own."""
+    return {
+        model: model.model_construct(**{name: getattr(given, name) for name in model.model_fields})
+        for model in SETTINGS
+    }
 
 
 def handlers(ctx: contract.BuiltInContext) -> dict[str, ports.ApprovedActionHandler]:

@@ -15,7 +15,8 @@ The built-in actions (`actions/run_create/`, `actions/tool_invoke/`) have the sa
 package whose `ACTION` names the plan model, the handler and the evidence factories. Theirs
 is a `BuiltInSpec`, whose factories get a `BuiltInContext`: the whole store (a built-in that
 keeps its own tables builds its own repository over it, and may commit its effect with the
-completion) and its settings.
+completion) and its settings (a built-in that needs its own declares their model in its
+package: `actions.settings`).
 """
 
 from __future__ import annotations
@@ -24,14 +25,16 @@ import collections
 import contextlib
 import dataclasses
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions.settings import ActionSettings
 from qinglong_dispatcher.domain import errors, plans, records, recovery
 
 P = TypeVar("P", bound=plans.AnyPlan)
+S = TypeVar("S", bound=ActionSettings)
 
 ENTRY_POINT_GROUP: Final = "qinglong_dispatcher.actions"
 """The entry-point group the dispatcher loads actions from."""
@@ -193,14 +196,17 @@ class BuiltInContext:
     tool_sandbox_dir: Path | None = None
     """`QINGLONG_TOOL_SANDBOX_DIR`: where `builtin.file.write` writes; None leaves
     `tool.invoke` without a handler."""
-    receivers_file: Path | None = None
-    """`QINGLONG_RECEIVERS_FILE`: the receivers `http.request` may send to; None leaves it
-    without a handler."""
-    commands_file: Path | None = None
-    """`QINGLONG_COMMANDS_FILE`: the commands `command.run` may run; None leaves it without a
-    handler."""
     execute_timeout_s: float = 15.0
     """`QINGLONG_EXECUTE_TIMEOUT_SECONDS`: an action's own timeouts must stay below it."""
+    settings: Mapping[type[ActionSettings], ActionSettings] = dataclasses.field(
+        default_factory=dict
+    )
+    """The actions' own settings (`BuiltInSpec.settings`), by model."""
+
+    def settings_of(self, model: type[S]) -> S:
+        """The action's own settings: as given, else its model's defaults (not configured)."""
+        given = self.settings.get(model)
+        return given if isinstance(given, model) else model()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -215,6 +221,8 @@ class BuiltInSpec:
     """None: not configured in this process; its dispatches find no handler and wait, their
     attempts refunded."""
     evidence: Callable[[BuiltInContext], ports.EvidenceProvider] | ManualOnly
+    settings: type[ActionSettings] | None = None
+    """Its own settings, in its package (`actions.settings`); None: it has none."""
 
 
 class Unconfigured:
@@ -241,11 +249,13 @@ def configured_spec(
     handler: Callable[[C, PlanReader, ports.Clock], ports.ApprovedActionHandler],
     evidence: Callable[[C, PlanReader, ports.Clock], ports.EvidenceProvider],
     unconfigured: str,
+    settings: type[ActionSettings] | None = None,
 ) -> BuiltInSpec:
     """A built-in action served only where its configuration is given (`load` answers None
     without it): its handler then, else none (dispatches wait), and its evidence provider
     then, else one that answers `unavailable` with code `unconfigured`. The plan model lives
-    in the action's package and is parsed like an installed one."""
+    in the action's package and is parsed like an installed one; `settings` are the action's
+    own (`load` reads them with `ctx.settings_of`)."""
     action_type = plan_model.ACTION_TYPE
     models: plans.PlanModels = {action_type: plan_model}
 
@@ -262,5 +272,9 @@ def configured_spec(
         return evidence(config, PlanReader(ctx.store, models), ctx.clock)
 
     return BuiltInSpec(
-        action_type=action_type, plan_model=plan_model, handler=make_handler, evidence=make_evidence
+        action_type=action_type,
+        plan_model=plan_model,
+        handler=make_handler,
+        evidence=make_evidence,
+        settings=settings,
     )

@@ -8,8 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from qinglong_dispatcher import bootstrap
 from qinglong_dispatcher.bench import api_path, mixed, mixed_http, phases, scratch
+from qinglong_dispatcher.bootstrap import tools
 from qinglong_dispatcher.config.settings import Settings
 
 SUBMIT_ONE = 1_000
@@ -130,7 +130,7 @@ async def _sealed(
     """The enqueue and dispatch phases again with every plan sealed under a fresh key ring
     (AES-256-GCM at write, opened at inspect), beside the clear figures of the same run."""
     ring = workdir / "plan-keys"
-    bootstrap.write_plan_keys(ring, add=False)
+    tools.write_plan_keys(ring, add=False)
     async with scratch.scratch(settings, plan_keyring=ring) as made:
         enqueue_per_s = await phases.enqueue(made, options.dispatches)
         dispatched = await phases.dispatch(made, options.dispatches, options.replicas)

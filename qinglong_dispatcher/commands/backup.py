@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from qinglong_dispatcher import bootstrap
+from qinglong_dispatcher.bootstrap import tools
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.config.settings import Settings
 
@@ -30,7 +30,7 @@ async def cmd_backup(settings: Settings, args: argparse.Namespace) -> int:
             "backup copies an edge SQLite file; back up PostgreSQL with pg_basebackup or pg_dump"
         )
     source = settings.sqlite_path
-    size = await anyio.to_thread.run_sync(lambda: bootstrap.backup_edge(settings, args.out))
+    size = await anyio.to_thread.run_sync(lambda: tools.backup_edge(settings, args.out))
     if args.json:
         common.print_json({"file": str(args.out), "bytes": size})
     else:

@@ -33,14 +33,6 @@ async def open_store(
     Only `migrate` creates a SQLite file (`create`): for any other command a missing file is
     a mistyped path, reported as such, never a new empty database. `check_integrity` (`run`
     and `tick`) first refuses a damaged file, before its schema is even read."""
-    store = await bootstrap.open_store(settings, create=create)
-    if require_current or check_integrity:
-        try:
-            if check_integrity:
-                await store.check_integrity()
-            if require_current:
-                (await store.schema_state()).require_current()
-        except BaseException:
-            await store.close()
-            raise
-    return store
+    return await bootstrap.open_store(
+        settings, create=create, require_current=require_current, check_integrity=check_integrity
+    )

@@ -14,6 +14,7 @@ import datetime
 import json
 
 from qinglong_dispatcher import bootstrap, clock
+from qinglong_dispatcher.bootstrap import tools
 from qinglong_dispatcher.commands import common, previews
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import dispatch_views, errors, plans, states
@@ -104,7 +105,7 @@ async def _cancel(settings: Settings, args: argparse.Namespace) -> int:
     dispatch_id: str = args.dispatch_id
     if not plans.is_identifier(dispatch_id):
         raise errors.DispatchNotFound("no dispatch has this id (not a dispatch id)")
-    operator: str = args.operator or bootstrap.os_user()
+    operator: str = args.operator or tools.os_user()
     store = await common.open_store(settings)
     try:
         done = await cancelling.cancel_dispatch(

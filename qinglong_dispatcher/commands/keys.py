@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from qinglong_dispatcher import bootstrap, ports
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.bootstrap import tools
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors
@@ -54,7 +55,7 @@ async def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    active, count = bootstrap.write_plan_keys(args.out, add=args.add)
+    active, count = tools.write_plan_keys(args.out, add=args.add)
     if args.json:
         common.print_json({"file": str(args.out), "active": active, "keys": count})
     else:

@@ -6,12 +6,14 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, create_model, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from qinglong_dispatcher import resources
+from qinglong_dispatcher.actions import builtin
+from qinglong_dispatcher.actions.settings import ActionSettings
 from qinglong_dispatcher.config import (
     database_urls,
     defaults,
@@ -42,7 +44,16 @@ def env_name(field: str) -> str:
     return f"{ENV_PREFIX}{field.upper()}"
 
 
-class Settings(BaseSettings):
+if TYPE_CHECKING:
+    _ActionFields = ActionSettings
+else:
+    # The built-in actions' own settings (each model in its action's package) are fields of
+    # this model too, read and checked like the rest; the composition root hands each action
+    # its own (`actions.builtin.own_settings`). Only the core's fields are typed here.
+    _ActionFields = create_model("_ActionFields", __base__=builtin.SETTINGS)
+
+
+class Settings(BaseSettings, _ActionFields):
     """Every knob of the dispatcher, validated once at startup; defaults are the edge profile."""
 
     model_config = SettingsConfigDict(
@@ -110,16 +121,6 @@ class Settings(BaseSettings):
     max_clock_skew_seconds: float = Field(2.0, gt=0, le=_HOUR, description="skew guard bound")
     tool_sandbox_dir: Path | None = Field(
         default_factory=defaults.tool_sandbox, description="root for builtin.file.write"
-    )
-    receivers_file: Path | None = Field(
-        None,
-        description="http.request: the TOML file of receivers a plan may name (none: the "
-        "action has no handler)",
-    )
-    commands_file: Path | None = Field(
-        None,
-        description="command.run: the TOML file of commands a plan may name (none: the "
-        "action has no handler)",
     )
     plan_keyring_file: Path | None = Field(
         default_factory=defaults.plan_keyring,
@@ -202,8 +203,6 @@ class Settings(BaseSettings):
         return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator(
-        "receivers_file",
-        "commands_file",
         "plan_keyring_file",
         "api_tls_cert_file",
         "api_tls_key_file",

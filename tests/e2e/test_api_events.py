@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from qinglong_dispatcher import api, bootstrap, clock, ports
+from qinglong_dispatcher.bootstrap import listeners
 from qinglong_dispatcher.lifecycle import daemon
 from qinglong_dispatcher.web import server as web_server
 from tests.support import api_server
@@ -166,7 +167,7 @@ async def test_the_daemon_announces_the_dispatches_it_settles(tmp_path: Path) ->
     settings = api_server.api_settings(db, QINGLONG_CADENCE_SECONDS="0.05")
     try:
         parts = bootstrap.build_daemon_parts(settings, store, clock.SystemClock())
-        parts.api = served = bootstrap.build_api_server(
+        parts.api = served = listeners.api_server(
             settings,
             store,
             clock.SystemClock(),

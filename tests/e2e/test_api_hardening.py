@@ -19,6 +19,7 @@ import anyio.abc
 import pytest
 
 from qinglong_dispatcher import api, bootstrap, clock
+from qinglong_dispatcher.bootstrap import listeners
 from qinglong_dispatcher.lifecycle import daemon
 from tests.support import api_server
 from tests.support.api_server import VIEWER, bearer
@@ -185,7 +186,7 @@ async def _drain(
     try:
         await _seed(store, settings, dispatches)
         parts = bootstrap.build_daemon_parts(settings, store, clock.SystemClock())
-        parts.api = bootstrap.build_api_server(
+        parts.api = listeners.api_server(
             settings,
             store,
             clock.SystemClock(),

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import anyio
 
-from qinglong_dispatcher import bootstrap, ports
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.bootstrap import listeners
 from qinglong_dispatcher.config.settings import Settings, load_settings
 from qinglong_dispatcher.domain import principals
 from qinglong_dispatcher.lifecycle import http, metrics
@@ -78,7 +79,7 @@ async def serving(
 ) -> AsyncIterator[web_server.ApiServer]:
     """The API server started (bound) and served over `store` as the daemon serves it (its
     event feed included); closed on exit. Yields the server, whose `port` is the bound one."""
-    server = bootstrap.build_api_server(
+    server = listeners.api_server(
         settings,
         store,
         clock,

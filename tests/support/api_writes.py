@@ -15,8 +15,9 @@ import aiohttp
 import pytest
 from multidict import CIMultiDict
 
-from qinglong_dispatcher import api, bootstrap, ports
+from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
+from qinglong_dispatcher.bootstrap import listeners
 from qinglong_dispatcher.domain import principals
 from qinglong_dispatcher.lifecycle import http, metrics
 from qinglong_dispatcher.web import context
@@ -137,7 +138,7 @@ async def serving(
         _stores(harness) as (admin, store, acting),
     ):
         clock = ManualClock(int(time.time() * 1000))
-        server = bootstrap.build_api_server(
+        server = listeners.api_server(
             api_server.api_settings(tmp_path / "unused.db"),
             store,
             clock,

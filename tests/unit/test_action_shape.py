@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import importlib
 import pathlib
+import pkgutil
 
 import pytest
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import actions, ports
 from qinglong_dispatcher.actions import builtin, contract, registry
 from qinglong_dispatcher.actions.run_create import tables as run_create_tables
 from qinglong_dispatcher.actions.tool_invoke import tables as tool_invoke_tables
@@ -15,6 +16,15 @@ from qinglong_dispatcher.adapters.sql import store
 from qinglong_dispatcher.domain import plans
 
 EXAMPLE = pathlib.Path(__file__).parents[2] / "examples" / "qinglong-action-note"
+PACKAGES = sorted(m.name for m in pkgutil.iter_modules(actions.__path__) if m.ispkg)
+"""Every action package in the tree: each is a built-in action, registered once."""
+
+
+def test_every_action_package_is_registered_once() -> None:
+    specs = [importlib.import_module(f"{actions.__name__}.{p}").ACTION for p in PACKAGES]
+    assert "command_run" in PACKAGES
+    assert len(builtin.BUILT_IN) == len(set(builtin.BUILT_IN)) == len(specs)
+    assert set(specs) == set(builtin.BUILT_IN)
 
 
 def test_the_built_in_specs_are_the_built_in_plan_models_and_the_reserved_types() -> None:
@@ -27,7 +37,7 @@ def test_the_built_in_specs_are_the_built_in_plan_models_and_the_reserved_types(
         assert action_type == spec.plan_model.ACTION_TYPE
 
 
-@pytest.mark.parametrize("package", ["run_create", "tool_invoke", "http_request", "command_run"])
+@pytest.mark.parametrize("package", PACKAGES)
 def test_a_built_in_action_is_a_package_with_a_handler_an_evidence_provider_and_its_spec(
     package: str,
 ) -> None:

@@ -2,6 +2,7 @@
 
 - `plan`: `CommandRunPlan` — the configured command's name and its arguments, nothing else
   (no executable, path, environment or secret is ever in a plan);
+- `settings`: its own, `QINGLONG_COMMANDS_FILE` (none: the action has no handler);
 - `commands`: the operator's TOML file, `[commands.NAME]` tables — executable, fixed argv,
   one pattern per plan argument (some marked sensitive), folder, allowed environment,
   secrets by reference, timeout, output cap, user, `fails_cleanly` and the evidence `check`;
@@ -35,9 +36,14 @@ See `docs/actions.md`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import contract
-from qinglong_dispatcher.actions.command_run import commands, evidence, handler, plan
+from qinglong_dispatcher.actions.command_run import plan, settings
+
+if TYPE_CHECKING:
+    from qinglong_dispatcher.actions.command_run import commands, evidence, handler
 
 ACTION_TYPE = plan.ACTION_TYPE
 
@@ -46,6 +52,9 @@ def build(
     commands: commands.CommandSet, plans: contract.PlanReader, clock: ports.Clock
 ) -> tuple[handler.CommandRunHandler, evidence.CommandRunEvidence]:
     """The handler and the evidence provider over one loaded configuration; no I/O."""
+    # Imported here: a process that only reads its settings (`status`) never loads them.
+    from qinglong_dispatcher.actions.command_run import evidence, handler
+
     return (
         handler.CommandRunHandler(plans, commands, clock),
         evidence.CommandRunEvidence(plans, commands, clock=clock),
@@ -54,15 +63,19 @@ def build(
 
 def _commands(ctx: contract.BuiltInContext) -> commands.CommandSet | None:
     # Read at startup: a broken file is a configuration error (exit 78), not a dead dispatch.
-    if ctx.commands_file is None:
+    path = ctx.settings_of(settings.CommandRunSettings).commands_file
+    if path is None:
         return None
-    loaded = commands.load(ctx.commands_file)
+    from qinglong_dispatcher.actions.command_run import commands
+
+    loaded = commands.load(path)
     loaded.require_within(ctx.execute_timeout_s)
     return loaded
 
 
 ACTION = contract.configured_spec(
     plan_model=plan.CommandRunPlan,
+    settings=settings.CommandRunSettings,
     load=_commands,
     handler=lambda config, plans, clock: build(config, plans, clock)[0],
     evidence=lambda config, plans, clock: build(config, plans, clock)[1],

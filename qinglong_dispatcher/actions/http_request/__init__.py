@@ -2,6 +2,7 @@
 
 - `plan`: `HttpRequestPlan` — a receiver's name, the method, a plain path, the query, the
   headers and the body bytes, all bound by the approval's digest; never a URL or a secret;
+- `settings`: its own, `QINGLONG_RECEIVERS_FILE` (none: the action has no handler);
 - `receivers`: the operator's receivers (`[receivers.NAME]` in a TOML file): origin,
   methods, path prefixes, CA, timeouts, secrets by reference, the receiver's idempotency
   contract;
@@ -23,10 +24,10 @@ from typing import TYPE_CHECKING
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import contract
-from qinglong_dispatcher.actions.http_request import evidence, handler, plan, receivers
+from qinglong_dispatcher.actions.http_request import plan, settings
 
 if TYPE_CHECKING:
-    from qinglong_dispatcher.actions.http_request import send
+    from qinglong_dispatcher.actions.http_request import evidence, handler, receivers, send
 
 ACTION_TYPE = plan.ACTION_TYPE
 
@@ -39,7 +40,7 @@ def build(
     """The handler, the evidence provider and the sender they share (close it at shutdown
     with `await sender.aclose()`). No I/O: sessions open at the first send."""
     # Imported here: aiohttp is loaded only by a process that has receivers to send to.
-    from qinglong_dispatcher.actions.http_request import send
+    from qinglong_dispatcher.actions.http_request import evidence, handler, send
 
     sender = send.Sender()
     return (
@@ -51,15 +52,19 @@ def build(
 
 def _receivers(ctx: contract.BuiltInContext) -> receivers.ReceiverSet | None:
     # Read at startup: a broken file is a configuration error (exit 78), not a dead dispatch.
-    if ctx.receivers_file is None:
+    path = ctx.settings_of(settings.HttpRequestSettings).receivers_file
+    if path is None:
         return None
-    loaded = receivers.load(ctx.receivers_file)
+    from qinglong_dispatcher.actions.http_request import receivers
+
+    loaded = receivers.load(path)
     loaded.require_within(ctx.execute_timeout_s)
     return loaded
 
 
 ACTION = contract.configured_spec(
     plan_model=plan.HttpRequestPlan,
+    settings=settings.HttpRequestSettings,
     load=_receivers,
     # Each side its own sender: the executes' connections apart from recovery's lookups.
     handler=lambda config, plans, clock: build(config, plans, clock)[0],

@@ -27,7 +27,8 @@ from qinglong_dispatcher.domain import errors
 def sole_daemon(database: Path) -> Iterator[None]:
     """Hold the file's daemon lock, or raise `StoreInUse` at once (never wait).
 
-    Call it with the store open and release it after the store is closed (`cmd_run`)."""
+    Call it with the store open and release it after the store is closed
+    (`bootstrap.open_daemon`)."""
     try:
         fd = os.open(database, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:

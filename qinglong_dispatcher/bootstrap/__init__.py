@@ -1,18 +1,26 @@
-"""The composition root: the only place that picks and imports a dialect's adapter."""
+"""The composition root: the only place that picks and imports a dialect's adapter.
+
+Read top to bottom, this module is how `run` builds the daemon: the store, the actions, the
+dispatcher, the reconciler, the daemon's parts, then `open_daemon`, which opens and checks the
+store, takes its authority, builds the parts and starts the listeners in that order (and
+closes them in reverse). Beside it: `listeners` (the metrics and health listener, the
+control-plane API) and `tools` (what the other commands reach an adapter for).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import structlog
 
 from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.adapters import dialect
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors, plan_previews, plans
-from qinglong_dispatcher.plan_keys import keyring as plan_keyring
 from qinglong_dispatcher.ports import action_tables
 
 if TYPE_CHECKING:
@@ -21,8 +29,12 @@ if TYPE_CHECKING:
     # them, so such a command starts in a fraction of the time.
     from qinglong_dispatcher.actions import contract, registry
     from qinglong_dispatcher.dispatching import dispatcher
-    from qinglong_dispatcher.lifecycle import daemon, http, metrics, skew
+    from qinglong_dispatcher.lifecycle import daemon, skew
     from qinglong_dispatcher.recovery import reconciler
+
+log = structlog.get_logger("qinglong_dispatcher.daemon")
+
+# -- the store --------------------------------------------------------------------------------
 
 
 def _dialect(settings: Settings) -> dialect.Dialect:
@@ -63,16 +75,29 @@ def builtin_tables() -> action_tables.BuiltInTables:
     return action_tables.BuiltInTables(each=(run_create.TABLES, tool_invoke.TABLES))
 
 
-async def open_store(settings: Settings, *, create: bool = True) -> ports.Store:
+async def open_store(
+    settings: Settings,
+    *,
+    create: bool = True,
+    require_current: bool = False,
+    check_integrity: bool = False,
+) -> ports.Store:
     """Open the profile's store.
 
-    `create=False` refuses a SQLite file that does not exist instead of creating it."""
-    return await _dialect(settings).open_store(settings, create=create)
-
-
-async def move_installation(settings: Settings, to: str) -> tuple[str, list[str]]:
-    """`migrate --move-to`: the database's roles become installation `to`'s (PostgreSQL)."""
-    return await _dialect(settings).move_installation(settings, to)
+    `create=False` refuses a SQLite file that does not exist instead of creating it;
+    `check_integrity` refuses a damaged file, before its schema is even read, and
+    `require_current` an unmigrated, tampered or newer schema."""
+    store = await _dialect(settings).open_store(settings, create=create)
+    if require_current or check_integrity:
+        try:
+            if check_integrity:
+                await store.check_integrity()
+            if require_current:
+                (await store.schema_state()).require_current()
+        except BaseException:
+            await store.close()
+            raise
+    return store
 
 
 @contextlib.contextmanager
@@ -81,6 +106,30 @@ def sole_daemon(settings: Settings) -> Iterator[None]:
     file); a second daemon gets `StoreInUse`. Nothing to hold on cluster."""
     with _dialect(settings).sole_daemon(settings):
         yield
+
+
+async def check_store(store: ports.Store) -> None:
+    """What `run` and `tick` check before they claim: a store that cannot keep a commit
+    through a primary loss refuses (`DurabilityRefused`); what blocks some plans is said
+    once, never the process."""
+    await store.check_durability()
+    found = await store.probe_plan_keys()
+    if found.not_in_ring:
+        log.warning("plan_keys.not_in_ring", key_ids=list(found.not_in_ring))
+    if found.newest_unreadable is not None:
+        log.warning("plan_keys.newest_unreadable", code=found.newest_unreadable)
+
+
+async def open_api_writer(settings: Settings) -> ports.Store | None:
+    """The store of `QINGLONG_API_DATABASE_URL` (the API's NOINHERIT login, cluster), whose
+    transactions become each token's principal; None when unset (the daemon's store acts)."""
+    if settings.api_database_url is None:
+        return None
+    api_settings = settings.model_copy(update={"database_url": settings.api_database_url})
+    return await _dialect(settings).open_store(api_settings, create=False)
+
+
+# -- the actions ------------------------------------------------------------------------------
 
 
 def builtin_context(
@@ -93,7 +142,7 @@ def builtin_context(
 ) -> contract.BuiltInContext:
     """What the built-in actions' factories get: from `settings` when given (the daemon and
     the commands), else only a sandbox and a profile (tests that need nothing more)."""
-    from qinglong_dispatcher.actions import contract
+    from qinglong_dispatcher.actions import builtin, contract
 
     if settings is None:
         return contract.BuiltInContext(
@@ -104,9 +153,8 @@ def builtin_context(
         clock=clock,
         profile=settings.profile,
         tool_sandbox_dir=settings.tool_sandbox_dir,
-        receivers_file=settings.receivers_file,
-        commands_file=settings.commands_file,
         execute_timeout_s=settings.execute_timeout,
+        settings=builtin.own_settings(settings),
     )
 
 
@@ -131,33 +179,20 @@ def handlers(
     )
 
 
-def build_reconciler(
-    store: ports.Store,
-    clock: ports.Clock,
-    *,
-    tool_sandbox_dir: Path | None = None,
-    profile: str = "edge",
-    settings: Settings | None = None,
-    installed: registry.Installed | None = None,
-) -> reconciler.Reconciler:
-    """The reconciler: the store and the providers, and no handler at all.
-
-    `installed` defaults to this process's entry-point actions (`registry.installed()`)."""
+def action_plan_models() -> plans.PlanModels:
+    """The plan models of the built-in actions and of the installed ones (entry points)."""
     from qinglong_dispatcher.actions import builtin, registry
-    from qinglong_dispatcher.recovery import reconciler
 
-    actions = registry.installed() if installed is None else installed
-    context = builtin_context(
-        store, clock, settings, tool_sandbox_dir=tool_sandbox_dir, profile=profile
-    )
-    return reconciler.Reconciler(
-        store,
-        {
-            **builtin.evidence_providers(context),
-            **actions.evidence_providers(actions.context(store, clock)),
-        },
-        clock,
-    )
+    return {**builtin.PLAN_MODELS, **registry.installed().plan_models}
+
+
+def plan_preview_fields() -> plan_previews.ShownFields:
+    """The members a redacted preview shows as they are, per action type: every model this
+    process knows (built-in and installed), each without its `SENSITIVE_FIELDS`."""
+    return plan_previews.shown_by_type({**plans.PLAN_MODELS, **action_plan_models()})
+
+
+# -- the dispatcher and the reconciler --------------------------------------------------------
 
 
 def build_dispatcher(
@@ -197,9 +232,41 @@ def build_dispatcher(
     )
 
 
+def build_reconciler(
+    store: ports.Store,
+    clock: ports.Clock,
+    *,
+    tool_sandbox_dir: Path | None = None,
+    profile: str = "edge",
+    settings: Settings | None = None,
+    installed: registry.Installed | None = None,
+) -> reconciler.Reconciler:
+    """The reconciler: the store and the providers, and no handler at all.
+
+    `installed` defaults to this process's entry-point actions (`registry.installed()`)."""
+    from qinglong_dispatcher.actions import builtin, registry
+    from qinglong_dispatcher.recovery import reconciler
+
+    actions = registry.installed() if installed is None else installed
+    context = builtin_context(
+        store, clock, settings, tool_sandbox_dir=tool_sandbox_dir, profile=profile
+    )
+    return reconciler.Reconciler(
+        store,
+        {
+            **builtin.evidence_providers(context),
+            **actions.evidence_providers(actions.context(store, clock)),
+        },
+        clock,
+    )
+
+
+# -- the daemon -------------------------------------------------------------------------------
+
+
 def skew_guard(settings: Settings) -> skew.SkewGuard | None:
-    """Cluster: the clock-skew guard every dispatch tick checks first (None on edge: one
-    machine, one clock)."""
+    """Cluster: the clock-skew guard every dispatch tick checks first, the daemon's and
+    `tick`'s alike (None on edge: one machine, one clock)."""
     if settings.profile != "cluster":
         return None
     from qinglong_dispatcher.lifecycle import skew
@@ -216,6 +283,7 @@ def build_daemon_parts(
 ) -> daemon.Parts:
     """Everything the daemon owns, wired for the profile (`acting`: where the API's writes
     become each token's principal; by default `store` itself)."""
+    from qinglong_dispatcher.bootstrap import listeners
     from qinglong_dispatcher.lifecycle import daemon, http, metrics, pruning, systemd
 
     the_metrics = metrics.Metrics(profile=settings.profile, cadence_s=settings.cadence_seconds)
@@ -233,78 +301,47 @@ def build_daemon_parts(
         metrics=the_metrics,
         health=http.Health(cadence_s=settings.cadence_seconds, stale_after_s=stale_after),
         notifier=systemd.Notifier(),
+        skew_guard=skew_guard(settings),
     )
-    parts.skew_guard = skew_guard(settings)
     if settings.wakeup_on_submit:
         parts.wakeup = _dialect(settings).wakeup(settings)
     if settings.retention_days > 0:
         parts.pruner = pruning.Pruner(store, clock, metrics=the_metrics)
     if settings.api_listen is not None:
-        parts.api = build_api_server(
+        parts.api = listeners.api_server(
             settings, store, clock, the_metrics, parts.health, authenticator=store, acting=acting
         )
     return parts
 
 
-def build_api_server(
-    settings: Settings,
-    store: ports.Store,
-    clock: ports.Clock,
-    the_metrics: metrics.Metrics,
-    health: http.Health,
-    *,
-    authenticator: ports.Authenticator | None = None,
-    heartbeat_s: float | None = None,
-    events_poll_s: float | None = None,
-    acting: ports.PrincipalStores | None = None,
-) -> daemon.Service:
-    """The control-plane API (`QINGLONG_API_LISTEN`); aiohttp is imported here, only then.
+@contextlib.asynccontextmanager
+async def open_daemon(settings: Settings) -> AsyncIterator[daemon.Daemon]:
+    """`run`'s daemon, in this order: the store (a damaged file, an unmigrated schema and a
+    commit a primary loss could lose refused), its authority (`sole_daemon`), the API's
+    writer, the parts, the metrics listener; closed in reverse, the authority last. The
+    daemon says it is ready only once it hears SIGTERM (`Daemon.run`)."""
+    from qinglong_dispatcher.bootstrap import listeners
+    from qinglong_dispatcher.clock import SystemClock
+    from qinglong_dispatcher.lifecycle import daemon
 
-    Until a token store fills `authenticator`, every token is refused (deny by default). The
-    writes act as each token's principal through `acting` (by default `store` itself)."""
-    from qinglong_dispatcher.web import auth, context, events, limits, server
-    from qinglong_dispatcher.web.ui import sessions
+    store = await open_store(settings, create=False, require_current=True, check_integrity=True)
+    authority = contextlib.ExitStack()
+    async with contextlib.AsyncExitStack() as opened:
+        opened.callback(authority.close)  # after the store is closed: a next daemon may start
+        opened.push_async_callback(store.close)
+        authority.enter_context(sole_daemon(settings))
+        await check_store(store)
+        if reasons := await store.ddl_capabilities():
+            log.warning("store.ddl_capable_role", reasons=list(reasons))
+        writer = await open_api_writer(settings)
+        if writer is not None:
+            opened.push_async_callback(writer.close)
+        parts = build_daemon_parts(settings, store, SystemClock(), acting=writer)
+        opened.callback(listeners.metrics_listener(settings, parts).stop)
+        yield daemon.Daemon(parts)
 
-    address = settings.api_address
-    assert address is not None
-    tls = None
-    if settings.api_tls_cert_file is not None and settings.api_tls_key_file is not None:
-        tls = server.tls_context(
-            settings.api_tls_cert_file, settings.api_tls_key_file, settings.api_client_ca_file
-        )
-    hub = events.Hub(
-        max_subscribers=max(1, settings.api_max_connections // 4),
-        heartbeat_s=events.HEARTBEAT_S if heartbeat_s is None else heartbeat_s,
-        poll_s=events.POLL_S if events_poll_s is None else events_poll_s,
-    )
-    ctx = context.Context(
-        store=store,
-        clock=clock,
-        authenticator=auth.NoTokens() if authenticator is None else authenticator,
-        metrics=the_metrics,
-        health=health,
-        profile=settings.profile,
-        max_body_bytes=settings.api_max_body_bytes,
-        read_timeout_s=settings.api_read_timeout_seconds,
-        hub=hub,
-        writes=limits.write_limiter(
-            rate=settings.api_writes_per_second, burst=settings.api_write_burst
-        ),
-        shown=plan_preview_fields(),
-        acting=acting,
-        policy=api.Policy(
-            approval_ttl_ms=int(settings.approval_ttl_seconds * 1000),
-            max_attempts=settings.max_attempts,
-        ),
-        plan_models=action_plan_models,
-        ui_sessions=sessions.Sessions(
-            idle_s=settings.ui_idle_timeout_seconds,
-            lifetime_s=settings.ui_session_lifetime_seconds,
-        ),
-    )
-    return server.ApiServer(
-        address=address, ctx=ctx, max_connections=settings.api_max_connections, tls=tls
-    )
+
+# -- what the other commands need ------------------------------------------------------------
 
 
 def policy(settings: Settings) -> api.Policy:
@@ -317,57 +354,9 @@ def policy(settings: Settings) -> api.Policy:
 
 def build_api(settings: Settings, store: ports.Store, clock: ports.Clock) -> api.Api:
     """The approval API with the profile's TTL and attempt budget."""
-    return api.Api(
-        store,
-        clock,
-        api.Policy(
-            approval_ttl_ms=int(settings.approval_ttl_seconds * 1000),
-            max_attempts=settings.max_attempts,
-        ),
-        installed_plan_models=action_plan_models,
-    )
+    return api.Api(store, clock, policy(settings), installed_plan_models=action_plan_models)
 
 
-def plan_preview_fields() -> plan_previews.ShownFields:
-    """The members a redacted preview shows as they are, per action type: every model this
-    process knows (built-in and installed), each without its `SENSITIVE_FIELDS`."""
-    return plan_previews.shown_by_type({**plans.PLAN_MODELS, **action_plan_models()})
-
-
-def action_plan_models() -> plans.PlanModels:
-    """The plan models of the built-in actions and of the installed ones (entry points)."""
-    from qinglong_dispatcher.actions import builtin, registry
-
-    return {**builtin.PLAN_MODELS, **registry.installed().plan_models}
-
-
-def os_user() -> str:
-    """The OS user running this command: the default operator name a CLI write records."""
-    from qinglong_dispatcher.adapters.sqlite import os_user as os_users
-
-    return os_users.os_principal()
-
-
-def write_plan_keys(path: Path, *, add: bool) -> tuple[str, int]:
-    """`keys generate`: a new ring at `path` (refused if one is there), or with `add` a new
-    active key in the ring at `path`; the active key id and how many keys the ring holds."""
-    ring = plan_keyring.add_key(path) if add else plan_keyring.generate(path)
-    return ring.active, len(ring.ids)
-
-
-def backup_edge(settings: Settings, out: Path) -> int:
-    """`backup`: the live SQLite file copied to the new file `out`; the bytes written."""
-    from qinglong_dispatcher.adapters.sqlite import backup  # edge only: never on a cluster
-
-    return backup.backup(
-        settings.sqlite_path, out, busy_timeout_s=settings.sqlite_busy_timeout_seconds
-    )
-
-
-async def open_api_writer(settings: Settings) -> ports.Store | None:
-    """The store of `QINGLONG_API_DATABASE_URL` (the API's NOINHERIT login, cluster), whose
-    transactions become each token's principal; None when unset (the daemon's store acts)."""
-    if settings.api_database_url is None:
-        return None
-    api_settings = settings.model_copy(update={"database_url": settings.api_database_url})
-    return await _dialect(settings).open_store(api_settings, create=False)
+async def move_installation(settings: Settings, to: str) -> tuple[str, list[str]]:
+    """`migrate --move-to`: the database's roles become installation `to`'s (PostgreSQL)."""
+    return await _dialect(settings).move_installation(settings, to)
