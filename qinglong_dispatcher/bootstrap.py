@@ -331,7 +331,7 @@ def build_api(settings: Settings, store: ports.Store, clock: ports.Clock) -> api
 def plan_preview_fields() -> plan_previews.ShownFields:
     """The members a redacted preview shows as they are, per action type: every model this
     process knows (built-in and installed), each without its `SENSITIVE_FIELDS`."""
-    return plan_previews.shown_by_type({**plans.PLAN_MODELS, **action_plan_models()})
+    return plan_previews.shown_by_type(action_plan_models())
 
 
 def action_plan_models() -> plans.PlanModels:
