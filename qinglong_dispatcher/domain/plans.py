@@ -27,10 +27,6 @@ _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 Identifier = Annotated[str, StringConstraints(strict=True, pattern=IDENTIFIER_PATTERN)]
 """An identifier field: a str matching IDENTIFIER_PATTERN, never coerced."""
 
-Revision = Annotated[int, Field(strict=True, ge=0, le=canonical.MAX_SAFE_INTEGER)]
-Priority = Annotated[int, Field(strict=True, ge=-1000, le=1000)]
-TaskName = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=200)]
-
 
 def is_identifier(value: object) -> bool:
     """Whether `value` is a str matching IDENTIFIER_PATTERN."""

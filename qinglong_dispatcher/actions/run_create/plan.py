@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Final
+from typing import Annotated, ClassVar, Final
 
 import pydantic
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
-from qinglong_dispatcher.domain import plans
+from qinglong_dispatcher.domain import canonical, plans
 
 ACTION_TYPE: Final = "run.create"
+
+Revision = Annotated[int, Field(strict=True, ge=0, le=canonical.MAX_SAFE_INTEGER)]
+Priority = Annotated[int, Field(strict=True, ge=-1000, le=1000)]
+TaskName = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=200)]
 
 
 class RunCreatePlan(plans.BuiltInPlan):
@@ -21,10 +25,10 @@ class RunCreatePlan(plans.BuiltInPlan):
     SENSITIVE_FIELDS: ClassVar[tuple[str, ...]] = ()
 
     task_id: plans.Identifier = Field(alias="taskId")
-    task_revision: plans.Revision = Field(alias="taskRevision")
+    task_revision: Revision = Field(alias="taskRevision")
     executor_type: plans.Identifier = Field(alias="executorType")
-    priority: plans.Priority = Field(alias="priority")
-    task_name: plans.TaskName | None = Field(default=None, alias="taskName")
+    priority: Priority = Field(alias="priority")
+    task_name: TaskName | None = Field(default=None, alias="taskName")
     task_snapshot_ref: plans.Identifier | None = Field(default=None, alias="taskSnapshotRef")
     input_ref: plans.Identifier | None = Field(default=None, alias="inputRef")
 
