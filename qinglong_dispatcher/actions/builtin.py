@@ -20,13 +20,9 @@ BUILT_IN: Final[tuple[contract.BuiltInSpec, ...]] = (
 )
 """Every built-in action."""
 
-PLAN_MODELS: Final[plans.PlanModels] = {
-    spec.action_type: spec.plan_model
-    for spec in BUILT_IN
-    if issubclass(spec.plan_model, plans.PlanModel)
-}
-"""The built-in plan models kept in their action's package (the first two built-ins' are in
-`domain.plans.PLAN_MODELS`): parsed like an installed action's, reserved like a built-in."""
+PLAN_MODELS: Final[plans.PlanModels] = {spec.action_type: spec.plan_model for spec in BUILT_IN}
+"""Every built-in action's plan model, each kept in its action's package: passed to parsing
+like an installed one's, and reserved (no entry point may declare its type)."""
 
 SETTINGS: Final[tuple[type[ActionSettings], ...]] = tuple(
     spec.settings for spec in BUILT_IN if spec.settings is not None

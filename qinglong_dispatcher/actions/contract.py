@@ -214,9 +214,9 @@ class BuiltInSpec:
     """One built-in action: an `ActionSpec` whose factories get a `BuiltInContext`."""
 
     action_type: str
-    plan_model: type[plans.ActionPlan] | type[plans.PlanModel]
-    """Where the model lives: `domain/plans.py` for the first two built-ins, the package's own
-    `plan` module for the others (passed to parsing like an installed model)."""
+    plan_model: type[plans.BuiltInPlan] | type[plans.PlanModel]
+    """The package's own `plan` module's model (passed to parsing like an installed one);
+    `run.create`'s and `tool.invoke`'s are `BuiltInPlan`s, parsed as they always were."""
     handler: Callable[[BuiltInContext], ports.ApprovedActionHandler | None]
     """None: not configured in this process; its dispatches find no handler and wait, their
     attempts refunded."""

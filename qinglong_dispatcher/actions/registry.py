@@ -25,7 +25,7 @@ from qinglong_dispatcher.domain import errors, plan_previews, plans, records, re
 
 log = structlog.get_logger("qinglong_dispatcher.actions.registry")
 
-BUILT_IN: Final = frozenset(plans.PLAN_MODELS) | frozenset(builtin.PLAN_MODELS)
+BUILT_IN: Final = frozenset(builtin.PLAN_MODELS)
 """Action types the dispatcher itself serves; no entry point may declare one."""
 
 _REQUIRED_CONFIG: Final = {"extra": "forbid", "strict": True, "frozen": True}

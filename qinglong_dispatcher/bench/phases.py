@@ -38,7 +38,7 @@ def _child_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def run_create_plans(count: int, *, project: str = "bench") -> list[plans.ActionPlan]:
+def run_create_plans(count: int, *, project: str = "bench") -> list[plans.AnyPlan]:
     """`count` valid run.create plans."""
     return [
         api.run_create_plan({"projectId": project, "taskId": f"t-{i}", "taskRevision": i})

@@ -189,7 +189,7 @@ def action_plan_models() -> plans.PlanModels:
 def plan_preview_fields() -> plan_previews.ShownFields:
     """The members a redacted preview shows as they are, per action type: every model this
     process knows (built-in and installed), each without its `SENSITIVE_FIELDS`."""
-    return plan_previews.shown_by_type({**plans.PLAN_MODELS, **action_plan_models()})
+    return plan_previews.shown_by_type(action_plan_models())
 
 
 # -- the dispatcher and the reconciler --------------------------------------------------------

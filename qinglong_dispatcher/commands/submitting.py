@@ -63,13 +63,13 @@ def _jsonl_lines(data: bytes) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
-def _read_jsonl(path: Path) -> list[plans.ActionPlan]:
+def _read_jsonl(path: Path) -> list[plans.AnyPlan]:
     raw = _read_file(path, bounded_files.JSONL_MAX_BYTES)
     try:
         lines = _jsonl_lines(raw)
     except UnicodeDecodeError:
         raise errors.InvalidInput(f"{path}: cannot be read (not UTF-8)") from None
-    result: list[plans.ActionPlan] = []
+    result: list[plans.AnyPlan] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip(" \t"):  # JSON's own whitespace only: a lone \v is not blank
             continue
@@ -240,7 +240,7 @@ async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
             if args.action == TOOL_INVOKE:
                 # A bad plan is still named as such; a good one needs its StepRun created with
                 # the approval, in one transaction, which only `submit tool-invoke` does.
-                plans.parse_plan(args.action, data)
+                requesting.parse_plan(args.action, data)
                 raise common.UsageError(
                     "approval create --action tool.invoke: a tool step needs its StepRun; "
                     "use `submit tool-invoke --project P --run RUN_ID --tool T --content-file F`"

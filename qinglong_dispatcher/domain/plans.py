@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias
 
 import pydantic
 from pydantic import ConfigDict, Field, StringConstraints
 
 from qinglong_dispatcher.domain import canonical, digests, errors
-from qinglong_dispatcher.domain.tools import registry as tool_registry
 
 IDENTIFIER_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 """Opaque identifiers: project, task, action ref, operator names, result and reason codes."""
@@ -28,10 +26,6 @@ _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 Identifier = Annotated[str, StringConstraints(strict=True, pattern=IDENTIFIER_PATTERN)]
 """An identifier field: a str matching IDENTIFIER_PATTERN, never coerced."""
-
-Revision = Annotated[int, Field(strict=True, ge=0, le=canonical.MAX_SAFE_INTEGER)]
-Priority = Annotated[int, Field(strict=True, ge=-1000, le=1000)]
-TaskName = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=200)]
 
 
 def is_identifier(value: object) -> bool:
@@ -71,24 +65,18 @@ class _ExactShapePlan(pydantic.BaseModel):
         return self.model_dump(by_alias=True, mode="python")
 
 
-class ApprovedRunCreationPlan(_ExactShapePlan):
-    """Plan v1 of `run.create` (docs/actions.md): which task revision to queue as a Run, and how."""
+class BuiltInPlan(_ExactShapePlan):
+    """Base of `run.create`'s and `tool.invoke`'s plan models (`actions/<name>/plan.py`).
 
-    ACTION_TYPE: ClassVar[str] = "run.create"
-    # None: every member is an identifier, a number or the task's name, which the Run it
-    # creates keeps in clear (`runs.task_name`) for every reader of the database anyway.
-    SENSITIVE_FIELDS: ClassVar[tuple[str, ...]] = ()
+    Exact shape like `PlanModel`, but parsed as these two always were, so that their stored
+    approvals, digests and error lines stay what they are: `schemaVersion` other than 1 reads
+    "must be 1", and no stability check on every parse (the tests prove both models stable).
+    An installed action cannot use it: the registry takes only a `PlanModel`.
+    """
 
     schema_version: Literal[1] = Field(alias="schemaVersion")
     action_ref: Identifier = Field(alias="actionRef")
     project_id: Identifier = Field(alias="projectId")
-    task_id: Identifier = Field(alias="taskId")
-    task_revision: Revision = Field(alias="taskRevision")
-    executor_type: Identifier = Field(alias="executorType")
-    priority: Priority = Field(alias="priority")
-    task_name: TaskName | None = Field(default=None, alias="taskName")
-    task_snapshot_ref: Identifier | None = Field(default=None, alias="taskSnapshotRef")
-    input_ref: Identifier | None = Field(default=None, alias="inputRef")
 
     @pydantic.field_validator("schema_version", mode="before")
     @classmethod
@@ -97,68 +85,6 @@ class ApprovedRunCreationPlan(_ExactShapePlan):
         if not isinstance(value, int) or isinstance(value, bool):
             raise ValueError("must be 1")
         return value
-
-    @pydantic.field_validator("task_name")
-    @classmethod
-    def _printable(cls, value: str | None) -> str | None:
-        # isprintable() refuses control, format, surrogate, unassigned and separator
-        # characters other than the ASCII space.
-        if value is not None and not value.isprintable():
-            raise ValueError("must be printable text without control characters")
-        return value
-
-
-class ToolInvocationPlan(_ExactShapePlan):
-    """Plan v1 of `tool.invoke`: which Tool StepRun of which Run runs which tool.
-
-    The only input is bounded inline content for `builtin.file.write`; there is no path, URL
-    or secret field, and `extra="forbid"` refuses any such member.
-    """
-
-    ACTION_TYPE: ClassVar[str] = "tool.invoke"
-    SENSITIVE_FIELDS: ClassVar[tuple[str, ...]] = ("content",)
-
-    schema_version: Literal[1] = Field(alias="schemaVersion")
-    action_ref: Identifier = Field(alias="actionRef")
-    project_id: Identifier = Field(alias="projectId")
-    run_id: Identifier = Field(alias="runId")
-    step_run_id: Identifier = Field(alias="stepRunId")
-    tool_id: Literal["builtin.file.write"] = Field(alias="toolId")
-    tool_version: Annotated[int, Field(strict=True, ge=1, le=1000)] = Field(alias="toolVersion")
-    content: Annotated[str, StringConstraints(strict=True)] = Field(alias="content")
-
-    @pydantic.field_validator("schema_version", mode="before")
-    @classmethod
-    def _exact_version(cls, value: object) -> object:
-        # As in run.create: Literal[1] alone accepts True and 1.0.
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ValueError("must be 1")
-        return value
-
-    @pydantic.field_validator("content")
-    @classmethod
-    def _bounded_text(cls, value: str) -> str:
-        try:
-            size = len(value.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise ValueError("must be valid Unicode text") from None
-        if size > tool_registry.MAX_CONTENT_BYTES:
-            raise ValueError(
-                f"must be at most {tool_registry.MAX_CONTENT_BYTES} bytes of UTF-8 text"
-            )
-        return value
-
-    @pydantic.model_validator(mode="after")
-    def _known_tool_within_cap(self) -> ToolInvocationPlan:
-        if tool_registry.lookup(self.tool_id, self.tool_version) is None:
-            raise ValueError("toolId and toolVersion name no reviewed built-in tool")
-        try:
-            canonical.dumps(self.to_canonical_dict())
-        except errors.CanonicalJsonError:
-            raise ValueError(
-                f"larger than {canonical.PLAN_MAX_BYTES} bytes as canonical JSON"
-            ) from None
-        return self
 
 
 class PlanModel(_ExactShapePlan):
@@ -182,7 +108,7 @@ class PlanModel(_ExactShapePlan):
     @pydantic.field_validator("schema_version", mode="before")
     @classmethod
     def _exact_version(cls, value: object) -> object:
-        # As in run.create: Literal[1] alone accepts True and 1.0.
+        # As in `BuiltInPlan`: Literal[1] alone accepts True and 1.0.
         if not isinstance(value, int) or isinstance(value, bool):
             raise ValueError("must be an integer")
         return value
@@ -200,22 +126,12 @@ class PlanModel(_ExactShapePlan):
             )
 
 
-ActionPlan: TypeAlias = ApprovedRunCreationPlan | ToolInvocationPlan
-"""Every built-in plan model."""
+AnyPlan: TypeAlias = BuiltInPlan | PlanModel
+"""A plan of any action: built in or installed."""
 
-AnyPlan: TypeAlias = ActionPlan | PlanModel
-"""A built-in plan or an installed action's plan."""
-
-PlanModels: TypeAlias = Mapping[str, type[PlanModel]]
-"""Installed actions' plan models by action type (loaded outside the domain, passed in)."""
-
-PLAN_MODELS: Final[Mapping[str, type[ActionPlan]]] = MappingProxyType(
-    {
-        ApprovedRunCreationPlan.ACTION_TYPE: ApprovedRunCreationPlan,
-        ToolInvocationPlan.ACTION_TYPE: ToolInvocationPlan,
-    }
-)
-"""Plan model per action type."""
+PlanModels: TypeAlias = Mapping[str, type[BuiltInPlan] | type[PlanModel]]
+"""Plan models by action type: the built-in actions' and the installed ones' (kept in their
+action's package and passed in: the domain knows no action's plan)."""
 
 
 def _field_name(loc: tuple[int | str, ...]) -> str:
@@ -287,13 +203,13 @@ def _plan_invalid(exc: pydantic.ValidationError) -> errors.PlanInvalid:
 
 def _model_for(
     action_type: str, models: PlanModels | None
-) -> type[ActionPlan] | type[PlanModel] | None:
+) -> type[BuiltInPlan] | type[PlanModel] | None:
     if not isinstance(action_type, str):
         return None
-    return PLAN_MODELS.get(action_type) or (models or {}).get(action_type)
+    return (models or {}).get(action_type)
 
 
-def _validate(model: type[ActionPlan] | type[PlanModel], value: object) -> AnyPlan:
+def _validate(model: type[BuiltInPlan] | type[PlanModel], value: object) -> AnyPlan:
     try:
         return model.model_validate(value, strict=True)
     except pydantic.ValidationError as exc:
@@ -311,7 +227,7 @@ def _validate(model: type[ActionPlan] | type[PlanModel], value: object) -> AnyPl
 def _require_stable(plan: PlanModel) -> None:
     """An installed plan must survive canonical JSON unchanged, or its digest would not bind it.
 
-    The built-in models are stable by construction (tests prove it); an installed one is checked
+    A `BuiltInPlan` is stable by construction (tests prove it); an installed one is checked
     on every parse: dump, parse again, dump again — the same plan and the same bytes.
     """
     try:
@@ -335,11 +251,11 @@ def parse_plan(
 ) -> AnyPlan:
     """Parse a plan of `action_type` from canonical-JSON bytes or an already-decoded mapping.
 
-    `models` adds installed actions' plan models to the built-in ones. Raises
-    `UnknownActionType` for a type without a model and `PlanInvalid` (one line, naming
-    every missing field and the first other failing one by their JSON names, never a
-    value) for anything else: malformed or
-    non-strict JSON, unknown fields, wrong version, wrong types, out-of-range values, and an
+    `models` are the plan models the caller knows (`actions.builtin.PLAN_MODELS`, and the
+    installed ones where it loaded them). Raises `UnknownActionType` for a type without a
+    model and `PlanInvalid` (one line, naming every missing field and the first other failing
+    one by their JSON names, never a value) for anything else: malformed or non-strict JSON,
+    unknown fields, wrong version, wrong types, out-of-range values, and an
     installed model whose plan does not survive canonical JSON unchanged.
     """
     model = _model_for(action_type, models)

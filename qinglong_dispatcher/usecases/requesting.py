@@ -4,11 +4,23 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from types import MappingProxyType
+from typing import Final, Protocol
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions.run_create import plan as run_create
+from qinglong_dispatcher.actions.tool_invoke import plan as tool_invoke
 from qinglong_dispatcher.domain import approvals, canonical, digests, ids, plans, principals
 from qinglong_dispatcher.usecases import policy
+
+CORE_PLAN_MODELS: Final[plans.PlanModels] = MappingProxyType(
+    {
+        run_create.ACTION_TYPE: run_create.RunCreatePlan,
+        tool_invoke.ACTION_TYPE: tool_invoke.ToolInvocationPlan,
+    }
+)
+"""`run.create`'s and `tool.invoke`'s plan models: a request parses them without loading any
+entry point (every other type's model comes from `installed`)."""
 
 
 class RequestStore(ports.ApprovalStore, ports.PlanStore, Protocol):
@@ -23,19 +35,19 @@ def parse_plan(
 ) -> plans.AnyPlan:
     """The exact-shape plan of `action_type`; `installed` (the entry points' plan models) is
     called only for a type that is not built in: most callers never load entry points."""
-    models = None
-    if action_type not in plans.PLAN_MODELS and installed is not None:
+    models = CORE_PLAN_MODELS
+    if action_type not in CORE_PLAN_MODELS and installed is not None:
         models = installed()
     return plans.parse_plan(action_type, data, models=models)
 
 
-def run_create_plan(fields: Mapping[str, object]) -> plans.ApprovedRunCreationPlan:
+def run_create_plan(fields: Mapping[str, object]) -> run_create.RunCreatePlan:
     """Validate a run.create plan object, filling `schemaVersion` and a fresh `actionRef`."""
     data = {"schemaVersion": 1, "actionRef": ids.new_action_ref(), "executorType": "shell"}
     data.update({"priority": 0})
     data.update(fields)
-    plan = plans.parse_plan("run.create", data)
-    assert isinstance(plan, plans.ApprovedRunCreationPlan)
+    plan = plans.parse_plan(run_create.ACTION_TYPE, data, models=CORE_PLAN_MODELS)
+    assert isinstance(plan, run_create.RunCreatePlan)
     return plan
 
 

@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions.tool_invoke import plan as tool_invoke
 from qinglong_dispatcher.domain import approvals, errors, ids, plans
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.domain.tools import steps
@@ -59,14 +60,14 @@ class ToolSubmission:
 
 def tool_invoke_plan(
     *, project_id: str, run_id: str, step_run_id: str, tool_id: str, content: str
-) -> plans.ToolInvocationPlan:
+) -> tool_invoke.ToolInvocationPlan:
     """An exact-shape `tool.invoke` plan for the newest reviewed version of `tool_id`."""
     definition = tool_registry.latest(tool_id) if isinstance(tool_id, str) else None
     if definition is None:
         shown = tool_id if plans.is_identifier(tool_id) else "?"
         raise errors.InvalidInput(f"tool: no reviewed built-in tool {shown}", code="tool_unknown")
     plan = plans.parse_plan(
-        "tool.invoke",
+        tool_invoke.ACTION_TYPE,
         {
             "schemaVersion": 1,
             "actionRef": ids.new_action_ref(),
@@ -77,8 +78,9 @@ def tool_invoke_plan(
             "toolVersion": definition.version,
             "content": content,
         },
+        models=requesting.CORE_PLAN_MODELS,
     )
-    assert isinstance(plan, plans.ToolInvocationPlan)
+    assert isinstance(plan, tool_invoke.ToolInvocationPlan)
     return plan
 
 

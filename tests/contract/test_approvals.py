@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from qinglong_dispatcher import api
+from qinglong_dispatcher.actions import builtin
 from qinglong_dispatcher.domain import approvals, digests, errors, plans
 from tests.support import faults
 from tests.support.actions import make_api
@@ -44,7 +45,7 @@ async def test_create_approve_consume_walks_the_versions(
     assert dispatch.approved_by == "bob"
     stored = await harness.store.get_plan("proj-1", created.action_ref)
     assert stored is not None
-    plan = plans.parse_plan("run.create", stored.plan_json.encode())
+    plan = plans.parse_plan("run.create", stored.plan_json.encode(), models=builtin.PLAN_MODELS)
     assert plans.plan_action_digest(plan, digests.PLAIN) == dispatch.action_digest
 
 

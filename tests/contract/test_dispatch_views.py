@@ -16,7 +16,6 @@ from qinglong_dispatcher.domain import (
     dispatch_views,
     errors,
     plan_previews,
-    plans,
     recovery,
     states,
 )
@@ -30,7 +29,7 @@ from tests.support.recovery import started_execution
 from tests.support.stores import Harness
 
 Status = EffectiveStatus
-BUILT_IN_SHOWN = plan_previews.shown_by_type({**plans.PLAN_MODELS, **builtin.PLAN_MODELS})
+BUILT_IN_SHOWN = plan_previews.shown_by_type(builtin.PLAN_MODELS)
 """What `dispatch show` shows of each built-in action's plan."""
 
 

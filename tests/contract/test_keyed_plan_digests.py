@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from qinglong_dispatcher import api
+from qinglong_dispatcher.actions import builtin
 from qinglong_dispatcher.domain import digests, plan_previews, plans
 from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.plan_keys import keyring as plan_keyring
@@ -59,7 +60,7 @@ async def test_with_a_ring_the_stored_digests_cannot_be_recomputed_from_the_plan
     (consumed,) = await submit_runs(h.approver_store, clock, 1, project="guessable")
     stored = await h.store.get_plan("guessable", consumed.action_ref)
     assert stored is not None
-    plan = plans.parse_plan("run.create", stored.plan_bytes())
+    plan = plans.parse_plan("run.create", stored.plan_bytes(), models=builtin.PLAN_MODELS)
     plan_digest, action_digest, dispatched = await _stored_digests(h, consumed.approval_request_id)
     # Whoever guesses the plan exactly still cannot confirm it against the database.
     assert action_digest != plans.plan_action_digest(plan, digests.PLAIN)
@@ -123,7 +124,11 @@ async def test_a_drifted_plan_is_still_drift_under_a_ring(
     other = api.run_create_plan({"projectId": "p", "taskId": "t", "taskRevision": 2})
     approved = plans.plan_action_digest(plan, keyed)
     _, digest = plans.resolve_plan(
-        "run.create", plans.plan_canonical(other), approved_digest=approved, plan_digests=keyed
+        "run.create",
+        plans.plan_canonical(other),
+        approved_digest=approved,
+        plan_digests=keyed,
+        models=builtin.PLAN_MODELS,
     )
     assert digest != approved
     plain_of_other = plans.plan_action_digest(other, digests.PLAIN)
@@ -132,6 +137,7 @@ async def test_a_drifted_plan_is_still_drift_under_a_ring(
         plans.plan_canonical(plan),
         approved_digest=plain_of_other,
         plan_digests=keyed,
+        models=builtin.PLAN_MODELS,
     )
     assert digest != plain_of_other
 

@@ -12,6 +12,7 @@ import anyio.to_thread
 import pytest
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions import builtin
 from qinglong_dispatcher.domain import errors, plan_previews, plans
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
@@ -67,7 +68,7 @@ async def test_a_plan_is_sealed_under_the_active_key_and_opens_for_its_dispatch(
     assert MARKER.encode() not in bytes(row["plan_sealed"])
     report = await make_dispatcher(h.store, clock).dispatch_batch()
     assert report.outcomes == {"succeeded": 1}
-    shown = plan_previews.shown_by_type(plans.PLAN_MODELS)
+    shown = plan_previews.shown_by_type(builtin.PLAN_MODELS)
     detail = await h.store.show_dispatch(consumed.dispatch_id, now_ms=clock.now_ms(), shown=shown)
     assert detail is not None
     assert detail.plan is not None

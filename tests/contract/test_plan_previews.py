@@ -19,7 +19,7 @@ from tests.support.actions import DEFAULT_TTL_MS, make_api, submit_runs
 from tests.support.clock import ManualClock
 
 MARKER = "customer-51c0-marker"
-SHOWN = plan_previews.shown_by_type({**plans.PLAN_MODELS, **builtin.PLAN_MODELS})
+SHOWN = plan_previews.shown_by_type(builtin.PLAN_MODELS)
 
 
 def _http_plan(body: str) -> plans.AnyPlan:

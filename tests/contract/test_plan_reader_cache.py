@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 
 from qinglong_dispatcher import api, ports
-from qinglong_dispatcher.actions import contract
+from qinglong_dispatcher.actions import builtin, contract
 from qinglong_dispatcher.actions.http_request import handler as http_handler
+from qinglong_dispatcher.actions.run_create import plan as run_create_plan
 from qinglong_dispatcher.actions.tool_invoke import handler as tool_handler
-from qinglong_dispatcher.domain import errors, plans, records
+from qinglong_dispatcher.actions.tool_invoke import plan as tool_invoke_plan
+from qinglong_dispatcher.domain import errors, records
 from tests.support import stores
 from tests.support.actions import make_api
 from tests.support.clock import ManualClock
@@ -63,7 +65,7 @@ def _with(dispatch: records.Dispatch, **changes: Any) -> records.Dispatch:
 
 def _reader(harness: stores.Harness) -> tuple[contract.PlanReader, CountedPlans]:
     counted = CountedPlans(harness.store)
-    return contract.PlanReader(counted, {}), counted
+    return contract.PlanReader(counted, builtin.PLAN_MODELS), counted
 
 
 async def test_inspect_and_execute_of_a_dispatch_read_its_plan_once(
@@ -71,8 +73,8 @@ async def test_inspect_and_execute_of_a_dispatch_read_its_plan_once(
 ) -> None:
     (dispatch,) = await _dispatches(harness, clock, 1)
     reader, counted = _reader(harness)
-    plan, digest = await reader.resolve(dispatch, plans.ApprovedRunCreationPlan)
-    again = await reader.approved(dispatch, plans.ApprovedRunCreationPlan)
+    plan, digest = await reader.resolve(dispatch, run_create_plan.RunCreatePlan)
+    again = await reader.approved(dispatch, run_create_plan.RunCreatePlan)
     assert again == plan
     assert digest == dispatch.action_digest
     assert (counted.one, counted.pages) == (1, [])
@@ -86,7 +88,7 @@ async def test_a_prefetched_page_is_one_read_and_its_items_read_nothing_more(
     await reader.prefetch(page)
     await reader.prefetch(page)  # all kept: no second read
     for dispatch in page:
-        plan, digest = await reader.resolve(dispatch, plans.ApprovedRunCreationPlan)
+        plan, digest = await reader.resolve(dispatch, run_create_plan.RunCreatePlan)
         assert (plan.project_id, plan.action_ref) == (dispatch.project_id, dispatch.action_ref)
         assert digest == dispatch.action_digest
     assert (counted.one, counted.pages) == (0, [5])
@@ -102,19 +104,19 @@ async def test_what_does_not_resolve_is_read_again_and_refused_again(
     await reader.prefetch([other_type])
     for _ in range(2):
         with pytest.raises(errors.PlanInvalid) as refused:
-            await reader.resolve(other_type, plans.ApprovedRunCreationPlan)
+            await reader.resolve(other_type, run_create_plan.RunCreatePlan)
         assert refused.value.code == "plan_type_mismatch"
     assert (counted.one, counted.pages) == (2, [1])
     # Another approved digest than the one the plan was approved under: a different key.
     drifted = _with(dispatch, action_digest="0" * 64)
     with pytest.raises(errors.PlanInvalid) as drift:
-        await reader.approved(drifted, plans.ApprovedRunCreationPlan)
+        await reader.approved(drifted, run_create_plan.RunCreatePlan)
     assert drift.value.code == "digest_drift"
     assert counted.one == 3
     # The right model asked of a kept plan of another model: refused without a read.
-    await reader.resolve(dispatch, plans.ApprovedRunCreationPlan)
+    await reader.resolve(dispatch, run_create_plan.RunCreatePlan)
     with pytest.raises(errors.PlanInvalid) as model:
-        await reader.resolve(dispatch, plans.ToolInvocationPlan)
+        await reader.resolve(dispatch, tool_invoke_plan.ToolInvocationPlan)
     assert model.value.code == "plan_type_mismatch"
     assert counted.one == 4
 
@@ -126,10 +128,10 @@ async def test_the_reader_keeps_only_the_latest_plans(
     page = await _dispatches(harness, clock, 4)
     reader, counted = _reader(harness)
     for dispatch in page:
-        await reader.resolve(dispatch, plans.ApprovedRunCreationPlan)
-    await reader.resolve(page[-1], plans.ApprovedRunCreationPlan)  # kept
+        await reader.resolve(dispatch, run_create_plan.RunCreatePlan)
+    await reader.resolve(page[-1], run_create_plan.RunCreatePlan)  # kept
     assert counted.one == 4
-    await reader.resolve(page[0], plans.ApprovedRunCreationPlan)  # the oldest, let go
+    await reader.resolve(page[0], run_create_plan.RunCreatePlan)  # the oldest, let go
     assert counted.one == 5
 
 

@@ -8,8 +8,8 @@ import anyio
 import pytest
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions.tool_invoke import invocations as tool_invocations
 from qinglong_dispatcher.domain import digests, errors
-from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.domain.tools import start as tool_start
 from qinglong_dispatcher.domain.tools import steps

@@ -6,7 +6,9 @@ import dataclasses
 from typing import Any
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions import builtin
 from qinglong_dispatcher.actions.run_create import handler as run_create
+from qinglong_dispatcher.actions.run_create import plan as run_create_plan
 from qinglong_dispatcher.domain import fencing, ids, plans, records, recovery, runs, states
 from tests.support import faults
 from tests.support.clock import ManualClock
@@ -47,8 +49,8 @@ async def request_for(
     """The run.create effect request an execute of this started execution would send."""
     stored = await harness.store.get_plan(dispatch.project_id, dispatch.action_ref)
     assert stored is not None
-    plan = plans.parse_plan("run.create", stored.plan_json.encode())
-    assert isinstance(plan, plans.ApprovedRunCreationPlan)
+    plan = plans.parse_plan("run.create", stored.plan_json.encode(), models=builtin.PLAN_MODELS)
+    assert isinstance(plan, run_create_plan.RunCreatePlan)
     return ports.RunCreateRequest(
         dispatch=dispatch,
         identity=identity,
@@ -109,8 +111,8 @@ async def plant_run_and_receipt(
     """Write a Run and its receipt as an effect that committed without its completion would."""
     stored = await h.store.get_plan(dispatch.project_id, dispatch.action_ref)
     assert stored is not None
-    plan = plans.parse_plan("run.create", stored.plan_json.encode())
-    assert isinstance(plan, plans.ApprovedRunCreationPlan)
+    plan = plans.parse_plan("run.create", stored.plan_json.encode(), models=builtin.PLAN_MODELS)
+    assert isinstance(plan, run_create_plan.RunCreatePlan)
     run = run_create.build_run(
         plan,
         dispatch,

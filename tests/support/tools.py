@@ -8,8 +8,10 @@ from typing import Any
 
 from qinglong_dispatcher import api, bootstrap, ports
 from qinglong_dispatcher import api as tool_api
+from qinglong_dispatcher.actions import builtin
+from qinglong_dispatcher.actions.tool_invoke import invocations as tool_invocations
+from qinglong_dispatcher.actions.tool_invoke import plan as tool_invoke_plan
 from qinglong_dispatcher.domain import digests, plans, records, runs
-from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.domain.tools import start as tool_start
 from qinglong_dispatcher.domain.tools import steps
@@ -67,7 +69,7 @@ class Started:
 
     dispatch: records.Dispatch
     identity: records.ExecutionIdentity
-    plan: plans.ToolInvocationPlan
+    plan: tool_invoke_plan.ToolInvocationPlan
     step: steps.StepRun
 
     def command(
@@ -110,8 +112,8 @@ async def started_tool(
     assert result.identity is not None
     stored = await h.store.get_plan(claim.dispatch.project_id, claim.dispatch.action_ref)
     assert stored is not None
-    plan = plans.parse_plan("tool.invoke", stored.plan_json.encode())
-    assert isinstance(plan, plans.ToolInvocationPlan)
+    plan = plans.parse_plan("tool.invoke", stored.plan_json.encode(), models=builtin.PLAN_MODELS)
+    assert isinstance(plan, tool_invoke_plan.ToolInvocationPlan)
     step = await repositories.steps(h.store).get_step_run(submitted.step_run_id)
     assert step is not None
     return Started(dispatch=claim.dispatch, identity=result.identity, plan=plan, step=step)

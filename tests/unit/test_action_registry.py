@@ -6,14 +6,16 @@ under test is the production one (`registry.load`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import contract, registry
-from qinglong_dispatcher.domain import digests, errors
+from qinglong_dispatcher.domain import digests, errors, plans
 from tests.support import installed_actions
 from tests.support.clock import ManualClock
 from tests.support.installed_actions import HERE, entry_points_in, write_distribution
@@ -80,6 +82,23 @@ def test_a_built_in_type_is_reserved(tmp_path: Path) -> None:
     error = _refused(tmp_path, ("qa-clash", {"run.create": f"{HERE}:CLASHING"}))
     assert error.code == "action_type_reserved"
     assert "run.create is built in" in str(error)
+
+
+class _BuiltInShaped(plans.BuiltInPlan):
+    ACTION_TYPE: ClassVar[str] = "test.built_in_shaped"
+    SENSITIVE_FIELDS: ClassVar[tuple[str, ...]] = ()
+
+
+def test_an_installed_plan_model_cannot_take_the_built_in_plans_base() -> None:
+    # A `BuiltInPlan` is not checked for stability on every parse: only the built-ins are.
+    spec = dataclasses.replace(
+        installed_actions.MANUAL,
+        action_type=_BuiltInShaped.ACTION_TYPE,
+        plan_model=_BuiltInShaped,  # type: ignore[arg-type]  # what the check refuses
+    )
+    with pytest.raises(errors.ActionRegistrationError) as info:
+        registry.given([spec])
+    assert info.value.code == "action_plan_model_invalid"
 
 
 def test_an_action_must_declare_its_evidence_or_manual_only(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import importlib
 import pathlib
 import pkgutil
 
+import pydantic
 import pytest
 
 from qinglong_dispatcher import actions, ports
@@ -29,23 +30,36 @@ def test_every_action_package_is_registered_once() -> None:
 
 def test_the_built_in_specs_are_the_built_in_plan_models_and_the_reserved_types() -> None:
     by_type = {spec.action_type: spec for spec in builtin.BUILT_IN}
-    models = {**plans.PLAN_MODELS, **builtin.PLAN_MODELS}
+    models = builtin.PLAN_MODELS
     assert set(by_type) == set(models) == registry.BUILT_IN
-    assert not set(plans.PLAN_MODELS) & set(builtin.PLAN_MODELS)
     for action_type, spec in by_type.items():
         assert spec.plan_model is models[action_type]
         assert action_type == spec.plan_model.ACTION_TYPE
 
 
+def test_the_domain_keeps_no_action_plan() -> None:
+    # The plan machinery only: every model is in its action's own `plan` module.
+    bases = {plans.BuiltInPlan, plans.PlanModel}
+    models = [
+        value
+        for value in vars(plans).values()
+        if isinstance(value, type) and issubclass(value, pydantic.BaseModel)
+    ]
+    assert bases <= set(models)
+    assert not [m for m in models if m not in bases and issubclass(m, tuple(bases))]
+
+
 @pytest.mark.parametrize("package", PACKAGES)
-def test_a_built_in_action_is_a_package_with_a_handler_an_evidence_provider_and_its_spec(
+def test_a_built_in_action_is_a_package_with_a_plan_a_handler_an_evidence_provider_and_its_spec(
     package: str,
 ) -> None:
     module = importlib.import_module(f"qinglong_dispatcher.actions.{package}")
+    plan = importlib.import_module(f"qinglong_dispatcher.actions.{package}.plan")
     handler = importlib.import_module(f"qinglong_dispatcher.actions.{package}.handler")
     evidence = importlib.import_module(f"qinglong_dispatcher.actions.{package}.evidence")
     assert isinstance(module.ACTION, contract.BuiltInSpec)
-    assert module.ACTION.action_type == handler.ACTION_TYPE
+    assert module.ACTION.action_type == plan.ACTION_TYPE == handler.ACTION_TYPE
+    assert module.ACTION.plan_model.__module__ == plan.__name__
     assert module.ACTION.evidence is not contract.MANUAL_ONLY
     assert any(
         getattr(cls, "action_type", None) == handler.ACTION_TYPE for cls in vars(evidence).values()

@@ -8,6 +8,7 @@ from typing import Annotated, ClassVar
 import pydantic
 import pytest
 
+from qinglong_dispatcher.actions import builtin, registry
 from qinglong_dispatcher.domain import digests, errors, plans
 from tests.support.installed_actions import EchoPlan
 
@@ -85,6 +86,9 @@ def test_an_installed_model_that_raises_is_one_line_plan_invalid() -> None:
     assert "bug" not in str(info.value)
 
 
-def test_built_in_types_win_over_installed_models() -> None:
+def test_built_in_types_parse_with_their_own_models() -> None:
+    # The domain parses with the models it is given: the built-in ones name each built-in
+    # type's own, and no entry point may declare a built-in type (test_action_registry.py).
+    assert set(builtin.PLAN_MODELS) == registry.BUILT_IN
     with pytest.raises(errors.PlanInvalid):
-        plans.parse_plan("run.create", GOOD, models={"run.create": EchoPlan})
+        plans.parse_plan("run.create", GOOD, models=builtin.PLAN_MODELS)

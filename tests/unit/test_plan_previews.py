@@ -25,7 +25,7 @@ TOOL_PLAN = {
     "toolVersion": 1,
     "content": f"héllo {MARKER}",
 }
-SHOWN = plan_previews.shown_by_type({**plans.PLAN_MODELS, **builtin.PLAN_MODELS})
+SHOWN = plan_previews.shown_by_type(builtin.PLAN_MODELS)
 
 
 def _field_digest(value: object) -> str:
@@ -79,8 +79,7 @@ def test_a_plan_that_is_not_a_canonical_object_has_no_preview(text: str) -> None
 
 def test_the_built_in_models_declare_what_may_carry_customer_data() -> None:
     declared = {
-        action_type: model.SENSITIVE_FIELDS
-        for action_type, model in {**plans.PLAN_MODELS, **builtin.PLAN_MODELS}.items()
+        action_type: model.SENSITIVE_FIELDS for action_type, model in builtin.PLAN_MODELS.items()
     }
     assert declared == {
         "run.create": (),
@@ -88,7 +87,7 @@ def test_the_built_in_models_declare_what_may_carry_customer_data() -> None:
         "http.request": ("query", "headers", "body"),
         "command.run": ("args",),
     }
-    for model in {**plans.PLAN_MODELS, **builtin.PLAN_MODELS}.values():
+    for model in builtin.PLAN_MODELS.values():
         assert set(model.SENSITIVE_FIELDS) <= plan_previews.member_names(model)
 
 

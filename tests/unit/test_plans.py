@@ -11,6 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from qinglong_dispatcher.actions import builtin
+from qinglong_dispatcher.actions.run_create import plan as run_create_plan
 from qinglong_dispatcher.domain import canonical, digests, errors, plans
 
 MAX = canonical.MAX_SAFE_INTEGER
@@ -67,7 +69,7 @@ junk = st.recursive(
 
 def _plan_error(data: object, action_type: str = "run.create") -> str:
     with pytest.raises(errors.PlanInvalid) as info:
-        plans.parse_plan(action_type, data)  # type: ignore[arg-type]  # a wrong type on purpose: the runtime check is under test
+        plans.parse_plan(action_type, data, models=builtin.PLAN_MODELS)  # type: ignore[arg-type]  # a wrong type on purpose: the runtime check is under test
     message = str(info.value)
     assert "\n" not in message
     assert message.startswith("plan invalid: ")
@@ -112,13 +114,13 @@ def test_identifier_type_is_strict_and_anchored() -> None:
 
 
 def test_parse_minimal_plan() -> None:
-    plan = plans.parse_plan("run.create", GOOD)
-    assert isinstance(plan, plans.ApprovedRunCreationPlan)
+    plan = plans.parse_plan("run.create", GOOD, models=builtin.PLAN_MODELS)
+    assert isinstance(plan, run_create_plan.RunCreatePlan)
     assert plan.schema_version == 1
     assert plan.project_id == "p1"
     assert plan.task_name is None
-    assert plan.action_type == plans.ApprovedRunCreationPlan.ACTION_TYPE == "run.create"
-    assert plans.PLAN_MODELS["run.create"] is plans.ApprovedRunCreationPlan
+    assert plan.action_type == run_create_plan.RunCreatePlan.ACTION_TYPE == "run.create"
+    assert builtin.PLAN_MODELS["run.create"] is run_create_plan.RunCreatePlan
     assert plan.to_canonical_dict() == {
         **GOOD,
         "taskName": None,
@@ -128,15 +130,17 @@ def test_parse_minimal_plan() -> None:
 
 
 def test_plan_is_frozen() -> None:
-    plan = plans.parse_plan("run.create", GOOD)
-    assert isinstance(plan, plans.ApprovedRunCreationPlan)
+    plan = plans.parse_plan("run.create", GOOD, models=builtin.PLAN_MODELS)
+    assert isinstance(plan, run_create_plan.RunCreatePlan)
     with pytest.raises(pydantic.ValidationError):
         plan.priority = 5  # type: ignore[misc]  # assigning a frozen field is what is tested
 
 
 def test_plan_canonical_and_digest_known_answer() -> None:
     plan = plans.parse_plan(
-        "run.create", {**GOOD, "taskName": "Crème brûlée", "taskRevision": 12, "priority": -3}
+        "run.create",
+        {**GOOD, "taskName": "Crème brûlée", "taskRevision": 12, "priority": -3},
+        models=builtin.PLAN_MODELS,
     )
     expected = (
         b'{"actionRef":"ar-1","executorType":"shell","inputRef":null,"priority":-3,'
@@ -156,20 +160,22 @@ def test_plan_canonical_and_digest_known_answer() -> None:
 
 def test_parse_from_bytes_and_mapping_agree() -> None:
     data = json.dumps({**GOOD, "inputRef": "in-1"}).encode()
-    from_bytes = plans.parse_plan("run.create", data)
-    from_mapping = plans.parse_plan("run.create", MappingProxyType({**GOOD, "inputRef": "in-1"}))
+    from_bytes = plans.parse_plan("run.create", data, models=builtin.PLAN_MODELS)
+    from_mapping = plans.parse_plan(
+        "run.create", MappingProxyType({**GOOD, "inputRef": "in-1"}), models=builtin.PLAN_MODELS
+    )
     assert from_bytes == from_mapping
-    assert isinstance(from_bytes, plans.ApprovedRunCreationPlan)
+    assert isinstance(from_bytes, run_create_plan.RunCreatePlan)
     assert from_bytes.input_ref == "in-1"
 
 
 @settings(max_examples=150)
 @given(raw=valid_plans)
 def test_round_trip_through_canonical_bytes(raw: dict[str, object]) -> None:
-    plan = plans.parse_plan("run.create", raw)
+    plan = plans.parse_plan("run.create", raw, models=builtin.PLAN_MODELS)
     data = plans.plan_canonical(plan)
     assert canonical.is_canonical(data)
-    again = plans.parse_plan("run.create", data)
+    again = plans.parse_plan("run.create", data, models=builtin.PLAN_MODELS)
     assert again == plan
     assert plans.plan_action_digest(again, digests.PLAIN) == plans.plan_action_digest(
         plan, digests.PLAIN
@@ -284,7 +290,7 @@ def test_float_in_bytes_is_refused_even_when_integral() -> None:
 @pytest.mark.parametrize("action_type", ["tool.unknown", "", "run.create ", 7, None])
 def test_unknown_action_type(action_type: object) -> None:
     with pytest.raises(errors.UnknownActionType) as info:
-        plans.parse_plan(action_type, GOOD)  # type: ignore[arg-type]  # a wrong type on purpose: the runtime check is under test
+        plans.parse_plan(action_type, GOOD, models=builtin.PLAN_MODELS)  # type: ignore[arg-type]  # a wrong type on purpose: the runtime check is under test
     assert str(info.value).startswith("unknown action type: ")
     assert "\n" not in str(info.value)
 
@@ -296,7 +302,7 @@ def test_unknown_action_type(action_type: object) -> None:
 @given(data=st.binary(max_size=80))
 def test_any_bytes_raise_only_typed_errors(data: bytes) -> None:
     try:
-        plans.parse_plan("run.create", data)
+        plans.parse_plan("run.create", data, models=builtin.PLAN_MODELS)
     except Exception as exc:
         _assert_typed(exc)
 
@@ -306,7 +312,7 @@ def test_any_bytes_raise_only_typed_errors(data: bytes) -> None:
 def test_any_value_raises_only_typed_errors(value: object) -> None:
     for data in (value, json.dumps(value, default=repr).encode()):
         try:
-            plans.parse_plan("run.create", data)  # type: ignore[arg-type]  # any junk, on purpose
+            plans.parse_plan("run.create", data, models=builtin.PLAN_MODELS)  # type: ignore[arg-type]  # any junk, on purpose
         except Exception as exc:
             _assert_typed(exc)
 
@@ -317,7 +323,7 @@ def test_any_field_value_raises_only_typed_errors(field: str, value: object) -> 
     raw = {**GOOD, field: value}
     for data in (raw, json.dumps(raw, default=repr).encode()):
         try:
-            plan = plans.parse_plan("run.create", data)
+            plan = plans.parse_plan("run.create", data, models=builtin.PLAN_MODELS)
         except Exception as exc:
             _assert_typed(exc)
         else:
@@ -332,22 +338,30 @@ def test_any_field_value_raises_only_typed_errors(field: str, value: object) -> 
 @settings(max_examples=60, deadline=None)
 @given(valid_plans)
 def test_resolving_the_approved_bytes_gives_the_strict_parse(data: dict[str, object]) -> None:
-    plan = plans.parse_plan("run.create", data)
+    plan = plans.parse_plan("run.create", data, models=builtin.PLAN_MODELS)
     stored = plans.plan_canonical(plan)
     approved = plans.plan_action_digest(plan, digests.PLAIN)
     resolved, digest = plans.resolve_plan(
-        "run.create", stored, approved_digest=approved, plan_digests=digests.PLAIN
+        "run.create",
+        stored,
+        approved_digest=approved,
+        plan_digests=digests.PLAIN,
+        models=builtin.PLAN_MODELS,
     )
     assert resolved == plan
     assert digest == approved == digests.PLAIN.action_digest_of_canonical("run.create", stored)
 
 
 def test_equivalent_bytes_that_are_not_canonical_take_the_strict_parse() -> None:
-    plan = plans.parse_plan("run.create", GOOD)
+    plan = plans.parse_plan("run.create", GOOD, models=builtin.PLAN_MODELS)
     approved = plans.plan_action_digest(plan, digests.PLAIN)
     spaced = json.dumps(GOOD, indent=2).encode()
     resolved, digest = plans.resolve_plan(
-        "run.create", spaced, approved_digest=approved, plan_digests=digests.PLAIN
+        "run.create",
+        spaced,
+        approved_digest=approved,
+        plan_digests=digests.PLAIN,
+        models=builtin.PLAN_MODELS,
     )
     assert resolved == plan
     assert digest == approved  # the plan's canonical digest, not the digest of the bytes
@@ -355,15 +369,27 @@ def test_equivalent_bytes_that_are_not_canonical_take_the_strict_parse() -> None
 
 
 def test_other_bytes_get_their_own_digest_and_invalid_bytes_stay_invalid() -> None:
-    approved = plans.plan_action_digest(plans.parse_plan("run.create", GOOD), digests.PLAIN)
-    drifted = plans.plan_canonical(plans.parse_plan("run.create", {**GOOD, "priority": 7}))
+    approved = plans.plan_action_digest(
+        plans.parse_plan("run.create", GOOD, models=builtin.PLAN_MODELS), digests.PLAIN
+    )
+    drifted = plans.plan_canonical(
+        plans.parse_plan("run.create", {**GOOD, "priority": 7}, models=builtin.PLAN_MODELS)
+    )
     _, digest = plans.resolve_plan(
-        "run.create", drifted, approved_digest=approved, plan_digests=digests.PLAIN
+        "run.create",
+        drifted,
+        approved_digest=approved,
+        plan_digests=digests.PLAIN,
+        models=builtin.PLAN_MODELS,
     )
     assert digest != approved
     with pytest.raises(errors.PlanInvalid):
         plans.resolve_plan(
-            "run.create", b'{"priority": 1.5}', approved_digest=approved, plan_digests=digests.PLAIN
+            "run.create",
+            b'{"priority": 1.5}',
+            approved_digest=approved,
+            plan_digests=digests.PLAIN,
+            models=builtin.PLAN_MODELS,
         )
     # Even bytes whose digest is the approved one are validated by the model again.
     bad = canonical.dumps({**GOOD, "priority": 5000})
@@ -373,4 +399,5 @@ def test_other_bytes_get_their_own_digest_and_invalid_bytes_stay_invalid() -> No
             bad,
             approved_digest=digests.PLAIN.action_digest_of_canonical("run.create", bad),
             plan_digests=digests.PLAIN,
+            models=builtin.PLAN_MODELS,
         )

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from qinglong_dispatcher.actions import builtin
+from qinglong_dispatcher.actions.tool_invoke import invocations as tool_invocations
+from qinglong_dispatcher.actions.tool_invoke import plan as tool_invoke_plan
 from qinglong_dispatcher.domain import canonical, digests, errors, plans, records
 from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
-from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.domain.tools import start as tool_start
 from qinglong_dispatcher.domain.tools import steps
@@ -30,9 +32,9 @@ PLAN = {
 }
 
 
-def plan() -> plans.ToolInvocationPlan:
-    parsed = plans.parse_plan("tool.invoke", dict(PLAN))
-    assert isinstance(parsed, plans.ToolInvocationPlan)
+def plan() -> tool_invoke_plan.ToolInvocationPlan:
+    parsed = plans.parse_plan("tool.invoke", dict(PLAN), models=builtin.PLAN_MODELS)
+    assert isinstance(parsed, tool_invoke_plan.ToolInvocationPlan)
     return parsed
 
 
@@ -92,7 +94,7 @@ def command_dict() -> dict[str, Any]:
 )
 def test_a_plan_cannot_carry_a_path_url_secret_or_output(field: str) -> None:
     with pytest.raises(errors.PlanInvalid, match=f"plan invalid: {field}: unknown field"):
-        plans.parse_plan("tool.invoke", {**PLAN, field: "/etc/passwd"})
+        plans.parse_plan("tool.invoke", {**PLAN, field: "/etc/passwd"}, models=builtin.PLAN_MODELS)
 
 
 @pytest.mark.parametrize(
@@ -110,7 +112,7 @@ def test_a_plan_out_of_bounds_is_refused_with_one_line(
     change: dict[str, object], message: str
 ) -> None:
     with pytest.raises(errors.PlanInvalid) as info:
-        plans.parse_plan("tool.invoke", {**PLAN, **change})
+        plans.parse_plan("tool.invoke", {**PLAN, **change}, models=builtin.PLAN_MODELS)
     assert message in str(info.value)
     assert "\n" not in str(info.value)
 

@@ -11,15 +11,17 @@ from typing import Any
 
 import pytest
 
+from qinglong_dispatcher.actions import builtin
+from qinglong_dispatcher.actions.tool_invoke import invocations as tool_invocations
+from qinglong_dispatcher.actions.tool_invoke import plan as tool_invoke_plan
 from qinglong_dispatcher.domain import digests, plans, records, runs
 from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
-from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.domain.tools import start as tool_start
 from qinglong_dispatcher.domain.tools import steps
 
 
-def _plan() -> plans.ToolInvocationPlan:
+def _plan() -> tool_invoke_plan.ToolInvocationPlan:
     parsed = plans.parse_plan(
         "tool.invoke",
         {
@@ -32,8 +34,9 @@ def _plan() -> plans.ToolInvocationPlan:
             "toolVersion": 1,
             "content": "hello\n",
         },
+        models=builtin.PLAN_MODELS,
     )
-    assert isinstance(parsed, plans.ToolInvocationPlan)
+    assert isinstance(parsed, tool_invoke_plan.ToolInvocationPlan)
     return parsed
 
 

@@ -1,7 +1,6 @@
 """`run.create`: queue one Run of an approved task revision, exactly once.
 
-- plan: `domain.plans.ApprovedRunCreationPlan` (the built-in plans are domain records:
-  approvals parse them before any action is loaded);
+- `plan`: `RunCreatePlan` — the task revision, its executor, priority and references;
 - `handler`: inspect resolves the immutable plan; execute creates the Run, its receipt and
   the completion in one transaction (`committed`);
 - `evidence`: the receipt and the Run, read-only;
@@ -17,14 +16,13 @@ See `docs/actions.md#runcreate`.
 from __future__ import annotations
 
 from qinglong_dispatcher.actions import contract
-from qinglong_dispatcher.actions.run_create import evidence, handler, tables
-from qinglong_dispatcher.domain import plans
+from qinglong_dispatcher.actions.run_create import evidence, handler, plan, tables
 
-ACTION_TYPE = handler.ACTION_TYPE
+ACTION_TYPE = plan.ACTION_TYPE
 
 ACTION = contract.BuiltInSpec(
     action_type=ACTION_TYPE,
-    plan_model=plans.ApprovedRunCreationPlan,
+    plan_model=plan.RunCreatePlan,
     handler=lambda ctx: handler.RunCreateHandler(
         ctx.store, tables.Repository(ctx.store), ctx.clock
     ),

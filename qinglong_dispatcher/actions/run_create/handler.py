@@ -14,12 +14,13 @@ import structlog
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import contract
+from qinglong_dispatcher.actions.run_create import plan as plan_model
 from qinglong_dispatcher.actions.run_create import tables
-from qinglong_dispatcher.domain import errors, fencing, ids, plans, records, runs
+from qinglong_dispatcher.domain import errors, fencing, ids, records, runs
 
 log = structlog.get_logger("qinglong_dispatcher.actions.run_create.handler")
 
-ACTION_TYPE = "run.create"
+ACTION_TYPE = plan_model.ACTION_TYPE
 
 FaultHook = Callable[[str, records.Dispatch], Awaitable[None]]
 """Test-only seam (`before_effect`); production wiring passes none."""
@@ -28,7 +29,7 @@ EFFECT_RETRY_MAX_S = 0.5
 
 
 def build_run(
-    plan: plans.ApprovedRunCreationPlan,
+    plan: plan_model.RunCreatePlan,
     dispatch: records.Dispatch,
     *,
     run_id: str,
@@ -75,8 +76,8 @@ class RunCreateHandler:
         fault_hook: FaultHook | None = None,
     ) -> None:
         # The reader keeps what it resolved: inspect, the page's Run and execute share one
-        # resolution of the immutable plan. `run.create` is a built-in plan type.
-        self._plans = contract.PlanReader(plan_store, {})
+        # resolution of the immutable plan.
+        self._plans = contract.PlanReader(plan_store, {ACTION_TYPE: plan_model.RunCreatePlan})
         self._repository = repository
         self._clock = clock
         self._fault_hook = fault_hook
@@ -85,10 +86,8 @@ class RunCreateHandler:
         """Read and parse a page's plans in one go, so each inspect finds its plan here."""
         await self._plans.prefetch(dispatches)
 
-    async def _resolve(
-        self, dispatch: records.Dispatch
-    ) -> tuple[plans.ApprovedRunCreationPlan, str]:
-        return await self._plans.resolve(dispatch, plans.ApprovedRunCreationPlan)
+    async def _resolve(self, dispatch: records.Dispatch) -> tuple[plan_model.RunCreatePlan, str]:
+        return await self._plans.resolve(dispatch, plan_model.RunCreatePlan)
 
     async def inspect(self, dispatch: records.Dispatch) -> ports.InspectResult:
         """Parse the immutable plan and return its action digest; writes nothing."""
@@ -100,7 +99,7 @@ class RunCreateHandler:
 
     def page_effect(self, dispatch: records.Dispatch, *, started_at_ms: int) -> runs.Run:
         """See `ports.TransactionalHandler.page_effect`: the Run it creates."""
-        resolved = self._plans.kept(dispatch, plans.ApprovedRunCreationPlan)
+        resolved = self._plans.kept(dispatch, plan_model.RunCreatePlan)
         if resolved is None:
             raise errors.PlanInvalid("plan not inspected", code="plan_not_inspected")
         plan, _ = resolved

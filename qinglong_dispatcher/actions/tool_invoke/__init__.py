@@ -1,7 +1,10 @@
 """`tool.invoke`: run one reviewed built-in tool for one Tool StepRun of a Run, at most once.
 
-- plan: `domain.plans.ToolInvocationPlan`; the tool registry, the step records and the start
-  barrier's pure rules are in `domain.tools`;
+- `plan`: `ToolInvocationPlan` — the Run, its Tool StepRun, the reviewed tool and its bounded
+  content; the tool registry, the step records and the start barrier's pure rules are in
+  `domain.tools`;
+- `invocations`: the start command a dispatch becomes, its identities derived from the
+  dispatch id;
 - `handler`: inspect checks the StepRun waits for this very approval; execute commits the
   tool's own start barrier before the adapter runs (`file_write`, inside `sandbox`);
 - `evidence`: the barrier and the file the adapter left, read-only;
@@ -17,10 +20,9 @@ See `docs/actions.md#toolinvoke`.
 from __future__ import annotations
 
 from qinglong_dispatcher.actions import contract
-from qinglong_dispatcher.actions.tool_invoke import evidence, file_write, handler, tables
-from qinglong_dispatcher.domain import plans
+from qinglong_dispatcher.actions.tool_invoke import evidence, file_write, handler, plan, tables
 
-ACTION_TYPE = handler.ACTION_TYPE
+ACTION_TYPE = plan.ACTION_TYPE
 
 
 def _handler(ctx: contract.BuiltInContext) -> handler.ToolInvokeHandler | None:
@@ -38,7 +40,7 @@ def _handler(ctx: contract.BuiltInContext) -> handler.ToolInvokeHandler | None:
 
 ACTION = contract.BuiltInSpec(
     action_type=ACTION_TYPE,
-    plan_model=plans.ToolInvocationPlan,
+    plan_model=plan.ToolInvocationPlan,
     handler=_handler,
     # Always there: without a visible sandbox it answers `unavailable`, never `missing`.
     evidence=lambda ctx: evidence.ToolInvokeEvidence(

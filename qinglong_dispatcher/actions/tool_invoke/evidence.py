@@ -15,15 +15,17 @@ from pathlib import Path
 import anyio.to_thread
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions.tool_invoke import invocations as tool_invocations
+from qinglong_dispatcher.actions.tool_invoke import plan as plan_model
 from qinglong_dispatcher.actions.tool_invoke import sandbox
 from qinglong_dispatcher.domain import digests, errors, plans, recovery
-from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 
 Kind = recovery.EvidenceKind
 EVIDENCE_TAG = "qinglong/tool-file-evidence@v1"
-ACTION_TYPE = "tool.invoke"
+ACTION_TYPE = plan_model.ACTION_TYPE
 
+_MODELS: plans.PlanModels = {ACTION_TYPE: plan_model.ToolInvocationPlan}
 _ABSENT = "absent"
 _NOT_REGULAR = "not_regular"
 
@@ -65,13 +67,14 @@ class ToolInvokeEvidence:
         stored = await self._plans.get_plan(dispatch.project_id, dispatch.action_ref)
         if stored is None:
             return recovery.Evidence(kind=Kind.CONFLICT, reason="plan_missing")
+        if stored.action_type != ACTION_TYPE:
+            return recovery.Evidence(kind=Kind.CONFLICT, reason="plan_type_mismatch")
         data = stored.plan_bytes()  # a plan that does not open: unavailable, never a conflict
         try:
-            plan = plans.parse_plan(stored.action_type, data)
+            plan = plans.parse_plan(ACTION_TYPE, data, models=_MODELS)
         except errors.InvalidInput:
             return recovery.Evidence(kind=Kind.CONFLICT, reason="plan_invalid")
-        if not isinstance(plan, plans.ToolInvocationPlan):
-            return recovery.Evidence(kind=Kind.CONFLICT, reason="plan_type_mismatch")
+        assert isinstance(plan, plan_model.ToolInvocationPlan)
         start_id = tool_invocations.ids_for(dispatch.dispatch_id).start_id
         stored_barrier = await self._barriers.get_by_start_id(start_id)  # corrupted: raises
         found = await anyio.to_thread.run_sync(

@@ -22,13 +22,14 @@ import structlog
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions import contract
 from qinglong_dispatcher.actions.tool_invoke import file_write, sandbox
-from qinglong_dispatcher.domain import errors, plans, records, states
-from qinglong_dispatcher.domain.tools import invocations as tool_invocations
+from qinglong_dispatcher.actions.tool_invoke import invocations as tool_invocations
+from qinglong_dispatcher.actions.tool_invoke import plan as plan_model
+from qinglong_dispatcher.domain import errors, records, states
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 
 log = structlog.get_logger("qinglong_dispatcher.actions.tool_invoke.handler")
 
-ACTION_TYPE = "tool.invoke"
+ACTION_TYPE = plan_model.ACTION_TYPE
 RETRY_FIRST_S = 0.02
 RETRY_MAX_S = 0.5
 PREPARE_SHARE = 0.6
@@ -59,7 +60,7 @@ class ToolInvokeHandler:
     ) -> None:
         self._plan_store = plan_store
         self._steps = steps
-        self._plans = contract.PlanReader(plan_store, {})  # `tool.invoke` is a built-in plan type
+        self._plans = contract.PlanReader(plan_store, {ACTION_TYPE: plan_model.ToolInvocationPlan})
         self._fault_hook = fault_hook
         self._clock = clock
         self._adapter = adapter
@@ -69,10 +70,12 @@ class ToolInvokeHandler:
             sandbox_root=sandbox.policy_root(adapter.sandbox_dir)
         )
 
-    async def _resolve(self, dispatch: records.Dispatch) -> tuple[plans.ToolInvocationPlan, str]:
+    async def _resolve(
+        self, dispatch: records.Dispatch
+    ) -> tuple[plan_model.ToolInvocationPlan, str]:
         """The plan and its action digest (the approved one when it binds this plan: keyed, or
         plain from before the ring)."""
-        plan, digest = await self._plans.resolve(dispatch, plans.ToolInvocationPlan)
+        plan, digest = await self._plans.resolve(dispatch, plan_model.ToolInvocationPlan)
         if len(plan.content.encode("utf-8")) > self._policy.max_content_bytes:
             raise errors.PlanInvalid("content exceeds the tool policy", code="content_too_large")
         return plan, digest
@@ -175,7 +178,7 @@ class ToolInvokeHandler:
     async def _finish(
         self,
         ctx: ports.ExecutionContext,
-        plan: plans.ToolInvocationPlan | None,
+        plan: plan_model.ToolInvocationPlan | None,
         completion: states.Completion,
         code: str,
         give_up_at: float,

@@ -18,11 +18,11 @@ import dataclasses
 from pathlib import Path
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions.tool_invoke import invocations as tool_invocations
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import errors, fencing, records, runs
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.tools import barrier_checks as tool_barrier_checks
-from qinglong_dispatcher.domain.tools import invocations as tool_invocations
 from qinglong_dispatcher.domain.tools import steps
 from qinglong_dispatcher.ports import transactions as tx
 

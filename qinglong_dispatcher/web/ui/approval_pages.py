@@ -10,6 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from qinglong_dispatcher.domain import approval_views, errors, permissions, plans
+from qinglong_dispatcher.usecases import requesting
 from qinglong_dispatcher.web import approvals, bodies, context, reads, submits
 from qinglong_dispatcher.web.ui import guard, markup, sessions
 
@@ -84,7 +85,7 @@ async def queue(request: web.Request, session: sessions.Session) -> web.StreamRe
 
 
 def _types(ctx: context.Context) -> list[str]:
-    known = set(plans.PLAN_MODELS)
+    known = set(requesting.CORE_PLAN_MODELS)
     if ctx.plan_models is not None:
         known |= set(ctx.plan_models())
     return sorted(known)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
+from qinglong_dispatcher.actions.tool_invoke import plan as tool_invoke_plan
 from qinglong_dispatcher.domain import digests, errors, plans, records
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.domain.tools import start as tool_start
@@ -53,7 +54,7 @@ def audit_detail(definition: tool_registry.ToolDefinition) -> str:
 def build_command(
     *,
     ids: StartIds,
-    plan: plans.ToolInvocationPlan,
+    plan: tool_invoke_plan.ToolInvocationPlan,
     step: steps.StepRun,
     policy: tool_registry.ToolPolicy,
     profile: str,
@@ -152,7 +153,9 @@ def build_command(
 
 
 def step_refusal(
-    step: steps.StepRun | None, plan: plans.ToolInvocationPlan, dispatch: records.Dispatch
+    step: steps.StepRun | None,
+    plan: tool_invoke_plan.ToolInvocationPlan,
+    dispatch: records.Dispatch,
 ) -> str | None:
     """Why `step` is not this dispatch's StepRun waiting for this very approval, or None."""
     if step is None:
