@@ -6,7 +6,8 @@ import contextlib
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import dialect
-from qinglong_dispatcher.adapters.postgres import store, wakeup
+from qinglong_dispatcher.adapters.cluster import wakeup
+from qinglong_dispatcher.adapters.postgres import store
 from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.ports import action_tables
 

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import dialect
-from qinglong_dispatcher.adapters.sqlite import authority, reserve, store
+from qinglong_dispatcher.adapters.sqlite import store
+from qinglong_dispatcher.adapters.sqlite_file import authority, reserve
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.ports import action_tables
