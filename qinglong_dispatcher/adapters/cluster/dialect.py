@@ -9,7 +9,6 @@ from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import dialect
 from qinglong_dispatcher.adapters.cluster import moving, wakeup
 from qinglong_dispatcher.adapters.postgres import store
-from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.ports import action_tables
 
 
@@ -30,10 +29,7 @@ class PostgresDialect:
             require_sync_standby=settings.require_sync_standby,
             max_size=settings.concurrency + 4,
             installation=settings.installation,
-            envelopes=plan_envelopes.from_keyring(
-                settings.plan_keyring_file,
-                group_readable=settings.plan_keyring_group_readable,
-            ),
+            envelopes=dialect.envelopes(settings),
         )
 
     async def move_installation(
