@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 
 
 class Configured(Protocol):
@@ -61,3 +62,11 @@ class Dialect(Protocol):
     def wakeup(self, settings: Configured) -> ports.WakeupListener | None:
         """The source of wake-ups on submit, or None where the engine has none."""
         ...
+
+
+def envelopes(settings: Configured) -> plan_envelopes.Envelopes:
+    """The envelopes of the configured plan key ring, which every store a dialect opens takes
+    (`envelopes.from_keyring`: none configured, plans in clear; an unusable ring refused)."""
+    return plan_envelopes.from_keyring(
+        settings.plan_keyring_file, group_readable=settings.plan_keyring_group_readable
+    )

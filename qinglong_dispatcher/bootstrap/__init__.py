@@ -40,13 +40,13 @@ log = structlog.get_logger("qinglong_dispatcher.daemon")
 def _dialect(settings: Settings) -> dialect.Dialect:
     """The profile's dialect; edge never imports asyncpg (it is imported only here, lazily)."""
     if settings.dialect == "sqlite":
-        from qinglong_dispatcher.adapters.sqlite import SqliteDialect
+        from qinglong_dispatcher.adapters.edge import SqliteDialect
 
         return SqliteDialect(builtin_tables())
     if settings.dialect != "postgres":  # pragma: no cover - settings admit only the two
         raise errors.ConfigurationError(f"QINGLONG_DATABASE_URL: no store for {settings.dialect}")
     with cluster_driver():
-        from qinglong_dispatcher.adapters.postgres import PostgresDialect
+        from qinglong_dispatcher.adapters.cluster import PostgresDialect
     return PostgresDialect(builtin_tables())
 
 

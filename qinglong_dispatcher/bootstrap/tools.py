@@ -11,7 +11,7 @@ from qinglong_dispatcher.plan_keys import keyring as plan_keyring
 
 def os_user() -> str:
     """The OS user running this command: the default operator name a CLI write records."""
-    from qinglong_dispatcher.adapters.sqlite import os_user as os_users
+    from qinglong_dispatcher.adapters.sqlite_file import os_user as os_users
 
     return os_users.os_principal()
 
@@ -25,7 +25,7 @@ def write_plan_keys(path: Path, *, add: bool) -> tuple[str, int]:
 
 def backup_edge(settings: Settings, out: Path) -> int:
     """`backup`: the live SQLite file copied to the new file `out`; the bytes written."""
-    from qinglong_dispatcher.adapters.sqlite import backup  # edge only: never on a cluster
+    from qinglong_dispatcher.adapters.edge import backup  # edge only: never on a cluster
 
     return backup.backup(
         settings.sqlite_path, out, busy_timeout_s=settings.sqlite_busy_timeout_seconds

@@ -10,7 +10,8 @@ Names are unambiguous: no role of one installation (`<installation>_<kind>`, or 
 `<installation>_p_<principal>`) can be named like a role of another, because a new
 installation's name never contains `_p_` nor ends with `_p` or `_self` (`check_new_name`).
 Each role the product creates carries a mark (`COMMENT ON ROLE`) naming its installation, so
-a command never takes as its own a role someone else made (`adapters/postgres/role_claims.py`).
+a command never takes as its own a role someone else made
+(`adapters/installation_roles/claims.py`).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ def principals(h: Harness) -> tuple[str, str]:
     """(runtime, approver) as the database authenticates them."""
     if h.dialect == "postgres":
         return stores.RUNTIME_LOGIN, stores.APPROVER_LOGIN
-    from qinglong_dispatcher.adapters.sqlite import os_user
+    from qinglong_dispatcher.adapters.sqlite_file import os_user
 
     return os_user.os_principal(), os_user.os_principal()
 

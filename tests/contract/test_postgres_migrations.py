@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 from qinglong_dispatcher.adapters import migration_files
-from qinglong_dispatcher.adapters.postgres import migrations
+from qinglong_dispatcher.adapters.installation_roles import kinds
 from qinglong_dispatcher.adapters.postgres import store as postgres_store
 from qinglong_dispatcher.domain import errors, installation
 from tests.support import stores
@@ -168,7 +168,7 @@ async def test_concurrent_role_creation_swallows_the_losers_duplicate() -> None:
         for _ in range(3):
             async with anyio.create_task_group() as tg:
                 for conn in conns:
-                    tg.start_soon(migrations.ensure_roles, conn, marks)
+                    tg.start_soon(kinds.ensure_roles, conn, marks)
             found = await conns[0].fetch(
                 "SELECT rolname, rolcanlogin, shobj_description(oid, 'pg_authid') AS mark "
                 "FROM pg_roles WHERE rolname = ANY($1::text[])",

@@ -20,8 +20,8 @@ from prometheus_client import parser
 
 from qinglong_dispatcher import bootstrap
 from qinglong_dispatcher import clock as system_clock
+from qinglong_dispatcher.adapters.cluster import wakeup as postgres_wakeup
 from qinglong_dispatcher.adapters.postgres import store as postgres_store
-from qinglong_dispatcher.adapters.postgres import wakeup as postgres_wakeup
 from qinglong_dispatcher.config.settings import load_settings
 from qinglong_dispatcher.domain import states
 from qinglong_dispatcher.domain.states import ExecutionStatus

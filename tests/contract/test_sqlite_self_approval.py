@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from qinglong_dispatcher.adapters.sqlite import os_user
 from qinglong_dispatcher.adapters.sqlite import store as sqlite_store
+from qinglong_dispatcher.adapters.sqlite_file import os_user
 from qinglong_dispatcher.domain import approvals, errors
 from tests.contract.test_approvals import plan_bytes
 from tests.support import stores

@@ -19,7 +19,7 @@ import pytest
 
 from qinglong_dispatcher import api, ports
 from qinglong_dispatcher.actions import builtin
-from qinglong_dispatcher.adapters.sqlite import os_user
+from qinglong_dispatcher.adapters.sqlite_file import os_user
 from qinglong_dispatcher.domain import digests, ids, plan_previews, plans
 from tests.support import stores
 from tests.support.actions import DEFAULT_TTL_MS

@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from qinglong_dispatcher.adapters.sqlite import reserve
+from qinglong_dispatcher.adapters.sqlite_file import reserve
 from tests.support.cli import run_cli
 from tests.support.daemon import free_port, get, log_events, ready, running, wait_until
 

@@ -1,6 +1,6 @@
-"""The disk reserve beside a SQLite file (`adapters/sqlite/reserve.py`), on the real file system
-of the test's folder: made whole and allocated, never half, and what it asks for when there is
-no room. The full disk itself: `tests/faults/test_sqlite_full_disk.py`."""
+"""The disk reserve beside a SQLite file (`adapters/sqlite_file/reserve.py`), on the real file
+system of the test's folder: made whole and allocated, never half, and what it asks for when
+there is no room. The full disk itself: `tests/faults/test_sqlite_full_disk.py`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from qinglong_dispatcher.adapters.sqlite import reserve
+from qinglong_dispatcher.adapters.sqlite_file import reserve
 
 MIB = reserve.MIB
 

@@ -2,12 +2,10 @@
 
 The authenticator pattern (PostgREST's): the API's login is NOINHERIT and a member of the
 installation's `<installation>_api` role, itself NOINHERIT and holding nothing; `token create`
-makes each principal a NOLOGIN role `<installation>_p_<name>` (marked as that principal's, and
-never one it did not make: `role_claims.py`), a member of exactly the kind role of its tokens,
-granted to `<installation>_api`. Each request is one transaction whose
-first statement is `SET LOCAL ROLE <principal role>`, so the grants and triggers decide and
-record that principal; the role ends with the transaction. Role names are validated plain
-identifiers (DDL takes no parameters), never taken from a request.
+makes each principal a NOLOGIN role of its own, a member of exactly the kind role of its
+tokens, granted to `<installation>_api` (`installation_roles.principal`). Each request is one
+transaction whose first statement is `SET LOCAL ROLE <principal role>`, so the grants and
+triggers decide and record that principal; the role ends with the transaction.
 """
 
 from __future__ import annotations
@@ -15,21 +13,14 @@ from __future__ import annotations
 import re
 from typing import TypeVar
 
+from qinglong_dispatcher.adapters.installation_roles import principal as principal_role
 from qinglong_dispatcher.adapters.postgres import database as db
-from qinglong_dispatcher.adapters.postgres import role_claims
 from qinglong_dispatcher.adapters.sql import query, tokens
-from qinglong_dispatcher.domain import errors, installation, principals
+from qinglong_dispatcher.domain import errors, principals
 
 T = TypeVar("T")
 
 _ROLE = re.compile(r"[a-z][a-z0-9_]{0,62}")
-
-_MEMBER = (
-    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members AS m "
-    "JOIN pg_catalog.pg_roles AS r ON r.oid = m.roleid "
-    "JOIN pg_catalog.pg_roles AS g ON g.oid = m.member "
-    "WHERE r.rolname = $1 AND g.rolname = $2)"
-)
 
 
 class PrincipalRunner:
@@ -76,30 +67,12 @@ async def create_token(database: db.Database, new: principals.NewToken) -> princ
 
     async def body(conn: db.Connection) -> principals.Token:
         name = await _installation(conn)
-        role = installation.principal_role(name, new.principal)
         q = db.PgQuery(conn, database.statements)
         had_tokens = any(t.principal == new.principal for t in await tokens.list_tokens(q))
-        mark = installation.principal_mark(name, new.principal)
-        found = (await role_claims.existing(conn, [role])).get(role)
-        if found is None:
-            await conn.execute(f"CREATE ROLE {role} NOLOGIN")
-            await conn.execute(role_claims.comment_sql(role, mark))
-        else:
-            refusal = await role_claims.principal_role_refusal(
-                conn, name, new.principal, found, had_tokens=had_tokens
-            )
-            if refusal is not None:
-                raise errors.TokenRefused(refusal, code="role_foreign")
-            if found.mark is None:  # an older release's `token create` made it
-                await conn.execute(role_claims.comment_sql(role, mark))
+        await principal_role.take(conn, name, new.principal, had_tokens=had_tokens)
         created = await tokens.create(q, new)
         # One kind at a time: the live tokens of another role were refused above.
-        for kind in installation.PRINCIPAL_KINDS:
-            kind_role = installation.role(name, kind)
-            if kind != new.role.value and await conn.fetchval(_MEMBER, kind_role, role):
-                await conn.execute(f"REVOKE {kind_role} FROM {role}")
-        await conn.execute(f"GRANT {installation.role(name, new.role.value)} TO {role}")
-        await conn.execute(f"GRANT {role} TO {installation.role(name, 'api')}")
+        await principal_role.grant(conn, name, new.principal, new.role.value)
         return created
 
     return await database.write(body)
@@ -114,11 +87,7 @@ async def revoke_token(database: db.Database, token_id: str) -> principals.Token
         revoked = await tokens.revoke(q, token_id)
         if revoked is None or await tokens.live_roles(q, revoked.principal):
             return revoked
-        name = await _installation(conn)
-        role = installation.principal_role(name, revoked.principal)
-        api = installation.role(name, "api")
-        if await conn.fetchval(_MEMBER, role, api):
-            await conn.execute(f"REVOKE {role} FROM {api}")
+        await principal_role.release(conn, await _installation(conn), revoked.principal)
         return revoked
 
     return await database.write(body)

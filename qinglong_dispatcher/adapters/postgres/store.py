@@ -135,11 +135,6 @@ class PostgresStore(sql_store.SqlStore):
                 conn, now_ms=now_ms, requested_installation=self.installation
             )
 
-    async def move_installation(self, to: str) -> tuple[str, list[str]]:
-        """See `migrations.move_installation`; needs an administrator connection."""
-        async with self.db.session() as conn:
-            return await migrations.move_installation(conn, to=to)
-
     async def schema_state(self) -> schema.SchemaState:
         """How the database's schema compares with this release."""
         return await self.db.read(migrations.state)
@@ -202,7 +197,7 @@ class PostgresStore(sql_store.SqlStore):
 
         return await self.db.read(read)
 
-    # -- API principals (adapters/postgres/principals.py) ------------------------------------
+    # -- API principals (`principals`) -------------------------------------------------------
 
     async def create_token(self, new: principal_records.NewToken) -> principal_records.Token:
         """See `ports.TokenStore.create_token`: also the principal's role; an administrator's."""

@@ -18,7 +18,8 @@ import anyio
 import anyio.to_thread
 
 from qinglong_dispatcher.adapters.sql import query
-from qinglong_dispatcher.adapters.sqlite import files, queries, reserve
+from qinglong_dispatcher.adapters.sqlite import queries
+from qinglong_dispatcher.adapters.sqlite_file import access, reserve
 from qinglong_dispatcher.domain import errors
 
 T = TypeVar("T")
@@ -40,7 +41,7 @@ def connect(path: Path, *, busy_timeout_s: float, create: bool = True) -> sqlite
     """
     if create:
         try:
-            files.create_private(path)
+            access.create_private(path)
         except OSError as exc:
             raise errors.StoreUnavailable(
                 f"SQLite file {path} cannot be created ({exc.strerror})"
@@ -95,7 +96,7 @@ def _named(
     """The store error of opening `path`, naming the file and SQLite's own reason."""
     if isinstance(error, errors.StoreUnavailable | errors.StoreCorrupted):
         reason = _reason(exc)
-        if problem := files.write_problem(path):  # SQLite's "unable to open" names no cause
+        if problem := access.write_problem(path):  # SQLite's "unable to open" names no cause
             reason = f"{reason}; {problem}"
         return type(error)(f"SQLite file {path} cannot be used: {reason}")
     return error

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 
 from qinglong_dispatcher.adapters import migration_files
-from qinglong_dispatcher.adapters.sqlite import database, space
+from qinglong_dispatcher.adapters.sqlite import database
+from qinglong_dispatcher.adapters.sqlite_file import space
 from qinglong_dispatcher.domain import schema
 
 _LEDGER = """

@@ -11,15 +11,8 @@ import anyio.to_thread
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import store as sql_store
-from qinglong_dispatcher.adapters.sqlite import (
-    database,
-    files,
-    integrity,
-    migrations,
-    os_user,
-    reserve,
-    space,
-)
+from qinglong_dispatcher.adapters.sqlite import database, migrations
+from qinglong_dispatcher.adapters.sqlite_file import access, integrity, os_user, reserve, space
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import (
     errors,
@@ -137,11 +130,11 @@ class SqliteStore(sql_store.SqlStore):
             )
 
     async def write_problem(self) -> str:
-        """See `ports.Store.write_problem`: the file, its WAL and folder (`files.write_problem`),
+        """See `ports.Store.write_problem`: the file, its WAL and folder (`access.write_problem`),
         then the free space and the disk reserve, made again here once there is room
         (`reserve.Reserve.problem`; a thread of its own: it may write the reserve). While
         space is low it first folds the WAL in, so the WAL does not eat what is left."""
-        if problem := files.write_problem(self.db.path):
+        if problem := access.write_problem(self.db.path):
             return problem
         if await anyio.to_thread.run_sync(self.db.reserve.low):
             with contextlib.suppress(errors.StoreError):  # a closed store: nothing to fold

@@ -69,7 +69,7 @@ class Reserve:
         try:
             free = self.free_bytes()
         except OSError:
-            return ""  # no statvfs: nothing known (files.write_problem reports the folder)
+            return ""  # no statvfs: nothing known (access.write_problem reports the folder)
         if not self.present():
             if free < self.size + HEADROOM:
                 return self._message(free, self.size + HEADROOM)

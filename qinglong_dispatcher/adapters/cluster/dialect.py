@@ -1,4 +1,5 @@
-"""The cluster dialect: a pooled PostgreSQL store and its wake-up listener."""
+"""The cluster dialect: a pooled PostgreSQL store, its wake-up listener, and moving a database
+to another installation's roles."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import contextlib
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import dialect
-from qinglong_dispatcher.adapters.postgres import store, wakeup
-from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
+from qinglong_dispatcher.adapters.cluster import moving, wakeup
+from qinglong_dispatcher.adapters.postgres import store
 from qinglong_dispatcher.ports import action_tables
 
 
@@ -28,23 +29,21 @@ class PostgresDialect:
             require_sync_standby=settings.require_sync_standby,
             max_size=settings.concurrency + 4,
             installation=settings.installation,
-            envelopes=plan_envelopes.from_keyring(
-                settings.plan_keyring_file,
-                group_readable=settings.plan_keyring_group_readable,
-            ),
+            envelopes=dialect.envelopes(settings),
         )
 
     async def move_installation(
         self, settings: dialect.Configured, to: str
     ) -> tuple[str, list[str]]:
-        """See `store.PostgresStore.move_installation`, on a pool of one."""
-        moving = await store.PostgresStore.open(
+        """See `moving.move_installation`, on a pool of one; needs an administrator connection."""
+        opened = await store.PostgresStore.open(
             settings.database_url, tables=self.tables, max_size=1
         )
         try:
-            return await moving.move_installation(to)
+            async with opened.db.session() as conn:
+                return await moving.move_installation(conn, to=to)
         finally:
-            await moving.close()
+            await opened.close()
 
     def sole_daemon(self, settings: dialect.Configured) -> contextlib.AbstractContextManager[None]:
         """Nothing to hold: replicas share the database under fenced leases."""

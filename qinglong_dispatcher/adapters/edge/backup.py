@@ -15,7 +15,8 @@ import secrets
 import sqlite3
 from pathlib import Path
 
-from qinglong_dispatcher.adapters.sqlite import database, files, integrity
+from qinglong_dispatcher.adapters.sqlite import database
+from qinglong_dispatcher.adapters.sqlite_file import access, integrity
 from qinglong_dispatcher.domain import errors
 
 
@@ -30,7 +31,7 @@ def backup(source: Path, target: Path, *, busy_timeout_s: float) -> int:
     temp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
     try:
         try:
-            files.create_private(temp)
+            access.create_private(temp)
         except OSError as exc:
             raise errors.StoreUnavailable(f"{target} cannot be written ({exc.strerror})") from None
         copy = sqlite3.connect(temp, isolation_level=None)

@@ -18,7 +18,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 
-from qinglong_dispatcher.adapters.postgres import database as db
+from qinglong_dispatcher.adapters.installation_roles import Connection
 from qinglong_dispatcher.domain import installation
 
 _EXISTING = """
@@ -58,7 +58,7 @@ class Existing:
     members: tuple[str, ...]
 
 
-async def existing(conn: db.Connection, names: Iterable[str]) -> dict[str, Existing]:
+async def existing(conn: Connection, names: Iterable[str]) -> dict[str, Existing]:
     """The roles of `names` that exist, by name."""
     rows = await conn.fetch(_EXISTING, list(names))
     return {
@@ -114,7 +114,7 @@ def kind_role_refusal(name: str, kind: str, role: Existing, *, adopt_unmarked: b
 
 
 async def principal_role_refusal(
-    conn: db.Connection, name: str, principal: str, role: Existing, *, had_tokens: bool
+    conn: Connection, name: str, principal: str, role: Existing, *, had_tokens: bool
 ) -> str | None:
     """Why `token create` of installation `name` may not take `role` as `principal`'s.
 
@@ -145,7 +145,7 @@ async def principal_role_refusal(
     return None
 
 
-async def _named_like_a_kind(conn: db.Connection, role: str) -> bool:
+async def _named_like_a_kind(conn: Connection, role: str) -> bool:
     for kind in installation.KINDS:
         other = role.removesuffix(f"_{kind}")
         if other != role and await conn.fetchval(_ROLE_EXISTS, f"{other}_migrator"):

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import dialect
-from qinglong_dispatcher.adapters.sqlite import authority, reserve, store
+from qinglong_dispatcher.adapters.sqlite import store
+from qinglong_dispatcher.adapters.sqlite_file import authority, reserve
 from qinglong_dispatcher.domain import errors
-from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.ports import action_tables
 
 
@@ -28,10 +28,7 @@ class SqliteDialect:
             self_approval=settings.self_approval,
             api_self_approval=settings.api_self_approval,
             create=create,
-            envelopes=plan_envelopes.from_keyring(
-                settings.plan_keyring_file,
-                group_readable=settings.plan_keyring_group_readable,
-            ),
+            envelopes=dialect.envelopes(settings),
             reserve_bytes=settings.sqlite_reserve_mib * reserve.MIB,
         )
 

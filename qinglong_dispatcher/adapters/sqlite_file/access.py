@@ -1,4 +1,5 @@
-"""Creating the edge SQLite file private to its owner: 0600 in a 0700 folder, whatever the umask."""
+"""Creating the edge SQLite file private to its owner (0600 in a 0700 folder, whatever the umask),
+and why it cannot be written now."""
 
 from __future__ import annotations
 
