@@ -7,7 +7,7 @@ import signal
 import anyio
 
 from qinglong_dispatcher import clock as system_clock
-from qinglong_dispatcher.config.settings import load_settings
+from qinglong_dispatcher.config.settings import Settings, load_settings
 from qinglong_dispatcher.dispatching import dispatcher
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.lifecycle import daemon, http, metrics, systemd
@@ -15,6 +15,45 @@ from qinglong_dispatcher.recovery import reconciler
 from tests.support.actions import submit_runs
 from tests.support.handlers import RecordingHandler
 from tests.support.stores import Harness
+
+
+def _daemon(
+    harness: Harness,
+    settings: Settings,
+    handlers: dict[str, RecordingHandler],
+    health: http.Health,
+    on_renewal: dispatcher.RenewalObserver | None = None,
+) -> daemon.Daemon:
+    """The daemon over `harness`'s store with one dispatcher (owner w1, one at a time)."""
+    the_clock = system_clock.SystemClock()
+    the_dispatcher = dispatcher.Dispatcher(
+        harness.store,
+        handlers,
+        the_clock,
+        dispatcher.DispatchConfig(
+            owner="w1",
+            page_size=16,
+            lease_ms=1500,
+            concurrency=1,
+            retry_backoff_ms=1000,
+            execute_timeout_ms=1400,
+        ),
+        on_renewal=on_renewal,
+    )
+    return daemon.Daemon(
+        daemon.Parts(
+            settings=settings,
+            store=harness.store,
+            clock=the_clock,
+            dispatcher=the_dispatcher,
+            reconciler=reconciler.Reconciler(harness.store, {}, the_clock),
+            metrics=metrics.Metrics(
+                profile="edge", cadence_s=settings.cadence_seconds, process_metrics=False
+            ),
+            health=health,
+            notifier=systemd.Notifier(environ={}),
+        )
+    )
 
 
 async def test_shutdown_lets_the_running_execute_finish_and_yields_the_rest(
@@ -36,31 +75,12 @@ async def test_shutdown_lets_the_running_execute_finish_and_yields_the_rest(
     def record_renewal(result: str) -> None:
         renewals.append(result)
 
-    the_dispatcher = dispatcher.Dispatcher(
-        harness.store,
+    the_daemon = _daemon(
+        harness,
+        settings,
         {"run.create": handler},
-        the_clock,
-        dispatcher.DispatchConfig(
-            owner="w1",
-            page_size=16,
-            lease_ms=1500,
-            concurrency=1,
-            retry_backoff_ms=1000,
-            execute_timeout_ms=1400,
-        ),
+        http.Health(cadence_s=0.05),
         on_renewal=record_renewal,
-    )
-    the_daemon = daemon.Daemon(
-        daemon.Parts(
-            settings=settings,
-            store=harness.store,
-            clock=the_clock,
-            dispatcher=the_dispatcher,
-            reconciler=reconciler.Reconciler(harness.store, {}, the_clock),
-            metrics=metrics.Metrics(profile="edge", cadence_s=0.05, process_metrics=False),
-            health=http.Health(cadence_s=0.05),
-            notifier=systemd.Notifier(environ={}),
-        )
     )
     status: list[int] = []
 
@@ -107,31 +127,9 @@ class _SignalAtReadiness(http.Health):
 async def test_readiness_is_reported_only_once_a_sigterm_is_heard(harness: Harness) -> None:
     """A rollout stops a replica as soon as `/readyz` says 200: by then SIGTERM must start a
     drain, never the signal's default death."""
-    the_clock = system_clock.SystemClock()
     health = _SignalAtReadiness()
-    the_daemon = daemon.Daemon(
-        daemon.Parts(
-            settings=load_settings(environ={"QINGLONG_CADENCE_SECONDS": "60"}),
-            store=harness.store,
-            clock=the_clock,
-            dispatcher=dispatcher.Dispatcher(
-                harness.store,
-                {},
-                the_clock,
-                dispatcher.DispatchConfig(
-                    owner="w1",
-                    page_size=16,
-                    lease_ms=1500,
-                    concurrency=1,
-                    retry_backoff_ms=1000,
-                    execute_timeout_ms=1400,
-                ),
-            ),
-            reconciler=reconciler.Reconciler(harness.store, {}, the_clock),
-            metrics=metrics.Metrics(profile="edge", cadence_s=60, process_metrics=False),
-            health=health,
-            notifier=systemd.Notifier(environ={}),
-        )
+    the_daemon = _daemon(
+        harness, load_settings(environ={"QINGLONG_CADENCE_SECONDS": "60"}), {}, health
     )
     assert health.ready() == (False, "store unreachable")
     status: list[int] = []

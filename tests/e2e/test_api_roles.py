@@ -15,11 +15,9 @@ from aiohttp import web
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import errors
-from qinglong_dispatcher.lifecycle import http, metrics
-from qinglong_dispatcher.web import app, auth, bodies, context, events, limits
+from qinglong_dispatcher.web import app, auth, bodies, context
 from tests.support import api_server
 from tests.support.api_server import OPERATOR, VIEWER, bearer
-from tests.support.clock import ManualClock
 
 BURST = 30
 
@@ -53,18 +51,7 @@ async def _store_down(request: web.Request) -> web.Response:
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[tuple[str, context.Context]]:
     store: ports.Store = await api_server.open_store(tmp_path / "roles.db")
-    ctx = context.Context(
-        store=store,
-        clock=ManualClock(),
-        authenticator=api_server.DictAuthenticator(),
-        metrics=metrics.Metrics(profile="edge", cadence_s=1.0, process_metrics=False),
-        health=http.Health(cadence_s=1.0),
-        profile="edge",
-        max_body_bytes=1024,
-        read_timeout_s=0.5,
-        hub=events.Hub(max_subscribers=1),
-        writes=limits.write_limiter(rate=2.0, burst=BURST),
-    )
+    ctx = api_server.small_context(store, api_server.DictAuthenticator(), burst=BURST)
     application = app.build(ctx)
     application.router.add_post("/test/operator", _operator_only)
     application.router.add_get("/test/bug", _bug)

@@ -17,9 +17,10 @@ from qinglong_dispatcher.bootstrap import listeners
 from qinglong_dispatcher.config.settings import Settings, load_settings
 from qinglong_dispatcher.domain import principals
 from qinglong_dispatcher.lifecycle import http, metrics
+from qinglong_dispatcher.web import context, events, limits
 from qinglong_dispatcher.web import server as web_server
 from tests.support import stores
-from tests.support.clock import START_MS
+from tests.support.clock import START_MS, ManualClock
 
 VIEWER = "viewer-token-0123456789"
 OPERATOR = "operator-token-0123456789"
@@ -57,6 +58,25 @@ def api_settings(db: Path, **env: str) -> Settings:
     """Edge settings on `db` with the API on a free loopback port (`env`: more QINGLONG_*)."""
     environ = {"QINGLONG_API_LISTEN": "127.0.0.1:0", "QINGLONG_METRICS_PORT": "0", **env}
     return load_settings(database_url=f"sqlite:///{db}", environ=environ)
+
+
+def small_context(
+    store: ports.Store, authenticator: ports.Authenticator, *, burst: int = 1
+) -> context.Context:
+    """A web context for building the app in-process: a manual clock, small limits, one
+    event subscriber, writes limited to 2/s with `burst`."""
+    return context.Context(
+        store=store,
+        clock=ManualClock(),
+        authenticator=authenticator,
+        metrics=metrics.Metrics(profile="edge", cadence_s=1.0, process_metrics=False),
+        health=http.Health(cadence_s=1.0),
+        profile="edge",
+        max_body_bytes=1024,
+        read_timeout_s=0.5,
+        hub=events.Hub(max_subscribers=1),
+        writes=limits.write_limiter(rate=2.0, burst=burst),
+    )
 
 
 async def open_store(db: Path) -> ports.Store:

@@ -15,11 +15,9 @@ from pathlib import Path
 import pytest
 
 from qinglong_dispatcher.domain import approvals, errors, permissions, principals
-from qinglong_dispatcher.lifecycle import http, metrics
-from qinglong_dispatcher.web import app, auth, context, events, limits, openapi
+from qinglong_dispatcher.web import app, auth, openapi
 from qinglong_dispatcher.web.ui import guard
 from tests.support import api_server
-from tests.support.clock import ManualClock
 
 Operation = permissions.Operation
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,18 +37,7 @@ PUBLIC = {
 async def routes(tmp_path: Path) -> AsyncIterator[dict[tuple[str, str], object]]:
     store = await api_server.open_store(tmp_path / "routes.db")
     try:
-        ctx = context.Context(
-            store=store,
-            clock=ManualClock(),
-            authenticator=auth.NoTokens(),
-            metrics=metrics.Metrics(profile="edge", cadence_s=1.0, process_metrics=False),
-            health=http.Health(cadence_s=1.0),
-            profile="edge",
-            max_body_bytes=1024,
-            read_timeout_s=0.5,
-            hub=events.Hub(max_subscribers=1),
-            writes=limits.write_limiter(rate=2.0, burst=1),
-        )
+        ctx = api_server.small_context(store, auth.NoTokens())
         application = app.build(ctx)
         yield {
             (route.method, route.resource.canonical): route.handler
