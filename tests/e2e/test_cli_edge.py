@@ -368,7 +368,11 @@ def test_tick_reconciles_and_recovery_commands_settle_by_hand(workdir: Path) -> 
         )
     conn.close()
     report = json_out(run_cli("tick", "--once", "--json", cwd=workdir))
-    assert report["reconcile"] == {"observed": 1, "outcomes": {"missing": 1}}
+    assert report["reconcile"] == {
+        "observed": 1,
+        "outcomes": {"missing": 1},
+        "approvals_expired": 0,
+    }
     listed = json_out(run_cli("recovery", "list", "--json", cwd=workdir))
     assert [row["dispatch_id"] for row in listed] == [dispatch_id]
     assert listed[0]["action_type"] == "run.create"
