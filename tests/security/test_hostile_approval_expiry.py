@@ -15,6 +15,7 @@ import anyio
 import pytest
 
 from qinglong_dispatcher import api
+from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.recovery import reconciler
 from tests.support import refusals, stores
 from tests.support.actions import make_api
@@ -105,6 +106,10 @@ async def test_only_the_runtime_expires_a_timed_out_request(
     ):
         assert await refusals.sqlstate_as(login, _EXPIRE, timed_out) == refused, login
         assert await _snapshot(pg, timed_out) == before
+    # The product's own sweep, run by an approver's login, is refused the same way.
+    with pytest.raises(errors.ApprovalNotPermitted):
+        await pg.approver_store.expire_approvals(now_ms=now.ms)
+    assert await _snapshot(pg, timed_out) == before
     # The one move it admits, for contrast: the runtime's sweep.
     assert (await reconciler.Reconciler(pg.store, {}, now).reconcile_pass()).approvals_expired == 1
 
