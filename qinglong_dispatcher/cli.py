@@ -29,7 +29,7 @@ COMMANDS = {
     "tick": "run one batch (--once) or until nothing is due (--drain)",
     "status": "counts per execution status, due backlog, runs",
     "submit": "create, approve and consume actions in one step",
-    "approval": "create, approve, reject or consume one approval request, or list those waiting",
+    "approval": "create, approve, reject, consume or show a request, or list those waiting",
     "dispatch": "list dispatches (newest first), show one, or cancel one waiting",
     "recovery": "list or settle recovery_required executions",
     "bench": "measure throughput, latency, cost per dispatch and idle footprint",
@@ -260,16 +260,17 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("approval_request_id", metavar="ID")
     a.add_argument("--by", required=True, metavar="W")
     a.add_argument("--json", action="store_true")
-    a = approval_sub.add_parser(
-        "consume", parents=[shared], help="consume an approved request into its dispatch"
-    )
-    a.add_argument("approval_request_id", metavar="ID")
-    a.add_argument("--json", action="store_true")
+    for step, summary in (
+        ("consume", "consume an approved request into its dispatch"),
+        ("show", "one request and its status: pending, approved, consumed, rejected or expired"),
+    ):
+        a = approval_sub.add_parser(step, parents=[shared], help=summary)
+        a.add_argument("approval_request_id", metavar="ID")
+        a.add_argument("--json", action="store_true")
+    a.set_defaults(handler=_lazy("previews", "cmd_approval_show"))  # `show`, the last
     p.set_defaults(handler=_lazy("submitting", "cmd_approval"))
     a = approval_sub.add_parser(
-        "list",
-        parents=[shared],
-        help="waiting requests newest first, each plan as its redacted preview (--after CURSOR)",
+        "list", parents=[shared], help="waiting requests newest first, plans as redacted previews"
     )
     a.add_argument("--action", metavar="TYPE", help="action type (built in or installed)")
     a.set_defaults(action_option=True)

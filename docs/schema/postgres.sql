@@ -752,7 +752,8 @@ BEGIN
             principal := NEW.consumed_principal;
         ELSE
             actor := NEW.decided_by;
-            detail := CASE WHEN NEW.decided_principal = NEW.requested_principal
+            detail := CASE WHEN NEW.status = 'expired' THEN 'db_clock'
+                           WHEN NEW.decided_principal = NEW.requested_principal
                            THEN 'by_requester' ELSE 'by_other' END;
             principal := NEW.decided_principal;
         END IF;
@@ -1174,6 +1175,18 @@ BEGIN
         RAISE EXCEPTION 'approval request % expired (database clock)', OLD.approval_request_id
             USING ERRCODE = 'QLA04';
     END IF;
+    -- Expiry is the database clock's outcome, never a decision: only a request whose lifetime
+    -- ran out on this clock becomes `expired`, and only the runtime's sweep moves it.
+    IF NEW.status = 'expired' AND OLD.status = 'pending' THEN
+        IF now_ms < COALESCE(OLD.db_expires_at_ms, OLD.expires_at_ms) THEN
+            RAISE EXCEPTION 'approval request % has not expired (database clock)',
+                OLD.approval_request_id USING ERRCODE = 'QLA03';
+        END IF;
+        IF NOT pg_catalog.pg_has_role(acting, 'qinglong_runtime', 'MEMBER') THEN
+            RAISE EXCEPTION 'expiring a request needs the runtime'
+                USING ERRCODE = 'QLA01';
+        END IF;
+    END IF;
 
     IF OLD.status = 'pending' AND NEW.status IN ('approved', 'rejected', 'expired') THEN
         IF NEW.version IS DISTINCT FROM 2 OR NEW.decided_by IS NULL
@@ -1198,7 +1211,7 @@ BEGIN
                 RAISE EXCEPTION 'the requester may not approve its own request'
                     USING ERRCODE = 'QLA02';
             END IF;
-        ELSIF login IS DISTINCT FROM OLD.requested_principal
+        ELSIF NEW.status = 'rejected' AND login IS DISTINCT FROM OLD.requested_principal
                 AND NOT pg_catalog.pg_has_role(acting, 'qinglong_approver', 'MEMBER') THEN
             RAISE EXCEPTION 'rejecting another principal''s request needs a qinglong_approver'
                 USING ERRCODE = 'QLA01';

@@ -427,7 +427,7 @@ CREATE INDEX step_runs_status ON step_runs (status);
 CREATE INDEX tool_execution_start_barriers_approval
     ON tool_execution_start_barriers (approval_request_id);
 
--- triggers (60)
+-- triggers (61)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -516,6 +516,7 @@ BEGIN
              ELSE NEW.decided_principal END,
         NEW.project_id, NEW.approval_request_id,
         CASE WHEN NEW.status = 'consumed' THEN NEW.action_type
+             WHEN NEW.status = 'expired' THEN 'db_clock'
              WHEN NEW.decided_principal = NEW.requested_principal THEN 'by_requester'
              ELSE 'by_other' END,
         CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
@@ -530,6 +531,15 @@ WHEN NEW.db_expires_at_ms IS NOT OLD.db_expires_at_ms
             >= coalesce(OLD.db_expires_at_ms, OLD.expires_at_ms))
 BEGIN
     SELECT RAISE(ABORT, 'qinglong:approval_expired: the database clock says so');
+END;
+
+-- trigger approval_requests_expiry_guard
+CREATE TRIGGER approval_requests_expiry_guard BEFORE UPDATE ON approval_requests
+WHEN NEW.status = 'expired' AND OLD.status IS NOT 'expired'
+    AND CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+        < coalesce(OLD.db_expires_at_ms, OLD.expires_at_ms)
+BEGIN
+    SELECT RAISE(ABORT, 'approval_requests: a request expires only once the database clock says so');
 END;
 
 -- trigger approval_requests_insert_guard

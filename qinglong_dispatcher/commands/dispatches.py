@@ -145,6 +145,7 @@ def _lines(detail: dispatch_views.Detail) -> list[str]:
         f"{'plan':<12} {plan}",
         f"{'status':<12} {status}",
         f"{'attempt':<12} {e.attempt}/{e.max_attempts} (version {e.version})",
+        f"{'takeovers':<12} {e.takeovers}/{e.max_takeovers}",
         f"{'lease':<12} {e.lease_owner or '-'} until {_iso(e.lease_expires_at_ms)}",
         f"{'started':<12} {_iso(e.started_at_ms)}",
         f"{'completed':<12} {_iso(e.completed_at_ms)}",

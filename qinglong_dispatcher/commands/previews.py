@@ -1,4 +1,5 @@
-"""Plans as people see them: `approval list`, previews as text, `dispatch show ID --plan`.
+"""Plans and requests as people see them: `approval list` and `approval show`, previews as
+text, `dispatch show ID --plan`.
 
 `approval list` prints each waiting request with its plan's redacted preview, `dispatch show`
 the preview as one line of text, `--plan` the whole plan. A preview never holds a sensitive
@@ -9,6 +10,7 @@ read, which on PostgreSQL only a plan reader's login may make. Nothing here logs
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 from collections.abc import Mapping
@@ -79,6 +81,33 @@ async def cmd_approval_list(settings: Settings, args: argparse.Namespace) -> int
         print(f"  plan {preview_text(row.plan, row.plan_code)}")
     if cursor is not None:
         print(f"more: --after {cursor}")
+    return common.EXIT_OK
+
+
+async def cmd_approval_show(settings: Settings, args: argparse.Namespace) -> int:
+    """`approval show ID`: one request and its status (`expired` once a reconcile pass saw its
+    lifetime run out on the database's clock)."""
+    approval_request_id: str = args.approval_request_id
+    if not plans.is_identifier(approval_request_id):
+        raise errors.ApprovalNotFound("no approval request has this id (not a request id)")
+    store = await common.open_store(settings)
+    try:
+        found = await store.get_approval(approval_request_id)
+    finally:
+        await store.close()
+    if found is None:
+        raise errors.ApprovalNotFound(f"approval request {approval_request_id} not found")
+    if args.json:
+        shown = dataclasses.asdict(found)
+        common.print_json({**shown, "status": found.status.value})
+        return common.EXIT_OK
+    decided = "-" if found.decided_by is None else f"{found.decided_by} ({found.decided_principal})"
+    print(
+        f"{found.approval_request_id}  {found.status.value}@v{found.version}  "
+        f"{found.action_type}  {found.project_id}  "
+        f"requested by {found.requested_by} ({found.requested_principal})  decided by {decided}  "
+        f"created {_iso(found.created_at_ms)}  expires {_iso(found.expires_at_ms)}"
+    )
     return common.EXIT_OK
 
 

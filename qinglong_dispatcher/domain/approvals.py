@@ -184,3 +184,17 @@ class Consumed:
     approval_request_id: str
     dispatch_id: str
     action_ref: str
+
+
+EXPIRED_BY = "expiry"
+"""The `decided_by` label of an expired request: the database's clock decided, not a person
+(the row's `decided_principal` names the runtime that swept it)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Expired:
+    """A pending request the reconcile pass expired (its lifetime ran out, database clock)."""
+
+    approval_request_id: str
+    project_id: str
+    action_type: str

@@ -141,6 +141,10 @@ class ExecutionView:
     version: int
     attempt: int
     max_attempts: int
+    takeovers: int
+    """Expired leases taken over before the barrier: refunded claims, no failures."""
+    max_takeovers: int
+    """The takeover bound (`states.max_takeovers`); past it the row ends `takeovers_exhausted`."""
     eligible_at_ms: int | None
     retry_at_ms: int | None
     lease_owner: str | None
@@ -167,6 +171,8 @@ class ExecutionView:
             version=row["version"],
             attempt=row["attempt"],
             max_attempts=row["max_attempts"],
+            takeovers=row["takeovers"],
+            max_takeovers=states.max_takeovers(row["max_attempts"]),
             eligible_at_ms=row["eligible_at_ms"],
             retry_at_ms=row["retry_at_ms"],
             lease_owner=row["lease_owner"],

@@ -322,7 +322,8 @@ class Daemon:
                 log.warning("recovery.pass_failed", code=exc.code)
                 continue
             p.metrics.record_reconcile_pass(
-                resolved_by_evidence=report.outcomes.get("resolved_succeeded", 0)
+                resolved_by_evidence=report.outcomes.get("resolved_succeeded", 0),
+                approvals_expired=report.approvals_expired,
             )
             await self._prune()
 

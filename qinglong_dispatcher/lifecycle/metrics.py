@@ -72,6 +72,7 @@ SERIES_NAMES = (
     "qinglong_dispatcher_clock_skew_refusals_total",
     "qinglong_dispatcher_reconcile_passes_total",
     "qinglong_dispatcher_recovery_resolutions_total",
+    "qinglong_dispatcher_approvals_expired_total",
     "qinglong_dispatcher_pruned_dispatches_total",
     "qinglong_dispatcher_pruned_audit_events_total",
     "qinglong_dispatcher_wakeups_total",
@@ -141,7 +142,6 @@ class Metrics:
             p + "cadence_seconds", "Configured dispatch tick interval.", registry=reg
         )
         self._cadence.set(cadence_s)
-
         self._ticks = prometheus_client.Counter(
             p + "ticks", "Dispatch ticks run, successful or not.", registry=reg
         )
@@ -185,7 +185,6 @@ class Metrics:
             buckets=BATCH_BUCKETS,
             registry=reg,
         )
-
         self._due = prometheus_client.Gauge(
             p + "due", "Executions due now (pending, expired leases, retry_wait).", registry=reg
         )
@@ -236,6 +235,9 @@ class Metrics:
         )
         for source in RESOLUTION_SOURCES:
             self._resolutions.labels(source=source)
+        self._approvals_expired = prometheus_client.Counter(
+            p + "approvals_expired", "Approval requests expired (database clock).", registry=reg
+        )
         self._pruned_dispatches = prometheus_client.Counter(
             p + "pruned_dispatches",
             "Finished dispatch trees deleted by retention (edge: the daemon's own prune).",
@@ -262,7 +264,6 @@ class Metrics:
             "Times the wake-up listener subscribed again after losing its connection.",
             registry=reg,
         )
-
         self._api_auth_failures = prometheus_client.Counter(
             p + "api_auth_failures",
             "API requests refused 401: no, a malformed or an unknown bearer token.",
@@ -307,10 +308,8 @@ class Metrics:
     ) -> None:
         """Record one batch: duration, claim results, takeovers (and blocks for them), outcomes.
 
-        `outcomes` maps action type → outcome → count. `completion_write_failed` outcomes also
-        count into `completion_write_failures_total`, so the daemon need not call
-        `record_completion_write_failure` for them.
-        """
+        `outcomes` maps action type → outcome → count; `completion_write_failed` ones also count
+        into `completion_write_failures_total` (no `record_completion_write_failure` for them)."""
         self._batch_duration.observe(max(duration_s, 0.0))
         if takeovers > 0:
             self._takeovers.inc(takeovers)
@@ -352,11 +351,13 @@ class Metrics:
         """Count one tick that did not claim because of clock skew."""
         self._skew_refusals.inc()
 
-    def record_reconcile_pass(self, *, resolved_by_evidence: int = 0) -> None:
-        """Count one reconcile pass and the executions it settled by evidence."""
+    def record_reconcile_pass(
+        self, *, resolved_by_evidence: int = 0, approvals_expired: int = 0
+    ) -> None:
+        """Count one reconcile pass, its settlements by evidence and its expired approvals."""
         self._reconcile_passes.inc()
-        if resolved_by_evidence > 0:
-            self._resolutions.labels(source="evidence").inc(resolved_by_evidence)
+        self._resolutions.labels(source="evidence").inc(resolved_by_evidence)
+        self._approvals_expired.inc(approvals_expired)
 
     def record_recovery_resolution(self, source: str, count: int = 1) -> None:
         """Count resolutions settled in this process outside a reconcile pass (`manual`)."""
@@ -374,10 +375,8 @@ class Metrics:
 
     def record_pruned(self, *, dispatches: int, audit_events: int) -> None:
         """Count what one prune batch deleted."""
-        if dispatches > 0:
-            self._pruned_dispatches.inc(dispatches)
-        if audit_events > 0:
-            self._pruned_audit_events.inc(audit_events)
+        self._pruned_dispatches.inc(dispatches)
+        self._pruned_audit_events.inc(audit_events)
 
     def record_api_auth_failure(self) -> None:
         """Count one API request refused for its credentials."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from qinglong_dispatcher.domain import (
+    approvals,
     audit_views,
     principals,
     records,
@@ -40,6 +41,11 @@ class RecoveryStore(Protocol):
         now_ms: int,
     ) -> None:
         """Upsert the last reconcile outcome of a dispatch."""
+        ...
+
+    async def expire_approvals(self, *, now_ms: int, limit: int = 64) -> list[approvals.Expired]:
+        """Expire at most `limit` pending requests whose lifetime ran out on the database's
+        clock (`pending → expired`, audited); those it expired."""
         ...
 
     async def get_resolution(self, dispatch_id: str) -> recovery.StoredResolution | None:

@@ -1,4 +1,5 @@
-"""The evidence-only reconciler: one bounded pass over `recovery_required` executions.
+"""The evidence-only reconciler: one bounded pass over `recovery_required` executions, and
+a bounded sweep of the approval requests whose lifetime ran out.
 
 It holds the recovery store and the evidence providers, and no handler: nothing here can
 call `execute`. Verified evidence settles a row as `succeeded`; anything else is recorded as
@@ -28,10 +29,16 @@ class ReconcileReport:
 
     observed: int = 0
     outcomes: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    approvals_expired: int = 0
+    """Pending approval requests this pass expired (database clock)."""
 
     def as_dict(self) -> dict[str, object]:
         """The JSON shape used by `tick --json`."""
-        return {"observed": self.observed, "outcomes": dict(sorted(self.outcomes.items()))}
+        return {
+            "observed": self.observed,
+            "outcomes": dict(sorted(self.outcomes.items())),
+            "approvals_expired": self.approvals_expired,
+        }
 
 
 class Reconciler:
@@ -71,7 +78,23 @@ class Reconciler:
         report = ReconcileReport(observed=len(page))
         for snapshot in page:
             report.outcomes[await self._settle(snapshot)] += 1
+        report.approvals_expired = await self._expire_approvals()
         return report
+
+    async def _expire_approvals(self) -> int:
+        """One page of pending requests past their lifetime becomes `expired`: an outcome
+        with its audit row, never a request that silently can no longer be used."""
+        expired = await self._store.expire_approvals(
+            now_ms=self._clock.now_ms(), limit=self._page_size
+        )
+        for approval in expired:
+            log.info(
+                "approval.expired",
+                approval_request_id=approval.approval_request_id,
+                project_id=approval.project_id,
+                action_type=approval.action_type,
+            )
+        return len(expired)
 
     async def _settle(self, snapshot: recovery.Snapshot) -> str:
         dispatch = snapshot.dispatch

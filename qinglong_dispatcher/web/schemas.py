@@ -47,6 +47,38 @@ def all_schemas() -> dict[str, Any]:
         },
         "additionalProperties": False,
     }
+    stored = [s.value for s in states.ExecutionStatus]
+    count = {"type": "integer", "minimum": 0}
+    nullable_ms = {"type": ["integer", "null"], "description": "Unix time in milliseconds"}
+    execution: dict[str, Any] = {
+        "status": {"type": "string", "enum": stored},
+        "effective_status": {"type": "string", "enum": statuses},
+        "version": {"type": "integer"},
+        "attempt": {"type": "integer"},
+        "max_attempts": {"type": "integer"},
+        "takeovers": {
+            **count,
+            "description": "expired leases taken over before the start barrier "
+            "(refunded claims, not failures)",
+        },
+        "max_takeovers": {
+            **count,
+            "description": f"the takeover budget ({states.TAKEOVERS_PER_ATTEMPT} * "
+            "max_attempts); past it the dispatch is blocked `takeovers_exhausted`",
+        },
+        "eligible_at_ms": nullable_ms,
+        "retry_at_ms": nullable_ms,
+        "lease_owner": NULLABLE_STR,
+        "lease_expires_at_ms": nullable_ms,
+        "started_at_ms": nullable_ms,
+        "completed_at_ms": nullable_ms,
+        "result_code": NULLABLE_STR,
+        "result_mutation_id": NULLABLE_STR,
+        "receipt": {"type": ["object", "null"]},
+        "receipt_digest": NULLABLE_STR,
+        "created_at_ms": MS,
+        "updated_at_ms": MS,
+    }
     return {
         "Problem": {
             "type": "object",
@@ -103,7 +135,7 @@ def all_schemas() -> dict[str, Any]:
                 "approved_by": {"type": "string"},
                 "created_at_ms": MS,
                 "plan": {"type": ["object", "null"]},
-                "execution": {"type": "object"},
+                "execution": ref("Execution"),
                 "events": {"type": "array", "items": {"type": "object"}},
                 "receipt": {"type": ["object", "null"]},
                 "run_id": NULLABLE_STR,
@@ -112,6 +144,13 @@ def all_schemas() -> dict[str, Any]:
                 "audit": {"type": "array", "items": ref("AuditRecord")},
                 "step_run": {"type": ["object", "null"]},
             },
+        },
+        "Execution": {
+            "type": "object",
+            "description": "The execution row without its lease token",
+            "required": list(execution),
+            "properties": execution,
+            "additionalProperties": False,
         },
         "RecoveryPage": {
             "type": "object",

@@ -128,3 +128,26 @@ async def test_a_page_claim_logs_its_count_and_only_the_first_ids(
     assert "dispatch_ids" not in claimed
     assert len(claimed["first_ids"]) == 5
     assert set(claimed["first_ids"]) <= {c.dispatch_id for c in consumed}
+
+
+async def test_dispatch_show_counts_takeovers_against_their_bound(
+    harness: Harness, clock: ManualClock
+) -> None:
+    taken, fresh = await submit_runs(harness.approver_store, clock, 2, max_attempts=3)
+    first = await harness.store.claim(
+        taken.dispatch_id, now_ms=clock.now_ms(), owner="w1", token="t-one", lease_ms=SHORT_LEASE_MS
+    )
+    assert first.lease is not None
+    clock.advance(ms=SHORT_LEASE_MS)
+    second = await harness.store.claim(
+        taken.dispatch_id, now_ms=clock.now_ms(), owner="w2", token="t-two", lease_ms=5_000
+    )
+    assert second.taken_over is not None
+    shown: dict[str, tuple[object, object]] = {}
+    for row in (taken, fresh):
+        detail = await harness.operator_store.show_dispatch(row.dispatch_id, now_ms=clock.now_ms())
+        assert detail is not None
+        execution = detail.as_dict()["execution"]
+        assert isinstance(execution, dict)
+        shown[row.dispatch_id] = (execution["takeovers"], execution["max_takeovers"])
+    assert shown == {taken.dispatch_id: (1, 12), fresh.dispatch_id: (0, 12)}

@@ -182,6 +182,28 @@ async def test_one_dispatch_is_the_show_view_without_a_lease_token(client: Clien
     assert "not an id" not in json.dumps(body)
 
 
+async def test_one_dispatch_shows_its_takeovers_against_their_bound(client: Client) -> None:
+    taken, fresh = await _seed(client, 2)
+    store, clock = client.server._ctx.store, client.server._ctx.clock
+    for owner in ("w1", "w2"):  # w1 dies before the barrier; w2 takes its lease over
+        claimed = await store.claim(
+            taken, now_ms=clock.now_ms(), owner=owner, token=f"t-{owner}", lease_ms=1_000
+        )
+        assert claimed.lease is not None
+        clock.advance(ms=1_000)
+    _, _, document = await client.get("/openapi.json", token=None)
+    schema = document["components"]["schemas"]["Execution"]
+    shown: dict[str, tuple[int, int]] = {}
+    for dispatch_id in (taken, fresh):
+        status, _, body = await client.get(f"/dispatches/{dispatch_id}")
+        assert status == 200
+        execution = body["execution"]
+        assert set(execution) == set(schema["required"]) == set(schema["properties"])
+        shown[dispatch_id] = (execution["takeovers"], execution["max_takeovers"])
+    # `_seed` submits with the default budget of 5 attempts, so 20 takeovers.
+    assert shown == {taken: (1, 20), fresh: (0, 20)}
+
+
 async def test_recovery_and_audit_reads(client: Client) -> None:
     (dispatch_id,) = await _seed(client, 1)
     status, _, body = await client.get("/recovery?limit=10")

@@ -178,6 +178,33 @@ def test_recovery_required_is_listed_and_shown(workdir: Path) -> None:
     assert "tok-secret" not in text.stdout
 
 
+def test_show_counts_a_takeover_against_its_bound(workdir: Path) -> None:
+    taken, fresh = (submit(workdir, task)["dispatch_id"] for task in ("t1", "t2"))
+    # A dispatcher that died holding the claim before the barrier; the tick takes it over.
+    with sqlite3.connect(workdir / "var" / "qinglong.db") as conn:
+        conn.execute(
+            "UPDATE approved_action_dispatch_executions SET status = 'leased', version = 1, "
+            "attempt = 1, lease_owner = 'dead:1', lease_token = 'tok-dead', "
+            "lease_expires_at_ms = 1, eligible_at_ms = 1 WHERE dispatch_id = ?",
+            (taken,),
+        )
+    conn.close()
+    drained = json_out(run_cli("tick", "--drain", "--json", cwd=workdir))
+    assert drained["outcomes"] == {"succeeded": 2}
+    shown: dict[str, tuple[Any, Any, list[str]]] = {}
+    for dispatch_id in (taken, fresh):
+        execution = json_out(run_cli("dispatch", "show", dispatch_id, "--json", cwd=workdir))[
+            "execution"
+        ]
+        text = run_cli("dispatch", "show", dispatch_id, cwd=workdir).stdout
+        (line,) = [line for line in text.splitlines() if line.startswith("takeovers ")]
+        shown[dispatch_id] = (execution["takeovers"], execution["max_takeovers"], line.split())
+    assert shown == {
+        taken: (1, 20, ["takeovers", "1/20"]),
+        fresh: (0, 20, ["takeovers", "0/20"]),
+    }
+
+
 BAD_INPUT = [
     (["dispatch", "show", "d-0000nothere"], 1),
     (["dispatch", "show", "not an id;"], 1),

@@ -150,6 +150,51 @@ def test_approval_steps_and_their_errors(workdir: Path) -> None:
     assert count(workdir, "SELECT count(*) FROM approved_action_dispatches") == 1
 
 
+def test_a_timed_out_request_is_expired_by_tick_and_shown_so(workdir: Path) -> None:
+    plan = {
+        "schemaVersion": 1,
+        "actionRef": "act-short",
+        "projectId": "p1",
+        "taskId": "t1",
+        "taskRevision": 2,
+        "executorType": "shell",
+        "priority": 0,
+    }
+    plan_file = workdir / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    short = {"QINGLONG_APPROVAL_TTL_SECONDS": "0.05"}
+    created = json_out(
+        run_cli(
+            "approval",
+            "create",
+            "--action",
+            "run.create",
+            "--plan",
+            str(plan_file),
+            "--requested-by",
+            "alice",
+            "--json",
+            cwd=workdir,
+            env=short,
+        )
+    )
+    approval_id = created["approval_request_id"]
+    shown = json_out(run_cli("approval", "show", approval_id, "--json", cwd=workdir))
+    assert (shown["status"], shown["version"]) == ("pending", 1)
+    report = json_out(run_cli("tick", "--once", "--json", cwd=workdir))
+    assert report["reconcile"]["approvals_expired"] == 1
+    shown = json_out(run_cli("approval", "show", approval_id, "--json", cwd=workdir))
+    assert (shown["status"], shown["version"], shown["decided_by"]) == ("expired", 2, "expiry")
+    text = run_cli("approval", "show", approval_id, cwd=workdir)
+    assert text.returncode == 0
+    assert f"{approval_id}  expired@v2  run.create  p1" in text.stdout
+    refused = run_cli("approval", "approve", approval_id, "--by", "bob", cwd=workdir)
+    assert_one_line_error(refused, 1)
+    assert f"approval request {approval_id} has expired" in refused.stderr
+    unknown = run_cli("approval", "show", "a-nope", cwd=workdir)
+    assert_one_line_error(unknown, 1)
+
+
 def test_an_expired_approval_is_refused(workdir: Path) -> None:
     plan = {
         "schemaVersion": 1,
@@ -368,7 +413,11 @@ def test_tick_reconciles_and_recovery_commands_settle_by_hand(workdir: Path) -> 
         )
     conn.close()
     report = json_out(run_cli("tick", "--once", "--json", cwd=workdir))
-    assert report["reconcile"] == {"observed": 1, "outcomes": {"missing": 1}}
+    assert report["reconcile"] == {
+        "observed": 1,
+        "outcomes": {"missing": 1},
+        "approvals_expired": 0,
+    }
     listed = json_out(run_cli("recovery", "list", "--json", cwd=workdir))
     assert [row["dispatch_id"] for row in listed] == [dispatch_id]
     assert listed[0]["action_type"] == "run.create"

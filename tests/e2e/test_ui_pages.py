@@ -4,6 +4,7 @@ form, roles, escaping and the security headers. Every refusal writes nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
 from collections.abc import AsyncIterator, Mapping
@@ -409,6 +410,30 @@ async def test_the_dispatch_list_pages_by_keyset_and_filters_by_state(
         assert 'rel="next"' not in second
         _, _, none = await ui.get("/ui/dispatches?status=succeeded")
         assert "No dispatch matches." in none
+
+
+async def test_a_dispatch_page_shows_its_takeovers_against_their_bound(served: Served) -> None:
+    it = served
+    taken, fresh = await submit_runs(it.harness.approver_store, it.clock, 2, max_attempts=2)
+    for owner in ("w1", "w2"):  # w1 dies before the barrier; w2 takes its lease over
+        claimed = await it.harness.store.claim(
+            taken.dispatch_id,
+            now_ms=it.clock.now_ms(),
+            owner=owner,
+            token=f"t-{owner}",
+            lease_ms=50,
+        )
+        assert claimed.lease is not None
+        # The served clock is real time: the database's must see the lease expire too.
+        await asyncio.sleep(0.1)
+        it.clock.advance(ms=100)
+    async with UiClient(it) as ui:
+        await ui.sign_in("vic")
+        shown: dict[str, list[str]] = {}
+        for row in (taken, fresh):
+            _, _, text = await ui.get(f"/ui/dispatches/{row.dispatch_id}")
+            shown[row.dispatch_id] = re.findall(r"<dt>takeovers</dt><dd>([^<]*)</dd>", text)
+    assert shown == {taken.dispatch_id: ["1/8"], fresh.dispatch_id: ["0/8"]}
 
 
 async def test_an_operator_cancels_a_waiting_dispatch_after_confirming(served: Served) -> None:

@@ -129,6 +129,57 @@ async def test_an_approval_is_never_approved_past_its_lifetime_on_the_database_c
     assert await _snapshot(edge) == before
 
 
+NOT_PERMITTED = "approval_requests: not a permitted change of the request"
+
+
+async def test_an_approval_expires_only_on_the_database_clock_and_never_comes_back(
+    edge: stores.Harness,
+) -> None:
+    for ref in ("act-x", "act-y"):
+        await edge.raw(
+            "INSERT INTO action_plans (project_id, action_ref, action_type, plan_json, "
+            f"plan_digest, created_at_ms) VALUES ('p', '{ref}', 'run.create', '{{}}', "
+            f"'{'a' * 64}', 1)"
+        )
+    # 'a-x': the requester's clock says it expired long ago, the database's gives it a day
+    # more. 'a-y': its lifetime ran out on the database's clock.
+    for request, ref, db_expires in (
+        ("a-x", "act-x", "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + 86400000"),
+        ("a-y", "act-y", "1"),
+    ):
+        await edge.raw(
+            "INSERT INTO approval_requests (approval_request_id, project_id, action_type, "
+            "action_ref, action_digest, status, version, requested_by, requested_principal, "
+            "expires_at_ms, created_at_ms, updated_at_ms, db_expires_at_ms) VALUES "
+            f"('{request}', 'p', 'run.create', '{ref}', '{'b' * 64}', 'pending', 1, 'me', 'me', "
+            f"86400001, 1, 1, {db_expires})"
+        )
+    expire = (
+        "UPDATE approval_requests SET status = 'expired', version = 2, decided_by = 'expiry', "
+        "decided_principal = 'me' WHERE approval_request_id = "
+    )
+    before = await _snapshot(edge)
+    message = await refusals.sqlite_abort(edge, expire + "'a-x'")
+    assert message.startswith("approval_requests: a request expires only once the database")
+    assert await _snapshot(edge) == before
+    await edge.raw(expire + "'a-y'")
+    before = await _snapshot(edge)
+    # Terminal: back to pending the update guard refuses; approving or consuming it the
+    # clock guard refuses first (its lifetime ran out), and the update guard after it.
+    back_to_pending = "status = 'pending', version = 1, decided_by = NULL, decided_principal = NULL"
+    consumed = "status = 'consumed', version = 3, consumed_at_ms = 1, consumed_principal = 'me'"
+    for back, refused in (
+        (back_to_pending, NOT_PERMITTED),
+        ("status = 'approved'", "qinglong:approval_expired"),
+        (consumed, "qinglong:approval_expired"),
+    ):
+        message = await refusals.sqlite_abort(
+            edge, f"UPDATE approval_requests SET {back} WHERE approval_request_id = 'a-y'"
+        )
+        assert message.startswith(refused), (back, message)
+        assert await _snapshot(edge) == before
+
+
 @pytest.mark.parametrize("lifetime_ms", [0, 2_592_000_001, 9_000_000_000_000_000])
 async def test_a_request_lifetime_out_of_range_is_refused(
     edge: stores.Harness, lifetime_ms: int

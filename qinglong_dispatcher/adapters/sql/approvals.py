@@ -34,7 +34,9 @@ async def _refusal(
     current = await get(q, approval_request_id)
     if current is None:
         return errors.ApprovalNotFound(f"approval request {approval_request_id} not found")
-    if current.status is wanted and current.is_expired(now_ms):
+    if current.status is ApprovalStatus.EXPIRED or (
+        current.status is wanted and current.is_expired(now_ms)
+    ):
         return errors.ApprovalExpired(f"approval request {approval_request_id} has expired")
     return errors.ApprovalStateConflict(
         f"approval request {approval_request_id} is {current.status.value}, not {wanted.value}"

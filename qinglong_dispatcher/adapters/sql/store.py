@@ -16,6 +16,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import (
+    approval_expiry,
     approvals,
     cancels,
     completions,
@@ -273,6 +274,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
     database_now_ms = operation(recovery.database_now_ms, write=False)
     list_recovery_required = operation(recovery.list_recovery_required, write=False)
     record_observation = operation(recovery.record_observation)
+    expire_approvals = as_approver(approval_expiry.expire_due)
     get_resolution = operation(recovery.get_resolution, write=False)
     audit_events = operation(recovery.audit_events, write=False)
     audit_page = operation(recovery.audit_page, write=False)

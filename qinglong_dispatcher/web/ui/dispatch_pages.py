@@ -134,6 +134,7 @@ async def detail_page(request: web.Request, session: sessions.Session) -> web.St
             ("approved by", markup.esc(d.approved_by)),
             ("action digest", f"<code>{markup.esc(d.action_digest)}</code>"),
             ("attempt", markup.esc(f"{x.attempt}/{x.max_attempts}")),
+            ("takeovers", markup.esc(f"{x.takeovers}/{x.max_takeovers}")),
             ("result", markup.esc(x.result_code or "-")),
             ("Run", markup.esc(detail.run_id or "-")),
             ("created", markup.when(d.created_at_ms)),

@@ -147,3 +147,21 @@ WHERE a.status = 'pending'
   AND (:action_type::text IS NULL OR a.action_type = :action_type::text)
 ORDER BY a.created_at_ms DESC, a.approval_request_id DESC
 LIMIT :limit::bigint
+
+-- expire_approvals --
+-- The reconcile pass's sweep: at most :limit pending requests whose lifetime ran out on the
+-- database's clock become `expired` (oldest first, skipping rows another transaction
+-- holds). The approval trigger (migration 0024) holds the same clock and admits only the
+-- runtime; the audit trigger writes each `approval.expired`.
+UPDATE qinglong.approval_requests
+SET status = 'expired', version = 2, decided_by = :decided_by,
+    decided_principal = (SELECT qinglong.acting_principal()), updated_at_ms = :now_ms::bigint
+WHERE approval_request_id IN (
+    SELECT approval_request_id FROM qinglong.approval_requests
+    WHERE status = 'pending'
+      AND COALESCE(db_expires_at_ms, expires_at_ms) <= qinglong.db_now_ms()
+    ORDER BY created_at_ms, approval_request_id
+    LIMIT :limit::bigint
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING approval_request_id, project_id, action_type

@@ -141,3 +141,20 @@ WHERE a.status = 'pending'
   AND (:action_type IS NULL OR a.action_type = :action_type)
 ORDER BY a.created_at_ms DESC, a.approval_request_id DESC
 LIMIT :limit
+
+-- expire_approvals --
+-- The reconcile pass's sweep: at most :limit pending requests whose lifetime ran out on the
+-- database's clock become `expired` (oldest first; the expiry trigger of migration 0024
+-- holds the same clock), each audited `approval.expired` by the audit trigger.
+UPDATE approval_requests
+SET status = 'expired', version = 2, decided_by = :decided_by,
+    decided_principal = :principal, updated_at_ms = :now_ms
+WHERE approval_request_id IN (
+    SELECT approval_request_id FROM approval_requests
+    WHERE status = 'pending'
+      AND coalesce(db_expires_at_ms, expires_at_ms)
+          <= CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+    ORDER BY created_at_ms, approval_request_id
+    LIMIT :limit
+)
+RETURNING approval_request_id, project_id, action_type

@@ -33,8 +33,8 @@ LIMIT :limit
 -- `dispatch show`: the dispatch, its execution without the lease token, its last observation.
 SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.action_ref,
        d.action_digest, d.approved_by, d.created_at_ms AS dispatch_created_at_ms,
-       e.status, e.version, e.attempt, e.max_attempts, e.eligible_at_ms, e.retry_at_ms,
-       e.lease_owner, e.lease_expires_at_ms, e.started_at_ms, e.result_mutation_id,
+       e.status, e.version, e.attempt, e.max_attempts, e.takeovers, e.eligible_at_ms,
+       e.retry_at_ms, e.lease_owner, e.lease_expires_at_ms, e.started_at_ms, e.result_mutation_id,
        e.result_code, e.result_receipt_json, e.result_receipt_digest, e.completed_at_ms,
        e.created_at_ms, e.updated_at_ms,
        o.outcome AS observation_outcome, o.reason_code AS observation_reason,
