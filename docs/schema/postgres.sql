@@ -33,7 +33,7 @@ GRANT USAGE ON SCHEMA qinglong TO qinglong_runtime;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_submitter;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_viewer;
 
--- tables (22)
+-- tables (23)
 
 -- table action_plans
 CREATE TABLE qinglong.action_plans (
@@ -596,6 +596,26 @@ CREATE TABLE qinglong.trace_anchors (
 GRANT SELECT ON TABLE qinglong.trace_anchors TO qinglong_operator;
 GRANT INSERT, SELECT ON TABLE qinglong.trace_anchors TO qinglong_runtime;
 
+-- table ui_sessions
+CREATE TABLE qinglong.ui_sessions (
+    session_sha256 text NOT NULL,
+    token_id text NOT NULL,
+    principal text NOT NULL,
+    created_at_ms bigint NOT NULL,
+    last_seen_at_ms bigint NOT NULL,
+    idle_ms bigint NOT NULL,
+    expires_at_ms bigint NOT NULL,
+    revoked_at_ms bigint,
+    CONSTRAINT ui_sessions_check CHECK ((expires_at_ms > created_at_ms)),
+    CONSTRAINT ui_sessions_idle_ms_check CHECK ((idle_ms > 0)),
+    CONSTRAINT ui_sessions_pkey PRIMARY KEY (session_sha256),
+    CONSTRAINT ui_sessions_principal_check CHECK ((principal ~ '^[a-z][a-z0-9_]{0,51}$'::text)),
+    CONSTRAINT ui_sessions_session_sha256_check CHECK ((session_sha256 ~ '^[0-9a-f]{64}$'::text)),
+    CONSTRAINT ui_sessions_token_id_check CHECK ((token_id ~ '^tok_[0-9a-f]{16}$'::text))
+);
+GRANT DELETE, INSERT, SELECT ON TABLE qinglong.ui_sessions TO qinglong_runtime;
+GRANT UPDATE (last_seen_at_ms, revoked_at_ms) ON TABLE qinglong.ui_sessions TO qinglong_runtime;
+
 -- sequences (2)
 
 CREATE SEQUENCE qinglong.execution_events_event_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.execution_events.event_id;
@@ -612,7 +632,7 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (59; those of primary keys and UNIQUE constraints too)
+-- indexes (63; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
@@ -672,8 +692,12 @@ CREATE UNIQUE INDEX tool_execution_start_barriers_run_id_step_run_id_started_st_
 CREATE UNIQUE INDEX tool_execution_start_barriers_trace_id_key ON qinglong.tool_execution_start_barriers USING btree (trace_id);
 CREATE UNIQUE INDEX trace_anchors_pkey ON qinglong.trace_anchors USING btree (trace_id);
 CREATE UNIQUE INDEX trace_anchors_start_id_key ON qinglong.trace_anchors USING btree (start_id);
+CREATE INDEX ui_sessions_expires ON qinglong.ui_sessions USING btree (expires_at_ms);
+CREATE UNIQUE INDEX ui_sessions_pkey ON qinglong.ui_sessions USING btree (session_sha256);
+CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principal, created_at_ms);
+CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 
--- functions (27)
+-- functions (28)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -1645,6 +1669,28 @@ BEGIN
 END
 $function$;
 
+-- function qinglong.guard_ui_session_change()
+CREATE OR REPLACE FUNCTION qinglong.guard_ui_session_change()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF (NEW.session_sha256, NEW.token_id, NEW.principal, NEW.created_at_ms, NEW.idle_ms,
+        NEW.expires_at_ms)
+            IS DISTINCT FROM
+       (OLD.session_sha256, OLD.token_id, OLD.principal, OLD.created_at_ms, OLD.idle_ms,
+        OLD.expires_at_ms)
+            OR NEW.last_seen_at_ms < OLD.last_seen_at_ms
+            OR (OLD.revoked_at_ms IS NOT NULL
+                AND NEW.revoked_at_ms IS DISTINCT FROM OLD.revoked_at_ms) THEN
+        RAISE EXCEPTION 'a session changes only its last use and, once, its revocation'
+            USING ERRCODE = 'QLI01';
+    END IF;
+    RETURN NEW;
+END
+$function$;
+
 -- function qinglong.notify_dispatch_due()
 CREATE OR REPLACE FUNCTION qinglong.notify_dispatch_due()
  RETURNS trigger
@@ -1807,7 +1853,7 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.submit_one(p_project_id text, p_action_ref text, p_action_type text, p_plan_json text, p_plan_digest text, p_plan_key_id text, p_plan_algorithm text, p_plan_sealed bytea, p_plan_schema_version integer, p_approval_request_id text, p_action_digest text, p_requested_by text, p_expires_at_ms bigint, p_decided_by text, p_dispatch_id text, p_max_attempts integer, p_now_ms bigint) TO PUBLIC;
 
--- triggers (44)
+-- triggers (45)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
@@ -1852,3 +1898,4 @@ CREATE TRIGGER step_run_mutations_immutable BEFORE DELETE OR UPDATE OR TRUNCATE 
 CREATE TRIGGER step_runs_state_machine BEFORE INSERT OR UPDATE ON qinglong.step_runs FOR EACH ROW EXECUTE FUNCTION qinglong.check_step_run_change();
 CREATE TRIGGER tool_execution_start_barriers_immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON qinglong.tool_execution_start_barriers FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER trace_anchors_immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON qinglong.trace_anchors FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
+CREATE TRIGGER ui_sessions_guard BEFORE UPDATE ON qinglong.ui_sessions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_ui_session_change();

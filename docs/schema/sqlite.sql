@@ -9,7 +9,7 @@ PRAGMA auto_vacuum = 2;
 PRAGMA user_version = 0;
 PRAGMA application_id = 0;
 
--- tables (22)
+-- tables (23)
 
 -- table action_plans
 CREATE TABLE action_plans (
@@ -356,7 +356,20 @@ CREATE TABLE trace_anchors (
     committed_at_ms INTEGER NOT NULL
 ) STRICT;
 
--- indexes (18)
+-- table ui_sessions
+CREATE TABLE ui_sessions (
+    session_sha256  TEXT PRIMARY KEY CHECK (length(session_sha256) = 64),
+    token_id        TEXT NOT NULL CHECK (length(token_id) = 20 AND token_id GLOB 'tok_*'),
+    principal       TEXT NOT NULL CHECK (length(principal) BETWEEN 1 AND 52),
+    created_at_ms   INTEGER NOT NULL,
+    last_seen_at_ms INTEGER NOT NULL,
+    idle_ms         INTEGER NOT NULL CHECK (idle_ms > 0),
+    expires_at_ms   INTEGER NOT NULL,
+    revoked_at_ms   INTEGER,
+    CHECK (expires_at_ms > created_at_ms)
+) STRICT;
+
+-- indexes (21)
 
 -- index api_tokens_principal
 CREATE INDEX api_tokens_principal ON api_tokens (principal);
@@ -427,7 +440,16 @@ CREATE INDEX step_runs_status ON step_runs (status);
 CREATE INDEX tool_execution_start_barriers_approval
     ON tool_execution_start_barriers (approval_request_id);
 
--- triggers (61)
+-- index ui_sessions_expires
+CREATE INDEX ui_sessions_expires ON ui_sessions (expires_at_ms);
+
+-- index ui_sessions_principal
+CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
+
+-- index ui_sessions_token
+CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
+
+-- triggers (62)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -1100,3 +1122,14 @@ BEGIN SELECT RAISE(ABORT, 'trace_anchors is immutable'); END;
 -- trigger trace_anchors_immutable_update
 CREATE TRIGGER trace_anchors_immutable_update BEFORE UPDATE ON trace_anchors
 BEGIN SELECT RAISE(ABORT, 'trace_anchors is immutable'); END;
+
+-- trigger ui_sessions_guard
+CREATE TRIGGER ui_sessions_guard BEFORE UPDATE ON ui_sessions
+WHEN NEW.session_sha256 IS NOT OLD.session_sha256 OR NEW.token_id IS NOT OLD.token_id
+    OR NEW.principal IS NOT OLD.principal OR NEW.created_at_ms IS NOT OLD.created_at_ms
+    OR NEW.idle_ms IS NOT OLD.idle_ms OR NEW.expires_at_ms IS NOT OLD.expires_at_ms
+    OR NEW.last_seen_at_ms < OLD.last_seen_at_ms
+    OR (OLD.revoked_at_ms IS NOT NULL AND NEW.revoked_at_ms IS NOT OLD.revoked_at_ms)
+BEGIN
+    SELECT RAISE(ABORT, 'ui_sessions: a session changes only its last use and, once, its revocation');
+END;

@@ -65,6 +65,7 @@ def api_server(
         policy=bootstrap.policy(settings),
         plan_models=bootstrap.action_plan_models,
         ui_sessions=sessions.Sessions(
+            store,
             idle_s=settings.ui_idle_timeout_seconds,
             lifetime_s=settings.ui_session_lifetime_seconds,
         ),

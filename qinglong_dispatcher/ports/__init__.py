@@ -83,6 +83,7 @@ from qinglong_dispatcher.ports.tool_steps import (
     ToolStepRepository,
     ToolSteps,
 )
+from qinglong_dispatcher.ports.ui_sessions import UiSessionStore
 from qinglong_dispatcher.ports.wakeup import (
     WakeupEvents,
     WakeupListener,
@@ -139,6 +140,7 @@ __all__ = [
     "ToolStepRepository",
     "ToolSteps",
     "TransactionalHandler",
+    "UiSessionStore",
     "WakeupEvents",
     "WakeupListener",
 ]

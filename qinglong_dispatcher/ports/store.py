@@ -15,6 +15,7 @@ from qinglong_dispatcher.ports.plan_keys import PlanKeyStore
 from qinglong_dispatcher.ports.principals import PrincipalStores, TokenStore
 from qinglong_dispatcher.ports.recovery import RecoveryStore
 from qinglong_dispatcher.ports.retention import PruneStore
+from qinglong_dispatcher.ports.ui_sessions import UiSessionStore
 
 
 class Store(
@@ -29,6 +30,7 @@ class Store(
     PruneStore,
     PlanKeyStore,
     TokenStore,
+    UiSessionStore,
     PrincipalStores,
     StoreHost,
     Protocol,

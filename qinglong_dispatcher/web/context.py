@@ -47,8 +47,8 @@ class Context:
     """The installed actions' plan models, for a type that is not built in."""
     idempotency: idempotency.Keys = dataclasses.field(default_factory=idempotency.Keys)
     """`Idempotency-Key`s of `POST /dispatches`, kept in this process."""
-    ui_sessions: sessions.Sessions = dataclasses.field(default_factory=sessions.Sessions)
-    """The operator UI's sign-in sessions, kept in this process (web/ui/sessions.py)."""
+    ui_sessions: sessions.Sessions
+    """The operator UI's sign-in sessions, kept in the store (web/ui/sessions.py)."""
 
 
 CONTEXT: Final = web.AppKey("context", Context)

@@ -10,6 +10,7 @@ import re
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.support import stores
@@ -145,21 +146,25 @@ async def test_an_idle_session_ends_and_a_revoked_token_ends_its_session_at_once
 ) -> None:
     it = served
     sessions = it.ctx.ui_sessions
-    now = [1000.0]
-    sessions.clock = lambda: now[0]
+    # The deadlines are the database's clock: short ones, slept through.
+    sessions.idle_s, sessions.lifetime_s = 0.8, 60.0
     async with UiClient(it) as ui:
         await ui.sign_in("vic")
-        now[0] += sessions.idle_s - 1
+        cookie = ui.cookie().value
+        await anyio.sleep(0.5)
         assert (await ui.get("/ui"))[0] == 200  # a request moves the idle deadline on
-        now[0] += sessions.idle_s - 1
+        await anyio.sleep(0.5)
         assert (await ui.get("/ui"))[0] == 200
-        now[0] += sessions.idle_s
+        await anyio.sleep(1.0)
         status, headers, _ = await ui.get("/ui")
         assert (status, headers["Location"]) == (303, "/ui/signin?next=%2Fui")
-        assert len(sessions) == 0
+        assert await sessions.find(cookie) is None
+    sessions.idle_s, sessions.lifetime_s = 60.0, 0.6
     async with UiClient(it) as ui:
         await ui.sign_in("vic")
-        now[0] += sessions.lifetime_s
+        await anyio.sleep(0.4)
+        assert (await ui.get("/ui"))[0] == 200
+        await anyio.sleep(0.4)
         assert (await ui.get("/ui"))[0] == 303  # the absolute lifetime, however busy
     async with UiClient(it) as ui:
         await ui.sign_in("alice")

@@ -19,6 +19,7 @@ from qinglong_dispatcher.domain import principals
 from qinglong_dispatcher.lifecycle import http, metrics
 from qinglong_dispatcher.web import context, events, limits
 from qinglong_dispatcher.web import server as web_server
+from qinglong_dispatcher.web.ui import sessions
 from tests.support import stores
 from tests.support.clock import START_MS, ManualClock
 
@@ -76,6 +77,7 @@ def small_context(
         read_timeout_s=0.5,
         hub=events.Hub(max_subscribers=1),
         writes=limits.write_limiter(rate=2.0, burst=burst),
+        ui_sessions=sessions.Sessions(store),
     )
 
 

@@ -31,6 +31,7 @@ from qinglong_dispatcher.adapters.sql import (
     rows,
     shared,
     token_store,
+    ui_session_store,
 )
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import cancels as cancel_records
@@ -69,7 +70,7 @@ def as_approver(
     return method
 
 
-class SqlStore(plan_store.PlanMethods, token_store.TokenMethods):
+class SqlStore(plan_store.PlanMethods, token_store.TokenMethods, ui_session_store.UiSessionMethods):
     """Every store port operation whose transaction is shared by both dialects (those about
     stored plans, sealed or clear, in `plan_store`; API tokens in `token_store`)."""
 

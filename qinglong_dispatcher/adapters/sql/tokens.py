@@ -54,8 +54,10 @@ async def list_tokens(q: query.Query) -> list[principals.Token]:
 
 
 async def revoke(q: query.Query, token_id: str) -> principals.Token | None:
-    """Revoke a token now (a revoked one stays as it was); None when there is no such token."""
+    """Revoke a token now (a revoked one stays as it was), and every UI session opened with it
+    in the same transaction; None when there is no such token."""
     await q.run("revoke_token", {"token_id": token_id})
+    await q.run("revoke_token_ui_sessions", {"token_id": token_id})
     return await get(q, token_id)
 
 

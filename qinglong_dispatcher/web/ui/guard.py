@@ -115,18 +115,9 @@ def error_page(
 
 
 async def current(request: web.Request) -> sessions.Session | None:
-    """The request's live session, its token checked against the token store again (revoked
-    or expired: the session ends at once); None when there is none."""
-    store = context.of(request).ui_sessions
-    session = store.find(request.cookies.get(sessions.COOKIE))
-    if session is None:
-        return None
-    principal = await context.of(request).authenticator.authenticate(session.secret)
-    if principal is None:
-        store.close(session.session_id)
-        return None
-    session.principal = principal
-    return session
+    """The request's live session; None when there is none. The store checks its token on the
+    same read (revoked or expired: no session)."""
+    return await context.of(request).ui_sessions.find(request.cookies.get(sessions.COOKIE))
 
 
 def cross_site(request: web.Request) -> str | None:

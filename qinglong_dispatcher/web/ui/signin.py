@@ -2,8 +2,9 @@
 
 Sign-in takes a token (`qlt_…`, as `token create` prints it), checks it as the API checks a
 bearer token (the same shape, the same token store, the same per-address limiter of failures)
-and exchanges it for a server-side session: a random id in a cookie (`HttpOnly`, `Secure` on
-TLS, `SameSite=Strict`, `Path=/ui`). The session re-checks its token on every request.
+and exchanges it for a session in the store: a random id in a cookie (`HttpOnly`, `Secure` on
+TLS, `SameSite=Strict`, `Path=/ui`), of which the store keeps only the SHA-256. Every daemon
+on the store accepts it; each request re-checks its token on the same read.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import datetime
 import structlog
 from aiohttp import web
 
+from qinglong_dispatcher.domain import ui_sessions
 from qinglong_dispatcher.web import auth, context, problems
 from qinglong_dispatcher.web.ui import guard, markup, sessions
 
@@ -39,8 +41,8 @@ def _signin_page(*, next_path: str, problem: str | None = None, status: int = 20
         + fields
         + '<button type="submit">Sign in</button></form>'
         + '<p class="muted">Paste an API token (<code>qinglong-dispatcher token create</code>).'
-        " The session ends after a while without use, at sign out, when the token is revoked"
-        " or expires, and when the daemon restarts.</p>"
+        " The session ends after a while without use, at sign out, and when the token is"
+        " revoked or expires.</p>"
     )
     return guard.html_response(markup.document("Sign in", body), status=status)
 
@@ -86,9 +88,8 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
     store = context.of(request).ui_sessions
     old = request.cookies.get(sessions.COOKIE)
     if old:
-        store.close(old)
-    assert token is not None
-    session = store.open(token, principal)
+        await store.close(old)
+    session = await store.open(principal)
     log.info("ui.signed_in", principal=principal.principal, token_id=principal.token_id)
     response = guard.redirect(next_path)
     response.set_cookie(
@@ -107,12 +108,11 @@ async def sign_out(
     request: web.Request, session: sessions.Session, fields: dict[str, str]
 ) -> web.StreamResponse:
     """`POST /ui/signout`: end this session (`everywhere=yes`: every session of the principal
-    in this process)."""
+    on every daemon)."""
     store = context.of(request).ui_sessions
     if fields.get("everywhere") == "yes":
-        for other in store.of_principal(session.principal.principal):
-            store.close(other.session_id)
-    store.close(session.session_id)
+        await store.close_all(session.principal.principal)
+    await store.close(session.session_id)
     log.info("ui.signed_out", principal=session.principal.principal)
     response = guard.redirect("/ui/signin")
     response.del_cookie(sessions.COOKIE, path=sessions.COOKIE_PATH)
@@ -128,13 +128,14 @@ async def session_page(request: web.Request, session: sessions.Session) -> web.S
     """`GET /ui/session`: who is signed in, with which token, and the principal's sessions."""
     store = context.of(request).ui_sessions
     who = session.principal
-    mine = store.of_principal(who.principal)
+    mine = await store.of_principal(who.principal)
+    this = ui_sessions.digest(session.session_id)
     rows = [
         (
-            "this one" if s.session_id == session.session_id else "another",
+            "this one" if s.session_sha256 == this else "another",
             markup.esc(s.principal.token_id),
-            _ago(s.last_seen_at - s.created_at) + " old",
-            _ago(store.expires_in(s)),
+            _ago((s.now_ms - s.created_at_ms) / 1000) + " old",
+            _ago(s.ends_in_ms / 1000),
         )
         for s in mine
     ]
@@ -148,7 +149,7 @@ async def session_page(request: web.Request, session: sessions.Session) -> web.S
                 ("absolute lifetime", _ago(store.lifetime_s)),
             )
         )
-        + "<h2>Your sessions in this process</h2>"
+        + "<h2>Your sessions</h2>"
         + markup.table(("session", "token id", "age", "ends in (idle)"), rows)
         + markup.post_form(
             "/ui/signout",
@@ -157,8 +158,8 @@ async def session_page(request: web.Request, session: sessions.Session) -> web.S
             "Sign out everywhere",
             danger=True,
         )
-        + '<p class="muted">Sessions live in the daemon\'s memory: a restart signs everyone'
-        " out. Revoking the token (<code>token revoke</code>) ends its sessions at their next"
-        " request.</p>"
+        + '<p class="muted">Sessions live in the store: every daemon on it accepts them and a'
+        " restart keeps them. Signing out, or revoking the token (<code>token revoke</code>),"
+        " ends them everywhere at once.</p>"
     )
     return guard.html_response(markup.document("Session", body, session=session, active="session"))

@@ -1,0 +1,79 @@
+-- PostgreSQL statements: sessions of the operator UI (times on the database clock; a
+-- session is named by the SHA-256 of its cookie value, never the value).
+
+-- insert_ui_session --
+-- A session opened now for a token that just authenticated.
+INSERT INTO qinglong.ui_sessions (
+    session_sha256, token_id, principal, created_at_ms, last_seen_at_ms, idle_ms, expires_at_ms
+) VALUES (
+    :session_sha256, :token_id, :principal, qinglong.db_now_ms(), qinglong.db_now_ms(), :idle_ms::bigint,
+    qinglong.db_now_ms() + :lifetime_ms::bigint
+)
+
+-- cap_ui_sessions --
+-- A principal keeps its newest `keep` unrevoked sessions; the older ones are revoked.
+UPDATE qinglong.ui_sessions
+SET revoked_at_ms = qinglong.db_now_ms()
+WHERE principal = :principal AND revoked_at_ms IS NULL
+  AND session_sha256 NOT IN (
+      SELECT session_sha256 FROM qinglong.ui_sessions
+      WHERE principal = :principal AND revoked_at_ms IS NULL
+      ORDER BY created_at_ms DESC, session_sha256
+      LIMIT :keep::bigint)
+
+-- sweep_ui_sessions --
+-- At most `limit` ended sessions (revoked, idle too long, past their lifetime) deleted.
+DELETE FROM qinglong.ui_sessions
+WHERE session_sha256 IN (
+    SELECT session_sha256 FROM qinglong.ui_sessions
+    WHERE revoked_at_ms IS NOT NULL OR expires_at_ms <= qinglong.db_now_ms()
+       OR last_seen_at_ms + idle_ms <= qinglong.db_now_ms()
+    LIMIT :limit::bigint)
+
+-- find_ui_session --
+-- A live session by digest, with its token's role: the session unrevoked, used within its idle
+-- time and before its lifetime, its token unrevoked and unexpired, all on the database clock;
+-- `stale` when its last use is older than `touch_after_ms`.
+SELECT s.token_id, s.principal, t.role, s.created_at_ms, s.last_seen_at_ms, s.idle_ms,
+       s.expires_at_ms, qinglong.db_now_ms() AS now_ms,
+       (s.last_seen_at_ms < qinglong.db_now_ms() - :touch_after_ms::bigint) AS stale
+FROM qinglong.ui_sessions AS s
+JOIN qinglong.api_tokens AS t ON t.token_id = s.token_id
+WHERE s.session_sha256 = :session_sha256 AND s.revoked_at_ms IS NULL
+  AND s.expires_at_ms > qinglong.db_now_ms() AND s.last_seen_at_ms + s.idle_ms > qinglong.db_now_ms()
+  AND t.revoked_at_ms IS NULL AND t.expires_at_ms > qinglong.db_now_ms()
+
+-- touch_ui_session --
+-- The last use, moved to now.
+UPDATE qinglong.ui_sessions
+SET last_seen_at_ms = qinglong.db_now_ms()
+WHERE session_sha256 = :session_sha256 AND last_seen_at_ms < qinglong.db_now_ms()
+
+-- revoke_ui_session --
+-- Sign-out: one session ends now.
+UPDATE qinglong.ui_sessions
+SET revoked_at_ms = qinglong.db_now_ms()
+WHERE session_sha256 = :session_sha256 AND revoked_at_ms IS NULL
+
+-- revoke_principal_ui_sessions --
+-- Sign-out everywhere: every session of a principal ends now.
+UPDATE qinglong.ui_sessions
+SET revoked_at_ms = qinglong.db_now_ms()
+WHERE principal = :principal AND revoked_at_ms IS NULL
+
+-- revoke_token_ui_sessions --
+-- `token revoke`: every session opened with the token ends now (its transaction).
+UPDATE qinglong.ui_sessions
+SET revoked_at_ms = qinglong.db_now_ms()
+WHERE token_id = :token_id AND revoked_at_ms IS NULL
+
+-- select_ui_sessions --
+-- The live sessions of a principal, oldest first (their digests: a page tells its own apart).
+SELECT s.session_sha256, s.token_id, s.principal, t.role, s.created_at_ms, s.last_seen_at_ms, s.idle_ms,
+       s.expires_at_ms, qinglong.db_now_ms() AS now_ms
+FROM qinglong.ui_sessions AS s
+JOIN qinglong.api_tokens AS t ON t.token_id = s.token_id
+WHERE s.principal = :principal AND s.revoked_at_ms IS NULL
+  AND s.expires_at_ms > qinglong.db_now_ms() AND s.last_seen_at_ms + s.idle_ms > qinglong.db_now_ms()
+  AND t.revoked_at_ms IS NULL AND t.expires_at_ms > qinglong.db_now_ms()
+ORDER BY s.created_at_ms, s.session_sha256
