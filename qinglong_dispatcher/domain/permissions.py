@@ -27,7 +27,8 @@ class Operation(enum.StrEnum):
     READ = "read"
     """Read requests, dispatches, recovery, the audit log and the status."""
     SESSION = "session"
-    """See and end one's own UI sessions (the UI's only; no store operation)."""
+    """See and end one's own UI sessions (the UI's only: the daemon's own login keeps the
+    sessions, never acting as the principal)."""
     CREATE = "create"
     """Create a plan and its pending approval request."""
     APPROVE = "approve"
@@ -68,7 +69,7 @@ APPROVAL_STEPS = frozenset(
 `PrincipalNotPermitted`."""
 
 WEB_ONLY = frozenset({Operation.SESSION})
-"""Operations no store or database takes part in."""
+"""Operations the store never performs as the principal."""
 
 
 def permits(role: Role | str, operation: Operation) -> bool:
