@@ -112,6 +112,7 @@ CREATE TABLE qinglong.approval_policies (
 );
 GRANT SELECT ON TABLE qinglong.approval_policies TO qinglong_approver;
 GRANT SELECT ON TABLE qinglong.approval_policies TO qinglong_operator;
+GRANT SELECT ON TABLE qinglong.approval_policies TO qinglong_recorder;
 GRANT SELECT ON TABLE qinglong.approval_policies TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.approval_policies TO qinglong_submitter;
 
@@ -130,6 +131,7 @@ CREATE TABLE qinglong.approval_request_policies (
 );
 GRANT SELECT ON TABLE qinglong.approval_request_policies TO qinglong_approver;
 GRANT SELECT ON TABLE qinglong.approval_request_policies TO qinglong_operator;
+GRANT INSERT ON TABLE qinglong.approval_request_policies TO qinglong_recorder;
 GRANT SELECT ON TABLE qinglong.approval_request_policies TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.approval_request_policies TO qinglong_submitter;
 
@@ -1248,6 +1250,7 @@ BEGIN
     RETURN NULL;
 END
 $function$;
+ALTER FUNCTION qinglong.copy_approval_policy() OWNER TO qinglong_recorder;
 
 -- function qinglong.count_approval_votes()
 CREATE OR REPLACE FUNCTION qinglong.count_approval_votes()
@@ -2003,6 +2006,7 @@ AS $function$
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text) TO qinglong_approver;
 GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text) TO qinglong_operator;
+GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text) TO qinglong_recorder;
 GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text) TO qinglong_runtime;
 GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text) TO qinglong_submitter;
 

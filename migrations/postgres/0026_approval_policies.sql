@@ -89,10 +89,10 @@ CREATE TRIGGER approval_policies_audit
     AFTER INSERT ON qinglong.approval_policies
     FOR EACH ROW EXECUTE FUNCTION qinglong.audit_approval_policy();
 
+REVOKE ALL ON FUNCTION qinglong.audit_approval_policy() FROM PUBLIC;
 GRANT CREATE ON SCHEMA qinglong TO qinglong_recorder;
 ALTER FUNCTION qinglong.audit_approval_policy() OWNER TO qinglong_recorder;
 REVOKE CREATE ON SCHEMA qinglong FROM qinglong_recorder;
-REVOKE ALL ON FUNCTION qinglong.audit_approval_policy() FROM PUBLIC;
 
 -- SQLite's membership of the approver groups. On PostgreSQL a group is the role
 -- `<installation>_g_<group>` and this table stays empty: no role may write it.
@@ -116,7 +116,7 @@ CREATE TABLE qinglong.approval_request_policies (
         REFERENCES qinglong.approval_policies (name, version)
 );
 
--- A definer (the schema's owner): the requester's login may not write the copy itself.
+-- A definer (the recorder, like every definer): the requester's login may not write the copy.
 CREATE FUNCTION qinglong.copy_approval_policy() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -130,6 +130,15 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+GRANT SELECT ON qinglong.approval_policies TO qinglong_recorder;
+GRANT INSERT ON qinglong.approval_request_policies TO qinglong_recorder;
+GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(pg_catalog.text, pg_catalog.text)
+    TO qinglong_recorder;
+REVOKE ALL ON FUNCTION qinglong.copy_approval_policy() FROM PUBLIC;
+GRANT CREATE ON SCHEMA qinglong TO qinglong_recorder;
+ALTER FUNCTION qinglong.copy_approval_policy() OWNER TO qinglong_recorder;
+REVOKE CREATE ON SCHEMA qinglong FROM qinglong_recorder;
 
 CREATE TRIGGER approval_requests_policy
     AFTER INSERT ON qinglong.approval_requests
@@ -301,8 +310,7 @@ CREATE TRIGGER approval_requests_vote_recorded
     EXECUTE FUNCTION qinglong.check_direct_approval();
 
 REVOKE ALL ON FUNCTION qinglong.policy_in_force(pg_catalog.text, pg_catalog.text),
-    qinglong.guard_approval_policy(), qinglong.copy_approval_policy(),
-    qinglong.guard_request_policy(),
+    qinglong.guard_approval_policy(), qinglong.guard_request_policy(),
     qinglong.guard_approval_vote(), qinglong.count_approval_votes(),
     qinglong.check_direct_approval() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(pg_catalog.text, pg_catalog.text)
