@@ -1334,6 +1334,12 @@ BEGIN
         RAISE EXCEPTION 'a policy version never changes: write a new one'
             USING ERRCODE = 'QLA03';
     END IF;
+    -- A group names a role (`<installation>_g_<group>`): a plain identifier, never quoted.
+    IF EXISTS (SELECT 1 FROM pg_catalog.unnest(NEW.approver_groups) AS g(name)
+               WHERE g.name IS NULL OR g.name !~ '^[a-z][a-z0-9_]{0,31}$') THEN
+        RAISE EXCEPTION 'an approver group is a lower-case identifier of at most 32 characters'
+            USING ERRCODE = 'QLA05';
+    END IF;
     -- Versions count from 1 per name, one after another (the key refuses a racing twin).
     NEW.version := COALESCE((SELECT max(version) FROM qinglong.approval_policies
                              WHERE name = NEW.name), 0) OPERATOR(pg_catalog.+) 1;

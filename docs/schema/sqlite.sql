@@ -502,7 +502,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (80)
+-- triggers (81)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -576,6 +576,15 @@ BEGIN
         CAST(NEW.version AS TEXT),
         CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
     );
+END;
+
+-- trigger approval_policies_groups
+CREATE TRIGGER approval_policies_groups BEFORE INSERT ON approval_policies
+WHEN EXISTS (SELECT 1 FROM json_each(NEW.approver_groups) AS g
+             WHERE g.type <> 'text' OR length(g.value) NOT BETWEEN 1 AND 32
+                OR g.value GLOB '*[^a-z0-9_]*' OR substr(g.value, 1, 1) NOT GLOB '[a-z]')
+BEGIN
+    SELECT RAISE(ABORT, 'approval_policies: an approver group is a lower-case identifier');
 END;
 
 -- trigger approval_policies_next_version

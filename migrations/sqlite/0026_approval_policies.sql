@@ -38,6 +38,15 @@ BEGIN
     SELECT RAISE(ABORT, 'approval_policies: a policy''s versions count from 1, one after another');
 END;
 
+-- The same names as PostgreSQL's group roles take (`<installation>_g_<group>`).
+CREATE TRIGGER approval_policies_groups BEFORE INSERT ON approval_policies
+WHEN EXISTS (SELECT 1 FROM json_each(NEW.approver_groups) AS g
+             WHERE g.type <> 'text' OR length(g.value) NOT BETWEEN 1 AND 32
+                OR g.value GLOB '*[^a-z0-9_]*' OR substr(g.value, 1, 1) NOT GLOB '[a-z]')
+BEGIN
+    SELECT RAISE(ABORT, 'approval_policies: an approver group is a lower-case identifier');
+END;
+
 CREATE TRIGGER approval_policies_no_update BEFORE UPDATE ON approval_policies
 BEGIN
     SELECT RAISE(ABORT, 'approval_policies: a policy version never changes');
