@@ -938,10 +938,13 @@ DECLARE
 BEGIN
     SELECT approvals_required INTO required FROM qinglong.approval_request_policies
         WHERE approval_request_id = NEW.approval_request_id;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
     SELECT count(*) INTO others FROM qinglong.approval_votes
         WHERE approval_request_id = NEW.approval_request_id AND vote = 'approve'
           AND principal IS DISTINCT FROM NEW.decided_principal;
-    IF others OPERATOR(pg_catalog.+) 1 < COALESCE(required, 1) THEN
+    IF others OPERATOR(pg_catalog.+) 1 < required THEN
         RAISE EXCEPTION 'approval request % needs % approvals', NEW.approval_request_id,
             required USING ERRCODE = 'QLA03';
     END IF;
@@ -1240,6 +1243,10 @@ CREATE OR REPLACE FUNCTION qinglong.copy_approval_policy()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM qinglong.approval_policies
+                   WHERE action_type = NEW.action_type) THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO qinglong.approval_request_policies (
         approval_request_id, policy_name, policy_version, approvals_required,
         denials_to_reject, approver_groups, reason_required

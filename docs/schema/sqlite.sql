@@ -502,7 +502,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (81)
+-- triggers (80)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -676,16 +676,23 @@ BEGIN
     SELECT RAISE(ABORT, 'qinglong:approval_expired: the database clock says so');
 END;
 
--- trigger approval_requests_direct_short
-CREATE TRIGGER approval_requests_direct_short AFTER UPDATE ON approval_requests
+-- trigger approval_requests_direct_vote
+CREATE TRIGGER approval_requests_direct_vote AFTER UPDATE ON approval_requests
 WHEN OLD.status = 'pending' AND NEW.status = 'approved'
-    AND (SELECT count(*) FROM approval_votes
-         WHERE approval_request_id = NEW.approval_request_id AND vote = 'approve'
-           AND principal IS NOT NEW.decided_principal) + 1
-        < coalesce((SELECT approvals_required FROM approval_request_policies
-                    WHERE approval_request_id = NEW.approval_request_id), 1)
+    AND EXISTS (SELECT 1 FROM approval_request_policies
+                WHERE approval_request_id = NEW.approval_request_id)
 BEGIN
-    SELECT RAISE(ABORT, 'approval_votes: the request needs more approvals');
+    SELECT RAISE(ABORT, 'approval_votes: the request needs more approvals')
+    WHERE (SELECT count(*) FROM approval_votes
+           WHERE approval_request_id = NEW.approval_request_id AND vote = 'approve'
+             AND principal IS NOT NEW.decided_principal) + 1
+          < (SELECT approvals_required FROM approval_request_policies
+             WHERE approval_request_id = NEW.approval_request_id);
+    INSERT INTO approval_votes (approval_request_id, principal, vote)
+    SELECT NEW.approval_request_id, NEW.decided_principal, 'approve'
+    WHERE NOT EXISTS (SELECT 1 FROM approval_votes
+                      WHERE approval_request_id = NEW.approval_request_id
+                        AND principal = NEW.decided_principal);
 END;
 
 -- trigger approval_requests_expiry_guard
@@ -719,6 +726,7 @@ END;
 
 -- trigger approval_requests_policy
 CREATE TRIGGER approval_requests_policy AFTER INSERT ON approval_requests
+WHEN EXISTS (SELECT 1 FROM approval_policies WHERE action_type = NEW.action_type)
 BEGIN
     INSERT INTO approval_request_policies (
         approval_request_id, policy_name, policy_version, approvals_required,
@@ -762,17 +770,6 @@ WHEN OLD.status IN ('consumed', 'rejected', 'expired')
     )
 BEGIN
     SELECT RAISE(ABORT, 'approval_requests: not a permitted change of the request');
-END;
-
--- trigger approval_requests_vote_recorded
-CREATE TRIGGER approval_requests_vote_recorded AFTER UPDATE ON approval_requests
-WHEN OLD.status = 'pending' AND NEW.status = 'approved'
-BEGIN
-    INSERT INTO approval_votes (approval_request_id, principal, vote)
-    SELECT NEW.approval_request_id, NEW.decided_principal, 'approve'
-    WHERE NOT EXISTS (SELECT 1 FROM approval_votes
-                      WHERE approval_request_id = NEW.approval_request_id
-                        AND principal = NEW.decided_principal);
 END;
 
 -- trigger approval_votes_approve

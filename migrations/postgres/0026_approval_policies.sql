@@ -14,8 +14,9 @@
 --    groups (`<installation>_g_<group>` roles) is refused (QLA01), and so is a vote on a
 --    decided (QLA03) or expired (QLA04) request. In the vote's transaction the request
 --    becomes `approved` when the distinct approve votes reach the policy's number and
---    `rejected` when the denials reach its threshold. Approving a request directly is one
---    approve vote: it is refused while the other approvals fall short, and it is recorded.
+--    `rejected` when the denials reach its threshold. Approving a request under a policy
+--    directly is one approve vote: it is refused while the other approvals fall short, and it
+--    is recorded; approving one without a policy writes no vote (today's path).
 
 CREATE TABLE qinglong.approval_policies (
     name               TEXT NOT NULL CHECK (name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'),
@@ -123,9 +124,14 @@ CREATE TABLE qinglong.approval_request_policies (
 );
 
 -- A definer (the recorder, like every definer): the requester's login may not write the copy.
+-- With no policy for the action type the index finds nothing and the copy never runs.
 CREATE FUNCTION qinglong.copy_approval_policy() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM qinglong.approval_policies
+                   WHERE action_type = NEW.action_type) THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO qinglong.approval_request_policies (
         approval_request_id, policy_name, policy_version, approvals_required,
         denials_to_reject, approver_groups, reason_required
@@ -283,8 +289,9 @@ CREATE TRIGGER approval_votes_count
     AFTER INSERT ON qinglong.approval_votes
     FOR EACH ROW EXECUTE FUNCTION qinglong.count_approval_votes();
 
--- A direct approval is one approve vote: it needs the others' approvals to reach the number
--- less its own, and it is recorded as a vote (whose guard applies the policy's rules).
+-- A direct approval of a request under a policy is one approve vote: it needs the others'
+-- approvals to reach the number less its own, and it is recorded as a vote (whose guard
+-- applies the policy's rules). Without a policy: one key lookup, no vote (today's path).
 CREATE FUNCTION qinglong.check_direct_approval() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -293,10 +300,13 @@ DECLARE
 BEGIN
     SELECT approvals_required INTO required FROM qinglong.approval_request_policies
         WHERE approval_request_id = NEW.approval_request_id;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
     SELECT count(*) INTO others FROM qinglong.approval_votes
         WHERE approval_request_id = NEW.approval_request_id AND vote = 'approve'
           AND principal IS DISTINCT FROM NEW.decided_principal;
-    IF others OPERATOR(pg_catalog.+) 1 < COALESCE(required, 1) THEN
+    IF others OPERATOR(pg_catalog.+) 1 < required THEN
         RAISE EXCEPTION 'approval request % needs % approvals', NEW.approval_request_id,
             required USING ERRCODE = 'QLA03';
     END IF;

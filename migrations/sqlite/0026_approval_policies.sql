@@ -9,8 +9,9 @@
 -- 3. `approval_votes`: one vote per principal per request, at the database's clock; the
 --    requester's vote on a request under a policy is refused, a principal in none of its
 --    groups (`approval_group_members`) is refused, and so is a vote on a decided or expired
---    request. The votes decide the request in their own transaction. Approving directly is
---    one approve vote, refused while the others' approvals fall short, and recorded.
+--    request. The votes decide the request in their own transaction. Approving a request
+--    under a policy directly is one approve vote, refused while the others' approvals fall
+--    short, and recorded; approving one without a policy writes no vote (today's path).
 
 CREATE TABLE approval_policies (
     name               TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 63),
@@ -119,7 +120,9 @@ BEGIN
     SELECT RAISE(ABORT, 'approval_request_policies: the policy of a request never changes');
 END;
 
+-- With no policy for the action type the index finds nothing and the copy never runs.
 CREATE TRIGGER approval_requests_policy AFTER INSERT ON approval_requests
+WHEN EXISTS (SELECT 1 FROM approval_policies WHERE action_type = NEW.action_type)
 BEGIN
     INSERT INTO approval_request_policies (
         approval_request_id, policy_name, policy_version, approvals_required,
@@ -235,22 +238,20 @@ BEGIN
     WHERE approval_request_id = NEW.approval_request_id AND status = 'pending';
 END;
 
--- A direct approval is one approve vote: the others' approvals must reach the number less
--- its own, and it is recorded as a vote (whose triggers apply the policy's rules).
-CREATE TRIGGER approval_requests_direct_short AFTER UPDATE ON approval_requests
+-- A direct approval of a request under a policy is one approve vote: the others' approvals
+-- must reach the number less its own, and it is recorded as a vote (whose triggers apply the
+-- policy's rules). A request without a policy is approved as before: one key lookup, no vote.
+CREATE TRIGGER approval_requests_direct_vote AFTER UPDATE ON approval_requests
 WHEN OLD.status = 'pending' AND NEW.status = 'approved'
-    AND (SELECT count(*) FROM approval_votes
-         WHERE approval_request_id = NEW.approval_request_id AND vote = 'approve'
-           AND principal IS NOT NEW.decided_principal) + 1
-        < coalesce((SELECT approvals_required FROM approval_request_policies
-                    WHERE approval_request_id = NEW.approval_request_id), 1)
+    AND EXISTS (SELECT 1 FROM approval_request_policies
+                WHERE approval_request_id = NEW.approval_request_id)
 BEGIN
-    SELECT RAISE(ABORT, 'approval_votes: the request needs more approvals');
-END;
-
-CREATE TRIGGER approval_requests_vote_recorded AFTER UPDATE ON approval_requests
-WHEN OLD.status = 'pending' AND NEW.status = 'approved'
-BEGIN
+    SELECT RAISE(ABORT, 'approval_votes: the request needs more approvals')
+    WHERE (SELECT count(*) FROM approval_votes
+           WHERE approval_request_id = NEW.approval_request_id AND vote = 'approve'
+             AND principal IS NOT NEW.decided_principal) + 1
+          < (SELECT approvals_required FROM approval_request_policies
+             WHERE approval_request_id = NEW.approval_request_id);
     INSERT INTO approval_votes (approval_request_id, principal, vote)
     SELECT NEW.approval_request_id, NEW.decided_principal, 'approve'
     WHERE NOT EXISTS (SELECT 1 FROM approval_votes

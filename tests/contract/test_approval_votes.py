@@ -48,10 +48,10 @@ async def test_without_a_policy_one_vote_decides_as_approve_and_reject_did(
     assert rejected.status is approvals.ApprovalStatus.REJECTED
     with pytest.raises(errors.ApprovalStateConflict, match="takes no votes"):
         await voting.vote(store, clock, rejected.approval_request_id, Vote.APPROVE)
-    # `approve` is one approve vote, recorded as one.
+    # `approve` without a policy is today's path: it writes no vote.
     request = await _requested(harness, clock, "act-3")
     await approving.approve(store, clock, request, decided_by="bob")
-    assert await _votes(harness, request) == [("approve", None)]
+    assert await _votes(harness, request) == []
 
 
 async def test_under_a_policy_the_requester_may_not_vote_and_one_approval_falls_short(
