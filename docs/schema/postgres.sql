@@ -33,7 +33,7 @@ GRANT USAGE ON SCHEMA qinglong TO qinglong_runtime;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_submitter;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_viewer;
 
--- tables (23)
+-- tables (27)
 
 -- table action_plans
 CREATE TABLE qinglong.action_plans (
@@ -83,6 +83,58 @@ CREATE TABLE qinglong.api_tokens (
 GRANT SELECT (token_id, secret_sha256, principal, role, expires_at_ms, last_used_at_ms, revoked_at_ms) ON TABLE qinglong.api_tokens TO qinglong_runtime;
 GRANT UPDATE (last_used_at_ms) ON TABLE qinglong.api_tokens TO qinglong_runtime;
 
+-- table approval_group_members
+CREATE TABLE qinglong.approval_group_members (
+    group_name text NOT NULL,
+    principal text NOT NULL,
+    CONSTRAINT approval_group_members_pkey PRIMARY KEY (group_name, principal)
+);
+
+-- table approval_policies
+CREATE TABLE qinglong.approval_policies (
+    name text NOT NULL,
+    version bigint NOT NULL,
+    action_type text NOT NULL,
+    project_id text,
+    target_prefix text,
+    approvals_required integer NOT NULL,
+    denials_to_reject integer DEFAULT 1 NOT NULL,
+    approver_groups text[] DEFAULT '{}'::text[] NOT NULL,
+    reason_required boolean DEFAULT false NOT NULL,
+    retired boolean DEFAULT false NOT NULL,
+    written_by text DEFAULT SESSION_USER NOT NULL,
+    written_at_ms bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT approval_policies_approvals_required_check CHECK (((approvals_required >= 1) AND (approvals_required <= 100))),
+    CONSTRAINT approval_policies_denials_to_reject_check CHECK (((denials_to_reject >= 1) AND (denials_to_reject <= 100))),
+    CONSTRAINT approval_policies_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'::text)),
+    CONSTRAINT approval_policies_pkey PRIMARY KEY (name, version),
+    CONSTRAINT approval_policies_version_check CHECK ((version >= 1))
+);
+GRANT SELECT ON TABLE qinglong.approval_policies TO qinglong_approver;
+GRANT SELECT ON TABLE qinglong.approval_policies TO qinglong_operator;
+GRANT SELECT ON TABLE qinglong.approval_policies TO qinglong_recorder;
+GRANT SELECT ON TABLE qinglong.approval_policies TO qinglong_runtime;
+GRANT SELECT ON TABLE qinglong.approval_policies TO qinglong_submitter;
+
+-- table approval_request_policies
+CREATE TABLE qinglong.approval_request_policies (
+    approval_request_id text NOT NULL,
+    policy_name text NOT NULL,
+    policy_version bigint NOT NULL,
+    approvals_required integer NOT NULL,
+    denials_to_reject integer NOT NULL,
+    approver_groups text[] NOT NULL,
+    reason_required boolean NOT NULL,
+    CONSTRAINT approval_request_policies_approval_request_id_fkey FOREIGN KEY (approval_request_id) REFERENCES qinglong.approval_requests(approval_request_id) ON DELETE CASCADE,
+    CONSTRAINT approval_request_policies_pkey PRIMARY KEY (approval_request_id),
+    CONSTRAINT approval_request_policies_policy_name_policy_version_fkey FOREIGN KEY (policy_name, policy_version) REFERENCES qinglong.approval_policies(name, version)
+);
+GRANT SELECT ON TABLE qinglong.approval_request_policies TO qinglong_approver;
+GRANT SELECT ON TABLE qinglong.approval_request_policies TO qinglong_operator;
+GRANT INSERT ON TABLE qinglong.approval_request_policies TO qinglong_recorder;
+GRANT SELECT ON TABLE qinglong.approval_request_policies TO qinglong_runtime;
+GRANT SELECT ON TABLE qinglong.approval_request_policies TO qinglong_submitter;
+
 -- table approval_requests
 CREATE TABLE qinglong.approval_requests (
     approval_request_id text NOT NULL,
@@ -114,6 +166,22 @@ GRANT DELETE, SELECT ON TABLE qinglong.approval_requests TO qinglong_pruner;
 GRANT INSERT, SELECT, UPDATE ON TABLE qinglong.approval_requests TO qinglong_runtime;
 GRANT INSERT, SELECT ON TABLE qinglong.approval_requests TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.approval_requests TO qinglong_viewer;
+
+-- table approval_votes
+CREATE TABLE qinglong.approval_votes (
+    approval_request_id text NOT NULL,
+    principal text NOT NULL,
+    vote text NOT NULL,
+    reason text,
+    voted_at_ms bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT approval_votes_approval_request_id_fkey FOREIGN KEY (approval_request_id) REFERENCES qinglong.approval_requests(approval_request_id) ON DELETE CASCADE,
+    CONSTRAINT approval_votes_pkey PRIMARY KEY (approval_request_id, principal),
+    CONSTRAINT approval_votes_vote_check CHECK ((vote = ANY (ARRAY['approve'::text, 'deny'::text])))
+);
+GRANT INSERT, SELECT ON TABLE qinglong.approval_votes TO qinglong_approver;
+GRANT SELECT ON TABLE qinglong.approval_votes TO qinglong_operator;
+GRANT SELECT ON TABLE qinglong.approval_votes TO qinglong_runtime;
+GRANT SELECT ON TABLE qinglong.approval_votes TO qinglong_submitter;
 
 -- table approved_action_dispatch_executions
 CREATE TABLE qinglong.approved_action_dispatch_executions (
@@ -632,15 +700,20 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (63; those of primary keys and UNIQUE constraints too)
+-- indexes (68; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
 CREATE UNIQUE INDEX api_tokens_secret_sha256_key ON qinglong.api_tokens USING btree (secret_sha256);
+CREATE UNIQUE INDEX approval_group_members_pkey ON qinglong.approval_group_members USING btree (group_name, principal);
+CREATE INDEX approval_policies_action ON qinglong.approval_policies USING btree (action_type);
+CREATE UNIQUE INDEX approval_policies_pkey ON qinglong.approval_policies USING btree (name, version);
+CREATE UNIQUE INDEX approval_request_policies_pkey ON qinglong.approval_request_policies USING btree (approval_request_id);
 CREATE UNIQUE INDEX approval_requests_one_live_per_plan ON qinglong.approval_requests USING btree (project_id, action_ref) WHERE (status = ANY (ARRAY['pending'::text, 'approved'::text, 'consumed'::text]));
 CREATE UNIQUE INDEX approval_requests_pkey ON qinglong.approval_requests USING btree (approval_request_id);
 CREATE INDEX approval_requests_plan ON qinglong.approval_requests USING btree (project_id, action_ref);
 CREATE INDEX approval_requests_waiting ON qinglong.approval_requests USING btree (created_at_ms DESC, approval_request_id DESC) WHERE (status = 'pending'::text);
+CREATE UNIQUE INDEX approval_votes_pkey ON qinglong.approval_votes USING btree (approval_request_id, principal);
 CREATE INDEX approved_action_dispatch_executions_due ON qinglong.approved_action_dispatch_executions USING btree (eligible_at_ms, dispatch_id) WHERE (eligible_at_ms IS NOT NULL);
 CREATE INDEX approved_action_dispatch_executions_executing ON qinglong.approved_action_dispatch_executions USING btree (lease_expires_at_ms, dispatch_id) WHERE (status = 'executing'::text);
 CREATE INDEX approved_action_dispatch_executions_finished ON qinglong.approved_action_dispatch_executions USING btree (updated_at_ms, dispatch_id) WHERE (status = ANY (ARRAY['blocked'::text, 'cancelled'::text, 'failed'::text, 'succeeded'::text]));
@@ -697,7 +770,7 @@ CREATE UNIQUE INDEX ui_sessions_pkey ON qinglong.ui_sessions USING btree (sessio
 CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principal, created_at_ms);
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 
--- functions (28)
+-- functions (36)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -749,6 +822,26 @@ BEGIN
 END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.acting_role() TO PUBLIC;
+
+-- function qinglong.audit_approval_policy()
+CREATE OR REPLACE FUNCTION qinglong.audit_approval_policy()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    INSERT INTO qinglong.security_audit_events (
+        kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
+    ) VALUES (
+        CASE WHEN NEW.retired THEN 'approval.policy_retired' ELSE 'approval.policy_set' END,
+        NEW.written_by, NEW.written_by, COALESCE(NEW.project_id, ''), NEW.name,
+        NEW.version::pg_catalog.text, NEW.written_at_ms
+    );
+    RETURN NULL;
+END
+$function$;
+ALTER FUNCTION qinglong.audit_approval_policy() OWNER TO qinglong_recorder;
 
 -- function qinglong.audit_approval_request()
 CREATE OR REPLACE FUNCTION qinglong.audit_approval_request()
@@ -832,6 +925,38 @@ AS $function$
     )
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.audit_subject_finished(p_subject_id text, p_cutoff_ms bigint) TO qinglong_pruner;
+
+-- function qinglong.check_direct_approval()
+CREATE OR REPLACE FUNCTION qinglong.check_direct_approval()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    others   pg_catalog.int8;
+    required pg_catalog.int4;
+BEGIN
+    SELECT approvals_required INTO required FROM qinglong.approval_request_policies
+        WHERE approval_request_id = NEW.approval_request_id;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    SELECT count(*) INTO others FROM qinglong.approval_votes
+        WHERE approval_request_id = NEW.approval_request_id AND vote = 'approve'
+          AND principal IS DISTINCT FROM NEW.decided_principal;
+    IF others OPERATOR(pg_catalog.+) 1 < required THEN
+        RAISE EXCEPTION 'approval request % needs % approvals', NEW.approval_request_id,
+            required USING ERRCODE = 'QLA03';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM qinglong.approval_votes
+                   WHERE approval_request_id = NEW.approval_request_id
+                     AND principal = NEW.decided_principal) THEN
+        INSERT INTO qinglong.approval_votes (approval_request_id, principal, vote)
+            VALUES (NEW.approval_request_id, NEW.decided_principal, 'approve');
+    END IF;
+    RETURN NULL;
+END
+$function$;
 
 -- function qinglong.check_execution_change()
 CREATE OR REPLACE FUNCTION qinglong.check_execution_change()
@@ -1110,6 +1235,67 @@ BEGIN
 END
 $function$;
 
+-- function qinglong.copy_approval_policy()
+CREATE OR REPLACE FUNCTION qinglong.copy_approval_policy()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM qinglong.approval_policies
+                   WHERE action_type = NEW.action_type) THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO qinglong.approval_request_policies (
+        approval_request_id, policy_name, policy_version, approvals_required,
+        denials_to_reject, approver_groups, reason_required
+    )
+    SELECT NEW.approval_request_id, p.name, p.version, p.approvals_required,
+           p.denials_to_reject, p.approver_groups, p.reason_required
+    FROM qinglong.policy_in_force(NEW.action_type, NEW.project_id) AS p;
+    RETURN NULL;
+END
+$function$;
+ALTER FUNCTION qinglong.copy_approval_policy() OWNER TO qinglong_recorder;
+
+-- function qinglong.count_approval_votes()
+CREATE OR REPLACE FUNCTION qinglong.count_approval_votes()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    req     qinglong.approval_requests%ROWTYPE;
+    pol     qinglong.approval_request_policies%ROWTYPE;
+    approve pg_catalog.int8;
+    deny    pg_catalog.int8;
+BEGIN
+    SELECT * INTO req FROM qinglong.approval_requests
+        WHERE approval_request_id = NEW.approval_request_id;
+    IF req.status IS DISTINCT FROM 'pending' THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO pol FROM qinglong.approval_request_policies
+        WHERE approval_request_id = NEW.approval_request_id;
+    SELECT count(*) FILTER (WHERE vote = 'approve'), count(*) FILTER (WHERE vote = 'deny')
+        INTO approve, deny
+        FROM qinglong.approval_votes WHERE approval_request_id = NEW.approval_request_id;
+    IF deny >= COALESCE(pol.denials_to_reject, 1) THEN
+        UPDATE qinglong.approval_requests
+            SET status = 'rejected', version = 2, decided_by = NEW.principal,
+                decided_principal = NEW.principal, updated_at_ms = NEW.voted_at_ms
+            WHERE approval_request_id = NEW.approval_request_id;
+    ELSIF approve >= COALESCE(pol.approvals_required, 1) THEN
+        UPDATE qinglong.approval_requests
+            SET status = 'approved', version = 2, decided_by = NEW.principal,
+                decided_principal = NEW.principal, updated_at_ms = NEW.voted_at_ms
+            WHERE approval_request_id = NEW.approval_request_id;
+    END IF;
+    RETURN NULL;
+END
+$function$;
+
 -- function qinglong.db_now_ms()
 CREATE OR REPLACE FUNCTION qinglong.db_now_ms()
  RETURNS bigint
@@ -1140,6 +1326,32 @@ BEGIN
         RAISE EXCEPTION 'a token changes only its last use and, once, its revocation'
             USING ERRCODE = 'QLI01';
     END IF;
+    RETURN NEW;
+END
+$function$;
+
+-- function qinglong.guard_approval_policy()
+CREATE OR REPLACE FUNCTION qinglong.guard_approval_policy()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        RAISE EXCEPTION 'a policy version never changes: write a new one'
+            USING ERRCODE = 'QLA03';
+    END IF;
+    -- A group names a role (`<installation>_g_<group>`): a plain identifier, never quoted.
+    IF EXISTS (SELECT 1 FROM pg_catalog.unnest(NEW.approver_groups) AS g(name)
+               WHERE g.name IS NULL OR g.name !~ '^[a-z][a-z0-9_]{0,31}$') THEN
+        RAISE EXCEPTION 'an approver group is a lower-case identifier of at most 32 characters'
+            USING ERRCODE = 'QLA05';
+    END IF;
+    -- Versions count from 1 per name, one after another (the key refuses a racing twin).
+    NEW.version := COALESCE((SELECT max(version) FROM qinglong.approval_policies
+                             WHERE name = NEW.name), 0) OPERATOR(pg_catalog.+) 1;
+    NEW.written_by := SESSION_USER::pg_catalog.text;
+    NEW.written_at_ms := qinglong.db_now_ms();
     RETURN NEW;
 END
 $function$;
@@ -1259,6 +1471,76 @@ BEGIN
 
     RAISE EXCEPTION 'approval request % may not go from % to %',
         OLD.approval_request_id, OLD.status, NEW.status USING ERRCODE = 'QLA03';
+END
+$function$;
+
+-- function qinglong.guard_approval_vote()
+CREATE OR REPLACE FUNCTION qinglong.guard_approval_vote()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    acting pg_catalog.text := qinglong.acting_role();
+    login  pg_catalog.text := qinglong.acting_principal();
+    now_ms pg_catalog.int8 := qinglong.db_now_ms();
+    prefix pg_catalog.text := pg_catalog.regexp_replace('qinglong_api', 'api$', 'g_');
+    req    qinglong.approval_requests%ROWTYPE;
+    pol    qinglong.approval_request_policies%ROWTYPE;
+BEGIN
+    IF TG_OP = 'DELETE' AND NOT EXISTS (SELECT 1 FROM qinglong.approval_requests
+            WHERE approval_request_id = OLD.approval_request_id) THEN
+        RETURN OLD;  -- pruned with its request (the key's cascade)
+    END IF;
+    IF TG_OP <> 'INSERT' THEN
+        RAISE EXCEPTION 'a vote never changes' USING ERRCODE = 'QLA03';
+    END IF;
+    IF acting IS NULL OR login IS NULL OR NEW.principal IS DISTINCT FROM login THEN
+        RAISE EXCEPTION 'a vote is the acting principal''s own' USING ERRCODE = 'QLA01';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(acting, 'qinglong_approver', 'MEMBER') THEN
+        RAISE EXCEPTION 'voting needs a qinglong_approver principal' USING ERRCODE = 'QLA01';
+    END IF;
+    -- The row lock orders the votes of one request: each counts the ones before it.
+    SELECT * INTO req FROM qinglong.approval_requests
+        WHERE approval_request_id = NEW.approval_request_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no approval request %', NEW.approval_request_id
+            USING ERRCODE = 'QLA03';
+    END IF;
+    SELECT * INTO pol FROM qinglong.approval_request_policies
+        WHERE approval_request_id = req.approval_request_id;
+    -- A direct approval records its decider's approve vote after the request moved.
+    IF req.status IS DISTINCT FROM 'pending'
+            AND NOT (req.status = 'approved' AND NEW.vote = 'approve'
+                     AND req.decided_principal = NEW.principal) THEN
+        RAISE EXCEPTION 'approval request % is %: it takes no votes',
+            req.approval_request_id, req.status USING ERRCODE = 'QLA03';
+    END IF;
+    IF req.status = 'pending'
+            AND now_ms >= COALESCE(req.db_expires_at_ms, req.expires_at_ms) THEN
+        RAISE EXCEPTION 'approval request % expired (database clock)', req.approval_request_id
+            USING ERRCODE = 'QLA04';
+    END IF;
+    IF login = req.requested_principal AND (pol.policy_name IS NOT NULL
+            OR NOT pg_catalog.pg_has_role(acting, 'qinglong_self_approver', 'MEMBER')) THEN
+        RAISE EXCEPTION 'the requester may not vote on its own request'
+            USING ERRCODE = 'QLA02';
+    END IF;
+    IF pg_catalog.cardinality(COALESCE(pol.approver_groups, '{}')) > 0 AND NOT EXISTS (
+            SELECT 1 FROM pg_catalog.unnest(pol.approver_groups) AS g(name)
+            WHERE pg_catalog.to_regrole(prefix OPERATOR(pg_catalog.||) g.name) IS NOT NULL
+              AND pg_catalog.pg_has_role(acting, prefix OPERATOR(pg_catalog.||) g.name,
+                  'MEMBER')) THEN
+        RAISE EXCEPTION 'principal % is in none of the policy''s approver groups', login
+            USING ERRCODE = 'QLA01';
+    END IF;
+    IF COALESCE(pol.reason_required, false)
+            AND pg_catalog.btrim(COALESCE(NEW.reason, '')) = '' THEN
+        RAISE EXCEPTION 'this policy asks every vote for a reason' USING ERRCODE = 'QLA03';
+    END IF;
+    NEW.voted_at_ms := now_ms;
+    RETURN NEW;
 END
 $function$;
 
@@ -1623,6 +1905,21 @@ BEGIN
 END
 $function$;
 
+-- function qinglong.guard_request_policy()
+CREATE OR REPLACE FUNCTION qinglong.guard_request_policy()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF TG_OP = 'DELETE' AND NOT EXISTS (SELECT 1 FROM qinglong.approval_requests
+            WHERE approval_request_id = OLD.approval_request_id) THEN
+        RETURN OLD;  -- pruned with its request (the key's cascade)
+    END IF;
+    RAISE EXCEPTION 'the policy of an approval request never changes' USING ERRCODE = 'QLA03';
+END
+$function$;
+
 -- function qinglong.guard_run_change()
 CREATE OR REPLACE FUNCTION qinglong.guard_run_change()
  RETURNS trigger
@@ -1703,6 +2000,28 @@ BEGIN
 END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.notify_dispatch_due() TO PUBLIC;
+
+-- function qinglong.policy_in_force(p_action_type text, p_project_id text)
+CREATE OR REPLACE FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text)
+ RETURNS SETOF qinglong.approval_policies
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT p.* FROM qinglong.approval_policies AS p
+    WHERE p.action_type = p_action_type
+      AND (p.project_id IS NULL OR p.project_id = p_project_id)
+      AND NOT p.retired
+      AND p.version = (SELECT max(q.version) FROM qinglong.approval_policies AS q
+                       WHERE q.name = p.name)
+    ORDER BY (p.project_id IS NULL), p.name
+    LIMIT 1
+$function$;
+GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text) TO qinglong_approver;
+GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text) TO qinglong_operator;
+GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text) TO qinglong_recorder;
+GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text) TO qinglong_runtime;
+GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text) TO qinglong_submitter;
 
 -- function qinglong.read_plan(p_dispatch_id text)
 CREATE OR REPLACE FUNCTION qinglong.read_plan(p_dispatch_id text)
@@ -1853,14 +2172,21 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.submit_one(p_project_id text, p_action_ref text, p_action_type text, p_plan_json text, p_plan_digest text, p_plan_key_id text, p_plan_algorithm text, p_plan_sealed bytea, p_plan_schema_version integer, p_approval_request_id text, p_action_digest text, p_requested_by text, p_expires_at_ms bigint, p_decided_by text, p_dispatch_id text, p_max_attempts integer, p_now_ms bigint) TO PUBLIC;
 
--- triggers (45)
+-- triggers (52)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
 CREATE TRIGGER api_tokens_guard BEFORE UPDATE ON qinglong.api_tokens FOR EACH ROW EXECUTE FUNCTION qinglong.guard_api_token_change();
+CREATE TRIGGER approval_policies_audit AFTER INSERT ON qinglong.approval_policies FOR EACH ROW EXECUTE FUNCTION qinglong.audit_approval_policy();
+CREATE TRIGGER approval_policies_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.approval_policies FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_policy();
+CREATE TRIGGER approval_request_policies_guard BEFORE DELETE OR UPDATE ON qinglong.approval_request_policies FOR EACH ROW EXECUTE FUNCTION qinglong.guard_request_policy();
 CREATE TRIGGER approval_requests_audit AFTER INSERT OR UPDATE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.audit_approval_request();
 CREATE TRIGGER approval_requests_guard BEFORE INSERT OR UPDATE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_request();
+CREATE TRIGGER approval_requests_policy AFTER INSERT ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.copy_approval_policy();
 CREATE TRIGGER approval_requests_prune_only BEFORE DELETE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
+CREATE TRIGGER approval_requests_vote_recorded AFTER UPDATE ON qinglong.approval_requests FOR EACH ROW WHEN (((old.status = 'pending'::text) AND (new.status = 'approved'::text))) EXECUTE FUNCTION qinglong.check_direct_approval();
+CREATE TRIGGER approval_votes_count AFTER INSERT ON qinglong.approval_votes FOR EACH ROW EXECUTE FUNCTION qinglong.count_approval_votes();
+CREATE TRIGGER approval_votes_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.approval_votes FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_vote();
 CREATE TRIGGER approved_action_dispatch_executions_accountable BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_execution_accountable();
 CREATE TRIGGER approved_action_dispatch_executions_due_insert AFTER INSERT ON qinglong.approved_action_dispatch_executions FOR EACH STATEMENT EXECUTE FUNCTION qinglong.notify_dispatch_due();
 CREATE TRIGGER approved_action_dispatch_executions_due_yield AFTER UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.status = 'pending'::text) AND (old.status IS DISTINCT FROM 'pending'::text))) EXECUTE FUNCTION qinglong.notify_dispatch_due();

@@ -39,6 +39,14 @@ TRANSITIONS = frozenset(
 one: an approved request past its expiry is dead by time (consume refuses it) and keeps the
 approver's decision columns as they were."""
 
+
+class Vote(enum.StrEnum):
+    """A principal's vote on a request under its policy (docs/security.md#approval-policies)."""
+
+    APPROVE = "approve"
+    DENY = "deny"
+
+
 TERMINAL = frozenset({ApprovalStatus.CONSUMED, ApprovalStatus.REJECTED, ApprovalStatus.EXPIRED})
 """States nothing leaves."""
 

@@ -7,8 +7,9 @@ the database, so every later `migrate` (and a database cloned from it) keeps it.
 database migrated before installations had names keeps the legacy name `qinglong`.
 
 Names are unambiguous: no role of one installation (`<installation>_<kind>`, or a principal's
-`<installation>_p_<principal>`) can be named like a role of another, because a new
-installation's name never contains `_p_` nor ends with `_p` or `_self` (`check_new_name`).
+`<installation>_p_<principal>`, or an approver group's `<installation>_g_<group>`) can be
+named like a role of another, because a new installation's name never contains `_p_` or `_g_`
+nor ends with `_p`, `_g` or `_self` (`check_new_name`).
 Each role the product creates carries a mark (`COMMENT ON ROLE`) naming its installation, so
 a command never takes as its own a role someone else made
 (`adapters/installation_roles/claims.py`).
@@ -68,6 +69,9 @@ def check_name(name: str) -> str:
 PRINCIPAL_INFIX = "_p_"
 """What separates an installation from a principal in the principal's role name."""
 
+GROUP_INFIX = "_g_"
+"""What separates an installation from an approver group in the group's role name."""
+
 SHARED_SUFFIXES = tuple(
     sorted({f"_{wide.removesuffix(f'_{kind}')}" for kind in KINDS for wide in KINDS
             if wide != kind and wide.endswith(f"_{kind}")})
@@ -82,9 +86,11 @@ def ambiguity(name: str) -> str | None:
     `<a>_p_<principal>` is a principal's role; it could be installation `b`'s role only if `b`
     extends `a` by `_p` (`x_p`'s approver is `x`'s principal `approver`) or by `_p_…`, and a
     kind role `<a>_<kind>` could be `b`'s only if `a` extends `b` by one of `SHARED_SUFFIXES`.
-    No kind starts with `p_` or contains `_p_` (a unit test holds this), so these are all."""
-    if PRINCIPAL_INFIX in name or name.endswith(PRINCIPAL_INFIX[:-1]):
-        return f"contains {PRINCIPAL_INFIX!r} or ends with {PRINCIPAL_INFIX[:-1]!r}"
+    The same holds for a group's role `<a>_g_<group>`. No kind starts with `p_` or `g_` or
+    contains `_p_` or `_g_` (a unit test holds this), so these are all."""
+    for infix in (PRINCIPAL_INFIX, GROUP_INFIX):
+        if infix in name or name.endswith(infix[:-1]):
+            return f"contains {infix!r} or ends with {infix[:-1]!r}"
     for suffix in SHARED_SUFFIXES:
         if name.endswith(suffix):
             return f"ends with {suffix!r}"
@@ -134,6 +140,12 @@ def role(installation: str, kind: str) -> str:
     if kind not in KINDS:
         raise ValueError(f"not a role kind: {kind!r}")
     return f"{check_name(installation)}_{kind}"
+
+
+def group_role(installation: str, group: str) -> str:
+    """The role whose members may vote under a policy naming approver group `group`
+    (`shop`, `ops` → `shop_g_ops`; docs/security.md#approval-policies)."""
+    return f"{installation}{GROUP_INFIX}{group}"
 
 
 def principal_role(installation: str, principal: str) -> str:

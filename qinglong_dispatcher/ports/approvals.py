@@ -31,6 +31,19 @@ class ApprovalStore(Protocol):
         client address, request id) commits in the same transaction. None: no such row."""
         ...
 
+    async def vote(
+        self,
+        approval_request_id: str,
+        choice: approvals.Vote,
+        *,
+        reason: str | None,
+        now_ms: int,
+    ) -> approvals.Approval:
+        """Cast the store's principal's one vote on a pending request; the database applies
+        the request's policy and decides it once the votes reach its numbers (`approved` or
+        `rejected`, in this transaction). A second vote is `ApprovalStateConflict`."""
+        ...
+
     async def approve(
         self,
         approval_request_id: str,

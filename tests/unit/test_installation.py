@@ -42,7 +42,7 @@ def test_rendering_renames_the_template_roles_and_nothing_else() -> None:
     assert installation.render(sql, installation.LEGACY) == sql
 
 
-_PARTS = ("x", "p", "self", "approver", "runtime", "plan", "reader", "api")
+_PARTS = ("x", "p", "g", "self", "approver", "runtime", "plan", "reader", "api")
 
 
 def _joined(most: int) -> list[str]:
@@ -60,6 +60,7 @@ def _owners(names: list[str], principals: list[str]) -> dict[str, set[str]]:
             owners.setdefault(role, set()).add(name)
         for principal in principals:
             owners.setdefault(installation.principal_role(name, principal), set()).add(name)
+            owners.setdefault(installation.group_role(name, principal), set()).add(name)
     return owners
 
 
@@ -68,22 +69,24 @@ def test_no_role_of_a_new_installation_is_named_like_anothers() -> None:
     principals = _joined(2)
     new = [n for n in names if installation.ambiguity(n) is None]
     assert "x" in new
-    assert not {"x_p", "x_self", "x_p_x"} & set(new)
+    assert not {"x_p", "x_self", "x_p_x", "x_g", "x_g_x"} & set(new)
     shared = {role: who for role, who in _owners(new, principals).items() if len(who) > 1}
     assert shared == {}
     # Without the rule they would be: `x_p`'s approvers would be `x`'s principal `approver`.
     unruled = _owners(names, principals)
     assert unruled["x_p_approver"] == {"x", "x_p"}
     assert unruled["x_self_approver"] == {"x", "x_self"}
+    assert unruled["x_g_approver"] == {"x", "x_g"}
 
 
 def test_the_rule_holds_for_every_kind_there_is() -> None:
     # `ambiguity` argues from these two facts; a new kind that broke them would need a new rule.
     assert not any(kind.startswith("p_") or "_p_" in kind for kind in installation.KINDS)
+    assert not any(kind.startswith("g_") or "_g_" in kind for kind in installation.KINDS)
     assert installation.SHARED_SUFFIXES == ("_self",)
 
 
-@pytest.mark.parametrize("name", ["x_p", "x_p_y", "shop_self", "p_p"])
+@pytest.mark.parametrize("name", ["x_p", "x_p_y", "shop_self", "p_p", "x_g", "x_g_y"])
 def test_a_new_installation_may_not_take_an_ambiguous_name(name: str) -> None:
     installation.check_name(name)  # a name an older release gave stays valid
     with pytest.raises(errors.ConfigurationError, match="choose another name"):

@@ -32,6 +32,7 @@ from qinglong_dispatcher.adapters.sql import (
     shared,
     token_store,
     ui_session_store,
+    votes,
 )
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import cancels as cancel_records
@@ -128,6 +129,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods, ui_session_stor
     # -- approvals: the store's principal creates, decides and consumes ------------------------
 
     consume = as_approver(approvals.consume, Operation.CONSUME)
+    vote = as_approver(votes.vote, Operation.APPROVE)
     get_approval = operation(approvals.get, write=False)
 
     async def approve(

@@ -32,6 +32,19 @@ APPROVAL_EXPIRED = "qinglong:approval_expired"
 """Prefix of the state-machine triggers' RAISE(ABORT) messages (migration 0006)."""
 
 
+VOTE_REFUSED = "approval_votes:"
+"""Prefix of the vote triggers' refusals (migration 0026)."""
+
+
+def _vote_refusal(message: str) -> errors.ApprovalError:
+    """The typed refusal of a vote, as PostgreSQL's SQLSTATEs give it."""
+    if "requester may not vote" in message:
+        return errors.SelfApprovalRefused(message)
+    if "none of the policy's groups" in message:
+        return errors.ApprovalNotPermitted(message)
+    return errors.ApprovalTransitionRefused(message)
+
+
 def connect(path: Path, *, busy_timeout_s: float, create: bool = True) -> sqlite3.Connection:
     """Open the file with the production pragmas: WAL, synchronous=FULL, foreign keys.
 
@@ -126,6 +139,8 @@ def translate(exc: sqlite3.Error) -> errors.StoreError | errors.ApprovalError:
         return errors.TransitionRefused(str(exc))
     if code == sqlite3.SQLITE_CONSTRAINT_TRIGGER and str(exc).startswith(APPROVAL_EXPIRED):
         return errors.ApprovalExpired(str(exc))
+    if code == sqlite3.SQLITE_CONSTRAINT_TRIGGER and str(exc).startswith(VOTE_REFUSED):
+        return _vote_refusal(str(exc))
     if primary == sqlite3.SQLITE_CONSTRAINT:
         return errors.StoreError("a constraint refused the write", code="constraint_violation")
     return errors.StoreError(f"SQLite error ({exc.__class__.__name__})")

@@ -165,3 +165,14 @@ WHERE approval_request_id IN (
     FOR UPDATE SKIP LOCKED
 )
 RETURNING approval_request_id, project_id, action_type
+
+-- own_vote --
+-- The acting principal's vote on a request, if it cast one (migration 0026).
+SELECT vote FROM qinglong.approval_votes
+WHERE approval_request_id = :approval_request_id AND principal = qinglong.acting_principal()
+
+-- insert_vote --
+-- The vote's triggers decide (migration 0026): who may vote, and whether the votes now
+-- approve or reject the request, in this transaction.
+INSERT INTO qinglong.approval_votes (approval_request_id, principal, vote, reason)
+VALUES (:approval_request_id, qinglong.acting_principal(), :vote, :reason)

@@ -158,3 +158,14 @@ WHERE approval_request_id IN (
     LIMIT :limit
 )
 RETURNING approval_request_id, project_id, action_type
+
+-- own_vote --
+-- The store's principal's vote on a request, if it cast one (migration 0026).
+SELECT vote FROM approval_votes
+WHERE approval_request_id = :approval_request_id AND principal = :principal
+
+-- insert_vote --
+-- The vote's triggers decide (migration 0026): who may vote, and whether the votes now
+-- approve or reject the request, in this transaction.
+INSERT INTO approval_votes (approval_request_id, principal, vote, reason)
+VALUES (:approval_request_id, :principal, :vote, :reason)

@@ -1,0 +1,45 @@
+"""Votes on approval requests (both dialects): one vote per principal, counted by the database.
+
+The vote's triggers (migration 0026) apply the request's policy and, in this transaction, move
+the request to `approved` or `rejected` once the votes reach its numbers; this module only
+writes the vote as the store's principal and explains a refusal it can see first.
+"""
+
+from __future__ import annotations
+
+from qinglong_dispatcher.adapters.sql import approvals as approval_sql
+from qinglong_dispatcher.adapters.sql import query
+from qinglong_dispatcher.domain import approvals, errors
+
+
+async def vote(
+    q: query.Query,
+    principal: approvals.Principal,
+    approval_request_id: str,
+    choice: approvals.Vote,
+    *,
+    reason: str | None,
+    now_ms: int,
+) -> approvals.Approval:
+    """Cast the principal's vote; the request as the vote left it."""
+    current = await approval_sql.get(q, approval_request_id)
+    if current is None:
+        raise errors.ApprovalNotFound(f"approval request {approval_request_id} not found")
+    if current.status is not approvals.ApprovalStatus.PENDING:
+        raise errors.ApprovalStateConflict(
+            f"approval request {approval_request_id} is {current.status.value}: it takes no votes"
+        )
+    if current.is_expired(now_ms):
+        raise errors.ApprovalExpired(f"approval request {approval_request_id} has expired")
+    params = {"approval_request_id": approval_request_id, "principal": principal.name}
+    if await q.one("own_vote", params) is not None:
+        raise errors.ApprovalStateConflict(
+            f"approval request {approval_request_id}: this principal has voted already"
+        )
+    if choice is approvals.Vote.APPROVE:
+        # SQLite's self-approval setting (a request without a policy); PostgreSQL's roles.
+        principal.check_may_approve(current.requested_principal)
+    await q.run("insert_vote", {**params, "vote": choice.value, "reason": reason})
+    after = await approval_sql.get(q, approval_request_id)
+    assert after is not None
+    return after
