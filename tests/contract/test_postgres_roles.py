@@ -143,9 +143,10 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         "AND NOT p.prosecdef",
     )
     assert {r["owner"] for r in owners} == {"qinglong_migrator"}
-    # The definer functions (they append what a session may not, and read a whole plan for a
-    # plan reader) are the recorder's, and it owns nothing else and holds nothing but USAGE,
-    # the two INSERTs and the SELECTs `read_plan` needs.
+    # The definer functions (they append what a session may not, read a whole plan for a plan
+    # reader, and copy the policy in force into a new request) are the recorder's, and it owns
+    # nothing else and holds nothing but USAGE, the INSERTs of what it appends, and the SELECTs
+    # `read_plan` and the policy copy need.
     definers = await stores.raw(
         database,
         "SELECT p.proname, pg_get_userbyid(p.proowner) AS owner FROM pg_proc AS p "
@@ -153,7 +154,9 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         "WHERE n.nspname = 'qinglong' AND p.prosecdef ORDER BY 1",
     )
     assert [(r["proname"], r["owner"]) for r in definers] == [
+        ("audit_approval_policy", "qinglong_recorder"),
         ("audit_approval_request", "qinglong_recorder"),
+        ("copy_approval_policy", "qinglong_recorder"),
         ("read_plan", "qinglong_recorder"),
         ("record_execution_changes", "qinglong_recorder"),
     ]
@@ -164,6 +167,8 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
     )
     assert [(r["table_name"], r["privilege_type"]) for r in grants] == [
         ("action_plans", "SELECT"),
+        ("approval_policies", "SELECT"),
+        ("approval_request_policies", "INSERT"),
         ("approved_action_dispatches", "SELECT"),
         ("execution_events", "INSERT"),
         ("security_audit_events", "INSERT"),
