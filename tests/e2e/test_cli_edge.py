@@ -150,10 +150,11 @@ def test_approval_steps_and_their_errors(workdir: Path) -> None:
     assert count(workdir, "SELECT count(*) FROM approved_action_dispatches") == 1
 
 
-def test_a_timed_out_request_is_expired_by_tick_and_shown_so(workdir: Path) -> None:
+def _create_short_lived(workdir: Path, action_ref: str, ttl_seconds: str) -> str:
+    """A run.create request for `action_ref` that lives `ttl_seconds`; its id."""
     plan = {
         "schemaVersion": 1,
-        "actionRef": "act-short",
+        "actionRef": action_ref,
         "projectId": "p1",
         "taskId": "t1",
         "taskRevision": 2,
@@ -162,7 +163,6 @@ def test_a_timed_out_request_is_expired_by_tick_and_shown_so(workdir: Path) -> N
     }
     plan_file = workdir / "plan.json"
     plan_file.write_text(json.dumps(plan))
-    short = {"QINGLONG_APPROVAL_TTL_SECONDS": "0.05"}
     created = json_out(
         run_cli(
             "approval",
@@ -175,10 +175,15 @@ def test_a_timed_out_request_is_expired_by_tick_and_shown_so(workdir: Path) -> N
             "alice",
             "--json",
             cwd=workdir,
-            env=short,
+            env={"QINGLONG_APPROVAL_TTL_SECONDS": ttl_seconds},
         )
     )
-    approval_id = created["approval_request_id"]
+    approval_id: str = created["approval_request_id"]
+    return approval_id
+
+
+def test_a_timed_out_request_is_expired_by_tick_and_shown_so(workdir: Path) -> None:
+    approval_id = _create_short_lived(workdir, "act-short", "0.05")
     shown = json_out(run_cli("approval", "show", approval_id, "--json", cwd=workdir))
     assert (shown["status"], shown["version"]) == ("pending", 1)
     report = json_out(run_cli("tick", "--once", "--json", cwd=workdir))
@@ -196,36 +201,8 @@ def test_a_timed_out_request_is_expired_by_tick_and_shown_so(workdir: Path) -> N
 
 
 def test_an_expired_approval_is_refused(workdir: Path) -> None:
-    plan = {
-        "schemaVersion": 1,
-        "actionRef": "act-2",
-        "projectId": "p1",
-        "taskId": "t1",
-        "taskRevision": 2,
-        "executorType": "shell",
-        "priority": 0,
-    }
-    plan_file = workdir / "plan.json"
-    plan_file.write_text(json.dumps(plan))
-    env = {"QINGLONG_APPROVAL_TTL_SECONDS": "0.001"}
-    created = json_out(
-        run_cli(
-            "approval",
-            "create",
-            "--action",
-            "run.create",
-            "--plan",
-            str(plan_file),
-            "--requested-by",
-            "alice",
-            "--json",
-            cwd=workdir,
-            env=env,
-        )
-    )
-    expired = run_cli(
-        "approval", "approve", created["approval_request_id"], "--by", "bob", cwd=workdir
-    )
+    approval_id = _create_short_lived(workdir, "act-2", "0.001")
+    expired = run_cli("approval", "approve", approval_id, "--by", "bob", cwd=workdir)
     assert_one_line_error(expired, 1)
     assert "expired" in expired.stderr
 
