@@ -195,6 +195,20 @@ def plan_preview_fields() -> plan_previews.ShownFields:
 # -- the dispatcher and the reconciler --------------------------------------------------------
 
 
+def dispatch_config(settings: Settings, *, owner: str) -> dispatcher.DispatchConfig:
+    """The dispatcher's budget from the settings, for `owner`."""
+    from qinglong_dispatcher.dispatching import dispatcher
+
+    return dispatcher.DispatchConfig(
+        owner=owner,
+        page_size=settings.page_size,
+        lease_ms=settings.lease_ms,
+        concurrency=settings.concurrency,
+        retry_backoff_ms=int(settings.retry_backoff_seconds * 1000),
+        execute_timeout_ms=int(settings.execute_timeout * 1000),
+    )
+
+
 def build_dispatcher(
     settings: Settings,
     store: ports.Store,
@@ -210,14 +224,7 @@ def build_dispatcher(
     from qinglong_dispatcher.dispatching import dispatcher
 
     actions = registry.installed(announce=True) if installed is None else installed
-    config = dispatcher.DispatchConfig(
-        owner=settings.owner_id,
-        page_size=settings.page_size,
-        lease_ms=settings.lease_ms,
-        concurrency=settings.concurrency,
-        retry_backoff_ms=int(settings.retry_backoff_seconds * 1000),
-        execute_timeout_ms=int(settings.execute_timeout * 1000),
-    )
+    config = dispatch_config(settings, owner=settings.owner_id)
     return dispatcher.Dispatcher(
         store,
         {

@@ -111,14 +111,7 @@ class ActionKit:
         settings = self._settings
         ctx = self._installed.context(self.store, self.clock)
         providers = self._installed.evidence_providers(ctx)
-        config = dispatcher.DispatchConfig(
-            owner=next(self._owners),
-            page_size=settings.page_size,
-            lease_ms=settings.lease_ms,
-            concurrency=settings.concurrency,
-            retry_backoff_ms=int(settings.retry_backoff_seconds * 1000),
-            execute_timeout_ms=int(settings.execute_timeout * 1000),
-        )
+        config = bootstrap.dispatch_config(settings, owner=next(self._owners))
         return _Process(
             dispatcher=dispatcher.Dispatcher(
                 self.store,
