@@ -73,6 +73,7 @@ SERIES_NAMES = (
     "qinglong_dispatcher_reconcile_passes_total",
     "qinglong_dispatcher_recovery_resolutions_total",
     "qinglong_dispatcher_approvals_expired_total",
+    "qinglong_dispatcher_approval_reminders_total",
     "qinglong_dispatcher_pruned_dispatches_total",
     "qinglong_dispatcher_pruned_audit_events_total",
     "qinglong_dispatcher_wakeups_total",
@@ -207,10 +208,7 @@ class Metrics:
             registry=reg,
         )
         self._renewals = prometheus_client.Counter(
-            p + "lease_renewals",
-            "Lease renewals of running executes, per result.",
-            ["result"],
-            registry=reg,
+            p + "lease_renewals", "Lease renewals, per result.", ["result"], registry=reg
         )
         for result in RENEWAL_RESULTS:
             self._renewals.labels(result=result)
@@ -237,6 +235,9 @@ class Metrics:
             self._resolutions.labels(source=source)
         self._approvals_expired = prometheus_client.Counter(
             p + "approvals_expired", "Approval requests expired (database clock).", registry=reg
+        )
+        self._approval_reminders = prometheus_client.Counter(
+            p + "approval_reminders", "Approval reminders written (database clock).", registry=reg
         )
         self._pruned_dispatches = prometheus_client.Counter(
             p + "pruned_dispatches",
@@ -275,10 +276,7 @@ class Metrics:
             registry=reg,
         )
         self._api_rate_limited = prometheus_client.Counter(
-            p + "api_rate_limited",
-            "API requests refused 429, per reason.",
-            ["reason"],
-            registry=reg,
+            p + "api_rate_limited", "API requests refused 429, by reason.", ["reason"], registry=reg
         )
         for reason in RATE_LIMIT_REASONS:
             self._api_rate_limited.labels(reason=reason)
@@ -352,12 +350,13 @@ class Metrics:
         self._skew_refusals.inc()
 
     def record_reconcile_pass(
-        self, *, resolved_by_evidence: int = 0, approvals_expired: int = 0
+        self, *, resolved_by_evidence: int = 0, approvals_expired: int = 0, reminders: int = 0
     ) -> None:
-        """Count one reconcile pass, its settlements by evidence and its expired approvals."""
+        """Count one reconcile pass: its evidence settlements, expired approvals, reminders."""
         self._reconcile_passes.inc()
         self._resolutions.labels(source="evidence").inc(resolved_by_evidence)
         self._approvals_expired.inc(approvals_expired)
+        self._approval_reminders.inc(reminders)
 
     def record_recovery_resolution(self, source: str, count: int = 1) -> None:
         """Count resolutions settled in this process outside a reconcile pass (`manual`)."""

@@ -53,6 +53,9 @@ from qinglong_dispatcher.ports.plan_keys import (
     PlanKeyStore,
     ResealBatch,
 )
+from qinglong_dispatcher.ports.policies import (
+    PolicyStore,
+)
 from qinglong_dispatcher.ports.principals import (
     ActingStore,
     PrincipalStores,
@@ -119,6 +122,7 @@ __all__ = [
     "PlanKeyStore",
     "PlanReadStore",
     "PlanStore",
+    "PolicyStore",
     "PrefetchingHandler",
     "PrincipalStores",
     "PruneStore",
