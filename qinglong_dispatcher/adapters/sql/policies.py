@@ -39,13 +39,7 @@ def _policy(row: query.Row) -> policies.Policy:
 
 
 async def _written(q: query.Query, name: str, params: query.Params) -> policies.Policy:
-    """Run a policy insert; the database's refusal of the writer as `PolicyRefused`."""
-    try:
-        row = await q.one(name, params)
-    except errors.StoreError as refused:
-        if refused.code == "permission_denied":
-            raise errors.PolicyRefused(OWNER_ONLY) from refused
-        raise
+    row = await q.one(name, params)
     assert row is not None
     return _policy(row)
 
@@ -105,11 +99,20 @@ class PolicyMethods:
 
     async def set_policy(self, new: policies.NewPolicy) -> policies.Policy:
         """See `ports.PolicyStore.set_policy`."""
-        return await self.runner.transaction(lambda q: set_policy(q, self.approver, new))
+        return await self._write(lambda q: set_policy(q, self.approver, new))
 
     async def retire_policy(self, name: str) -> policies.Policy:
         """See `ports.PolicyStore.retire_policy`."""
-        return await self.runner.transaction(lambda q: retire_policy(q, self.approver, name))
+        return await self._write(lambda q: retire_policy(q, self.approver, name))
+
+    async def _write(self, work: query.Work[policies.Policy]) -> policies.Policy:
+        """One write transaction; the database's refusal of the writer as `PolicyRefused`."""
+        try:
+            return await self.runner.transaction(work)
+        except errors.StoreError as refused:
+            if refused.code == "permission_denied":
+                raise errors.PolicyRefused(OWNER_ONLY) from refused
+            raise
 
     policy_versions = query.operation(policy_versions, write=False)
     list_policies = query.operation(list_policies, write=False)
