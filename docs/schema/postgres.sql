@@ -1390,15 +1390,16 @@ BEGIN
     IF acting IS NULL OR NOT pg_catalog.pg_has_role(acting, 'qinglong_runtime', 'MEMBER') THEN
         RAISE EXCEPTION 'approval events are the runtime''s' USING ERRCODE = 'QLA01';
     END IF;
-    -- A reminder while the request waits, once its expiry less the reminder has passed.
+    -- A reminder while the request waits, once its expiry less the reminder has passed. Its
+    -- expiry is the sweep's to respect: its statement read this clock a moment earlier, and a
+    -- request it found unexpired must not fail the whole pass here.
     IF NOT EXISTS (
             SELECT 1 FROM qinglong.approval_requests AS r
             JOIN qinglong.approval_request_policies AS p USING (approval_request_id)
             WHERE r.approval_request_id = NEW.approval_request_id AND r.status = 'pending'
               AND p.remind_before_ms IS NOT NULL
               AND now_ms >= COALESCE(r.db_expires_at_ms, r.expires_at_ms)
-                  OPERATOR(pg_catalog.-) p.remind_before_ms
-              AND now_ms < COALESCE(r.db_expires_at_ms, r.expires_at_ms)) THEN
+                  OPERATOR(pg_catalog.-) p.remind_before_ms) THEN
         RAISE EXCEPTION 'approval request % is not due a reminder (database clock)',
             NEW.approval_request_id USING ERRCODE = 'QLA03';
     END IF;

@@ -126,6 +126,8 @@ async def test_only_the_runtime_writes_a_reminder_and_only_when_it_is_due(
         assert await refusals.sqlstate_as(login, _EVENT, request) == refused, login
         assert await _snapshot(pg, request) == before
     assert await pg.store.remind_approvals() == []
+    # Nothing due: a pass by another login writes nothing and needs no right to.
+    assert await pg.approver_store.remind_approvals() == []
     assert await _snapshot(pg, request) == before
 
 
