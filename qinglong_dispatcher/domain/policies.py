@@ -9,9 +9,27 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import unicodedata
 from collections.abc import Sequence
+from typing import Final
 
-from qinglong_dispatcher.domain import approvals, records
+from qinglong_dispatcher.domain import approvals, errors, records
+
+REASON_MAX: Final = 500
+"""The longest reason a vote carries, in characters."""
+
+
+def check_reason(text: str | None) -> str | None:
+    """A vote's reason as stored: one line of text, trimmed, at most `REASON_MAX` characters
+    (None or blank: none; a policy asking for reasons refuses that itself)."""
+    if text is None or not text.strip():
+        return None
+    shown = text.strip()
+    if len(shown) > REASON_MAX:
+        raise errors.InvalidInput(f"reason: at most {REASON_MAX} characters")
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in shown):
+        raise errors.InvalidInput("reason: one line of text, without control characters")
+    return shown
 
 
 def groups_of(value: object) -> tuple[str, ...]:

@@ -32,14 +32,21 @@ async def vote(
     if current.is_expired(now_ms):
         raise errors.ApprovalExpired(f"approval request {approval_request_id} has expired")
     params = {"approval_request_id": approval_request_id, "principal": principal.name}
+    voted = f"approval request {approval_request_id}: this principal has voted already"
     if await q.one("own_vote", params) is not None:
-        raise errors.ApprovalStateConflict(
-            f"approval request {approval_request_id}: this principal has voted already"
-        )
+        raise errors.AlreadyVoted(voted)
     if choice is approvals.Vote.APPROVE:
         # SQLite's self-approval setting (a request without a policy); PostgreSQL's roles.
         principal.check_may_approve(current.requested_principal)
-    await q.run("insert_vote", {**params, "vote": choice.value, "reason": reason})
+    row = {**params, "vote": choice.value, "reason": reason}
+    try:
+        # A savepoint, so that the key's refusal (23505) of a twin vote racing this one past
+        # the check above arrives typed, as the same refusal.
+        await q.savepoint(lambda q: q.run("insert_vote", row))
+    except errors.StoreError as exc:
+        if exc.code == "constraint_violation":
+            raise errors.AlreadyVoted(voted) from None
+        raise
     after = await approval_sql.get(q, approval_request_id)
     assert after is not None
     return after
