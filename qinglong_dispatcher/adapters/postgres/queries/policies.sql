@@ -20,7 +20,8 @@ ORDER BY voted_at_ms, principal
 -- group_voters --
 -- The members of the request's policy's groups: the logins and token principals that are
 -- members (directly or through other roles) of a role `<installation>_g_<group>` and of the
--- installation's approver role, as the vote's guard asks `pg_has_role`. The installation is
+-- installation's approver role, as the vote's guard asks `pg_has_role` (the API's logins,
+-- which only become a principal, left out). The installation is
 -- the schema owner's (its migrator); `pg_auth_members` is readable by every role.
 WITH RECURSIVE installation AS (
     SELECT pg_catalog.regexp_replace(n.nspowner::pg_catalog.regrole::pg_catalog.text,
@@ -48,6 +49,9 @@ FROM members JOIN pg_catalog.pg_roles AS r ON r.oid = members.member, installati
 WHERE (r.rolcanlogin
        OR pg_catalog.starts_with(r.rolname::pg_catalog.text, i.prefix OPERATOR(pg_catalog.||) 'p_'))
   AND pg_catalog.pg_has_role(r.oid, i.prefix OPERATOR(pg_catalog.||) 'approver', 'MEMBER')
+  -- The API's logins reach the principals' roles but act only as one of them, never as
+  -- themselves (`acting_role`): they are not voters.
+  AND NOT pg_catalog.pg_has_role(r.oid, i.prefix OPERATOR(pg_catalog.||) 'api', 'MEMBER')
 ORDER BY 1
 
 -- policies_in_force --
