@@ -21,13 +21,21 @@ _ID = "approval_request_id"
 _MEMBERS = ("vote", "reason")
 
 
-async def detail_json(ctx: context.Context, approval_id: str) -> dict[str, object]:
-    """The approval resource: the request, its policy, its votes, who else may vote and its
-    time to expiry (404 when there is no such request)."""
+async def detail(
+    ctx: context.Context, approval_id: str
+) -> tuple[approvals.Approval, policies.VoteState]:
+    """The request and its policy, votes, voters and expiry (404 when there is none)."""
     approval = await ctx.store.get_approval(approval_id)
     state = await ctx.store.vote_state(approval_id)
     if approval is None or state is None:
         raise errors.ApprovalNotFound(f"approval request {approval_id} not found")
+    return approval, state
+
+
+async def detail_json(ctx: context.Context, approval_id: str) -> dict[str, object]:
+    """The approval resource: the request, its policy, its votes, who else may vote and its
+    time to expiry (404 when there is no such request)."""
+    approval, state = await detail(ctx, approval_id)
     return approval_routes.approval_json(approval) | state.as_dict(now_ms=ctx.clock.now_ms())
 
 
