@@ -141,3 +141,26 @@ async def test_a_vote_is_idempotent_under_its_key(served: Served) -> None:
         other = await it.call("POST", path, "bob", {"vote": "deny"}, headers=key)
         assert_problem(other, 422, "idempotency_key_reused")
         assert len(await _votes(it, approval_id)) == 1
+
+
+async def test_approve_under_a_policy_is_one_approve_vote(served: Served) -> None:
+    it = served
+    async with two_of_three(it):
+        approval_id = (await _submit(it, "sam", "q5"))["approval_request_id"]
+        approve = f"/approvals/{approval_id}/approve"
+        before = await it.everything()
+        short = await it.call("POST", approve, "bob")
+        assert_problem(short, 409, "approval_transition_refused")
+        assert await it.everything() == before
+        assert await _votes(it, approval_id) == []
+        status, _, body = await it.call(
+            "POST", f"/approvals/{approval_id}/votes", "dan", {"vote": "approve"}
+        )
+        assert status == 200, body
+        status, _, body = await it.call("POST", approve, "bob")
+        assert status == 200, body
+        assert body["dispatch_id"]
+        assert [v["principal"] for v in await _votes(it, approval_id)] == [
+            it.names["dan"],
+            it.names["bob"],
+        ]
