@@ -67,7 +67,15 @@ async def vote_as(
     """Cast the admitted principal's vote from the body; a request it approved is consumed
     into its dispatch (the API's vote and the operator UI's form)."""
     choice, reason = choice_of(admitted.body)
-    voted = await voting.vote(admitted.store, ctx.clock, approval_id, choice, reason=reason)
+    voted = await voting.vote(
+        admitted.store,
+        ctx.clock,
+        approval_id,
+        choice,
+        reason=reason,
+        context=admitted.request,
+        voted_by=admitted.principal.principal,
+    )
     ctx.metrics.approvals.observe_decision(voted)
     if voted.status is not approvals.ApprovalStatus.APPROVED:
         return voted, None

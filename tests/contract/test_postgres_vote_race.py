@@ -21,6 +21,8 @@ pytestmark = pytest.mark.postgres
 
 
 async def _waiting_on_locks(conn: asyncpg.Connection, user: str) -> int:
+    # Inside the holder's transaction the activity view is a snapshot: take a fresh one.
+    await conn.execute("SELECT pg_stat_clear_snapshot()")
     return int(
         await conn.fetchval(
             "SELECT count(*) FROM pg_stat_activity WHERE usename = $1 AND wait_event_type = 'Lock'",

@@ -81,6 +81,13 @@ async def test_two_of_three_approve_through_the_api(served: Served) -> None:
             it.names["bob"],
             it.names["dan"],
         ]
+        # Each vote commits its audit row naming the principal, its token and its request.
+        audited = [r for r in await it.audit(approval_id) if r["kind"] == "api.vote"]
+        assert [(r["principal"], r["token_id"]) for r in audited] == [
+            (it.names["bob"], it.token_ids["bob"]),
+            (it.names["dan"], it.token_ids["dan"]),
+        ]
+        assert all(r["request_id"].startswith("req_") for r in audited)
 
 
 async def test_a_denial_with_its_reason_rejects_and_shows(served: Served) -> None:

@@ -8,8 +8,8 @@ writes the vote as the store's principal and explains a refusal it can see first
 from __future__ import annotations
 
 from qinglong_dispatcher.adapters.sql import approvals as approval_sql
-from qinglong_dispatcher.adapters.sql import query
-from qinglong_dispatcher.domain import approvals, errors
+from qinglong_dispatcher.adapters.sql import query, tokens
+from qinglong_dispatcher.domain import approvals, errors, principals
 
 
 async def vote(
@@ -20,8 +20,12 @@ async def vote(
     *,
     reason: str | None,
     now_ms: int,
+    context: principals.RequestContext | None = None,
+    voted_by: str | None = None,
 ) -> approvals.Approval:
-    """Cast the principal's vote; the request as the vote left it."""
+    """Cast the principal's vote; the request as the vote left it (`context`: an API
+    request's, whose `api.vote` audit row, with `voted_by` as its actor, commits with the
+    vote)."""
     current = await approval_sql.get(q, approval_request_id)
     if current is None:
         raise errors.ApprovalNotFound(f"approval request {approval_request_id} not found")
@@ -47,6 +51,16 @@ async def vote(
         if exc.code == "constraint_violation":
             raise errors.AlreadyVoted(voted) from None
         raise
+    await tokens.record_request(
+        q,
+        context,
+        principal=principal.name,
+        operation="vote",
+        actor=voted_by or principal.name or "",
+        project_id=current.project_id,
+        subject_id=approval_request_id,
+        detail_code=choice.value,
+    )
     after = await approval_sql.get(q, approval_request_id)
     assert after is not None
     return after
