@@ -20,7 +20,7 @@ from tests.support import stores, system_tools
 from tests.support.api_writes import Served, serving
 from tests.support.api_writes import submit as api_submit
 from tests.support.policies import two_of_three
-from tests.support.ui_client import origin
+from tests.support.ui_client import UiClient, origin
 
 
 @pytest.fixture(params=stores.DIALECTS)
@@ -152,3 +152,44 @@ async def test_two_of_three_vote_in_a_browser(served: Served, shots: Path) -> No
             await erin.shot("policies")
         finally:
             await browser.close()
+
+
+async def test_the_vote_form_needs_an_approver_its_csrf_token_and_a_valid_vote(
+    served: Served,
+) -> None:
+    """Without a browser: a viewer sees the request's page but no vote form, and its post is
+    refused; a post without the session's CSRF token, or with a vote that is neither approve
+    nor deny, is refused before the confirmation; none writes anything."""
+    it = served
+    async with two_of_three(it):
+        requested = (await api_submit(it, "sam", "v3"))["approval_request_id"]
+        page = f"/ui/approvals/{requested}"
+        before = await it.everything()
+        async with UiClient(it) as viewer:
+            await viewer.sign_in("vic")
+            status, _, text = await viewer.get(page)
+            assert status == 200, text[:300]
+            assert "0 of 2" in text
+            assert 'action="/ui/approvals/' not in text
+            status, _, text = await viewer.post(
+                page + "/vote", {"vote": "approve", "confirmed": "yes"}
+            )
+            assert (status, "forbidden" in text) == (403, True)
+        async with UiClient(it) as bob:
+            await bob.sign_in("bob")
+            status, _, text = await bob.get(page)
+            assert f'action="{page}/vote"' in text
+            status, _, text = await bob.post(
+                page + "/vote", {"vote": "approve", "confirmed": "yes"}, csrf=False
+            )
+            assert (status, "csrf_refused" in text) == (403, True)
+            status, _, text = await bob.post(page + "/vote", {"vote": "abstain"})
+            assert (status, "invalid_input" in text) == (400, True)
+            status, _, text = await bob.post(page + "/vote", {"vote": "deny", "reason": "no"})
+            assert (status, "Confirm" in text) == (200, True)
+        assert await it.everything() == before
+        votes = await it.harness.raw(
+            f"SELECT count(*) AS n FROM {it.table('approval_votes')} "
+            f"WHERE approval_request_id = '{requested}'"
+        )
+        assert votes[0]["n"] == 0
