@@ -115,9 +115,10 @@ class VoteState:
     votes: tuple[CastVote, ...]
     """Oldest first."""
     may_vote: tuple[str, ...] | None
-    """The principals who may still vote, when the store can tell: the members of the
-    policy's groups who have not voted, the requester left out. None: it cannot (no groups,
-    so any approver may, or a pending request no longer)."""
+    """The principals who may still vote, as the store can read them: the members of the
+    policy's groups who have not voted, the requester left out; empty once the request is
+    decided. None: the policy names no group, or there is no policy (any approver but the
+    requester may)."""
     expires_at_ms: int
     """By the database's clock (`db_expires_at_ms` when the database set it)."""
 
