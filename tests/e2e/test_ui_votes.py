@@ -161,7 +161,16 @@ async def test_the_vote_form_needs_an_approver_its_csrf_token_and_a_valid_vote(
     refused; a post without the session's CSRF token, or with a vote that is neither approve
     nor deny, is refused before the confirmation; none writes anything."""
     it = served
+    plain = (await api_submit(it, "sam", "v0"))["approval_request_id"]  # before any policy
     async with two_of_three(it):
+        async with UiClient(it) as viewer:
+            await viewer.sign_in("vic")
+            status, _, text = await viewer.get(f"/ui/approvals/{plain}")
+            assert status == 200, text[:300]
+            assert "None: one approval" in text
+            assert "Any approver but the requester." in text
+            status, _, text = await viewer.get("/ui/approvals/not%20an%20id")
+            assert (status, "approval_not_found" in text) == (404, True)
         requested = (await api_submit(it, "sam", "v3"))["approval_request_id"]
         page = f"/ui/approvals/{requested}"
         before = await it.everything()
