@@ -29,7 +29,9 @@ def _page(approval_id: str) -> str:
 
 
 def _remaining(ms: int) -> str:
-    minutes, _ = divmod(max(0, ms) // 1000, 60)
+    if ms <= 0:
+        return "expired: it takes no vote (a reconcile pass marks it)"
+    minutes, _ = divmod(ms // 1000, 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min"
 
