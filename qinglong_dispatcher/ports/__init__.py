@@ -53,6 +53,7 @@ from qinglong_dispatcher.ports.plan_keys import (
     PlanKeyStore,
     ResealBatch,
 )
+from qinglong_dispatcher.ports.policies import PolicyReadStore
 from qinglong_dispatcher.ports.principals import (
     ActingStore,
     PrincipalStores,
@@ -119,6 +120,7 @@ __all__ = [
     "PlanKeyStore",
     "PlanReadStore",
     "PlanStore",
+    "PolicyReadStore",
     "PrefetchingHandler",
     "PrincipalStores",
     "PruneStore",

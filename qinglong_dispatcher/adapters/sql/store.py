@@ -25,6 +25,7 @@ from qinglong_dispatcher.adapters.sql import (
     handler_waits,
     page,
     plan_store,
+    policy_reads,
     query,
     recovery,
     retention,
@@ -71,7 +72,12 @@ def as_approver(
     return method
 
 
-class SqlStore(plan_store.PlanMethods, token_store.TokenMethods, ui_session_store.UiSessionMethods):
+class SqlStore(
+    plan_store.PlanMethods,
+    token_store.TokenMethods,
+    ui_session_store.UiSessionMethods,
+    policy_reads.PolicyReadMethods,
+):
     """Every store port operation whose transaction is shared by both dialects (those about
     stored plans, sealed or clear, in `plan_store`; API tokens in `token_store`)."""
 
