@@ -70,6 +70,12 @@ class ApprovalStateConflict(ApprovalError):
     code = "approval_state_conflict"
 
 
+class AlreadyVoted(ApprovalStateConflict):
+    """This principal has voted on this request already (one vote per principal)."""
+
+    code = "already_voted"
+
+
 class ApprovalExpired(ApprovalError):
     """The approval request has expired."""
 

@@ -9,6 +9,7 @@ import prometheus_client
 from prometheus_client import metrics_core
 
 import qinglong_dispatcher
+from qinglong_dispatcher.lifecycle import approval_metrics
 
 PREFIX = "qinglong_dispatcher_"
 
@@ -72,8 +73,7 @@ SERIES_NAMES = (
     "qinglong_dispatcher_clock_skew_refusals_total",
     "qinglong_dispatcher_reconcile_passes_total",
     "qinglong_dispatcher_recovery_resolutions_total",
-    "qinglong_dispatcher_approvals_expired_total",
-    "qinglong_dispatcher_approval_reminders_total",
+    *approval_metrics.SERIES_NAMES,
     "qinglong_dispatcher_pruned_dispatches_total",
     "qinglong_dispatcher_pruned_audit_events_total",
     "qinglong_dispatcher_wakeups_total",
@@ -208,7 +208,10 @@ class Metrics:
             registry=reg,
         )
         self._renewals = prometheus_client.Counter(
-            p + "lease_renewals", "Lease renewals, per result.", ["result"], registry=reg
+            p + "lease_renewals",
+            "Lease renewals of running executes, per result.",
+            ["result"],
+            registry=reg,
         )
         for result in RENEWAL_RESULTS:
             self._renewals.labels(result=result)
@@ -233,12 +236,7 @@ class Metrics:
         )
         for source in RESOLUTION_SOURCES:
             self._resolutions.labels(source=source)
-        self._approvals_expired = prometheus_client.Counter(
-            p + "approvals_expired", "Approval requests expired (database clock).", registry=reg
-        )
-        self._approval_reminders = prometheus_client.Counter(
-            p + "approval_reminders", "Approval reminders written (database clock).", registry=reg
-        )
+        self.approvals = approval_metrics.ApprovalMetrics(reg)
         self._pruned_dispatches = prometheus_client.Counter(
             p + "pruned_dispatches",
             "Finished dispatch trees deleted by retention (edge: the daemon's own prune).",
@@ -276,7 +274,10 @@ class Metrics:
             registry=reg,
         )
         self._api_rate_limited = prometheus_client.Counter(
-            p + "api_rate_limited", "API requests refused 429, by reason.", ["reason"], registry=reg
+            p + "api_rate_limited",
+            "API requests refused 429, per reason.",
+            ["reason"],
+            registry=reg,
         )
         for reason in RATE_LIMIT_REASONS:
             self._api_rate_limited.labels(reason=reason)
@@ -355,8 +356,8 @@ class Metrics:
         """Count one reconcile pass: its evidence settlements, expired approvals, reminders."""
         self._reconcile_passes.inc()
         self._resolutions.labels(source="evidence").inc(resolved_by_evidence)
-        self._approvals_expired.inc(approvals_expired)
-        self._approval_reminders.inc(reminders)
+        self.approvals.expired.inc(approvals_expired)
+        self.approvals.reminders.inc(reminders)
 
     def record_recovery_resolution(self, source: str, count: int = 1) -> None:
         """Count resolutions settled in this process outside a reconcile pass (`manual`)."""

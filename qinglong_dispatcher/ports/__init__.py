@@ -54,6 +54,7 @@ from qinglong_dispatcher.ports.plan_keys import (
     ResealBatch,
 )
 from qinglong_dispatcher.ports.policies import (
+    PolicyReadStore,
     PolicyStore,
 )
 from qinglong_dispatcher.ports.principals import (
@@ -122,6 +123,7 @@ __all__ = [
     "PlanKeyStore",
     "PlanReadStore",
     "PlanStore",
+    "PolicyReadStore",
     "PolicyStore",
     "PrefetchingHandler",
     "PrincipalStores",

@@ -26,6 +26,7 @@ from qinglong_dispatcher.adapters.sql import (
     page,
     plan_store,
     policies,
+    policy_reads,
     query,
     recovery,
     retention,
@@ -77,10 +78,11 @@ class SqlStore(
     token_store.TokenMethods,
     ui_session_store.UiSessionMethods,
     policies.PolicyMethods,
+    policy_reads.PolicyReadMethods,
 ):
     """Every store port operation whose transaction is shared by both dialects (those about
     stored plans, sealed or clear, in `plan_store`; API tokens in `token_store`; approval
-    policies in `policies`)."""
+    policies written in `policies`, read in `policy_reads`)."""
 
     def __init__(
         self,

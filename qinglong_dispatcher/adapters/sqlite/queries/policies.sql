@@ -1,51 +1,42 @@
--- Approval policies (migrations 0026, 0027): every version appended, none changed; the next
--- version of its name, written by the store's principal (the file's owner) at the database's
--- time. The groups are a JSON array.
+-- What a reader sees of approval policies and votes (migration 0026; adapters/sql/policy_reads.py).
 
--- policy_columns --
-name, version, action_type, project_id, approvals_required, denials_to_reject,
-approver_groups, reason_required, lifetime_ms, remind_before_ms, retired, written_by,
-written_at_ms
+-- vote_request --
+-- The request's requester, status and expiry by the database's clock.
+SELECT requested_principal, status, coalesce(db_expires_at_ms, expires_at_ms) AS expires_at_ms
+FROM approval_requests WHERE approval_request_id = :approval_request_id
 
--- insert_policy --
-INSERT INTO approval_policies (
-    name, version, action_type, project_id, approvals_required, denials_to_reject,
-    approver_groups, reason_required, lifetime_ms, remind_before_ms, written_by
-) VALUES (
-    :name,
-    (SELECT coalesce(max(version), 0) + 1 FROM approval_policies WHERE name = :name),
-    :action_type, :project_id, :approvals_required, :denials_to_reject, :approver_groups,
-    :reason_required, :lifetime_ms, :remind_before_ms, :principal
-)
-RETURNING {policy_columns}
+-- request_policy --
+-- The policy copied into the request when it was written, if any.
+SELECT policy_name, policy_version, approvals_required, denials_to_reject, approver_groups,
+       reason_required
+FROM approval_request_policies WHERE approval_request_id = :approval_request_id
 
--- retire_policy --
--- The next version of the newest one, retired: the same rules, no longer in force.
-INSERT INTO approval_policies (
-    name, version, action_type, project_id, target_prefix, approvals_required,
-    denials_to_reject, approver_groups, reason_required, lifetime_ms, remind_before_ms, retired,
-    written_by
-)
-SELECT name, version + 1, action_type, project_id, target_prefix, approvals_required,
-       denials_to_reject, approver_groups, reason_required, lifetime_ms, remind_before_ms, 1,
-       :principal
-FROM approval_policies
-WHERE name = :name
-ORDER BY version DESC
-LIMIT 1
-RETURNING {policy_columns}
+-- request_votes --
+-- The votes so far, oldest first.
+SELECT principal, vote, reason, voted_at_ms FROM approval_votes
+WHERE approval_request_id = :approval_request_id
+ORDER BY voted_at_ms, principal
 
--- policy_versions --
--- Every version of one policy, newest first.
-SELECT {policy_columns}
-FROM approval_policies
-WHERE name = :name
-ORDER BY version DESC
+-- group_voters --
+-- The members of the request's policy's groups (the file's `approval_group_members`).
+SELECT DISTINCT m.principal AS principal
+FROM approval_request_policies AS p, json_each(p.approver_groups) AS g
+JOIN approval_group_members AS m ON m.group_name = g.value
+WHERE p.approval_request_id = :approval_request_id
+ORDER BY 1
 
--- newest_policies --
--- The newest version of each policy (retired ones only when asked), by name.
-SELECT {policy_columns}
-FROM approval_policies AS p
-WHERE p.version = (SELECT max(q.version) FROM approval_policies AS q WHERE q.name = p.name)
-  AND (:with_retired OR NOT p.retired)
-ORDER BY p.name
+-- policies_in_force --
+-- The newest version of each policy name, unless it retired it.
+SELECT name, version, action_type, project_id, approvals_required, denials_to_reject,
+       approver_groups, reason_required, written_by, written_at_ms
+FROM approval_policies_in_force ORDER BY name
+
+-- waiting_by_policy --
+-- Pending requests not expired by the database's clock, by the policy they carry ('' none).
+SELECT coalesce(p.policy_name, '') AS policy, count(*) AS n
+FROM approval_requests AS r
+LEFT JOIN approval_request_policies AS p ON p.approval_request_id = r.approval_request_id
+WHERE r.status = 'pending'
+  AND coalesce(r.db_expires_at_ms, r.expires_at_ms)
+      > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+GROUP BY 1
