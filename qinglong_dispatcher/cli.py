@@ -36,6 +36,7 @@ COMMANDS = {
     "keys": "the plan key ring: generate, rotate stored plans, check they open",
     "backup": "copy the live edge database to a new file, beside the daemon",
     "token": "API tokens: create (prints the secret once), list, revoke",
+    "policy": "approval policies: set (a new version), list, show, delete (retire)",
     "health": "exit 0 when the store is reachable and migrated",
 }
 """Every command and its one-line help, in the order `--help` lists them."""
@@ -137,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         dispatches,
         keys,
         parsing,
+        policy_arguments,
         prune,
         recovery_arguments,
         tokens,
@@ -204,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("token")
     tokens.add_arguments(p, shared)
     p.set_defaults(handler=parsing.lazy("tokens", "cmd_token"))
+
+    p = command("policy")
+    policy_arguments.add_arguments(p, shared)
 
     p = command("health")
     p.add_argument("--json", action="store_true")

@@ -1,5 +1,6 @@
 """Prometheus series of the approvals: the waiting requests by policy, the time a request took
-to be decided, and the expired ones (on the daemon's registry, `metrics.Metrics.approvals`)."""
+to be decided, the expired ones and the reminders written before expiry (on the daemon's
+registry, `metrics.Metrics.approvals`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ DECISION_BUCKETS: Final = (1.0, 10.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 14400.
 
 SERIES_NAMES: Final = (
     "qinglong_dispatcher_approvals_expired_total",
+    "qinglong_dispatcher_approval_reminders_total",
     "qinglong_dispatcher_approvals_waiting",
     "qinglong_dispatcher_approval_decision_seconds",
 )
@@ -36,6 +38,11 @@ class ApprovalMetrics:
         self.expired = prometheus_client.Counter(
             PREFIX + "approvals_expired",
             "Approval requests expired (database clock).",
+            registry=reg,
+        )
+        self.reminders = prometheus_client.Counter(
+            PREFIX + "approval_reminders",
+            "approval.expiring events written before a request's expiry (database clock).",
             registry=reg,
         )
         self._waiting = prometheus_client.Gauge(

@@ -324,6 +324,7 @@ class Daemon:
             p.metrics.record_reconcile_pass(
                 resolved_by_evidence=report.outcomes.get("resolved_succeeded", 0),
                 approvals_expired=report.approvals_expired,
+                reminders=report.approval_reminders,
             )
             await self._count_waiting_approvals()
             await self._prune()

@@ -351,12 +351,13 @@ class Metrics:
         self._skew_refusals.inc()
 
     def record_reconcile_pass(
-        self, *, resolved_by_evidence: int = 0, approvals_expired: int = 0
+        self, *, resolved_by_evidence: int = 0, approvals_expired: int = 0, reminders: int = 0
     ) -> None:
-        """Count one reconcile pass, its settlements by evidence and its expired approvals."""
+        """Count one reconcile pass: its evidence settlements, expired approvals, reminders."""
         self._reconcile_passes.inc()
         self._resolutions.labels(source="evidence").inc(resolved_by_evidence)
         self.approvals.expired.inc(approvals_expired)
+        self.approvals.reminders.inc(reminders)
 
     def record_recovery_resolution(self, source: str, count: int = 1) -> None:
         """Count resolutions settled in this process outside a reconcile pass (`manual`)."""

@@ -53,7 +53,10 @@ from qinglong_dispatcher.ports.plan_keys import (
     PlanKeyStore,
     ResealBatch,
 )
-from qinglong_dispatcher.ports.policies import PolicyReadStore
+from qinglong_dispatcher.ports.policies import (
+    PolicyReadStore,
+    PolicyStore,
+)
 from qinglong_dispatcher.ports.principals import (
     ActingStore,
     PrincipalStores,
@@ -121,6 +124,7 @@ __all__ = [
     "PlanReadStore",
     "PlanStore",
     "PolicyReadStore",
+    "PolicyStore",
     "PrefetchingHandler",
     "PrincipalStores",
     "PruneStore",
