@@ -38,10 +38,16 @@ class ApprovalStore(Protocol):
         *,
         reason: str | None,
         now_ms: int,
+        decided_by: str | None = None,
     ) -> approvals.Approval:
         """Cast the store's principal's one vote on a pending request; the database applies
         the request's policy and decides it once the votes reach its numbers (`approved` or
-        `rejected`, in this transaction). A second vote is `ApprovalStateConflict`."""
+        `rejected`, in this transaction, recording `decided_by`, by default the principal).
+        A second vote is `ApprovalStateConflict`."""
+        ...
+
+    async def vote_tally(self, approval_request_id: str) -> approvals.Tally | None:
+        """The policy a request carries and its votes so far; None without a policy."""
         ...
 
     async def approve(

@@ -20,8 +20,10 @@ async def vote(
     *,
     reason: str | None,
     now_ms: int,
+    decided_by: str | None = None,
 ) -> approvals.Approval:
-    """Cast the principal's vote; the request as the vote left it."""
+    """Cast the principal's vote; the request as the vote left it (`decided_by`: the label
+    the request records if this vote decides it; by default the principal's name)."""
     current = await approval_sql.get(q, approval_request_id)
     if current is None:
         raise errors.ApprovalNotFound(f"approval request {approval_request_id} not found")
@@ -39,7 +41,22 @@ async def vote(
     if choice is approvals.Vote.APPROVE:
         # SQLite's self-approval setting (a request without a policy); PostgreSQL's roles.
         principal.check_may_approve(current.requested_principal)
-    await q.run("insert_vote", {**params, "vote": choice.value, "reason": reason})
+    row = {**params, "vote": choice.value, "reason": reason, "decided_by": decided_by}
+    try:
+        # In a savepoint, so that the key's refusal of a racing twin arrives typed.
+        await q.savepoint(lambda sq: sq.run("insert_vote", row))
+    except errors.StoreError as exc:
+        if exc.code != "constraint_violation":
+            raise
+        raise errors.ApprovalStateConflict(
+            f"approval request {approval_request_id}: this principal has voted already"
+        ) from None
     after = await approval_sql.get(q, approval_request_id)
     assert after is not None
     return after
+
+
+async def tally(q: query.Query, approval_request_id: str) -> approvals.Tally | None:
+    """The policy the request carries and its votes so far; None without a policy."""
+    row = await q.one("vote_tally", {"approval_request_id": approval_request_id})
+    return None if row is None else approvals.Tally.from_row(row)
