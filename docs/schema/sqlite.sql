@@ -96,17 +96,17 @@ CREATE TABLE approval_requests (
 ) STRICT;
 
 -- table approval_votes
-CREATE TABLE approval_votes (
+CREATE TABLE "approval_votes" (
     approval_request_id TEXT NOT NULL
         REFERENCES approval_requests (approval_request_id) ON DELETE CASCADE,
     principal           TEXT NOT NULL CHECK (principal <> ''),
     vote                TEXT NOT NULL CHECK (vote IN ('approve', 'deny')),
     reason              TEXT,
     voted_at_ms         INTEGER NOT NULL
-        DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)), decided_by TEXT
-    CHECK (decided_by IS NULL OR length(decided_by) BETWEEN 1 AND 200),
+        DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)),
+    decided_by          TEXT CHECK (decided_by IS NULL OR length(decided_by) BETWEEN 1 AND 200),
     PRIMARY KEY (approval_request_id, principal)
-);
+) WITHOUT ROWID;
 
 -- table approved_action_dispatch_executions
 CREATE TABLE "approved_action_dispatch_executions" (

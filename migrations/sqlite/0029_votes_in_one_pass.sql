@@ -7,21 +7,36 @@
 --    vote just cast (a deny can only reach the denials, an approval only the approvals).
 -- 3. A direct approval under a policy reads the policy once and counts the others' approvals
 --    only when it needs more than one.
--- 4. `decided_by`: the label a vote records on the request when it decides it (as
+-- 4. The votes are one b-tree (WITHOUT ROWID, keyed by request and principal).
+-- 5. `decided_by`: the label a vote records on the request when it decides it (as
 --    `approval approve --by` does); the principal's name when none is given.
 
-ALTER TABLE approval_votes ADD COLUMN decided_by TEXT
-    CHECK (decided_by IS NULL OR length(decided_by) BETWEEN 1 AND 200);
-
-DROP TRIGGER approval_votes_clock;
-DROP TRIGGER approval_votes_open;
-DROP TRIGGER approval_votes_expired;
-DROP TRIGGER approval_votes_requester;
-DROP TRIGGER approval_votes_groups;
-DROP TRIGGER approval_votes_reason;
-DROP TRIGGER approval_votes_reject;
-DROP TRIGGER approval_votes_approve;
+-- The votes keyed by their primary key alone (WITHOUT ROWID): one b-tree to write, not a
+-- table and its key's index. Its triggers go with the old table and are made again below.
 DROP TRIGGER approval_requests_direct_vote;
+
+CREATE TABLE approval_votes_keyed (
+    approval_request_id TEXT NOT NULL
+        REFERENCES approval_requests (approval_request_id) ON DELETE CASCADE,
+    principal           TEXT NOT NULL CHECK (principal <> ''),
+    vote                TEXT NOT NULL CHECK (vote IN ('approve', 'deny')),
+    reason              TEXT,
+    voted_at_ms         INTEGER NOT NULL
+        DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)),
+    decided_by          TEXT CHECK (decided_by IS NULL OR length(decided_by) BETWEEN 1 AND 200),
+    PRIMARY KEY (approval_request_id, principal)
+) WITHOUT ROWID;
+
+INSERT INTO approval_votes_keyed (approval_request_id, principal, vote, reason, voted_at_ms)
+SELECT approval_request_id, principal, vote, reason, voted_at_ms FROM approval_votes;
+
+DROP TABLE approval_votes;
+ALTER TABLE approval_votes_keyed RENAME TO approval_votes;
+
+CREATE TRIGGER approval_votes_no_update BEFORE UPDATE ON approval_votes
+BEGIN
+    SELECT RAISE(ABORT, 'approval_votes: a vote never changes');
+END;
 
 CREATE TRIGGER approval_votes_rules BEFORE INSERT ON approval_votes
 BEGIN
