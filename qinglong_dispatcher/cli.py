@@ -28,7 +28,9 @@ COMMANDS = {
     "tick": "run one batch (--once) or until nothing is due (--drain)",
     "status": "counts per execution status, due backlog, runs",
     "submit": "create, approve and consume actions in one step",
-    "approval": "create, approve, reject, consume or show a request, or list those waiting",
+    "approval": (
+        "create, approve, vote on, reject, consume or show a request, or list those waiting"
+    ),
     "dispatch": "list dispatches (newest first), show one, or cancel one waiting",
     "recovery": "list or settle recovery_required executions",
     "bench": "measure throughput, latency, cost per dispatch and idle footprint",

@@ -197,7 +197,9 @@ CREATE TABLE qinglong.approval_votes (
     vote text NOT NULL,
     reason text,
     voted_at_ms bigint DEFAULT 0 NOT NULL,
+    decided_by text,
     CONSTRAINT approval_votes_approval_request_id_fkey FOREIGN KEY (approval_request_id) REFERENCES qinglong.approval_requests(approval_request_id) ON DELETE CASCADE,
+    CONSTRAINT approval_votes_decided_by_check CHECK (((decided_by IS NULL) OR ((length(decided_by) >= 1) AND (length(decided_by) <= 200)))),
     CONSTRAINT approval_votes_pkey PRIMARY KEY (approval_request_id, principal),
     CONSTRAINT approval_votes_vote_check CHECK ((vote = ANY (ARRAY['approve'::text, 'deny'::text])))
 );
@@ -961,7 +963,6 @@ CREATE OR REPLACE FUNCTION qinglong.check_direct_approval()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    others   pg_catalog.int8;
     required pg_catalog.int4;
 BEGIN
     SELECT approvals_required INTO required FROM qinglong.approval_request_policies
@@ -969,10 +970,11 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    SELECT count(*) INTO others FROM qinglong.approval_votes
-        WHERE approval_request_id = NEW.approval_request_id AND vote = 'approve'
-          AND principal IS DISTINCT FROM NEW.decided_principal;
-    IF others OPERATOR(pg_catalog.+) 1 < required THEN
+    IF required > 1 AND (SELECT pg_catalog.count(*) FROM qinglong.approval_votes
+                         WHERE approval_request_id = NEW.approval_request_id
+                           AND vote = 'approve'
+                           AND principal IS DISTINCT FROM NEW.decided_principal)
+                        OPERATOR(pg_catalog.+) 1 < required THEN
         RAISE EXCEPTION 'approval request % needs % approvals', NEW.approval_request_id,
             required USING ERRCODE = 'QLA03';
     END IF;
@@ -1305,33 +1307,20 @@ CREATE OR REPLACE FUNCTION qinglong.count_approval_votes()
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-DECLARE
-    req     qinglong.approval_requests%ROWTYPE;
-    pol     qinglong.approval_request_policies%ROWTYPE;
-    approve pg_catalog.int8;
-    deny    pg_catalog.int8;
 BEGIN
-    SELECT * INTO req FROM qinglong.approval_requests
-        WHERE approval_request_id = NEW.approval_request_id;
-    IF req.status IS DISTINCT FROM 'pending' THEN
-        RETURN NULL;
-    END IF;
-    SELECT * INTO pol FROM qinglong.approval_request_policies
-        WHERE approval_request_id = NEW.approval_request_id;
-    SELECT count(*) FILTER (WHERE vote = 'approve'), count(*) FILTER (WHERE vote = 'deny')
-        INTO approve, deny
-        FROM qinglong.approval_votes WHERE approval_request_id = NEW.approval_request_id;
-    IF deny >= COALESCE(pol.denials_to_reject, 1) THEN
-        UPDATE qinglong.approval_requests
-            SET status = 'rejected', version = 2, decided_by = NEW.principal,
-                decided_principal = NEW.principal, updated_at_ms = NEW.voted_at_ms
-            WHERE approval_request_id = NEW.approval_request_id;
-    ELSIF approve >= COALESCE(pol.approvals_required, 1) THEN
-        UPDATE qinglong.approval_requests
-            SET status = 'approved', version = 2, decided_by = NEW.principal,
-                decided_principal = NEW.principal, updated_at_ms = NEW.voted_at_ms
-            WHERE approval_request_id = NEW.approval_request_id;
-    END IF;
+    -- As the voter: the request's guard and audit apply to the move.
+    UPDATE qinglong.approval_requests AS r
+        SET status = CASE NEW.vote WHEN 'deny' THEN 'rejected' ELSE 'approved' END,
+            version = 2, decided_by = COALESCE(NEW.decided_by, NEW.principal),
+            decided_principal = NEW.principal, updated_at_ms = NEW.voted_at_ms
+        WHERE r.approval_request_id = NEW.approval_request_id AND r.status = 'pending'
+          AND (SELECT pg_catalog.count(*) FROM qinglong.approval_votes AS v
+               WHERE v.approval_request_id = NEW.approval_request_id
+                 AND v.vote = NEW.vote)
+              >= COALESCE((SELECT CASE NEW.vote WHEN 'deny' THEN p.denials_to_reject
+                                               ELSE p.approvals_required END
+                           FROM qinglong.approval_request_policies AS p
+                           WHERE p.approval_request_id = NEW.approval_request_id), 1);
     RETURN NULL;
 END
 $function$;

@@ -110,7 +110,7 @@ CREATE TABLE approval_requests (
 ) STRICT;
 
 -- table approval_votes
-CREATE TABLE approval_votes (
+CREATE TABLE "approval_votes" (
     approval_request_id TEXT NOT NULL
         REFERENCES approval_requests (approval_request_id) ON DELETE CASCADE,
     principal           TEXT NOT NULL CHECK (principal <> ''),
@@ -118,8 +118,9 @@ CREATE TABLE approval_votes (
     reason              TEXT,
     voted_at_ms         INTEGER NOT NULL
         DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)),
+    decided_by          TEXT CHECK (decided_by IS NULL OR length(decided_by) BETWEEN 1 AND 200),
     PRIMARY KEY (approval_request_id, principal)
-);
+) WITHOUT ROWID;
 
 -- table approved_action_dispatch_executions
 CREATE TABLE "approved_action_dispatch_executions" (
@@ -516,7 +517,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (84)
+-- triggers (78)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -728,11 +729,11 @@ WHEN OLD.status = 'pending' AND NEW.status = 'approved'
                 WHERE approval_request_id = NEW.approval_request_id)
 BEGIN
     SELECT RAISE(ABORT, 'approval_votes: the request needs more approvals')
-    WHERE (SELECT count(*) FROM approval_votes
+    FROM approval_request_policies AS p
+    WHERE p.approval_request_id = NEW.approval_request_id AND p.approvals_required > 1
+      AND (SELECT count(*) FROM approval_votes
            WHERE approval_request_id = NEW.approval_request_id AND vote = 'approve'
-             AND principal IS NOT NEW.decided_principal) + 1
-          < (SELECT approvals_required FROM approval_request_policies
-             WHERE approval_request_id = NEW.approval_request_id);
+             AND principal IS NOT NEW.decided_principal) + 1 < p.approvals_required;
     INSERT INTO approval_votes (approval_request_id, principal, vote)
     SELECT NEW.approval_request_id, NEW.decided_principal, 'approve'
     WHERE NOT EXISTS (SELECT 1 FROM approval_votes
@@ -831,50 +832,22 @@ BEGIN
     SELECT RAISE(ABORT, 'approval_requests: not a permitted change of the request');
 END;
 
--- trigger approval_votes_approve
-CREATE TRIGGER approval_votes_approve AFTER INSERT ON approval_votes
-WHEN (SELECT count(*) FROM approval_votes
-      WHERE approval_request_id = NEW.approval_request_id AND vote = 'approve')
-    >= coalesce((SELECT approvals_required FROM approval_request_policies
-                 WHERE approval_request_id = NEW.approval_request_id), 1)
+-- trigger approval_votes_decide
+CREATE TRIGGER approval_votes_decide AFTER INSERT ON approval_votes
+WHEN (SELECT status FROM approval_requests
+      WHERE approval_request_id = NEW.approval_request_id) = 'pending'
 BEGIN
     UPDATE approval_requests
-    SET status = 'approved', version = 2, decided_by = NEW.principal,
+    SET status = CASE NEW.vote WHEN 'deny' THEN 'rejected' ELSE 'approved' END, version = 2,
+        decided_by = coalesce(NEW.decided_by, NEW.principal),
         decided_principal = NEW.principal, updated_at_ms = NEW.voted_at_ms
-    WHERE approval_request_id = NEW.approval_request_id AND status = 'pending';
-END;
-
--- trigger approval_votes_clock
-CREATE TRIGGER approval_votes_clock BEFORE INSERT ON approval_votes
-WHEN NEW.voted_at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-    OR NEW.voted_at_ms < CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - 1000
-BEGIN
-    SELECT RAISE(ABORT, 'approval_votes: a vote carries the database''s time');
-END;
-
--- trigger approval_votes_expired
-CREATE TRIGGER approval_votes_expired BEFORE INSERT ON approval_votes
-WHEN EXISTS (
-    SELECT 1 FROM approval_requests AS r
-    WHERE r.approval_request_id = NEW.approval_request_id AND r.status = 'pending'
-      AND CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-          >= coalesce(r.db_expires_at_ms, r.expires_at_ms))
-BEGIN
-    SELECT RAISE(ABORT, 'qinglong:approval_expired: the database clock says so');
-END;
-
--- trigger approval_votes_groups
-CREATE TRIGGER approval_votes_groups BEFORE INSERT ON approval_votes
-WHEN EXISTS (
-    SELECT 1 FROM approval_request_policies AS p
-    WHERE p.approval_request_id = NEW.approval_request_id
-      AND json_array_length(p.approver_groups) > 0
-      AND NOT EXISTS (
-          SELECT 1 FROM json_each(p.approver_groups) AS g
-          JOIN approval_group_members AS m
-            ON m.group_name = g.value AND m.principal = NEW.principal))
-BEGIN
-    SELECT RAISE(ABORT, 'approval_votes: the principal is in none of the policy''s groups');
+    WHERE approval_request_id = NEW.approval_request_id AND status = 'pending'
+      AND (SELECT count(*) FROM approval_votes
+           WHERE approval_request_id = NEW.approval_request_id AND vote = NEW.vote)
+          >= coalesce((SELECT CASE NEW.vote WHEN 'deny' THEN denials_to_reject
+                                            ELSE approvals_required END
+                       FROM approval_request_policies
+                       WHERE approval_request_id = NEW.approval_request_id), 1);
 END;
 
 -- trigger approval_votes_no_update
@@ -883,49 +856,36 @@ BEGIN
     SELECT RAISE(ABORT, 'approval_votes: a vote never changes');
 END;
 
--- trigger approval_votes_open
-CREATE TRIGGER approval_votes_open BEFORE INSERT ON approval_votes
-WHEN NOT EXISTS (
-    SELECT 1 FROM approval_requests AS r
-    WHERE r.approval_request_id = NEW.approval_request_id
-      AND (r.status = 'pending'
-           OR (r.status = 'approved' AND NEW.vote = 'approve'
-               AND r.decided_principal = NEW.principal)))
+-- trigger approval_votes_rules
+CREATE TRIGGER approval_votes_rules BEFORE INSERT ON approval_votes
 BEGIN
-    SELECT RAISE(ABORT, 'approval_votes: the request is decided: it takes no votes');
-END;
-
--- trigger approval_votes_reason
-CREATE TRIGGER approval_votes_reason BEFORE INSERT ON approval_votes
-WHEN trim(coalesce(NEW.reason, '')) = '' AND EXISTS (
-    SELECT 1 FROM approval_request_policies AS p
-    WHERE p.approval_request_id = NEW.approval_request_id AND p.reason_required)
-BEGIN
-    SELECT RAISE(ABORT, 'approval_votes: this policy asks every vote for a reason');
-END;
-
--- trigger approval_votes_reject
-CREATE TRIGGER approval_votes_reject AFTER INSERT ON approval_votes
-WHEN (SELECT count(*) FROM approval_votes
-      WHERE approval_request_id = NEW.approval_request_id AND vote = 'deny')
-    >= coalesce((SELECT denials_to_reject FROM approval_request_policies
-                 WHERE approval_request_id = NEW.approval_request_id), 1)
-BEGIN
-    UPDATE approval_requests
-    SET status = 'rejected', version = 2, decided_by = NEW.principal,
-        decided_principal = NEW.principal, updated_at_ms = NEW.voted_at_ms
-    WHERE approval_request_id = NEW.approval_request_id AND status = 'pending';
-END;
-
--- trigger approval_votes_requester
-CREATE TRIGGER approval_votes_requester BEFORE INSERT ON approval_votes
-WHEN EXISTS (
-    SELECT 1 FROM approval_requests AS r
-    JOIN approval_request_policies AS p USING (approval_request_id)
-    WHERE r.approval_request_id = NEW.approval_request_id
-      AND r.requested_principal = NEW.principal)
-BEGIN
-    SELECT RAISE(ABORT, 'approval_votes: the requester may not vote on its own request');
+    SELECT CASE
+        WHEN NEW.voted_at_ms > v.now_ms OR NEW.voted_at_ms < v.now_ms - 1000
+            THEN RAISE(ABORT, 'approval_votes: a vote carries the database''s time')
+        -- A direct approval records its decider's approve vote after the request moved.
+        WHEN r.status IS NULL
+            OR NOT (r.status = 'pending'
+                    OR (r.status = 'approved' AND NEW.vote = 'approve'
+                        AND r.decided_principal = NEW.principal))
+            THEN RAISE(ABORT, 'approval_votes: the request is decided: it takes no votes')
+        WHEN r.status = 'pending'
+            AND v.now_ms >= coalesce(r.db_expires_at_ms, r.expires_at_ms)
+            THEN RAISE(ABORT, 'qinglong:approval_expired: the database clock says so')
+        WHEN p.approval_request_id IS NULL THEN NULL
+        WHEN r.requested_principal = NEW.principal
+            THEN RAISE(ABORT, 'approval_votes: the requester may not vote on its own request')
+        WHEN json_array_length(p.approver_groups) > 0 AND NOT EXISTS (
+                SELECT 1 FROM json_each(p.approver_groups) AS g
+                JOIN approval_group_members AS m
+                  ON m.group_name = g.value AND m.principal = NEW.principal)
+            THEN RAISE(ABORT, 'approval_votes: the principal is in none of the policy''s groups')
+        WHEN p.reason_required AND trim(coalesce(NEW.reason, '')) = ''
+            THEN RAISE(ABORT, 'approval_votes: this policy asks every vote for a reason')
+    END
+    FROM (SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) AS now_ms) AS v
+    LEFT JOIN approval_requests AS r ON r.approval_request_id = NEW.approval_request_id
+    LEFT JOIN approval_request_policies AS p
+      ON p.approval_request_id = NEW.approval_request_id;
 END;
 
 -- trigger approved_action_dispatch_executions_cancel_audited

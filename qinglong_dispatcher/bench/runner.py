@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from qinglong_dispatcher.bench import api_path, mixed, mixed_http, phases, scratch
+from qinglong_dispatcher.bench import api_path, mixed, mixed_http, phases, policy_path, scratch
 from qinglong_dispatcher.bootstrap import tools
 from qinglong_dispatcher.config.settings import Settings
 
@@ -26,6 +26,8 @@ class Options:
     skips both."""
     api_dispatches: int = 1_000
     """Submitted and approved through a daemon's HTTP API (edge only); 0 skips it."""
+    approval_policy: int = 1
+    """The approvals of the policy phase's policy (a submit under a policy); 0 skips it."""
     replicas: int = 1
     scan_rows: int = 1_000_000
     idle_seconds: float = 30.0
@@ -94,6 +96,11 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
         async with scratch.scratch(settings) as made:
             _progress(f"submit {min(options.dispatches, SUBMIT_ONE)} one at a time")
             submit_one_per_s = await phases.submit_one(made, min(options.dispatches, SUBMIT_ONE))
+        policy_entry: dict[str, Any] | None = None
+        if options.approval_policy:
+            plans = min(options.dispatches, SUBMIT_ONE)
+            _progress(f"{plans} plans with and without a policy of {options.approval_policy}")
+            policy_entry = await policy_path.policy_ratio(settings, plans, options.approval_policy)
         async with scratch.scratch(settings) as made:
             _progress(f"scan cost with {options.scan_rows} terminal rows")
             scan_ratio = await phases.scan_cost(made, options.scan_rows)
@@ -121,6 +128,7 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
         "mixed": mixed_entry,
         "mixed_http": mixed_http_entry,
         "api": api_entry,
+        "approval_policy": policy_entry,
     }
 
 

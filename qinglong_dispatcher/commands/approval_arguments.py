@@ -47,7 +47,7 @@ def add_submit_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentPa
 
 
 def add_approval_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
-    """`approval create|approve|reject|consume|show|list`."""
+    """`approval create|approve|vote|reject|consume|show|list`."""
     approval_sub = p.add_subparsers(dest="approval_command", metavar="STEP", required=True)
     a: argparse.ArgumentParser = approval_sub.add_parser(
         "create", parents=[shared], help="request approval of one action's plan (pending)"
@@ -76,6 +76,21 @@ def add_approval_arguments(p: argparse.ArgumentParser, shared: argparse.Argument
     )
     a.add_argument("--by", required=True, metavar="W")
     a.add_argument("--json", action="store_true")
+    a = approval_sub.add_parser(
+        "vote",
+        parents=[shared],
+        help="vote on a pending request under its policy: approve or deny, once per principal",
+    )
+    a.add_argument("approval_request_id", metavar="ID")
+    choice = a.add_mutually_exclusive_group(required=True)
+    choice.add_argument("--approve", dest="vote", action="store_const", const="approve")
+    choice.add_argument("--deny", dest="vote", action="store_const", const="deny")
+    a.add_argument("--reason", metavar="TEXT", help="why (a policy may require one)")
+    a.add_argument(
+        "--by", metavar="W", help="the decider recorded if this vote decides (the principal)"
+    )
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(handler=parsing.lazy("voting", "cmd_approval_vote"))
     a = approval_sub.add_parser(
         "reject", parents=[shared], help="cancel a pending request: it is never dispatched"
     )

@@ -26,6 +26,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="API phase (edge): submitted and approved over HTTP (0 skips it)",
     )
     p.add_argument(
+        "--approval-policy",
+        type=int,
+        default=1,
+        metavar="N",
+        help="policy phase: requests under a policy of N approvals beside none (0 skips it)",
+    )
+    p.add_argument(
         "--replicas", type=int, metavar="R", help="replica processes (edge 1, cluster 4)"
     )
     p.add_argument("--scan-rows", type=int, default=1_000_000, metavar="N")
@@ -52,12 +59,15 @@ async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
         raise common.UsageError("--mixed-dispatches must be ≥ 0 (0 skips the mixed phase)")
     if args.api_dispatches < 0:
         raise common.UsageError("--api-dispatches must be ≥ 0 (0 skips the API phase)")
+    if not 0 <= args.approval_policy <= 100:
+        raise common.UsageError("--approval-policy must be 0…100 (0 skips the policy phase)")
     report = await runner.run(
         settings,
         runner.Options(
             dispatches=args.dispatches,
             mixed_dispatches=mixed,
             api_dispatches=args.api_dispatches,
+            approval_policy=args.approval_policy,
             replicas=replicas,
             scan_rows=args.scan_rows,
             idle_seconds=args.idle_seconds,

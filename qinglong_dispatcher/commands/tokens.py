@@ -15,7 +15,7 @@ import pwd
 from qinglong_dispatcher import clock
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.config.settings import Settings
-from qinglong_dispatcher.domain import errors, principals
+from qinglong_dispatcher.domain import errors, installation, principals
 
 DEFAULT_EXPIRES = "30d"
 """A token's lifetime when `--expires` is not given."""
@@ -38,6 +38,13 @@ def add_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentParser) -
         metavar="TTL",
         help=f"lifetime like 30d, 12h, 90m, at most 365d (default: {DEFAULT_EXPIRES})",
     )
+    c.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="G",
+        help="an approver group the principal joins (repeatable; docs/security.md)",
+    )
     c.add_argument("--json", action="store_true")
     listing = sub.add_parser("list", parents=[shared], help="every token (never a secret)")
     listing.add_argument("--json", action="store_true")
@@ -54,8 +61,8 @@ def _who() -> str:
         return f"uid:{os.geteuid()}"
 
 
-def _shown(token: principals.Token) -> dict[str, object]:
-    return {
+def _shown(token: principals.Token, groups: list[str] | None = None) -> dict[str, object]:
+    shown: dict[str, object] = {
         "token_id": token.token_id,
         "principal": token.principal,
         "role": token.role.value,
@@ -65,6 +72,9 @@ def _shown(token: principals.Token) -> dict[str, object]:
         "last_used_at_ms": token.last_used_at_ms,
         "revoked_at_ms": token.revoked_at_ms,
     }
+    if groups is not None:
+        shown["groups"] = groups
+    return shown
 
 
 def _day(ms: int | None) -> str:
@@ -80,17 +90,23 @@ def _state(token: principals.Token, now_ms: int) -> str:
     return "expired" if token.expires_at_ms <= now_ms else "active"
 
 
-def _print_table(tokens: list[principals.Token], *, now_ms: int) -> None:
-    """One row per token, under a header; times in UTC to the minute."""
+def _print_table(
+    tokens: list[principals.Token], groups: dict[str, list[str]], *, now_ms: int
+) -> None:
+    """One row per token, under a header; times in UTC to the minute; the principal's
+    approver groups last (`-`: none)."""
     if not tokens:
         print("no tokens")
         return
-    print(f"{'TOKEN':<20} {'PRINCIPAL':<20} {'ROLE':<9} {'STATE':<7} {'EXPIRES':<17} LAST USED")
+    print(
+        f"{'TOKEN':<20} {'PRINCIPAL':<20} {'ROLE':<9} {'STATE':<7} {'EXPIRES':<17} "
+        f"{'LAST USED':<17} GROUPS"
+    )
     for token in tokens:
         print(
             f"{token.token_id:<20} {token.principal:<20} {token.role.value:<9} "
             f"{_state(token, now_ms):<7} {_day(token.expires_at_ms):<17} "
-            f"{_day(token.last_used_at_ms)}"
+            f"{_day(token.last_used_at_ms):<17} {','.join(groups.get(token.principal, [])) or '-'}"
         )
 
 
@@ -100,6 +116,7 @@ async def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
         try:
             ttl_ms = principals.parse_ttl(args.expires)
             principals.check_name(args.principal)
+            groups = sorted({installation.check_group(group) for group in args.group})
         except Exception as exc:
             raise common.UsageError(f"argument: {exc}") from exc
     store = await common.open_store(settings)
@@ -111,9 +128,9 @@ async def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
                 ttl_ms=ttl_ms,
                 created_by=_who(),
             )
-            token = await store.create_token(new)
+            token = await store.create_token(new, groups=groups)
             if args.json:
-                common.print_json({**_shown(token), "secret": secret})
+                common.print_json({**_shown(token, groups), "secret": secret})
             else:
                 print(secret)
                 print(
@@ -124,10 +141,11 @@ async def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
             return common.EXIT_OK
         if args.token_command == "list":
             tokens = await store.list_tokens()
+            members = await store.approver_groups()
             if args.json:
-                common.print_json([_shown(token) for token in tokens])
+                common.print_json([_shown(t, members.get(t.principal, [])) for t in tokens])
             else:
-                _print_table(tokens, now_ms=clock.SystemClock().now_ms())
+                _print_table(tokens, members, now_ms=clock.SystemClock().now_ms())
             return common.EXIT_OK
         revoked = await store.revoke_token(args.token_id)
     finally:

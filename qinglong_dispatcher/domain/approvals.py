@@ -47,6 +47,22 @@ class Vote(enum.StrEnum):
     DENY = "deny"
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Tally:
+    """The policy a request carries and its votes so far (`approval vote` prints it)."""
+
+    policy_name: str
+    approvals_required: int
+    denials_to_reject: int
+    approvals: int
+    denials: int
+
+    @classmethod
+    def from_row(cls, row: records.RowLike) -> Tally:
+        """Build from a `vote_tally` row."""
+        return cls(**{f.name: row[f.name] for f in dataclasses.fields(cls)})
+
+
 TERMINAL = frozenset({ApprovalStatus.CONSUMED, ApprovalStatus.REJECTED, ApprovalStatus.EXPIRED})
 """States nothing leaves."""
 

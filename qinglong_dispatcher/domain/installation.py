@@ -148,6 +148,30 @@ def group_role(installation: str, group: str) -> str:
     return f"{installation}{GROUP_INFIX}{group}"
 
 
+GROUP = re.compile(r"[a-z][a-z0-9_]{0,31}")
+"""An approver group's name: what a policy may name (both dialects' policy triggers)."""
+
+
+def check_group(group: str) -> str:
+    """`group` if it is an approver group's name, else `InvalidInput`."""
+    if not GROUP.fullmatch(group):
+        raise errors.InvalidInput(
+            f"group {group!r}: a lower-case identifier of at most 32 characters "
+            "(a letter first, then letters, digits or _)"
+        )
+    return group
+
+
+def group_prefix(installation: str) -> str:
+    """How the role of every approver group of `installation` begins (`shop_g_`)."""
+    return f"{check_name(installation)}{GROUP_INFIX}"
+
+
+def group_mark(installation: str, group: str) -> str:
+    """The mark `token create --group` puts on the group role it creates."""
+    return f"{MARK}: approver group {group} of installation {check_name(installation)}"
+
+
 def principal_role(installation: str, principal: str) -> str:
     """The NOLOGIN role of an API principal (`shop`, `alice` → `shop_p_alice`); the API's
     login becomes it for a request. A plain identifier that fits 63 bytes, or `ValueError`."""

@@ -40,12 +40,18 @@ class ApprovalStore(Protocol):
         now_ms: int,
         context: principals.RequestContext | None = None,
         voted_by: str | None = None,
+        decided_by: str | None = None,
     ) -> approvals.Approval:
         """Cast the store's principal's one vote on a pending request; the database applies
         the request's policy and decides it once the votes reach its numbers (`approved` or
-        `rejected`, in this transaction). A second vote is `AlreadyVoted` (an
-        `ApprovalStateConflict`). `context`: an API request's `api.vote` audit row, naming
-        `voted_by` (the principal's name) as its actor."""
+        `rejected`, in this transaction, recording `decided_by`, by default the principal).
+        A second vote is `AlreadyVoted` (an `ApprovalStateConflict`). `context`: an API
+        request's `api.vote` audit row, naming `voted_by` (the principal's name) as its
+        actor."""
+        ...
+
+    async def vote_tally(self, approval_request_id: str) -> approvals.Tally | None:
+        """The policy a request carries and its votes so far; None without a policy."""
         ...
 
     async def approve(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from qinglong_dispatcher.domain import principals
@@ -17,9 +18,18 @@ class TokenStore(Protocol):
     `create_token` and `revoke_token` are the administrator's (on PostgreSQL they also create
     and grant the principal's role); `authenticate` is the API's (the runtime login)."""
 
-    async def create_token(self, new: principals.NewToken) -> principals.Token:
+    async def create_token(
+        self, new: principals.NewToken, *, groups: Sequence[str] = ()
+    ) -> principals.Token:
         """Store a token (`principals.NewToken.issue` made it and its secret); refused
-        (`TokenRefused`) while the principal holds live tokens of another role."""
+        (`TokenRefused`) while the principal holds live tokens of another role. The principal
+        joins each approver group of `groups` (docs/security.md#approval-policies): on
+        PostgreSQL the group's role, made if missing, is granted to the principal's."""
+        ...
+
+    async def approver_groups(self) -> dict[str, list[str]]:
+        """Each principal's approver groups, by principal (the groups' members on SQLite, the
+        groups' roles granted to principals' roles on PostgreSQL)."""
         ...
 
     async def list_tokens(self) -> list[principals.Token]:

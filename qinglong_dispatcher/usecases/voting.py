@@ -7,7 +7,10 @@ decide it) and decides in the vote's transaction; `approve` stays the one-vote d
 from __future__ import annotations
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.domain import approvals, principals
+from qinglong_dispatcher.domain import approvals, errors, plans, principals
+
+MAX_REASON_CHARS = 500
+"""A vote's reason is a short line a reviewer reads, never a document."""
 
 
 async def vote(
@@ -19,9 +22,15 @@ async def vote(
     reason: str | None = None,
     context: principals.RequestContext | None = None,
     voted_by: str | None = None,
+    decided_by: str | None = None,
 ) -> approvals.Approval:
     """Cast the store's principal's vote; the request as the votes left it (`context`: an
-    API request's, for its audit row naming `voted_by`)."""
+    API request's, for its audit row naming `voted_by`; `decided_by`: the label recorded if
+    this vote decides it, by default the principal's name)."""
+    if decided_by is not None:
+        plans.require_identifier("by", decided_by)
+    if reason is not None:
+        reason = _checked_reason(reason)
     return await store.vote(
         approval_request_id,
         choice,
@@ -29,4 +38,20 @@ async def vote(
         now_ms=clock.now_ms(),
         context=context,
         voted_by=voted_by,
+        decided_by=decided_by,
     )
+
+
+async def tally(store: ports.ApprovalStore, approval_request_id: str) -> approvals.Tally | None:
+    """The policy a request carries and its votes so far (None: no policy)."""
+    return await store.vote_tally(approval_request_id)
+
+
+def _checked_reason(reason: str) -> str:
+    """A reason of one printable line, at most `MAX_REASON_CHARS` (an empty one is none)."""
+    reason = reason.strip()
+    if len(reason) > MAX_REASON_CHARS:
+        raise errors.InvalidInput(f"reason: at most {MAX_REASON_CHARS} characters")
+    if not reason.isprintable():
+        raise errors.InvalidInput("reason: one line of printable text")
+    return reason

@@ -38,6 +38,7 @@ KEYS = {
     "mixed",
     "mixed_http",
     "api",
+    "approval_policy",
 }
 NESTED = {
     "latency_ms",
@@ -48,6 +49,7 @@ NESTED = {
     "mixed_http",
     "costs_per_dispatch",
     "api",
+    "approval_policy",
 }
 API_DISPATCHES = 60
 API_KEYS = {

@@ -112,7 +112,9 @@ def test_token_list_shows_each_tokens_expiry_under_a_header(workdir: Path) -> No
     listed = run_cli("token", "list", cwd=workdir)
     assert listed.returncode == 0, listed.stderr
     header, *rows = listed.stdout.splitlines()
-    assert header.split() == ["TOKEN", "PRINCIPAL", "ROLE", "STATE", "EXPIRES", "LAST", "USED"]
+    assert header.split() == [
+        "TOKEN", "PRINCIPAL", "ROLE", "STATE", "EXPIRES", "LAST", "USED", "GROUPS"
+    ]  # fmt: skip
     by_id = {row.split()[0]: row.split() for row in rows}
     for token in (created, short):
         expires = datetime.datetime.fromtimestamp(token["expires_at_ms"] / 1000, tz=datetime.UTC)
@@ -124,6 +126,7 @@ def test_token_list_shows_each_tokens_expiry_under_a_header(workdir: Path) -> No
             expires.isoformat(timespec="minutes").replace("+00:00", "Z"),
         ]
         assert row[5] == "-"  # never used
+        assert row[6] == "-"  # in no approver group
     assert run_cli("token", "revoke", short["token_id"], cwd=workdir).returncode == 0
     rows = run_cli("token", "list", cwd=workdir).stdout.splitlines()[1:]
     assert {r.split()[0]: r.split()[3] for r in rows}[short["token_id"]] == "revoked"

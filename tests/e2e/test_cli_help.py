@@ -10,7 +10,7 @@ import pytest
 from tests.support.cli import run_cli
 
 GROUPS = {
-    "approval": {"create", "approve", "reject", "consume", "show", "list"},
+    "approval": {"create", "approve", "vote", "reject", "consume", "show", "list"},
     "submit": {"run-create", "tool-invoke"},
     "dispatch": {"list", "show", "cancel"},
     "recovery": {"list", "resolve"},

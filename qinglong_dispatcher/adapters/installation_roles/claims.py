@@ -121,9 +121,9 @@ async def principal_role_refusal(
     Marked as that principal's: taken. Unmarked (an older `token create` made it): taken only
     if this database holds a token of the principal already and the role is not named like
     another installation's role of some kind (`<other>_<kind>` while `<other>_migrator`
-    exists). Either way it is no login, a member of the installation's principal kinds and
-    the roles an administrator may add (`ADMINISTRATOR_GRANTS`) only, and nobody's but the
-    installation's API role's."""
+    exists). Either way it is no login, a member of the installation's principal kinds, the
+    roles an administrator may add (`ADMINISTRATOR_GRANTS`) and the installation's approver
+    groups' roles only, and nobody's but the installation's API role's."""
     if role.can_login or role.superuser:
         return f"role {role.name} is a login, not a principal"
     ours = role.mark == installation.principal_mark(name, principal)
@@ -136,7 +136,10 @@ async def principal_role_refusal(
     allowed = installation.PRINCIPAL_KINDS + installation.ADMINISTRATOR_GRANTS
     kinds = {installation.role(name, kind) for kind in allowed}
     api = installation.role(name, "api")
-    foreign = [g for g in role.member_of if g not in kinds] + [m for m in role.members if m != api]
+    # `token create --group` grants it the installation's approver groups' roles.
+    groups = installation.group_prefix(name)
+    foreign = [g for g in role.member_of if g not in kinds and not g.startswith(groups)]
+    foreign += [m for m in role.members if m != api]
     if foreign:
         return (
             f"role {role.name} has a membership with {foreign[0]} that installation {name} "

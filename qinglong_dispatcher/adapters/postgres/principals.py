@@ -11,8 +11,10 @@ triggers decide and record that principal; the role ends with the transaction.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TypeVar
 
+from qinglong_dispatcher.adapters.installation_roles import group as group_role
 from qinglong_dispatcher.adapters.installation_roles import principal as principal_role
 from qinglong_dispatcher.adapters.postgres import database as db
 from qinglong_dispatcher.adapters.sql import query, tokens
@@ -60,10 +62,13 @@ async def installation_name(database: db.Database) -> str:
     return await database.read(_installation)
 
 
-async def create_token(database: db.Database, new: principals.NewToken) -> principals.Token:
+async def create_token(
+    database: db.Database, new: principals.NewToken, *, groups: Sequence[str] = ()
+) -> principals.Token:
     """Store the token and give its principal a role of the token's kind, granted to the API's
-    role: one transaction, as the administrator (a superuser, or one with CREATEROLE that is
-    a member of the migrator, as for `migrate`)."""
+    role, and the role of each approver group in `groups` (made if missing): one transaction,
+    as the administrator (a superuser, or one with CREATEROLE that is a member of the
+    migrator, as for `migrate`)."""
 
     async def body(conn: db.Connection) -> principals.Token:
         name = await _installation(conn)
@@ -73,9 +78,20 @@ async def create_token(database: db.Database, new: principals.NewToken) -> princ
         created = await tokens.create(q, new)
         # One kind at a time: the live tokens of another role were refused above.
         await principal_role.grant(conn, name, new.principal, new.role.value)
+        for group in groups:
+            await group_role.grant(conn, name, new.principal, group)
         return created
 
     return await database.write(body)
+
+
+async def approver_groups(database: db.Database) -> dict[str, list[str]]:
+    """Each principal's approver groups: the groups' roles its role is a member of."""
+
+    async def read(conn: db.Connection) -> dict[str, list[str]]:
+        return await group_role.members(conn, await _installation(conn))
+
+    return await database.read(read)
 
 
 async def revoke_token(database: db.Database, token_id: str) -> principals.Token | None:

@@ -199,9 +199,16 @@ class PostgresStore(sql_store.SqlStore):
 
     # -- API principals (`principals`) -------------------------------------------------------
 
-    async def create_token(self, new: principal_records.NewToken) -> principal_records.Token:
-        """See `ports.TokenStore.create_token`: also the principal's role; an administrator's."""
-        return await principals.create_token(self.db, new)
+    async def create_token(
+        self, new: principal_records.NewToken, *, groups: Sequence[str] = ()
+    ) -> principal_records.Token:
+        """See `ports.TokenStore.create_token`: also the principal's role, and the groups'
+        roles granted to it; an administrator's."""
+        return await principals.create_token(self.db, new, groups=groups)
+
+    async def approver_groups(self) -> dict[str, list[str]]:
+        """See `ports.TokenStore.approver_groups`: the groups' roles granted to principals'."""
+        return await principals.approver_groups(self.db)
 
     async def revoke_token(self, token_id: str) -> principal_records.Token | None:
         """See `ports.TokenStore.revoke_token` (the principal's role leaves the API's role once

@@ -139,6 +139,7 @@ class SqlStore(
 
     consume = as_approver(approvals.consume, Operation.CONSUME)
     vote = as_approver(votes.vote, Operation.APPROVE)
+    vote_tally = operation(votes.tally, write=False)
     get_approval = operation(approvals.get, write=False)
 
     async def approve(

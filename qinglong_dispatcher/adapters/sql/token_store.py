@@ -3,6 +3,8 @@ and records refusals)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from qinglong_dispatcher.adapters.sql import query, tokens
 from qinglong_dispatcher.domain import approvals, principals
 
@@ -15,9 +17,24 @@ class TokenMethods:
     runner: query.Runner
     approver: approvals.Principal
 
-    create_token = operation(tokens.create)
     list_tokens = operation(tokens.list_tokens, write=False)
     revoke_token = operation(tokens.revoke)
+
+    async def create_token(
+        self, new: principals.NewToken, *, groups: Sequence[str] = ()
+    ) -> principals.Token:
+        """See `ports.TokenStore.create_token`: SQLite holds the groups' members in the file."""
+
+        async def work(q: query.Query) -> principals.Token:
+            created = await tokens.create(q, new)
+            await tokens.join_groups(q, new.principal, groups)
+            return created
+
+        return await self.runner.transaction(work)
+
+    async def approver_groups(self) -> dict[str, list[str]]:
+        """See `ports.TokenStore.approver_groups`: the file's members of each group."""
+        return await self.runner.transaction(tokens.group_members, write=False)
 
     async def authenticate(self, secret: str) -> principals.Authenticated | None:
         """See `ports.TokenStore.authenticate`: a read, and a write of the last use only when

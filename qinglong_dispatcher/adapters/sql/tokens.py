@@ -7,6 +7,8 @@ reaches the database: the statements bind its SHA-256.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from qinglong_dispatcher.adapters.sql import query
 from qinglong_dispatcher.domain import errors, principals
 
@@ -46,6 +48,20 @@ async def create(q: query.Query, new: principals.NewToken) -> principals.Token:
     created = await get(q, new.token_id)
     assert created is not None
     return created
+
+
+async def join_groups(q: query.Query, principal: str, groups: Sequence[str]) -> None:
+    """SQLite: `principal` is a member of each approver group (PostgreSQL grants roles)."""
+    for group in groups:
+        await q.run("insert_group_member", {"group_name": group, "principal": principal})
+
+
+async def group_members(q: query.Query) -> dict[str, list[str]]:
+    """Each principal's approver groups, as the file holds them (SQLite)."""
+    found: dict[str, list[str]] = {}
+    for row in await q.all("group_members"):
+        found.setdefault(str(row["principal"]), []).append(str(row["group_name"]))
+    return found
 
 
 async def list_tokens(q: query.Query) -> list[principals.Token]:

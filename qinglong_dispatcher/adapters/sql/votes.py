@@ -22,10 +22,12 @@ async def vote(
     now_ms: int,
     context: principals.RequestContext | None = None,
     voted_by: str | None = None,
+    decided_by: str | None = None,
 ) -> approvals.Approval:
     """Cast the principal's vote; the request as the vote left it (`context`: an API
     request's, whose `api.vote` audit row, with `voted_by` as its actor, commits with the
-    vote)."""
+    vote; `decided_by`: the label the request records if this vote decides it, by default the
+    principal's name)."""
     current = await approval_sql.get(q, approval_request_id)
     if current is None:
         raise errors.ApprovalNotFound(f"approval request {approval_request_id} not found")
@@ -42,7 +44,7 @@ async def vote(
     if choice is approvals.Vote.APPROVE:
         # SQLite's self-approval setting (a request without a policy); PostgreSQL's roles.
         principal.check_may_approve(current.requested_principal)
-    row = {**params, "vote": choice.value, "reason": reason}
+    row = {**params, "vote": choice.value, "reason": reason, "decided_by": decided_by}
     try:
         # A savepoint, so that the key's refusal (23505) of a twin vote racing this one past
         # the check above arrives typed, as the same refusal.
@@ -64,3 +66,9 @@ async def vote(
     after = await approval_sql.get(q, approval_request_id)
     assert after is not None
     return after
+
+
+async def tally(q: query.Query, approval_request_id: str) -> approvals.Tally | None:
+    """The policy the request carries and its votes so far; None without a policy."""
+    row = await q.one("vote_tally", {"approval_request_id": approval_request_id})
+    return None if row is None else approvals.Tally.from_row(row)

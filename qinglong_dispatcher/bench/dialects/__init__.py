@@ -29,6 +29,11 @@ class DialectBench(Protocol):
         """`rows` bench-only succeeded executions in `seeded` (opened on the same settings)."""
         ...
 
+    async def write_policy(self, approvals: int) -> None:
+        """As the owner, an approval policy of `approvals` approvals for `run.create` in the
+        scratch database the settings point at (the policy phase)."""
+        ...
+
     async def server_counters(self) -> dict[str, Any] | None:
         """The server's counters on the scratch database the settings point at (WAL, rows per
         table, function time, statements), or None where there is no server."""

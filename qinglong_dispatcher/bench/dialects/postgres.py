@@ -57,7 +57,9 @@ async def drop_scratch(admin_url: str, scratch_url: str) -> None:
     conn = await _admin(admin_url)
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        for role in installation.roles(name):
+        # The principals' roles the policy phase made (`<scratch>_p_<name>`) go too.
+        made = await conn.fetch(B["principal_roles"], f"{name}_p_%")
+        for role in [*(row["rolname"] for row in made), *installation.roles(name)]:
             await conn.execute(f"DROP ROLE IF EXISTS {role}")
     except database.DRIVER_ERRORS as exc:
         raise database.translate(exc) from exc
@@ -126,6 +128,16 @@ class PostgresBench:
     async def seed_terminal_rows(self, seeded: ports.Store, rows: int, now_ms: int) -> None:
         """See `seed_terminal_rows` (through the administrator URL, not `seeded`)."""
         await seed_terminal_rows(self.settings.database_url, rows, now_ms)
+
+    async def write_policy(self, approvals: int) -> None:
+        """See `dialects.DialectBench.write_policy`: the administrator URL owns the schema."""
+        conn = await _admin(self.settings.database_url)
+        try:
+            await conn.execute(B["write_policy"], approvals)
+        except database.DRIVER_ERRORS as exc:
+            raise database.translate(exc) from exc
+        finally:
+            await conn.close()
 
     async def server_counters(self) -> dict[str, Any] | None:
         """See `server_costs.snapshot` (`database_url` is the scratch database)."""

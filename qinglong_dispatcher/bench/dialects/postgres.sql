@@ -29,3 +29,12 @@ INSERT INTO qinglong.approved_action_dispatch_executions (
 SELECT dispatch_id, 'bench', 'succeeded', 3, 1, 5, NULL, 'bench', 'bench', $1, $1,
        'seeded', $1, $1, $1
 FROM qinglong.approved_action_dispatches WHERE dispatch_id LIKE 'scan-%'
+
+-- write_policy --
+-- The owner's policy for the bench's action (the policy phase): $1 approvals, any approver.
+INSERT INTO qinglong.approval_policies (name, version, action_type, approvals_required)
+VALUES ('bench', 1, 'run.create', $1::integer)
+
+-- principal_roles --
+-- The principals' roles of a scratch installation ($1: its `<name>_p_%` pattern).
+SELECT rolname FROM pg_catalog.pg_roles WHERE rolname LIKE $1 ORDER BY rolname

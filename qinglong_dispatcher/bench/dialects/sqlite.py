@@ -165,6 +165,19 @@ class SqliteBench:
             raise errors.ConfigurationError("the SQLite bench seeds only a SQLite store")
         await seed_terminal_rows(seeded, rows, now_ms)
 
+    async def write_policy(self, approvals: int) -> None:
+        """See `dialects.DialectBench.write_policy`: the file's owner writes it."""
+
+        def write() -> None:
+            conn = sqlite3.connect(self.settings.sqlite_path)
+            try:
+                with conn:
+                    conn.execute(B["write_policy"], {"approvals": approvals})
+            finally:
+                conn.close()
+
+        await anyio.to_thread.run_sync(write)
+
     async def server_counters(self) -> dict[str, Any] | None:
         """None: no server; the replicas count their own writes (`Store.worker_costs`)."""
         return None

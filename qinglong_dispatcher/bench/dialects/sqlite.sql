@@ -30,3 +30,13 @@ INSERT INTO approved_action_dispatch_executions (
 SELECT dispatch_id, 'bench', 'succeeded', 3, 1, 5, NULL, 'bench', 'bench', :now_ms, :now_ms,
        'seeded', :now_ms, :now_ms, :now_ms
 FROM approved_action_dispatches WHERE dispatch_id LIKE 'scan-%'
+
+-- write_policy --
+-- The owner's policy for the bench's action (the policy phase): :approvals approvals, any
+-- approver.
+INSERT INTO approval_policies (name, version, action_type, approvals_required, written_by)
+VALUES ('bench', 1, 'run.create', :approvals, 'bench')
+
+-- principal_roles --
+-- PostgreSQL's principals' roles of a scratch installation: a SQLite file has none.
+SELECT NULL AS rolname WHERE 0

@@ -66,3 +66,14 @@ INSERT INTO qinglong.security_audit_events (
     :token_id, :client_address, :request_id,
     (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
 )
+
+-- insert_group_member --
+-- SQLite's: on PostgreSQL a group is a role, granted by `token create --group`
+-- (`installation_roles.group`), and `approval_group_members` stays empty.
+SELECT NULL AS nothing WHERE false
+
+-- group_members --
+-- SQLite's members; on PostgreSQL this table stays empty and the store reads the groups'
+-- roles granted to principals' roles instead (`installation_roles.group.members`).
+SELECT principal, group_name FROM qinglong.approval_group_members
+ORDER BY principal, group_name

@@ -174,5 +174,15 @@ WHERE approval_request_id = :approval_request_id AND principal = :principal
 -- insert_vote --
 -- The vote's triggers decide (migration 0026): who may vote, and whether the votes now
 -- approve or reject the request, in this transaction.
-INSERT INTO approval_votes (approval_request_id, principal, vote, reason)
-VALUES (:approval_request_id, :principal, :vote, :reason)
+INSERT INTO approval_votes (approval_request_id, principal, vote, reason, decided_by)
+VALUES (:approval_request_id, :principal, :vote, :reason, :decided_by)
+
+-- vote_tally --
+-- The policy a request carries and its votes so far (none: the request has no policy).
+SELECT p.policy_name, p.approvals_required, p.denials_to_reject,
+       (SELECT count(*) FROM approval_votes AS v
+        WHERE v.approval_request_id = p.approval_request_id AND v.vote = 'approve') AS approvals,
+       (SELECT count(*) FROM approval_votes AS v
+        WHERE v.approval_request_id = p.approval_request_id AND v.vote = 'deny') AS denials
+FROM approval_request_policies AS p
+WHERE p.approval_request_id = :approval_request_id

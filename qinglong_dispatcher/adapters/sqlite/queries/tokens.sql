@@ -68,3 +68,14 @@ INSERT INTO security_audit_events (
     :client_address, :request_id,
     CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 )
+
+-- insert_group_member --
+-- `token create --group`: the principal votes under policies naming the group (migration
+-- 0026's approver groups); already a member: nothing changes.
+INSERT INTO approval_group_members (group_name, principal)
+VALUES (:group_name, :principal)
+ON CONFLICT (group_name, principal) DO NOTHING
+
+-- group_members --
+-- Who is in which approver group (`token list`), by principal.
+SELECT principal, group_name FROM approval_group_members ORDER BY principal, group_name
