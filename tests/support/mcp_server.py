@@ -77,6 +77,14 @@ async def hang(key: str) -> str:
 
 
 @server.tool()
+async def slow_ticket(key: str) -> str:
+    """Does its effect, then answers half a second later (a window to kill the caller in)."""
+    _append("slow_ticket", key)
+    await asyncio.sleep(0.5)
+    return "done"
+
+
+@server.tool()
 def crash(key: str) -> str:
     """Does its effect, then the server dies mid-call."""
     _append("crash", key)

@@ -70,13 +70,15 @@ def servers_file(folder: Path, url: str | None, *, call_timeout: float = 1.0) ->
 command = {s(stdio_command(folder))}
 cwd = {s(str(ROOT))}
 env_secrets = {{ TICKET_TOKEN = "env:MCP_TEST_TOKEN" }}
-tools = ["create_ticket", "get_ticket", "refuse_ticket", "hang", "crash", "big", "nope*"]
+tools = ["create_ticket", "get_ticket", "refuse_ticket", "hang", "crash", "big",
+         "slow_ticket", "nope*"]
 max_output_bytes = 4096
 {timeouts}
 [servers.tickets.checks]
 create_ticket = {keyed}
 hang = {keyed}
 crash = {keyed}
+slow_ticket = {keyed}
 
 [servers.plain]
 command = {s(stdio_command(folder))}
