@@ -24,12 +24,7 @@ from tests.support.cli import json_out
 from tests.support.cli_target import Target
 
 ACTION = "mcp.call"
-ENV = {
-    # connect 0.5 + initialize 2 + call 1 + 4.5 to close must fit in the execute timeout.
-    "QINGLONG_LEASE_SECONDS": "10",
-    "QINGLONG_EXECUTE_TIMEOUT_SECONDS": "9",
-    "QINGLONG_LOG_LEVEL": "debug",
-}
+ENV = {**mcp_servers.ENV, "QINGLONG_LOG_LEVEL": "debug"}
 
 
 @pytest.fixture
@@ -94,8 +89,10 @@ def _end_to_end(t: Target, approved_digest: str) -> None:
     # Runs once, with the dispatch id as its key; the receipt keeps the answer's digest.
     ran = _dispatch(t, "m-1", "tickets", "create_ticket", {"title": "disk"})
     remote = _dispatch(t, "m-2", "remote", "create_ticket", {"title": "net"})
+    big = _dispatch(t, "m-2b", "tickets", "big", {"size": 200_000})  # above max_output_bytes
+    flood = _dispatch(t, "m-2f", "tickets", "flood", {"count": 50})  # notifications, then done
     assert mcp_servers.calls(folder) == []  # approving and consuming called nothing
-    assert _tick(t) == {"succeeded": 2}
+    assert _tick(t) == {"succeeded": 4}
     assert sorted(mcp_servers.calls(folder)) == sorted(
         [f"create_ticket {ran}", f"create_ticket {remote}"]
     )
@@ -110,6 +107,11 @@ def _end_to_end(t: Target, approved_digest: str) -> None:
     assert '"ticket":"T-' in receipt["excerpt"]
     assert "disk" not in receipt["excerpt"]
     assert "[redacted]" in receipt["excerpt"]
+
+    oversized = _execution(t, big)["receipt"]
+    assert (oversized["truncated"], oversized["answerBytes"] > 200_000) == (True, True)
+    assert len(oversized["excerpt"]) <= 2048
+    assert "flooded" in _execution(t, flood)["receipt"]["excerpt"]
 
     # Refused before the barrier, nothing sent: blocked, never started.
     refused = {
@@ -164,6 +166,7 @@ def _end_to_end(t: Target, approved_digest: str) -> None:
     assert sorted(keys) == sorted([ran, remote, *lost, "manual-1"])
 
 
+@pytest.mark.timeout(600)  # about a minute per dialect on an idle 2-core machine, more when busy
 async def test_an_approved_mcp_call_runs_once_and_lost_answers_are_settled_by_the_check(
     target: Target,
 ) -> None:

@@ -21,9 +21,7 @@ ROUNDS = 12
 """Kills after the call was sent (the CLI killed while the tool sleeps after its effect, or
 the batch killing itself once execute returned), and every fourth round a kill before it."""
 ENV = {
-    # connect 0.5 + initialize 2 + call 1 + 4.5 to close below the execute timeout.
-    "QINGLONG_LEASE_SECONDS": "10",
-    "QINGLONG_EXECUTE_TIMEOUT_SECONDS": "9",
+    **mcp_servers.ENV,
     # One dispatch per claim: each victim holds exactly the dispatch the test just seeded.
     "QINGLONG_PAGE_SIZE": "1",
 }
@@ -58,6 +56,7 @@ def _still_running(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.timeout(600)  # about 90 s per dialect on an idle 2-core machine, more when busy
 @pytest.mark.parametrize("dialect", stores.DIALECTS)
 async def test_a_sigkill_after_the_call_was_sent_is_settled_by_the_check_and_never_called_again(
     tmp_path: Path, dialect: str

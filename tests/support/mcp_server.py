@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 FOLDER = Path(sys.argv[2])
@@ -101,6 +101,14 @@ def drop_stream(key: str) -> str:
 def big(size: int) -> str:
     """An answer of `size` characters."""
     return "x" * size
+
+
+@server.tool()
+async def flood(count: int, ctx: Context) -> str:
+    """Floods the client with `count` log notifications, then answers."""
+    for n in range(count):
+        await ctx.info(f"notification {n}")
+    return "flooded"
 
 
 def _dropping(app: Any) -> Any:

@@ -15,6 +15,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN_HEADER = "x-ticket-token"
+ENV = {
+    # Generous for a loaded machine (starting a Python server takes a second or more there);
+    # connect, initialize, call and closing a stdio server fit in the execute timeout.
+    "QINGLONG_LEASE_SECONDS": "14",
+    "QINGLONG_EXECUTE_TIMEOUT_SECONDS": "12",
+}
 
 
 def free_port() -> int:
@@ -53,15 +59,16 @@ def stdio_command(folder: Path) -> list[str]:
     return [sys.executable, "-m", "tests.support.mcp_server", "stdio", str(folder)]
 
 
-def servers_file(folder: Path, url: str | None, *, call_timeout: float = 1.0) -> Path:
-    """A servers file: `tickets` (stdio, with checks), `plain` (stdio, none), and `remote`
+def servers_file(folder: Path, url: str | None, *, call_timeout: float = 2.0) -> Path:
+    """A servers file (its timeouts, 0.5 + 4 + `call_timeout` + 4.5 to close, need an execute
+    timeout of 12 s: `ENV`): `tickets` (stdio, with checks), `plain` (stdio, none), and `remote`
     (the HTTP server at `url`, a header secret by reference, with checks)."""
 
     def s(value: object) -> str:
         return json.dumps(value)  # ASCII JSON is TOML
 
     timeouts = (
-        f"connect_timeout_seconds = 0.5\ninitialize_timeout_seconds = 2\n"
+        f"connect_timeout_seconds = 0.5\ninitialize_timeout_seconds = 4\n"
         f"call_timeout_seconds = {call_timeout}\n"
     )
     keyed = '{ tool = "get_ticket", call_key_argument = "key" }'
@@ -71,7 +78,7 @@ command = {s(stdio_command(folder))}
 cwd = {s(str(ROOT))}
 env_secrets = {{ TICKET_TOKEN = "env:MCP_TEST_TOKEN" }}
 tools = ["create_ticket", "get_ticket", "refuse_ticket", "hang", "crash", "big",
-         "slow_ticket", "nope*"]
+         "slow_ticket", "flood", "nope*"]
 max_output_bytes = 4096
 {timeouts}
 [servers.tickets.checks]
