@@ -95,7 +95,9 @@ async def test_a_sigkill_after_the_call_was_sent_is_settled_by_the_check_and_nev
             assert row is not None
             assert row.status is ExecutionStatus.EXECUTING  # the kill landed after the barrier
 
-        outcomes = await effect_crash.settle(t, [*sent, *never_sent], within_s=90)
+        outcomes = await effect_crash.settle(
+            t, [*sent, *never_sent], within_s=240, tick_within_s=120
+        )
         for dispatch_id in sent:
             assert outcomes[dispatch_id] == effect_crash.Outcome(
                 ExecutionStatus.SUCCEEDED, "evidence", None, 1
