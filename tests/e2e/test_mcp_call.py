@@ -93,6 +93,11 @@ def _end_to_end(t: Target, approved_digest: str) -> None:
     flood = _dispatch(t, "m-2f", "tickets", "flood", {"count": 50})  # notifications, then done
     assert mcp_servers.calls(folder) == []  # approving and consuming called nothing
     assert _tick(t) == {"succeeded": 4}
+    # The stdio server got its secret by reference and nothing of the daemon's environment;
+    # the HTTP server got its header secret on every request.
+    token = t.env["MCP_TEST_TOKEN"]
+    assert (folder / "environment.txt").read_text() == f"token={len(token)} leaked=\n"
+    assert set((folder / "headers.txt").read_text().splitlines()) == {f"token={len(token)}"}
     assert sorted(mcp_servers.calls(folder)) == sorted(
         [f"create_ticket {ran}", f"create_ticket {remote}"]
     )

@@ -33,6 +33,15 @@ def _append(tool: str, key: str) -> None:
         os.fsync(file.fileno())
 
 
+def _note_environment() -> None:
+    """What a stdio server was started with: the length of its secret (never the secret) and
+    which of the daemon's own variables leaked in (none may)."""
+    leaked = sorted(n for n in os.environ if n.startswith("QINGLONG_") or n == "MCP_TEST_TOKEN")
+    noted = f"token={len(os.environ.get('TICKET_TOKEN', ''))} leaked={','.join(leaked)}\n"
+    with (FOLDER / "environment.txt").open("a", encoding="utf-8") as file:
+        file.write(noted)
+
+
 def _called(key: str) -> bool:
     return CALLS.exists() and any(
         line.split(" ", 1)[1] == key for line in CALLS.read_text().splitlines() if " " in line
@@ -45,6 +54,8 @@ if VARIANT == "1":
     def create_ticket(title: str, key: str) -> dict[str, Any]:
         """Create a ticket keyed by `key`."""
         _append("create_ticket", key)
+        if sys.argv[1] == "stdio":
+            _note_environment()
         return {"ticket": f"T-{len(CALLS.read_text().splitlines())}", "title": title}
 
 else:
@@ -126,6 +137,9 @@ def _dropping(app: Any) -> Any:
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        token = dict(scope["headers"]).get(b"x-ticket-token", b"")
+        with (FOLDER / "headers.txt").open("a", encoding="utf-8") as file:
+            file.write(f"token={len(token)}\n")
         try:
             parsed = json.loads(body)
         except ValueError:
