@@ -8,7 +8,14 @@ from __future__ import annotations
 from typing import Final
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.actions import command_run, contract, http_request, run_create, tool_invoke
+from qinglong_dispatcher.actions import (
+    command_run,
+    contract,
+    http_request,
+    mcp_call,
+    run_create,
+    tool_invoke,
+)
 from qinglong_dispatcher.actions.settings import ActionSettings
 from qinglong_dispatcher.domain import plans
 
@@ -17,6 +24,7 @@ BUILT_IN: Final[tuple[contract.BuiltInSpec, ...]] = (
     tool_invoke.ACTION,
     http_request.ACTION,
     command_run.ACTION,
+    mcp_call.ACTION,
 )
 """Every built-in action."""
 

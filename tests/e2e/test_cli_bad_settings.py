@@ -43,6 +43,7 @@ BAD: dict[str, str] = {
     "tool_sandbox_dir": "",  # no bad text exists; the config file gives it a number below
     "receivers_file": "/nonexistent/receivers.toml",
     "commands_file": "/nonexistent/commands.toml",
+    "mcp_servers_file": "/nonexistent/mcp-servers.toml",
     "plan_keyring_file": "/nonexistent/plan-keys",
     "plan_keyring_group_readable": "maybe",
     "wakeup_on_submit": "maybe",
@@ -116,6 +117,7 @@ def test_a_bad_config_file_value_is_one_line_naming_it_and_exit_78(
     [
         ("receivers_file", '[receivers.orders]\nbase_url = "ftp://example.test"\n'),
         ("commands_file", '[commands.reload]\nexecutable = "/nonexistent/tool"\n'),
+        ("mcp_servers_file", '[servers.tickets]\nurl = "http://example.test/mcp"\ntools = ["t"]\n'),
     ],
 )
 def test_a_broken_actions_file_stops_the_daemon_in_one_line_with_exit_78(
@@ -149,6 +151,25 @@ def test_a_command_whose_timeout_reaches_the_execute_timeout_stops_the_daemon(
     assert "commands.reload.timeout_seconds must be below the execute timeout" in line
 
 
+def test_an_mcp_server_whose_timeouts_leave_no_room_to_close_stops_the_daemon(
+    workdir: Path,
+) -> None:
+    config = workdir / "slow-mcp.toml"
+    config.write_text(
+        '[servers.s]\nurl = "https://mcp.test/"\ntools = ["t"]\ncall_timeout_seconds = 10\n',
+        encoding="utf-8",
+    )
+    env = {
+        "QINGLONG_METRICS_PORT": "0",
+        "QINGLONG_MCP_SERVERS_FILE": str(config),
+        "QINGLONG_EXECUTE_TIMEOUT_SECONDS": "15",
+    }
+    result = run_cli("tick", "--once", cwd=workdir, env=env, timeout=30)
+    assert result.returncode == 78, result.stderr
+    (line,) = error_lines(result.stderr)
+    assert "servers.s: connect, initialize and call timeouts" in line
+
+
 _DEEP = 5_000
 """Nesting far past tomllib's recursion limit (it raised RecursionError: exit 70)."""
 _NESTED = {
@@ -171,7 +192,9 @@ def test_a_config_file_nested_5000_levels_is_one_line_and_exit_78(
     assert "nested too deeply" in line
 
 
-@pytest.mark.parametrize("setting", ["receivers_file", "commands_file", "plan_keyring_file"])
+@pytest.mark.parametrize(
+    "setting", ["receivers_file", "commands_file", "mcp_servers_file", "plan_keyring_file"]
+)
 def test_a_nested_actions_or_key_file_stops_tick_in_one_line_with_exit_78(
     workdir: Path, setting: str
 ) -> None:

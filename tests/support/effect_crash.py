@@ -219,9 +219,17 @@ async def kill_when(
     assert process.returncode == -signal.SIGKILL
 
 
-async def settle(t: Target, ids: Sequence[str], *, within_s: float = 30.0) -> dict[str, Outcome]:
+async def settle(
+    t: Target,
+    ids: Sequence[str],
+    *,
+    within_s: float = 30.0,
+    tick_within_s: float = VICTIM_TIMEOUT_S,
+) -> dict[str, Outcome]:
     """Tick (the real CLI) until each dispatch of `ids` is terminal or `recovery_required` with
-    a reconcile observation that is an answer (`unavailable` is asked again); their outcomes."""
+    a reconcile observation that is an answer (`unavailable` is asked again); their outcomes.
+    `tick_within_s` bounds each tick (an action whose evidence starts a process per dispatch,
+    `mcp.call`'s stdio check, needs longer for a page of them)."""
     deadline = time.monotonic() + within_s
     while True:
         outcomes = {d: await t.outcome(d) for d in ids}
@@ -239,7 +247,7 @@ async def settle(t: Target, ids: Sequence[str], *, within_s: float = 30.0) -> di
         assert time.monotonic() < deadline, f"still waiting: {waiting}"
         # Anything never claimed is dispatched too, a page at a time.
         ticked = t.start(cli_argv("tick", "--drain"), QINGLONG_PAGE_SIZE="16")
-        assert await reap(ticked) == 0, t.log()
+        assert await reap(ticked, tick_within_s) == 0, t.log()
         await anyio.sleep(0.2)
 
 

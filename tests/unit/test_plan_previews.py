@@ -86,6 +86,7 @@ def test_the_built_in_models_declare_what_may_carry_customer_data() -> None:
         "tool.invoke": ("content",),
         "http.request": ("query", "headers", "body"),
         "command.run": ("args",),
+        "mcp.call": ("arguments",),
     }
     for model in builtin.PLAN_MODELS.values():
         assert set(model.SENSITIVE_FIELDS) <= plan_previews.member_names(model)

@@ -11,15 +11,22 @@ import pytest
 from qinglong_dispatcher.actions import builtin
 from qinglong_dispatcher.actions.command_run.settings import CommandRunSettings
 from qinglong_dispatcher.actions.http_request.settings import HttpRequestSettings
+from qinglong_dispatcher.actions.mcp_call.settings import McpCallSettings
 from qinglong_dispatcher.actions.settings import ActionSettings
 from qinglong_dispatcher.config import settings
 from qinglong_dispatcher.domain import errors
 
 
 def test_the_registered_actions_bring_their_own_settings() -> None:
-    expected: set[type[ActionSettings]] = {CommandRunSettings, HttpRequestSettings}
+    expected: set[type[ActionSettings]] = {
+        CommandRunSettings,
+        HttpRequestSettings,
+        McpCallSettings,
+    }
     assert set(builtin.SETTINGS) == expected
-    assert {"commands_file", "receivers_file"} <= set(settings.Settings.model_fields)
+    assert {"commands_file", "receivers_file", "mcp_servers_file"} <= set(
+        settings.Settings.model_fields
+    )
     assert "commands_file" not in settings.Settings.__annotations__
 
 
