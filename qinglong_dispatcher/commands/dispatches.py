@@ -170,9 +170,10 @@ def _lines(detail: dispatch_views.Detail) -> list[str]:
         )
     if detail.observation is not None:
         o = detail.observation
+        # The words first (`evidence` below): a code alone reads "missing" as "did not happen".
         lines.append(
-            f"{'observed':<12} {o.outcome.value} ({o.reason_code}) ×{o.count}, "
-            f"last {_iso(o.last_seen_at_ms)}"
+            f"{'observed':<12} ×{o.count}, last {_iso(o.last_seen_at_ms)} "
+            f"(code {o.outcome.value}/{o.reason_code})"
         )
     if detail.resolution is not None:
         res = detail.resolution

@@ -7,7 +7,14 @@ import dataclasses
 
 from aiohttp import web
 
-from qinglong_dispatcher.domain import dispatch_views, errors, permissions, plans, states
+from qinglong_dispatcher.domain import (
+    dispatch_views,
+    errors,
+    permissions,
+    plans,
+    states,
+    uncertainty,
+)
 from qinglong_dispatcher.web import context, operations, reads
 from qinglong_dispatcher.web.ui import evidence, guard, markup, sessions
 
@@ -148,6 +155,7 @@ async def detail_page(request: web.Request, session: sessions.Session) -> web.St
         receipt = dict(x.receipt)
     body = (
         facts
+        + evidence.section(detail, session)  # first: it is what the operator decides on
         + "<h2>Timeline (ledger)</h2>"
         + _timeline(detail)
         + "<h2>Plan (redacted preview)</h2>"
@@ -158,7 +166,6 @@ async def detail_page(request: web.Request, session: sessions.Session) -> web.St
             if receipt is None
             else markup.json_block(receipt)
         )
-        + evidence.section(detail, session)
         + _observation(detail)
         + _operator_forms(detail, session)
     )
@@ -175,8 +182,8 @@ def _observation(detail: dispatch_views.Detail) -> str:
             "<h2>Last reconcile</h2>"
             + markup.facts(
                 (
-                    ("outcome", markup.esc(o.outcome.value)),
-                    ("reason", markup.esc(o.reason_code)),
+                    ("verdict", markup.esc(uncertainty.observation_verdict(o))),
+                    ("code", markup.esc(f"{o.outcome.value}/{o.reason_code}")),
                     ("count", markup.esc(o.count)),
                     ("at", markup.when(o.last_seen_at_ms)),
                 )
