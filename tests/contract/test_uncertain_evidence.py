@@ -13,7 +13,7 @@ import pytest
 from qinglong_dispatcher import api, bootstrap, ports
 from qinglong_dispatcher.domain import errors, records, states, uncertainty
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
-from tests.support import faults
+from tests.support import faults, tools
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS, make_dispatcher
@@ -221,3 +221,21 @@ async def test_the_dispatcher_keeps_what_an_uncertain_execute_knew(
     )
     assert ("transport error", "read_timeout") in shown.uncertain.lines()
     assert ("HTTP status", "none") in shown.uncertain.lines()
+
+
+async def test_a_lost_tool_step_is_named_as_the_tools_last_step(
+    harness: Harness, clock: ManualClock
+) -> None:
+    run = await tools.live_run(harness, clock)
+    started = await tools.started_tool(harness, clock, run)
+    clock.advance(ms=LEASE_MS)  # the daemon died after its barrier: nothing was recorded
+    shown = await harness.store.show_dispatch(started.dispatch.dispatch_id, now_ms=clock.now_ms())
+    assert shown is not None
+    assert shown.execution.effective_status is EffectiveStatus.RECOVERY_REQUIRED
+    assert shown.uncertain is None
+    assert shown.verdicts() == (
+        "no recovery pass has looked yet: check the target",
+        "the daemon recorded nothing when it lost track (it stopped, or lost its lease or the "
+        "database, while the action ran)",
+        f"tool's last step: {started.step.step_run_id} is waiting_approval",
+    )
