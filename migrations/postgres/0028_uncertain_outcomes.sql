@@ -130,3 +130,14 @@ CREATE TRIGGER recovery_required_marks_prune_only
 GRANT SELECT ON qinglong.recovery_required_marks
     TO qinglong_runtime, qinglong_operator, qinglong_viewer, qinglong_submitter;
 GRANT SELECT, DELETE ON qinglong.recovery_required_marks TO qinglong_pruner;
+
+-- A row a pass observed before this migration is marked when that pass first saw it.
+INSERT INTO qinglong.recovery_required_marks (
+    dispatch_id, execution_attempt, execution_version, lease_owner, lease_expires_at_ms,
+    noticed_by, committed_at_ms
+)
+SELECT e.dispatch_id, e.attempt, e.version, e.lease_owner, e.lease_expires_at_ms,
+       'recovery_pass', o.first_seen_at_ms
+FROM qinglong.approved_action_dispatch_executions AS e
+JOIN qinglong.recovery_observations AS o ON o.dispatch_id = e.dispatch_id
+WHERE e.status = 'executing';

@@ -91,3 +91,14 @@ BEGIN SELECT RAISE(ABORT, 'recovery_required_marks is immutable'); END;
 CREATE TRIGGER recovery_required_marks_prune_only BEFORE DELETE ON recovery_required_marks
 WHEN NOT EXISTS (SELECT 1 FROM prune_permits AS p WHERE p.dispatch_id = OLD.dispatch_id)
 BEGIN SELECT RAISE(ABORT, 'recovery_required_marks: only a prune deletes a mark'); END;
+
+-- A row a pass observed before this migration is marked when that pass first saw it.
+INSERT INTO recovery_required_marks (
+    dispatch_id, execution_attempt, execution_version, lease_owner, lease_expires_at_ms,
+    noticed_by, committed_at_ms
+)
+SELECT e.dispatch_id, e.attempt, e.version, e.lease_owner, e.lease_expires_at_ms,
+       'recovery_pass', o.first_seen_at_ms
+FROM approved_action_dispatch_executions AS e
+JOIN recovery_observations AS o ON o.dispatch_id = e.dispatch_id
+WHERE e.status = 'executing';
