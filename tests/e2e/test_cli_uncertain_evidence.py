@@ -98,6 +98,10 @@ def _end_to_end(t: Target) -> None:
     ):
         assert line in text, line
     assert "missing (manual_only)" not in text  # a code alone reads as "did not happen"
+    listed = t.run(t.runtime, "recovery", "list").stdout
+    assert "no automatic evidence for this action: check the target" in listed
+    (row,) = json_out(t.run(t.runtime, "recovery", "list", "--json"))
+    assert row["last_observation"]["verdict"].startswith("no automatic evidence for this action")
 
     operator = t.runtime if t.database is None else cli_operator(t)
     settled = t.run(
