@@ -118,6 +118,13 @@ async def test_an_uncertain_command_shows_its_evidence_beside_the_settle_form(
             page = await browser.new_page(viewport=VIEWPORT)
             page.set_default_timeout(15_000)
             ui = Ui(page, it, shots)
+            # A viewer sees the evidence and no settle form.
+            await ui.sign_in("vic")
+            await page.goto(f"{ui.base}/ui/dispatches/{dispatch_id}")
+            seen = await page.locator("section.evidence").text_content() or ""
+            assert "token=[redacted] arg=[redacted] refused" in seen
+            assert await page.locator("section.evidence form").count() == 0
+            await ui.sign_out()
             await ui.sign_in("carol")
             await page.goto(f"{ui.base}/ui/dispatches/{dispatch_id}")
             section = page.locator("section.evidence")
