@@ -141,6 +141,7 @@ async def test_an_uncertain_command_shows_its_evidence_beside_the_settle_form(
             timeline = await page.text_content("ol.timeline") or ""
             assert "recovery_required" in timeline
             html = await page.content()
+            await page.locator("#evidence-h").evaluate("h => h.scrollIntoView()")
             await ui.shot("evidence")
 
             # The settle form sits beside the evidence: the operator settles it there.
