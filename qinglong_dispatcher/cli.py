@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -19,7 +18,7 @@ if TYPE_CHECKING:
     Handler = Callable[[Settings, argparse.Namespace], Awaitable[int]]
 
 # `--version` and `--help` import nothing more than this module: the commands, the drivers,
-# pydantic, structlog and anyio are imported by `build_subcommands` and `main`, on use.
+# pydantic, structlog and anyio are imported by `build_parser` and `main`, on use.
 
 PROG = "qinglong-dispatcher"
 
@@ -37,6 +36,7 @@ COMMANDS = {
     "keys": "the plan key ring: generate, rotate stored plans, check they open",
     "backup": "copy the live edge database to a new file, beside the daemon",
     "token": "API tokens: create (prints the secret once), list, revoke",
+    "policy": "approval policies: set (a new version), list, show, delete (retire)",
     "health": "exit 0 when the store is reachable and migrated",
 }
 """Every command and its one-line help, in the order `--help` lists them."""
@@ -50,17 +50,6 @@ class _Parser(argparse.ArgumentParser):
         from qinglong_dispatcher.commands import common
 
         raise common.UsageError(message)
-
-
-def _positive_int(text: str) -> int:
-    """An integer ≥ 1 (`tick --max-pages 0` would claim nothing and report success)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
-    return value
 
 
 def _require_known_action(args: argparse.Namespace) -> None:
@@ -140,26 +129,20 @@ def _top_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentP
     return parser, commands
 
 
-def _lazy(module: str, name: str) -> Handler:
-    """The handler `name` of `commands.<module>`, imported when the command runs: a read
-    command never loads the daemon, the actions or the bench."""
-
-    async def handler(settings: Settings, args: argparse.Namespace) -> int:
-        found: Handler = getattr(
-            importlib.import_module(f"qinglong_dispatcher.commands.{module}"), name
-        )
-        return await found(settings, args)
-
-    # Named as the function it stands for: logs, tracebacks and tests see which command it is.
-    handler.__module__ = f"qinglong_dispatcher.commands.{module}"
-    handler.__qualname__ = handler.__name__ = name
-    return handler
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree."""
-    from qinglong_dispatcher.commands import backup, bench, dispatches, keys, prune, tokens
-    from qinglong_dispatcher.domain import approval_views, states
+    from qinglong_dispatcher.commands import (
+        approval_arguments,
+        backup,
+        bench,
+        dispatches,
+        keys,
+        parsing,
+        policy_arguments,
+        prune,
+        recovery_arguments,
+        tokens,
+    )
 
     parser, commands = _top_parser()
     shared = _shared_options()
@@ -174,167 +157,62 @@ def build_parser() -> argparse.ArgumentParser:
         help="cluster: give this migrated database the roles of installation INSTALLATION "
         "(<INSTALLATION>_runtime, …) instead of the ones it shares (docs/security.md)",
     )
-    p.set_defaults(handler=_lazy("admin", "cmd_migrate"))
+    p.set_defaults(handler=parsing.lazy("admin", "cmd_migrate"))
 
     p = command("run")
-    p.set_defaults(handler=_lazy("dispatching", "cmd_run"))
+    p.set_defaults(handler=parsing.lazy("dispatching", "cmd_run"))
 
     p = command("tick")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--once", action="store_true", help="one batch")
     mode.add_argument("--drain", action="store_true", help="batches until nothing is due")
-    p.add_argument("--max-pages", type=_positive_int, default=1_000_000, metavar="N")
+    p.add_argument("--max-pages", type=parsing.positive_int, default=1_000_000, metavar="N")
     p.add_argument("--json", action="store_true", help="print the report as one JSON line")
-    p.set_defaults(handler=_lazy("dispatching", "cmd_tick"))
+    p.set_defaults(handler=parsing.lazy("dispatching", "cmd_tick"))
 
     p = command("status")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=_lazy("admin", "cmd_status"))
+    p.set_defaults(handler=parsing.lazy("admin", "cmd_status"))
 
     p = command("submit")
-    submit_sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    s: argparse.ArgumentParser = submit_sub.add_parser(
-        "run-create", parents=[shared], help="submit run.create actions"
-    )
-    s.add_argument("--project", metavar="P", help="project id")
-    s.add_argument("--task", metavar="T", help="task id")
-    s.add_argument("--revision", type=int, metavar="N", help="task revision (integer ≥ 0)")
-    s.add_argument("--executor", metavar="E", help="executor type (shell)")
-    s.add_argument("--priority", type=int, metavar="N", help="-1000…1000 (0)")
-    s.add_argument("--task-name", metavar="S", help="optional low-sensitivity task name")
-    s.add_argument("--requested-by", default="cli", metavar="W", help="requester (cli)")
-    s.add_argument("--approved-by", default="cli", metavar="W", help="approver (cli)")
-    s.add_argument("--from-jsonl", type=Path, metavar="FILE", help="one plan object per line")
-    s.add_argument("--json", action="store_true")
-    s.set_defaults(handler=_lazy("submitting", "cmd_submit"))
-    t: argparse.ArgumentParser = submit_sub.add_parser(
-        "tool-invoke",
-        parents=[shared],
-        help="submit a tool.invoke step (a StepRun waiting for its approval, then approved)",
-    )
-    t.add_argument("--project", required=True, metavar="P", help="project id")
-    t.add_argument("--run", required=True, metavar="RUN_ID", help="a queued or running Run")
-    t.add_argument(
-        "--tool", required=True, metavar="TOOL", help="reviewed built-in tool (builtin.file.write)"
-    )
-    t.add_argument(
-        "--content-file", required=True, type=Path, metavar="F", help="UTF-8 content, ≤ 32 KiB"
-    )
-    t.add_argument("--requested-by", default="cli", metavar="W", help="requester (cli)")
-    t.add_argument("--approved-by", default="cli", metavar="W", help="approver (cli)")
-    t.add_argument("--json", action="store_true")
-    t.set_defaults(handler=_lazy("submitting", "cmd_submit_tool"))
+    approval_arguments.add_submit_arguments(p, shared)
 
     p = command("approval")
-    approval_sub = p.add_subparsers(dest="approval_command", metavar="STEP", required=True)
-    a: argparse.ArgumentParser = approval_sub.add_parser(
-        "create", parents=[shared], help="request approval of one action's plan (pending)"
-    )
-    a.add_argument(
-        "--action",
-        required=True,
-        metavar="TYPE",
-        help="a built-in action type (docs/actions.md) or an installed action's",
-    )
-    a.set_defaults(action_option=True)
-    a.add_argument("--plan", required=True, type=Path, metavar="FILE")
-    a.add_argument("--requested-by", required=True, metavar="W")
-    a.add_argument("--json", action="store_true")
-    a = approval_sub.add_parser(
-        "approve",
-        parents=[shared],
-        help="approve pending requests (another principal), all in one transaction",
-    )
-    a.add_argument("approval_request_ids", nargs="*", metavar="ID")
-    a.add_argument(
-        "--from-file",
-        type=Path,
-        metavar="FILE",
-        help="more ids, one per line (blank lines and # comments ignored)",
-    )
-    a.add_argument("--by", required=True, metavar="W")
-    a.add_argument("--json", action="store_true")
-    a = approval_sub.add_parser(
-        "reject", parents=[shared], help="cancel a pending request: it is never dispatched"
-    )
-    a.add_argument("approval_request_id", metavar="ID")
-    a.add_argument("--by", required=True, metavar="W")
-    a.add_argument("--json", action="store_true")
-    for step, summary in (
-        ("consume", "consume an approved request into its dispatch"),
-        ("show", "one request and its status: pending, approved, consumed, rejected or expired"),
-    ):
-        a = approval_sub.add_parser(step, parents=[shared], help=summary)
-        a.add_argument("approval_request_id", metavar="ID")
-        a.add_argument("--json", action="store_true")
-    a.set_defaults(handler=_lazy("previews", "cmd_approval_show"))  # `show`, the last
-    p.set_defaults(handler=_lazy("submitting", "cmd_approval"))
-    a = approval_sub.add_parser(
-        "list", parents=[shared], help="waiting requests newest first, plans as redacted previews"
-    )
-    a.add_argument("--action", metavar="TYPE", help="action type (built in or installed)")
-    a.set_defaults(action_option=True)
-    a.add_argument("--project", metavar="P", help="project id")
-    a.add_argument(
-        "--limit",
-        type=int,
-        default=approval_views.DEFAULT_LIMIT,
-        metavar="N",
-        help=f"rows per page, 1…{approval_views.MAX_LIMIT} ({approval_views.DEFAULT_LIMIT})",
-    )
-    a.add_argument(
-        "--after",
-        metavar="CURSOR",
-        help=f"the page after this {approval_views.CURSOR_FORMAT} (`next` of the last page)",
-    )
-    a.add_argument("--json", action="store_true")
-    a.set_defaults(handler=_lazy("previews", "cmd_approval_list"))
+    approval_arguments.add_approval_arguments(p, shared)
 
     p = command("dispatch")
     dispatches.add_arguments(p, shared)
-    p.set_defaults(handler=_lazy("dispatches", "cmd_dispatch"))
+    p.set_defaults(handler=parsing.lazy("dispatches", "cmd_dispatch"))
 
     p = command("recovery")
-    recovery_sub = p.add_subparsers(dest="recovery_command", metavar="STEP", required=True)
-    r: argparse.ArgumentParser = recovery_sub.add_parser(
-        "list", parents=[shared], help="executions whose lease expired after the barrier"
-    )
-    r.add_argument("--json", action="store_true")
-    r = recovery_sub.add_parser(
-        "resolve", parents=[shared], help="settle one execution as an authenticated operator"
-    )
-    r.add_argument("dispatch_id", metavar="DISPATCH_ID")
-    r.add_argument(
-        "--as", dest="resolution", required=True, choices=[c.value for c in states.Completion]
-    )
-    r.add_argument("--operator", required=True, metavar="W", help="operator name (audited)")
-    r.add_argument("--reason", required=True, metavar="CODE", help="low-sensitivity reason code")
-    r.add_argument("--json", action="store_true", help="print the result as one JSON line")
-    p.set_defaults(handler=_lazy("recovery", "cmd_recovery"))
+    recovery_arguments.add_arguments(p, shared)
 
     p = command("bench")
     bench.add_arguments(p)
-    p.set_defaults(handler=_lazy("bench", "cmd_bench"))
+    p.set_defaults(handler=parsing.lazy("bench", "cmd_bench"))
 
     p = command("prune")
     prune.add_arguments(p)
-    p.set_defaults(handler=_lazy("prune", "cmd_prune"))
+    p.set_defaults(handler=parsing.lazy("prune", "cmd_prune"))
 
     p = command("keys")
     keys.add_arguments(p, shared)
-    p.set_defaults(handler=_lazy("keys", "cmd_keys"))
+    p.set_defaults(handler=parsing.lazy("keys", "cmd_keys"))
 
     p = command("backup")
     backup.add_arguments(p)
-    p.set_defaults(handler=_lazy("backup", "cmd_backup"))
+    p.set_defaults(handler=parsing.lazy("backup", "cmd_backup"))
 
     p = command("token")
     tokens.add_arguments(p, shared)
-    p.set_defaults(handler=_lazy("tokens", "cmd_token"))
+    p.set_defaults(handler=parsing.lazy("tokens", "cmd_token"))
+
+    p = command("policy")
+    policy_arguments.add_arguments(p, shared)
 
     p = command("health")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=_lazy("admin", "cmd_health"))
+    p.set_defaults(handler=parsing.lazy("admin", "cmd_health"))
     return parser
 
 

@@ -33,7 +33,7 @@ GRANT USAGE ON SCHEMA qinglong TO qinglong_runtime;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_submitter;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_viewer;
 
--- tables (29)
+-- tables (30)
 
 -- table action_plans
 CREATE TABLE qinglong.action_plans (
@@ -83,6 +83,22 @@ CREATE TABLE qinglong.api_tokens (
 GRANT SELECT (token_id, secret_sha256, principal, role, expires_at_ms, last_used_at_ms, revoked_at_ms) ON TABLE qinglong.api_tokens TO qinglong_runtime;
 GRANT UPDATE (last_used_at_ms) ON TABLE qinglong.api_tokens TO qinglong_runtime;
 
+-- table approval_events
+CREATE TABLE qinglong.approval_events (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    kind text NOT NULL,
+    approval_request_id text NOT NULL,
+    at_ms bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT approval_events_approval_request_id_fkey FOREIGN KEY (approval_request_id) REFERENCES qinglong.approval_requests(approval_request_id) ON DELETE CASCADE,
+    CONSTRAINT approval_events_approval_request_id_kind_key UNIQUE (approval_request_id, kind),
+    CONSTRAINT approval_events_kind_check CHECK ((kind = 'approval.expiring'::text)),
+    CONSTRAINT approval_events_pkey PRIMARY KEY (id)
+);
+GRANT SELECT ON TABLE qinglong.approval_events TO qinglong_approver;
+GRANT SELECT ON TABLE qinglong.approval_events TO qinglong_operator;
+GRANT INSERT, SELECT ON TABLE qinglong.approval_events TO qinglong_runtime;
+GRANT SELECT ON TABLE qinglong.approval_events TO qinglong_submitter;
+
 -- table approval_group_members
 CREATE TABLE qinglong.approval_group_members (
     group_name text NOT NULL,
@@ -104,10 +120,15 @@ CREATE TABLE qinglong.approval_policies (
     retired boolean DEFAULT false NOT NULL,
     written_by text DEFAULT SESSION_USER NOT NULL,
     written_at_ms bigint DEFAULT 0 NOT NULL,
+    lifetime_ms bigint,
+    remind_before_ms bigint,
     CONSTRAINT approval_policies_approvals_required_check CHECK (((approvals_required >= 1) AND (approvals_required <= 100))),
     CONSTRAINT approval_policies_denials_to_reject_check CHECK (((denials_to_reject >= 1) AND (denials_to_reject <= 100))),
+    CONSTRAINT approval_policies_lifetime_ms_check CHECK (((lifetime_ms >= 1000) AND (lifetime_ms <= '2592000000'::bigint))),
     CONSTRAINT approval_policies_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'::text)),
     CONSTRAINT approval_policies_pkey PRIMARY KEY (name, version),
+    CONSTRAINT approval_policies_remind_before_ms_check CHECK (((remind_before_ms >= 1000) AND (remind_before_ms <= '2592000000'::bigint))),
+    CONSTRAINT approval_policies_remind_within_lifetime CHECK ((remind_before_ms < lifetime_ms)),
     CONSTRAINT approval_policies_version_check CHECK ((version >= 1))
 );
 GRANT SELECT ON TABLE qinglong.approval_policies TO qinglong_approver;
@@ -125,6 +146,8 @@ CREATE TABLE qinglong.approval_request_policies (
     denials_to_reject integer NOT NULL,
     approver_groups text[] NOT NULL,
     reason_required boolean NOT NULL,
+    lifetime_ms bigint,
+    remind_before_ms bigint,
     CONSTRAINT approval_request_policies_approval_request_id_fkey FOREIGN KEY (approval_request_id) REFERENCES qinglong.approval_requests(approval_request_id) ON DELETE CASCADE,
     CONSTRAINT approval_request_policies_pkey PRIMARY KEY (approval_request_id),
     CONSTRAINT approval_request_policies_policy_name_policy_version_fkey FOREIGN KEY (policy_name, policy_version) REFERENCES qinglong.approval_policies(name, version)
@@ -728,7 +751,9 @@ GRANT INSERT, SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_viewer;
 
--- sequences (2)
+-- sequences (3)
+
+CREATE SEQUENCE qinglong.approval_events_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.approval_events.id;
 
 CREATE SEQUENCE qinglong.execution_events_event_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.execution_events.event_id;
 GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_approver;
@@ -744,15 +769,18 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (70; those of primary keys and UNIQUE constraints too)
+-- indexes (73; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
 CREATE UNIQUE INDEX api_tokens_secret_sha256_key ON qinglong.api_tokens USING btree (secret_sha256);
+CREATE UNIQUE INDEX approval_events_approval_request_id_kind_key ON qinglong.approval_events USING btree (approval_request_id, kind);
+CREATE UNIQUE INDEX approval_events_pkey ON qinglong.approval_events USING btree (id);
 CREATE UNIQUE INDEX approval_group_members_pkey ON qinglong.approval_group_members USING btree (group_name, principal);
 CREATE INDEX approval_policies_action ON qinglong.approval_policies USING btree (action_type);
 CREATE UNIQUE INDEX approval_policies_pkey ON qinglong.approval_policies USING btree (name, version);
 CREATE UNIQUE INDEX approval_request_policies_pkey ON qinglong.approval_request_policies USING btree (approval_request_id);
+CREATE INDEX approval_request_policies_reminded ON qinglong.approval_request_policies USING btree (approval_request_id) WHERE (remind_before_ms IS NOT NULL);
 CREATE UNIQUE INDEX approval_requests_one_live_per_plan ON qinglong.approval_requests USING btree (project_id, action_ref) WHERE (status = ANY (ARRAY['pending'::text, 'approved'::text, 'consumed'::text]));
 CREATE UNIQUE INDEX approval_requests_pkey ON qinglong.approval_requests USING btree (approval_request_id);
 CREATE INDEX approval_requests_plan ON qinglong.approval_requests USING btree (project_id, action_ref);
@@ -816,7 +844,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (38)
+-- functions (40)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -1288,18 +1316,30 @@ CREATE OR REPLACE FUNCTION qinglong.copy_approval_policy()
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+DECLARE
+    pol qinglong.approval_policies%ROWTYPE;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM qinglong.approval_policies
                    WHERE action_type = NEW.action_type) THEN
         RETURN NULL;
     END IF;
+    SELECT * INTO pol FROM qinglong.policy_in_force(NEW.action_type, NEW.project_id);
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF pol.lifetime_ms IS NOT NULL AND pol.lifetime_ms IS DISTINCT FROM
+            NEW.expires_at_ms OPERATOR(pg_catalog.-) NEW.created_at_ms THEN
+        RAISE EXCEPTION 'the policy in force changed while the request was written'
+            USING ERRCODE = '40001';
+    END IF;
     INSERT INTO qinglong.approval_request_policies (
         approval_request_id, policy_name, policy_version, approvals_required,
-        denials_to_reject, approver_groups, reason_required
-    )
-    SELECT NEW.approval_request_id, p.name, p.version, p.approvals_required,
-           p.denials_to_reject, p.approver_groups, p.reason_required
-    FROM qinglong.policy_in_force(NEW.action_type, NEW.project_id) AS p;
+        denials_to_reject, approver_groups, reason_required, lifetime_ms, remind_before_ms
+    ) VALUES (
+        NEW.approval_request_id, pol.name, pol.version, pol.approvals_required,
+        pol.denials_to_reject, pol.approver_groups, pol.reason_required, pol.lifetime_ms,
+        pol.remind_before_ms
+    );
     RETURN NULL;
 END
 $function$;
@@ -1372,6 +1412,44 @@ BEGIN
         RAISE EXCEPTION 'a token changes only its last use and, once, its revocation'
             USING ERRCODE = 'QLI01';
     END IF;
+    RETURN NEW;
+END
+$function$;
+
+-- function qinglong.guard_approval_event()
+CREATE OR REPLACE FUNCTION qinglong.guard_approval_event()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    acting pg_catalog.text := qinglong.acting_role();
+    now_ms pg_catalog.int8 := qinglong.db_now_ms();
+BEGIN
+    IF TG_OP = 'DELETE' AND NOT EXISTS (SELECT 1 FROM qinglong.approval_requests
+            WHERE approval_request_id = OLD.approval_request_id) THEN
+        RETURN OLD;  -- pruned with its request (the key's cascade)
+    END IF;
+    IF TG_OP <> 'INSERT' THEN
+        RAISE EXCEPTION 'an approval event never changes' USING ERRCODE = 'QLA03';
+    END IF;
+    IF acting IS NULL OR NOT pg_catalog.pg_has_role(acting, 'qinglong_runtime', 'MEMBER') THEN
+        RAISE EXCEPTION 'approval events are the runtime''s' USING ERRCODE = 'QLA01';
+    END IF;
+    -- A reminder while the request waits, once its expiry less the reminder has passed. Its
+    -- expiry is the sweep's to respect: its statement read this clock a moment earlier, and a
+    -- request it found unexpired must not fail the whole pass here.
+    IF NOT EXISTS (
+            SELECT 1 FROM qinglong.approval_requests AS r
+            JOIN qinglong.approval_request_policies AS p USING (approval_request_id)
+            WHERE r.approval_request_id = NEW.approval_request_id AND r.status = 'pending'
+              AND p.remind_before_ms IS NOT NULL
+              AND now_ms >= COALESCE(r.db_expires_at_ms, r.expires_at_ms)
+                  OPERATOR(pg_catalog.-) p.remind_before_ms) THEN
+        RAISE EXCEPTION 'approval request % is not due a reminder (database clock)',
+            NEW.approval_request_id USING ERRCODE = 'QLA03';
+    END IF;
+    NEW.at_ms := now_ms;
     RETURN NEW;
 END
 $function$;
@@ -2212,6 +2290,29 @@ BEGIN
 END
 $function$;
 
+-- function qinglong.set_policy_lifetime()
+CREATE OR REPLACE FUNCTION qinglong.set_policy_lifetime()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    lifetime pg_catalog.int8;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM qinglong.approval_policies
+                   WHERE action_type = NEW.action_type) THEN
+        RETURN NEW;
+    END IF;
+    SELECT p.lifetime_ms INTO lifetime
+        FROM qinglong.policy_in_force(NEW.action_type, NEW.project_id) AS p;
+    IF lifetime IS NOT NULL THEN
+        NEW.expires_at_ms := NEW.created_at_ms OPERATOR(pg_catalog.+) lifetime;
+        NEW.db_expires_at_ms := qinglong.db_now_ms() OPERATOR(pg_catalog.+) lifetime;
+    END IF;
+    RETURN NEW;
+END
+$function$;
+
 -- function qinglong.submit_one(p_project_id text, p_action_ref text, p_action_type text, p_plan_json text, p_plan_digest text, p_plan_key_id text, p_plan_algorithm text, p_plan_sealed bytea, p_plan_schema_version integer, p_approval_request_id text, p_action_digest text, p_requested_by text, p_expires_at_ms bigint, p_decided_by text, p_dispatch_id text, p_max_attempts integer, p_now_ms bigint)
 CREATE OR REPLACE FUNCTION qinglong.submit_one(p_project_id text, p_action_ref text, p_action_type text, p_plan_json text, p_plan_digest text, p_plan_key_id text, p_plan_algorithm text, p_plan_sealed bytea, p_plan_schema_version integer, p_approval_request_id text, p_action_digest text, p_requested_by text, p_expires_at_ms bigint, p_decided_by text, p_dispatch_id text, p_max_attempts integer, p_now_ms bigint)
  RETURNS text
@@ -2273,16 +2374,18 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.submit_one(p_project_id text, p_action_ref text, p_action_type text, p_plan_json text, p_plan_digest text, p_plan_key_id text, p_plan_algorithm text, p_plan_sealed bytea, p_plan_schema_version integer, p_approval_request_id text, p_action_digest text, p_requested_by text, p_expires_at_ms bigint, p_decided_by text, p_dispatch_id text, p_max_attempts integer, p_now_ms bigint) TO PUBLIC;
 
--- triggers (59)
+-- triggers (61)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
 CREATE TRIGGER api_tokens_guard BEFORE UPDATE ON qinglong.api_tokens FOR EACH ROW EXECUTE FUNCTION qinglong.guard_api_token_change();
+CREATE TRIGGER approval_events_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.approval_events FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_event();
 CREATE TRIGGER approval_policies_audit AFTER INSERT ON qinglong.approval_policies FOR EACH ROW EXECUTE FUNCTION qinglong.audit_approval_policy();
 CREATE TRIGGER approval_policies_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.approval_policies FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_policy();
 CREATE TRIGGER approval_request_policies_guard BEFORE DELETE OR UPDATE ON qinglong.approval_request_policies FOR EACH ROW EXECUTE FUNCTION qinglong.guard_request_policy();
 CREATE TRIGGER approval_requests_audit AFTER INSERT OR UPDATE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.audit_approval_request();
 CREATE TRIGGER approval_requests_guard BEFORE INSERT OR UPDATE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_request();
+CREATE TRIGGER approval_requests_lifetime BEFORE INSERT ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.set_policy_lifetime();
 CREATE TRIGGER approval_requests_policy AFTER INSERT ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.copy_approval_policy();
 CREATE TRIGGER approval_requests_prune_only BEFORE DELETE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER approval_requests_vote_recorded AFTER UPDATE ON qinglong.approval_requests FOR EACH ROW WHEN (((old.status = 'pending'::text) AND (new.status = 'approved'::text))) EXECUTE FUNCTION qinglong.check_direct_approval();

@@ -9,7 +9,7 @@ PRAGMA auto_vacuum = 2;
 PRAGMA user_version = 0;
 PRAGMA application_id = 0;
 
--- tables (29)
+-- tables (30)
 
 -- table action_plans
 CREATE TABLE action_plans (
@@ -38,6 +38,17 @@ CREATE TABLE api_tokens (
     CHECK (expires_at_ms > created_at_ms)
 ) STRICT;
 
+-- table approval_events
+CREATE TABLE approval_events (
+    id                  INTEGER PRIMARY KEY,
+    kind                TEXT NOT NULL CHECK (kind IN ('approval.expiring')),
+    approval_request_id TEXT NOT NULL
+        REFERENCES approval_requests (approval_request_id) ON DELETE CASCADE,
+    at_ms               INTEGER NOT NULL
+        DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)),
+    UNIQUE (approval_request_id, kind)
+);
+
 -- table approval_group_members
 CREATE TABLE approval_group_members (
     group_name TEXT NOT NULL,
@@ -59,7 +70,10 @@ CREATE TABLE approval_policies (
     retired            INTEGER NOT NULL DEFAULT 0 CHECK (retired IN (0, 1)),
     written_by         TEXT NOT NULL,
     written_at_ms      INTEGER NOT NULL
-        DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)),
+        DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)), lifetime_ms INTEGER
+    CHECK (lifetime_ms BETWEEN 1000 AND 2592000000), remind_before_ms INTEGER
+    CHECK (remind_before_ms BETWEEN 1000 AND 2592000000
+           AND remind_before_ms < coalesce(lifetime_ms, 2592000001)),
     PRIMARY KEY (name, version)
 );
 
@@ -72,7 +86,7 @@ CREATE TABLE approval_request_policies (
     approvals_required  INTEGER NOT NULL,
     denials_to_reject   INTEGER NOT NULL,
     approver_groups     TEXT NOT NULL,
-    reason_required     INTEGER NOT NULL,
+    reason_required     INTEGER NOT NULL, lifetime_ms INTEGER, remind_before_ms INTEGER,
     FOREIGN KEY (policy_name, policy_version) REFERENCES approval_policies (name, version)
 );
 
@@ -525,7 +539,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (88)
+-- triggers (92)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -588,6 +602,35 @@ BEGIN
     SELECT RAISE(ABORT, 'api_tokens: a token changes only its last use and, once, its revocation');
 END;
 
+-- trigger approval_events_due
+CREATE TRIGGER approval_events_due BEFORE INSERT ON approval_events
+WHEN NEW.at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+    OR NEW.at_ms < CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - 1000
+    OR NOT EXISTS (
+        SELECT 1 FROM approval_requests AS r
+        JOIN approval_request_policies AS p USING (approval_request_id)
+        WHERE r.approval_request_id = NEW.approval_request_id AND r.status = 'pending'
+          AND p.remind_before_ms IS NOT NULL
+          AND NEW.at_ms >= coalesce(r.db_expires_at_ms, r.expires_at_ms) - p.remind_before_ms
+          AND NEW.at_ms < coalesce(r.db_expires_at_ms, r.expires_at_ms))
+BEGIN
+    SELECT RAISE(ABORT, 'approval_events: a reminder is due once, before expiry, at the database''s time');
+END;
+
+-- trigger approval_events_no_delete
+CREATE TRIGGER approval_events_no_delete BEFORE DELETE ON approval_events
+WHEN EXISTS (SELECT 1 FROM approval_requests
+             WHERE approval_request_id = OLD.approval_request_id)
+BEGIN
+    SELECT RAISE(ABORT, 'approval_events: an event goes only with its request');
+END;
+
+-- trigger approval_events_no_update
+CREATE TRIGGER approval_events_no_update BEFORE UPDATE ON approval_events
+BEGIN
+    SELECT RAISE(ABORT, 'approval_events: an event never changes');
+END;
+
 -- trigger approval_policies_audit
 CREATE TRIGGER approval_policies_audit AFTER INSERT ON approval_policies
 BEGIN
@@ -645,7 +688,9 @@ WHEN NOT EXISTS (
       AND NEW.approvals_required IS p.approvals_required
       AND NEW.denials_to_reject IS p.denials_to_reject
       AND NEW.approver_groups IS p.approver_groups
-      AND NEW.reason_required IS p.reason_required)
+      AND NEW.reason_required IS p.reason_required
+      AND NEW.lifetime_ms IS p.lifetime_ms
+      AND NEW.remind_before_ms IS p.remind_before_ms)
 BEGIN
     SELECT RAISE(ABORT, 'approval_request_policies: a request carries the policy in force');
 END;
@@ -753,15 +798,29 @@ WHEN EXISTS (SELECT 1 FROM approval_policies WHERE action_type = NEW.action_type
 BEGIN
     INSERT INTO approval_request_policies (
         approval_request_id, policy_name, policy_version, approvals_required,
-        denials_to_reject, approver_groups, reason_required
+        denials_to_reject, approver_groups, reason_required, lifetime_ms, remind_before_ms
     )
     SELECT NEW.approval_request_id, p.name, p.version, p.approvals_required,
-           p.denials_to_reject, p.approver_groups, p.reason_required
+           p.denials_to_reject, p.approver_groups, p.reason_required, p.lifetime_ms,
+           p.remind_before_ms
     FROM approval_policies_in_force AS p
     WHERE p.action_type = NEW.action_type
       AND (p.project_id IS NULL OR p.project_id = NEW.project_id)
     ORDER BY (p.project_id IS NULL), p.name
     LIMIT 1;
+END;
+
+-- trigger approval_requests_policy_lifetime
+CREATE TRIGGER approval_requests_policy_lifetime BEFORE INSERT ON approval_requests
+WHEN EXISTS (SELECT 1 FROM approval_policies WHERE action_type = NEW.action_type)
+    AND NEW.expires_at_ms - NEW.created_at_ms IS NOT coalesce(
+        (SELECT p.lifetime_ms FROM approval_policies_in_force AS p
+         WHERE p.action_type = NEW.action_type
+           AND (p.project_id IS NULL OR p.project_id = NEW.project_id)
+         ORDER BY (p.project_id IS NULL), p.name LIMIT 1),
+        NEW.expires_at_ms - NEW.created_at_ms)
+BEGIN
+    SELECT RAISE(ABORT, 'approval_requests: a request under a policy lives its lifetime');
 END;
 
 -- trigger approval_requests_prune_only

@@ -70,6 +70,12 @@ class ApprovalStateConflict(ApprovalError):
     code = "approval_state_conflict"
 
 
+class AlreadyVoted(ApprovalStateConflict):
+    """This principal has voted on this request already (one vote per principal)."""
+
+    code = "already_voted"
+
+
 class ApprovalExpired(ApprovalError):
     """The approval request has expired."""
 
@@ -242,3 +248,15 @@ class TokenNotFound(TokenRefused):
     """No token has this id."""
 
     code = "token_not_found"
+
+
+class PolicyRefused(QinglongError):
+    """The approval policy cannot be written as asked."""
+
+    code = "policy_refused"
+
+
+class PolicyNotFound(PolicyRefused):
+    """No approval policy of this name is in force."""
+
+    code = "policy_not_found"

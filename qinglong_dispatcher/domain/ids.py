@@ -3,9 +3,8 @@
 Never derived from inputs, so they carry nothing of the plan; the prefixes only help a reader of
 logs and tables tell the kinds apart. The ids that key the hot tables (approvals, dispatches and
 their executions, ledger lines and receipts, Runs) begin with their creation time, so each
-insert lands at the right edge of its indexes instead of a random page: on the edge bench that
-is about 25 % more dispatches per second and 20 % less CPU (docs/performance.md). Eighty random
-bits follow, so two ids never collide.
+insert lands at the right edge of its indexes instead of a random page (decision 0014 says what
+that saves). Eighty random bits follow, so two ids never collide.
 """
 
 from __future__ import annotations

@@ -40,8 +40,9 @@ SECRET = re.compile(r"qlt_[A-Za-z0-9_-]{43}")
 MIN_TTL_MS = 60_000
 MAX_TTL_MS = 365 * 86_400_000
 DEFAULT_TTL_MS = 30 * 86_400_000
-_DURATION = re.compile(r"([1-9][0-9]{0,5})([mhd])")
-_UNIT_MS = {"m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"([1-9][0-9]{0,6})([smhd])")
+_UNIT_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_UNIT_NAMES = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
 def check_name(name: str) -> str:
@@ -56,13 +57,24 @@ def check_name(name: str) -> str:
 
 def parse_ttl(text: str) -> int:
     """Milliseconds of a lifetime like `30d`, `12h` or `90m`, bounded 1 minute … 365 days."""
+    return parse_duration(
+        text, what="expiry", units="mhd", bounds=(MIN_TTL_MS, MAX_TTL_MS, "1 minute", "365 days")
+    )
+
+
+def parse_duration(text: str, *, what: str, units: str, bounds: tuple[int, int, str, str]) -> int:
+    """Milliseconds of a duration like `90m` in one of `units` (of `s`, `m`, `h`, `d`), within
+    `bounds` (least and most milliseconds, and how to say each); else `InvalidInput`."""
     match = _DURATION.fullmatch(text.strip())
-    if match is None:
-        raise errors.InvalidInput(f"expiry {text!r} is not a number of minutes, hours or days")
-    ttl_ms = int(match.group(1)) * _UNIT_MS[match.group(2)]
-    if not MIN_TTL_MS <= ttl_ms <= MAX_TTL_MS:
-        raise errors.InvalidInput(f"expiry {text!r} is not between 1 minute and 365 days")
-    return ttl_ms
+    if match is None or match.group(2) not in units:
+        names = [_UNIT_NAMES[unit] for unit in units]
+        named = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+        raise errors.InvalidInput(f"{what} {text!r} is not a number of {named}")
+    duration_ms = int(match.group(1)) * _UNIT_MS[match.group(2)]
+    least, most, least_said, most_said = bounds
+    if not least <= duration_ms <= most:
+        raise errors.InvalidInput(f"{what} {text!r} is not between {least_said} and {most_said}")
+    return duration_ms
 
 
 def new_secret() -> str:

@@ -324,8 +324,19 @@ class Daemon:
             p.metrics.record_reconcile_pass(
                 resolved_by_evidence=report.outcomes.get("resolved_succeeded", 0),
                 approvals_expired=report.approvals_expired,
+                reminders=report.approval_reminders,
             )
+            await self._count_waiting_approvals()
             await self._prune()
+
+    async def _count_waiting_approvals(self) -> None:
+        # A gauge every replica reports alike (a read): each pass, like the backlog's.
+        try:
+            waiting = await self._p.store.waiting_by_policy()
+        except errors.StoreError as exc:
+            log.warning("approvals.waiting_read_failed", code=exc.code)
+            return
+        self._p.metrics.approvals.set_waiting(waiting)
 
     async def _durability_allows(self) -> bool:
         """With `QINGLONG_REQUIRE_SYNC_STANDBY`, a tick claims nothing while the primary has

@@ -9,6 +9,7 @@ import prometheus_client
 from prometheus_client import metrics_core
 
 import qinglong_dispatcher
+from qinglong_dispatcher.lifecycle import approval_metrics
 
 PREFIX = "qinglong_dispatcher_"
 
@@ -72,7 +73,7 @@ SERIES_NAMES = (
     "qinglong_dispatcher_clock_skew_refusals_total",
     "qinglong_dispatcher_reconcile_passes_total",
     "qinglong_dispatcher_recovery_resolutions_total",
-    "qinglong_dispatcher_approvals_expired_total",
+    *approval_metrics.SERIES_NAMES,
     "qinglong_dispatcher_pruned_dispatches_total",
     "qinglong_dispatcher_pruned_audit_events_total",
     "qinglong_dispatcher_wakeups_total",
@@ -235,9 +236,7 @@ class Metrics:
         )
         for source in RESOLUTION_SOURCES:
             self._resolutions.labels(source=source)
-        self._approvals_expired = prometheus_client.Counter(
-            p + "approvals_expired", "Approval requests expired (database clock).", registry=reg
-        )
+        self.approvals = approval_metrics.ApprovalMetrics(reg)
         self._pruned_dispatches = prometheus_client.Counter(
             p + "pruned_dispatches",
             "Finished dispatch trees deleted by retention (edge: the daemon's own prune).",
@@ -352,12 +351,13 @@ class Metrics:
         self._skew_refusals.inc()
 
     def record_reconcile_pass(
-        self, *, resolved_by_evidence: int = 0, approvals_expired: int = 0
+        self, *, resolved_by_evidence: int = 0, approvals_expired: int = 0, reminders: int = 0
     ) -> None:
-        """Count one reconcile pass, its settlements by evidence and its expired approvals."""
+        """Count one reconcile pass: its evidence settlements, expired approvals, reminders."""
         self._reconcile_passes.inc()
         self._resolutions.labels(source="evidence").inc(resolved_by_evidence)
-        self._approvals_expired.inc(approvals_expired)
+        self.approvals.expired.inc(approvals_expired)
+        self.approvals.reminders.inc(reminders)
 
     def record_recovery_resolution(self, source: str, count: int = 1) -> None:
         """Count resolutions settled in this process outside a reconcile pass (`manual`)."""

@@ -53,6 +53,10 @@ from qinglong_dispatcher.ports.plan_keys import (
     PlanKeyStore,
     ResealBatch,
 )
+from qinglong_dispatcher.ports.policies import (
+    PolicyReadStore,
+    PolicyStore,
+)
 from qinglong_dispatcher.ports.principals import (
     ActingStore,
     PrincipalStores,
@@ -119,6 +123,8 @@ __all__ = [
     "PlanKeyStore",
     "PlanReadStore",
     "PlanStore",
+    "PolicyReadStore",
+    "PolicyStore",
     "PrefetchingHandler",
     "PrincipalStores",
     "PruneStore",

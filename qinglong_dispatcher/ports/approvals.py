@@ -38,10 +38,14 @@ class ApprovalStore(Protocol):
         *,
         reason: str | None,
         now_ms: int,
+        context: principals.RequestContext | None = None,
+        voted_by: str | None = None,
     ) -> approvals.Approval:
         """Cast the store's principal's one vote on a pending request; the database applies
         the request's policy and decides it once the votes reach its numbers (`approved` or
-        `rejected`, in this transaction). A second vote is `ApprovalStateConflict`."""
+        `rejected`, in this transaction). A second vote is `AlreadyVoted` (an
+        `ApprovalStateConflict`). `context`: an API request's `api.vote` audit row, naming
+        `voted_by` (the principal's name) as its actor."""
         ...
 
     async def approve(

@@ -48,6 +48,11 @@ class RecoveryStore(Protocol):
         clock (`pending → expired`, audited); those it expired."""
         ...
 
+    async def remind_approvals(self, *, limit: int = 64) -> list[str]:
+        """Write the one `approval.expiring` event of at most `limit` waiting requests whose
+        policy's reminder came due on the database's clock; the requests reminded."""
+        ...
+
     async def get_resolution(self, dispatch_id: str) -> recovery.StoredResolution | None:
         """The resolution of a dispatch, if one committed."""
         ...

@@ -12,6 +12,7 @@ from qinglong_dispatcher.ports.approvals import ApprovalStore, PlanStore
 from qinglong_dispatcher.ports.dispatches import CancelStore, DispatchReadStore, PlanReadStore
 from qinglong_dispatcher.ports.executions import ExecutionStore, PageStore
 from qinglong_dispatcher.ports.plan_keys import PlanKeyStore
+from qinglong_dispatcher.ports.policies import PolicyReadStore, PolicyStore
 from qinglong_dispatcher.ports.principals import PrincipalStores, TokenStore
 from qinglong_dispatcher.ports.recovery import RecoveryStore
 from qinglong_dispatcher.ports.retention import PruneStore
@@ -29,7 +30,9 @@ class Store(
     PlanReadStore,
     PruneStore,
     PlanKeyStore,
+    PolicyReadStore,
     TokenStore,
+    PolicyStore,
     UiSessionStore,
     PrincipalStores,
     StoreHost,

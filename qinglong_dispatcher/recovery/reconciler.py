@@ -1,5 +1,5 @@
 """The evidence-only reconciler: one bounded pass over `recovery_required` executions, and
-a bounded sweep of the approval requests whose lifetime ran out.
+bounded sweeps of the approval requests whose reminder came due or whose lifetime ran out.
 
 It holds the recovery store and the evidence providers, and no handler: nothing here can
 call `execute`. Verified evidence settles a row as `succeeded`; anything else is recorded as
@@ -31,6 +31,8 @@ class ReconcileReport:
     outcomes: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     approvals_expired: int = 0
     """Pending approval requests this pass expired (database clock)."""
+    approval_reminders: int = 0
+    """`approval.expiring` events this pass wrote (database clock)."""
 
     def as_dict(self) -> dict[str, object]:
         """The JSON shape used by `tick --json`."""
@@ -38,6 +40,7 @@ class ReconcileReport:
             "observed": self.observed,
             "outcomes": dict(sorted(self.outcomes.items())),
             "approvals_expired": self.approvals_expired,
+            "approval_reminders": self.approval_reminders,
         }
 
 
@@ -78,8 +81,17 @@ class Reconciler:
         report = ReconcileReport(observed=len(page))
         for snapshot in page:
             report.outcomes[await self._settle(snapshot)] += 1
+        report.approval_reminders = await self._remind_approvals()
         report.approvals_expired = await self._expire_approvals()
         return report
+
+    async def _remind_approvals(self) -> int:
+        """One page of waiting requests whose policy's reminder came due gets its
+        `approval.expiring` event (a row for the notifications to deliver)."""
+        reminded = await self._store.remind_approvals(limit=self._page_size)
+        for approval_request_id in reminded:
+            log.info("approval.expiring", approval_request_id=approval_request_id)
+        return len(reminded)
 
     async def _expire_approvals(self) -> int:
         """One page of pending requests past their lifetime becomes `expired`: an outcome

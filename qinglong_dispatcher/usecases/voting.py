@@ -7,7 +7,7 @@ decide it) and decides in the vote's transaction; `approve` stays the one-vote d
 from __future__ import annotations
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.domain import approvals
+from qinglong_dispatcher.domain import approvals, principals
 
 
 async def vote(
@@ -17,6 +17,16 @@ async def vote(
     choice: approvals.Vote,
     *,
     reason: str | None = None,
+    context: principals.RequestContext | None = None,
+    voted_by: str | None = None,
 ) -> approvals.Approval:
-    """Cast the store's principal's vote; the request as the votes left it."""
-    return await store.vote(approval_request_id, choice, reason=reason, now_ms=clock.now_ms())
+    """Cast the store's principal's vote; the request as the votes left it (`context`: an
+    API request's, for its audit row naming `voted_by`)."""
+    return await store.vote(
+        approval_request_id,
+        choice,
+        reason=reason,
+        now_ms=clock.now_ms(),
+        context=context,
+        voted_by=voted_by,
+    )

@@ -26,6 +26,7 @@ from qinglong_dispatcher.web import (
     problems,
     reads,
     submits,
+    votes,
 )
 from qinglong_dispatcher.web.ui import routes as ui_routes
 
@@ -44,9 +45,12 @@ ROUTES: Final[tuple[tuple[str, str, Handler], ...]] = (
     ("GET", "/events", reads.stream_events),
     ("GET", "/healthz", reads.healthz),
     ("GET", "/approvals", approvals.list_approvals),
+    ("GET", "/approvals/{approval_request_id}", votes.show_approval),
+    ("GET", "/policies", votes.list_policies),
     ("POST", "/dispatches", submits.submit),
     ("POST", "/approvals/{approval_request_id}/approve", approvals.approve),
     ("POST", "/approvals/{approval_request_id}/reject", approvals.reject),
+    ("POST", "/approvals/{approval_request_id}/votes", votes.vote),
     ("POST", "/approvals/{approval_request_id}/consume", approvals.consume),
     ("POST", "/dispatches/{dispatch_id}/cancel", operations.cancel),
     ("POST", "/recovery/{dispatch_id}/resolve", operations.resolve),

@@ -92,7 +92,7 @@ async def approve_as(
 ) -> tuple[approvals.Approval, approvals.Consumed]:
     """Approve `approval_id` as the admitted principal, then consume it into its dispatch (the
     API's `approve` and the operator UI's form)."""
-    return await approving.approve_and_consume(
+    approved, consumed = await approving.approve_and_consume(
         admitted.store,
         ctx.clock,
         ctx.policy,
@@ -100,6 +100,8 @@ async def approve_as(
         decided_by=admitted.principal.principal,
         context=admitted.request,
     )
+    ctx.metrics.approvals.observe_decision(approved)
+    return approved, consumed
 
 
 @auth.requires(auth.Operation.CONSUME)
@@ -134,7 +136,7 @@ async def reject_as(
     """Reject `approval_id` as the admitted principal with the body's `reason` code (the API's
     `reject` and the operator UI's form)."""
     reason = writing.code(admitted.body, "reason")
-    return await rejecting.reject(
+    rejected = await rejecting.reject(
         admitted.store,
         ctx.clock,
         approval_id,
@@ -142,3 +144,5 @@ async def reject_as(
         reason=reason,
         context=admitted.request,
     )
+    ctx.metrics.approvals.observe_decision(rejected)
+    return rejected

@@ -50,7 +50,7 @@ _WRITE_ERRORS: Final = {
 }
 
 
-def _write(
+def write_operation(
     operation_id: str,
     summary: str,
     role: str,
@@ -87,7 +87,7 @@ def _write(
 
 def paths() -> dict[str, Any]:
     """The path items (merged into the document's by method)."""
-    submit = _write(
+    submit = write_operation(
         "submitDispatch",
         "Create a plan and its pending approval request, requested by the principal",
         "submitter",
@@ -103,16 +103,7 @@ def paths() -> dict[str, Any]:
             "422": _problem("The Idempotency-Key was used with another body"),
         },
     )
-    submit["parameters"] = [
-        {
-            "name": idempotency.HEADER,
-            "in": "header",
-            "required": False,
-            "description": "the same key and body answer the first 201 again, with "
-            f"`{idempotency.REPLAYED}: true` (kept in this process for a day)",
-            "schema": {"type": "string", "maxLength": 257},
-        }
-    ]
+    submit["parameters"] = [idempotency_parameter("201")]
     return {
         "/approvals": {
             "get": {
@@ -145,7 +136,7 @@ def paths() -> dict[str, Any]:
         },
         "/dispatches": {"post": submit},
         "/approvals/{approval_request_id}/approve": {
-            "post": _write(
+            "post": write_operation(
                 "approveApproval",
                 "Approve as the principal (not the requester), then consume into the dispatch",
                 "approver",
@@ -155,7 +146,7 @@ def paths() -> dict[str, Any]:
             )
         },
         "/approvals/{approval_request_id}/reject": {
-            "post": _write(
+            "post": write_operation(
                 "rejectApproval",
                 "Reject: it can never be approved",
                 "approver",
@@ -165,7 +156,7 @@ def paths() -> dict[str, Any]:
             )
         },
         "/approvals/{approval_request_id}/consume": {
-            "post": _write(
+            "post": write_operation(
                 "consumeApproval",
                 "Consume an approved request into its dispatch (after an approve whose "
                 "dispatch did not commit)",
@@ -176,7 +167,7 @@ def paths() -> dict[str, Any]:
             )
         },
         "/dispatches/{dispatch_id}/cancel": {
-            "post": _write(
+            "post": write_operation(
                 "cancelDispatch",
                 "Cancel a pending or retry_wait dispatch",
                 "operator",
@@ -186,7 +177,7 @@ def paths() -> dict[str, Any]:
             )
         },
         "/recovery/{dispatch_id}/resolve": {
-            "post": _write(
+            "post": write_operation(
                 "resolveRecovery",
                 "Settle a recovery_required execution by hand; refused while its lease is live",
                 "operator",
@@ -208,7 +199,8 @@ def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any
     }
 
 
-def _object(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
+def object_schema(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
+    """A closed object schema: these members, no others."""
     return {
         "type": "object",
         "required": required,
@@ -217,9 +209,9 @@ def _object(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def all_schemas() -> dict[str, Any]:
-    """The schemas the operations above name."""
-    approval = {
+def approval_properties() -> dict[str, Any]:
+    """The members of an approval request (`Approval`, and the detail's first ones)."""
+    return {
         "approval_request_id": _ID,
         "project_id": _ID,
         "action_type": _ID,
@@ -235,6 +227,23 @@ def all_schemas() -> dict[str, Any]:
         "created_at_ms": _MS,
         "expires_at_ms": _MS,
     }
+
+
+def idempotency_parameter(status: str) -> dict[str, Any]:
+    """The `Idempotency-Key` header of a write that answers `status`."""
+    return {
+        "name": idempotency.HEADER,
+        "in": "header",
+        "required": False,
+        "description": f"the same key and body answer the first {status} again, with "
+        f"`{idempotency.REPLAYED}: true` (kept in this process for a day)",
+        "schema": {"type": "string", "maxLength": 257},
+    }
+
+
+def all_schemas() -> dict[str, Any]:
+    """The schemas the operations above name."""
+    approval = approval_properties()
     waiting = {
         "approval_request_id": _ID,
         "project_id": _ID,
@@ -251,18 +260,18 @@ def all_schemas() -> dict[str, Any]:
     consumed = {"approval_request_id": _ID, "dispatch_id": _ID, "action_ref": _ID}
     reason = {"type": "string", "pattern": _ID["pattern"], "description": "a reason code"}
     return {
-        "Approval": _object(sorted(approval), approval),
-        "WaitingApproval": _object(sorted(waiting), waiting),
-        "ApprovalPage": _object(
+        "Approval": object_schema(sorted(approval), approval),
+        "WaitingApproval": object_schema(sorted(waiting), waiting),
+        "ApprovalPage": object_schema(
             ["approvals", "next"],
             {"approvals": {"type": "array", "items": _ref("WaitingApproval")}, "next": _STR},
         ),
-        "ApprovalAnswer": _object(["approval"], {"approval": _ref("Approval")}),
-        "ApprovedAnswer": _object(
+        "ApprovalAnswer": object_schema(["approval"], {"approval": _ref("Approval")}),
+        "ApprovedAnswer": object_schema(
             ["approval", *sorted(consumed)], {"approval": _ref("Approval"), **consumed}
         ),
-        "ConsumedAnswer": _object(sorted(consumed), consumed),
-        "TransitionAnswer": _object(
+        "ConsumedAnswer": object_schema(sorted(consumed), consumed),
+        "TransitionAnswer": object_schema(
             ["dispatch_id", "status", "version"],
             {
                 "dispatch_id": _ID,
@@ -270,15 +279,15 @@ def all_schemas() -> dict[str, Any]:
                 "version": {"type": ["integer", "null"]},
             },
         ),
-        "SubmitBody": _object(
+        "SubmitBody": object_schema(
             ["action", "plan"],
             {
                 "action": {**_ID, "description": "the action type"},
                 "plan": {"type": "object", "description": "the exact-shape plan"},
             },
         ),
-        "ReasonBody": _object(["reason"], {"reason": reason}),
-        "ResolveBody": _object(
+        "ReasonBody": object_schema(["reason"], {"reason": reason}),
+        "ResolveBody": object_schema(
             ["as", "reason"],
             {
                 "as": {"type": "string", "enum": [c.value for c in states.Completion]},

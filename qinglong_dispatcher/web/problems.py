@@ -54,6 +54,7 @@ KINDS: Final[Mapping[str, Kind]] = {
     "dispatch_not_found": Kind(404, "No dispatch has this id"),
     "approval_not_found": Kind(404, "No approval request has this id"),
     "approval_state_conflict": Kind(409, "The approval request is not in the state needed"),
+    "already_voted": Kind(409, "This principal has voted on this request already"),
     "approval_expired": Kind(409, "The approval request has expired"),
     "approval_not_permitted": Kind(403, "This principal may not take this approval step"),
     "self_approval_refused": Kind(403, "The approver is the requester"),

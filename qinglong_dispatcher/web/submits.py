@@ -13,7 +13,7 @@ from aiohttp import web
 from qinglong_dispatcher.domain import approvals as approvals_
 from qinglong_dispatcher.domain import plans
 from qinglong_dispatcher.usecases import requesting
-from qinglong_dispatcher.web import approvals, auth, context, idempotency, problems, writing
+from qinglong_dispatcher.web import approvals, auth, context, problems, writing
 
 _MEMBERS = ("action", "plan")
 
@@ -46,45 +46,11 @@ async def _submit(request: web.Request, admitted: writing.Write) -> web.Response
     return writing.ok({"approval": approvals.approval_json(created)}, status=201)
 
 
-def _replayed(begun: idempotency.Begun) -> web.Response:
-    return web.Response(
-        status=begun.status,
-        body=begun.body,
-        content_type="application/json",
-        headers={"Cache-Control": "no-store", idempotency.REPLAYED: "true"},
-    )
-
-
 @auth.requires(auth.Operation.CREATE)
 async def submit(request: web.Request) -> web.Response:
     """Create the plan and its pending approval request as the principal (201)."""
-    header = request.headers.get(idempotency.HEADER)
-    key = None if header is None else idempotency.parse_key(header)
-    if header is not None and key is None:
-        raise problems.BadField(idempotency.HEADER, "Idempotency-Key: not a valid key")
+    key = writing.idempotency_key(request)
     admitted = await writing.begin(request, _MEMBERS)
     if isinstance(admitted, web.Response):
         return admitted
-    if key is None:
-        return await _submit(request, admitted)
-    keys = context.of(request).idempotency
-    who = admitted.principal.principal
-    begun = keys.begin(who, key, idempotency.fingerprint(admitted.body))
-    if begun.outcome is idempotency.Outcome.REPLAY:
-        return _replayed(begun)
-    if begun.outcome is idempotency.Outcome.MISMATCH:
-        return problems.response(
-            "idempotency_key_reused", detail="this key was used with another body"
-        )
-    if begun.outcome is idempotency.Outcome.IN_FLIGHT:
-        return problems.response(
-            "idempotency_key_in_flight", detail="a request with this key is being answered"
-        )
-    try:
-        response = await _submit(request, admitted)
-    except BaseException:
-        keys.abandon(who, key)
-        raise
-    assert isinstance(response.body, bytes)
-    keys.finish(who, key, response.status, response.body)
-    return response
+    return await writing.keyed(request, admitted, key, admitted.body, _submit)

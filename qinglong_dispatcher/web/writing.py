@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 
 from aiohttp import web
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import errors, plans, principals
-from qinglong_dispatcher.web import auth, bodies, context, problems
+from qinglong_dispatcher.web import auth, bodies, context, idempotency, problems
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -86,3 +86,57 @@ def path_id(request: web.Request, name: str, missing: type[errors.QinglongError]
 def ok(value: object, *, status: int = 200) -> web.Response:
     """A JSON answer that is never cached."""
     return web.json_response(value, status=status, headers={"Cache-Control": "no-store"})
+
+
+def idempotency_key(request: web.Request) -> str | None:
+    """The request's `Idempotency-Key`, if it sent one; 400 naming the header when it is not a
+    valid key."""
+    header = request.headers.get(idempotency.HEADER)
+    key = None if header is None else idempotency.parse_key(header)
+    if header is not None and key is None:
+        raise problems.BadField(idempotency.HEADER, "Idempotency-Key: not a valid key")
+    return key
+
+
+def _replayed(begun: idempotency.Begun) -> web.Response:
+    return web.Response(
+        status=begun.status,
+        body=begun.body,
+        content_type="application/json",
+        headers={"Cache-Control": "no-store", idempotency.REPLAYED: "true"},
+    )
+
+
+async def keyed(
+    request: web.Request,
+    admitted: Write,
+    key: str | None,
+    what: object,
+    answer: Callable[[web.Request, Write], Awaitable[web.Response]],
+) -> web.Response:
+    """`answer` the admitted write once per `Idempotency-Key` (web/idempotency.py): a retry
+    with the same key and the same `what` (the body, and whatever else names the write)
+    answers the first 2xx again; another `what` under the key is 422; no key, no memory."""
+    if key is None:
+        return await answer(request, admitted)
+    keys = context.of(request).idempotency
+    who = admitted.principal.principal
+    begun = keys.begin(who, key, idempotency.fingerprint(what))
+    if begun.outcome is idempotency.Outcome.REPLAY:
+        return _replayed(begun)
+    if begun.outcome is idempotency.Outcome.MISMATCH:
+        return problems.response(
+            "idempotency_key_reused", detail="this key was used with another body"
+        )
+    if begun.outcome is idempotency.Outcome.IN_FLIGHT:
+        return problems.response(
+            "idempotency_key_in_flight", detail="a request with this key is being answered"
+        )
+    try:
+        response = await answer(request, admitted)
+    except BaseException:
+        keys.abandon(who, key)
+        raise
+    assert isinstance(response.body, bytes)
+    keys.finish(who, key, response.status, response.body)
+    return response

@@ -66,10 +66,11 @@ def test_placeholders_are_numbered_once_per_name_and_casts_survive() -> None:
 
 def test_every_postgres_table_is_schema_qualified() -> None:
     for name, sql in POSTGRES_BLOCKS.items():
-        ctes = set(re.findall(r"(?:WITH|,)\s*([a-z_]+)\s+AS\s*\(", sql))
+        ctes = set(re.findall(r"(?:WITH(?: RECURSIVE)?|,)\s*([a-z_]+)\s+AS\s*\(", sql))
         for table in re.findall(r"\b(?:FROM|JOIN|INTO|UPDATE)\s+([a-z_.]+)", sql):
             if table not in _FUNCTIONS and table not in ctes:
-                assert table.startswith("qinglong."), f"{name}: {table}"
+                # The system catalogs are qualified too (`pg_catalog.pg_auth_members`).
+                assert table.startswith(("qinglong.", "pg_catalog.")), f"{name}: {table}"
 
 
 _SESSION_STATE = {

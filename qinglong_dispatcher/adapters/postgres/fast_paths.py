@@ -4,11 +4,10 @@ The shared transactions (`adapters/sql/executions.start`, `adapters/sql/approval
 run.create's, whose statement `create_run_fast` its repository runs through
 `PostgresStore.fast_statement`) cost a round trip per statement and one each for BEGIN and
 COMMIT; on the happy path these write the same facts in one statement, its own implicit
-transaction: a data-modifying CTE (docs/performance.md: cluster 235 → 668 dispatches/s for
-the start and the Run together), or for a submit, which moves one request through three
-states, migration 0018's invoker function. Anything else — a replay, a lost lease, a renewed
-version, a wrong binding, a collision — matches nothing here and goes to the shared
-transaction, which decides.
+transaction: a data-modifying CTE (docs/performance.md, "What makes it fast"), or for a submit,
+which moves one request through three states, migration 0018's invoker function. Anything else —
+a replay, a lost lease, a renewed version, a wrong binding, a collision — matches nothing here
+and goes to the shared transaction, which decides.
 """
 
 from __future__ import annotations

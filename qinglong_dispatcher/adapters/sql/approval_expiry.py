@@ -1,9 +1,11 @@
-"""Approval expiry: the reconcile pass's bounded sweep of pending requests past their lifetime
-(both dialects).
+"""Approval expiry: the reconcile pass's bounded sweeps of pending requests near and past
+their lifetime (both dialects).
 
 The database's clock decides which requests have expired, in the statement and again in the
 approval trigger (migration 0024); the caller's clock only stamps `updated_at_ms`. The audit
-trigger writes each `approval.expired` row in the same transaction.
+trigger writes each `approval.expired` row in the same transaction. Before that, a request
+whose policy asks for a reminder gets one `approval.expiring` event once the same clock passes
+its expiry less the reminder (migration 0027); delivering it is not the sweep's.
 """
 
 from __future__ import annotations
@@ -37,3 +39,13 @@ async def expire_due(
         )
         for row in rows
     ]
+
+
+async def remind_due(q: query.Query, *, limit: int = MAX_SWEEP) -> list[str]:
+    """The `approval.expiring` event of at most `limit` waiting requests whose reminder came
+    due on the database's clock, oldest first; the requests reminded. A read first: with
+    nothing due the pass writes nothing (and needs no right to)."""
+    if await q.one("reminder_due") is None:
+        return []
+    rows = await q.all("remind_approvals", {"limit": max(1, min(limit, MAX_SWEEP))})
+    return [str(row["approval_request_id"]) for row in rows]

@@ -25,6 +25,8 @@ from qinglong_dispatcher.adapters.sql import (
     handler_waits,
     page,
     plan_store,
+    policies,
+    policy_reads,
     query,
     recovery,
     retention,
@@ -72,9 +74,16 @@ def as_approver(
     return method
 
 
-class SqlStore(plan_store.PlanMethods, token_store.TokenMethods, ui_session_store.UiSessionMethods):
+class SqlStore(
+    plan_store.PlanMethods,
+    token_store.TokenMethods,
+    ui_session_store.UiSessionMethods,
+    policies.PolicyMethods,
+    policy_reads.PolicyReadMethods,
+):
     """Every store port operation whose transaction is shared by both dialects (those about
-    stored plans, sealed or clear, in `plan_store`; API tokens in `token_store`)."""
+    stored plans, sealed or clear, in `plan_store`; API tokens in `token_store`; approval
+    policies written in `policies`, read in `policy_reads`)."""
 
     def __init__(
         self,
@@ -280,6 +289,7 @@ class SqlStore(plan_store.PlanMethods, token_store.TokenMethods, ui_session_stor
     list_recovery_required = operation(recovery.list_recovery_required, write=False)
     record_observation = operation(recovery.record_observation)
     expire_approvals = as_approver(approval_expiry.expire_due)
+    remind_approvals = operation(approval_expiry.remind_due)
     get_resolution = operation(recovery.get_resolution, write=False)
     audit_events = operation(recovery.audit_events, write=False)
     audit_page = operation(recovery.audit_page, write=False)

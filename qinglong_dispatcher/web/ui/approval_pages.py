@@ -40,6 +40,7 @@ def _decisions(row: approval_views.WaitingApproval, session: sessions.Session) -
 
 
 def _row(row: approval_views.WaitingApproval, session: sessions.Session) -> str:
+    href = markup.url("/ui/approvals/" + markup.segment(row.approval_request_id))
     facts = markup.facts(
         (
             ("action", markup.esc(row.action_type)),
@@ -51,7 +52,7 @@ def _row(row: approval_views.WaitingApproval, session: sessions.Session) -> str:
         )
     )
     return (
-        f'<section class="approval"><h2>{markup.esc(row.approval_request_id)}</h2>'
+        f'<section class="approval"><h2>{markup.link(href, row.approval_request_id)}</h2>'
         + facts
         + markup.preview(row.plan, row.plan_code)
         + _decisions(row, session)
@@ -134,8 +135,9 @@ async def submit(
     )
 
 
-async def _shown(request: web.Request, approval_id: str) -> str:
-    # The request's preview on the confirmation page, when it still waits.
+async def preview_of(request: web.Request, approval_id: str) -> str:
+    """The request's redacted preview (a confirmation page's, the request's page), when it
+    still waits."""
     ctx = context.of(request)
     after = approval_views.NEWEST
     for _ in range(_SCANNED_PAGES):
@@ -165,7 +167,7 @@ async def approve(
             f"Approve {approval_id} as {session.principal.principal}? It becomes a dispatch.",
             "Approve",
             "/ui/approvals",
-            extra=await _shown(request, approval_id),
+            extra=await preview_of(request, approval_id),
         )
         return guard.confirmed(request, session, fields, ask) or guard.redirect("/ui/approvals")
     admitted = await guard.admit(request, {})
@@ -191,7 +193,7 @@ async def reject(
             "Reject",
             "/ui/approvals",
             danger=True,
-            extra=await _shown(request, approval_id),
+            extra=await preview_of(request, approval_id),
         )
         return guard.confirmed(request, session, fields, ask) or guard.redirect("/ui/approvals")
     admitted = await guard.admit(request, {"reason": fields.get("reason")})

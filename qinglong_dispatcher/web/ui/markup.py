@@ -27,6 +27,7 @@ NAV: Final = (
     ("overview", "/ui", "Overview"),
     ("dispatches", "/ui/dispatches", "Dispatches"),
     ("approvals", "/ui/approvals", "Approvals"),
+    ("policies", "/ui/policies", "Policies"),
     ("recovery", "/ui/recovery", "Recovery"),
     ("audit", "/ui/audit", "Audit"),
     ("session", "/ui/session", "Session"),
@@ -88,12 +89,22 @@ def hidden(name: str, value: object) -> str:
     return f'<input type="hidden" name="{esc(name)}" value="{esc(value)}">'
 
 
-def text_field(name: str, label: str, *, value: str = "", pattern: str | None = None) -> str:
-    """A labelled, required one-line text field."""
+def text_field(
+    name: str,
+    label: str,
+    *,
+    value: str = "",
+    pattern: str | None = None,
+    required: bool = True,
+    maxlength: int | None = None,
+) -> str:
+    """A labelled one-line text field (required unless told)."""
     shown = "" if pattern is None else f' pattern="{esc(pattern)}"'
+    shown += "" if maxlength is None else f' maxlength="{esc(maxlength)}"'
+    shown += " required" if required else ""
     return (
         f'<label>{esc(label)} <input type="text" name="{esc(name)}" value="{esc(value)}"'
-        f" required{shown}></label>"
+        f"{shown}></label>"
     )
 
 

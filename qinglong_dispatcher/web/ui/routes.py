@@ -18,6 +18,7 @@ from qinglong_dispatcher.web.ui import (
     recovery_pages,
     sessions,
     signin,
+    vote_pages,
 )
 
 ROUTES: Final[tuple[tuple[str, str, guard.Handler], ...]] = (
@@ -32,8 +33,11 @@ ROUTES: Final[tuple[tuple[str, str, guard.Handler], ...]] = (
     ("GET", "/ui/approvals", approval_pages.queue),
     ("GET", "/ui/approvals/new", approval_pages.new_page),
     ("POST", "/ui/approvals/new", approval_pages.submit),
+    ("GET", "/ui/approvals/{approval_request_id}", vote_pages.detail_page),
+    ("POST", "/ui/approvals/{approval_request_id}/vote", vote_pages.vote),
     ("POST", "/ui/approvals/{approval_request_id}/approve", approval_pages.approve),
     ("POST", "/ui/approvals/{approval_request_id}/reject", approval_pages.reject),
+    ("GET", "/ui/policies", vote_pages.policies_page),
     ("GET", "/ui/recovery", recovery_pages.queue),
     ("POST", "/ui/recovery/{dispatch_id}/resolve", recovery_pages.resolve),
     ("GET", "/ui/audit", audit_pages.audit),

@@ -29,16 +29,23 @@ JOIN action_plans AS p
 -- insert_approval --
 -- :principal is the OS user running the store (file permissions are the authority on edge).
 -- db_expires_at_ms counts the requested lifetime from now on the database's (system) clock;
--- the insert trigger bounds it, and approving or consuming after it is refused.
+-- the insert trigger bounds it, and approving or consuming after it is refused. Under a policy
+-- with a lifetime the request lives the policy's (migration 0027, whose trigger refuses any
+-- other): the policy in force is looked up as the copy trigger does.
 INSERT INTO approval_requests (
     approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
     requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms,
     db_expires_at_ms
-) VALUES (
-    :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending', 1,
-    :requested_by, NULL, :principal, :expires_at_ms, :now_ms, :now_ms,
-    CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + (:expires_at_ms - :now_ms)
 )
+SELECT :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending',
+       1, :requested_by, NULL, :principal, :now_ms + l.lifetime_ms, :now_ms, :now_ms,
+       CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + l.lifetime_ms
+FROM (SELECT coalesce(
+        (SELECT p.lifetime_ms FROM approval_policies_in_force AS p
+         WHERE p.action_type = :action_type
+           AND (p.project_id IS NULL OR p.project_id = :project_id)
+         ORDER BY (p.project_id IS NULL), p.name LIMIT 1),
+        :expires_at_ms - :now_ms) AS lifetime_ms) AS l
 
 -- select_approval --
 SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
