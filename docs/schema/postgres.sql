@@ -33,7 +33,7 @@ GRANT USAGE ON SCHEMA qinglong TO qinglong_runtime;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_submitter;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_viewer;
 
--- tables (28)
+-- tables (30)
 
 -- table action_plans
 CREATE TABLE qinglong.action_plans (
@@ -253,6 +253,7 @@ GRANT DELETE, SELECT ON TABLE qinglong.approved_action_dispatch_executions TO qi
 GRANT INSERT, SELECT, UPDATE ON TABLE qinglong.approved_action_dispatch_executions TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.approved_action_dispatch_executions TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.approved_action_dispatch_executions TO qinglong_viewer;
+GRANT SELECT (dispatch_id, status, version, attempt, lease_owner, lease_expires_at_ms) ON TABLE qinglong.approved_action_dispatch_executions TO qinglong_recorder;
 GRANT UPDATE (status, version, eligible_at_ms, retry_at_ms, result_mutation_id, result_code, completed_at_ms, updated_at_ms) ON TABLE qinglong.approved_action_dispatch_executions TO qinglong_operator;
 
 -- table approved_action_dispatches
@@ -402,6 +403,27 @@ GRANT DELETE, SELECT ON TABLE qinglong.recovery_observations TO qinglong_pruner;
 GRANT INSERT, SELECT, UPDATE ON TABLE qinglong.recovery_observations TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.recovery_observations TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.recovery_observations TO qinglong_viewer;
+
+-- table recovery_required_marks
+CREATE TABLE qinglong.recovery_required_marks (
+    dispatch_id text NOT NULL,
+    execution_attempt integer NOT NULL,
+    execution_version bigint NOT NULL,
+    lease_owner text,
+    lease_expires_at_ms bigint,
+    noticed_by text NOT NULL,
+    committed_at_ms bigint NOT NULL,
+    CONSTRAINT recovery_required_marks_dispatch_id_fkey FOREIGN KEY (dispatch_id) REFERENCES qinglong.approved_action_dispatches(dispatch_id),
+    CONSTRAINT recovery_required_marks_noticed_by_check CHECK ((noticed_by = ANY (ARRAY['recovery_pass'::text, 'resolution'::text]))),
+    CONSTRAINT recovery_required_marks_pkey PRIMARY KEY (dispatch_id)
+);
+GRANT SELECT ON TABLE qinglong.recovery_required_marks TO qinglong_operator;
+GRANT DELETE, SELECT ON TABLE qinglong.recovery_required_marks TO qinglong_pruner;
+GRANT INSERT ON TABLE qinglong.recovery_required_marks TO qinglong_recorder;
+GRANT SELECT ON TABLE qinglong.recovery_required_marks TO qinglong_runtime;
+GRANT SELECT ON TABLE qinglong.recovery_required_marks TO qinglong_submitter;
+GRANT SELECT ON TABLE qinglong.recovery_required_marks TO qinglong_viewer;
+GRANT SELECT (dispatch_id) ON TABLE qinglong.recovery_required_marks TO qinglong_recorder;
 
 -- table recovery_resolutions
 CREATE TABLE qinglong.recovery_resolutions (
@@ -709,6 +731,28 @@ CREATE TABLE qinglong.ui_sessions (
 GRANT DELETE, INSERT, SELECT ON TABLE qinglong.ui_sessions TO qinglong_runtime;
 GRANT UPDATE (last_seen_at_ms, revoked_at_ms) ON TABLE qinglong.ui_sessions TO qinglong_runtime;
 
+-- table uncertain_outcomes
+CREATE TABLE qinglong.uncertain_outcomes (
+    dispatch_id text NOT NULL,
+    execution_attempt integer NOT NULL,
+    lease_owner text NOT NULL,
+    result_code text NOT NULL,
+    evidence_json text NOT NULL,
+    recorded_at_ms bigint NOT NULL,
+    lease_proof text,
+    CONSTRAINT uncertain_outcomes_dispatch_id_fkey FOREIGN KEY (dispatch_id) REFERENCES qinglong.approved_action_dispatches(dispatch_id),
+    CONSTRAINT uncertain_outcomes_evidence_json_check CHECK (((octet_length(evidence_json) <= 16384) AND ("left"(evidence_json, 1) = '{'::text))),
+    CONSTRAINT uncertain_outcomes_execution_attempt_check CHECK ((execution_attempt >= 1)),
+    CONSTRAINT uncertain_outcomes_pkey PRIMARY KEY (dispatch_id),
+    CONSTRAINT uncertain_outcomes_proof_not_stored CHECK ((lease_proof IS NULL)),
+    CONSTRAINT uncertain_outcomes_result_code_check CHECK (((length(result_code) >= 1) AND (length(result_code) <= 128)))
+);
+GRANT SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_operator;
+GRANT DELETE, SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_pruner;
+GRANT INSERT, SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_runtime;
+GRANT SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_submitter;
+GRANT SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_viewer;
+
 -- sequences (3)
 
 CREATE SEQUENCE qinglong.approval_events_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.approval_events.id;
@@ -727,7 +771,7 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (71; those of primary keys and UNIQUE constraints too)
+-- indexes (73; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
@@ -768,6 +812,7 @@ CREATE UNIQUE INDEX prune_permits_approval_request_id_key ON qinglong.prune_perm
 CREATE UNIQUE INDEX prune_permits_pkey ON qinglong.prune_permits USING btree (dispatch_id);
 CREATE INDEX prune_permits_plan ON qinglong.prune_permits USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX recovery_observations_pkey ON qinglong.recovery_observations USING btree (dispatch_id);
+CREATE UNIQUE INDEX recovery_required_marks_pkey ON qinglong.recovery_required_marks USING btree (dispatch_id);
 CREATE UNIQUE INDEX recovery_resolutions_pkey ON qinglong.recovery_resolutions USING btree (dispatch_id);
 CREATE UNIQUE INDEX run_attempts_pkey ON qinglong.run_attempts USING btree (run_id, attempt_no);
 CREATE UNIQUE INDEX run_events_pkey ON qinglong.run_events USING btree (run_id, seq);
@@ -799,8 +844,9 @@ CREATE INDEX ui_sessions_expires ON qinglong.ui_sessions USING btree (expires_at
 CREATE UNIQUE INDEX ui_sessions_pkey ON qinglong.ui_sessions USING btree (session_sha256);
 CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principal, created_at_ms);
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
+CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (38)
+-- functions (40)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -2055,6 +2101,61 @@ BEGIN
 END
 $function$;
 
+-- function qinglong.guard_uncertain_outcome()
+CREATE OR REPLACE FUNCTION qinglong.guard_uncertain_outcome()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF NEW.lease_proof IS NULL OR NOT EXISTS (
+            SELECT 1 FROM qinglong.approved_action_dispatch_executions AS e
+            WHERE e.dispatch_id = NEW.dispatch_id AND e.status = 'executing'
+              AND e.attempt = NEW.execution_attempt AND e.lease_owner = NEW.lease_owner
+              AND e.lease_proof_digest = pg_catalog.encode(pg_catalog.sha256(
+                  pg_catalog.convert_to(NEW.lease_proof, 'UTF8')), 'hex')) THEN
+        RAISE EXCEPTION 'qinglong:fence_refused: an uncertain outcome presents its holder''s proof'
+            USING ERRCODE = 'QLF01';
+    END IF;
+    NEW.lease_proof := NULL;
+    NEW.recorded_at_ms := (pg_catalog.date_part('epoch', pg_catalog.transaction_timestamp())
+        OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8;
+    RETURN NEW;
+END
+$function$;
+
+-- function qinglong.mark_recovery_required()
+CREATE OR REPLACE FUNCTION qinglong.mark_recovery_required()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    noticed pg_catalog.text := 'recovery_pass';
+BEGIN
+    -- A pass observed it, or settled it by evidence; otherwise an operator settled it first.
+    IF TG_TABLE_NAME = 'recovery_resolutions' THEN
+        IF NEW.source <> 'evidence' THEN
+            noticed := 'resolution';
+        END IF;
+    END IF;
+    INSERT INTO qinglong.recovery_required_marks (
+        dispatch_id, execution_attempt, execution_version, lease_owner, lease_expires_at_ms,
+        noticed_by, committed_at_ms
+    )
+    SELECT e.dispatch_id, e.attempt, e.version, e.lease_owner, e.lease_expires_at_ms,
+           noticed,
+           (pg_catalog.date_part('epoch', pg_catalog.transaction_timestamp())
+               OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8
+    FROM qinglong.approved_action_dispatch_executions AS e
+    WHERE e.dispatch_id = NEW.dispatch_id AND e.status = 'executing'
+    ON CONFLICT (dispatch_id) DO NOTHING;
+    RETURN NULL;
+END
+$function$;
+ALTER FUNCTION qinglong.mark_recovery_required() OWNER TO qinglong_recorder;
+
 -- function qinglong.notify_dispatch_due()
 CREATE OR REPLACE FUNCTION qinglong.notify_dispatch_due()
  RETURNS trigger
@@ -2262,7 +2363,7 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.submit_one(p_project_id text, p_action_ref text, p_action_type text, p_plan_json text, p_plan_digest text, p_plan_key_id text, p_plan_algorithm text, p_plan_sealed bytea, p_plan_schema_version integer, p_approval_request_id text, p_action_digest text, p_requested_by text, p_expires_at_ms bigint, p_decided_by text, p_dispatch_id text, p_max_attempts integer, p_now_ms bigint) TO PUBLIC;
 
--- triggers (54)
+-- triggers (61)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
@@ -2301,8 +2402,12 @@ CREATE TRIGGER execution_events_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.
 CREATE TRIGGER execution_events_prune_only BEFORE DELETE ON qinglong.execution_events FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER prune_permits_guard BEFORE INSERT ON qinglong.prune_permits FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_permit();
 CREATE TRIGGER prune_permits_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.prune_permits FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
+CREATE TRIGGER recovery_observations_mark AFTER INSERT ON qinglong.recovery_observations FOR EACH ROW EXECUTE FUNCTION qinglong.mark_recovery_required();
 CREATE TRIGGER recovery_observations_prune_only BEFORE DELETE ON qinglong.recovery_observations FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
+CREATE TRIGGER recovery_required_marks_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.recovery_required_marks FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
+CREATE TRIGGER recovery_required_marks_prune_only BEFORE DELETE ON qinglong.recovery_required_marks FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER recovery_resolutions_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.recovery_resolutions FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
+CREATE TRIGGER recovery_resolutions_mark AFTER INSERT ON qinglong.recovery_resolutions FOR EACH ROW EXECUTE FUNCTION qinglong.mark_recovery_required();
 CREATE TRIGGER recovery_resolutions_principal BEFORE INSERT ON qinglong.recovery_resolutions FOR EACH ROW EXECUTE FUNCTION qinglong.check_resolution_principal();
 CREATE TRIGGER recovery_resolutions_prune_only BEFORE DELETE ON qinglong.recovery_resolutions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER run_events_immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON qinglong.run_events FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
@@ -2317,3 +2422,6 @@ CREATE TRIGGER step_runs_state_machine BEFORE INSERT OR UPDATE ON qinglong.step_
 CREATE TRIGGER tool_execution_start_barriers_immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON qinglong.tool_execution_start_barriers FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER trace_anchors_immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON qinglong.trace_anchors FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER ui_sessions_guard BEFORE UPDATE ON qinglong.ui_sessions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_ui_session_change();
+CREATE TRIGGER uncertain_outcomes_holder_proof BEFORE INSERT ON qinglong.uncertain_outcomes FOR EACH ROW EXECUTE FUNCTION qinglong.guard_uncertain_outcome();
+CREATE TRIGGER uncertain_outcomes_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.uncertain_outcomes FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
+CREATE TRIGGER uncertain_outcomes_prune_only BEFORE DELETE ON qinglong.uncertain_outcomes FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();

@@ -9,7 +9,7 @@ PRAGMA auto_vacuum = 2;
 PRAGMA user_version = 0;
 PRAGMA application_id = 0;
 
--- tables (28)
+-- tables (30)
 
 -- table action_plans
 CREATE TABLE action_plans (
@@ -246,6 +246,17 @@ CREATE TABLE recovery_observations (
     last_seen_at_ms   INTEGER NOT NULL
 ) STRICT;
 
+-- table recovery_required_marks
+CREATE TABLE recovery_required_marks (
+    dispatch_id         TEXT PRIMARY KEY REFERENCES approved_action_dispatches (dispatch_id),
+    execution_attempt   INTEGER NOT NULL,
+    execution_version   INTEGER NOT NULL,
+    lease_owner         TEXT,
+    lease_expires_at_ms INTEGER,
+    noticed_by          TEXT NOT NULL CHECK (noticed_by IN ('recovery_pass', 'resolution')),
+    committed_at_ms     INTEGER NOT NULL
+) STRICT;
+
 -- table recovery_resolutions
 CREATE TABLE recovery_resolutions (
     dispatch_id         TEXT PRIMARY KEY REFERENCES approved_action_dispatches (dispatch_id),
@@ -434,6 +445,18 @@ CREATE TABLE ui_sessions (
     CHECK (expires_at_ms > created_at_ms)
 ) STRICT;
 
+-- table uncertain_outcomes
+CREATE TABLE uncertain_outcomes (
+    dispatch_id       TEXT PRIMARY KEY REFERENCES approved_action_dispatches (dispatch_id),
+    execution_attempt INTEGER NOT NULL CHECK (execution_attempt >= 1),
+    lease_owner       TEXT NOT NULL,
+    result_code       TEXT NOT NULL CHECK (length(result_code) BETWEEN 1 AND 128),
+    evidence_json     TEXT NOT NULL
+        CHECK (length(CAST(evidence_json AS BLOB)) <= 16384 AND substr(evidence_json, 1, 1) = '{'),
+    recorded_at_ms    INTEGER NOT NULL,
+    lease_proof       TEXT CHECK (lease_proof IS NULL)  -- PostgreSQL's column; never set here
+) STRICT;
+
 -- indexes (22)
 
 -- index api_tokens_principal
@@ -517,7 +540,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (78)
+-- triggers (86)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -1209,10 +1232,46 @@ BEGIN
     SELECT RAISE(ABORT, 'prune_permits: only a terminal dispatch tree older than a past cutoff');
 END;
 
+-- trigger recovery_observations_mark
+CREATE TRIGGER recovery_observations_mark AFTER INSERT ON recovery_observations
+BEGIN
+    INSERT OR IGNORE INTO recovery_required_marks (
+        dispatch_id, execution_attempt, execution_version, lease_owner, lease_expires_at_ms,
+        noticed_by, committed_at_ms
+    )
+    SELECT e.dispatch_id, e.attempt, e.version, e.lease_owner, e.lease_expires_at_ms,
+           'recovery_pass', CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+    FROM approved_action_dispatch_executions AS e
+    WHERE e.dispatch_id = NEW.dispatch_id AND e.status = 'executing';
+END;
+
 -- trigger recovery_observations_prune_only
 CREATE TRIGGER recovery_observations_prune_only BEFORE DELETE ON recovery_observations
 WHEN NOT EXISTS (SELECT 1 FROM prune_permits AS p WHERE p.dispatch_id = OLD.dispatch_id)
 BEGIN SELECT RAISE(ABORT, 'recovery_observations: only a prune deletes an observation'); END;
+
+-- trigger recovery_required_marks_guard
+CREATE TRIGGER recovery_required_marks_guard BEFORE INSERT ON recovery_required_marks
+WHEN NOT EXISTS (
+        SELECT 1 FROM approved_action_dispatch_executions AS e
+        WHERE e.dispatch_id = NEW.dispatch_id AND e.status = 'executing'
+          AND e.attempt = NEW.execution_attempt AND e.version = NEW.execution_version
+    )
+    OR NOT (EXISTS (SELECT 1 FROM recovery_observations AS o WHERE o.dispatch_id = NEW.dispatch_id)
+            OR EXISTS (SELECT 1 FROM recovery_resolutions AS r
+                       WHERE r.dispatch_id = NEW.dispatch_id))
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:transition_refused: a mark follows an observation or a resolution');
+END;
+
+-- trigger recovery_required_marks_immutable_update
+CREATE TRIGGER recovery_required_marks_immutable_update BEFORE UPDATE ON recovery_required_marks
+BEGIN SELECT RAISE(ABORT, 'recovery_required_marks is immutable'); END;
+
+-- trigger recovery_required_marks_prune_only
+CREATE TRIGGER recovery_required_marks_prune_only BEFORE DELETE ON recovery_required_marks
+WHEN NOT EXISTS (SELECT 1 FROM prune_permits AS p WHERE p.dispatch_id = OLD.dispatch_id)
+BEGIN SELECT RAISE(ABORT, 'recovery_required_marks: only a prune deletes a mark'); END;
 
 -- trigger recovery_resolutions_fence_guard
 CREATE TRIGGER recovery_resolutions_fence_guard BEFORE INSERT ON recovery_resolutions
@@ -1236,6 +1295,20 @@ BEGIN SELECT RAISE(ABORT, 'recovery_resolutions is immutable'); END;
 -- trigger recovery_resolutions_immutable_update
 CREATE TRIGGER recovery_resolutions_immutable_update BEFORE UPDATE ON recovery_resolutions
 BEGIN SELECT RAISE(ABORT, 'recovery_resolutions is immutable'); END;
+
+-- trigger recovery_resolutions_mark
+CREATE TRIGGER recovery_resolutions_mark AFTER INSERT ON recovery_resolutions
+BEGIN
+    INSERT OR IGNORE INTO recovery_required_marks (
+        dispatch_id, execution_attempt, execution_version, lease_owner, lease_expires_at_ms,
+        noticed_by, committed_at_ms
+    )
+    SELECT e.dispatch_id, e.attempt, e.version, e.lease_owner, e.lease_expires_at_ms,
+           CASE WHEN NEW.source = 'evidence' THEN 'recovery_pass' ELSE 'resolution' END,
+           CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+    FROM approved_action_dispatch_executions AS e
+    WHERE e.dispatch_id = NEW.dispatch_id AND e.status = 'executing';
+END;
 
 -- trigger run_events_immutable_delete
 CREATE TRIGGER run_events_immutable_delete BEFORE DELETE ON run_events
@@ -1406,6 +1479,26 @@ WHEN NEW.session_sha256 IS NOT OLD.session_sha256 OR NEW.token_id IS NOT OLD.tok
 BEGIN
     SELECT RAISE(ABORT, 'ui_sessions: a session changes only its last use and, once, its revocation');
 END;
+
+-- trigger uncertain_outcomes_holder
+CREATE TRIGGER uncertain_outcomes_holder BEFORE INSERT ON uncertain_outcomes
+WHEN NOT EXISTS (
+    SELECT 1 FROM approved_action_dispatch_executions AS e
+    WHERE e.dispatch_id = NEW.dispatch_id AND e.status = 'executing'
+      AND e.attempt = NEW.execution_attempt AND e.lease_owner = NEW.lease_owner
+)
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:fence_refused: an uncertain outcome names its started row');
+END;
+
+-- trigger uncertain_outcomes_immutable_update
+CREATE TRIGGER uncertain_outcomes_immutable_update BEFORE UPDATE ON uncertain_outcomes
+BEGIN SELECT RAISE(ABORT, 'uncertain_outcomes is immutable'); END;
+
+-- trigger uncertain_outcomes_prune_only
+CREATE TRIGGER uncertain_outcomes_prune_only BEFORE DELETE ON uncertain_outcomes
+WHEN NOT EXISTS (SELECT 1 FROM prune_permits AS p WHERE p.dispatch_id = OLD.dispatch_id)
+BEGIN SELECT RAISE(ABORT, 'uncertain_outcomes: only a prune deletes an outcome'); END;
 
 -- views (1)
 

@@ -170,9 +170,10 @@ def _lines(detail: dispatch_views.Detail) -> list[str]:
         )
     if detail.observation is not None:
         o = detail.observation
+        # The words first (`evidence` below): a code alone reads "missing" as "did not happen".
         lines.append(
-            f"{'observed':<12} {o.outcome.value} ({o.reason_code}) ×{o.count}, "
-            f"last {_iso(o.last_seen_at_ms)}"
+            f"{'observed':<12} ×{o.count}, last {_iso(o.last_seen_at_ms)} "
+            f"(code {o.outcome.value}/{o.reason_code})"
         )
     if detail.resolution is not None:
         res = detail.resolution
@@ -181,6 +182,16 @@ def _lines(detail: dispatch_views.Detail) -> list[str]:
             f"({res.source.value}, principal {res.principal}, reason {res.reason_code}) "
             f"at {_iso(res.committed_at_ms)}"
         )
+    if detail.uncertain is not None:
+        u = detail.uncertain
+        lines.append(
+            f"{'lost track':<12} {u.result_code} (attempt {u.attempt}, {u.lease_owner}) "
+            f"at {_iso(u.recorded_at_ms)}"
+        )
+        for label, value in u.lines():
+            lines.append(f"  {label}: {value!r}" if "\n" in value else f"  {label}: {value}")
+    for said in detail.verdicts():
+        lines.append(f"{'evidence':<12} {said}")
     for audit in detail.audit:
         lines.append(
             f"{'audit':<12} {audit.kind} {audit.detail_code} by {audit.actor} "
@@ -191,8 +202,10 @@ def _lines(detail: dispatch_views.Detail) -> list[str]:
         before = "-" if ev.from_status is None else ev.from_status.value
         lines.append(
             f"  v{ev.version:<3} {before:>10} → {ev.to_status.value:<10} attempt {ev.attempt}  "
-            f"{ev.lease_owner or '-'}  {_iso(ev.committed_at_ms)}"
+            f"{ev.by or '-'}  {_iso(ev.committed_at_ms)}"
             + (f"  {ev.result_code}" if ev.result_code else "")
+            + (f"  (settled by {ev.settled_by})" if ev.settled_by else "")
+            + (f"  (noticed by {ev.noticed_by})" if ev.noticed_by else "")
         )
     return lines
 

@@ -8,7 +8,7 @@ import datetime
 from qinglong_dispatcher import clock
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.config.settings import Settings
-from qinglong_dispatcher.domain import states
+from qinglong_dispatcher.domain import states, uncertainty
 from qinglong_dispatcher.usecases import resolving
 
 
@@ -64,6 +64,7 @@ async def cmd_recovery(settings: Settings, args: argparse.Namespace) -> int:
                             "reason": obs.reason_code,
                             "count": obs.count,
                             "at": _iso(obs.last_seen_at_ms),
+                            "verdict": uncertainty.observation_verdict(obs),
                         },
                     }
                 )
@@ -79,10 +80,7 @@ async def cmd_recovery(settings: Settings, args: argparse.Namespace) -> int:
     else:
         for row in rows:
             last = row["last_observation"]
-            seen = (
-                f"{last['outcome']} ({last['reason']})"
-                if isinstance(last, dict)
-                else "never reconciled"
-            )
+            # The words, not the code: `missing` alone reads as "the effect did not happen".
+            seen = last["verdict"] if isinstance(last, dict) else "never reconciled"
             print(f"{row['dispatch_id']}  {row['action_type']}  since {row['since']}  {seen}")
     return common.EXIT_OK

@@ -17,7 +17,7 @@ import structlog
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.dispatching import grouped_completions, start_barriers
-from qinglong_dispatcher.domain import digests, errors, fencing, records, states
+from qinglong_dispatcher.domain import digests, errors, fencing, records, states, uncertainty
 from qinglong_dispatcher.domain.records import Outcome
 
 # The dispatcher's logger: the event names and their source stay what operators know.
@@ -224,6 +224,7 @@ class ItemRunner:
                 attempt=identity.attempt,
                 code=result.code,
             )
+            await self._keep_uncertain(identity, result)
             return "uncertain"
         if result.kind is ports.ExecuteKind.COMMITTED:
             log.info(
@@ -243,6 +244,21 @@ class ItemRunner:
         outcome = await self._complete(ticket, dispatch, identity, completion, result.code, receipt)
         await self._fault("after_complete", dispatch)
         return outcome
+
+    async def _keep_uncertain(
+        self, identity: records.ExecutionIdentity, result: ports.ExecuteResult
+    ) -> None:
+        """Keep what the execute knew beside the row for the operator who settles it; a
+        failure costs only that evidence (the row goes to recovery either way)."""
+        lost = uncertainty.LostTrack(
+            identity=identity, result_code=result.code, evidence=result.evidence or {}
+        )
+        try:
+            await self._store.record_uncertain(lost)
+        except errors.StoreError as exc:
+            log.warning(
+                "dispatch.uncertain_unrecorded", dispatch_id=identity.dispatch_id, code=exc.code
+            )
 
     async def _renew_while_running(self, lease: records.Lease) -> None:
         """Renew at a third of the lease while the execute runs; stop at the first refusal."""

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Final
 
-from qinglong_dispatcher.domain import keysets, records, recovery, runs, states
+from qinglong_dispatcher.domain import keysets, records, recovery, runs, states, uncertainty
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
 from qinglong_dispatcher.domain.tools import steps
 
@@ -209,16 +209,24 @@ def _receipt(receipt_json: str | None) -> Mapping[str, object] | None:
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class EventView:
-    """One ledger line without its lease token; `committed_at_ms` is the database's clock."""
+    """One ledger line without its lease token; `committed_at_ms` is the database's clock.
+
+    `to_status` is `recovery_required` on the line of the row's mark: when a recovery pass
+    first observed the expired lease, or a resolution settled it before any pass did
+    (`noticed_by`). A line that settled a started row names its settler (`settled_by`, and
+    `settled_principal`, the principal the database authenticated)."""
 
     version: int
     from_status: ExecutionStatus | None
-    to_status: ExecutionStatus
+    to_status: EffectiveStatus
     attempt: int
     lease_owner: str | None
     mutation_id: str | None
     result_code: str | None
     committed_at_ms: int
+    settled_by: str | None = None
+    settled_principal: str | None = None
+    noticed_by: str | None = None
 
     @classmethod
     def from_row(cls, row: records.RowLike) -> EventView:
@@ -227,13 +235,21 @@ class EventView:
         return cls(
             version=row["version"],
             from_status=ExecutionStatus(before) if before else None,
-            to_status=ExecutionStatus(row["to_status"]),
+            to_status=EffectiveStatus(row["to_status"]),
             attempt=row["attempt"],
             lease_owner=row["lease_owner"],
             mutation_id=row["mutation_id"],
             result_code=row["result_code"],
             committed_at_ms=row["committed_at_ms"],
+            settled_by=row["settled_by"],
+            settled_principal=row["settled_principal"],
+            noticed_by=row["noticed_by"],
         )
+
+    @property
+    def by(self) -> str | None:
+        """Who made the change: the settling principal, else the lease owner (a daemon)."""
+        return self.settled_principal or self.lease_owner
 
     def as_dict(self) -> dict[str, object]:
         """JSON members, statuses as text."""
@@ -301,6 +317,29 @@ class Detail:
     resolution: recovery.StoredResolution | None
     audit: tuple[recovery.AuditEvent, ...]
     step_run: StepRunView | None
+    uncertain: uncertainty.UncertainOutcome | None = None
+    """What the daemon knew when its execute answered `uncertain` (None otherwise)."""
+
+    def verdicts(self) -> tuple[str, ...]:
+        """What is known of an uncertain effect, in an operator's words (empty when none is)."""
+        said: list[str] = []
+        if self.resolution is not None:
+            said.append(uncertainty.resolution_verdict(self.resolution, self.dispatch.action_type))
+        elif self.observation is not None:
+            said.append(uncertainty.observation_verdict(self.observation))
+        elif self.execution.effective_status is EffectiveStatus.RECOVERY_REQUIRED:
+            said.append("no recovery pass has looked yet: check the target")
+        needs = self.execution.effective_status is EffectiveStatus.RECOVERY_REQUIRED
+        if (needs or self.resolution is not None) and self.uncertain is None:
+            said.append(
+                "the daemon recorded nothing when it lost track (it stopped, or lost its "
+                "lease or the database, while the action ran)"
+            )
+        if self.step_run is not None and (needs or self.resolution is not None):
+            said.append(
+                f"tool's last step: {self.step_run.step_run_id} is {self.step_run.status.value}"
+            )
+        return tuple(said)
 
     def as_dict(self) -> dict[str, object]:
         """JSON members (field names as in the store)."""
@@ -326,4 +365,6 @@ class Detail:
             "resolution": resolution,
             "audit": [dataclasses.asdict(event) for event in self.audit],
             "step_run": None if self.step_run is None else self.step_run.as_dict(),
+            "uncertain": None if self.uncertain is None else self.uncertain.as_dict(),
+            "verdicts": list(self.verdicts()),
         }

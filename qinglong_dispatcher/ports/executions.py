@@ -11,6 +11,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from qinglong_dispatcher.domain import (
     records,
     states,
+    uncertainty,
 )
 from qinglong_dispatcher.ports.transactions import Query
 
@@ -82,6 +83,11 @@ class ExecutionStore(Protocol):
     ) -> records.Transition:
         """Record the terminal result of a started execution under its fence, with the
         action's receipt when it has one (`succeeded` and `failed` only)."""
+        ...
+
+    async def record_uncertain(self, lost: uncertainty.LostTrack) -> None:
+        """Keep what an execute knew when it answered `uncertain`, beside its started row,
+        under its fence (the row stays `executing`; a replay writes nothing)."""
         ...
 
     async def complete_many(

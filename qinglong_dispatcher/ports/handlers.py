@@ -58,6 +58,11 @@ class ExecuteResult:
     """For `succeeded` and `failed`: what the downstream system answered (status, selected
     headers, digests — never a body or a secret), committed with the completion as the
     dispatch's action receipt. Canonical-JSON values only, at most 16 KiB."""
+    evidence: Mapping[str, object] | None = None
+    """For `uncertain`: what the action knew when it lost track (an exit code, a signal, a
+    duration, a redacted stderr head; an HTTP status or transport error and how far the
+    request got), redacted by the action, kept beside the row for the operator who settles it
+    (`domain.uncertainty`). Canonical-JSON values only, at most 16 KiB; never a secret."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

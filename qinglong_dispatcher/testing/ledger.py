@@ -42,7 +42,7 @@ class Dispatched:
     @property
     def executions(self) -> int:
         """How many times the start barrier committed: how often `execute` may have run."""
-        to = states.ExecutionStatus.EXECUTING
+        to = states.EffectiveStatus.EXECUTING
         return sum(1 for event in self.detail.events if event.to_status is to)
 
     @property

@@ -124,6 +124,8 @@ def all_schemas() -> dict[str, Any]:
                 "resolution",
                 "audit",
                 "step_run",
+                "uncertain",
+                "verdicts",
             ],
             "properties": {
                 "dispatch_id": ID,
@@ -136,13 +138,62 @@ def all_schemas() -> dict[str, Any]:
                 "created_at_ms": MS,
                 "plan": {"type": ["object", "null"]},
                 "execution": ref("Execution"),
-                "events": {"type": "array", "items": {"type": "object"}},
+                "events": {"type": "array", "items": ref("LedgerLine")},
                 "receipt": {"type": ["object", "null"]},
                 "run_id": NULLABLE_STR,
                 "observation": {"type": ["object", "null"]},
                 "resolution": {"type": ["object", "null"]},
                 "audit": {"type": "array", "items": ref("AuditRecord")},
                 "step_run": {"type": ["object", "null"]},
+                "uncertain": {
+                    "oneOf": [ref("UncertainOutcome"), {"type": "null"}],
+                    "description": "What the daemon knew when its execute answered uncertain",
+                },
+                "verdicts": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "What recovery says of an uncertain effect, in words "
+                    "(`missing` with `manual_only` reads: no automatic evidence for this "
+                    "action: check the target)",
+                },
+            },
+        },
+        "LedgerLine": {
+            "type": "object",
+            "description": "One ledger line (no lease token). `to_status` recovery_required is "
+            "the line of the database's mark: when a recovery pass first observed the expired "
+            "lease, or a resolution settled it first (`noticed_by`). A line that settled a "
+            "started row names its settler and the principal the database authenticated.",
+            "required": ["version", "from_status", "to_status", "attempt", "committed_at_ms"],
+            "properties": {
+                "version": {"type": "integer"},
+                "from_status": NULLABLE_STR,
+                "to_status": {"type": "string", "enum": statuses},
+                "attempt": {"type": "integer"},
+                "lease_owner": NULLABLE_STR,
+                "mutation_id": NULLABLE_STR,
+                "result_code": NULLABLE_STR,
+                "committed_at_ms": MS,
+                "settled_by": NULLABLE_STR,
+                "settled_principal": NULLABLE_STR,
+                "noticed_by": {
+                    "type": ["string", "null"],
+                    "enum": ["recovery_pass", "resolution", None],
+                },
+            },
+        },
+        "UncertainOutcome": {
+            "type": "object",
+            "description": "What the lease holder knew when it lost track of the effect, "
+            "redacted by the action: a command's exitCode, signal, durationMs and stderrHead; "
+            "an HTTP status or transport error and how far the request got (reached)",
+            "required": ["attempt", "lease_owner", "result_code", "evidence", "recorded_at_ms"],
+            "properties": {
+                "attempt": {"type": "integer"},
+                "lease_owner": {"type": "string"},
+                "result_code": {"type": "string"},
+                "evidence": {"type": "object"},
+                "recorded_at_ms": MS,
             },
         },
         "Execution": {

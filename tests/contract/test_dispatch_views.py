@@ -250,10 +250,10 @@ async def test_show_a_succeeded_run_create(harness: Harness, clock: ManualClock)
     )
     assert e.lease_owner == "w1"
     assert [(ev.from_status, ev.to_status) for ev in detail.events] == [
-        (None, ExecutionStatus.PENDING),
-        (ExecutionStatus.PENDING, ExecutionStatus.LEASED),
-        (ExecutionStatus.LEASED, ExecutionStatus.EXECUTING),
-        (ExecutionStatus.EXECUTING, ExecutionStatus.SUCCEEDED),
+        (None, Status.PENDING),
+        (ExecutionStatus.PENDING, Status.LEASED),
+        (ExecutionStatus.LEASED, Status.EXECUTING),
+        (ExecutionStatus.EXECUTING, Status.SUCCEEDED),
     ]
     # Database times, from the ledger itself (the manual clock is years behind them).
     stored = await harness.store.execution_events(one.dispatch_id)
@@ -362,7 +362,7 @@ async def test_show_recovery_observations_then_the_resolution(
     ]
     assert (after.events[-1].from_status, after.events[-1].to_status) == (
         ExecutionStatus.EXECUTING,
-        ExecutionStatus.FAILED,
+        Status.FAILED,
     )
     assert after.observation is not None  # the last observation stays, as history
     held = await tokens(harness)

@@ -157,6 +157,7 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         ("audit_approval_policy", "qinglong_recorder"),
         ("audit_approval_request", "qinglong_recorder"),
         ("copy_approval_policy", "qinglong_recorder"),
+        ("mark_recovery_required", "qinglong_recorder"),
         ("read_plan", "qinglong_recorder"),
         ("record_execution_changes", "qinglong_recorder"),
     ]
@@ -171,6 +172,7 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         ("approval_request_policies", "INSERT"),
         ("approved_action_dispatches", "SELECT"),
         ("execution_events", "INSERT"),
+        ("recovery_required_marks", "INSERT"),
         ("security_audit_events", "INSERT"),
     ]
 

@@ -151,7 +151,15 @@ def _end_to_end(t: Target, receiver: Receiver) -> None:
     uncertain = _dispatch(t, "silence-2", b'{"matchers":[]}')
     ticked = json_out(t.run(t.runtime, "tick", "--once", "--json"))
     assert ticked["outcomes"] == {"uncertain": 1}
-    assert _show(t, uncertain)["execution"]["status"] == "executing"
+    shown = _show(t, uncertain)
+    assert shown["execution"]["status"] == "executing"
+    # What the daemon knew is kept: the status, and that the receiver answered.
+    assert shown["uncertain"]["result_code"] == "http_500"
+    assert {k: shown["uncertain"]["evidence"][k] for k in ("status", "error", "sends")} == {
+        "status": 500,
+        "error": None,
+        "sends": 1,
+    }
     settled = _settle_by_evidence(t, uncertain)
     assert settled["execution"]["status"] == "succeeded"
     assert settled["resolution"]["source"] == "evidence"
@@ -174,7 +182,21 @@ def _end_to_end(t: Target, receiver: Receiver) -> None:
     stalled = _dispatch(t, "silence-4", b'{"comment":"stalled"}')
     ticked = json_out(t.run(t.runtime, "tick", "--once", "--json"))
     assert ticked["outcomes"] == {"uncertain": 1}
-    assert _settle_by_evidence(t, stalled)["resolution"]["source"] == "evidence"
+    # The response was lost: the transport error and how far the request got are kept.
+    lost = _show(t, stalled)["uncertain"]
+    assert (lost["result_code"], lost["evidence"]["error"], lost["evidence"]["status"]) == (
+        "read_timeout",
+        "read_timeout",
+        None,
+    )
+    assert lost["evidence"]["reached"].startswith("connected: the request may have been delivered")
+    text = t.run(t.runtime, "dispatch", "show", stalled).stdout
+    assert "transport error: read_timeout" in text
+    assert "how far it got: connected" in text
+    settled = _settle_by_evidence(t, stalled)
+    assert settled["resolution"]["source"] == "evidence"
+    assert settled["verdicts"][0].startswith("receiver says: completed (verified at ")
+    assert [e["to_status"] for e in settled["events"]][-2:] == ["recovery_required", "succeeded"]
 
     # Nothing is ever sent twice: another tick finds nothing due.
     assert json_out(t.run(t.runtime, "tick", "--once", "--json"))["outcomes"] == {}

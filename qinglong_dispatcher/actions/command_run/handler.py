@@ -45,6 +45,16 @@ def receipt(command: commands.Command, outcome: process.Outcome) -> dict[str, ob
     }
 
 
+def lost_track(command: commands.Command, outcome: process.Outcome) -> dict[str, object]:
+    """What an uncertain end leaves for the operator: the receipt's members with the signal
+    and the duration (redacted like the receipt)."""
+    return {
+        **receipt(command, outcome),
+        "signal": outcome.signal,
+        "durationMs": outcome.duration_ms,
+    }
+
+
 def verdict(command: commands.Command, outcome: process.Outcome) -> ports.ExecuteResult:
     """Map how the process ended to what the dispatcher records (see the module docstring)."""
     if outcome.timed_out:
@@ -57,7 +67,10 @@ def verdict(command: commands.Command, outcome: process.Outcome) -> ports.Execut
         kind, code = Kind.FAILED, f"command_exit_{outcome.exit_code}"
     else:
         kind, code = Kind.UNCERTAIN, "command_exit_uncertain"
-    return ports.ExecuteResult(kind=kind, code=code, receipt=receipt(command, outcome))
+    evidence = lost_track(command, outcome) if kind is Kind.UNCERTAIN else None
+    return ports.ExecuteResult(
+        kind=kind, code=code, receipt=receipt(command, outcome), evidence=evidence
+    )
 
 
 def _failed(code: str) -> ports.ExecuteResult:

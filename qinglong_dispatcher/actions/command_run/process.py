@@ -81,6 +81,10 @@ class Outcome:
     """The first bytes of stderr, every redacted value replaced by `[redacted]`."""
     stdout: bytes = b""
     """The kept stdout, only when the invocation asked for it (a check reads it)."""
+    signal: int | None = None
+    """The signal that ended the process, if one did (a timeout's kill is SIGKILL)."""
+    duration_ms: int | None = None
+    """From the spawn to the reaping, on the monotonic clock."""
 
 
 def scrubbed_env(
@@ -210,6 +214,7 @@ async def run(invocation: Invocation) -> Outcome:
     out = _Capture(cap, cap if invocation.keep_stdout else 0)
     err = _Capture(cap, window)
     process = await _spawn(invocation)
+    began = anyio.current_time()
     exit_status: int | None = None
     try:
         with anyio.move_on_after(invocation.timeout_s):
@@ -235,4 +240,6 @@ async def run(invocation: Invocation) -> Outcome:
         stderr_truncated=err.total > cap,
         stderr_head=redact(bytes(err.kept), invocation.redact)[:head],
         stdout=bytes(out.kept),
+        signal=-exit_status if exit_status is not None and exit_status < 0 else None,
+        duration_ms=round((anyio.current_time() - began) * 1000),
     )

@@ -36,6 +36,29 @@ RESEND_MAX_S = 1.0
 Kind = http.OutcomeKind
 
 
+def lost_track(receiver: str, outcome: http.Outcome, sends: int) -> dict[str, object]:
+    """What an uncertain send leaves for the operator: the receiver's name, the status or the
+    transport error, how far the request got and how many sends there were — codes only,
+    never a header, a URL or a body."""
+    if outcome.kind is Kind.IN_FLIGHT:
+        reached = "the receiver answered that a request with this key is in progress"
+    elif outcome.status is not None:
+        reached = "the receiver answered; the answer proves neither success nor failure"
+    else:
+        reached = "connected: the request may have been delivered; no complete answer came back"
+    return {
+        "receiver": receiver,
+        "status": outcome.status,
+        "error": None if outcome.status is not None else outcome.code,
+        "reached": reached,
+        "sends": sends,
+    }
+
+
+def _uncertain(code: str, evidence: dict[str, object]) -> ports.ExecuteResult:
+    return ports.ExecuteResult(kind=ports.ExecuteKind.UNCERTAIN, code=code, evidence=evidence)
+
+
 class HttpRequestHandler:
     """Implements `ports.ApprovedActionHandler` for `http.request`."""
 
@@ -108,8 +131,10 @@ class HttpRequestHandler:
         in_flight_until: float | None = None
         delivered = False
         pause = RESEND_FIRST_S
+        sends = 0
         while True:
             outcome = await self._sender.send(receiver, prepared)
+            sends += 1
             log.info(
                 "http_request.sent",
                 dispatch_id=ctx.dispatch.dispatch_id,
@@ -128,13 +153,13 @@ class HttpRequestHandler:
                     kind=failed, code=outcome.code, receipt=outcome.receipt(receiver.name)
                 )
             if outcome.kind is Kind.UNCERTAIN:
-                return ports.ExecuteResult(kind=ports.ExecuteKind.UNCERTAIN, code=outcome.code)
+                return _uncertain(outcome.code, lost_track(receiver.name, outcome, sends))
             wait = pause * self._rng.uniform(0.5, 1.5)
             if outcome.kind is Kind.IN_FLIGHT:
                 delivered = True
                 if not receiver.idempotency.dedupes:
                     # Without a per-key store a resend might run the effect a second time.
-                    return ports.ExecuteResult(kind=ports.ExecuteKind.UNCERTAIN, code="in_flight")
+                    return _uncertain("in_flight", lost_track(receiver.name, outcome, sends))
                 now = anyio.current_time()
                 if in_flight_until is None:
                     # The receiver's own timeout bounds how long we wait for its work;
@@ -143,10 +168,10 @@ class HttpRequestHandler:
                 if outcome.retry_after_s is not None:
                     wait = min(outcome.retry_after_s, receiver.total_timeout_s)
                 if now + wait > in_flight_until:
-                    return ports.ExecuteResult(kind=ports.ExecuteKind.UNCERTAIN, code="in_flight")
+                    return _uncertain("in_flight", lost_track(receiver.name, outcome, sends))
             if not self._room(ctx, end, wait, receiver):
                 if delivered:
-                    return ports.ExecuteResult(kind=ports.ExecuteKind.UNCERTAIN, code="in_flight")
+                    return _uncertain("in_flight", lost_track(receiver.name, outcome, sends))
                 return ports.ExecuteResult(kind=failed, code="http_not_sent")
             await anyio.sleep(wait)
             pause = min(RESEND_MAX_S, pause * 2)
@@ -156,7 +181,7 @@ class HttpRequestHandler:
                 receiver, prepared = self._prepare(plan, ctx.idempotency_key)
             except (http.RequestRefused, http.SecretInvalid, secrets.SecretUnavailable) as exc:
                 if delivered:
-                    return ports.ExecuteResult(kind=ports.ExecuteKind.UNCERTAIN, code="in_flight")
+                    return _uncertain("in_flight", lost_track(receiver.name, outcome, sends))
                 return ports.ExecuteResult(kind=failed, code=exc.code)
 
     def _room(

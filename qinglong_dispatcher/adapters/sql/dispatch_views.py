@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from qinglong_dispatcher.adapters.sql import plan_reads, query, recovery
+from qinglong_dispatcher.adapters.sql import plan_reads, query, recovery, uncertain_outcomes
 from qinglong_dispatcher.domain import activity, dispatch_views, plan_previews, records
 from qinglong_dispatcher.domain import recovery as recovery_records
 from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
@@ -90,6 +90,7 @@ async def show_dispatch(
         resolution=await recovery.get_resolution(q, dispatch_id),
         audit=tuple(await recovery.audit_events(q, dispatch_id)),
         step_run=part.step_run,
+        uncertain=await uncertain_outcomes.uncertain_outcome(q, dispatch_id),
     )
 
 

@@ -17,6 +17,8 @@ TREE_DELETES = (
     "prune_receipts",
     "prune_resolutions",
     "prune_observations",
+    "prune_uncertain_outcomes",
+    "prune_recovery_marks",
     "prune_executions",
     "prune_dispatches",
     "prune_approvals",

@@ -34,6 +34,7 @@ from qinglong_dispatcher.adapters.sql import (
     shared,
     token_store,
     ui_session_store,
+    uncertain_outcomes,
     votes,
 )
 from qinglong_dispatcher.domain import approvals as approval_records
@@ -109,6 +110,7 @@ class SqlStore(
     release_preflight = operation(completions.release_preflight)
     complete = operation(completions.complete)
     complete_many = operation(completions.complete_many)
+    record_uncertain = operation(uncertain_outcomes.record_uncertain)
     list_due = operation(executions.list_due, write=False)
     backlog = operation(executions.backlog, write=False)
     execution_events = operation(executions.events, write=False)

@@ -7,9 +7,16 @@ import dataclasses
 
 from aiohttp import web
 
-from qinglong_dispatcher.domain import dispatch_views, errors, permissions, plans, states
+from qinglong_dispatcher.domain import (
+    dispatch_views,
+    errors,
+    permissions,
+    plans,
+    states,
+    uncertainty,
+)
 from qinglong_dispatcher.web import context, operations, reads
-from qinglong_dispatcher.web.ui import guard, markup, sessions
+from qinglong_dispatcher.web.ui import evidence, guard, markup, sessions
 
 _WAITING = (states.EffectiveStatus.PENDING, states.EffectiveStatus.RETRY_WAIT)
 
@@ -84,8 +91,10 @@ def _timeline(detail: dispatch_views.Detail) -> str:
         + markup.esc(e.to_status.value)
         + "</b> · attempt "
         + markup.esc(e.attempt)
-        + ("" if e.lease_owner is None else " · " + markup.esc(e.lease_owner))
+        + ("" if e.by is None else " · " + markup.esc(e.by))
         + ("" if e.result_code is None else " · " + markup.esc(e.result_code))
+        + ("" if e.settled_by is None else " · settled by " + markup.esc(e.settled_by))
+        + ("" if e.noticed_by is None else " · noticed by " + markup.esc(e.noticed_by))
         + "</li>"
         for e in detail.events
     )
@@ -105,10 +114,7 @@ def _operator_forms(detail: dispatch_views.Detail, session: sessions.Session) ->
             "Cancel…",
             danger=True,
         )
-    if status is states.EffectiveStatus.RECOVERY_REQUIRED:
-        href = markup.url("/ui/recovery")
-        return f'<p><a href="{href}">Settle it in the recovery queue</a></p>'
-    return ""
+    return ""  # a recovery_required row's settle form sits beside its evidence
 
 
 @guard.view(guard.Operation.READ)
@@ -149,12 +155,17 @@ async def detail_page(request: web.Request, session: sessions.Session) -> web.St
         receipt = dict(x.receipt)
     body = (
         facts
+        + evidence.section(detail, session)  # first: it is what the operator decides on
         + "<h2>Timeline (ledger)</h2>"
         + _timeline(detail)
         + "<h2>Plan (redacted preview)</h2>"
         + markup.preview(detail.plan, detail.plan_code)
         + "<h2>Receipt</h2>"
-        + ('<p class="empty">None.</p>' if receipt is None else markup.json_block(receipt))
+        + (
+            '<p class="empty">No receipt: one is written only with a completion.</p>'
+            if receipt is None
+            else markup.json_block(receipt)
+        )
         + _observation(detail)
         + _operator_forms(detail, session)
     )
@@ -171,8 +182,8 @@ def _observation(detail: dispatch_views.Detail) -> str:
             "<h2>Last reconcile</h2>"
             + markup.facts(
                 (
-                    ("outcome", markup.esc(o.outcome.value)),
-                    ("reason", markup.esc(o.reason_code)),
+                    ("verdict", markup.esc(uncertainty.observation_verdict(o))),
+                    ("code", markup.esc(f"{o.outcome.value}/{o.reason_code}")),
                     ("count", markup.esc(o.count)),
                     ("at", markup.when(o.last_seen_at_ms)),
                 )

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from qinglong_dispatcher.domain import errors, keysets, permissions, plans, recovery, states
+from qinglong_dispatcher.domain import errors, keysets, permissions, plans, recovery, uncertainty
 from qinglong_dispatcher.web import context, operations, reads
-from qinglong_dispatcher.web.ui import guard, markup, sessions
+from qinglong_dispatcher.web.ui import evidence, guard, markup, sessions
 
 Operation = permissions.Operation
 PAGE = 50
@@ -17,28 +17,11 @@ def _cursor(text: str) -> tuple[int, str]:
     return keysets.parse(text, form="<since_ms>:<dispatch_id>")
 
 
-def _settle_form(snap: recovery.Snapshot, session: sessions.Session) -> str:
-    if not permissions.admits(session.principal, Operation.RESOLVE):
-        return ""
-    action = "/ui/recovery/" + markup.segment(snap.dispatch.dispatch_id) + "/resolve"
-    return markup.post_form(
-        action,
-        session,
-        markup.select("as", "As", [c.value for c in states.Completion])
-        + markup.text_field("reason", "Reason code", pattern=markup.CODE_PATTERN),
-        "Settle…",
-        danger=True,
-    )
-
-
 def _observed(snap: recovery.Snapshot) -> str:
     obs = snap.observation
     if obs is None:
         return '<span class="muted">not reconciled yet</span>'
-    return (
-        f"{markup.esc(obs.outcome.value)} ({markup.esc(obs.reason_code)}) ×{markup.esc(obs.count)}"
-        f", last {markup.when(obs.last_seen_at_ms)}"
-    )
+    return markup.esc(uncertainty.observation_verdict(obs))
 
 
 @guard.view(Operation.READ)
@@ -60,7 +43,7 @@ async def queue(request: web.Request, session: sessions.Session) -> web.StreamRe
             markup.esc(snap.dispatch.project_id),
             markup.when(snap.since_ms),
             _observed(snap),
-            _settle_form(snap, session),
+            evidence.settle_form(snap.dispatch.dispatch_id, session),
         )
         for snap in page
     ]

@@ -52,6 +52,14 @@ WHERE dispatch_id IN (SELECT dispatch_id FROM qinglong.prune_permits)
 DELETE FROM qinglong.recovery_observations
 WHERE dispatch_id IN (SELECT dispatch_id FROM qinglong.prune_permits)
 
+-- prune_uncertain_outcomes --
+DELETE FROM qinglong.uncertain_outcomes
+WHERE dispatch_id IN (SELECT dispatch_id FROM qinglong.prune_permits)
+
+-- prune_recovery_marks --
+DELETE FROM qinglong.recovery_required_marks
+WHERE dispatch_id IN (SELECT dispatch_id FROM qinglong.prune_permits)
+
 -- prune_executions --
 DELETE FROM qinglong.approved_action_dispatch_executions
 WHERE dispatch_id IN (SELECT dispatch_id FROM qinglong.prune_permits)

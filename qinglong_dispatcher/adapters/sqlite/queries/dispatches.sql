@@ -45,12 +45,24 @@ LEFT JOIN recovery_observations AS o ON o.dispatch_id = d.dispatch_id
 WHERE d.dispatch_id = :dispatch_id
 
 -- select_event_views --
--- The ledger of one dispatch for `dispatch show`: `select_events` without the lease token.
-SELECT version, from_status, to_status, attempt, lease_owner, mutation_id, result_code,
-       committed_at_ms
-FROM execution_events
-WHERE dispatch_id = :dispatch_id
-ORDER BY version
+-- The ledger of one dispatch for `dispatch show`: `select_events` without the lease token. A
+-- line that settled a started row names who settled it (its resolution: the operator's name
+-- and the principal the database authenticated), and the row's `recovery_required` mark
+-- (migration 0029) is a line of its own, after the start and before the settle.
+SELECT ev.version, ev.from_status, ev.to_status, ev.attempt, ev.lease_owner, ev.mutation_id,
+       ev.result_code, ev.committed_at_ms, r.resolved_by AS settled_by,
+       r.principal AS settled_principal, NULL AS noticed_by, 0 AS line_order
+FROM execution_events AS ev
+LEFT JOIN recovery_resolutions AS r
+    ON r.dispatch_id = ev.dispatch_id AND ev.from_status = 'executing'
+   AND ev.version = r.execution_version + 1
+WHERE ev.dispatch_id = :dispatch_id
+UNION ALL
+SELECT m.execution_version, 'executing', 'recovery_required', m.execution_attempt,
+       m.lease_owner, NULL, 'lease_expired', m.committed_at_ms, NULL, NULL, m.noticed_by, 1
+FROM recovery_required_marks AS m
+WHERE m.dispatch_id = :dispatch_id
+ORDER BY version, line_order
 
 -- read_full_plan --
 -- `dispatch show ID --plan`: the plan row of a dispatch (sealed as stored). On edge the OS

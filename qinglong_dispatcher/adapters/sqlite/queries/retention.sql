@@ -48,6 +48,14 @@ DELETE FROM recovery_resolutions WHERE dispatch_id IN (SELECT dispatch_id FROM p
 -- prune_observations --
 DELETE FROM recovery_observations WHERE dispatch_id IN (SELECT dispatch_id FROM prune_permits)
 
+-- prune_uncertain_outcomes --
+DELETE FROM uncertain_outcomes
+WHERE dispatch_id IN (SELECT dispatch_id FROM prune_permits)
+
+-- prune_recovery_marks --
+DELETE FROM recovery_required_marks
+WHERE dispatch_id IN (SELECT dispatch_id FROM prune_permits)
+
 -- prune_executions --
 DELETE FROM approved_action_dispatch_executions
 WHERE dispatch_id IN (SELECT dispatch_id FROM prune_permits)
