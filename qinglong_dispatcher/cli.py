@@ -36,6 +36,7 @@ COMMANDS = {
     "keys": "the plan key ring: generate, rotate stored plans, check they open",
     "backup": "copy the live edge database to a new file, beside the daemon",
     "token": "API tokens: create (prints the secret once), list, revoke",
+    "audit": "export the audit records and ledger lines (JSON lines, CEF or syslog)",
     "health": "exit 0 when the store is reachable and migrated",
 }
 """Every command and its one-line help, in the order `--help` lists them."""
@@ -132,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command tree."""
     from qinglong_dispatcher.commands import (
         approval_arguments,
+        audit,
         backup,
         bench,
         dispatches,
@@ -204,6 +206,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("token")
     tokens.add_arguments(p, shared)
     p.set_defaults(handler=parsing.lazy("tokens", "cmd_token"))
+
+    p = command("audit")
+    audit.add_arguments(p, shared)
+    p.set_defaults(handler=parsing.lazy("audit", "cmd_audit"))
 
     p = command("health")
     p.add_argument("--json", action="store_true")
