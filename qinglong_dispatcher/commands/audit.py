@@ -98,19 +98,19 @@ async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     last = export.after
     code = common.EXIT_OK
     try:
-        store = await common.open_store(settings)
-        try:
-            stop = anyio.Event()
-            async with anyio.create_task_group() as tg:
-                await tg.start(shutdown.watch, stop)
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            await tg.start(shutdown.watch, stop)
+            store = await common.open_store(settings)
+            try:
                 async for page in exporting.pages(store, export, stop):
                     for record, cursor in page.records:
                         sink.send(record.as_dict(cursor))
                         last = cursor
                     sink.flush()
-                tg.cancel_scope.cancel()
-        finally:
-            await store.close()
+            finally:
+                await store.close()
+            tg.cancel_scope.cancel()
     except audit_sinks.SyslogUnavailable as exc:
         print(f"{common.PROG}: error: {exc}", file=sys.stderr)
         code = common.EXIT_UNAVAILABLE
