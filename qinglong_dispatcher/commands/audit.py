@@ -96,28 +96,32 @@ async def cmd_audit(settings: Settings, args: argparse.Namespace) -> int:
     else:
         sink = audit_sinks.Lines(audit_formats.Format(args.format))
     last = export.after
-    code = common.EXIT_OK
+    failure: Exception | None = None
+    stop = anyio.Event()
     try:
-        stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             await tg.start(shutdown.watch, stop)
-            store = await common.open_store(settings)
             try:
-                async for page in exporting.pages(store, export, stop):
-                    for record, cursor in page.records:
-                        sink.send(record.as_dict(cursor))
-                        last = cursor
-                    sink.flush()
-            finally:
-                await store.close()
+                store = await common.open_store(settings)
+                try:
+                    async for page in exporting.pages(store, export, stop):
+                        for record, cursor in page.records:
+                            sink.send(record.as_dict(cursor))
+                            last = cursor
+                        sink.flush()
+                finally:
+                    await store.close()
+            except (audit_sinks.SyslogUnavailable, BrokenPipeError, errors.QinglongError) as exc:
+                failure = exc  # raised below, outside the task group (not as a group)
+                if isinstance(exc, audit_sinks.SyslogUnavailable):
+                    print(f"{common.PROG}: error: {exc}", file=sys.stderr)
             tg.cancel_scope.cancel()
-    except audit_sinks.SyslogUnavailable as exc:
-        print(f"{common.PROG}: error: {exc}", file=sys.stderr)
-        code = common.EXIT_UNAVAILABLE
-    except BrokenPipeError:
-        code = common.EXIT_UNAVAILABLE
     finally:
         sink.close()
-        # Also when a store fault ends the export: what was written stays written.
+        # Also when a fault ends the export: what was written stays written.
         print(f"{common.PROG}: audit export: resume with --after {last}", file=sys.stderr)
-    return code
+    if isinstance(failure, audit_sinks.SyslogUnavailable | BrokenPipeError):
+        return common.EXIT_UNAVAILABLE
+    if failure is not None:
+        raise failure
+    return common.EXIT_OK
