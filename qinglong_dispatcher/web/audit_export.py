@@ -52,22 +52,22 @@ async def export(request: web.Request) -> web.StreamResponse:
         page_size=min(wanted, audit_export.MAX_PAGE),
         settle_s=SETTLE_S,
     )
-    ctx = context.of(request)
-    pages = exporting.pages(ctx.store, plan)
-    # The first page is read before the status line: a store fault is still a problem+json.
-    first = await anext(pages, None)
-    response = web.StreamResponse(
-        headers={"Content-Type": _MEDIA[form], "Cache-Control": "no-store"}
-    )
-    await response.prepare(request)
-    sent = 0
-    page = first
-    while page is not None and sent < wanted:
-        chunk = [_line(r.as_dict(c), form) for r, c in page.records[: wanted - sent]]
-        sent += len(chunk)
-        await response.write(b"".join(chunk))
-        page = await anext(pages, None) if sent < wanted else None
-    await pages.aclose()
+    pages = exporting.pages(context.of(request).store, plan)
+    try:
+        # The first page is read before the status line: a store fault is still a problem.
+        page = await anext(pages, None)
+        response = web.StreamResponse(
+            headers={"Content-Type": _MEDIA[form], "Cache-Control": "no-store"}
+        )
+        await response.prepare(request)
+        sent = 0
+        while page is not None and sent < wanted:
+            chunk = [_line(r.as_dict(c), form) for r, c in page.records[: wanted - sent]]
+            sent += len(chunk)
+            await response.write(b"".join(chunk))
+            page = await anext(pages, None) if sent < wanted else None
+    finally:
+        await pages.aclose()  # also when the client went away mid-stream
     await response.write_eof()
     return response
 

@@ -94,3 +94,13 @@ async def test_an_export_started_during_a_rolled_back_write_waits_it_out_and_mov
     finally:
         await writer.close()
     assert keys(await exported(pg.store)) == await database_rows(pg)
+
+
+async def test_an_operator_login_exports_what_the_runtime_exports(
+    pg: stores.Harness, clock: ManualClock
+) -> None:
+    await submit_runs(pg.approver_store, clock, 2)
+    as_runtime = await exported(pg.store)
+    as_operator = await exported(pg.operator_store)
+    assert as_operator == as_runtime
+    assert keys(as_operator) == await database_rows(pg)
