@@ -8,6 +8,7 @@ a token's secret or a plan's member.
 from __future__ import annotations
 
 import enum
+import ipaddress
 import json
 import re
 from collections.abc import Mapping
@@ -74,9 +75,10 @@ _CEF_CUSTOM: Final = (
 
 def cef_line(record: Mapping[str, object], *, version: str) -> str:
     """One CEF:0 line: header `vendor|product|version|kind|name|severity`, then the extension
-    (`rt` the commit time in ms, `externalId` source:id, `suser` the principal, `src` the
-    client address, `cs1`-`cs6` request id, token or session id, trace id, cursor, project,
-    subject; `outcome` the detail or the new status)."""
+    (`rt` the commit time in ms, `externalId` source:id, `suser` the principal, `suid` the
+    actor's given name, `src` the client's IP address (`shost` when it is none), `cs1`-`cs6`
+    request id, token or session id, trace id, cursor, project, subject; `outcome` the detail
+    or the new status, `act` a ledger line's `from->to`)."""
     kind = str(record["kind"])
     name = f"{record['source']} {kind}"
     fields = (VENDOR, PRODUCT, version, kind, name)
@@ -86,7 +88,7 @@ def cef_line(record: Mapping[str, object], *, version: str) -> str:
         ("externalId", f"{record['source']}:{record['event_id']}"),
         ("suser", record.get("principal")),
         ("suid", record.get("actor")),
-        ("src", record.get("client_address")),
+        (_address_key(record.get("client_address")), record.get("client_address")),
         ("outcome", record.get("detail_code") or record.get("to_status")),
         ("act", record.get("from_status") and f"{record['from_status']}->{record['to_status']}"),
     ]
@@ -98,6 +100,16 @@ def cef_line(record: Mapping[str, object], *, version: str) -> str:
             pairs += [(f"{key}Label", label), (key, value)]
     extension = " ".join(f"{k}={cef_value(str(v))}" for k, v in pairs if v not in (None, ""))
     return f"{header}|{extension}"
+
+
+def _address_key(address: object) -> str:
+    """`src` for an IP address (CEF wants one there), `shost` for anything else (`local`, a
+    unix socket's peer)."""
+    try:
+        ipaddress.ip_address(str(address))
+    except ValueError:
+        return "shost"
+    return "src"
 
 
 def _sd_value(text: str) -> str:

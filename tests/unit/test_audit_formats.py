@@ -164,6 +164,10 @@ def test_cef_names_the_request_and_never_a_missing_value() -> None:
     assert (pairs["cs2Label"], pairs["cs2"]) == ("tokenId", "tok_" + "b" * 16)
     assert (pairs["cs4Label"], pairs["cs4"]) == ("cursor", "2.0")
     assert "cs3" not in pairs  # no trace id: the pair is left out, not printed empty
+    local = _audit(3, token_id="tok_" + "b" * 16, client_address="local", request_id="req_3")
+    extension = audit_formats.cef_line(local.as_dict(Cursor(3, 0)), version="0.1.0")
+    assert " shost=local " in extension
+    assert " src=" not in extension
 
 
 SYSLOG = re.compile(
