@@ -31,7 +31,6 @@ from tests.support.clock import ManualClock
 EPOCH = "1970-01-01T00:00:00Z"
 ENV = {"QINGLONG_CADENCE_SECONDS": "0.05", "QINGLONG_INSTALLATION": stores.INSTALLATION}
 MARKER = "customer-5e1a-marker"
-WRITES = 60
 
 
 async def login(h: stores.Harness, *, admin: bool = False) -> list[str]:
@@ -87,15 +86,17 @@ async def test_killed_and_restarted_it_exports_every_record_once_in_order(
     first_out, second_out = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
     first = _start([*cli, "--since", EPOCH, "--follow", "--page-size", "3"], first_out, tmp_path)
     written = 0
+    enough = anyio.Event()
     try:
         with anyio.fail_after(120):
             async with anyio.create_task_group() as tg:
 
                 async def write() -> None:
                     nonlocal written
-                    for n in range(WRITES):
+                    n = 0
+                    while not enough.is_set():
                         await submit_runs(h.approver_store, clock, 1, project=f"w{n}")
-                        written = n + 1
+                        written = n = n + 1
                         await anyio.sleep(0.05)
 
                 tg.start_soon(write)
@@ -113,7 +114,10 @@ async def test_killed_and_restarted_it_exports_every_record_once_in_order(
                 second = _start([*cli, "--after", cursor, "--follow"], second_out, tmp_path)
                 # Running (its first record out) while the writers still commit.
                 await eventually(lambda: len(_lines(second_out)) > 0)
-                assert written < WRITES
+                # Some more commits while the restarted exporter runs, then the writers stop.
+                running_at = written
+                await eventually(lambda: written >= running_at + 5)
+                enough.set()
         if late is not None:
             await anyio.sleep(0.2)
             await late.commit()
