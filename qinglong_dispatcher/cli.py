@@ -39,6 +39,7 @@ COMMANDS = {
     "backup": "copy the live edge database to a new file, beside the daemon",
     "token": "API tokens: create (prints the secret once), list, revoke",
     "policy": "approval policies: set (a new version), list, show, delete (retire)",
+    "audit": "export the audit records and ledger lines (JSON lines, CEF or syslog)",
     "health": "exit 0 when the store is reachable and migrated",
 }
 """Every command and its one-line help, in the order `--help` lists them."""
@@ -135,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command tree."""
     from qinglong_dispatcher.commands import (
         approval_arguments,
+        audit,
         backup,
         bench,
         dispatches,
@@ -211,6 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("policy")
     policy_arguments.add_arguments(p, shared)
+
+    p = command("audit")
+    audit.add_arguments(p, shared)
+    p.set_defaults(handler=parsing.lazy("audit", "cmd_audit"))
 
     p = command("health")
     p.add_argument("--json", action="store_true")

@@ -12,6 +12,7 @@ from qinglong_dispatcher.ports.approvals import (
     PlanStore,
     StoredPlan,
 )
+from qinglong_dispatcher.ports.audit_export import AuditExportStore
 from qinglong_dispatcher.ports.auth import (
     Authenticator,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "ActingStore",
     "ApprovalStore",
     "ApprovedActionHandler",
+    "AuditExportStore",
     "Authenticator",
     "CancelStore",
     "CheckBatch",

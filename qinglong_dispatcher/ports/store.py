@@ -9,6 +9,7 @@ from qinglong_dispatcher.domain import (
 )
 from qinglong_dispatcher.ports.action_tables import StoreHost
 from qinglong_dispatcher.ports.approvals import ApprovalStore, PlanStore
+from qinglong_dispatcher.ports.audit_export import AuditExportStore
 from qinglong_dispatcher.ports.dispatches import CancelStore, DispatchReadStore, PlanReadStore
 from qinglong_dispatcher.ports.executions import ExecutionStore, PageStore
 from qinglong_dispatcher.ports.plan_keys import PlanKeyStore
@@ -34,6 +35,7 @@ class Store(
     TokenStore,
     PolicyStore,
     UiSessionStore,
+    AuditExportStore,
     PrincipalStores,
     StoreHost,
     Protocol,

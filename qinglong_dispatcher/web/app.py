@@ -17,6 +17,7 @@ from aiohttp import web
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.web import (
     approvals,
+    audit_export,
     auth,
     bodies,
     connections,
@@ -41,6 +42,7 @@ ROUTES: Final[tuple[tuple[str, str, Handler], ...]] = (
     ("GET", "/dispatches/{dispatch_id}", reads.show_dispatch),
     ("GET", "/recovery", reads.list_recovery),
     ("GET", "/audit", reads.list_audit),
+    ("GET", "/audit/export", audit_export.export),
     ("GET", "/status", reads.status),
     ("GET", "/events", reads.stream_events),
     ("GET", "/healthz", reads.healthz),

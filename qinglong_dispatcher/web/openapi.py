@@ -10,7 +10,7 @@ from typing import Any, Final
 
 import qinglong_dispatcher
 from qinglong_dispatcher.domain import dispatch_views, states
-from qinglong_dispatcher.web import openapi_votes, openapi_writes, problems, schemas
+from qinglong_dispatcher.web import audit_export, openapi_votes, openapi_writes, problems, schemas
 
 DOCUMENT_PATH: Final = "/openapi.json"
 
@@ -224,7 +224,12 @@ def document() -> dict[str, Any]:
         },
         "servers": [{"url": "/api/v1"}],
         "security": [{"bearer": []}],
-        "paths": _merged(_paths(), openapi_writes.paths(), openapi_votes.paths()),
+        "paths": _merged(
+            _paths(),
+            openapi_writes.paths(),
+            openapi_votes.paths(),
+            audit_export.paths(_ERRORS),
+        ),
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {

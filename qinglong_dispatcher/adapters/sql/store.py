@@ -18,6 +18,7 @@ from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import (
     approval_expiry,
     approvals,
+    audit_export,
     cancels,
     completions,
     dispatch_views,
@@ -294,6 +295,8 @@ class SqlStore(
     get_resolution = operation(recovery.get_resolution, write=False)
     audit_events = operation(recovery.audit_events, write=False)
     audit_page = operation(recovery.audit_page, write=False)
+    audit_export_probe = operation(audit_export.probe, write=False)
+    audit_export_rows = operation(audit_export.rows, write=False)
 
     async def resolve_recovery(
         self,
