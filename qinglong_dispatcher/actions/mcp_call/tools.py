@@ -46,10 +46,8 @@ class ListedTool:
         """Why these arguments may not be sent to it (a low-sensitivity code), or None."""
         if approved_digest is not None and approved_digest != self.digest:
             return "mcp_schema_drift"
-        from jsonschema import (  # type: ignore[import-untyped]  # it ships no types; the mcp extra brings it
-            exceptions,
-            validators,
-        )
+        # The mcp extra brings jsonschema (untyped: pyproject's mypy override).
+        from jsonschema import exceptions, validators
 
         try:
             validator_class = validators.validator_for(self.input_schema)
