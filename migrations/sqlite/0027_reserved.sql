@@ -1,0 +1,2 @@
+-- Reserved: this number belongs to a migration written in parallel; this placeholder is
+-- dropped when the branches merge.
