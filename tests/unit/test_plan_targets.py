@@ -11,7 +11,7 @@ from qinglong_dispatcher.actions import builtin, contract
 from qinglong_dispatcher.domain import digests, errors, plans, records
 from tests.support.targets import MODELS, TARGET_TYPE
 
-PLANS = {
+PLANS: dict[str, dict[str, object]] = {
     "http.request": {"receiver": "router-1", "method": "POST", "path": "/reload"},
     "command.run": {"command": "deploy", "args": []},
     "run.create": {"taskId": "t", "taskRevision": 1, "executorType": "shell", "priority": 0},
