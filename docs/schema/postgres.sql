@@ -1813,7 +1813,7 @@ CREATE OR REPLACE FUNCTION qinglong.guard_execution_target()
 AS $function$
 BEGIN
     RAISE EXCEPTION 'an execution''s target is its dispatch''s and never changes'
-        USING ERRCODE = 'QLT01';
+        USING ERRCODE = 'QLI01';
 END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.guard_execution_target() TO PUBLIC;

@@ -52,7 +52,7 @@ CREATE FUNCTION qinglong.guard_execution_target() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     RAISE EXCEPTION 'an execution''s target is its dispatch''s and never changes'
-        USING ERRCODE = 'QLT01';
+        USING ERRCODE = 'QLI01';
 END
 $$;
 

@@ -106,13 +106,14 @@ async def test_a_target_never_changes(harness: stores.Harness, now: ManualClock)
     dispatch_id = await submit_change(harness.approver_store, now, "act-1", "router-1")
     before = await _snapshot(harness, dispatch_id)
 
-    refusal = await _refused_as_runtime(
-        harness,
-        f"UPDATE {_executions(harness)} SET target = 'router-2' "
-        f"WHERE dispatch_id = '{dispatch_id}'",
+    # The runtime's own lease of the row (which the state machine admits), moving it to a
+    # free target on the way.
+    moved = _lease_sql(harness, now.ms, dispatch_id).replace(
+        "SET status", "SET target = 'router-2', status"
     )
+    refusal = await _refused_as_runtime(harness, moved)
 
-    expected = {"postgres": "QLT01", "sqlite": "qinglong:target_refused: a target never changes"}
+    expected = {"postgres": "QLI01", "sqlite": "qinglong:target_refused: a target never changes"}
     assert refusal == expected[harness.dialect]
     assert await _snapshot(harness, dispatch_id) == before
 
