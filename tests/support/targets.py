@@ -3,6 +3,8 @@ router (`TARGET_MEMBER`), submitted through the real API."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from qinglong_dispatcher import ports
@@ -75,3 +77,40 @@ async def claim_and_start(
     )
     assert result.identity is not None
     return claim.dispatch, result.identity
+
+
+_SETTLED = frozenset(
+    {
+        states.ExecutionStatus.SUCCEEDED,
+        states.ExecutionStatus.FAILED,
+        states.ExecutionStatus.BLOCKED,
+        states.ExecutionStatus.CANCELLED,
+    }
+)
+
+
+async def effect_windows(
+    store: ports.Store, dispatch_ids: Sequence[str]
+) -> dict[str, tuple[int, int | None]]:
+    """Each started dispatch's window on its target, from its ledger (the database's clock):
+    its start barrier's line to its settlement's (None: not settled)."""
+    windows: dict[str, tuple[int, int | None]] = {}
+    for dispatch_id in dispatch_ids:
+        events = await store.execution_events(dispatch_id)
+        starts = [
+            e.committed_at_ms for e in events if e.to_status is states.ExecutionStatus.EXECUTING
+        ]
+        ends = [e.committed_at_ms for e in events if e.to_status in _SETTLED]
+        if starts:
+            windows[dispatch_id] = (min(starts), max(ends) if ends else None)
+    return windows
+
+
+def overlaps(windows: Mapping[str, tuple[int, int | None]]) -> list[tuple[str, str]]:
+    """The pairs of windows (in start order) where the later began before the earlier settled."""
+    ordered = sorted(windows.items(), key=lambda item: item[1][0])
+    return [
+        (before, after)
+        for (before, (_, end)), (after, (start, _)) in itertools.pairwise(ordered)
+        if end is None or start < end
+    ]
