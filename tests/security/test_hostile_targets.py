@@ -15,6 +15,7 @@ import anyio
 import asyncpg
 import pytest
 
+from qinglong_dispatcher.adapters.postgres import queries as postgres_queries
 from tests.support import faults, refusals, stores
 from tests.support.clock import ManualClock
 from tests.support.targets import claim_and_start, submit_change
@@ -153,6 +154,45 @@ async def test_two_transactions_racing_for_one_target_the_second_is_refused(
         await two.close()
     assert refused == ["23505"]
     assert await _snapshot(pg, second) == before
+
+
+@pytest.mark.postgres
+async def test_a_replicas_open_claim_keeps_its_targets_other_rows_from_another_replica(
+    pg: stores.Harness, now: ManualClock
+) -> None:
+    """The claim's observation, as two replicas run it at once (the runtime login, `SKIP
+    LOCKED`): while one replica's claim transaction is open, the other observes none of the
+    rows of a target the first observed, though it skips only the first's own locked row."""
+    first = await submit_change(pg.approver_store, now, "act-1", "router-1")
+    now.advance(ms=1)
+    second = await submit_change(pg.approver_store, now, "act-2", "router-1")
+    free = await submit_change(pg.approver_store, now, "act-3", "router-2")
+    statement = postgres_queries.load(stores.TABLES.statements)["claim_due_rows"]
+
+    def observe(limit: int) -> list[object]:
+        return statement.args(
+            {
+                "now_ms": now.ms + 1,
+                "limit": limit,
+                "after_eligible_at_ms": -(2**63),
+                "after_dispatch_id": "",
+            }
+        )
+
+    url = stores.runtime_url(await _database(pg))
+    one, two = await asyncpg.connect(url, timeout=5), await asyncpg.connect(url, timeout=5)
+    try:
+        async with one.transaction():
+            seen_one = [r["dispatch_id"] for r in await one.fetch(statement.text, *observe(1))]
+            async with two.transaction():
+                found = await two.fetch(statement.text, *observe(16))
+                seen_two = [r["dispatch_id"] for r in found]
+    finally:
+        await one.close()
+        await two.close()
+    assert seen_one == [first]
+    assert seen_two == [free]  # not `second`: router-1 is the first replica's to claim
+    assert second not in seen_two
 
 
 async def test_replicas_claiming_at_once_lease_one_dispatch_per_target(
