@@ -47,11 +47,13 @@ CREATE TABLE qinglong.action_plans (
     plan_algorithm text,
     plan_sealed bytea,
     plan_schema_version integer,
+    target text,
     CONSTRAINT action_plans_clear_or_sealed CHECK ((((plan_sealed IS NULL) AND (plan_key_id IS NULL) AND (plan_algorithm IS NULL) AND (plan_json <> ''::text)) OR ((plan_sealed IS NOT NULL) AND (plan_key_id IS NOT NULL) AND (plan_algorithm IS NOT NULL) AND (plan_schema_version IS NOT NULL) AND (plan_json = ''::text)))),
     CONSTRAINT action_plans_key_registered FOREIGN KEY (plan_key_id) REFERENCES qinglong.plan_keys(key_id) NOT VALID,
     CONSTRAINT action_plans_pkey PRIMARY KEY (project_id, action_ref),
     CONSTRAINT action_plans_plan_algorithm_check CHECK (((plan_algorithm IS NULL) OR (plan_algorithm = 'AES-256-GCM'::text))),
-    CONSTRAINT action_plans_plan_digest_check CHECK ((length(plan_digest) = 64))
+    CONSTRAINT action_plans_plan_digest_check CHECK ((length(plan_digest) = 64)),
+    CONSTRAINT action_plans_target_check CHECK (((target IS NULL) OR ((length(target) >= 1) AND (length(target) <= 128))))
 );
 GRANT INSERT, SELECT ON TABLE qinglong.action_plans TO qinglong_approver;
 GRANT SELECT ON TABLE qinglong.action_plans TO qinglong_operator;
@@ -232,6 +234,7 @@ CREATE TABLE qinglong.approved_action_dispatch_executions (
     result_receipt_json text,
     result_receipt_digest text,
     takeovers integer DEFAULT 0 NOT NULL,
+    target text,
     CONSTRAINT approved_action_dispatch_executions_attempt_check CHECK ((attempt >= 0)),
     CONSTRAINT approved_action_dispatch_executions_cancelled_unstarted CHECK (((status <> 'cancelled'::text) OR (started_at_ms IS NULL))),
     CONSTRAINT approved_action_dispatch_executions_check CHECK (((eligible_at_ms IS NOT NULL) = (status = ANY (ARRAY['pending'::text, 'leased'::text, 'retry_wait'::text])))),
@@ -266,6 +269,7 @@ CREATE TABLE qinglong.approved_action_dispatches (
     action_digest text NOT NULL,
     approved_by text NOT NULL,
     created_at_ms bigint NOT NULL,
+    target text,
     CONSTRAINT approved_action_dispatches_action_digest_check CHECK ((length(action_digest) = 64)),
     CONSTRAINT approved_action_dispatches_approval_request_id_fkey FOREIGN KEY (approval_request_id) REFERENCES qinglong.approval_requests(approval_request_id),
     CONSTRAINT approved_action_dispatches_approval_request_id_key UNIQUE (approval_request_id),
@@ -771,7 +775,7 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (73; those of primary keys and UNIQUE constraints too)
+-- indexes (74; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
@@ -791,6 +795,7 @@ CREATE UNIQUE INDEX approval_votes_pkey ON qinglong.approval_votes USING btree (
 CREATE INDEX approved_action_dispatch_executions_due ON qinglong.approved_action_dispatch_executions USING btree (eligible_at_ms, dispatch_id) WHERE (eligible_at_ms IS NOT NULL);
 CREATE INDEX approved_action_dispatch_executions_executing ON qinglong.approved_action_dispatch_executions USING btree (lease_expires_at_ms, dispatch_id) WHERE (status = 'executing'::text);
 CREATE INDEX approved_action_dispatch_executions_finished ON qinglong.approved_action_dispatch_executions USING btree (updated_at_ms, dispatch_id) WHERE (status = ANY (ARRAY['blocked'::text, 'cancelled'::text, 'failed'::text, 'succeeded'::text]));
+CREATE UNIQUE INDEX approved_action_dispatch_executions_one_per_target ON qinglong.approved_action_dispatch_executions USING btree (target) WHERE ((target IS NOT NULL) AND (status = ANY (ARRAY['leased'::text, 'executing'::text])));
 CREATE UNIQUE INDEX approved_action_dispatch_executions_pkey ON qinglong.approved_action_dispatch_executions USING btree (dispatch_id);
 CREATE INDEX approved_action_dispatch_executions_status ON qinglong.approved_action_dispatch_executions USING btree (status);
 CREATE UNIQUE INDEX approved_action_dispatches_approval_request_id_key ON qinglong.approved_action_dispatches USING btree (approval_request_id);
@@ -846,7 +851,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (40)
+-- functions (43)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -1384,6 +1389,36 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.db_now_ms() TO PUBLIC;
 
+-- function qinglong.dispatch_target_of_plan()
+CREATE OR REPLACE FUNCTION qinglong.dispatch_target_of_plan()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    NEW.target := (SELECT p.target FROM qinglong.action_plans AS p
+                   WHERE p.project_id = NEW.project_id AND p.action_ref = NEW.action_ref);
+    RETURN NEW;
+END
+$function$;
+ALTER FUNCTION qinglong.dispatch_target_of_plan() OWNER TO qinglong_recorder;
+
+-- function qinglong.execution_target_of_dispatch()
+CREATE OR REPLACE FUNCTION qinglong.execution_target_of_dispatch()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    NEW.target := (SELECT d.target FROM qinglong.approved_action_dispatches AS d
+                   WHERE d.dispatch_id = NEW.dispatch_id);
+    RETURN NEW;
+END
+$function$;
+ALTER FUNCTION qinglong.execution_target_of_dispatch() OWNER TO qinglong_recorder;
+
 -- function qinglong.guard_api_token_change()
 CREATE OR REPLACE FUNCTION qinglong.guard_api_token_change()
  RETURNS trigger
@@ -1883,6 +1918,19 @@ BEGIN
 END
 $function$;
 
+-- function qinglong.guard_execution_target()
+CREATE OR REPLACE FUNCTION qinglong.guard_execution_target()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RAISE EXCEPTION 'an execution''s target is its dispatch''s and never changes'
+        USING ERRCODE = 'QLI01';
+END
+$function$;
+GRANT EXECUTE ON FUNCTION qinglong.guard_execution_target() TO PUBLIC;
+
 -- function qinglong.guard_plan_reseal()
 CREATE OR REPLACE FUNCTION qinglong.guard_plan_reseal()
  RETURNS trigger
@@ -2363,7 +2411,7 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.submit_one(p_project_id text, p_action_ref text, p_action_type text, p_plan_json text, p_plan_digest text, p_plan_key_id text, p_plan_algorithm text, p_plan_sealed bytea, p_plan_schema_version integer, p_approval_request_id text, p_action_digest text, p_requested_by text, p_expires_at_ms bigint, p_decided_by text, p_dispatch_id text, p_max_attempts integer, p_now_ms bigint) TO PUBLIC;
 
--- triggers (61)
+-- triggers (64)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
@@ -2388,9 +2436,12 @@ CREATE TRIGGER approved_action_dispatch_executions_ledger_update AFTER UPDATE ON
 CREATE TRIGGER approved_action_dispatch_executions_prune_only BEFORE DELETE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER approved_action_dispatch_executions_receipt BEFORE INSERT OR UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_execution_receipt();
 CREATE TRIGGER approved_action_dispatch_executions_state_machine BEFORE INSERT OR UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.check_execution_change();
+CREATE TRIGGER approved_action_dispatch_executions_target_immutable BEFORE UPDATE OF target ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((old.target IS DISTINCT FROM new.target)) EXECUTE FUNCTION qinglong.guard_execution_target();
+CREATE TRIGGER approved_action_dispatch_executions_target_of_dispatch BEFORE INSERT ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.execution_target_of_dispatch();
 CREATE TRIGGER approved_action_dispatches_guard BEFORE INSERT ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.guard_dispatch_insert();
 CREATE TRIGGER approved_action_dispatches_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.approved_action_dispatches FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER approved_action_dispatches_prune_only BEFORE DELETE ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
+CREATE TRIGGER approved_action_dispatches_target_of_plan BEFORE INSERT ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.dispatch_target_of_plan();
 CREATE TRIGGER approved_run_action_receipts_guard BEFORE INSERT ON qinglong.approved_run_action_receipts FOR EACH ROW EXECUTE FUNCTION qinglong.guard_receipt();
 CREATE TRIGGER approved_run_action_receipts_holder_proof BEFORE INSERT ON qinglong.approved_run_action_receipts FOR EACH ROW EXECUTE FUNCTION qinglong.guard_receipt_holder();
 CREATE TRIGGER approved_run_action_receipts_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.approved_run_action_receipts FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();

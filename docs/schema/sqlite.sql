@@ -19,7 +19,8 @@ CREATE TABLE action_plans (
     plan_json     TEXT NOT NULL,
     plan_digest   TEXT NOT NULL CHECK (length(plan_digest) = 64),
     created_at_ms INTEGER NOT NULL, plan_key_id TEXT, plan_algorithm TEXT
-    CHECK (plan_algorithm IS NULL OR plan_algorithm = 'AES-256-GCM'), plan_sealed BLOB, plan_schema_version INTEGER,
+    CHECK (plan_algorithm IS NULL OR plan_algorithm = 'AES-256-GCM'), plan_sealed BLOB, plan_schema_version INTEGER, target TEXT
+    CHECK (target IS NULL OR (length(target) BETWEEN 1 AND 128)),
     PRIMARY KEY (project_id, action_ref)
 ) STRICT;
 
@@ -144,7 +145,7 @@ CREATE TABLE "approved_action_dispatch_executions" (
     created_at_ms       INTEGER NOT NULL,
     updated_at_ms       INTEGER NOT NULL, lease_proof_digest TEXT, lease_proof TEXT CHECK (lease_proof IS NULL), result_receipt_json TEXT
     CHECK (result_receipt_json IS NULL OR length(CAST(result_receipt_json AS BLOB)) <= 16384), result_receipt_digest TEXT
-    CHECK (result_receipt_digest IS NULL OR length(result_receipt_digest) = 64), takeovers INTEGER NOT NULL DEFAULT 0 CHECK (takeovers >= 0),
+    CHECK (result_receipt_digest IS NULL OR length(result_receipt_digest) = 64), takeovers INTEGER NOT NULL DEFAULT 0 CHECK (takeovers >= 0), target TEXT,
     -- eligible_at_ms is the due-index key: set exactly in the claimable states.
     CHECK ((eligible_at_ms IS NOT NULL) = (status IN ('pending', 'leased', 'retry_wait'))),
     CHECK (status NOT IN ('leased', 'executing')
@@ -165,7 +166,7 @@ CREATE TABLE approved_action_dispatches (
     action_digest       TEXT NOT NULL CHECK (length(action_digest) = 64),
     approved_by         TEXT NOT NULL,
     created_at_ms       INTEGER NOT NULL
-) STRICT;
+, target TEXT) STRICT;
 
 -- table approved_run_action_receipts
 CREATE TABLE approved_run_action_receipts (
@@ -457,7 +458,7 @@ CREATE TABLE uncertain_outcomes (
     lease_proof       TEXT CHECK (lease_proof IS NULL)  -- PostgreSQL's column; never set here
 ) STRICT;
 
--- indexes (22)
+-- indexes (23)
 
 -- index api_tokens_principal
 CREATE INDEX api_tokens_principal ON api_tokens (principal);
@@ -492,6 +493,11 @@ CREATE INDEX approved_action_dispatch_executions_executing
 CREATE INDEX approved_action_dispatch_executions_finished
     ON approved_action_dispatch_executions (updated_at_ms, dispatch_id)
     WHERE status IN ('blocked', 'cancelled', 'failed', 'succeeded');
+
+-- index approved_action_dispatch_executions_one_per_target
+CREATE UNIQUE INDEX approved_action_dispatch_executions_one_per_target
+    ON approved_action_dispatch_executions (target)
+    WHERE target IS NOT NULL AND status IN ('leased', 'executing');
 
 -- index approved_action_dispatch_executions_status
 CREATE INDEX approved_action_dispatch_executions_status
@@ -540,7 +546,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (86)
+-- triggers (90)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -590,6 +596,13 @@ WHEN NEW.plan_key_id IS NOT NULL
     AND NOT EXISTS (SELECT 1 FROM plan_keys WHERE key_id = NEW.plan_key_id)
 BEGIN
     SELECT RAISE(ABORT, 'action_plans: a plan is sealed under a registered key');
+END;
+
+-- trigger action_plans_target_immutable
+CREATE TRIGGER action_plans_target_immutable BEFORE UPDATE OF target ON action_plans
+WHEN NEW.target IS NOT OLD.target
+BEGIN
+    SELECT RAISE(ABORT, 'action_plans is immutable');
 END;
 
 -- trigger api_tokens_guard
@@ -1117,6 +1130,23 @@ BEGIN
     END;
 END;
 
+-- trigger approved_action_dispatch_executions_target_immutable
+CREATE TRIGGER approved_action_dispatch_executions_target_immutable
+BEFORE UPDATE OF target ON approved_action_dispatch_executions
+WHEN NEW.target IS NOT OLD.target
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:target_refused: a target never changes');
+END;
+
+-- trigger approved_action_dispatch_executions_target_of_dispatch
+CREATE TRIGGER approved_action_dispatch_executions_target_of_dispatch
+BEFORE INSERT ON approved_action_dispatch_executions
+WHEN NEW.target IS NOT (
+    SELECT d.target FROM approved_action_dispatches AS d WHERE d.dispatch_id = NEW.dispatch_id)
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:target_refused: an execution names its dispatch''s target');
+END;
+
 -- trigger approved_action_dispatches_immutable_delete
 CREATE TRIGGER approved_action_dispatches_immutable_delete
 BEFORE DELETE ON approved_action_dispatches
@@ -1139,6 +1169,16 @@ WHEN NOT EXISTS (
 )
 BEGIN
     SELECT RAISE(ABORT, 'approved_action_dispatches: needs its consumed approval, same action');
+END;
+
+-- trigger approved_action_dispatches_target_of_plan
+CREATE TRIGGER approved_action_dispatches_target_of_plan
+BEFORE INSERT ON approved_action_dispatches
+WHEN NEW.target IS NOT (
+    SELECT p.target FROM action_plans AS p
+    WHERE p.project_id = NEW.project_id AND p.action_ref = NEW.action_ref)
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:target_refused: a dispatch names its plan''s target');
 END;
 
 -- trigger approved_run_action_receipts_guard

@@ -142,6 +142,10 @@ class PlanReader:
         )
         if plan.project_id != dispatch.project_id or plan.action_ref != dispatch.action_ref:
             raise errors.PlanInvalid("plan identity differs", code="plan_identity_mismatch")
+        # The database copied the target the requester wrote beside the plan; a plan whose own
+        # target differs never starts (it would escape its target's one-at-a-time rule).
+        if plans.plan_target(plan) != dispatch.target:
+            raise errors.PlanInvalid("plan target differs", code="plan_target_mismatch")
         return plan, digest
 
     async def approved(self, dispatch: records.Dispatch, model: type[P]) -> P:

@@ -71,6 +71,19 @@ def _check_plan_model(where: str, spec: contract.ActionSpec) -> None:
             "plan_model.SENSITIVE_FIELDS must be a tuple of its own member names",
             "action_plan_model_invalid",
         )
+    # The target is kept in clear and shown everywhere: a member of the plan, never a sensitive one.
+    target = getattr(model, "TARGET_MEMBER", None)
+    if target is not None and not (
+        isinstance(target, str)
+        and target in plan_previews.member_names(model)
+        and target not in sensitive
+        and target not in plans.IDENTITY_MEMBERS - {"projectId"}
+    ):
+        raise _refuse(
+            where,
+            "plan_model.TARGET_MEMBER must name one of its own members that is not sensitive",
+            "action_plan_model_invalid",
+        )
 
 
 def _check(where: str, spec: object) -> contract.ActionSpec:

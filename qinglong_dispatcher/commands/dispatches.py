@@ -70,6 +70,7 @@ async def cmd_dispatch(settings: Settings, args: argparse.Namespace) -> int:
             f"{row.dispatch_id:<36} {row.status.value:<17} {row.action_type:<11} "
             f"{row.project_id:<12} {f'{row.attempt}/{row.max_attempts}':<8} "
             f"{_iso(row.created_at_ms):<29}  {row.result_code or '-'}"
+            + ("" if row.waiting is None else f"  {row.waiting}")
         )
     if cursor is not None:
         print(f"more: --after {cursor}")
@@ -144,6 +145,8 @@ def _lines(detail: dispatch_views.Detail) -> list[str]:
         f"{'created':<12} {_iso(d.created_at_ms)}",
         f"{'plan':<12} {plan}",
         f"{'status':<12} {status}",
+        f"{'target':<12} {d.target or '-'}"
+        + ("" if e.waiting_for_target is None else f" ({e.waiting_for_target})"),
         f"{'attempt':<12} {e.attempt}/{e.max_attempts} (version {e.version})",
         f"{'takeovers':<12} {e.takeovers}/{e.max_takeovers}",
         f"{'lease':<12} {e.lease_owner or '-'} until {_iso(e.lease_expires_at_ms)}",

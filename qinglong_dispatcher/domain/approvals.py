@@ -176,6 +176,9 @@ class NewApproval:
     requested_by: str
     expires_at_ms: int
     sealed: SealedPlan | None = None
+    target: str | None = None
+    """The plan's target (`plans.plan_target`), kept in clear beside it: the database copies
+    it into the dispatch and its execution."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -12,7 +12,15 @@ import json
 from collections.abc import Mapping
 from typing import Final
 
-from qinglong_dispatcher.domain import keysets, records, recovery, runs, states, uncertainty
+from qinglong_dispatcher.domain import (
+    keysets,
+    records,
+    recovery,
+    runs,
+    states,
+    targets,
+    uncertainty,
+)
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
 from qinglong_dispatcher.domain.tools import steps
 
@@ -84,6 +92,9 @@ class DispatchSummary:
     updated_at_ms: int
     """When its execution row last changed."""
     result_code: str | None
+    target: str | None = None
+    waiting: targets.TargetWait | None = None
+    """Why it waits for its target (`waiting_for_target held_by|busy_by D`), if it does."""
 
     @classmethod
     def from_row(cls, row: records.RowLike, *, settling_ms: int) -> DispatchSummary:
@@ -101,6 +112,8 @@ class DispatchSummary:
             created_at_ms=row["created_at_ms"],
             updated_at_ms=row["updated_at_ms"],
             result_code=row["result_code"],
+            target=row["target"],
+            waiting=targets.TargetWait.from_row(row, settling_ms=settling_ms),
         )
 
     @property
@@ -121,6 +134,8 @@ class DispatchSummary:
             "created_at_ms": self.created_at_ms,
             "updated_at_ms": self.updated_at_ms,
             "result_code": self.result_code,
+            "target": self.target,
+            targets.WAITING_FOR_TARGET: None if self.waiting is None else self.waiting.as_dict(),
         }
 
 
@@ -158,6 +173,8 @@ class ExecutionView:
     receipt_digest: str | None
     created_at_ms: int
     updated_at_ms: int
+    waiting_for_target: targets.TargetWait | None = None
+    """Why it waits for its target, if it does (`domain/targets.py`)."""
 
     @classmethod
     def from_row(cls, row: records.RowLike, *, settling_ms: int) -> ExecutionView:
@@ -185,6 +202,7 @@ class ExecutionView:
             receipt_digest=row["result_receipt_digest"],
             created_at_ms=row["created_at_ms"],
             updated_at_ms=row["updated_at_ms"],
+            waiting_for_target=targets.TargetWait.from_row(row, settling_ms=settling_ms),
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -193,6 +211,8 @@ class ExecutionView:
         values["status"] = self.status.value
         values["effective_status"] = self.effective_status.value
         values["receipt"] = None if self.receipt is None else dict(self.receipt)
+        wait = self.waiting_for_target
+        values["waiting_for_target"] = None if wait is None else wait.as_dict()
         return values
 
 

@@ -54,6 +54,10 @@ class _ExactShapePlan(pydantic.BaseModel):
     SENSITIVE_FIELDS: ClassVar[tuple[str, ...]]
     """The top-level members a redacted preview shows only as size and digest prefix
     (`domain/plan_previews.py`): whatever may carry customer data or secrets."""
+    TARGET_MEMBER: ClassVar[str | None] = None
+    """The top-level member (its JSON name) naming what the action changes — a router, a host,
+    a project — or None: no target. Its value, an identifier or null, is the plan's target:
+    the database lets at most one dispatch per target past its claim (`plan_target`)."""
 
     @property
     def action_type(self) -> str:
@@ -299,6 +303,22 @@ def resolve_plan(
         return _validate(model, json.loads(data)), digest
     plan = parse_plan(action_type, data, models=models)
     return plan, plan_action_digest(plan, plan_digests)
+
+
+def plan_target(plan: AnyPlan) -> str | None:
+    """The plan's target: the value of its model's `TARGET_MEMBER` (None without one, or where
+    the member is null). The registry checks the member exists and is not sensitive; the value
+    must be an identifier (`PlanInvalid` otherwise: the database keeps it in clear)."""
+    member = plan.TARGET_MEMBER
+    if member is None:
+        return None
+    value = plan.to_canonical_dict().get(member)
+    if value is None:
+        return None
+    if not is_identifier(value):
+        raise errors.PlanInvalid(f"plan invalid: {member}: a target {_IDENTIFIER_RULE}")
+    assert isinstance(value, str)
+    return value
 
 
 def plan_canonical(plan: AnyPlan) -> bytes:

@@ -47,6 +47,9 @@ class Dispatch:
     action_digest: str
     approved_by: str
     created_at_ms: int
+    target: str | None = None
+    """What its plan changes (`plans.plan_target`), copied by the database from the plan: at
+    most one dispatch per target is past its claim."""
 
     @classmethod
     def from_joined_row(cls, row: RowLike) -> Dispatch:
@@ -60,6 +63,7 @@ class Dispatch:
             action_digest=row["action_digest"],
             approved_by=row["approved_by"],
             created_at_ms=row["dispatch_created_at_ms"],
+            target=row["target"],
         )
 
 

@@ -73,6 +73,7 @@ def new_approval(
         action_digest=plans.plan_action_digest(plan, plan_digests),
         requested_by=requested_by,
         expires_at_ms=now_ms + approval_ttl_ms,
+        target=plans.plan_target(plan),
     )
 
 

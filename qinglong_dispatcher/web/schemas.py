@@ -10,6 +10,27 @@ from qinglong_dispatcher.web import problems
 ID: Final = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"}
 MS: Final = {"type": "integer", "description": "Unix time in milliseconds"}
 NULLABLE_STR: Final = {"type": ["string", "null"]}
+NULLABLE_ID: Final = {**ID, "type": ["string", "null"]}
+TARGET_WAIT: Final = {
+    "description": "`waiting_for_target`: why a pending dispatch is not claimed (the one "
+    "dispatch past its claim on the target: `held_by` one whose effect's outcome is unknown, "
+    "recovery_required; `busy_by` one still live); null when it does not wait for its target",
+    "oneOf": [
+        {"type": "null"},
+        {
+            "type": "object",
+            "required": ["target", "held_by"],
+            "properties": {"target": ID, "held_by": ID},
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "required": ["target", "busy_by"],
+            "properties": {"target": ID, "busy_by": ID},
+            "additionalProperties": False,
+        },
+    ],
+}
 
 
 def ref(name: str) -> dict[str, str]:
@@ -32,6 +53,8 @@ def all_schemas() -> dict[str, Any]:
             "created_at_ms",
             "updated_at_ms",
             "result_code",
+            "target",
+            "waiting_for_target",
         ],
         "properties": {
             "dispatch_id": ID,
@@ -44,6 +67,8 @@ def all_schemas() -> dict[str, Any]:
             "created_at_ms": MS,
             "updated_at_ms": MS,
             "result_code": NULLABLE_STR,
+            "target": {**NULLABLE_ID, "description": "what the plan changes (its target)"},
+            "waiting_for_target": TARGET_WAIT,
         },
         "additionalProperties": False,
     }
@@ -78,6 +103,7 @@ def all_schemas() -> dict[str, Any]:
         "receipt_digest": NULLABLE_STR,
         "created_at_ms": MS,
         "updated_at_ms": MS,
+        "waiting_for_target": TARGET_WAIT,
     }
     return {
         "Problem": {
@@ -115,6 +141,7 @@ def all_schemas() -> dict[str, Any]:
                 "action_digest",
                 "approved_by",
                 "created_at_ms",
+                "target",
                 "plan",
                 "execution",
                 "events",
@@ -136,6 +163,7 @@ def all_schemas() -> dict[str, Any]:
                 "action_digest": {"type": "string"},
                 "approved_by": {"type": "string"},
                 "created_at_ms": MS,
+                "target": {**NULLABLE_ID, "description": "what the plan changes (its target)"},
                 "plan": {"type": ["object", "null"]},
                 "execution": ref("Execution"),
                 "events": {"type": "array", "items": ref("LedgerLine")},

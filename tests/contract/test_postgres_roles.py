@@ -146,7 +146,7 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
     # The definer functions (they append what a session may not, read a whole plan for a plan
     # reader, and copy the policy in force into a new request) are the recorder's, and it owns
     # nothing else and holds nothing but USAGE, the INSERTs of what it appends, and the SELECTs
-    # `read_plan` and the policy copy need.
+    # `read_plan`, the policy copy and the target copies need.
     definers = await stores.raw(
         database,
         "SELECT p.proname, pg_get_userbyid(p.proowner) AS owner FROM pg_proc AS p "
@@ -158,6 +158,8 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         ("audit_approval_request", "qinglong_recorder"),
         ("copy_approval_policy", "qinglong_recorder"),
         ("mark_recovery_required", "qinglong_recorder"),
+        ("dispatch_target_of_plan", "qinglong_recorder"),
+        ("execution_target_of_dispatch", "qinglong_recorder"),
         ("read_plan", "qinglong_recorder"),
         ("record_execution_changes", "qinglong_recorder"),
     ]

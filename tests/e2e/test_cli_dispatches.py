@@ -86,7 +86,10 @@ def test_list_pages_then_show_the_first(workdir: Path) -> None:
         "created_at_ms",
         "updated_at_ms",
         "result_code",
+        "target",
+        "waiting_for_target",
     }
+    assert (first["target"], first["waiting_for_target"]) == (None, None)
     assert (first["status"], first["action_type"], first["result_code"]) == (
         "succeeded",
         "run.create",

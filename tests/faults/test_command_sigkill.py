@@ -35,20 +35,29 @@ def _commands_file(directory: Path, lines: Path) -> Path:
     def s(value: str) -> str:
         return json.dumps(value)  # an ASCII JSON string is a TOML basic string
 
+    # A command per round: a command is its runs' target, and each killed run holds it until
+    # recovery settles it (docs/actions.md#declaring-a-target).
     config = directory / "commands.toml"
     config.write_text(
-        f"""
-[commands.append-line]
+        "".join(
+            f"""
+[commands.{_command(i)}]
 executable = "/bin/sh"
 argv = ["-c", {s(SCRIPT)}, {s(str(lines))}]
 args = [{{ pattern = "line-[0-9]{{1,3}}" }}, {{ pattern = "[01]" }}]
 fails_cleanly = false
 timeout_seconds = 1.4
 check = {{ argv = ["/bin/grep", "-x", "{{0}}", {s(str(lines))}], expect = "." }}
-""",
+"""
+            for i in range(ROUNDS)
+        ),
         encoding="utf-8",
     )
     return config
+
+
+def _command(round_: int) -> str:
+    return f"append-line-{round_}"
 
 
 def _plan(line: str, pause: str) -> dict[str, object]:
@@ -56,7 +65,7 @@ def _plan(line: str, pause: str) -> dict[str, object]:
         "schemaVersion": 1,
         "actionRef": line,
         "projectId": "p1",
-        "command": "append-line",
+        "command": _command(int(line.removeprefix("line-"))),
         "args": [line, pause],
     }
 

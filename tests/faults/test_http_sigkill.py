@@ -1,4 +1,6 @@
-"""SIGKILL between send and completion: each key executed once, settled by the receiver's record."""
+"""SIGKILL between send and completion: each key executed once, settled by the receiver's record;
+and under kills no two effects on one target (a receiver) overlap: the next starts only once the
+last is settled."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import anyio.to_thread
 import pytest
 
 from qinglong_dispatcher.domain.states import ExecutionStatus
-from tests.support import effect_crash, receiver_client, stores
+from tests.support import effect_crash, receiver_client, stores, targets
 from tests.support.daemon import free_port, ready, wait_until
 from tests.support.receiver_client import Receiver, receivers
 
@@ -31,6 +33,8 @@ FRESH_S = 0.7
 """An effect younger than this is still awaited by its sender (its total timeout is 1.2 s)."""
 REPLICAS = 3
 REPLICA_DISPATCHES = 40
+TARGETS = 8
+"""The receivers (targets) the replicas' dispatches are spread over: one change at a time each."""
 ENV = {
     # Short leases, so that killed executions are recovery_required soon.
     "QINGLONG_LEASE_SECONDS": "2",
@@ -40,13 +44,13 @@ ENV = {
 }
 
 
-def _plan(ref: str) -> dict[str, object]:
+def _plan(ref: str, receiver: str) -> dict[str, object]:
     body = f'{{"order":"{ref}"}}'.encode()
     return {
         "schemaVersion": 1,
         "actionRef": ref,
         "projectId": "p1",
-        "receiver": "orders",
+        "receiver": receiver,
         "method": "POST",
         "path": "/effects/orders",
         "query": [],
@@ -68,14 +72,12 @@ def receiver(tmp_path: Path) -> Iterator[Receiver]:
 
 @contextlib.asynccontextmanager
 async def _target(
-    dialect: str, tmp_path: Path, receiver: Receiver
+    dialect: str, tmp_path: Path, receiver: Receiver, names: list[str], **extra: str
 ) -> AsyncIterator[effect_crash.Target]:
-    env = {
-        **ENV,
-        "QINGLONG_RECEIVERS_FILE": str(
-            receiver_client.deduping_receivers_file(tmp_path, receiver, connect_s=0.5, read_s=1.2)
-        ),
-    }
+    receivers_file = receiver_client.deduping_receivers_file(
+        tmp_path, receiver, connect_s=0.5, read_s=1.2, names=names
+    )
+    env = {**ENV, **extra, "QINGLONG_RECEIVERS_FILE": str(receivers_file)}
     async with effect_crash.target(dialect, tmp_path, env) as t:
         yield t
 
@@ -84,10 +86,12 @@ async def _target(
 async def test_a_sigkill_between_send_and_completion_is_settled_once_by_the_receivers_record(
     tmp_path: Path, receiver: Receiver, dialect: str
 ) -> None:
-    async with _target(dialect, tmp_path, receiver) as t:
+    # A receiver per kill: each killed send holds its target until recovery settles it.
+    names = [f"orders-{i}" for i in range(KILLS)]
+    async with _target(dialect, tmp_path, receiver, names) as t:
         ids = []
         for i in range(KILLS):
-            dispatch_id = await t.seed(ACTION, _plan(f"kill-{i}"))
+            dispatch_id = await t.seed(ACTION, _plan(f"kill-{i}", names[i]))
             ids.append(dispatch_id)
             if i % 2 == 0:
                 # The real CLI, killed while the receiver holds back the answer of an effect
@@ -176,8 +180,15 @@ async def _kill_replicas(t: effect_crash.Target, receiver: Receiver) -> list[str
 async def test_replicas_killed_while_their_sends_stall_leave_each_key_executed_once_and_settled(
     tmp_path: Path, receiver: Receiver
 ) -> None:
-    async with _target("postgres", tmp_path, receiver) as t:
-        ids = [await t.seed(ACTION, _plan(f"replica-{i}")) for i in range(REPLICA_DISPATCHES)]
+    names = [f"orders-{i}" for i in range(TARGETS)]
+    # The reconciler settles a killed send by the receiver's record soon, freeing its target.
+    async with _target(
+        "postgres", tmp_path, receiver, names, QINGLONG_RECONCILE_SECONDS="0.5"
+    ) as t:
+        ids = [
+            await t.seed(ACTION, _plan(f"replica-{i}", names[i % TARGETS]))
+            for i in range(REPLICA_DISPATCHES)
+        ]
         # Every send stalls past its total timeout: a replica not killed in time ends it
         # uncertain, which recovery settles the same way.
         receiver.set_fault("stall", count=10_000, seconds=STALL_S)
@@ -192,3 +203,14 @@ async def test_replicas_killed_while_their_sends_stall_leave_each_key_executed_o
             if dispatch_id in landed:
                 assert outcome.resolution == "evidence"
         assert sorted(e["key"] for e in receiver.effects()) == sorted(ids)
+        # One change at a time per receiver, kills or not: each dispatch's window from its
+        # start barrier to its settlement (the ledger) is clear of the others' on its target,
+        # and the receiver saw the effects in that order.
+        executed = {e["key"]: e["executed_at"] for e in receiver.effects()}
+        for n, name in enumerate(names):
+            on_target = ids[n::TARGETS]
+            windows = await targets.effect_windows(t.store, on_target)
+            assert len(windows) == len(on_target)
+            assert targets.overlaps(windows) == [], name
+            by_window = sorted(on_target, key=lambda d: windows[d][0])
+            assert sorted(on_target, key=lambda d: executed[d]) == by_window, name

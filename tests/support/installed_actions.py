@@ -128,6 +128,27 @@ class MisspeltPlan(plans.PlanModel):
 
 
 MISSPELT = dataclasses.replace(MANUAL, action_type="test.misspelt", plan_model=MisspeltPlan)
+
+
+class AimlessPlan(EchoPlan):
+    """Names a target member it does not have."""
+
+    ACTION_TYPE: ClassVar[str] = "test.aimless"
+    TARGET_MEMBER: ClassVar[str | None] = "router"
+
+
+class SecretTargetPlan(EchoPlan):
+    """Names a sensitive member as its target: the target is kept and shown in clear."""
+
+    ACTION_TYPE: ClassVar[str] = "test.secret_target"
+    SENSITIVE_FIELDS: ClassVar[tuple[str, ...]] = ("answer",)
+    TARGET_MEMBER: ClassVar[str | None] = "answer"
+
+
+AIMLESS = dataclasses.replace(MANUAL, action_type="test.aimless", plan_model=AimlessPlan)
+SECRET_TARGET = dataclasses.replace(
+    MANUAL, action_type="test.secret_target", plan_model=SecretTargetPlan
+)
 NOT_A_SPEC = {"action_type": "test.dict"}
 
 

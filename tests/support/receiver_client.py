@@ -22,7 +22,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -316,14 +316,21 @@ def receivers(directory: Path) -> Iterator[Callable[..., Receiver]]:
 
 
 def deduping_receivers_file(
-    directory: Path, receiver: Receiver, *, connect_s: float, read_s: float
+    directory: Path,
+    receiver: Receiver,
+    *,
+    connect_s: float,
+    read_s: float,
+    names: Sequence[str] = ("orders",),
 ) -> Path:
-    """`directory/receivers.toml`: one receiver `orders` at `receiver`, POST under `/effects/`,
-    which dedupes and answers a `get` lookup of a key (`read_s` is also the total timeout)."""
+    """`directory/receivers.toml`: one receiver per name (`orders`) at `receiver`, POST under
+    `/effects/`, which dedupes and answers a `get` lookup of a key (`read_s` is also the total
+    timeout). Each name is a target of its own (docs/actions.md#declaring-a-target)."""
     config = directory / "receivers.toml"
     config.write_text(
-        f"""
-[receivers.orders]
+        "".join(
+            f"""
+[receivers.{name}]
 base_url = "{receiver.url}"
 methods = ["POST"]
 path_prefixes = ["/effects/"]
@@ -331,12 +338,14 @@ connect_timeout_seconds = {connect_s}
 read_timeout_seconds = {read_s}
 total_timeout_seconds = {read_s}
 
-[receivers.orders.idempotency]
+[receivers.{name}.idempotency]
 dedupes = true
 key_retention_seconds = 3600
 lookup = "get"
 lookup_path = "/idempotency/{{key}}"
-""",
+"""
+            for name in names
+        ),
         encoding="utf-8",
     )
     return config

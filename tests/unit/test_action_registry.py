@@ -116,6 +116,8 @@ def test_an_action_must_declare_its_evidence_or_manual_only(tmp_path: Path) -> N
         (f"{HERE}:LOOSE", "action_plan_model_invalid"),
         (f"{HERE}:MISNAMED", "action_plan_model_invalid"),
         (f"{HERE}:MISSPELT", "action_plan_model_invalid"),
+        (f"{HERE}:AIMLESS", "action_plan_model_invalid"),
+        (f"{HERE}:SECRET_TARGET", "action_plan_model_invalid"),
     ],
 )
 def test_broken_declarations_are_refused_in_one_line(

@@ -18,7 +18,7 @@ from qinglong_dispatcher.actions import contract
 from qinglong_dispatcher.actions.http_request import handler, send
 from qinglong_dispatcher.actions.http_request import plan as plan_model
 from qinglong_dispatcher.domain import errors, plans, records
-from tests.support import stores
+from tests.support import stores, targets
 from tests.support.actions import make_api
 from tests.support.clock import ManualClock
 from tests.support.recovery import started_execution
@@ -38,6 +38,7 @@ class World:
     server: served.Downstream
     sender: send.Sender
     reader: contract.PlanReader
+    started: list[records.ExecutionIdentity] = dataclasses.field(default_factory=list)
 
     def handler(self, base_url: str | None = None, **extra: Any) -> handler.HttpRequestHandler:
         chosen = served.receiver_set(base_url or self.server.base_url, **extra)
@@ -53,8 +54,13 @@ class World:
         return dispatch
 
     async def context(self, *, budget_ms: int = 3000, **fields: Any) -> ports.ExecutionContext:
+        # The receiver is the plans' target: the execution started before (which these tests
+        # never complete) is settled first, or it would keep the next one from its claim.
+        for earlier in self.started:
+            await targets.finish(self.harness.store, earlier, now_ms=self.clock.now_ms())
         await self.submit(**fields)
         dispatch, identity = await started_execution(self.harness, self.clock)
+        self.started.append(identity)
         return ports.ExecutionContext(
             dispatch=dispatch, identity=identity, deadline_ms=self.clock.now_ms() + budget_ms
         )

@@ -32,6 +32,9 @@ class CommandRunPlan(plans.PlanModel):
     ACTION_TYPE: ClassVar[str] = ACTION_TYPE
     SENSITIVE_FIELDS: ClassVar[tuple[str, ...]] = ("args",)
     """Fields a preview must redact: an argument may be marked sensitive by the command."""
+    TARGET_MEMBER: ClassVar[str | None] = "command"
+    """A configured command is what it changes (a deploy script, a router's reload): one run of
+    a command at a time, and none after one whose outcome is unknown until it is settled."""
 
     command: plans.Identifier
     args: list[Argument] = Field()

@@ -76,6 +76,8 @@ class HttpRequestPlan(plans.PlanModel):
     SENSITIVE_FIELDS: ClassVar[tuple[str, ...]] = ("query", "headers", "body")
     """What a redacted preview shows only as size and digest prefix: a query value, a
     header or the body may carry customer data."""
+    TARGET_MEMBER: ClassVar[str | None] = "receiver"
+    """The receiver is the system a request changes: one request per receiver at a time."""
 
     receiver: plans.Identifier = Field(alias="receiver")
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = Field(alias="method")

@@ -45,6 +45,10 @@ async def submit_fast(
     grants) is raised typed, as from the shared transaction. It is not fenced, so a lost
     connection is raised, never replayed.
     """
+    if new.target is not None:
+        # `submit_one` (migration 0018) writes no target: a plan with one takes the shared
+        # transaction, which does.
+        return None
     dispatch_id = ids.new_dispatch_id(now_ms)
     params = {
         **approvals.plan_row(new, now_ms),

@@ -76,6 +76,7 @@ def plan_row(new: approvals.NewApproval, now_ms: int) -> dict[str, object]:
         "plan_algorithm": None if sealed is None else sealed.algorithm,
         "plan_sealed": None if sealed is None else sealed.data,
         "plan_schema_version": None if sealed is None else sealed.schema_version,
+        "target": new.target,
     }
 
 

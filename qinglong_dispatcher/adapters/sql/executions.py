@@ -15,7 +15,7 @@ from typing import Any
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.sql import page as pages
 from qinglong_dispatcher.adapters.sql import query, rows
-from qinglong_dispatcher.domain import fencing, ids, records, states
+from qinglong_dispatcher.domain import fencing, ids, records, states, targets
 from qinglong_dispatcher.domain.records import Outcome
 from qinglong_dispatcher.domain.states import ExecutionStatus
 
@@ -53,6 +53,7 @@ async def claim_due(
     # A lease taken over before goes in a page of its own; `observed` still counts the whole
     # observation, so a full one sends the dispatcher on to the next page.
     page = page[: fencing.isolated_prefix([execution for execution, _ in page])]
+    page = targets.first_per_target(page, lambda observed: observed[1].target)
     claims = await _claim_page(q, page, now_ms=now_ms, owner=owner, lease_ms=lease_ms, token=None)
     return records.ClaimBatch(claims=claims, observed=len(found))
 

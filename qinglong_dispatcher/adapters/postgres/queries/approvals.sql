@@ -3,9 +3,9 @@
 -- insert_plan --
 INSERT INTO qinglong.action_plans (project_id, action_ref, action_type, plan_json, plan_digest,
                                    created_at_ms, plan_key_id, plan_algorithm, plan_sealed,
-                                   plan_schema_version)
+                                   plan_schema_version, target)
 VALUES (:project_id, :action_ref, :action_type, :plan_json, :plan_digest, :now_ms, :plan_key_id,
-        :plan_algorithm, :plan_sealed, :plan_schema_version)
+        :plan_algorithm, :plan_sealed, :plan_schema_version, :target)
 
 -- select_plan --
 SELECT project_id, action_ref, action_type, plan_json, plan_digest, plan_key_id,

@@ -9,7 +9,7 @@ e.created_at_ms, e.updated_at_ms, e.takeovers
 -- select_due --
 SELECT {execution_columns},
        d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
-       d.created_at_ms AS dispatch_created_at_ms
+       d.created_at_ms AS dispatch_created_at_ms, d.target
 FROM qinglong.approved_action_dispatch_executions AS e
 JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
 WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms::bigint
@@ -20,13 +20,34 @@ LIMIT :limit::bigint
 -- claim_due_rows --
 -- The due observation of `claim_due` locks what it sees, and skips (never waits for) the
 -- rows another replica holds: their claims are that replica's.
-{select_due}
+-- A row whose target another row holds past its claim (busy, or held: recovery_required) is
+-- not observed, so its claim spends nothing; the probe is one read of the partial unique
+-- index, and a row without a target never makes it. A row with a target also takes the
+-- target's transaction lock, or is skipped like a locked row: two replicas never lease two
+-- rows of one target in transactions that cannot see each other (the index would refuse the
+-- second, 23505, undoing its whole page). CASE keeps the order: no probe, no lock, for a row
+-- without a target; no lock for a busy one.
+SELECT {execution_columns},
+       d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
+       d.created_at_ms AS dispatch_created_at_ms, d.target
+FROM qinglong.approved_action_dispatch_executions AS e
+JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms::bigint
+  AND (e.eligible_at_ms, e.dispatch_id) > (:after_eligible_at_ms::bigint, :after_dispatch_id::text)
+  AND CASE WHEN e.target IS NULL THEN true
+           WHEN EXISTS (SELECT 1 FROM qinglong.approved_action_dispatch_executions AS b
+                        WHERE b.target = e.target AND b.status IN ('leased', 'executing')
+                          AND b.dispatch_id <> e.dispatch_id) THEN false
+           ELSE pg_catalog.pg_try_advisory_xact_lock(1903326210, pg_catalog.hashtext(e.target))
+      END
+ORDER BY e.eligible_at_ms, e.dispatch_id
+LIMIT :limit::bigint
 FOR UPDATE OF e SKIP LOCKED
 
 -- select_execution --
 SELECT {execution_columns},
        d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
-       d.created_at_ms AS dispatch_created_at_ms
+       d.created_at_ms AS dispatch_created_at_ms, d.target
 FROM qinglong.approved_action_dispatch_executions AS e
 JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
 WHERE e.dispatch_id = :dispatch_id
@@ -56,6 +77,10 @@ WHERE e.dispatch_id = k.dispatch_id AND e.version = k.version
   AND CASE WHEN e.status = 'leased' THEN e.takeovers < 4 * e.max_attempts
            ELSE e.attempt < e.max_attempts END
   AND (e.status <> 'leased' OR e.lease_expires_at_ms <= qinglong.db_now_ms())
+  AND (e.target IS NULL OR NOT EXISTS (
+      SELECT 1 FROM qinglong.approved_action_dispatch_executions AS b
+      WHERE b.target = e.target AND b.status IN ('leased', 'executing')
+        AND b.dispatch_id <> e.dispatch_id))
 RETURNING e.dispatch_id, e.version, e.attempt
 
 -- exhaust_row --

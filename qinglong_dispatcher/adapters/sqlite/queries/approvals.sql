@@ -3,9 +3,9 @@
 -- insert_plan --
 INSERT INTO action_plans (project_id, action_ref, action_type, plan_json, plan_digest,
                           created_at_ms, plan_key_id, plan_algorithm, plan_sealed,
-                          plan_schema_version)
+                          plan_schema_version, target)
 VALUES (:project_id, :action_ref, :action_type, :plan_json, :plan_digest, :now_ms, :plan_key_id,
-        :plan_algorithm, :plan_sealed, :plan_schema_version)
+        :plan_algorithm, :plan_sealed, :plan_schema_version, :target)
 
 -- select_plan --
 -- Every read of plan_json takes its bytes (CAST AS BLOB): a damaged row that is not UTF-8
@@ -100,18 +100,22 @@ RETURNING approval_request_id, project_id, action_type, action_ref, action_diges
 -- insert_dispatch --
 INSERT INTO approved_action_dispatches (
     dispatch_id, approval_request_id, project_id, action_type, action_ref, action_digest,
-    approved_by, created_at_ms
+    approved_by, created_at_ms, target
 ) VALUES (
     :dispatch_id, :approval_request_id, :project_id, :action_type, :action_ref, :action_digest,
-    :approved_by, :now_ms
+    :approved_by, :now_ms,
+    -- The plan's target, read here (the trigger refuses any other).
+    (SELECT p.target FROM action_plans AS p
+     WHERE p.project_id = :project_id AND p.action_ref = :action_ref)
 )
 
 -- insert_execution --
 INSERT INTO approved_action_dispatch_executions (
     dispatch_id, project_id, status, version, attempt, max_attempts, eligible_at_ms,
-    created_at_ms, updated_at_ms
+    created_at_ms, updated_at_ms, target
 ) VALUES (
-    :dispatch_id, :project_id, 'pending', 0, 0, :max_attempts, :now_ms, :now_ms, :now_ms
+    :dispatch_id, :project_id, 'pending', 0, 0, :max_attempts, :now_ms, :now_ms, :now_ms,
+    (SELECT d.target FROM approved_action_dispatches AS d WHERE d.dispatch_id = :dispatch_id)
 )
 
 -- submit_one --

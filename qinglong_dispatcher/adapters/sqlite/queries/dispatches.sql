@@ -11,6 +11,17 @@ WHERE dispatch_id = :dispatch_id AND version = :version
   AND status IN ('pending', 'retry_wait')
 RETURNING version
 
+-- target_holder_columns --
+-- The target and the one other execution past its claim on it (the partial unique index of
+-- migration 0030 allows one): what `domain/targets.TargetWait` reads. No lease token.
+e.target, h.dispatch_id AS target_holder_id, h.status AS target_holder_status,
+h.lease_expires_at_ms AS target_holder_lease_expires_at_ms
+
+-- target_holder_join --
+LEFT JOIN approved_action_dispatch_executions AS h
+    ON h.target = e.target AND h.status IN ('leased', 'executing')
+   AND h.dispatch_id <> e.dispatch_id
+
 -- list_dispatches --
 -- `dispatch list`: newest first, a keyset page after (:after_created_at_ms, :after_dispatch_id);
 -- a NULL filter matches everything. :lease_expired is the effective-status split of
@@ -18,9 +29,10 @@ RETURNING version
 -- the caller's clock and the database's, as in count_recovery_required). No lease token.
 SELECT d.dispatch_id, d.project_id, d.action_type, d.action_ref, d.created_at_ms,
        e.status, e.attempt, e.max_attempts, e.lease_expires_at_ms, e.updated_at_ms,
-       e.result_code
+       e.result_code, {target_holder_columns}
 FROM approved_action_dispatches AS d
 JOIN approved_action_dispatch_executions AS e ON e.dispatch_id = d.dispatch_id
+{target_holder_join}
 WHERE (d.created_at_ms, d.dispatch_id) < (:after_created_at_ms, :after_dispatch_id)
   AND (:project_id IS NULL OR d.project_id = :project_id)
   AND (:action_type IS NULL OR d.action_type = :action_type)
@@ -36,12 +48,13 @@ SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.acti
        e.status, e.version, e.attempt, e.max_attempts, e.takeovers, e.eligible_at_ms,
        e.retry_at_ms, e.lease_owner, e.lease_expires_at_ms, e.started_at_ms, e.result_mutation_id,
        e.result_code, e.result_receipt_json, e.result_receipt_digest, e.completed_at_ms,
-       e.created_at_ms, e.updated_at_ms,
+       e.created_at_ms, e.updated_at_ms, {target_holder_columns},
        o.outcome AS observation_outcome, o.reason_code AS observation_reason,
        o.observation_count, o.last_seen_at_ms AS observation_last_seen_at_ms
 FROM approved_action_dispatches AS d
 JOIN approved_action_dispatch_executions AS e ON e.dispatch_id = d.dispatch_id
 LEFT JOIN recovery_observations AS o ON o.dispatch_id = d.dispatch_id
+{target_holder_join}
 WHERE d.dispatch_id = :dispatch_id
 
 -- select_event_views --

@@ -9,7 +9,7 @@ e.created_at_ms, e.updated_at_ms, e.takeovers
 -- select_due --
 SELECT {execution_columns},
        d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
-       d.created_at_ms AS dispatch_created_at_ms
+       d.created_at_ms AS dispatch_created_at_ms, d.target
 FROM approved_action_dispatch_executions AS e
 JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
 WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms
@@ -20,12 +20,27 @@ LIMIT :limit
 -- claim_due_rows --
 -- The due observation of `claim_due`. BEGIN IMMEDIATE already holds the database's one write
 -- lock, so no other writer can take an observed row: the plain due read is the locked one.
-{select_due}
+-- A row whose target another row holds past its claim (busy, or held: recovery_required) is
+-- not observed at all, so its claim spends nothing; the probe is one read of the partial
+-- unique index, and a row without a target never makes it.
+SELECT {execution_columns},
+       d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
+       d.created_at_ms AS dispatch_created_at_ms, d.target
+FROM approved_action_dispatch_executions AS e
+JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms
+  AND (e.eligible_at_ms, e.dispatch_id) > (:after_eligible_at_ms, :after_dispatch_id)
+  AND (e.target IS NULL OR NOT EXISTS (
+      SELECT 1 FROM approved_action_dispatch_executions AS b
+      WHERE b.target = e.target AND b.status IN ('leased', 'executing')
+        AND b.dispatch_id <> e.dispatch_id))
+ORDER BY e.eligible_at_ms, e.dispatch_id
+LIMIT :limit
 
 -- select_execution --
 SELECT {execution_columns},
        d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
-       d.created_at_ms AS dispatch_created_at_ms
+       d.created_at_ms AS dispatch_created_at_ms, d.target
 FROM approved_action_dispatch_executions AS e
 JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
 WHERE e.dispatch_id = :dispatch_id
@@ -52,6 +67,10 @@ WHERE e.dispatch_id = k.value ->> 'dispatch_id' AND e.version = k.value ->> 'ver
   AND +e.status IN ('pending', 'leased', 'retry_wait') AND +e.eligible_at_ms <= :now_ms
   AND CASE WHEN e.status = 'leased' THEN e.takeovers < 4 * e.max_attempts
            ELSE e.attempt < e.max_attempts END
+  AND (e.target IS NULL OR NOT EXISTS (
+      SELECT 1 FROM approved_action_dispatch_executions AS b
+      WHERE b.target = e.target AND b.status IN ('leased', 'executing')
+        AND b.dispatch_id <> e.dispatch_id))
 RETURNING dispatch_id, version, attempt
 
 -- exhaust_row --
