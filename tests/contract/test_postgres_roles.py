@@ -157,9 +157,9 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         ("audit_approval_policy", "qinglong_recorder"),
         ("audit_approval_request", "qinglong_recorder"),
         ("copy_approval_policy", "qinglong_recorder"),
-        ("mark_recovery_required", "qinglong_recorder"),
         ("dispatch_target_of_plan", "qinglong_recorder"),
         ("execution_target_of_dispatch", "qinglong_recorder"),
+        ("mark_recovery_required", "qinglong_recorder"),
         ("read_plan", "qinglong_recorder"),
         ("record_execution_changes", "qinglong_recorder"),
     ]
