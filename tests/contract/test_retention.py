@@ -302,13 +302,14 @@ async def test_a_prune_keeps_the_audit_of_live_subjects(harness: Harness) -> Non
     # The real clock: a pending request is live on the database's clock too.
     now = ManualClock(int(time.time() * 1000))
     the_api = make_api(harness.approver_store, now)
+    # The finished subject first: a table's newest record is never pruned on SQLite.
+    (done,) = await submit_runs(harness.approver_store, now, 1, project="done")
+    await _complete_one(harness, now, done.dispatch_id)
     plan = api.run_create_plan({"projectId": "p", "taskId": "t", "taskRevision": 1})
     pending = await the_api.create_approval(
         "run.create", plan.to_canonical_dict(), requested_by="alice"
     )
     (waiting,) = await submit_runs(harness.approver_store, now, 1, project="waiting")
-    (done,) = await submit_runs(harness.approver_store, now, 1, project="done")
-    await _complete_one(harness, now, done.dispatch_id)
     await anyio.sleep(0.01)  # every record's millisecond is past on the database's clock
     audit = faults.table(harness, "security_audit_events")
     live = (pending.approval_request_id, waiting.approval_request_id)
@@ -324,3 +325,34 @@ async def test_a_prune_keeps_the_audit_of_live_subjects(harness: Harness) -> Non
 
     assert dry == pruned == retention.PruneCounts(dispatches=0, audit_events=3)  # done's three
     assert await harness.raw(f"SELECT * FROM {audit} ORDER BY event_id") == kept
+
+
+async def test_ids_never_run_backwards_after_everything_was_pruned(
+    harness: Harness, clock: ManualClock
+) -> None:
+    """The audit export's cursor is an id per table: a prune of every finished tree and record
+    must never let a later row take an id already exported (SQLite's rowids, without
+    AUTOINCREMENT, are reused once a table's highest row is gone)."""
+    tables = ("execution_events", "security_audit_events")
+    for each in await submit_runs(harness.approver_store, clock, 3):
+        await _complete_one(harness, clock, each.dispatch_id)
+    highest = {
+        t: int(await harness.scalar(f"SELECT max(event_id) AS m FROM {faults.table(harness, t)}"))
+        for t in tables
+    }
+    clock.advance(ms=DAY_MS)
+    await anyio.sleep(0.002)  # every record's millisecond is past on the database's clock
+    everything = await harness.store.database_now_ms()
+    pruned = await _pruner(harness).prune_batch(
+        cutoff_ms=clock.now_ms(), audit_cutoff_ms=everything, limit=500
+    )
+    assert pruned.dispatches >= 2, pruned
+    assert pruned.audit_events >= 2, pruned
+    survivors = {t: await _rows(harness, t, f"event_id <= {n}") for t, n in highest.items()}
+
+    for each in await submit_runs(harness.approver_store, clock, 1):
+        await _complete_one(harness, clock, each.dispatch_id)
+    for table, before in highest.items():
+        # Every new row lies above every id seen before the prune.
+        assert await _rows(harness, table, f"event_id <= {before}") == survivors[table], table
+        assert await _rows(harness, table, f"event_id > {before}") > 0, table

@@ -73,7 +73,8 @@ async def test_reclaim_space_shrinks_the_file_after_a_prune(
         pruned = await store.prune_batch(
             cutoff_ms=clock.now_ms(), audit_cutoff_ms=START_MS, limit=2000
         )
-        assert pruned == retention.PruneCounts(dispatches=1000, audit_events=0)
+        # All but the tree holding the newest ledger line, which SQLite keeps (its rowid).
+        assert pruned == retention.PruneCounts(dispatches=999, audit_events=0)
         assert _pragma(path, "freelist_count") > 0
         freed = await store.reclaim_space(max_pages=100_000)
     finally:

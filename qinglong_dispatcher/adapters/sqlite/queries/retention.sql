@@ -21,6 +21,13 @@ WHERE e.status IN ('blocked', 'cancelled', 'failed', 'succeeded')
   AND NOT EXISTS (
       SELECT 1 FROM tool_execution_start_barriers AS b WHERE b.dispatch_id = d.dispatch_id
   )
+  -- The tree holding the newest ledger line stays: a rowid without AUTOINCREMENT is reused
+  -- once the highest row is gone, and the audit export's cursor must never see an id again.
+  AND NOT EXISTS (
+      SELECT 1 FROM execution_events AS v
+      WHERE v.dispatch_id = d.dispatch_id
+        AND v.event_id = (SELECT max(event_id) FROM execution_events)
+  )
 
 -- prune_grant_permits --
 INSERT INTO prune_permits (dispatch_id, approval_request_id, project_id, action_ref, cutoff_ms)
@@ -87,6 +94,8 @@ DELETE FROM prune_permits
 -- which is kept).
 FROM security_audit_events AS s
 WHERE s.committed_at_ms < :audit_cutoff_ms
+  -- The newest record stays, for the same reason as the newest ledger line's tree.
+  AND s.event_id < (SELECT max(event_id) FROM security_audit_events)
   AND NOT EXISTS (
       SELECT 1 FROM approval_requests AS a
       WHERE a.approval_request_id = s.subject_id
