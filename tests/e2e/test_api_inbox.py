@@ -1,8 +1,9 @@
 """`GET /api/v1/inbox` over a real listener, real tokens and both databases: each principal
-gets what waits on it (an approver in the policy's group: another's request; an approver
-outside it: nothing; an operator: the recovery_required dispatch with its verdict; a viewer:
-nothing), oldest first unless asked, filtered by action, project and text; a bad filter is a
-400 naming it, no token a 401, and reading writes nothing."""
+gets what waits on it (an approver in the policy's group: another's request, never its own;
+an approver outside it: only the request under no policy; an operator: the recovery_required
+dispatch with its verdict, and what an approver gets; a viewer: nothing), oldest first unless
+asked, filtered by action, project and text; a bad filter is a 400 naming it, no token a 401,
+and reading writes nothing."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ async def test_the_inbox_of_each_principal(served: Served) -> None:
         reason_code=recovery.MANUAL_ONLY,
         now_ms=it.clock.now_ms(),
     )
+    # Before the policy: a request that carries none, so any approver but bob may decide it.
+    free = (await api_submit(it, "bob", "api-free"))["approval_request_id"]
+    it.clock.advance(s=5)
     async with two_of_three(it):
         first = (await api_submit(it, "sam", "api-a"))["approval_request_id"]
         it.clock.advance(s=5)  # the order is by age: the second waits 5 s less
@@ -50,11 +54,13 @@ async def test_the_inbox_of_each_principal(served: Served) -> None:
         assert await _ids(it, "bob", "?action=run.create&project=shop") == [first, second]
         assert await _ids(it, "bob", "?project=proj-1") == []
         assert await _ids(it, "bob", f"?q={second.upper()}") == [second]
-        assert await _ids(it, "dan") == [first, second, own]  # in the group: bob's too
-        assert await _ids(it, "alice") == []  # an approver outside the group
+        assert await _ids(it, "dan") == [free, first, second, own]  # in the group: bob's too
+        assert await _ids(it, "alice") == [free]  # an approver outside the group
         assert await _ids(it, "vic") == []  # a viewer decides nothing
 
-        status, _, body = await it.call("GET", "/inbox", "carol")
+        # An operator is an approver too: the request under no policy, after the older wait.
+        assert await _ids(it, "carol") == [stuck.dispatch_id, free]
+        status, _, body = await it.call("GET", "/inbox?project=proj-1", "carol")
         assert status == 200, body
         (item,) = body["items"]
         assert (item["kind"], item["id"], item["action"], item["project"]) == (

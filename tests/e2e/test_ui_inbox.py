@@ -1,7 +1,7 @@
 """The inbox in a real browser (Debian's Chromium, headless, driven by Playwright) over a real
 listener, real tokens and both databases: under a policy whose group holds bob but not alice,
-bob's inbox shows sam's request and not his own, alice's shows neither; an operator's shows a
-`recovery_required` dispatch with its evidence's verdict; the filters (a plain GET form, with
+bob's inbox shows sam's request and not his own (under the policy or under none), alice's
+only the one under no policy; an operator's shows a `recovery_required` dispatch with its evidence's verdict; the filters (a plain GET form, with
 JavaScript off) narrow it; each row links to its page; at 390 px nothing scrolls sideways."""
 
 from __future__ import annotations
@@ -43,12 +43,14 @@ async def _rows(page: Page) -> str:
     return await page.locator("ul#inbox").text_content() or ""
 
 
-async def _no_sideways_scroll(page: Page) -> None:
-    await page.set_viewport_size(NARROW)  # type: ignore[arg-type]
-    await page.reload()
-    width = await page.evaluate("document.documentElement.scrollWidth")
+async def _no_sideways_scroll(ui: Ui, shot: str | None = None) -> None:
+    await ui.page.set_viewport_size(NARROW)  # type: ignore[arg-type]
+    await ui.page.reload()
+    width = await ui.page.evaluate("document.documentElement.scrollWidth")
     assert width <= NARROW["width"], width
-    assert await page.locator("nav a:has-text('Inbox')").is_visible()
+    assert await ui.page.locator("nav a:has-text('Inbox')").is_visible()
+    if shot is not None:
+        await ui.shot(shot)
 
 
 async def test_the_inbox_shows_what_waits_on_each_person(served: Served, shots: Path) -> None:
@@ -63,6 +65,8 @@ async def test_the_inbox_shows_what_waits_on_each_person(served: Served, shots: 
         reason_code=recovery.MANUAL_ONLY,
         now_ms=it.clock.now_ms(),
     )
+    # Before the policy: bob's request under none, which any approver but bob may decide.
+    free = (await api_submit(it, "bob", "inbox-free"))["approval_request_id"]
     async with two_of_three(it), async_playwright() as playwright:
         theirs = (await api_submit(it, "sam", "inbox-a"))["approval_request_id"]
         own = (await api_submit(it, "bob", "inbox-b"))["approval_request_id"]
@@ -75,6 +79,7 @@ async def test_the_inbox_shows_what_waits_on_each_person(served: Served, shots: 
             rows = await _rows(bob.page)
             assert theirs in rows, rows
             assert own not in rows, rows
+            assert free not in rows, rows
             assert stuck.dispatch_id not in rows, rows
             assert it.names["sam"] in rows, rows
             assert "policy two" in rows, rows
@@ -85,12 +90,17 @@ async def test_the_inbox_shows_what_waits_on_each_person(served: Served, shots: 
             assert await _rows(bob.page) == ""
             await bob.page.goto(bob.base + "/ui/inbox?action=run.create&project=shop")
             assert theirs in await _rows(bob.page)
-            await _no_sideways_scroll(bob.page)
+            await _no_sideways_scroll(bob)
 
-            # alice, an approver outside the group: neither request waits on her.
+            # alice, an approver outside the group: only the request under no policy.
             _, alice = await _signed_in(browser, it, "alice", shots)
             await alice.page.goto(alice.base + "/ui/inbox")
-            assert await _rows(alice.page) == ""
+            rows = await _rows(alice.page)
+            assert free in rows, rows
+            assert "no policy" in rows, rows
+            assert theirs not in rows, rows
+            assert own not in rows, rows
+            await alice.page.goto(alice.base + "/ui/inbox?q=nothing-has-this")
             assert "Nothing waits on you." in (await alice.page.text_content("main") or "")
 
             # carol, an operator, with JavaScript off: the recovery row and its verdict.
@@ -100,6 +110,7 @@ async def test_the_inbox_shows_what_waits_on_each_person(served: Served, shots: 
             assert stuck.dispatch_id in rows, rows
             assert VERDICT in rows, rows
             assert theirs not in rows, rows  # carol is in no group of the policy
+            await carol.shot("inbox-recovery")
             form = carol.page.locator("form.filters")
             await form.locator("input[name=q]").fill(stuck.dispatch_id[-8:].upper())
             await form.locator("button").click()
@@ -109,7 +120,9 @@ async def test_the_inbox_shows_what_waits_on_each_person(served: Served, shots: 
             await form.locator("button").click()
             assert await _rows(carol.page) == ""
             await carol.page.goto(carol.base + "/ui/inbox?project=shop")
-            assert await _rows(carol.page) == ""
+            rows = await _rows(carol.page)
+            assert free in rows, rows
+            assert stuck.dispatch_id not in rows, rows
             await carol.page.goto(carol.base + "/ui/inbox?project=proj-1&sort=newest")
             await carol.page.click(f"ul#inbox a:has-text('{stuck.dispatch_id}')")
             assert stuck.dispatch_id in (await carol.page.text_content("h1") or "")
@@ -123,6 +136,6 @@ async def test_the_inbox_shows_what_waits_on_each_person(served: Served, shots: 
 
             _, operator = await _signed_in(browser, it, "carol", shots)
             await operator.page.goto(operator.base + "/ui/inbox")
-            await _no_sideways_scroll(operator.page)
+            await _no_sideways_scroll(operator, "inbox-narrow-recovery")
         finally:
             await browser.close()
