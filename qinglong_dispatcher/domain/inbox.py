@@ -47,6 +47,9 @@ class Item:
     """Since when it waits: the request's creation, the lease's expiry."""
     summary: str
     """One line: who asked and under which policy, or the evidence's verdict."""
+    target: str | None = None
+    """The target a `recovery_required` dispatch holds: nothing else starts on it until the
+    dispatch is settled (`domain/targets.py`)."""
 
     def as_dict(self, *, now_ms: int) -> dict[str, object]:
         """The JSON members."""
@@ -58,6 +61,7 @@ class Item:
             "since_ms": self.since_ms,
             "age_ms": max(0, now_ms - self.since_ms),
             "summary": self.summary,
+            "target": self.target,
         }
 
 
@@ -80,7 +84,7 @@ class Filter:
             return True
         needle = self.text.casefold()
         hay = (item.subject_id, item.action_type, item.project_id, item.summary, item.kind.value)
-        return any(needle in h.casefold() for h in hay)
+        return any(needle in h.casefold() for h in (*hay, item.target or ""))
 
     def apply(self, items: Iterable[Item]) -> list[Item]:
         """The matching items, oldest first (newest first when asked), ties by id."""

@@ -4,8 +4,9 @@ the UI's inbox page shares with it.
 What a principal is offered follows the permission table (`domain/permissions.py`): pending
 requests it may vote on (an `approver`; not its own, not yet voted, under a policy whose groups
 hold it or that names none) and `recovery_required` dispatches with their evidence's verdict
-(an `operator`). A viewer's inbox is empty: nothing waits on a reader. It reads at most
-`SCANNED_PAGES` pages of each queue; `complete` says whether it saw every row.
+(an `operator`), each naming the target it holds, if any. A viewer's inbox is empty: nothing
+waits on a reader. It reads at most `SCANNED_PAGES` pages of each queue; `complete` says
+whether it saw every row.
 """
 
 from __future__ import annotations
@@ -111,8 +112,11 @@ async def _approvals(
 
 def _verdict(snap: recovery.Snapshot) -> str:
     if snap.observation is None:
-        return "no recovery pass has looked yet: check the target"
-    return uncertainty.observation_verdict(snap.observation)
+        said = "no recovery pass has looked yet: check the target"
+    else:
+        said = uncertainty.observation_verdict(snap.observation)
+    target = snap.dispatch.target
+    return said if target is None else f"holds target {target} until settled; {said}"
 
 
 async def _recovery(ctx: context.Context) -> tuple[list[inbox.Item], bool]:
@@ -130,6 +134,7 @@ async def _recovery(ctx: context.Context) -> tuple[list[inbox.Item], bool]:
                 project_id=snap.dispatch.project_id,
                 since_ms=snap.since_ms,
                 summary=_verdict(snap),
+                target=snap.dispatch.target,
             )
             for snap in page
         )

@@ -34,8 +34,8 @@ def paths(errors: dict[str, Any]) -> dict[str, Any]:
                     _query("project", "only this project", schemas.ID),
                     _query(
                         "q",
-                        "only rows whose id, action, project, kind or summary holds this text "
-                        "(case-insensitive)",
+                        "only rows whose id, action, project, kind, summary or target holds "
+                        "this text (case-insensitive)",
                         {"type": "string", "maxLength": inbox_reads.TEXT_MAX},
                     ),
                     _query(
@@ -59,7 +59,7 @@ def paths(errors: dict[str, Any]) -> dict[str, Any]:
 def all_schemas() -> dict[str, Any]:
     """The schemas the operation names."""
     item = openapi_writes.object_schema(
-        ["kind", "id", "action", "project", "since_ms", "age_ms", "summary"],
+        ["kind", "id", "action", "project", "since_ms", "age_ms", "summary", "target"],
         {
             "kind": {"enum": [k.value for k in inbox.Kind]},
             "id": {**schemas.ID, "description": "the approval request's or the dispatch's id"},
@@ -73,6 +73,11 @@ def all_schemas() -> dict[str, Any]:
             "summary": {
                 "type": "string",
                 "description": "who asked and under which policy, or the evidence's verdict",
+            },
+            "target": {
+                **schemas.NULLABLE_STR,
+                "description": "the target a recovery_required dispatch holds: nothing else "
+                "starts on it until it is settled",
             },
         },
     )

@@ -15,6 +15,7 @@ from tests.support.api_writes import submit as api_submit
 from tests.support.clock import ManualClock
 from tests.support.policies import two_of_three
 from tests.support.recovery import started_execution
+from tests.support.targets import claim_and_start, submit_change
 
 __all__ = ["served"]
 
@@ -88,3 +89,17 @@ async def test_the_inbox_of_each_principal(served: Served) -> None:
         status, _, _ = await it.call("GET", "/inbox", None)
         assert status == 401
         assert await it.everything() == before
+
+
+async def test_a_held_target_in_the_inbox(served: Served) -> None:
+    """A `recovery_required` dispatch with a target names the target it holds."""
+    it = served
+    past = ManualClock(it.clock.now_ms() - 3_600_000)
+    held = await submit_change(it.harness.approver_store, past, "held-1", "edge-router-7")
+    await claim_and_start(it.harness.store, past, lease_ms=60_000)
+    status, _, body = await it.call("GET", "/inbox?q=EDGE-ROUTER-7", "carol")
+    assert status == 200, body
+    (item,) = body["items"]
+    assert (item["id"], item["target"]) == (held, "edge-router-7")
+    assert item["summary"].startswith("holds target edge-router-7 until settled; ")
+    assert "no recovery pass has looked yet" in item["summary"]

@@ -1,8 +1,9 @@
 """The inbox in a real browser (Debian's Chromium, headless, driven by Playwright) over a real
 listener, real tokens and both databases: under a policy whose group holds bob but not alice,
 bob's inbox shows sam's request and not his own (under the policy or under none), alice's
-only the one under no policy; an operator's shows a `recovery_required` dispatch with its evidence's verdict; the filters (a plain GET form, with
-JavaScript off) narrow it; each row links to its page; at 390 px nothing scrolls sideways."""
+only the one under no policy; an operator's shows a `recovery_required` dispatch with its
+evidence's verdict; the filters (a plain GET form, with JavaScript off) narrow it; each row
+links to its page; at 390 px nothing scrolls sideways."""
 
 from __future__ import annotations
 
