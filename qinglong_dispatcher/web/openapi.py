@@ -10,7 +10,14 @@ from typing import Any, Final
 
 import qinglong_dispatcher
 from qinglong_dispatcher.domain import dispatch_views, states
-from qinglong_dispatcher.web import audit_export, openapi_votes, openapi_writes, problems, schemas
+from qinglong_dispatcher.web import (
+    audit_export,
+    openapi_inbox,
+    openapi_votes,
+    openapi_writes,
+    problems,
+    schemas,
+)
 
 DOCUMENT_PATH: Final = "/openapi.json"
 
@@ -228,6 +235,7 @@ def document() -> dict[str, Any]:
             _paths(),
             openapi_writes.paths(),
             openapi_votes.paths(),
+            openapi_inbox.paths(_ERRORS),
             audit_export.paths(_ERRORS),
         ),
         "components": {
@@ -236,6 +244,7 @@ def document() -> dict[str, Any]:
                 **schemas.all_schemas(),
                 **openapi_writes.all_schemas(),
                 **openapi_votes.all_schemas(),
+                **openapi_inbox.all_schemas(),
             },
         },
     }

@@ -24,6 +24,7 @@ CODE_PATTERN: Final = r"[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}"
 """A reason code, as an HTML `pattern` (the server checks it again: `plans.is_identifier`)."""
 
 NAV: Final = (
+    ("inbox", "/ui/inbox", "Inbox"),
     ("overview", "/ui", "Overview"),
     ("dispatches", "/ui/dispatches", "Dispatches"),
     ("approvals", "/ui/approvals", "Approvals"),

@@ -14,6 +14,7 @@ from qinglong_dispatcher.web.ui import (
     audit_pages,
     dispatch_pages,
     guard,
+    inbox_pages,
     overview,
     recovery_pages,
     sessions,
@@ -23,6 +24,7 @@ from qinglong_dispatcher.web.ui import (
 
 ROUTES: Final[tuple[tuple[str, str, guard.Handler], ...]] = (
     ("GET", "/ui", overview.overview),
+    ("GET", "/ui/inbox", inbox_pages.page),
     ("GET", "/ui/signin", signin.show),
     ("POST", "/ui/signin", signin.sign_in),
     ("POST", "/ui/signout", signin.sign_out),
