@@ -204,6 +204,7 @@ OIDC_FAILURE_REASONS: Final = frozenset(
         "oidc_no_mapped_group",
         "oidc_not_enrolled",
         "oidc_role_mismatch",
+        "oidc_groups_mismatch",
     }
 )
 """Why an OIDC sign-in of the operator UI was refused (docs/security.md#oidc-principals)."""

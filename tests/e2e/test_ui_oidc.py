@@ -25,6 +25,8 @@ groups_claim = "groups"
 "approvers" = "approver"
 "ops" = "operator"
 "readers" = "viewer"
+[approver_groups]
+"release-managers" = ["release_oidc"]
 """
 
 
@@ -163,7 +165,7 @@ async def test_a_replayed_state_and_a_replayed_code_are_refused(
         assert front.tokens_redeemed == redeemed
 
 
-async def test_no_mapped_group_no_enrolment_and_another_role_are_refused(
+async def test_no_mapped_group_no_enrolment_and_other_role_or_groups_are_refused(
     served: Served, front: oidc_provider.Front
 ) -> None:
     alice, vic = served.names["alice"], served.names["vic"]
@@ -174,6 +176,8 @@ async def test_no_mapped_group_no_enrolment_and_another_role_are_refused(
         await refused(served, ui, await to_provider_and_back(ui, "stranger"), "oidc_not_enrolled")
         await oidc_provider.set_user(front, vic, ["ops"])  # enrolled as a viewer
         await refused(served, ui, await to_provider_and_back(ui, vic), "oidc_role_mismatch")
+        await oidc_provider.set_user(front, alice, ["approvers", "release-managers"])
+        await refused(served, ui, await to_provider_and_back(ui, alice), "oidc_groups_mismatch")
         await oidc_provider.set_user(front, "Not A Name", ["ops"])
         await refused(
             served, ui, await to_provider_and_back(ui, "Not A Name"), "oidc_bad_principal"

@@ -101,6 +101,13 @@ async def callback(request: web.Request) -> web.StreamResponse:
                 f"your groups give {admitted.role.value}, but {admitted.principal} is enrolled"
                 f" as {anchor.role.value}",
             )
+        enrolled = (await ctx.store.approver_groups()).get(anchor.principal, [])
+        if set(enrolled) != set(admitted.approver_groups):
+            raise mapping.Refusal(
+                "oidc_groups_mismatch",
+                f"your groups make you an approver of {sorted(admitted.approver_groups)}, but"
+                f" {admitted.principal} is enrolled in {sorted(enrolled)}",
+            )
     except mapping.Refusal as exc:
         return await refused(request, exc)
     old = request.cookies.get(sessions.COOKIE)
