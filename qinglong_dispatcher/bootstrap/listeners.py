@@ -80,8 +80,15 @@ def api_server(
 
 
 def _oidc(path: Path) -> oidc_flow.Oidc:
+    import importlib.util
+
     from qinglong_dispatcher.web.oidc import flow, mapping
 
+    if importlib.util.find_spec("joserfc") is None:
+        raise errors.InvalidInput(
+            "QINGLONG_OIDC_FILE: OIDC sign-in needs the [oidc] extra "
+            "(pip install 'qinglong-dispatcher[oidc]')"
+        )
     return flow.Oidc(mapping.load(path))
 
 
