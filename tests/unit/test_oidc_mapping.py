@@ -4,6 +4,7 @@ refuses, and each claim `verify` refuses (signed here with keys made for the tes
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from joserfc import jwk, jwt
@@ -119,3 +120,14 @@ def test_an_unsigned_token_is_refused() -> None:
     with pytest.raises(mapping.Refusal) as refused:
         _verify(f"{head}.{body}.")
     assert refused.value.reason == "oidc_bad_signature"
+
+
+def test_the_file_names_its_client_secret_beside_it(tmp_path: Path) -> None:
+    (tmp_path / "secret").write_text("s3cret\n")
+    (tmp_path / "oidc.toml").write_text('client_secret_file = "secret"\n' + MAPPED)
+    loaded = mapping.load(tmp_path / "oidc.toml")
+    assert loaded.client_secret == "s3cret"
+    assert flow.Oidc(loaded).redirect_url == "https://q.example.com/ui/oidc/callback"
+    (tmp_path / "secret").unlink()
+    with pytest.raises(errors.InvalidInput, match="cannot read"):
+        mapping.load(tmp_path / "oidc.toml")
