@@ -53,14 +53,16 @@ def configured(front: oidc_provider.Front, it: Served) -> mapping.OidcFile:
     )
 
 
-async def to_provider_and_back(ui: UiClient, sub: str) -> str:
-    """Begin a sign-in, sign in at the provider as `sub`: the callback's path and query."""
+async def to_provider_and_back(ui: UiClient, sub: str, *, deny: bool = False) -> str:
+    """Begin a sign-in, sign in at the provider as `sub` (or deny it there): the callback's
+    path and query."""
     status, headers, _ = await ui.get("/ui/oidc/start?next=/ui/approvals")
     assert status == 303
     authorize = headers["Location"]
     assert "code_challenge_method=S256" in authorize
     assert "nonce=" in authorize
-    async with ui.session.post(authorize, data={"sub": sub}, allow_redirects=False) as answer:
+    sent = {"action": "deny"} if deny else {"sub": sub}
+    async with ui.session.post(authorize, data=sent, allow_redirects=False) as answer:
         assert answer.status == 302, await answer.text()
         back = parse.urlsplit(answer.headers["Location"])
     assert back.path == "/ui/oidc/callback"
@@ -170,6 +172,9 @@ async def test_no_mapped_group_no_enrolment_and_other_role_or_groups_are_refused
 ) -> None:
     alice, vic = served.names["alice"], served.names["vic"]
     async with UiClient(served) as ui:
+        await refused(
+            served, ui, await to_provider_and_back(ui, alice, deny=True), "oidc_provider_error"
+        )
         await oidc_provider.set_user(front, alice, ["unrelated"])
         await refused(served, ui, await to_provider_and_back(ui, alice), "oidc_no_mapped_group")
         await oidc_provider.set_user(front, "stranger", ["ops"])

@@ -180,6 +180,10 @@ class Oidc:
                 break
             del self._pending[state]
 
+    def spend(self, state: str) -> None:
+        """Forget the pending sign-in of `state`, if any (the provider refused it)."""
+        self._pending.pop(state, None)
+
     def take(self, state: str, browser: str | None) -> Pending:
         """The pending sign-in of `state`, spent now (a state answers once, whatever follows);
         `Refusal` when it is unknown, spent, too old, or was begun by another browser."""

@@ -83,11 +83,13 @@ async def callback(request: web.Request) -> web.StreamResponse:
             headers={"Retry-After": str(int(wait) + 1)},
         )  # fmt: skip
     try:
-        pending = oidc.take(request.query.get("state", "")[:256], request.cookies.get(COOKIE))
-        if "error" in request.query or not request.query.get("code"):
-            raise mapping.Refusal(
-                "oidc_provider_error", "the identity provider did not sign you in"
-            )
+        state = request.query.get("state", "")[:256]
+        if "error" in request.query:  # the provider's own refusal (some send no state back)
+            oidc.spend(state)
+            raise mapping.Refusal("oidc_provider_error", "the provider did not sign you in")
+        pending = oidc.take(state, request.cookies.get(COOKIE))
+        if not request.query.get("code"):
+            raise mapping.Refusal("oidc_provider_error", "the provider sent no code")
         identity = await oidc.redeem(pending, request.query["code"][:2048])
         admitted = oidc.mapping.admit(identity.claims)
         anchor = await ctx.ui_sessions.store.oidc_anchor(admitted.principal)
