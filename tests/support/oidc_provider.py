@@ -100,7 +100,8 @@ class Front:
 
 
 @contextlib.contextmanager
-def _provider() -> Iterator[str]:
+def provider() -> Iterator[str]:
+    """The provider alone (its own issuer, `http://localhost:<port>`), stopped after."""
     # authlib refuses plain HTTP unless told; the provider is on loopback only.
     env = {**os.environ, "AUTHLIB_INSECURE_TRANSPORT": "1", "PYTHONWARNINGS": "ignore"}
     process = subprocess.Popen(
@@ -125,7 +126,7 @@ def _provider() -> Iterator[str]:
 @contextlib.asynccontextmanager
 async def running() -> AsyncIterator[Front]:
     """The provider and its front, both on loopback, stopped after."""
-    with _provider() as upstream:
+    with provider() as upstream:
         front = Front(upstream)
         async with aiohttp.ClientSession() as session, session.get(upstream + "/jwks") as answer:
             front._upstream_keys = jwk.KeySet.import_key_set(await answer.json())
