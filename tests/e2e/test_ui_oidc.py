@@ -199,3 +199,17 @@ async def test_revoking_the_token_ends_the_oidc_session(
         assert (await ui.get("/ui"))[0] == 200
         await served.admin.revoke_token(served.token_ids["bob"])
         assert (await ui.get("/ui"))[0] == 303
+
+
+async def test_an_address_that_keeps_failing_is_slowed_like_a_token_sign_in(
+    served: Served, front: oidc_provider.Front
+) -> None:
+    async with UiClient(served) as ui:
+        for _ in range(10):
+            assert (await ui.get("/ui/oidc/callback?state=guess&code=guess"))[0] == 403
+        assert await refusals(served) == ["oidc_state_unknown"] * 10
+        for path in ("/ui/oidc/start", "/ui/oidc/callback?state=guess&code=guess"):
+            status, headers, page = await ui.get(path)
+            assert status == 429, page[:300]
+            assert int(headers["Retry-After"]) > 0
+        assert len(await refusals(served)) == 10

@@ -48,10 +48,26 @@ async def refused(request: web.Request, refusal: mapping.Refusal) -> web.Respons
     return response
 
 
+def _locked_out(request: web.Request) -> web.Response | None:
+    """The 429 page when this address failed too often (the token sign-in's limiter)."""
+    ctx = context.of(request)
+    wait = ctx.auth_failures.retry_after(auth.client_key(request))
+    if wait <= 0:
+        return None
+    ctx.metrics.record_api_rate_limited("auth_failures")
+    return guard.error_page(
+        "rate_limited", "too many failed sign-ins", None,
+        headers={"Retry-After": str(int(wait) + 1)},
+    )  # fmt: skip
+
+
 @auth.requires(auth.PUBLIC)
 async def start(request: web.Request) -> web.StreamResponse:
     """`GET /ui/oidc/start`: a new pending sign-in, and the browser sent to the provider."""
     oidc = _oidc(request)
+    locked = _locked_out(request)
+    if locked is not None:
+        return locked
     try:
         browser, location = await oidc.begin(signin.next_path(request.query.get("next")))
     except mapping.Refusal as exc:
@@ -74,14 +90,9 @@ async def callback(request: web.Request) -> web.StreamResponse:
     """`GET /ui/oidc/callback`: the provider's answer for a session, or a refusal page."""
     oidc = _oidc(request)
     ctx = context.of(request)
-    client = auth.client_key(request)
-    wait = ctx.auth_failures.retry_after(client)
-    if wait > 0:
-        ctx.metrics.record_api_rate_limited("auth_failures")
-        return guard.error_page(
-            "rate_limited", "too many failed sign-ins", None,
-            headers={"Retry-After": str(int(wait) + 1)},
-        )  # fmt: skip
+    locked = _locked_out(request)
+    if locked is not None:
+        return locked
     try:
         state = request.query.get("state", "")[:256]
         if "error" in request.query:  # the provider's own refusal (some send no state back)
