@@ -11,7 +11,10 @@ from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from qinglong_dispatcher.lifecycle import daemon, http, metrics
+    from qinglong_dispatcher.web.oidc import flow as oidc_flow
 
 log = structlog.get_logger("qinglong_dispatcher.daemon")
 
@@ -69,10 +72,24 @@ def api_server(
             idle_s=settings.ui_idle_timeout_seconds,
             lifetime_s=settings.ui_session_lifetime_seconds,
         ),
+        oidc=None if settings.oidc_file is None else _oidc(settings.oidc_file),
     )
     return server.ApiServer(
         address=address, ctx=ctx, max_connections=settings.api_max_connections, tls=tls
     )
+
+
+def _oidc(path: Path) -> oidc_flow.Oidc:
+    import importlib.util
+
+    from qinglong_dispatcher.web.oidc import flow, mapping
+
+    if importlib.util.find_spec("joserfc") is None:
+        raise errors.InvalidInput(
+            "QINGLONG_OIDC_FILE: OIDC sign-in needs the [oidc] extra "
+            "(pip install 'qinglong-dispatcher[oidc]')"
+        )
+    return flow.Oidc(mapping.load(path))
 
 
 def metrics_listener(settings: Settings, parts: daemon.Parts) -> http.Listener:

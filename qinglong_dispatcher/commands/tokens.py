@@ -45,6 +45,14 @@ def add_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentParser) -
         metavar="G",
         help="an approver group the principal joins (repeatable; docs/security.md)",
     )
+    c.add_argument(
+        "--oidc-group",
+        action="append",
+        default=[],
+        metavar="G",
+        help="enrol for OIDC sign-in: the role and approver groups QINGLONG_OIDC_FILE maps "
+        "these provider groups to (repeatable; not with --role or --group; no secret shown)",
+    )
     c.add_argument("--json", action="store_true")
     listing = sub.add_parser("list", parents=[shared], help="every token (never a secret)")
     listing.add_argument("--json", action="store_true")
@@ -110,12 +118,32 @@ def _print_table(
         )
 
 
+def _enrolled(settings: Settings, args: argparse.Namespace) -> tuple[str, list[str]]:
+    """The role and approver groups the OIDC file maps `--oidc-group`s to (its mapping applied
+    as a sign-in would apply it); refused with `--role` or `--group`, or without the file."""
+    from qinglong_dispatcher.web.oidc import mapping
+
+    if args.group or args.role != principals.DEFAULT_ROLE.value:
+        raise errors.InvalidInput("--oidc-group takes the role and groups from the OIDC file")
+    if settings.oidc_file is None:
+        raise errors.InvalidInput("--oidc-group needs QINGLONG_OIDC_FILE")
+    config = mapping.load(settings.oidc_file).mapping
+    claims = {config.principal_claim: args.principal, config.groups_claim: args.oidc_group}
+    try:
+        admitted = config.admit(claims)
+    except mapping.Refusal as exc:
+        raise errors.InvalidInput(exc.detail) from None
+    return admitted.role.value, list(admitted.approver_groups)
+
+
 async def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
     """Dispatch to the step."""
     if args.token_command == "create":
         try:
             ttl_ms = principals.parse_ttl(args.expires)
             principals.check_name(args.principal)
+            if args.oidc_group:
+                args.role, args.group = _enrolled(settings, args)
             groups = sorted({installation.check_group(group) for group in args.group})
         except Exception as exc:
             raise common.UsageError(f"argument: {exc}") from exc
@@ -129,10 +157,20 @@ async def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
                 created_by=_who(),
             )
             token = await store.create_token(new, groups=groups)
+            # Enrolled for OIDC, the person signs in through the provider: no secret shown.
+            shown = None if args.oidc_group else secret
             if args.json:
-                common.print_json({**_shown(token, groups), "secret": secret})
+                common.print_json(
+                    {**_shown(token, groups), **({} if shown is None else {"secret": shown})}
+                )
+            elif shown is None:
+                print(
+                    f"enrolled {token.principal} ({token.role.value}, groups "
+                    f"{','.join(groups) or '-'}) for OIDC sign-in as token {token.token_id}, "
+                    f"until {_day(token.expires_at_ms)}"
+                )
             else:
-                print(secret)
+                print(shown)
                 print(
                     f"token {token.token_id} for {token.principal} ({token.role.value}), "
                     f"expires {_day(token.expires_at_ms)}; the secret above is shown once: "

@@ -179,6 +179,9 @@ class Settings(BaseSettings, _ActionFields):
     ui_idle_timeout_seconds: float = Field(
         900.0, gt=0, le=86_400, description="operator UI: a session unused this long ends"
     )
+    oidc_file: Path | None = Field(
+        None, description="operator UI: OIDC sign-in (provider, client, group mapping; TOML)"
+    )
     ui_session_lifetime_seconds: float = Field(
         28_800.0, gt=0, le=604_800, description="operator UI: no session lives longer"
     )
@@ -207,6 +210,7 @@ class Settings(BaseSettings, _ActionFields):
         "api_tls_cert_file",
         "api_tls_key_file",
         "api_client_ca_file",
+        "oidc_file",
     )
     @classmethod
     def _regular_file(cls, value: Path | None) -> Path | None:

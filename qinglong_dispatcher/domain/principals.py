@@ -186,9 +186,31 @@ AUDIT_PREFIX = "api."
 AUTH_FAILED: Final = "api.auth_failed"
 """`security_audit_events.kind` of a refused authentication: no principal, no token id."""
 
-AUTH_FAILURE_REASONS: Final = frozenset({"missing", "malformed", "invalid"})
+OIDC_FAILURE_REASONS: Final = frozenset(
+    {
+        "oidc_provider_unavailable",
+        "oidc_provider_error",
+        "oidc_state_unknown",
+        "oidc_state_foreign",
+        "oidc_code_refused",
+        "oidc_no_id_token",
+        "oidc_bad_signature",
+        "oidc_wrong_audience",
+        "oidc_expired",
+        "oidc_bad_claim",
+        "oidc_nonce_mismatch",
+        "oidc_no_principal",
+        "oidc_bad_principal",
+        "oidc_no_mapped_group",
+        "oidc_not_enrolled",
+        "oidc_role_mismatch",
+        "oidc_groups_mismatch",
+    }
+)
+"""Why an OIDC sign-in of the operator UI was refused (docs/security.md#oidc-principals)."""
+AUTH_FAILURE_REASONS: Final = frozenset({"missing", "malformed", "invalid"}) | OIDC_FAILURE_REASONS
 """Why a request did not authenticate: no credentials, not a bearer token, or a token that is
-unknown, expired or revoked (never told apart)."""
+unknown, expired or revoked (never told apart); or why an OIDC sign-in was refused."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

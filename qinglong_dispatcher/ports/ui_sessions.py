@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from qinglong_dispatcher.domain import ui_sessions
+from qinglong_dispatcher.domain import principals, ui_sessions
 
 
 class UiSessionStore(Protocol):
@@ -34,4 +34,9 @@ class UiSessionStore(Protocol):
 
     async def list_ui_sessions(self, principal: str) -> list[ui_sessions.UiSession]:
         """The live sessions of a principal, oldest first."""
+        ...
+
+    async def oidc_anchor(self, principal: str) -> principals.Authenticated | None:
+        """The principal's newest live token (its role and token id), on which a session opened
+        by an OIDC sign-in stands; None when it holds none (not enrolled)."""
         ...

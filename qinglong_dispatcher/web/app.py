@@ -30,6 +30,7 @@ from qinglong_dispatcher.web import (
     submits,
     votes,
 )
+from qinglong_dispatcher.web.oidc import pages as oidc_pages
 from qinglong_dispatcher.web.ui import routes as ui_routes
 
 log = structlog.get_logger("qinglong_dispatcher.api")
@@ -152,6 +153,7 @@ def build(ctx: context.Context) -> web.Application:
     app.router.add_get(PREFIX + openapi.DOCUMENT_PATH, _openapi, allow_head=False)
     for method, path, handler in ROUTES:
         app.router.add_route(method, PREFIX + path, handler)
+    oidc_pages.install(app)  # before the UI's catch-all; a 404 unless OIDC is configured
     ui_routes.install(app)  # the operator UI (/ui) on the same listener
     return app
 

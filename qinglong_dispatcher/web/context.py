@@ -14,6 +14,7 @@ from qinglong_dispatcher.domain import plan_previews, plans, principals
 from qinglong_dispatcher.lifecycle import http, metrics
 from qinglong_dispatcher.usecases.policy import Policy
 from qinglong_dispatcher.web import events, idempotency, limits
+from qinglong_dispatcher.web.oidc import flow as oidc_flow
 from qinglong_dispatcher.web.ui import sessions
 
 
@@ -49,6 +50,8 @@ class Context:
     """`Idempotency-Key`s of `POST /dispatches`, kept in this process."""
     ui_sessions: sessions.Sessions
     """The operator UI's sign-in sessions, kept in the store (web/ui/sessions.py)."""
+    oidc: oidc_flow.Oidc | None = None
+    """The OIDC sign-in's relying party (`QINGLONG_OIDC_FILE`); None: tokens only."""
 
 
 CONTEXT: Final = web.AppKey("context", Context)

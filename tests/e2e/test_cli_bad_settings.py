@@ -53,6 +53,7 @@ BAD: dict[str, str] = {
     "api_tls_cert_file": "/nonexistent/cert.pem",
     "api_tls_key_file": "/nonexistent/key.pem",
     "api_client_ca_file": "/nonexistent/ca.pem",
+    "oidc_file": "/nonexistent/oidc.toml",
     "api_database_url": "sqlite:///not-a-login.db",
     "api_max_connections": "0",
     "api_max_body_bytes": "256 KiB",

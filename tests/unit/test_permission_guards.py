@@ -28,6 +28,8 @@ PUBLIC = {
     ("GET", "/api/v1/openapi.json"),
     ("GET", "/ui/signin"),
     ("POST", "/ui/signin"),
+    ("GET", "/ui/oidc/start"),
+    ("GET", "/ui/oidc/callback"),
     ("GET", "/ui/static/{name}"),
 }
 """The routes no token and no session guards (sign-in itself, liveness, the documents)."""

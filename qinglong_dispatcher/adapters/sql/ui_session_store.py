@@ -17,6 +17,7 @@ class UiSessionMethods:
     revoke_ui_session = operation(ui_sessions.revoke)
     revoke_principal_ui_sessions = operation(ui_sessions.revoke_principal)
     list_ui_sessions = operation(ui_sessions.list_sessions, write=False)
+    oidc_anchor = operation(ui_sessions.anchor_token, write=False)
 
     async def find_ui_session(
         self, session_sha256: str, *, touch_after_ms: int

@@ -77,3 +77,15 @@ async def list_sessions(q: query.Query, principal: str) -> list[ui_sessions.UiSe
     """See `ports.UiSessionStore.list_ui_sessions`."""
     rows = await q.all("select_ui_sessions", {"principal": principal})
     return [_session(row, str(row["session_sha256"]), str(row["role"])) for row in rows]
+
+
+async def anchor_token(q: query.Query, principal: str) -> principals.Authenticated | None:
+    """See `ports.UiSessionStore.oidc_anchor`."""
+    row = await q.one("oidc_anchor_token", {"principal": principal})
+    if row is None:
+        return None
+    return principals.Authenticated(
+        token_id=str(row["token_id"]),
+        principal=str(row["principal"]),
+        role=principals.TokenRole(str(row["role"])),
+    )

@@ -169,3 +169,13 @@ def preview(plan: Mapping[str, object] | None, plan_code: str | None) -> str:
     if plan is None:
         return f'<p class="empty">Not shown: {esc(plan_code or "unknown")}</p>'
     return json_block(dict(plan))
+
+
+def onward(location: str, title: str) -> str:
+    """A page that moves on to `location` by itself (a meta refresh, no script), with a link."""
+    target = esc(location)
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="refresh" content="0;url={target}"><title>{esc(title)}</title>'
+        f'</head><body><p><a href="{target}">Continue</a></p></body></html>'
+    )

@@ -21,7 +21,8 @@ from qinglong_dispatcher.web.ui import guard, markup, sessions
 log = structlog.get_logger("qinglong_dispatcher.api")
 
 
-def _next_path(text: str | None) -> str:
+def next_path(text: str | None) -> str:
+    """`text` when it is a path of the UI itself, else `/ui`: never an open redirect."""
     # Only a path of the UI itself: never an open redirect to another site.
     path = (text or "").split("?", 1)[0]
     if text and guard.is_ui(path) and "\\" not in text and "//" not in text and ".." not in path:
@@ -29,7 +30,9 @@ def _next_path(text: str | None) -> str:
     return "/ui"
 
 
-def _signin_page(*, next_path: str, problem: str | None = None, status: int = 200) -> web.Response:
+def _signin_page(
+    *, next_path: str, problem: str | None = None, status: int = 200, oidc: bool = False
+) -> web.Response:
     fields = (
         markup.hidden("next", next_path)
         + '<label>Token <input type="password" name="token" autocomplete="off" required'
@@ -40,6 +43,15 @@ def _signin_page(*, next_path: str, problem: str | None = None, status: int = 20
         + '<form method="post" action="/ui/signin" class="stack">'
         + fields
         + '<button type="submit">Sign in</button></form>'
+        + (
+            "<p>"
+            + markup.link(
+                markup.url("/ui/oidc/start", next=next_path), "Sign in with your identity provider"
+            )
+            + "</p>"
+            if oidc
+            else ""
+        )
         + '<p class="muted">Paste an API token (<code>qinglong-dispatcher token create</code>).'
         " The session ends after a while without use, at sign out, and when the token is"
         " revoked or expires.</p>"
@@ -52,7 +64,8 @@ async def show(request: web.Request) -> web.StreamResponse:
     """`GET /ui/signin`: the form (signed in already: on to the overview)."""
     if await guard.current(request) is not None:
         return guard.redirect("/ui")
-    return _signin_page(next_path=_next_path(request.query.get("next")))
+    oidc = context.of(request).oidc is not None
+    return _signin_page(next_path=next_path(request.query.get("next")), oidc=oidc)
 
 
 @auth.requires(auth.PUBLIC)
@@ -76,7 +89,7 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
         fields = await guard.read_form(request)
     except (problems.BadField, TimeoutError, web.HTTPException):
         fields = {}  # a malformed, slow or oversized form is one more failure
-    next_path = _next_path(fields.get("next"))
+    going = next_path(fields.get("next"))
     secret = fields.get("token", "").strip()
     # The API's own bearer shape (RFC 6750 b64token, bounded) before the token store is asked.
     token = auth.token_in(f"Bearer {secret}") if secret else None
@@ -84,14 +97,14 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
     if principal is None:
         reason = "missing" if not secret else "malformed" if token is None else "invalid"
         await auth.failed(request, reason)
-        return _signin_page(next_path=next_path, problem="That token is not valid.", status=401)
+        return _signin_page(next_path=going, problem="That token is not valid.", status=401)
     store = context.of(request).ui_sessions
     old = request.cookies.get(sessions.COOKIE)
     if old:
         await store.close(old)
     session = await store.open(principal)
     log.info("ui.signed_in", principal=principal.principal, token_id=principal.token_id)
-    response = guard.redirect(next_path)
+    response = guard.redirect(going)
     response.set_cookie(
         sessions.COOKIE,
         session.session_id,
@@ -114,7 +127,16 @@ async def sign_out(
         await store.close_all(session.principal.principal)
     await store.close(session.session_id)
     log.info("ui.signed_out", principal=session.principal.principal)
-    response = guard.redirect("/ui/signin")
+    oidc = context.of(request).oidc
+    after = guard.own_origin(request) + "/ui/signin"
+    logout = None if oidc is None else await oidc.logout_url(None, after)
+    # The provider's logout by a page moving on, not a redirect: a form's redirect elsewhere is
+    # what `form-action 'self'` forbids.
+    response = (
+        guard.redirect("/ui/signin")
+        if logout is None
+        else guard.html_response(markup.onward(logout, "Signing out"))
+    )
     response.del_cookie(sessions.COOKIE, path=sessions.COOKIE_PATH)
     return response
 

@@ -76,3 +76,13 @@ WHERE s.principal = :principal AND s.revoked_at_ms IS NULL
   AND s.expires_at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) AND s.last_seen_at_ms + s.idle_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
   AND t.revoked_at_ms IS NULL AND t.expires_at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 ORDER BY s.created_at_ms, s.session_sha256
+
+-- oidc_anchor_token --
+-- The live token an OIDC sign-in's session stands on: the principal's newest unrevoked,
+-- unexpired token (a principal's live tokens share one role).
+SELECT token_id, principal, role
+FROM api_tokens
+WHERE principal = :principal AND revoked_at_ms IS NULL
+  AND expires_at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+ORDER BY expires_at_ms DESC, token_id
+LIMIT 1

@@ -1,0 +1,1 @@
+"""OIDC sign-in for the operator UI (imported only when `QINGLONG_OIDC_ISSUER` is set)."""
