@@ -46,12 +46,14 @@ def test_make_run_on_a_fresh_clone_makes_a_venv_and_installs_only_the_runtime(
 
 
 @pytest.mark.parametrize("target", ["test", "pytest", "lint", "typecheck", "test-slow"])
-def test_the_checking_targets_on_a_fresh_clone_install_the_test_cluster_and_mcp_extras(
+def test_the_checking_targets_on_a_fresh_clone_install_every_extra_the_tests_use(
     tmp_path: Path, target: str
 ) -> None:
     lines = _dry_run(tmp_path, target)
     assert any("-m venv .venv" in line for line in lines)
-    assert _installs(lines) == [".venv/bin/python -m pip install --quiet -e '.[test,cluster,mcp]'"]
+    assert _installs(lines) == [
+        ".venv/bin/python -m pip install --quiet -e '.[test,cluster,mcp,oidc]'"
+    ]
 
 
 @pytest.mark.parametrize("target", ["bench", "bench-peers"])
