@@ -33,7 +33,7 @@ GRANT USAGE ON SCHEMA qinglong TO qinglong_runtime;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_submitter;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_viewer;
 
--- tables (28)
+-- tables (29)
 
 -- table action_plans
 CREATE TABLE qinglong.action_plans (
@@ -154,7 +154,7 @@ CREATE TABLE qinglong.approval_request_policies (
 );
 GRANT SELECT ON TABLE qinglong.approval_request_policies TO qinglong_approver;
 GRANT SELECT ON TABLE qinglong.approval_request_policies TO qinglong_operator;
-GRANT INSERT ON TABLE qinglong.approval_request_policies TO qinglong_recorder;
+GRANT INSERT, SELECT ON TABLE qinglong.approval_request_policies TO qinglong_recorder;
 GRANT SELECT ON TABLE qinglong.approval_request_policies TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.approval_request_policies TO qinglong_submitter;
 
@@ -186,6 +186,7 @@ CREATE TABLE qinglong.approval_requests (
 GRANT INSERT, SELECT, UPDATE ON TABLE qinglong.approval_requests TO qinglong_approver;
 GRANT SELECT ON TABLE qinglong.approval_requests TO qinglong_operator;
 GRANT DELETE, SELECT ON TABLE qinglong.approval_requests TO qinglong_pruner;
+GRANT SELECT ON TABLE qinglong.approval_requests TO qinglong_recorder;
 GRANT INSERT, SELECT, UPDATE ON TABLE qinglong.approval_requests TO qinglong_runtime;
 GRANT INSERT, SELECT ON TABLE qinglong.approval_requests TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.approval_requests TO qinglong_viewer;
@@ -357,6 +358,24 @@ GRANT INSERT ON TABLE qinglong.execution_events TO qinglong_recorder;
 GRANT SELECT ON TABLE qinglong.execution_events TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.execution_events TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.execution_events TO qinglong_viewer;
+
+-- table notification_events
+CREATE TABLE qinglong.notification_events (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    kind text NOT NULL,
+    subject_id text NOT NULL,
+    project_id text NOT NULL,
+    action_type text NOT NULL,
+    at_ms bigint NOT NULL,
+    payload_json text NOT NULL,
+    CONSTRAINT notification_events_kind_check CHECK ((kind = ANY (ARRAY['approval.requested'::text, 'approval.expiring'::text, 'approval.approved'::text, 'approval.rejected'::text, 'approval.expired'::text, 'dispatch.failed'::text, 'dispatch.blocked'::text, 'dispatch.succeeded'::text]))),
+    CONSTRAINT notification_events_payload_json_check CHECK ((octet_length(payload_json) <= 4096)),
+    CONSTRAINT notification_events_pkey PRIMARY KEY (id),
+    CONSTRAINT notification_events_subject_id_kind_key UNIQUE (subject_id, kind)
+);
+GRANT SELECT ON TABLE qinglong.notification_events TO qinglong_operator;
+GRANT INSERT ON TABLE qinglong.notification_events TO qinglong_recorder;
+GRANT SELECT ON TABLE qinglong.notification_events TO qinglong_runtime;
 
 -- table plan_keys
 CREATE TABLE qinglong.plan_keys (
@@ -707,7 +726,7 @@ CREATE TABLE qinglong.ui_sessions (
 GRANT DELETE, INSERT, SELECT ON TABLE qinglong.ui_sessions TO qinglong_runtime;
 GRANT UPDATE (last_seen_at_ms, revoked_at_ms) ON TABLE qinglong.ui_sessions TO qinglong_runtime;
 
--- sequences (3)
+-- sequences (4)
 
 CREATE SEQUENCE qinglong.approval_events_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.approval_events.id;
 
@@ -718,6 +737,8 @@ GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_recor
 GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_submitter;
 
+CREATE SEQUENCE qinglong.notification_events_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.notification_events.id;
+
 CREATE SEQUENCE qinglong.security_audit_events_event_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.security_audit_events.event_id;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_approver;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_operator;
@@ -725,7 +746,7 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (71; those of primary keys and UNIQUE constraints too)
+-- indexes (73; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
@@ -761,6 +782,8 @@ CREATE UNIQUE INDEX audit_receipts_trace_id_key ON qinglong.audit_receipts USING
 CREATE UNIQUE INDEX execution_events_dispatch_id_version_key ON qinglong.execution_events USING btree (dispatch_id, version);
 CREATE UNIQUE INDEX execution_events_mutation ON qinglong.execution_events USING btree (dispatch_id, mutation_id) WHERE (mutation_id IS NOT NULL);
 CREATE UNIQUE INDEX execution_events_pkey ON qinglong.execution_events USING btree (event_id);
+CREATE UNIQUE INDEX notification_events_pkey ON qinglong.notification_events USING btree (id);
+CREATE UNIQUE INDEX notification_events_subject_id_kind_key ON qinglong.notification_events USING btree (subject_id, kind);
 CREATE UNIQUE INDEX plan_keys_pkey ON qinglong.plan_keys USING btree (key_id);
 CREATE UNIQUE INDEX prune_permits_approval_request_id_key ON qinglong.prune_permits USING btree (approval_request_id);
 CREATE UNIQUE INDEX prune_permits_pkey ON qinglong.prune_permits USING btree (dispatch_id);
@@ -798,7 +821,7 @@ CREATE UNIQUE INDEX ui_sessions_pkey ON qinglong.ui_sessions USING btree (sessio
 CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principal, created_at_ms);
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 
--- functions (38)
+-- functions (41)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -2273,12 +2296,113 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.submit_one(p_project_id text, p_action_ref text, p_action_type text, p_plan_json text, p_plan_digest text, p_plan_key_id text, p_plan_algorithm text, p_plan_sealed bytea, p_plan_schema_version integer, p_approval_request_id text, p_action_digest text, p_requested_by text, p_expires_at_ms bigint, p_decided_by text, p_dispatch_id text, p_max_attempts integer, p_now_ms bigint) TO PUBLIC;
 
--- triggers (54)
+-- function qinglong.tell_approval_reminder()
+CREATE OR REPLACE FUNCTION qinglong.tell_approval_reminder()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    INSERT INTO qinglong.notification_events (
+        kind, subject_id, project_id, action_type, at_ms, payload_json
+    )
+    SELECT NEW.kind, r.approval_request_id, r.project_id, r.action_type, NEW.at_ms,
+        pg_catalog.json_build_object(
+            'approvalRequestId', r.approval_request_id,
+            'actionRef', r.action_ref,
+            'actionDigest', r.action_digest,
+            'status', r.status,
+            'expiresAtMs', COALESCE(r.db_expires_at_ms, r.expires_at_ms),
+            'policy', p.policy_name,
+            'policyVersion', p.policy_version
+        )::pg_catalog.text
+    FROM qinglong.approval_requests AS r
+    LEFT JOIN qinglong.approval_request_policies AS p USING (approval_request_id)
+    WHERE r.approval_request_id OPERATOR(pg_catalog.=) NEW.approval_request_id;
+    RETURN NULL;
+END
+$function$;
+ALTER FUNCTION qinglong.tell_approval_reminder() OWNER TO qinglong_recorder;
+
+-- function qinglong.tell_approval_request()
+CREATE OR REPLACE FUNCTION qinglong.tell_approval_request()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    kind   pg_catalog.text;
+    policy pg_catalog.text;
+    policy_version pg_catalog.int8;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        kind := 'approval.requested';
+    ELSIF NEW.status IS DISTINCT FROM OLD.status
+            AND NEW.status IN ('approved', 'rejected', 'expired') THEN
+        kind := 'approval.' OPERATOR(pg_catalog.||) NEW.status;
+    ELSE
+        RETURN NULL;
+    END IF;
+    SELECT p.policy_name, p.policy_version INTO policy, policy_version
+        FROM qinglong.approval_request_policies AS p
+        WHERE p.approval_request_id OPERATOR(pg_catalog.=) NEW.approval_request_id;
+    INSERT INTO qinglong.notification_events (
+        kind, subject_id, project_id, action_type, at_ms, payload_json
+    ) VALUES (
+        kind, NEW.approval_request_id, NEW.project_id, NEW.action_type, qinglong.db_now_ms(),
+        pg_catalog.json_build_object(
+            'approvalRequestId', NEW.approval_request_id,
+            'actionRef', NEW.action_ref,
+            'actionDigest', NEW.action_digest,
+            'status', NEW.status,
+            'expiresAtMs', COALESCE(NEW.db_expires_at_ms, NEW.expires_at_ms),
+            'policy', policy,
+            'policyVersion', policy_version
+        )::pg_catalog.text
+    );
+    RETURN NULL;
+END
+$function$;
+ALTER FUNCTION qinglong.tell_approval_request() OWNER TO qinglong_recorder;
+
+-- function qinglong.tell_execution_outcome()
+CREATE OR REPLACE FUNCTION qinglong.tell_execution_outcome()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    INSERT INTO qinglong.notification_events (
+        kind, subject_id, project_id, action_type, at_ms, payload_json
+    )
+    SELECT 'dispatch.' OPERATOR(pg_catalog.||) NEW.status, NEW.dispatch_id, d.project_id,
+        d.action_type, qinglong.db_now_ms(),
+        pg_catalog.json_build_object(
+            'dispatchId', NEW.dispatch_id,
+            'approvalRequestId', d.approval_request_id,
+            'actionRef', d.action_ref,
+            'actionDigest', d.action_digest,
+            'status', NEW.status,
+            'attempt', NEW.attempt,
+            'resultCode', NEW.result_code
+        )::pg_catalog.text
+    FROM qinglong.approved_action_dispatches AS d
+    WHERE d.dispatch_id OPERATOR(pg_catalog.=) NEW.dispatch_id;
+    RETURN NULL;
+END
+$function$;
+ALTER FUNCTION qinglong.tell_execution_outcome() OWNER TO qinglong_recorder;
+
+-- triggers (58)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
 CREATE TRIGGER api_tokens_guard BEFORE UPDATE ON qinglong.api_tokens FOR EACH ROW EXECUTE FUNCTION qinglong.guard_api_token_change();
 CREATE TRIGGER approval_events_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.approval_events FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_event();
+CREATE TRIGGER approval_events_tell AFTER INSERT ON qinglong.approval_events FOR EACH ROW EXECUTE FUNCTION qinglong.tell_approval_reminder();
 CREATE TRIGGER approval_policies_audit AFTER INSERT ON qinglong.approval_policies FOR EACH ROW EXECUTE FUNCTION qinglong.audit_approval_policy();
 CREATE TRIGGER approval_policies_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.approval_policies FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_policy();
 CREATE TRIGGER approval_request_policies_guard BEFORE DELETE OR UPDATE ON qinglong.approval_request_policies FOR EACH ROW EXECUTE FUNCTION qinglong.guard_request_policy();
@@ -2287,6 +2411,7 @@ CREATE TRIGGER approval_requests_guard BEFORE INSERT OR UPDATE ON qinglong.appro
 CREATE TRIGGER approval_requests_lifetime BEFORE INSERT ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.set_policy_lifetime();
 CREATE TRIGGER approval_requests_policy AFTER INSERT ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.copy_approval_policy();
 CREATE TRIGGER approval_requests_prune_only BEFORE DELETE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
+CREATE TRIGGER approval_requests_tell AFTER INSERT OR UPDATE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.tell_approval_request();
 CREATE TRIGGER approval_requests_vote_recorded AFTER UPDATE ON qinglong.approval_requests FOR EACH ROW WHEN (((old.status = 'pending'::text) AND (new.status = 'approved'::text))) EXECUTE FUNCTION qinglong.check_direct_approval();
 CREATE TRIGGER approval_votes_count AFTER INSERT ON qinglong.approval_votes FOR EACH ROW EXECUTE FUNCTION qinglong.count_approval_votes();
 CREATE TRIGGER approval_votes_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.approval_votes FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_vote();
@@ -2298,6 +2423,7 @@ CREATE TRIGGER approved_action_dispatch_executions_ledger_update AFTER UPDATE ON
 CREATE TRIGGER approved_action_dispatch_executions_prune_only BEFORE DELETE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER approved_action_dispatch_executions_receipt BEFORE INSERT OR UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_execution_receipt();
 CREATE TRIGGER approved_action_dispatch_executions_state_machine BEFORE INSERT OR UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.check_execution_change();
+CREATE TRIGGER approved_action_dispatch_executions_tell AFTER UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.status IS DISTINCT FROM old.status) AND (new.status = ANY (ARRAY['failed'::text, 'blocked'::text, 'succeeded'::text])))) EXECUTE FUNCTION qinglong.tell_execution_outcome();
 CREATE TRIGGER approved_action_dispatches_guard BEFORE INSERT ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.guard_dispatch_insert();
 CREATE TRIGGER approved_action_dispatches_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.approved_action_dispatches FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER approved_action_dispatches_prune_only BEFORE DELETE ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
@@ -2310,6 +2436,7 @@ CREATE TRIGGER audit_prune_permits_immutable BEFORE UPDATE OR TRUNCATE ON qinglo
 CREATE TRIGGER audit_receipts_immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON qinglong.audit_receipts FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER execution_events_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.execution_events FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER execution_events_prune_only BEFORE DELETE ON qinglong.execution_events FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
+CREATE TRIGGER notification_events_immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON qinglong.notification_events FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER prune_permits_guard BEFORE INSERT ON qinglong.prune_permits FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_permit();
 CREATE TRIGGER prune_permits_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.prune_permits FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER recovery_observations_prune_only BEFORE DELETE ON qinglong.recovery_observations FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
