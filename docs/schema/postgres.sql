@@ -33,7 +33,7 @@ GRANT USAGE ON SCHEMA qinglong TO qinglong_runtime;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_submitter;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_viewer;
 
--- tables (29)
+-- tables (34)
 
 -- table action_plans
 CREATE TABLE qinglong.action_plans (
@@ -359,6 +359,57 @@ GRANT SELECT ON TABLE qinglong.execution_events TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.execution_events TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.execution_events TO qinglong_viewer;
 
+-- table notification_attempts
+CREATE TABLE qinglong.notification_attempts (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    event_id bigint NOT NULL,
+    subscription text NOT NULL,
+    attempt integer NOT NULL,
+    outcome text NOT NULL,
+    response_code integer,
+    error_code text,
+    latency_ms bigint NOT NULL,
+    at_ms bigint NOT NULL,
+    CONSTRAINT notification_attempts_attempt_check CHECK ((attempt >= 1)),
+    CONSTRAINT notification_attempts_error_code_check CHECK ((error_code ~ '^[a-z_]{1,40}$'::text)),
+    CONSTRAINT notification_attempts_latency_ms_check CHECK ((latency_ms >= 0)),
+    CONSTRAINT notification_attempts_outcome_check CHECK ((outcome = ANY (ARRAY['delivered'::text, 'failed'::text, 'dead'::text]))),
+    CONSTRAINT notification_attempts_pkey PRIMARY KEY (id)
+);
+GRANT SELECT ON TABLE qinglong.notification_attempts TO qinglong_operator;
+GRANT INSERT, SELECT ON TABLE qinglong.notification_attempts TO qinglong_runtime;
+
+-- table notification_deliverer
+CREATE TABLE qinglong.notification_deliverer (
+    singleton boolean DEFAULT true NOT NULL,
+    owner text,
+    lease_expires_at_ms bigint DEFAULT 0 NOT NULL,
+    fanned_out_through bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT notification_deliverer_pkey PRIMARY KEY (singleton),
+    CONSTRAINT notification_deliverer_singleton_check CHECK (singleton)
+);
+GRANT SELECT ON TABLE qinglong.notification_deliverer TO qinglong_operator;
+GRANT SELECT, UPDATE ON TABLE qinglong.notification_deliverer TO qinglong_runtime;
+
+-- table notification_deliveries
+CREATE TABLE qinglong.notification_deliveries (
+    event_id bigint NOT NULL,
+    subscription text NOT NULL,
+    subject_id text NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at_ms bigint NOT NULL,
+    last_code integer,
+    done_at_ms bigint,
+    CONSTRAINT notification_deliveries_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT notification_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES qinglong.notification_events(id),
+    CONSTRAINT notification_deliveries_pkey PRIMARY KEY (event_id, subscription),
+    CONSTRAINT notification_deliveries_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'delivered'::text, 'dead'::text]))),
+    CONSTRAINT notification_deliveries_subscription_fkey FOREIGN KEY (subscription) REFERENCES qinglong.notification_subscriptions(name) ON DELETE CASCADE
+);
+GRANT SELECT ON TABLE qinglong.notification_deliveries TO qinglong_operator;
+GRANT INSERT, SELECT, UPDATE ON TABLE qinglong.notification_deliveries TO qinglong_runtime;
+
 -- table notification_events
 CREATE TABLE qinglong.notification_events (
     id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
@@ -376,6 +427,34 @@ CREATE TABLE qinglong.notification_events (
 GRANT SELECT ON TABLE qinglong.notification_events TO qinglong_operator;
 GRANT INSERT ON TABLE qinglong.notification_events TO qinglong_recorder;
 GRANT SELECT ON TABLE qinglong.notification_events TO qinglong_runtime;
+
+-- table notification_fanouts
+CREATE TABLE qinglong.notification_fanouts (
+    event_id bigint NOT NULL,
+    CONSTRAINT notification_fanouts_event_id_fkey FOREIGN KEY (event_id) REFERENCES qinglong.notification_events(id),
+    CONSTRAINT notification_fanouts_pkey PRIMARY KEY (event_id)
+);
+GRANT SELECT ON TABLE qinglong.notification_fanouts TO qinglong_operator;
+GRANT INSERT, SELECT ON TABLE qinglong.notification_fanouts TO qinglong_runtime;
+
+-- table notification_subscriptions
+CREATE TABLE qinglong.notification_subscriptions (
+    name text NOT NULL,
+    url text NOT NULL,
+    secret_ref text NOT NULL,
+    kinds_json text NOT NULL,
+    action_type text,
+    project_id text,
+    format text DEFAULT 'raw'::text NOT NULL,
+    created_at_ms bigint NOT NULL,
+    CONSTRAINT notification_subscriptions_format_check CHECK ((format = ANY (ARRAY['raw'::text, 'slack'::text]))),
+    CONSTRAINT notification_subscriptions_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'::text)),
+    CONSTRAINT notification_subscriptions_pkey PRIMARY KEY (name),
+    CONSTRAINT notification_subscriptions_secret_ref_check CHECK ((secret_ref ~ '^(credential|file|env):[^[:space:]]+$'::text)),
+    CONSTRAINT notification_subscriptions_url_check CHECK (((url ~ '^https?://[^[:space:]]+$'::text) AND (octet_length(url) <= 2048)))
+);
+GRANT SELECT ON TABLE qinglong.notification_subscriptions TO qinglong_operator;
+GRANT SELECT ON TABLE qinglong.notification_subscriptions TO qinglong_runtime;
 
 -- table plan_keys
 CREATE TABLE qinglong.plan_keys (
@@ -726,7 +805,7 @@ CREATE TABLE qinglong.ui_sessions (
 GRANT DELETE, INSERT, SELECT ON TABLE qinglong.ui_sessions TO qinglong_runtime;
 GRANT UPDATE (last_seen_at_ms, revoked_at_ms) ON TABLE qinglong.ui_sessions TO qinglong_runtime;
 
--- sequences (4)
+-- sequences (5)
 
 CREATE SEQUENCE qinglong.approval_events_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.approval_events.id;
 
@@ -737,6 +816,8 @@ GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_recor
 GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_submitter;
 
+CREATE SEQUENCE qinglong.notification_attempts_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.notification_attempts.id;
+
 CREATE SEQUENCE qinglong.notification_events_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.notification_events.id;
 
 CREATE SEQUENCE qinglong.security_audit_events_event_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.security_audit_events.event_id;
@@ -746,7 +827,7 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (73; those of primary keys and UNIQUE constraints too)
+-- indexes (80; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
@@ -782,8 +863,15 @@ CREATE UNIQUE INDEX audit_receipts_trace_id_key ON qinglong.audit_receipts USING
 CREATE UNIQUE INDEX execution_events_dispatch_id_version_key ON qinglong.execution_events USING btree (dispatch_id, version);
 CREATE UNIQUE INDEX execution_events_mutation ON qinglong.execution_events USING btree (dispatch_id, mutation_id) WHERE (mutation_id IS NOT NULL);
 CREATE UNIQUE INDEX execution_events_pkey ON qinglong.execution_events USING btree (event_id);
+CREATE UNIQUE INDEX notification_attempts_pkey ON qinglong.notification_attempts USING btree (id);
+CREATE UNIQUE INDEX notification_deliverer_pkey ON qinglong.notification_deliverer USING btree (singleton);
+CREATE INDEX notification_deliveries_due ON qinglong.notification_deliveries USING btree (next_attempt_at_ms, event_id) WHERE (status = 'pending'::text);
+CREATE UNIQUE INDEX notification_deliveries_pkey ON qinglong.notification_deliveries USING btree (event_id, subscription);
+CREATE INDEX notification_deliveries_subject ON qinglong.notification_deliveries USING btree (subscription, subject_id, event_id) WHERE (status = 'pending'::text);
 CREATE UNIQUE INDEX notification_events_pkey ON qinglong.notification_events USING btree (id);
 CREATE UNIQUE INDEX notification_events_subject_id_kind_key ON qinglong.notification_events USING btree (subject_id, kind);
+CREATE UNIQUE INDEX notification_fanouts_pkey ON qinglong.notification_fanouts USING btree (event_id);
+CREATE UNIQUE INDEX notification_subscriptions_pkey ON qinglong.notification_subscriptions USING btree (name);
 CREATE UNIQUE INDEX plan_keys_pkey ON qinglong.plan_keys USING btree (key_id);
 CREATE UNIQUE INDEX prune_permits_approval_request_id_key ON qinglong.prune_permits USING btree (approval_request_id);
 CREATE UNIQUE INDEX prune_permits_pkey ON qinglong.prune_permits USING btree (dispatch_id);

@@ -9,7 +9,7 @@ PRAGMA auto_vacuum = 2;
 PRAGMA user_version = 0;
 PRAGMA application_id = 0;
 
--- tables (29)
+-- tables (34)
 
 -- table action_plans
 CREATE TABLE action_plans (
@@ -218,6 +218,42 @@ CREATE TABLE execution_events (
     UNIQUE (dispatch_id, version)
 ) STRICT;
 
+-- table notification_attempts
+CREATE TABLE notification_attempts (
+    id            INTEGER PRIMARY KEY,
+    event_id      INTEGER NOT NULL,
+    subscription  TEXT NOT NULL,
+    attempt       INTEGER NOT NULL CHECK (attempt >= 1),
+    outcome       TEXT NOT NULL CHECK (outcome IN ('delivered', 'failed', 'dead')),
+    response_code INTEGER,
+    error_code    TEXT,
+    latency_ms    INTEGER NOT NULL CHECK (latency_ms >= 0),
+    at_ms         INTEGER NOT NULL
+) STRICT;
+
+-- table notification_deliverer
+CREATE TABLE notification_deliverer (
+    singleton           INTEGER PRIMARY KEY CHECK (singleton = 1),
+    owner               TEXT,
+    lease_expires_at_ms INTEGER NOT NULL DEFAULT 0,
+    fanned_out_through  INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
+-- table notification_deliveries
+CREATE TABLE notification_deliveries (
+    event_id           INTEGER NOT NULL REFERENCES notification_events (id),
+    subscription       TEXT NOT NULL
+        REFERENCES notification_subscriptions (name) ON DELETE CASCADE,
+    subject_id         TEXT NOT NULL,
+    status             TEXT NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'delivered', 'dead')),
+    attempts           INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    next_attempt_at_ms INTEGER NOT NULL,
+    last_code          INTEGER,
+    done_at_ms         INTEGER,
+    PRIMARY KEY (event_id, subscription)
+) STRICT;
+
 -- table notification_events
 CREATE TABLE notification_events (
     id           INTEGER PRIMARY KEY,
@@ -231,6 +267,27 @@ CREATE TABLE notification_events (
     at_ms        INTEGER NOT NULL,
     payload_json TEXT NOT NULL CHECK (length(CAST(payload_json AS BLOB)) <= 4096),
     UNIQUE (subject_id, kind)
+) STRICT;
+
+-- table notification_fanouts
+CREATE TABLE notification_fanouts (
+    event_id INTEGER PRIMARY KEY REFERENCES notification_events (id)
+) STRICT;
+
+-- table notification_subscriptions
+CREATE TABLE notification_subscriptions (
+    name          TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 63
+                                          AND name NOT GLOB '*[^a-z0-9_.-]*'
+                                          AND substr(name, 1, 1) GLOB '[a-z0-9]'),
+    url           TEXT NOT NULL CHECK ((url GLOB 'http://?*' OR url GLOB 'https://?*')
+                                       AND length(url) <= 2048),
+    secret_ref    TEXT NOT NULL CHECK (secret_ref GLOB 'credential:?*'
+                                       OR secret_ref GLOB 'file:?*' OR secret_ref GLOB 'env:?*'),
+    kinds_json    TEXT NOT NULL,
+    action_type   TEXT,
+    project_id    TEXT,
+    format        TEXT NOT NULL DEFAULT 'raw' CHECK (format IN ('raw', 'slack')),
+    created_at_ms INTEGER NOT NULL
 ) STRICT;
 
 -- table plan_keys
@@ -448,7 +505,7 @@ CREATE TABLE ui_sessions (
     CHECK (expires_at_ms > created_at_ms)
 ) STRICT;
 
--- indexes (22)
+-- indexes (24)
 
 -- index api_tokens_principal
 CREATE INDEX api_tokens_principal ON api_tokens (principal);
@@ -499,6 +556,14 @@ CREATE UNIQUE INDEX approved_action_dispatches_one_per_plan
 -- index execution_events_mutation
 CREATE UNIQUE INDEX execution_events_mutation
     ON execution_events (dispatch_id, mutation_id) WHERE mutation_id IS NOT NULL;
+
+-- index notification_deliveries_due
+CREATE INDEX notification_deliveries_due ON notification_deliveries
+    (next_attempt_at_ms, event_id) WHERE status = 'pending';
+
+-- index notification_deliveries_subject
+CREATE INDEX notification_deliveries_subject ON notification_deliveries
+    (subscription, subject_id, event_id) WHERE status = 'pending';
 
 -- index prune_permits_plan
 CREATE INDEX prune_permits_plan ON prune_permits (project_id, action_ref);

@@ -141,3 +141,76 @@ ALTER FUNCTION qinglong.tell_approval_request() OWNER TO qinglong_recorder;
 ALTER FUNCTION qinglong.tell_approval_reminder() OWNER TO qinglong_recorder;
 ALTER FUNCTION qinglong.tell_execution_outcome() OWNER TO qinglong_recorder;
 REVOKE CREATE ON SCHEMA qinglong FROM qinglong_recorder;
+
+-- Delivery (docs/notifications.md#delivery).
+-- 4. `notification_subscriptions`: where events go, written by the schema's owner only (the
+--    `notify` command, as policies are); the secret is a reference, never its value.
+-- 5. `notification_fanouts` marks each event the deliverer has matched against the
+--    subscriptions; `notification_deliveries` is one (event, subscription) to send, its
+--    status, attempts and next time on the database's clock; `notification_attempts` records
+--    every attempt (status, latency, response code; never a body or a secret).
+-- 6. `notification_deliverer` is the one lease a cluster's deliverers claim, on the database's
+--    clock, so replicas do not send the same event twice at once.
+
+CREATE TABLE qinglong.notification_subscriptions (
+    name          TEXT PRIMARY KEY CHECK (name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'),
+    url           TEXT NOT NULL CHECK (url ~ '^https?://[^[:space:]]+$'
+                                       AND octet_length(url) <= 2048),
+    secret_ref    TEXT NOT NULL CHECK (secret_ref ~ '^(credential|file|env):[^[:space:]]+$'),
+    kinds_json    TEXT NOT NULL,
+    action_type   TEXT,
+    project_id    TEXT,
+    format        TEXT NOT NULL DEFAULT 'raw' CHECK (format IN ('raw', 'slack')),
+    created_at_ms BIGINT NOT NULL
+);
+
+CREATE TABLE qinglong.notification_fanouts (
+    event_id BIGINT PRIMARY KEY REFERENCES qinglong.notification_events (id)
+);
+
+CREATE TABLE qinglong.notification_deliveries (
+    event_id           BIGINT NOT NULL REFERENCES qinglong.notification_events (id),
+    subscription       TEXT NOT NULL
+        REFERENCES qinglong.notification_subscriptions (name) ON DELETE CASCADE,
+    subject_id         TEXT NOT NULL,
+    status             TEXT NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'delivered', 'dead')),
+    attempts           INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    next_attempt_at_ms BIGINT NOT NULL,
+    last_code          INTEGER,
+    done_at_ms         BIGINT,
+    PRIMARY KEY (event_id, subscription)
+);
+
+CREATE INDEX notification_deliveries_due ON qinglong.notification_deliveries
+    (next_attempt_at_ms, event_id) WHERE status = 'pending';
+CREATE INDEX notification_deliveries_subject ON qinglong.notification_deliveries
+    (subscription, subject_id, event_id) WHERE status = 'pending';
+
+CREATE TABLE qinglong.notification_attempts (
+    id            BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    event_id      BIGINT NOT NULL,
+    subscription  TEXT NOT NULL,
+    attempt       INTEGER NOT NULL CHECK (attempt >= 1),
+    outcome       TEXT NOT NULL CHECK (outcome IN ('delivered', 'failed', 'dead')),
+    response_code INTEGER,
+    error_code    TEXT CHECK (error_code ~ '^[a-z_]{1,40}$'),
+    latency_ms    BIGINT NOT NULL CHECK (latency_ms >= 0),
+    at_ms         BIGINT NOT NULL
+);
+
+CREATE TABLE qinglong.notification_deliverer (
+    singleton           BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton),
+    owner               TEXT,
+    lease_expires_at_ms BIGINT NOT NULL DEFAULT 0,
+    fanned_out_through  BIGINT NOT NULL DEFAULT 0
+);
+INSERT INTO qinglong.notification_deliverer DEFAULT VALUES;
+
+GRANT SELECT ON qinglong.notification_subscriptions, qinglong.notification_fanouts,
+    qinglong.notification_deliveries, qinglong.notification_attempts,
+    qinglong.notification_deliverer TO qinglong_runtime, qinglong_operator;
+GRANT INSERT ON qinglong.notification_fanouts, qinglong.notification_attempts
+    TO qinglong_runtime;
+GRANT INSERT, UPDATE ON qinglong.notification_deliveries TO qinglong_runtime;
+GRANT UPDATE ON qinglong.notification_deliverer TO qinglong_runtime;

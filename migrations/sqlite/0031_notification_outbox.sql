@@ -146,3 +146,64 @@ BEGIN
     FROM approved_action_dispatches AS d
     WHERE d.dispatch_id = NEW.dispatch_id;
 END;
+
+-- Delivery (docs/notifications.md#delivery), as on PostgreSQL: subscriptions (a secret by
+-- reference), the events matched, the deliveries and every attempt, and the deliverer's lease.
+
+CREATE TABLE notification_subscriptions (
+    name          TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 63
+                                          AND name NOT GLOB '*[^a-z0-9_.-]*'
+                                          AND substr(name, 1, 1) GLOB '[a-z0-9]'),
+    url           TEXT NOT NULL CHECK ((url GLOB 'http://?*' OR url GLOB 'https://?*')
+                                       AND length(url) <= 2048),
+    secret_ref    TEXT NOT NULL CHECK (secret_ref GLOB 'credential:?*'
+                                       OR secret_ref GLOB 'file:?*' OR secret_ref GLOB 'env:?*'),
+    kinds_json    TEXT NOT NULL,
+    action_type   TEXT,
+    project_id    TEXT,
+    format        TEXT NOT NULL DEFAULT 'raw' CHECK (format IN ('raw', 'slack')),
+    created_at_ms INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE notification_fanouts (
+    event_id INTEGER PRIMARY KEY REFERENCES notification_events (id)
+) STRICT;
+
+CREATE TABLE notification_deliveries (
+    event_id           INTEGER NOT NULL REFERENCES notification_events (id),
+    subscription       TEXT NOT NULL
+        REFERENCES notification_subscriptions (name) ON DELETE CASCADE,
+    subject_id         TEXT NOT NULL,
+    status             TEXT NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'delivered', 'dead')),
+    attempts           INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    next_attempt_at_ms INTEGER NOT NULL,
+    last_code          INTEGER,
+    done_at_ms         INTEGER,
+    PRIMARY KEY (event_id, subscription)
+) STRICT;
+
+CREATE INDEX notification_deliveries_due ON notification_deliveries
+    (next_attempt_at_ms, event_id) WHERE status = 'pending';
+CREATE INDEX notification_deliveries_subject ON notification_deliveries
+    (subscription, subject_id, event_id) WHERE status = 'pending';
+
+CREATE TABLE notification_attempts (
+    id            INTEGER PRIMARY KEY,
+    event_id      INTEGER NOT NULL,
+    subscription  TEXT NOT NULL,
+    attempt       INTEGER NOT NULL CHECK (attempt >= 1),
+    outcome       TEXT NOT NULL CHECK (outcome IN ('delivered', 'failed', 'dead')),
+    response_code INTEGER,
+    error_code    TEXT,
+    latency_ms    INTEGER NOT NULL CHECK (latency_ms >= 0),
+    at_ms         INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE notification_deliverer (
+    singleton           INTEGER PRIMARY KEY CHECK (singleton = 1),
+    owner               TEXT,
+    lease_expires_at_ms INTEGER NOT NULL DEFAULT 0,
+    fanned_out_through  INTEGER NOT NULL DEFAULT 0
+) STRICT;
+INSERT INTO notification_deliverer (singleton) VALUES (1);

@@ -11,6 +11,7 @@ from qinglong_dispatcher.ports.action_tables import StoreHost
 from qinglong_dispatcher.ports.approvals import ApprovalStore, PlanStore
 from qinglong_dispatcher.ports.dispatches import CancelStore, DispatchReadStore, PlanReadStore
 from qinglong_dispatcher.ports.executions import ExecutionStore, PageStore
+from qinglong_dispatcher.ports.notifications import NotificationStore
 from qinglong_dispatcher.ports.plan_keys import PlanKeyStore
 from qinglong_dispatcher.ports.policies import PolicyReadStore, PolicyStore
 from qinglong_dispatcher.ports.principals import PrincipalStores, TokenStore
@@ -34,6 +35,7 @@ class Store(
     TokenStore,
     PolicyStore,
     UiSessionStore,
+    NotificationStore,
     PrincipalStores,
     StoreHost,
     Protocol,

@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from qinglong_dispatcher.domain import notifications
 from tests.support import outbox, refusals, stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
@@ -62,9 +63,75 @@ async def test_the_schema_owner_cannot_change_or_delete_an_event_either(
     for attack in (
         "UPDATE qinglong.notification_events SET at_ms = 0",
         "DELETE FROM qinglong.notification_events",
-        "TRUNCATE qinglong.notification_events",
+        "TRUNCATE qinglong.notification_events CASCADE",
     ):
         with pytest.raises(asyncpg.PostgresError) as refused:
             await pg.raw(attack)
         assert refused.value.sqlstate == "23001", attack
     assert await _snapshot(pg) == before
+
+
+async def _subscriptions(pg: stores.Harness) -> list[Any]:
+    return [
+        dict(r)
+        for r in await pg.raw("SELECT * FROM qinglong.notification_subscriptions ORDER BY name")
+    ]
+
+
+async def test_only_the_owner_writes_a_subscription(pg: stores.Harness) -> None:
+    """Subscriptions are the schema's owner's, as policies are: every role's login is refused
+    a write (42501); a subscription holds a secret's reference, never its value."""
+    owner = await pg.owner()
+    await owner.add_subscription(
+        notifications.Subscription(name="ops", url="http://127.0.0.1:9/h", secret_ref="env:X")
+    )
+    before = await _subscriptions(pg)
+    database = str(await pg.scalar("SELECT current_database()"))
+    attacks = (
+        "INSERT INTO qinglong.notification_subscriptions (name, url, secret_ref, kinds_json, "
+        "created_at_ms) VALUES ('evil', 'http://127.0.0.1:9/x', 'env:Y', '[]', 0)",
+        "UPDATE qinglong.notification_subscriptions SET url = 'http://127.0.0.1:9/evil'",
+        "DELETE FROM qinglong.notification_subscriptions",
+    )
+    for login in (
+        stores.runtime_url(database),
+        stores.operator_url(database),
+        stores.approver_url(database),
+        stores.pruner_url(database),
+    ):
+        for attack in attacks:
+            assert await refusals.sqlstate_as(login, attack) == "42501", (login, attack)
+        assert await _subscriptions(pg) == before
+    # Through the product: the runtime's own store is refused, one typed error.
+    with pytest.raises(notifications.NotifyRefused):
+        await pg.store.remove_subscription("ops")
+    assert await _subscriptions(pg) == before
+
+
+async def test_only_the_runtime_records_deliveries_and_holds_the_lease(
+    pg: stores.Harness, clock: ManualClock
+) -> None:
+    database = str(await pg.scalar("SELECT current_database()"))
+    lease = "SELECT * FROM qinglong.notification_deliverer"
+    before = await pg.raw(lease)
+    for login in (
+        stores.operator_url(database),
+        stores.approver_url(database),
+        stores.pruner_url(database),
+    ):
+        for attack in (
+            "UPDATE qinglong.notification_deliverer SET owner = 'evil'",
+            "UPDATE qinglong.notification_deliveries SET status = 'delivered'",
+            "INSERT INTO qinglong.notification_attempts (event_id, subscription, attempt, "
+            "outcome, latency_ms, at_ms) VALUES (1, 'ops', 1, 'delivered', 0, 0)",
+            "INSERT INTO qinglong.notification_fanouts (event_id) VALUES (1)",
+        ):
+            assert await refusals.sqlstate_as(login, attack) == "42501", (login, attack)
+        assert await pg.raw(lease) == before
+    # The runtime's own attempt rows are never rewritten or deleted.
+    for attack in (
+        "UPDATE qinglong.notification_attempts SET outcome = 'delivered'",
+        "DELETE FROM qinglong.notification_attempts",
+        "DELETE FROM qinglong.notification_deliveries",
+    ):
+        assert await refusals.sqlstate_as(stores.runtime_url(database), attack) == "42501"
