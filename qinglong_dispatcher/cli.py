@@ -37,6 +37,7 @@ COMMANDS = {
     "backup": "copy the live edge database to a new file, beside the daemon",
     "token": "API tokens: create (prints the secret once), list, revoke",
     "policy": "approval policies: set (a new version), list, show, delete (retire)",
+    "notify": "webhook subscriptions to the notification outbox: add, list, test, remove",
     "health": "exit 0 when the store is reachable and migrated",
 }
 """Every command and its one-line help, in the order `--help` lists them."""
@@ -137,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         bench,
         dispatches,
         keys,
+        notify_arguments,
         parsing,
         policy_arguments,
         prune,
@@ -209,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("policy")
     policy_arguments.add_arguments(p, shared)
+
+    p = command("notify")
+    notify_arguments.add_arguments(p, shared)
 
     p = command("health")
     p.add_argument("--json", action="store_true")

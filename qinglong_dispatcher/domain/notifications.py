@@ -121,12 +121,14 @@ class Event:
     action_type: str
     at_ms: int
     payload: Mapping[str, Any]
+    message: str | None = None
+    """A message id of its own (`notify test`'s sample); None: from the outbox's id."""
 
     @property
     def message_id(self) -> str:
         """The CloudEvents `id` and `webhook-id`: the same on every attempt, so a receiver
         deduplicates by it."""
-        return f"qle_{self.id}"
+        return self.message or f"qle_{self.id}"
 
 
 def envelope(event: Event) -> dict[str, object]:

@@ -72,9 +72,9 @@ class NotificationStore(Protocol):
         """Give the lease up (a graceful stop)."""
         ...
 
-    async def fan_out(self, owner: str, *, limit: int, settle_ms: int) -> int:
+    async def fan_out(self, owner: str, *, limit: int, settle_ms: int) -> list[str]:
         """Match up to `limit` new events against the subscriptions and queue a delivery for
-        each match, as the lease's holder; the events matched."""
+        each match, as the lease's holder; the kinds of the events matched."""
         ...
 
     async def due_deliveries(self, owner: str, *, limit: int) -> list[Due]:
@@ -88,4 +88,20 @@ class NotificationStore(Protocol):
 
     async def delivery_stats(self) -> DeliveryStats:
         """Pending, dead letters and the oldest pending event's age."""
+        ...
+
+
+class DeliveryObserver(Protocol):
+    """What watches the deliverer (the metrics)."""
+
+    def written(self, kind: str) -> None:
+        """One event read from the outbox and matched."""
+        ...
+
+    def attempted(self, attempt: Attempt) -> None:
+        """One attempt recorded."""
+        ...
+
+    def stats(self, stats: DeliveryStats) -> None:
+        """The store's reading after a pass."""
         ...

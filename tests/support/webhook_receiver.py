@@ -3,8 +3,8 @@ verifies every delivery with the `standardwebhooks` package, as a subscriber wou
 records what it accepted and what it refused.
 
 `mode` decides the answer: `ok` (204 once verified), `down` (503 for everything), `fail`
-(500 for everything). A delivery that fails verification is answered 400 and never recorded
-as accepted.
+(500 for everything); `hang_first` holds the first request until the server closes. A
+delivery that fails verification is answered 400 and never recorded as accepted.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from aiohttp import web
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
@@ -37,6 +38,10 @@ class Receiver:
     accepted: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     refused: list[str] = dataclasses.field(default_factory=list)
     answered: int = 0
+    hang_first: bool = False
+    """Hold the first request unanswered (a deliverer killed mid-delivery)."""
+    hung: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    closing: anyio.Event = dataclasses.field(default_factory=anyio.Event)
 
     @property
     def ids(self) -> list[str]:
@@ -46,6 +51,10 @@ class Receiver:
     async def handle(self, request: web.Request) -> web.Response:
         self.answered += 1
         body = await request.read()
+        if self.hang_first and not self.hung.is_set():
+            self.hung.set()
+            with anyio.move_on_after(60):
+                await self.closing.wait()
         if self.mode == "down":
             return web.Response(status=503)
         if self.mode == "fail":
@@ -76,6 +85,7 @@ async def serving(secret: str | None = None) -> AsyncIterator[Receiver]:
     try:
         yield receiver
     finally:
+        receiver.closing.set()
         await runner.cleanup()
 
 

@@ -96,13 +96,13 @@ async def release_deliverer(q: query.Query, owner: str) -> None:
     await q.run("release_deliverer", {"owner": owner})
 
 
-async def fan_out(q: query.Query, owner: str, *, limit: int, settle_ms: int) -> int:
+async def fan_out(q: query.Query, owner: str, *, limit: int, settle_ms: int) -> list[str]:
     """See `ports.NotificationStore.fan_out`."""
     if await q.one("holds_deliverer", {"owner": owner}) is None:
-        return 0
+        return []
     events = [_event(row) for row in await q.all("unfanned_events", {"limit": limit})]
     if not events:
-        return 0
+        return []
     subscriptions = await list_subscriptions(q)
     deliveries = [
         {"event_id": e.id, "subscription": s.name, "subject_id": e.subject_id}
@@ -116,7 +116,7 @@ async def fan_out(q: query.Query, owner: str, *, limit: int, settle_ms: int) -> 
     await q.run(
         "advance_watermark", {"through": events[-1].id, "settle_ms": settle_ms, "owner": owner}
     )
-    return len(events)
+    return [e.kind for e in events]
 
 
 async def due_deliveries(q: query.Query, owner: str, *, limit: int) -> list[ports.Due]:

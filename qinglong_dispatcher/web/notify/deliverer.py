@@ -51,9 +51,6 @@ class Sent:
     latency_ms: int
 
 
-Observer = Callable[[ports.Attempt], None]
-
-
 class Deliverer:
     """`lifecycle.daemon.Service`: started with the daemon, served in its task group."""
 
@@ -67,7 +64,7 @@ class Deliverer:
         environ: Mapping[str, str] | None = None,
         jitter: Callable[[], float] = random.random,
         wall_s: Callable[[], float] = time.time,
-        observe: Observer | None = None,
+        observe: ports.DeliveryObserver | None = None,
     ) -> None:
         self.store = store
         self.owner = owner
@@ -112,13 +109,17 @@ class Deliverer:
         """One pass: hold the lease, match new events, post what is due; the attempts made."""
         if not await self.store.claim_deliverer(self.owner, self.timing.lease_ms):
             return 0
-        await self.store.fan_out(
+        kinds = await self.store.fan_out(
             self.owner, limit=self.timing.batch, settle_ms=self.timing.settle_ms
         )
         due = await self.store.due_deliveries(self.owner, limit=self.timing.batch)
         made = 0
         for one in due:
             made += await self.attempt(one)
+        if self._observe is not None:
+            for kind in kinds:
+                self._observe.written(kind)
+            self._observe.stats(await self.store.delivery_stats())
         return made
 
     async def attempt(self, due: ports.Due) -> int:
@@ -158,7 +159,7 @@ class Deliverer:
             recorded=recorded,
         )
         if recorded and self._observe is not None:
-            self._observe(outcome)
+            self._observe.attempted(outcome)
         return int(recorded)
 
     async def post(self, due: ports.Due) -> Sent:
