@@ -87,7 +87,11 @@ async def get_subscription(q: query.Query, name: str) -> n.Subscription | None:
 
 
 async def claim_deliverer(q: query.Query, owner: str, lease_ms: int) -> bool:
-    """See `ports.NotificationStore.claim_deliverer`."""
+    """See `ports.NotificationStore.claim_deliverer`. A holder with more than half its lease
+    left writes nothing: an idle edge daemon commits once per half lease, not once a poll."""
+    held = await q.one("holds_deliverer", {"owner": owner})
+    if held is not None and int(held["remaining_ms"]) > lease_ms // 2:
+        return True
     return await q.one("claim_deliverer", {"owner": owner, "lease_ms": lease_ms}) is not None
 
 

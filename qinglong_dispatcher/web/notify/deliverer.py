@@ -31,6 +31,9 @@ class Timing:
     """How the deliverer paces itself."""
 
     poll_s: float = 1.0
+    idle_poll_s: float = 5.0
+    """The wait doubles from `poll_s` up to this while passes find nothing to match or send:
+    an idle edge daemon reads its file a few times a minute, not every second."""
     lease_ms: int = 15_000
     max_attempts: int = 8
     """Attempts of one delivery before it is dead-lettered."""
@@ -75,6 +78,8 @@ class Deliverer:
         self._wall_s = wall_s
         self._observe = observe
         self._session: aiohttp.ClientSession | None = None
+        self._matched = 0
+        """Events the last pass matched."""
 
     async def start(self) -> None:
         """Open the HTTP client (no request yet)."""
@@ -87,12 +92,15 @@ class Deliverer:
     async def serve(self, stop: anyio.Event) -> None:
         """Deliver until `stop`; a store fault is logged and the next poll tries again."""
         await self.start()
+        wait = self.timing.poll_s
         while not stop.is_set():
             try:
-                await self.tick()
+                busy = await self.tick() > 0 or self._matched > 0
             except errors.StoreError as exc:
                 log.warning("notify.store_unavailable", code=exc.code)
-            with anyio.move_on_after(self.timing.poll_s):
+                busy = False
+            wait = self.timing.poll_s if busy else min(wait * 2, self.timing.idle_poll_s)
+            with anyio.move_on_after(wait):
                 await stop.wait()
 
     async def aclose(self) -> None:
@@ -107,11 +115,13 @@ class Deliverer:
 
     async def tick(self) -> int:
         """One pass: hold the lease, match new events, post what is due; the attempts made."""
+        self._matched = 0
         if not await self.store.claim_deliverer(self.owner, self.timing.lease_ms):
             return 0
         kinds = await self.store.fan_out(
             self.owner, limit=self.timing.batch, settle_ms=self.timing.settle_ms
         )
+        self._matched = len(kinds)
         due = await self.store.due_deliveries(self.owner, limit=self.timing.batch)
         made = 0
         for one in due:

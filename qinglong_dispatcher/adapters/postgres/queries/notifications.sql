@@ -58,7 +58,8 @@ SET fanned_out_through = coalesce((
 WHERE owner = :owner AND lease_expires_at_ms > qinglong.db_now_ms()
 
 -- holds_deliverer --
-SELECT 1 AS held FROM qinglong.notification_deliverer
+-- The lease's time left, when `:owner` holds it.
+SELECT lease_expires_at_ms - qinglong.db_now_ms() AS remaining_ms FROM qinglong.notification_deliverer
 WHERE owner = :owner AND lease_expires_at_ms > qinglong.db_now_ms()
 
 -- due_deliveries --

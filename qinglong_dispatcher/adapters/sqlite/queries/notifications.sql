@@ -58,7 +58,8 @@ SET fanned_out_through = coalesce((
 WHERE owner = :owner AND lease_expires_at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 
 -- holds_deliverer --
-SELECT 1 AS held FROM notification_deliverer
+-- The lease's time left, when `:owner` holds it.
+SELECT lease_expires_at_ms - CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) AS remaining_ms FROM notification_deliverer
 WHERE owner = :owner AND lease_expires_at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 
 -- due_deliveries --
