@@ -40,6 +40,7 @@ COMMANDS = {
     "token": "API tokens: create (prints the secret once), list, revoke",
     "policy": "approval policies: set (a new version), list, show, delete (retire)",
     "audit": "export the audit records and ledger lines (JSON lines, CEF or syslog)",
+    "notify": "webhook subscriptions to the notification outbox: add, list, test, remove",
     "health": "exit 0 when the store is reachable and migrated",
 }
 """Every command and its one-line help, in the order `--help` lists them."""
@@ -141,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         bench,
         dispatches,
         keys,
+        notify_arguments,
         parsing,
         policy_arguments,
         prune,
@@ -217,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("audit")
     audit.add_arguments(p, shared)
     p.set_defaults(handler=parsing.lazy("audit", "cmd_audit"))
+
+    p = command("notify")
+    notify_arguments.add_arguments(p, shared)
 
     p = command("health")
     p.add_argument("--json", action="store_true")

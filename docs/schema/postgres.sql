@@ -33,7 +33,7 @@ GRANT USAGE ON SCHEMA qinglong TO qinglong_runtime;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_submitter;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_viewer;
 
--- tables (30)
+-- tables (36)
 
 -- table action_plans
 CREATE TABLE qinglong.action_plans (
@@ -156,7 +156,7 @@ CREATE TABLE qinglong.approval_request_policies (
 );
 GRANT SELECT ON TABLE qinglong.approval_request_policies TO qinglong_approver;
 GRANT SELECT ON TABLE qinglong.approval_request_policies TO qinglong_operator;
-GRANT INSERT ON TABLE qinglong.approval_request_policies TO qinglong_recorder;
+GRANT INSERT, SELECT ON TABLE qinglong.approval_request_policies TO qinglong_recorder;
 GRANT SELECT ON TABLE qinglong.approval_request_policies TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.approval_request_policies TO qinglong_submitter;
 
@@ -188,6 +188,7 @@ CREATE TABLE qinglong.approval_requests (
 GRANT INSERT, SELECT, UPDATE ON TABLE qinglong.approval_requests TO qinglong_approver;
 GRANT SELECT ON TABLE qinglong.approval_requests TO qinglong_operator;
 GRANT DELETE, SELECT ON TABLE qinglong.approval_requests TO qinglong_pruner;
+GRANT SELECT ON TABLE qinglong.approval_requests TO qinglong_recorder;
 GRANT INSERT, SELECT, UPDATE ON TABLE qinglong.approval_requests TO qinglong_runtime;
 GRANT INSERT, SELECT ON TABLE qinglong.approval_requests TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.approval_requests TO qinglong_viewer;
@@ -364,6 +365,103 @@ GRANT INSERT ON TABLE qinglong.execution_events TO qinglong_recorder;
 GRANT SELECT ON TABLE qinglong.execution_events TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.execution_events TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.execution_events TO qinglong_viewer;
+
+-- table notification_attempts
+CREATE TABLE qinglong.notification_attempts (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    event_id bigint NOT NULL,
+    subscription text NOT NULL,
+    attempt integer NOT NULL,
+    outcome text NOT NULL,
+    response_code integer,
+    error_code text,
+    latency_ms bigint NOT NULL,
+    at_ms bigint NOT NULL,
+    CONSTRAINT notification_attempts_attempt_check CHECK ((attempt >= 1)),
+    CONSTRAINT notification_attempts_error_code_check CHECK ((error_code ~ '^[a-z_]{1,40}$'::text)),
+    CONSTRAINT notification_attempts_latency_ms_check CHECK ((latency_ms >= 0)),
+    CONSTRAINT notification_attempts_outcome_check CHECK ((outcome = ANY (ARRAY['delivered'::text, 'failed'::text, 'dead'::text]))),
+    CONSTRAINT notification_attempts_pkey PRIMARY KEY (id)
+);
+GRANT SELECT ON TABLE qinglong.notification_attempts TO qinglong_operator;
+GRANT INSERT, SELECT ON TABLE qinglong.notification_attempts TO qinglong_runtime;
+
+-- table notification_deliverer
+CREATE TABLE qinglong.notification_deliverer (
+    singleton boolean DEFAULT true NOT NULL,
+    owner text,
+    lease_expires_at_ms bigint DEFAULT 0 NOT NULL,
+    fanned_out_through bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT notification_deliverer_pkey PRIMARY KEY (singleton),
+    CONSTRAINT notification_deliverer_singleton_check CHECK (singleton)
+);
+GRANT SELECT ON TABLE qinglong.notification_deliverer TO qinglong_operator;
+GRANT SELECT, UPDATE ON TABLE qinglong.notification_deliverer TO qinglong_runtime;
+
+-- table notification_deliveries
+CREATE TABLE qinglong.notification_deliveries (
+    event_id bigint NOT NULL,
+    subscription text NOT NULL,
+    subject_id text NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at_ms bigint NOT NULL,
+    last_code integer,
+    done_at_ms bigint,
+    CONSTRAINT notification_deliveries_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT notification_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES qinglong.notification_events(id),
+    CONSTRAINT notification_deliveries_pkey PRIMARY KEY (event_id, subscription),
+    CONSTRAINT notification_deliveries_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'delivered'::text, 'dead'::text]))),
+    CONSTRAINT notification_deliveries_subscription_fkey FOREIGN KEY (subscription) REFERENCES qinglong.notification_subscriptions(name) ON DELETE CASCADE
+);
+GRANT SELECT ON TABLE qinglong.notification_deliveries TO qinglong_operator;
+GRANT INSERT, SELECT, UPDATE ON TABLE qinglong.notification_deliveries TO qinglong_runtime;
+
+-- table notification_events
+CREATE TABLE qinglong.notification_events (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    kind text NOT NULL,
+    subject_id text NOT NULL,
+    project_id text NOT NULL,
+    action_type text NOT NULL,
+    at_ms bigint NOT NULL,
+    payload_json text NOT NULL,
+    CONSTRAINT notification_events_kind_check CHECK ((kind = ANY (ARRAY['approval.requested'::text, 'approval.expiring'::text, 'approval.approved'::text, 'approval.rejected'::text, 'approval.expired'::text, 'dispatch.failed'::text, 'dispatch.blocked'::text, 'dispatch.succeeded'::text]))),
+    CONSTRAINT notification_events_payload_json_check CHECK ((octet_length(payload_json) <= 4096)),
+    CONSTRAINT notification_events_pkey PRIMARY KEY (id),
+    CONSTRAINT notification_events_subject_id_kind_key UNIQUE (subject_id, kind)
+);
+GRANT SELECT ON TABLE qinglong.notification_events TO qinglong_operator;
+GRANT INSERT ON TABLE qinglong.notification_events TO qinglong_recorder;
+GRANT SELECT ON TABLE qinglong.notification_events TO qinglong_runtime;
+
+-- table notification_fanouts
+CREATE TABLE qinglong.notification_fanouts (
+    event_id bigint NOT NULL,
+    CONSTRAINT notification_fanouts_event_id_fkey FOREIGN KEY (event_id) REFERENCES qinglong.notification_events(id),
+    CONSTRAINT notification_fanouts_pkey PRIMARY KEY (event_id)
+);
+GRANT SELECT ON TABLE qinglong.notification_fanouts TO qinglong_operator;
+GRANT INSERT, SELECT ON TABLE qinglong.notification_fanouts TO qinglong_runtime;
+
+-- table notification_subscriptions
+CREATE TABLE qinglong.notification_subscriptions (
+    name text NOT NULL,
+    url text NOT NULL,
+    secret_ref text NOT NULL,
+    kinds_json text NOT NULL,
+    action_type text,
+    project_id text,
+    format text DEFAULT 'raw'::text NOT NULL,
+    created_at_ms bigint NOT NULL,
+    CONSTRAINT notification_subscriptions_format_check CHECK ((format = ANY (ARRAY['raw'::text, 'slack'::text]))),
+    CONSTRAINT notification_subscriptions_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'::text)),
+    CONSTRAINT notification_subscriptions_pkey PRIMARY KEY (name),
+    CONSTRAINT notification_subscriptions_secret_ref_check CHECK ((secret_ref ~ '^(credential|file|env):[^[:space:]]+$'::text)),
+    CONSTRAINT notification_subscriptions_url_check CHECK (((url ~ '^https?://[^[:space:]]+$'::text) AND (octet_length(url) <= 2048)))
+);
+GRANT SELECT ON TABLE qinglong.notification_subscriptions TO qinglong_operator;
+GRANT SELECT ON TABLE qinglong.notification_subscriptions TO qinglong_runtime;
 
 -- table plan_keys
 CREATE TABLE qinglong.plan_keys (
@@ -757,7 +855,7 @@ GRANT INSERT, SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_viewer;
 
--- sequences (3)
+-- sequences (5)
 
 CREATE SEQUENCE qinglong.approval_events_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.approval_events.id;
 
@@ -768,6 +866,10 @@ GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_recor
 GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_submitter;
 
+CREATE SEQUENCE qinglong.notification_attempts_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.notification_attempts.id;
+
+CREATE SEQUENCE qinglong.notification_events_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.notification_events.id;
+
 CREATE SEQUENCE qinglong.security_audit_events_event_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.security_audit_events.event_id;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_approver;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_operator;
@@ -775,7 +877,7 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (74; those of primary keys and UNIQUE constraints too)
+-- indexes (83; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
@@ -812,6 +914,15 @@ CREATE UNIQUE INDEX audit_receipts_trace_id_key ON qinglong.audit_receipts USING
 CREATE UNIQUE INDEX execution_events_dispatch_id_version_key ON qinglong.execution_events USING btree (dispatch_id, version);
 CREATE UNIQUE INDEX execution_events_mutation ON qinglong.execution_events USING btree (dispatch_id, mutation_id) WHERE (mutation_id IS NOT NULL);
 CREATE UNIQUE INDEX execution_events_pkey ON qinglong.execution_events USING btree (event_id);
+CREATE UNIQUE INDEX notification_attempts_pkey ON qinglong.notification_attempts USING btree (id);
+CREATE UNIQUE INDEX notification_deliverer_pkey ON qinglong.notification_deliverer USING btree (singleton);
+CREATE INDEX notification_deliveries_due ON qinglong.notification_deliveries USING btree (next_attempt_at_ms, event_id) WHERE (status = 'pending'::text);
+CREATE UNIQUE INDEX notification_deliveries_pkey ON qinglong.notification_deliveries USING btree (event_id, subscription);
+CREATE INDEX notification_deliveries_subject ON qinglong.notification_deliveries USING btree (subscription, subject_id, event_id) WHERE (status = 'pending'::text);
+CREATE UNIQUE INDEX notification_events_pkey ON qinglong.notification_events USING btree (id);
+CREATE UNIQUE INDEX notification_events_subject_id_kind_key ON qinglong.notification_events USING btree (subject_id, kind);
+CREATE UNIQUE INDEX notification_fanouts_pkey ON qinglong.notification_fanouts USING btree (event_id);
+CREATE UNIQUE INDEX notification_subscriptions_pkey ON qinglong.notification_subscriptions USING btree (name);
 CREATE UNIQUE INDEX plan_keys_pkey ON qinglong.plan_keys USING btree (key_id);
 CREATE UNIQUE INDEX prune_permits_approval_request_id_key ON qinglong.prune_permits USING btree (approval_request_id);
 CREATE UNIQUE INDEX prune_permits_pkey ON qinglong.prune_permits USING btree (dispatch_id);
@@ -851,7 +962,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (43)
+-- functions (46)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -2411,12 +2522,113 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.submit_one(p_project_id text, p_action_ref text, p_action_type text, p_plan_json text, p_plan_digest text, p_plan_key_id text, p_plan_algorithm text, p_plan_sealed bytea, p_plan_schema_version integer, p_approval_request_id text, p_action_digest text, p_requested_by text, p_expires_at_ms bigint, p_decided_by text, p_dispatch_id text, p_max_attempts integer, p_now_ms bigint) TO PUBLIC;
 
--- triggers (64)
+-- function qinglong.tell_approval_reminder()
+CREATE OR REPLACE FUNCTION qinglong.tell_approval_reminder()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    INSERT INTO qinglong.notification_events (
+        kind, subject_id, project_id, action_type, at_ms, payload_json
+    )
+    SELECT NEW.kind, r.approval_request_id, r.project_id, r.action_type, NEW.at_ms,
+        pg_catalog.json_build_object(
+            'approvalRequestId', r.approval_request_id,
+            'actionRef', r.action_ref,
+            'actionDigest', r.action_digest,
+            'status', r.status,
+            'expiresAtMs', COALESCE(r.db_expires_at_ms, r.expires_at_ms),
+            'policy', p.policy_name,
+            'policyVersion', p.policy_version
+        )::pg_catalog.text
+    FROM qinglong.approval_requests AS r
+    LEFT JOIN qinglong.approval_request_policies AS p USING (approval_request_id)
+    WHERE r.approval_request_id OPERATOR(pg_catalog.=) NEW.approval_request_id;
+    RETURN NULL;
+END
+$function$;
+ALTER FUNCTION qinglong.tell_approval_reminder() OWNER TO qinglong_recorder;
+
+-- function qinglong.tell_approval_request()
+CREATE OR REPLACE FUNCTION qinglong.tell_approval_request()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    kind   pg_catalog.text;
+    policy pg_catalog.text;
+    policy_version pg_catalog.int8;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        kind := 'approval.requested';
+    ELSIF NEW.status IS DISTINCT FROM OLD.status
+            AND NEW.status IN ('approved', 'rejected', 'expired') THEN
+        kind := 'approval.' OPERATOR(pg_catalog.||) NEW.status;
+    ELSE
+        RETURN NULL;
+    END IF;
+    SELECT p.policy_name, p.policy_version INTO policy, policy_version
+        FROM qinglong.approval_request_policies AS p
+        WHERE p.approval_request_id OPERATOR(pg_catalog.=) NEW.approval_request_id;
+    INSERT INTO qinglong.notification_events (
+        kind, subject_id, project_id, action_type, at_ms, payload_json
+    ) VALUES (
+        kind, NEW.approval_request_id, NEW.project_id, NEW.action_type, qinglong.db_now_ms(),
+        pg_catalog.json_build_object(
+            'approvalRequestId', NEW.approval_request_id,
+            'actionRef', NEW.action_ref,
+            'actionDigest', NEW.action_digest,
+            'status', NEW.status,
+            'expiresAtMs', COALESCE(NEW.db_expires_at_ms, NEW.expires_at_ms),
+            'policy', policy,
+            'policyVersion', policy_version
+        )::pg_catalog.text
+    );
+    RETURN NULL;
+END
+$function$;
+ALTER FUNCTION qinglong.tell_approval_request() OWNER TO qinglong_recorder;
+
+-- function qinglong.tell_execution_outcome()
+CREATE OR REPLACE FUNCTION qinglong.tell_execution_outcome()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    INSERT INTO qinglong.notification_events (
+        kind, subject_id, project_id, action_type, at_ms, payload_json
+    )
+    SELECT 'dispatch.' OPERATOR(pg_catalog.||) NEW.status, NEW.dispatch_id, d.project_id,
+        d.action_type, qinglong.db_now_ms(),
+        pg_catalog.json_build_object(
+            'dispatchId', NEW.dispatch_id,
+            'approvalRequestId', d.approval_request_id,
+            'actionRef', d.action_ref,
+            'actionDigest', d.action_digest,
+            'status', NEW.status,
+            'attempt', NEW.attempt,
+            'resultCode', NEW.result_code
+        )::pg_catalog.text
+    FROM qinglong.approved_action_dispatches AS d
+    WHERE d.dispatch_id OPERATOR(pg_catalog.=) NEW.dispatch_id;
+    RETURN NULL;
+END
+$function$;
+ALTER FUNCTION qinglong.tell_execution_outcome() OWNER TO qinglong_recorder;
+
+-- triggers (68)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
 CREATE TRIGGER api_tokens_guard BEFORE UPDATE ON qinglong.api_tokens FOR EACH ROW EXECUTE FUNCTION qinglong.guard_api_token_change();
 CREATE TRIGGER approval_events_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.approval_events FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_event();
+CREATE TRIGGER approval_events_tell AFTER INSERT ON qinglong.approval_events FOR EACH ROW EXECUTE FUNCTION qinglong.tell_approval_reminder();
 CREATE TRIGGER approval_policies_audit AFTER INSERT ON qinglong.approval_policies FOR EACH ROW EXECUTE FUNCTION qinglong.audit_approval_policy();
 CREATE TRIGGER approval_policies_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.approval_policies FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_policy();
 CREATE TRIGGER approval_request_policies_guard BEFORE DELETE OR UPDATE ON qinglong.approval_request_policies FOR EACH ROW EXECUTE FUNCTION qinglong.guard_request_policy();
@@ -2425,6 +2637,7 @@ CREATE TRIGGER approval_requests_guard BEFORE INSERT OR UPDATE ON qinglong.appro
 CREATE TRIGGER approval_requests_lifetime BEFORE INSERT ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.set_policy_lifetime();
 CREATE TRIGGER approval_requests_policy AFTER INSERT ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.copy_approval_policy();
 CREATE TRIGGER approval_requests_prune_only BEFORE DELETE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
+CREATE TRIGGER approval_requests_tell AFTER INSERT OR UPDATE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.tell_approval_request();
 CREATE TRIGGER approval_requests_vote_recorded AFTER UPDATE ON qinglong.approval_requests FOR EACH ROW WHEN (((old.status = 'pending'::text) AND (new.status = 'approved'::text))) EXECUTE FUNCTION qinglong.check_direct_approval();
 CREATE TRIGGER approval_votes_count AFTER INSERT ON qinglong.approval_votes FOR EACH ROW EXECUTE FUNCTION qinglong.count_approval_votes();
 CREATE TRIGGER approval_votes_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.approval_votes FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_vote();
@@ -2438,6 +2651,7 @@ CREATE TRIGGER approved_action_dispatch_executions_receipt BEFORE INSERT OR UPDA
 CREATE TRIGGER approved_action_dispatch_executions_state_machine BEFORE INSERT OR UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.check_execution_change();
 CREATE TRIGGER approved_action_dispatch_executions_target_immutable BEFORE UPDATE OF target ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((old.target IS DISTINCT FROM new.target)) EXECUTE FUNCTION qinglong.guard_execution_target();
 CREATE TRIGGER approved_action_dispatch_executions_target_of_dispatch BEFORE INSERT ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.execution_target_of_dispatch();
+CREATE TRIGGER approved_action_dispatch_executions_tell AFTER UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.status IS DISTINCT FROM old.status) AND (new.status = ANY (ARRAY['failed'::text, 'blocked'::text, 'succeeded'::text])))) EXECUTE FUNCTION qinglong.tell_execution_outcome();
 CREATE TRIGGER approved_action_dispatches_guard BEFORE INSERT ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.guard_dispatch_insert();
 CREATE TRIGGER approved_action_dispatches_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.approved_action_dispatches FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER approved_action_dispatches_prune_only BEFORE DELETE ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
@@ -2451,6 +2665,7 @@ CREATE TRIGGER audit_prune_permits_immutable BEFORE UPDATE OR TRUNCATE ON qinglo
 CREATE TRIGGER audit_receipts_immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON qinglong.audit_receipts FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER execution_events_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.execution_events FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER execution_events_prune_only BEFORE DELETE ON qinglong.execution_events FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
+CREATE TRIGGER notification_events_immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON qinglong.notification_events FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER prune_permits_guard BEFORE INSERT ON qinglong.prune_permits FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_permit();
 CREATE TRIGGER prune_permits_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.prune_permits FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER recovery_observations_mark AFTER INSERT ON qinglong.recovery_observations FOR EACH ROW EXECUTE FUNCTION qinglong.mark_recovery_required();

@@ -9,7 +9,7 @@ PRAGMA auto_vacuum = 2;
 PRAGMA user_version = 0;
 PRAGMA application_id = 0;
 
--- tables (30)
+-- tables (36)
 
 -- table action_plans
 CREATE TABLE action_plans (
@@ -218,6 +218,78 @@ CREATE TABLE execution_events (
     result_code     TEXT,
     committed_at_ms INTEGER NOT NULL,
     UNIQUE (dispatch_id, version)
+) STRICT;
+
+-- table notification_attempts
+CREATE TABLE notification_attempts (
+    id            INTEGER PRIMARY KEY,
+    event_id      INTEGER NOT NULL,
+    subscription  TEXT NOT NULL,
+    attempt       INTEGER NOT NULL CHECK (attempt >= 1),
+    outcome       TEXT NOT NULL CHECK (outcome IN ('delivered', 'failed', 'dead')),
+    response_code INTEGER,
+    error_code    TEXT,
+    latency_ms    INTEGER NOT NULL CHECK (latency_ms >= 0),
+    at_ms         INTEGER NOT NULL
+) STRICT;
+
+-- table notification_deliverer
+CREATE TABLE notification_deliverer (
+    singleton           INTEGER PRIMARY KEY CHECK (singleton = 1),
+    owner               TEXT,
+    lease_expires_at_ms INTEGER NOT NULL DEFAULT 0,
+    fanned_out_through  INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
+-- table notification_deliveries
+CREATE TABLE notification_deliveries (
+    event_id           INTEGER NOT NULL REFERENCES notification_events (id),
+    subscription       TEXT NOT NULL
+        REFERENCES notification_subscriptions (name) ON DELETE CASCADE,
+    subject_id         TEXT NOT NULL,
+    status             TEXT NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'delivered', 'dead')),
+    attempts           INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    next_attempt_at_ms INTEGER NOT NULL,
+    last_code          INTEGER,
+    done_at_ms         INTEGER,
+    PRIMARY KEY (event_id, subscription)
+) STRICT;
+
+-- table notification_events
+CREATE TABLE notification_events (
+    id           INTEGER PRIMARY KEY,
+    kind         TEXT NOT NULL CHECK (kind IN (
+                     'approval.requested', 'approval.expiring', 'approval.approved',
+                     'approval.rejected', 'approval.expired', 'dispatch.failed',
+                     'dispatch.blocked', 'dispatch.succeeded')),
+    subject_id   TEXT NOT NULL,
+    project_id   TEXT NOT NULL,
+    action_type  TEXT NOT NULL,
+    at_ms        INTEGER NOT NULL,
+    payload_json TEXT NOT NULL CHECK (length(CAST(payload_json AS BLOB)) <= 4096),
+    UNIQUE (subject_id, kind)
+) STRICT;
+
+-- table notification_fanouts
+CREATE TABLE notification_fanouts (
+    event_id INTEGER PRIMARY KEY REFERENCES notification_events (id)
+) STRICT;
+
+-- table notification_subscriptions
+CREATE TABLE notification_subscriptions (
+    name          TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 63
+                                          AND name NOT GLOB '*[^a-z0-9_.-]*'
+                                          AND substr(name, 1, 1) GLOB '[a-z0-9]'),
+    url           TEXT NOT NULL CHECK ((url GLOB 'http://?*' OR url GLOB 'https://?*')
+                                       AND length(url) <= 2048),
+    secret_ref    TEXT NOT NULL CHECK (secret_ref GLOB 'credential:?*'
+                                       OR secret_ref GLOB 'file:?*' OR secret_ref GLOB 'env:?*'),
+    kinds_json    TEXT NOT NULL,
+    action_type   TEXT,
+    project_id    TEXT,
+    format        TEXT NOT NULL DEFAULT 'raw' CHECK (format IN ('raw', 'slack')),
+    created_at_ms INTEGER NOT NULL
 ) STRICT;
 
 -- table plan_keys
@@ -458,7 +530,7 @@ CREATE TABLE uncertain_outcomes (
     lease_proof       TEXT CHECK (lease_proof IS NULL)  -- PostgreSQL's column; never set here
 ) STRICT;
 
--- indexes (23)
+-- indexes (25)
 
 -- index api_tokens_principal
 CREATE INDEX api_tokens_principal ON api_tokens (principal);
@@ -515,6 +587,14 @@ CREATE UNIQUE INDEX approved_action_dispatches_one_per_plan
 CREATE UNIQUE INDEX execution_events_mutation
     ON execution_events (dispatch_id, mutation_id) WHERE mutation_id IS NOT NULL;
 
+-- index notification_deliveries_due
+CREATE INDEX notification_deliveries_due ON notification_deliveries
+    (next_attempt_at_ms, event_id) WHERE status = 'pending';
+
+-- index notification_deliveries_subject
+CREATE INDEX notification_deliveries_subject ON notification_deliveries
+    (subscription, subject_id, event_id) WHERE status = 'pending';
+
 -- index prune_permits_plan
 CREATE INDEX prune_permits_plan ON prune_permits (project_id, action_ref);
 
@@ -546,7 +626,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (90)
+-- triggers (97)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -643,6 +723,27 @@ END;
 CREATE TRIGGER approval_events_no_update BEFORE UPDATE ON approval_events
 BEGIN
     SELECT RAISE(ABORT, 'approval_events: an event never changes');
+END;
+
+-- trigger approval_events_tell
+CREATE TRIGGER approval_events_tell AFTER INSERT ON approval_events
+BEGIN
+    INSERT INTO notification_events (
+        kind, subject_id, project_id, action_type, at_ms, payload_json
+    )
+    SELECT NEW.kind, r.approval_request_id, r.project_id, r.action_type,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER),
+        json_object(
+            'approvalRequestId', r.approval_request_id,
+            'actionRef', r.action_ref,
+            'actionDigest', r.action_digest,
+            'status', r.status,
+            'expiresAtMs', coalesce(r.db_expires_at_ms, r.expires_at_ms),
+            'policy', p.policy_name,
+            'policyVersion', p.policy_version)
+    FROM approval_requests AS r
+    LEFT JOIN approval_request_policies AS p USING (approval_request_id)
+    WHERE r.approval_request_id = NEW.approval_request_id;
 END;
 
 -- trigger approval_policies_audit
@@ -843,6 +944,52 @@ WHEN NOT EXISTS (
     SELECT 1 FROM prune_permits AS p WHERE p.approval_request_id = OLD.approval_request_id
 )
 BEGIN SELECT RAISE(ABORT, 'approval_requests: only a prune deletes a request'); END;
+
+-- trigger approval_requests_tell_insert
+CREATE TRIGGER approval_requests_tell_insert AFTER INSERT ON approval_requests
+BEGIN
+    INSERT INTO notification_events (
+        kind, subject_id, project_id, action_type, at_ms, payload_json
+    ) VALUES (
+        'approval.requested', NEW.approval_request_id, NEW.project_id, NEW.action_type,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER),
+        (SELECT json_object(
+            'approvalRequestId', NEW.approval_request_id,
+            'actionRef', NEW.action_ref,
+            'actionDigest', NEW.action_digest,
+            'status', NEW.status,
+            'expiresAtMs', coalesce(NEW.db_expires_at_ms, NEW.expires_at_ms),
+            'policy', p.name,
+            'policyVersion', p.version)
+         FROM (SELECT NULL) LEFT JOIN (
+             SELECT f.name, f.version FROM approval_policies_in_force AS f
+             WHERE f.action_type = NEW.action_type
+               AND (f.project_id IS NULL OR f.project_id = NEW.project_id)
+             ORDER BY (f.project_id IS NULL), f.name LIMIT 1) AS p)
+    );
+END;
+
+-- trigger approval_requests_tell_update
+CREATE TRIGGER approval_requests_tell_update AFTER UPDATE ON approval_requests
+WHEN NEW.status IS NOT OLD.status AND NEW.status IN ('approved', 'rejected', 'expired')
+BEGIN
+    INSERT INTO notification_events (
+        kind, subject_id, project_id, action_type, at_ms, payload_json
+    ) VALUES (
+        'approval.' || NEW.status, NEW.approval_request_id, NEW.project_id, NEW.action_type,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER),
+        (SELECT json_object(
+            'approvalRequestId', NEW.approval_request_id,
+            'actionRef', NEW.action_ref,
+            'actionDigest', NEW.action_digest,
+            'status', NEW.status,
+            'expiresAtMs', coalesce(NEW.db_expires_at_ms, NEW.expires_at_ms),
+            'policy', p.policy_name,
+            'policyVersion', p.policy_version)
+         FROM (SELECT NULL) LEFT JOIN approval_request_policies AS p
+             ON p.approval_request_id = NEW.approval_request_id)
+    );
+END;
 
 -- trigger approval_requests_update_guard
 CREATE TRIGGER approval_requests_update_guard BEFORE UPDATE ON approval_requests
@@ -1147,6 +1294,28 @@ BEGIN
     SELECT RAISE(ABORT, 'qinglong:target_refused: an execution names its dispatch''s target');
 END;
 
+-- trigger approved_action_dispatch_executions_tell
+CREATE TRIGGER approved_action_dispatch_executions_tell
+AFTER UPDATE ON approved_action_dispatch_executions
+WHEN NEW.status IS NOT OLD.status AND NEW.status IN ('failed', 'blocked', 'succeeded')
+BEGIN
+    INSERT INTO notification_events (
+        kind, subject_id, project_id, action_type, at_ms, payload_json
+    )
+    SELECT 'dispatch.' || NEW.status, NEW.dispatch_id, d.project_id, d.action_type,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER),
+        json_object(
+            'dispatchId', NEW.dispatch_id,
+            'approvalRequestId', d.approval_request_id,
+            'actionRef', d.action_ref,
+            'actionDigest', d.action_digest,
+            'status', NEW.status,
+            'attempt', NEW.attempt,
+            'resultCode', NEW.result_code)
+    FROM approved_action_dispatches AS d
+    WHERE d.dispatch_id = NEW.dispatch_id;
+END;
+
 -- trigger approved_action_dispatches_immutable_delete
 CREATE TRIGGER approved_action_dispatches_immutable_delete
 BEFORE DELETE ON approved_action_dispatches
@@ -1248,6 +1417,46 @@ WHEN NOT EXISTS (
 )
 BEGIN
     SELECT RAISE(ABORT, 'execution_events: a ledger line records the row''s own change');
+END;
+
+-- trigger notification_events_change_holds
+CREATE TRIGGER notification_events_change_holds BEFORE INSERT ON notification_events
+WHEN NEW.at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+    OR NEW.at_ms < CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - 1000
+    OR NOT CASE
+        WHEN NEW.kind = 'approval.requested' THEN EXISTS (
+            SELECT 1 FROM approval_requests AS r
+            WHERE r.approval_request_id = NEW.subject_id AND r.project_id = NEW.project_id
+              AND r.action_type = NEW.action_type)
+        WHEN NEW.kind = 'approval.expiring' THEN EXISTS (
+            SELECT 1 FROM approval_events AS e JOIN approval_requests AS r
+                USING (approval_request_id)
+            WHERE e.approval_request_id = NEW.subject_id AND e.kind = NEW.kind
+              AND r.project_id = NEW.project_id AND r.action_type = NEW.action_type)
+        WHEN NEW.kind LIKE 'approval.%' THEN EXISTS (
+            SELECT 1 FROM approval_requests AS r
+            WHERE r.approval_request_id = NEW.subject_id AND r.project_id = NEW.project_id
+              AND r.action_type = NEW.action_type AND 'approval.' || r.status = NEW.kind)
+        ELSE EXISTS (
+            SELECT 1 FROM approved_action_dispatch_executions AS e
+            JOIN approved_action_dispatches AS d USING (dispatch_id)
+            WHERE e.dispatch_id = NEW.subject_id AND d.project_id = NEW.project_id
+              AND d.action_type = NEW.action_type AND 'dispatch.' || e.status = NEW.kind)
+    END
+BEGIN
+    SELECT RAISE(ABORT, 'notification_events: an event is written with its change, at the file''s time');
+END;
+
+-- trigger notification_events_no_delete
+CREATE TRIGGER notification_events_no_delete BEFORE DELETE ON notification_events
+BEGIN
+    SELECT RAISE(ABORT, 'notification_events: an event is never deleted');
+END;
+
+-- trigger notification_events_no_update
+CREATE TRIGGER notification_events_no_update BEFORE UPDATE ON notification_events
+BEGIN
+    SELECT RAISE(ABORT, 'notification_events: an event never changes');
 END;
 
 -- trigger prune_permits_immutable_update

@@ -318,6 +318,8 @@ def build_daemon_parts(
         parts.api = listeners.api_server(
             settings, store, clock, the_metrics, parts.health, authenticator=store, acting=acting
         )
+    if settings.notify_deliver:
+        parts.deliverer = listeners.deliverer(settings, store, the_metrics)
     return parts
 
 

@@ -137,6 +137,11 @@ class Settings(BaseSettings, _ActionFields):
         description="cluster: LISTEN for consumed approvals and tick at once (the cadence "
         "stays the fallback); edge has one process and no listener",
     )
+    notify_deliver: bool = Field(
+        True,
+        description="deliver the notification outbox to its subscriptions (one deliverer per "
+        "database by lease; off: events wait, the HTTP client is never loaded)",
+    )
     retention_days: float = Field(
         14.0,
         ge=0,

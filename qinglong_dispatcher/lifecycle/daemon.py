@@ -95,6 +95,8 @@ class Parts:
     """Edge with a retention: prunes finished dispatch trees after each reconcile pass."""
     api: Service | None = None
     """The control-plane API (`QINGLONG_API_LISTEN`; None: off, its code never imported)."""
+    deliverer: Service | None = None
+    """The notification deliverer (`QINGLONG_NOTIFY_DELIVER`; None: off)."""
 
 
 class Daemon:
@@ -131,6 +133,8 @@ class Daemon:
         )
         if p.api is not None:
             await p.api.start()  # a taken address stops the start here, before any claim
+        if p.deliverer is not None:
+            await p.deliverer.start()
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(shutdown.watch, self._stop)
@@ -145,13 +149,16 @@ class Daemon:
                     tg.start_soon(self._watchdog_loop, p.notifier.watchdog_interval_s)
                 if p.api is not None:
                     tg.start_soon(p.api.serve, self._stop)
+                if p.deliverer is not None:
+                    tg.start_soon(p.deliverer.serve, self._stop)
                 await self._stop.wait()
                 await self._drain()
                 tg.cancel_scope.cancel()
         finally:
-            if p.api is not None:
-                with anyio.CancelScope(shield=True):
-                    await p.api.aclose()
+            for service in (p.api, p.deliverer):
+                if service is not None:
+                    with anyio.CancelScope(shield=True):
+                        await service.aclose()
         await p.dispatcher.aclose()
         await p.reconciler.aclose()
         log.info("daemon.stopped", ticks=self.ticks)

@@ -9,7 +9,7 @@ import prometheus_client
 from prometheus_client import metrics_core
 
 import qinglong_dispatcher
-from qinglong_dispatcher.lifecycle import approval_metrics
+from qinglong_dispatcher.lifecycle import approval_metrics, notification_metrics
 
 PREFIX = "qinglong_dispatcher_"
 
@@ -74,6 +74,7 @@ SERIES_NAMES = (
     "qinglong_dispatcher_reconcile_passes_total",
     "qinglong_dispatcher_recovery_resolutions_total",
     *approval_metrics.SERIES_NAMES,
+    *notification_metrics.SERIES_NAMES,
     "qinglong_dispatcher_pruned_dispatches_total",
     "qinglong_dispatcher_pruned_audit_events_total",
     "qinglong_dispatcher_wakeups_total",
@@ -124,12 +125,11 @@ class Metrics:
         version: str = qinglong_dispatcher.__version__,
         process_metrics: bool = True,
     ) -> None:
-        self.registry = prometheus_client.CollectorRegistry()
+        self.registry = reg = prometheus_client.CollectorRegistry()
         self._exposed = _WithoutCreated(self.registry)
         if process_metrics:
             # Standard process_* families: what an operator checks on a 96 MiB router.
             prometheus_client.ProcessCollector(registry=self.registry)
-        reg = self.registry
         p = PREFIX
 
         self._build_info = prometheus_client.Gauge(
@@ -237,6 +237,7 @@ class Metrics:
         for source in RESOLUTION_SOURCES:
             self._resolutions.labels(source=source)
         self.approvals = approval_metrics.ApprovalMetrics(reg)
+        self.notifications = notification_metrics.NotificationMetrics(reg)
         self._pruned_dispatches = prometheus_client.Counter(
             p + "pruned_dispatches",
             "Finished dispatch trees deleted by retention (edge: the daemon's own prune).",

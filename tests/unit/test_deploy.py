@@ -491,6 +491,8 @@ _HEALTHY = {
     "qinglong_dispatcher_lease_renewals_total": "0x40",
     "qinglong_dispatcher_takeovers_total": "0x40",
     "qinglong_dispatcher_takeovers_exhausted_total": "0x40",
+    "qinglong_dispatcher_notification_oldest_pending_age_seconds": "0x40",
+    'qinglong_dispatcher_notification_attempts_total{outcome="dead"}': "0x40",
 }
 _SCENARIOS: list[tuple[dict[str, str], str, set[str]]] = [
     ({}, "30m", set()),
@@ -559,6 +561,22 @@ _SCENARIOS: list[tuple[dict[str, str], str, set[str]]] = [
         {"qinglong_dispatcher_takeovers_exhausted_total": "0x5 1x35"},
         "7m",
         {"QinglongDispatcherPoisonSuspected"},
+    ),
+    # A subscriber down for minutes is retried, not an alert; a quarter of an hour is.
+    (
+        {"qinglong_dispatcher_notification_oldest_pending_age_seconds": "0x5 0+60x35"},
+        "12m",
+        set(),
+    ),
+    (
+        {"qinglong_dispatcher_notification_oldest_pending_age_seconds": "0x5 0+60x35"},
+        "30m",
+        {"QinglongDispatcherNotificationsStale"},
+    ),
+    (
+        {'qinglong_dispatcher_notification_attempts_total{outcome="dead"}': "0x5 1x35"},
+        "10m",
+        {"QinglongDispatcherNotificationsDeadLettered"},
     ),
 ]
 

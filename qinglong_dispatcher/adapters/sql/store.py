@@ -24,6 +24,7 @@ from qinglong_dispatcher.adapters.sql import (
     dispatch_views,
     executions,
     handler_waits,
+    notifications,
     page,
     plan_store,
     policies,
@@ -81,6 +82,7 @@ class SqlStore(
     ui_session_store.UiSessionMethods,
     policies.PolicyMethods,
     policy_reads.PolicyReadMethods,
+    notifications.NotificationMethods,
 ):
     """Every store port operation whose transaction is shared by both dialects (those about
     stored plans, sealed or clear, in `plan_store`; API tokens in `token_store`; approval

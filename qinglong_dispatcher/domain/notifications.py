@@ -1,0 +1,205 @@
+"""Notifications (docs/notifications.md): the outbox's events, the subscriptions that want
+them, the CloudEvents envelope and Standard Webhooks signature they are sent with, and the
+backoff between attempts. Pure: the deliverer brings the clock, the randomness and the key."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime
+import hashlib
+import hmac
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from qinglong_dispatcher.domain import errors
+
+KINDS: Final = (
+    "approval.requested",
+    "approval.expiring",
+    "approval.approved",
+    "approval.rejected",
+    "approval.expired",
+    "dispatch.failed",
+    "dispatch.blocked",
+    "dispatch.succeeded",
+)
+"""Every kind the database writes (migration 0031)."""
+
+DEFAULT_KINDS: Final = tuple(k for k in KINDS if k != "dispatch.succeeded")
+"""What a subscription naming no kind hears: a success is asked for by name."""
+
+SOURCE: Final = "qinglong-dispatcher"
+"""The CloudEvents `source` of every event (a URI-reference)."""
+
+Format = Literal["raw", "slack"]
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+_URL = re.compile(r"https?://\S+")
+_REF = re.compile(r"(credential|file|env):\S+")
+
+
+class SubscriptionInvalid(errors.InvalidInput):
+    """The subscription asked for is not one the dispatcher can keep."""
+
+    code = "subscription_invalid"
+
+
+class SubscriptionNotFound(errors.QinglongError):
+    """No subscription has that name."""
+
+    code = "subscription_not_found"
+
+
+class NotifyRefused(errors.QinglongError):
+    """The database refused this login a subscription's write (the owner's alone)."""
+
+    code = "notify_refused"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Subscription:
+    """Where events go: a URL, the reference of its signing secret (never the secret), the
+    kinds it hears and, optionally, one action type and one project."""
+
+    name: str
+    url: str
+    secret_ref: str
+    kinds: tuple[str, ...] = DEFAULT_KINDS
+    action_type: str | None = None
+    project_id: str | None = None
+    format: Format = "raw"
+
+    def check(self) -> Subscription:
+        """Itself when every field is one the database accepts; `SubscriptionInvalid` else."""
+        if not _NAME.fullmatch(self.name):
+            raise SubscriptionInvalid("a name is 1-63 of a-z 0-9 _ . - starting with a-z or 0-9")
+        if not _URL.fullmatch(self.url) or len(self.url) > 2048:
+            raise SubscriptionInvalid("the URL must be http:// or https:// (at most 2048 bytes)")
+        if not _REF.fullmatch(self.secret_ref):
+            raise SubscriptionInvalid(
+                "a secret reference is credential:NAME, file:/PATH or env:NAME"
+            )
+        unknown = sorted(set(self.kinds) - set(KINDS))
+        if unknown or not self.kinds:
+            raise SubscriptionInvalid(f"unknown kind {unknown[0] if unknown else '(none)'}")
+        if self.format not in ("raw", "slack"):
+            raise SubscriptionInvalid("the format is raw or slack")
+        return self
+
+    def matches(self, event: Event) -> bool:
+        """Whether this subscription hears `event`."""
+        return (
+            event.kind in self.kinds
+            and self.action_type in (None, event.action_type)
+            and self.project_id in (None, event.project_id)
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        """What `notify list --json` shows (the reference, never a secret)."""
+        return {
+            "name": self.name,
+            "url": self.url,
+            "secret_ref": self.secret_ref,
+            "kinds": list(self.kinds),
+            "action_type": self.action_type,
+            "project_id": self.project_id,
+            "format": self.format,
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """One row of the outbox."""
+
+    id: int
+    kind: str
+    subject_id: str
+    project_id: str
+    action_type: str
+    at_ms: int
+    payload: Mapping[str, Any]
+    message: str | None = None
+    """A message id of its own (`notify test`'s sample); None: from the outbox's id."""
+
+    @property
+    def message_id(self) -> str:
+        """The CloudEvents `id` and `webhook-id`: the same on every attempt, so a receiver
+        deduplicates by it."""
+        return self.message or f"qle_{self.id}"
+
+
+def envelope(event: Event) -> dict[str, object]:
+    """The CloudEvents 1.0 structured envelope of `event`."""
+    return {
+        "specversion": "1.0",
+        "id": event.message_id,
+        "source": SOURCE,
+        "type": event.kind,
+        "subject": event.subject_id,
+        "time": _rfc3339(event.at_ms),
+        "datacontenttype": "application/json",
+        "data": {
+            "projectId": event.project_id,
+            "actionType": event.action_type,
+            **event.payload,
+        },
+    }
+
+
+def slack_message(event: Event, ui_base: str | None) -> dict[str, object]:
+    """A Slack incoming-webhook message for `event`, with the link to its page."""
+    subject = event.subject_id
+    link = ""
+    if ui_base:
+        page = "dispatches" if event.kind.startswith("dispatch.") else "approvals"
+        link = f" <{ui_base.rstrip('/')}/ui/{page}/{subject}|open>"
+    return {
+        "text": f"{event.kind}: {event.action_type} in {event.project_id} ({subject}){link}",
+    }
+
+
+def body(event: Event, fmt: Format, ui_base: str | None = None) -> bytes:
+    """The bytes posted: compact JSON, keys sorted (what the signature covers)."""
+    document = envelope(event) if fmt == "raw" else slack_message(event, ui_base)
+    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def webhook_key(secret: bytes) -> bytes:
+    """The HMAC key of a `whsec_<base64>` secret; `SubscriptionInvalid` naming no value."""
+    if not secret.startswith(b"whsec_"):
+        raise SubscriptionInvalid("the signing secret does not start with whsec_")
+    try:
+        key = base64.b64decode(secret.removeprefix(b"whsec_"), validate=True)
+    except ValueError:
+        raise SubscriptionInvalid("the signing secret is not whsec_<base64>") from None
+    if not key:
+        raise SubscriptionInvalid("the signing secret is empty")
+    return key
+
+
+def signed_headers(key: bytes, message_id: str, timestamp_s: int, data: bytes) -> dict[str, str]:
+    """Standard Webhooks: `v1,` + base64 HMAC-SHA256 over `{id}.{timestamp}.{body}`."""
+    signed = f"{message_id}.{timestamp_s}.".encode() + data
+    signature = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode("ascii")
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(timestamp_s),
+        "webhook-signature": f"v1,{signature}",
+        "content-type": "application/json",
+    }
+
+
+def backoff_ms(attempt: int, *, base_ms: int, cap_ms: int, jitter: float) -> int:
+    """The wait after failed attempt `attempt` (1, 2, …): doubling from `base_ms` up to
+    `cap_ms`, scaled by `jitter` in [0.5, 1] (full-range jitter halves the herd)."""
+    exponent = min(max(attempt - 1, 0), 30)
+    return int(min(base_ms * (2**exponent), cap_ms) * min(max(jitter, 0.5), 1.0))
+
+
+def _rfc3339(ms: int) -> str:
+    """An instant in milliseconds as RFC 3339 UTC (a conversion: no clock is read)."""
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

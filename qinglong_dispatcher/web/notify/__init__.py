@@ -1,0 +1,1 @@
+"""Delivering the notification outbox to webhook subscriptions (docs/notifications.md)."""
