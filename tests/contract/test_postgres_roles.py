@@ -180,8 +180,8 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         ("approval_requests", "SELECT"),
         ("approved_action_dispatches", "SELECT"),
         ("execution_events", "INSERT"),
-        ("recovery_required_marks", "INSERT"),
         ("notification_events", "INSERT"),
+        ("recovery_required_marks", "INSERT"),
         ("security_audit_events", "INSERT"),
     ]
 
