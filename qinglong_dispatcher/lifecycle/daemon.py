@@ -327,6 +327,7 @@ class Daemon:
                 reminders=report.approval_reminders,
             )
             await self._count_waiting_approvals()
+            await self._count_targets()
             await self._prune()
 
     async def _count_waiting_approvals(self) -> None:
@@ -337,6 +338,14 @@ class Daemon:
             log.warning("approvals.waiting_read_failed", code=exc.code)
             return
         self._p.metrics.approvals.set_waiting(waiting)
+
+    async def _count_targets(self) -> None:
+        try:
+            holders = await self._p.store.target_holders(now_ms=self._p.clock.now_ms())
+        except errors.StoreError as exc:
+            log.warning("targets.holders_read_failed", code=exc.code)
+            return
+        self._p.metrics.targets.set_holders(holders)
 
     async def _durability_allows(self) -> bool:
         """With `QINGLONG_REQUIRE_SYNC_STANDBY`, a tick claims nothing while the primary has
