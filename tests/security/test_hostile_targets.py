@@ -3,9 +3,8 @@ roles (PostgreSQL: the runtime, operator and approver logins of docs/security.md
 plain connection to the file): a second dispatch on a target past its claim, whether by a
 login's direct UPDATE or by two transactions racing, is refused by the partial unique index
 (nothing changed); a target never changes, and one an INSERT names is the plan's anyway; a held
-target cannot be freed by settling its row
-in SQL where the role may not settle; and real replicas claiming at once lease one dispatch
-per target and fail no claim."""
+target cannot be freed by settling its row in SQL where the role may not settle; and real
+replicas claiming at once lease one dispatch per target and fail no claim."""
 
 from __future__ import annotations
 
