@@ -1,5 +1,9 @@
 """The mixed HTTP phase: 90 % `run.create`, 10 % `http.request` to a local receiver process.
 
+The `http.request` items are spread round-robin over `RECEIVERS` receiver names, all of them
+the one local process: a receiver name is a target (one change at a time), and real users
+address many receivers, so one name would measure a queue on one target instead of the path.
+
 The batch is drained by the same replica processes as the dispatch phase. The receiver
 (`bench.receiver`) is started here as its own process on 127.0.0.1 and stopped whatever
 happens; its CPU is read from /proc by pid around the timed drain. The send latency of each
@@ -36,6 +40,8 @@ from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
 
 PROJECT = "mixed-http"
 RECEIVER = "bench"
+RECEIVERS = 16
+"""How many receiver names (`bench-0` …) the requests go to, each one target."""
 PATH = "/bench/effects"
 STATS_PATH = "/_bench/stats"
 """`receiver.STATS_PATH`, spelled again: importing the receiver here would load aiohttp."""
@@ -128,11 +134,18 @@ def fetch_stats(port: int) -> dict[str, Any]:
     return stats
 
 
+def receiver_name(n: int) -> str:
+    """The receiver name the `n`th http.request addresses (round-robin over `RECEIVERS`)."""
+    return f"{RECEIVER}-{n % RECEIVERS}"
+
+
 def receivers_toml(the_receiver: Receiver, execute_timeout_s: float) -> str:
-    """The receivers file the replicas load: the local receiver, which dedupes per key."""
+    """The receivers file the replicas load: `RECEIVERS` names for the local receiver, which
+    dedupes per key."""
     total = min(SEND_TIMEOUT_S, execute_timeout_s / 2)
-    return f"""\
-[receivers.{RECEIVER}]
+    return "\n".join(
+        f"""\
+[receivers.{receiver_name(n)}]
 base_url = "{the_receiver.url}"
 methods = ["POST"]
 path_prefixes = ["/bench/"]
@@ -140,11 +153,13 @@ connect_timeout_seconds = {total}
 read_timeout_seconds = {total}
 total_timeout_seconds = {total}
 
-[receivers.{RECEIVER}.idempotency]
+[receivers.{receiver_name(n)}.idempotency]
 dedupes = true
 key_retention_seconds = 3600
 lookup = "replay"
 """
+        for n in range(RECEIVERS)
+    )
 
 
 def http_plan(n: int) -> plans.AnyPlan:
@@ -156,7 +171,7 @@ def http_plan(n: int) -> plans.AnyPlan:
             "schemaVersion": 1,
             "actionRef": ids.new_action_ref(),
             "projectId": PROJECT,
-            "receiver": RECEIVER,
+            "receiver": receiver_name(n),
             "method": "POST",
             "path": PATH,
             "query": [],
@@ -258,6 +273,7 @@ async def mixed_http(made: Scratch, workdir: Path, count: int, replicas: int) ->
         **phases.figures(results, count, elapsed),
         "run_create": creates,
         "http_request": len(http_ids),
+        "receivers": min(RECEIVERS, len(http_ids)),
         "succeeded": counts.executions[EffectiveStatus.SUCCEEDED],
         "runs_created": counts.runs,
         "receiver_requests": requests,

@@ -200,6 +200,7 @@ def _mixed_http_entry(
     counted = (
         "run_create",
         "http_request",
+        "receivers",
         "succeeded",
         "runs_created",
         "keys_executed_once",

@@ -77,6 +77,15 @@ class TargetWait:
         return {"target": self.target, self.kind.value: self.by_dispatch_id}
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class HolderCounts:
+    """The targets some dispatch has past its claim (one each: the partial unique index), split
+    as a waiting dispatch would see them: held (its holder `recovery_required`) or busy."""
+
+    held: int
+    busy: int
+
+
 def first_per_target(page: Sequence[T], target: Callable[[T], str | None]) -> list[T]:
     """The page without every row whose target an earlier row of it has: one lease per target
     in one claim (the database would refuse the second and undo the whole page). The rows left

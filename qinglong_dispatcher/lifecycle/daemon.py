@@ -26,6 +26,7 @@ from qinglong_dispatcher.lifecycle import (
     cadence,
     http,
     metrics,
+    pass_gauges,
     pruning,
     shutdown,
     skew,
@@ -333,17 +334,8 @@ class Daemon:
                 approvals_expired=report.approvals_expired,
                 reminders=report.approval_reminders,
             )
-            await self._count_waiting_approvals()
+            await pass_gauges.read(p.store, p.clock, p.metrics)
             await self._prune()
-
-    async def _count_waiting_approvals(self) -> None:
-        # A gauge every replica reports alike (a read): each pass, like the backlog's.
-        try:
-            waiting = await self._p.store.waiting_by_policy()
-        except errors.StoreError as exc:
-            log.warning("approvals.waiting_read_failed", code=exc.code)
-            return
-        self._p.metrics.approvals.set_waiting(waiting)
 
     async def _durability_allows(self) -> bool:
         """With `QINGLONG_REQUIRE_SYNC_STANDBY`, a tick claims nothing while the primary has

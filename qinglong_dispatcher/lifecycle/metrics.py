@@ -9,7 +9,7 @@ import prometheus_client
 from prometheus_client import metrics_core
 
 import qinglong_dispatcher
-from qinglong_dispatcher.lifecycle import approval_metrics, notification_metrics
+from qinglong_dispatcher.lifecycle import approval_metrics, notification_metrics, target_metrics
 
 PREFIX = "qinglong_dispatcher_"
 
@@ -75,6 +75,7 @@ SERIES_NAMES = (
     "qinglong_dispatcher_recovery_resolutions_total",
     *approval_metrics.SERIES_NAMES,
     *notification_metrics.SERIES_NAMES,
+    *target_metrics.SERIES_NAMES,
     "qinglong_dispatcher_pruned_dispatches_total",
     "qinglong_dispatcher_pruned_audit_events_total",
     "qinglong_dispatcher_wakeups_total",
@@ -85,10 +86,8 @@ SERIES_NAMES = (
     "qinglong_dispatcher_api_rate_limited_total",
     "qinglong_dispatcher_api_connections_shed_total",
 )
-"""Every metric family the dispatcher exports, as named in the exposition (counters end `_total`).
-
-The registry also carries prometheus-client's standard `process_*` families (RSS, CPU, fds).
-"""
+"""Every metric family the dispatcher exports, as named in the exposition (counters end `_total`);
+the registry also carries prometheus-client's standard `process_*` families (RSS, CPU, fds)."""
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The Content-Type of `Metrics.render()`: the classic text format, which every Prometheus reads."""
@@ -238,6 +237,7 @@ class Metrics:
             self._resolutions.labels(source=source)
         self.approvals = approval_metrics.ApprovalMetrics(reg)
         self.notifications = notification_metrics.NotificationMetrics(reg)
+        self.targets = target_metrics.TargetMetrics(reg)
         self._pruned_dispatches = prometheus_client.Counter(
             p + "pruned_dispatches",
             "Finished dispatch trees deleted by retention (edge: the daemon's own prune).",

@@ -78,6 +78,9 @@ from qinglong_dispatcher.ports.runs import (
 from qinglong_dispatcher.ports.store import (
     Store,
 )
+from qinglong_dispatcher.ports.targets import (
+    TargetReadStore,
+)
 from qinglong_dispatcher.ports.tool_steps import (
     StartBarrierResult,
     StartOutcome,
@@ -140,6 +143,7 @@ __all__ = [
     "StartOutcome",
     "Store",
     "StoredPlan",
+    "TargetReadStore",
     "TokenStore",
     "ToolExecutionStartBarrierRepository",
     "ToolStepCompletion",

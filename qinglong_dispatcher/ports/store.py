@@ -18,6 +18,7 @@ from qinglong_dispatcher.ports.policies import PolicyReadStore, PolicyStore
 from qinglong_dispatcher.ports.principals import PrincipalStores, TokenStore
 from qinglong_dispatcher.ports.recovery import RecoveryStore
 from qinglong_dispatcher.ports.retention import PruneStore
+from qinglong_dispatcher.ports.targets import TargetReadStore
 from qinglong_dispatcher.ports.ui_sessions import UiSessionStore
 
 
@@ -33,6 +34,7 @@ class Store(
     PruneStore,
     PlanKeyStore,
     PolicyReadStore,
+    TargetReadStore,
     TokenStore,
     PolicyStore,
     UiSessionStore,

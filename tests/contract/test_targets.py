@@ -169,3 +169,37 @@ async def test_a_held_target_waits_until_an_operator_settles_it_then_proceeds(
 
     assert await _claim(harness, clock) == [second]
     assert (await _row(harness, second)).attempt == 1
+
+
+async def test_the_metrics_count_held_and_busy_targets(
+    harness: Harness, clock: ManualClock
+) -> None:
+    assert await harness.store.target_holders(now_ms=clock.now_ms()) == targets.HolderCounts(
+        held=0, busy=0
+    )
+    held = await submit_change(harness.approver_store, clock, "act-1", "router-1")
+    clock.advance(ms=1)
+    dispatch, _ = await started_execution(harness, clock)
+    assert dispatch.dispatch_id == held
+    clock.advance(ms=LEASE_MS + 1)  # router-1's change is recovery_required: the target held
+    await submit_change(harness.approver_store, clock, "act-2", "router-1")  # waits, not counted
+    await submit_change(harness.approver_store, clock, "act-3", "router-2")
+    await submit_change(harness.approver_store, clock, "act-4", None)  # no target: not counted
+    assert len(await _claim(harness, clock)) == 2  # router-2's (busy) and the untargeted one
+
+    counts = await harness.store.target_holders(now_ms=clock.now_ms())
+
+    assert counts == targets.HolderCounts(held=1, busy=1)
+    # Settled, the held target is busy again at once: its next change is claimed.
+    await resolving.resolve_manually(
+        harness.operator_store,
+        clock,
+        held,
+        resolution=states.Completion.FAILED,
+        operator="olga",
+        reason="checked_router",
+    )
+    assert len(await _claim(harness, clock)) == 1
+    assert await harness.store.target_holders(now_ms=clock.now_ms()) == targets.HolderCounts(
+        held=0, busy=2
+    )

@@ -82,6 +82,7 @@ MIXED_HTTP_KEYS = {
     "dispatches",
     "run_create",
     "http_request",
+    "receivers",
     "succeeded",
     "runs_created",
     "keys_executed_once",
@@ -297,6 +298,7 @@ def check_mixed_http(mixed: object, *, dispatches: int, run_create: object) -> N
     assert mixed["http_request"] == mixed["keys_executed_once"] == https
     assert mixed["receiver_requests"] == https
     assert mixed["receiver_replayed"] == 0
+    assert mixed["receivers"] == min(mixed_http.RECEIVERS, https)
     positive = ("dispatch_per_s", "ratio_to_dispatch_per_s", "commits_per_dispatch")
     for key in (*positive, "cpu_s_per_1000", "rss_mib_peak", "receiver_rss_mib"):
         value = mixed[key]

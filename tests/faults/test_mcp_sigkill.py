@@ -20,6 +20,8 @@ ACTION = "mcp.call"
 ROUNDS = 12
 """Kills after the call was sent (the CLI killed while the tool sleeps after its effect, or
 the batch killing itself once execute returned), and every fourth round a kill before it."""
+SERVERS = tuple(f"tickets-{i}" for i in range(ROUNDS))
+"""A server per kill: each killed call holds its server (a target) until recovery settles it."""
 ENV = {
     **mcp_servers.ENV,
     # One dispatch per claim: each victim holds exactly the dispatch the test just seeded.
@@ -27,12 +29,12 @@ ENV = {
 }
 
 
-def _plan(ref: str) -> dict[str, object]:
+def _plan(ref: str, server: str) -> dict[str, object]:
     return {
         "schemaVersion": 1,
         "actionRef": ref,
         "projectId": "p1",
-        "server": "tickets",
+        "server": server,
         "tool": "slow_ticket",
         "arguments": {},
     }
@@ -63,14 +65,14 @@ async def test_a_sigkill_after_the_call_was_sent_is_settled_by_the_check_and_nev
 ) -> None:
     env = {
         **ENV,
-        "QINGLONG_MCP_SERVERS_FILE": str(mcp_servers.servers_file(tmp_path, None)),
+        "QINGLONG_MCP_SERVERS_FILE": str(mcp_servers.servers_file(tmp_path, None, also=SERVERS)),
         "MCP_TEST_TOKEN": "t0ken-for-the-test",
     }
     async with effect_crash.target(dialect, tmp_path, env) as t:
         sent: list[str] = []
         never_sent: list[str] = []
         for i in range(ROUNDS):
-            dispatch_id = await t.seed(ACTION, _plan(f"call-{i}"))
+            dispatch_id = await t.seed(ACTION, _plan(f"call-{i}", SERVERS[i]))
             if i % 4 == 3:
                 # The barrier committed, the call was never made.
                 victim = t.start(effect_crash.crash_argv(ACTION, "before_execute"))

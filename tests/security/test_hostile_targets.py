@@ -2,9 +2,9 @@
 roles (PostgreSQL: the runtime, operator and approver logins of docs/security.md; SQLite: a
 plain connection to the file): a second dispatch on a target past its claim, whether by a
 login's direct UPDATE or by two transactions racing, is refused by the partial unique index
-(nothing changed); a target never changes; a held target cannot be freed by settling its row
-in SQL where the role may not settle; and real replicas claiming at once lease one dispatch
-per target and fail no claim."""
+(nothing changed); a target never changes, and one an INSERT names is the plan's anyway; a held
+target cannot be freed by settling its row in SQL where the role may not settle; and real
+replicas claiming at once lease one dispatch per target and fail no claim."""
 
 from __future__ import annotations
 
@@ -15,10 +15,14 @@ import anyio
 import asyncpg
 import pytest
 
+from qinglong_dispatcher import api
 from qinglong_dispatcher.adapters.postgres import queries as postgres_queries
+from qinglong_dispatcher.domain import plans
+from qinglong_dispatcher.usecases import requesting
 from tests.support import faults, refusals, stores
+from tests.support.actions import make_api
 from tests.support.clock import ManualClock
-from tests.support.targets import claim_and_start, submit_change
+from tests.support.targets import MODELS, TARGET_TYPE, claim_and_start, submit_change
 
 LONG_LEASE_MS = 3_600_000
 UNIQUE_TARGET = {
@@ -253,3 +257,61 @@ async def test_a_held_target_cannot_be_freed_by_settling_its_row_in_sql(
     assert (await _snapshot(pg, first), await _snapshot(pg, second)) == before
     batch = await pg.store.claim_due(now_ms=now.ms, owner="w2", limit=16, lease_ms=LONG_LEASE_MS)
     assert batch.claimed == ()
+
+
+def _forged_consume(h: stores.Harness, approval_request_id: str, now_ms: int) -> list[str]:
+    """The approver's consume written by hand, naming a target of its own choosing for the
+    dispatch and its execution (the store's statements name none)."""
+    requests = faults.table(h, "approval_requests")
+    return [
+        f"UPDATE {requests} SET status = 'consumed', version = 3, consumed_at_ms = {now_ms}, "
+        f"consumed_principal = session_user, updated_at_ms = {now_ms} "
+        f"WHERE approval_request_id = '{approval_request_id}'",
+        f"INSERT INTO {faults.table(h, 'approved_action_dispatches')} (dispatch_id, "
+        "approval_request_id, project_id, action_type, action_ref, action_digest, approved_by, "
+        f"created_at_ms, target) SELECT 'd-forged', approval_request_id, project_id, "
+        f"action_type, action_ref, action_digest, decided_by, {now_ms}, 'router-forged' "
+        f"FROM {requests} WHERE approval_request_id = '{approval_request_id}'",
+        f"INSERT INTO {_executions(h)} (dispatch_id, project_id, status, version, attempt, "
+        "max_attempts, eligible_at_ms, created_at_ms, updated_at_ms, target) "
+        f"VALUES ('d-forged', 'p1', 'pending', 0, 0, 5, {now_ms}, {now_ms}, {now_ms}, "
+        "'router-forged')",
+    ]
+
+
+@pytest.mark.postgres
+async def test_a_login_inserting_a_forged_target_gets_the_plans_target(
+    pg: stores.Harness, now: ManualClock
+) -> None:
+    """The approver login consumes an approved change by hand, naming another target for the
+    dispatch and the execution: the recorder's definer triggers overwrite both with the plan's
+    (its router), so the forged name never holds or frees anything."""
+    the_api = make_api(pg.approver_store, now)
+    plan = plans.parse_plan(
+        TARGET_TYPE,
+        {"schemaVersion": 1, "actionRef": "act-forged", "projectId": "p1", "router": "router-1"},
+        models=MODELS,
+    )
+    request = await requesting.request_approval(
+        pg.approver_store,
+        now,
+        api.Policy(approval_ttl_ms=600_000, max_attempts=5),
+        plan,
+        requested_by="sam",
+    )
+    await the_api.approve(request.approval_request_id, decided_by="bob")
+
+    connection = await asyncpg.connect(stores.approver_url(await _database(pg)), timeout=5)
+    try:
+        async with connection.transaction():
+            for sql in _forged_consume(pg, request.approval_request_id, now.ms):
+                await connection.execute(sql)
+    finally:
+        await connection.close()
+
+    rows = await pg.raw(
+        f"SELECT d.target AS d, e.target AS e FROM {_executions(pg)} AS e "
+        f"JOIN {faults.table(pg, 'approved_action_dispatches')} AS d USING (dispatch_id) "
+        "WHERE e.dispatch_id = 'd-forged'"
+    )
+    assert [(r["d"], r["e"]) for r in rows] == [("router-1", "router-1")]

@@ -59,10 +59,13 @@ def stdio_command(folder: Path) -> list[str]:
     return [sys.executable, "-m", "tests.support.mcp_server", "stdio", str(folder)]
 
 
-def servers_file(folder: Path, url: str | None, *, call_timeout: float = 2.0) -> Path:
+def servers_file(
+    folder: Path, url: str | None, *, call_timeout: float = 2.0, also: tuple[str, ...] = ()
+) -> Path:
     """A servers file (its timeouts, 0.5 + 4 + `call_timeout` + 4.5 to close, need an execute
     timeout of 12 s: `ENV`): `tickets` (stdio, with checks), `plain` (stdio, none), and `remote`
-    (the HTTP server at `url`, a header secret by reference, with checks)."""
+    (the HTTP server at `url`, a header secret by reference, with checks); each name in `also`
+    is another `tickets` (a server is a target: calls to one name run one at a time)."""
 
     def s(value: object) -> str:
         return json.dumps(value)  # ASCII JSON is TOML
@@ -72,8 +75,9 @@ def servers_file(folder: Path, url: str | None, *, call_timeout: float = 2.0) ->
         f"call_timeout_seconds = {call_timeout}\n"
     )
     keyed = '{ tool = "get_ticket", call_key_argument = "key" }'
-    text = f"""
-[servers.tickets]
+    text = "".join(
+        f"""
+[servers.{name}]
 command = {s(stdio_command(folder))}
 cwd = {s(str(ROOT))}
 env_secrets = {{ TICKET_TOKEN = "env:MCP_TEST_TOKEN" }}
@@ -81,12 +85,15 @@ tools = ["create_ticket", "get_ticket", "refuse_ticket", "hang", "crash", "big",
          "slow_ticket", "flood", "nope*"]
 max_output_bytes = 4096
 {timeouts}
-[servers.tickets.checks]
+[servers.{name}.checks]
 create_ticket = {keyed}
 hang = {keyed}
 crash = {keyed}
 slow_ticket = {keyed}
-
+"""
+        for name in ("tickets", *also)
+    )
+    text += f"""
 [servers.plain]
 command = {s(stdio_command(folder))}
 cwd = {s(str(ROOT))}

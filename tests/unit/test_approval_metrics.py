@@ -1,11 +1,12 @@
 """The approval series: the waiting requests by policy follow the store's count (a policy no
-longer waited on goes to 0), and a decision is observed once, from request to decision."""
+longer waited on goes to 0), and a decision is observed once, from request to decision; and
+the held and busy targets, read on the same pass."""
 
 from __future__ import annotations
 
 from prometheus_client import parser
 
-from qinglong_dispatcher.domain import approvals
+from qinglong_dispatcher.domain import approvals, targets
 from qinglong_dispatcher.lifecycle import metrics
 
 
@@ -69,3 +70,15 @@ def test_a_decision_is_observed_by_outcome_and_a_pending_one_is_not() -> None:
     assert value("_bucket", outcome="approved", le="300.0") == 1
     assert value("_count", outcome="rejected") == 1
     assert value("_sum", outcome="rejected") == 5
+
+
+def test_the_target_gauges_follow_the_store() -> None:
+    the_metrics = metrics.Metrics(profile="edge", cadence_s=1.0, process_metrics=False)
+    held, busy = "qinglong_dispatcher_targets_held", "qinglong_dispatcher_targets_busy"
+    assert (
+        _samples(the_metrics)[(held, frozenset())],
+        _samples(the_metrics)[(busy, frozenset())],
+    ) == (0, 0)
+    the_metrics.targets.set_holders(targets.HolderCounts(held=2, busy=5))
+    samples = _samples(the_metrics)
+    assert (samples[(held, frozenset())], samples[(busy, frozenset())]) == (2, 5)

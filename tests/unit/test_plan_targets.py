@@ -1,6 +1,7 @@
 """A plan's target: the member its action declares (`TARGET_MEMBER`), for the built-in actions
-the receiver of `http.request` and the command of `command.run`; `run.create` and
-`tool.invoke` have none. A plan whose target differs from its dispatch's never resolves."""
+the receiver of `http.request`, the command of `command.run` and the server of `mcp.call`;
+`run.create` and `tool.invoke` have none. A plan whose target differs from its dispatch's never
+resolves."""
 
 from __future__ import annotations
 
@@ -14,13 +15,19 @@ from tests.support.targets import MODELS, TARGET_TYPE
 PLANS: dict[str, dict[str, object]] = {
     "http.request": {"receiver": "router-1", "method": "POST", "path": "/reload"},
     "command.run": {"command": "deploy", "args": []},
+    "mcp.call": {"server": "tickets", "tool": "create_ticket", "arguments": {}},
     "run.create": {"taskId": "t", "taskRevision": 1, "executorType": "shell", "priority": 0},
 }
 
 
 @pytest.mark.parametrize(
     ("action_type", "target"),
-    [("http.request", "router-1"), ("command.run", "deploy"), ("run.create", None)],
+    [
+        ("http.request", "router-1"),
+        ("command.run", "deploy"),
+        ("mcp.call", "tickets"),
+        ("run.create", None),
+    ],
 )
 def test_the_built_in_actions_targets(action_type: str, target: str | None) -> None:
     data = {"schemaVersion": 1, "actionRef": "act-1", "projectId": "p1", **PLANS[action_type]}

@@ -55,6 +55,9 @@ class McpCallPlan(plans.PlanModel):
     ACTION_TYPE: ClassVar[str] = ACTION_TYPE
     SENSITIVE_FIELDS: ClassVar[tuple[str, ...]] = ("arguments",)
     """The arguments may carry customer data or secrets: previews show size and digest only."""
+    TARGET_MEMBER: ClassVar[str | None] = "server"
+    """A server is what a call changes, as a receiver is: one call at a time per server, and
+    none after a call whose answer was lost until its check (or an operator) settles it."""
 
     server: plans.Identifier
     tool: ToolName

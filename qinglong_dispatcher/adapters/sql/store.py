@@ -34,6 +34,7 @@ from qinglong_dispatcher.adapters.sql import (
     retention,
     rows,
     shared,
+    target_reads,
     token_store,
     ui_session_store,
     uncertain_outcomes,
@@ -83,6 +84,7 @@ class SqlStore(
     policies.PolicyMethods,
     policy_reads.PolicyReadMethods,
     notifications.NotificationMethods,
+    target_reads.TargetReadMethods,
 ):
     """Every store port operation whose transaction is shared by both dialects (those about
     stored plans, sealed or clear, in `plan_store`; API tokens in `token_store`; approval

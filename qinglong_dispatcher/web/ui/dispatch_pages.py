@@ -13,12 +13,31 @@ from qinglong_dispatcher.domain import (
     permissions,
     plans,
     states,
+    targets,
     uncertainty,
 )
 from qinglong_dispatcher.web import context, operations, reads
 from qinglong_dispatcher.web.ui import evidence, guard, markup, sessions
 
 _WAITING = (states.EffectiveStatus.PENDING, states.EffectiveStatus.RETRY_WAIT)
+_WAIT_WORDS = {targets.TargetWaitKind.HELD: "held by", targets.TargetWaitKind.BUSY: "busy by"}
+
+
+def _target(target: str | None, wait: targets.TargetWait | None) -> str:
+    """The target, and why the dispatch waits for it with a link to the dispatch that has it:
+    `router-1 · waiting for target (held by D)`."""
+    if target is None:
+        return ""
+    if wait is None:
+        return markup.esc(target)
+    holder = markup.link(
+        markup.url("/ui/dispatches/" + markup.segment(wait.by_dispatch_id)), wait.by_dispatch_id
+    )
+    return (
+        f"{markup.esc(target)} · "
+        f'<span class="waiting-for-target">waiting for target ({_WAIT_WORDS[wait.kind]} '
+        f"{holder})</span>"
+    )
 
 
 def _filters(status: str | None) -> str:
@@ -55,6 +74,7 @@ async def list_page(request: web.Request, session: sessions.Session) -> web.Stre
             markup.esc(d.status.value),
             markup.esc(d.action_type),
             markup.esc(d.project_id),
+            _target(d.target, d.waiting),
             markup.esc(f"{d.attempt}/{d.max_attempts}"),
             markup.when(d.created_at_ms),
             markup.esc(d.result_code or ""),
@@ -68,7 +88,7 @@ async def list_page(request: web.Request, session: sessions.Session) -> web.Stre
     body = (
         _filters(text)
         + markup.table(
-            ("dispatch", "state", "action", "project", "attempt", "created", "result"),
+            ("dispatch", "state", "action", "project", "target", "attempt", "created", "result"),
             rows,
             empty="No dispatch matches.",
         )
@@ -135,6 +155,7 @@ async def detail_page(request: web.Request, session: sessions.Session) -> web.St
             ("state", f"<b>{markup.esc(x.effective_status.value)}</b>"),
             ("action", markup.esc(d.action_type)),
             ("project", markup.esc(d.project_id)),
+            ("target", _target(d.target, x.waiting_for_target) or "-"),
             ("action ref", markup.esc(d.action_ref)),
             ("approval request", markup.esc(d.approval_request_id)),
             ("approved by", markup.esc(d.approved_by)),

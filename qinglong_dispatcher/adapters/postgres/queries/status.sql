@@ -50,3 +50,14 @@ SELECT count(*) AS n,
            AS expired
 FROM qinglong.approved_action_dispatch_executions
 WHERE status = 'executing'
+
+-- target_holders --
+-- The targets past a claim (their one row each, read through the partial unique index of
+-- targets): `held` where that row is recovery_required (as count_recovery_required decides).
+SELECT count(*) AS n,
+       coalesce(sum(CASE
+           WHEN status = 'executing' AND lease_expires_at_ms <= least(:now_ms::bigint,
+               (extract(epoch FROM clock_timestamp()) * 1000)::bigint) THEN 1
+           ELSE 0 END), 0) AS held
+FROM qinglong.approved_action_dispatch_executions
+WHERE target IS NOT NULL AND status IN ('leased', 'executing')

@@ -49,3 +49,14 @@ SELECT count(*) AS n,
            ELSE 0 END), 0) AS expired
 FROM approved_action_dispatch_executions
 WHERE status = 'executing'
+
+-- target_holders --
+-- The targets past a claim (their one row each, read through the partial unique index of
+-- targets): `held` where that row is recovery_required (as count_recovery_required decides).
+SELECT count(*) AS n,
+       coalesce(sum(CASE
+           WHEN status = 'executing' AND lease_expires_at_ms <= min(:now_ms,
+               CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)) THEN 1
+           ELSE 0 END), 0) AS held
+FROM approved_action_dispatch_executions
+WHERE target IS NOT NULL AND status IN ('leased', 'executing')
