@@ -8,7 +8,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from qinglong_dispatcher.bench import api_path, mixed, mixed_http, phases, policy_path, scratch
+from qinglong_dispatcher.bench import (
+    api_path,
+    mixed,
+    mixed_http,
+    mixed_mcp,
+    phases,
+    policy_path,
+    scratch,
+)
 from qinglong_dispatcher.bootstrap import tools
 from qinglong_dispatcher.config.settings import Settings
 
@@ -24,6 +32,9 @@ class Options:
     mixed_dispatches: int = 5_000
     """The batch of each mixed phase (90 % run.create, 10 % tool.invoke or http.request); 0
     skips both."""
+    mcp_dispatches: int = 100
+    """The mixed MCP phase's batch (90 % run.create, 10 % mcp.call to a stdio server, two
+    Python starts per mcp.call); 0 skips it."""
     api_dispatches: int = 1_000
     """Submitted and approved through a daemon's HTTP API (edge only); 0 skips it."""
     approval_policy: int = 1
@@ -85,6 +96,7 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
                     options.mixed_dispatches,
                     run_create_per_s=dispatched["dispatch_per_s"],
                 )
+        mcp_entry = await mixed_mcp_entry(settings, workdir, options, dispatched)
         api_entry: dict[str, Any] | None = None
         if options.api_dispatches and settings.profile == "edge":
             async with scratch.scratch(settings) as made:
@@ -127,6 +139,7 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
         "sealed": sealed,
         "mixed": mixed_entry,
         "mixed_http": mixed_http_entry,
+        "mixed_mcp": mcp_entry,
         "api": api_entry,
         "approval_policy": policy_entry,
     }
@@ -148,6 +161,46 @@ async def _sealed(
         "ratio_to_dispatch_per_s": round(dispatched["dispatch_per_s"] / clear["dispatch_per_s"], 3),
         "cpu_s_per_1000": round(dispatched["cpu_s_per_1000"], 3),
         "cpu_s_per_1000_clear": round(clear["cpu_s_per_1000"], 3),
+    }
+
+
+async def mixed_mcp_entry(
+    settings: Settings, workdir: Path, options: Options, clear: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The mixed MCP phase's entry: None when skipped by its flag, the reason when the
+    `[mcp]` extra is not installed, else its figures (it raises unless every dispatch was
+    verified), with its rate over the pure run.create rate of the same run."""
+    count = options.mcp_dispatches
+    if not count:
+        return None
+    missing = mixed_mcp.sdk_missing()
+    if missing is not None:
+        return {"dispatches": count, "skipped": missing}
+    async with scratch.scratch(settings) as made:
+        _progress(f"mixed mcp {count} with {options.replicas} replica(s)")
+        figures = await mixed_mcp.mixed_mcp(made, workdir, count, options.replicas)
+    counted = (
+        "run_create",
+        "mcp_call",
+        "succeeded",
+        "runs_created",
+        "keys_called_once",
+        "server_calls",
+        "server_sessions",
+    )
+    return {
+        "dispatches": count,
+        **{key: int(figures[key]) for key in counted},
+        "verified": True,
+        "dispatch_per_s": round(figures["dispatch_per_s"], 1),
+        "ratio_to_dispatch_per_s": round(figures["dispatch_per_s"] / clear["dispatch_per_s"], 3),
+        "commits_per_dispatch": round(figures["commits_per_dispatch"], 3),
+        "cpu_s_per_1000": round(figures["cpu_s_per_1000"], 3),
+        "rss_mib_peak": round(figures["rss_mib_peak"], 1),
+        "sessions_per_call": round(figures["sessions_per_call"], 2),
+        "execute_p50_ms": round(figures["execute_p50_ms"], 1),
+        "execute_p99_ms": round(figures["execute_p99_ms"], 1),
+        "costs_per_dispatch": figures["costs"],
     }
 
 

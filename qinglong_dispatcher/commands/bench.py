@@ -19,6 +19,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="mixed phase: 90%% run.create, 10%% tool.invoke (default --dispatches; 0 skips it)",
     )
     p.add_argument(
+        "--mcp-dispatches",
+        type=int,
+        default=100,
+        metavar="N",
+        help="mixed MCP phase: 90%% run.create, 10%% mcp.call to a stdio server (0 skips it)",
+    )
+    p.add_argument(
         "--api-dispatches",
         type=int,
         default=1_000,
@@ -57,6 +64,8 @@ async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
     mixed = args.dispatches if args.mixed_dispatches is None else args.mixed_dispatches
     if mixed < 0:
         raise common.UsageError("--mixed-dispatches must be ≥ 0 (0 skips the mixed phase)")
+    if args.mcp_dispatches < 0:
+        raise common.UsageError("--mcp-dispatches must be ≥ 0 (0 skips the mixed MCP phase)")
     if args.api_dispatches < 0:
         raise common.UsageError("--api-dispatches must be ≥ 0 (0 skips the API phase)")
     if not 0 <= args.approval_policy <= 100:
@@ -66,6 +75,7 @@ async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
         runner.Options(
             dispatches=args.dispatches,
             mixed_dispatches=mixed,
+            mcp_dispatches=args.mcp_dispatches,
             api_dispatches=args.api_dispatches,
             approval_policy=args.approval_policy,
             replicas=replicas,

@@ -9,12 +9,15 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import sys
 from pathlib import Path
 
+import anyio
 import anyio.to_thread
 import pytest
 
-from qinglong_dispatcher.bench import mixed_http
+from qinglong_dispatcher.bench import mixed_http, mixed_mcp, runner
+from qinglong_dispatcher.config.settings import load_settings
 from tests.support.cli import run_cli
 from tests.support.stores import pg_url
 
@@ -37,6 +40,7 @@ KEYS = {
     "sealed",
     "mixed",
     "mixed_http",
+    "mixed_mcp",
     "api",
     "approval_policy",
 }
@@ -47,6 +51,7 @@ NESTED = {
     "sealed",
     "mixed",
     "mixed_http",
+    "mixed_mcp",
     "costs_per_dispatch",
     "api",
     "approval_policy",
@@ -102,12 +107,36 @@ MIXED_HTTP_KEYS = {
     "receiver_cpu_s_per_1000",
     "costs_per_dispatch",
 }
+MIXED_MCP_KEYS = {
+    "dispatches",
+    "run_create",
+    "mcp_call",
+    "succeeded",
+    "runs_created",
+    "keys_called_once",
+    "server_calls",
+    "server_sessions",
+    "verified",
+    "dispatch_per_s",
+    "ratio_to_dispatch_per_s",
+    "commits_per_dispatch",
+    "cpu_s_per_1000",
+    "rss_mib_peak",
+    "sessions_per_call",
+    "execute_p50_ms",
+    "execute_p99_ms",
+    "costs_per_dispatch",
+}
 MIXED_DISPATCHES = 150
+MCP_DISPATCHES = 20
+"""Two mcp.call: each is two stdio sessions, a Python start each."""
 SHORT = [
     "--dispatches",
     "200",
     "--mixed-dispatches",
     str(MIXED_DISPATCHES),
+    "--mcp-dispatches",
+    str(MCP_DISPATCHES),
     "--api-dispatches",
     str(API_DISPATCHES),
     "--scan-rows",
@@ -155,6 +184,9 @@ def check(report: dict[str, object], *, stdlib: bool) -> None:
     check_mixed_http(
         report["mixed_http"], dispatches=MIXED_DISPATCHES, run_create=report["dispatch_per_s"]
     )
+    check_mixed_mcp(
+        report["mixed_mcp"], dispatches=MCP_DISPATCHES, run_create=report["dispatch_per_s"]
+    )
     check_wakeup(report["wakeup_latency_ms"], cluster=not stdlib)
     check_api(report["api"], enqueue=report["enqueue_per_s"], edge=stdlib)
     check_costs(report["costs_per_dispatch"], cluster=not stdlib, pure=True)
@@ -162,6 +194,8 @@ def check(report: dict[str, object], *, stdlib: bool) -> None:
     check_costs(report["mixed"]["costs_per_dispatch"], cluster=not stdlib, pure=False)
     assert isinstance(report["mixed_http"], dict)
     check_costs(report["mixed_http"]["costs_per_dispatch"], cluster=not stdlib, pure=False)
+    assert isinstance(report["mixed_mcp"], dict)
+    check_costs(report["mixed_mcp"]["costs_per_dispatch"], cluster=not stdlib, pure=False)
 
 
 def check_api(entry: object, *, enqueue: object, edge: bool) -> None:
@@ -316,6 +350,31 @@ def check_mixed_http(mixed: object, *, dispatches: int, run_create: object) -> N
         assert -1 < p50 <= p99, kind
 
 
+def check_mixed_mcp(mixed: object, *, dispatches: int, run_create: object) -> None:
+    """Nine in ten run.create, one in ten mcp.call to the bench's stdio server: each key
+    called once, and nothing else called; an inspect and an execute session each at least."""
+    assert isinstance(mixed, dict)
+    assert set(mixed) == MIXED_MCP_KEYS
+    calls = dispatches // 10
+    assert mixed["verified"] is True
+    assert mixed["dispatches"] == mixed["succeeded"] == dispatches
+    assert mixed["run_create"] == mixed["runs_created"] == dispatches - calls
+    assert mixed["mcp_call"] == mixed["keys_called_once"] == mixed["server_calls"] == calls
+    assert mixed["server_sessions"] >= 2 * calls
+    assert mixed["sessions_per_call"] == pytest.approx(mixed["server_sessions"] / calls, abs=0.01)
+    positive = ("dispatch_per_s", "ratio_to_dispatch_per_s", "commits_per_dispatch")
+    for key in (*positive, "cpu_s_per_1000", "rss_mib_peak"):
+        value = mixed[key]
+        assert isinstance(value, int | float)
+        assert value > 0, key
+    assert isinstance(run_create, int | float)
+    assert mixed["ratio_to_dispatch_per_s"] == pytest.approx(
+        mixed["dispatch_per_s"] / run_create, abs=0.002
+    )
+    # A call's execute starts a server process: it cannot take under a millisecond.
+    assert 0 < mixed["execute_p50_ms"] <= mixed["execute_p99_ms"]
+
+
 @pytest.mark.slow
 def test_edge_bench_reports_every_figure(tmp_path: Path) -> None:
     result = run_cli("bench", "--profile", "edge", *SHORT, cwd=tmp_path, timeout=300)
@@ -349,6 +408,28 @@ def test_a_negative_mixed_batch_is_refused(tmp_path: Path) -> None:
     result = run_cli("bench", "--profile", "edge", "--mixed-dispatches", "-1", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert "--mixed-dispatches must be ≥ 0" in result.stderr
+
+
+def test_a_negative_mcp_batch_is_refused(tmp_path: Path) -> None:
+    result = run_cli("bench", "--profile", "edge", "--mcp-dispatches", "-1", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "--mcp-dispatches must be ≥ 0" in result.stderr
+
+
+async def test_without_the_mcp_extra_the_mixed_mcp_phase_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An edge install without the extra: `mcp` cannot be found (a None entry is what
+    # importlib reports as not importable); the phase is skipped before any store is made.
+    assert mixed_mcp.sdk_missing() is None
+    monkeypatch.setitem(sys.modules, "mcp", None)
+    options = runner.Options(mcp_dispatches=30)
+    entry = await runner.mixed_mcp_entry(load_settings(profile="edge"), tmp_path, options, {})
+    assert entry == {
+        "dispatches": 30,
+        "skipped": "mcp_sdk_missing: mcp not installed (install qinglong-dispatcher[mcp])",
+    }
+    assert not [p async for p in anyio.Path(tmp_path).iterdir()]  # nothing made
 
 
 def _post(port: int, key: str | None, body: bytes) -> tuple[int, bool]:
