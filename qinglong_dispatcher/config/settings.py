@@ -178,9 +178,7 @@ class Settings(BaseSettings, _ActionFields):
     api_writes_per_second: float = Field(
         2.0, gt=0, le=1_000_000, description="API: each principal's sustained write rate"
     )
-    api_write_burst: int = Field(
-        30, ge=1, le=1_000_000, description="API: each principal's writes at once"
-    )
+    api_write_burst: int = Field(30, ge=1, le=1_000_000, description="API: writes at once")
     ui_idle_timeout_seconds: float = Field(
         900.0, gt=0, le=86_400, description="operator UI: a session unused this long ends"
     )

@@ -69,6 +69,8 @@ KINDS: Final[Mapping[str, Kind]] = {
     "run_conflict": Kind(409, "A Run with this key exists without a matching receipt"),
     "plan_read_refused": Kind(403, "Reading a whole plan needs a plan reader"),
     "token_refused": Kind(409, "The token cannot be created or revoked as asked"),
+    "policy_refused": Kind(409, "The approval policy cannot be written as asked"),
+    "policy_not_found": Kind(404, "No approval policy of this name is in force"),
     "step_run_refused": Kind(409, "The StepRun's Run, state or binding does not allow this"),
     # The server.
     "too_many_streams": Kind(503, "Too many event streams are open: retry later"),

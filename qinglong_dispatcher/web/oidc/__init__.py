@@ -1,1 +1,1 @@
-"""OIDC sign-in for the operator UI (imported only when `QINGLONG_OIDC_ISSUER` is set)."""
+"""OIDC sign-in for the operator UI (imported only when `QINGLONG_OIDC_FILE` is set)."""
