@@ -546,7 +546,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (92)
+-- triggers (93)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -725,6 +725,14 @@ WHEN NOT EXISTS (
       AND NEW.target_prefix IS p.target_prefix)
 BEGIN
     SELECT RAISE(ABORT, 'approval_request_policies: a request carries the policy in force');
+END;
+
+-- trigger approval_request_policies_no_delete
+CREATE TRIGGER approval_request_policies_no_delete BEFORE DELETE ON approval_request_policies
+WHEN EXISTS (SELECT 1 FROM approval_requests
+             WHERE approval_request_id = OLD.approval_request_id)
+BEGIN
+    SELECT RAISE(ABORT, 'approval_request_policies: the policy of a request never changes');
 END;
 
 -- trigger approval_request_policies_no_update

@@ -11,6 +11,8 @@
 --    under a policy is refused unless its plan is written (a plain connection need not enforce
 --    the key), its target never changes, and the copy and its check choose by that target. The
 --    copy carries the prefix.
+-- 4. A request's copy goes only with its request (pruning): a writer who deleted it would leave
+--    the request deciding as if no policy applied.
 
 ALTER TABLE approval_request_policies ADD COLUMN target_prefix TEXT;
 
@@ -55,6 +57,13 @@ WHEN NOT EXISTS (
       AND NEW.target_prefix IS p.target_prefix)
 BEGIN
     SELECT RAISE(ABORT, 'approval_request_policies: a request carries the policy in force');
+END;
+
+CREATE TRIGGER approval_request_policies_no_delete BEFORE DELETE ON approval_request_policies
+WHEN EXISTS (SELECT 1 FROM approval_requests
+             WHERE approval_request_id = OLD.approval_request_id)
+BEGIN
+    SELECT RAISE(ABORT, 'approval_request_policies: the policy of a request never changes');
 END;
 
 -- A request under policies names a written plan: its target is the plan's.
