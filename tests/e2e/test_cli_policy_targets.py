@@ -146,11 +146,12 @@ async def test_a_prod_target_needs_two_votes_and_a_staging_one_needs_one(target:
                 for who in ("alice", "carol")
             ]
             now, approve = clock.SystemClock(), approvals.Vote.APPROVE
-            first = await voting.vote(alice, now, prod, approve)
-            assert first.status is approvals.ApprovalStatus.PENDING
-            assert (await voting.vote(carol, now, prod, approve)).status.value == "approved"
-            staged = await voting.vote(alice, now, staging, approve)
-            assert staged.status is approvals.ApprovalStatus.APPROVED
+            one_of_two = await voting.vote(alice, now, prod, approve)
+            assert one_of_two.status is approvals.ApprovalStatus.PENDING
+            two_of_two = await voting.vote(carol, now, prod, approve)
+            assert two_of_two.status is approvals.ApprovalStatus.APPROVED
+            one_of_one = await voting.vote(alice, now, staging, approve)
+            assert one_of_one.status is approvals.ApprovalStatus.APPROVED
         finally:
             await store.close()
     assert await anyio.to_thread.run_sync(_status, t, prod) == "approved"
