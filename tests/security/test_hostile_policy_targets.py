@@ -122,3 +122,17 @@ async def test_a_request_under_a_prefix_carries_its_policy_whatever_the_writer_d
     ):
         assert await _refused(url, *statements) == sqlstate, statements
         assert await _snapshot(pg) == before, statements
+
+
+async def test_a_prefix_is_printable_bounded_and_no_pattern_whoever_writes_it(
+    pg: stores.Harness,
+) -> None:
+    before = await pg.raw("SELECT * FROM qinglong.approval_policies")
+    for prefix in ("prod-*", "prod-%", "prod?", "prod db", "", "x" * 129, "pr\x01od"):
+        with pytest.raises(asyncpg.PostgresError) as caught:
+            await pg.raw(
+                "INSERT INTO qinglong.approval_policies (name, action_type, approvals_required, "
+                f"target_prefix) VALUES ('bad', 'test.target', 1, E'{prefix}')"
+            )
+        assert caught.value.sqlstate == "23514", prefix
+        assert await pg.raw("SELECT * FROM qinglong.approval_policies") == before

@@ -104,3 +104,17 @@ async def test_a_request_under_a_prefix_carries_its_policy_whatever_the_writer_d
     ):
         assert refusal in await refusals.sqlite_abort(edge, statement), statement
         assert await _snapshot(edge) == before, statement
+
+
+async def test_a_prefix_is_printable_bounded_and_no_pattern_whoever_writes_it(
+    edge: stores.Harness,
+) -> None:
+    before = await edge.raw("SELECT * FROM approval_policies")
+    for prefix in ("'prod-*'", "'prod-%'", "'prod?'", "'prod db'", "''", f"'{'x' * 129}'",
+                   "'pr' || char(1) || 'od'", "X'70726f64'"):  # fmt: skip
+        statement = (
+            "INSERT INTO approval_policies (name, version, action_type, approvals_required, "
+            f"target_prefix, written_by) VALUES ('bad', 1, 'test.target', 1, {prefix}, 'owner')"
+        )
+        assert "a target prefix is 1 to 128" in await refusals.sqlite_abort(edge, statement)
+        assert await edge.raw("SELECT * FROM approval_policies") == before
