@@ -90,3 +90,22 @@ async def test_a_prefix_shows_in_the_policies_read_back(
     assert [p.target_prefix for p in await owner.policy_versions("prod")] == ["prod-"]
     retired = await owner.retire_policy("prod")
     assert (retired.target_prefix, retired.retired) == ("prod-", True)
+
+
+async def test_a_prefix_policys_lifetime_is_the_requests_by_its_target(
+    harness: Harness, clock: ManualClock
+) -> None:
+    owner = await harness.owner()
+    await owner.set_policy(
+        approval_policies.NewPolicy(
+            name="prod", action_type=TARGET_TYPE, target_prefix="prod-", lifetime_ms=60_000
+        )
+    )
+    await owner.set_policy(approval_policies.NewPolicy(name="default", action_type=TARGET_TYPE))
+    assert await _chosen(harness, clock, "l1", "prod-db") == ("prod", "prod-")
+    assert await _chosen(harness, clock, "l2", "staging-db") == ("default", None)
+    table = "approval_requests" if harness.dialect == "sqlite" else "qinglong.approval_requests"
+    rows = await harness.raw(
+        f"SELECT action_ref, expires_at_ms - created_at_ms AS life FROM {table} ORDER BY 1"
+    )
+    assert [(r["action_ref"], r["life"]) for r in rows] == [("l1", 60_000), ("l2", 600_000)]
