@@ -144,7 +144,7 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
     )
     assert {r["owner"] for r in owners} == {"qinglong_migrator"}
     # The definer functions (they append what a session may not, read a whole plan for a plan
-    # reader, and copy the policy in force into a new request) are the recorder's, and it owns
+    # reader, choose and copy the policy in force into a new request) are the recorder's, and it owns
     # nothing else and holds nothing but USAGE, the INSERTs of what it appends, and the SELECTs
     # `read_plan`, the policy copy and the target copies need.
     definers = await stores.raw(
@@ -162,6 +162,7 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         ("mark_recovery_required", "qinglong_recorder"),
         ("read_plan", "qinglong_recorder"),
         ("record_execution_changes", "qinglong_recorder"),
+        ("request_policy_in_force", "qinglong_recorder"),
     ]
     grants = await stores.raw(
         database,
