@@ -144,9 +144,9 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
     )
     assert {r["owner"] for r in owners} == {"qinglong_migrator"}
     # The definer functions (they append what a session may not, read a whole plan for a plan
-    # reader, choose and copy the policy in force into a new request) are the recorder's, and it owns
-    # nothing else and holds nothing but USAGE, the INSERTs of what it appends, and the SELECTs
-    # `read_plan`, the policy copy and the target copies need.
+    # reader, choose and copy the policy in force into a new request) are the recorder's, and
+    # it owns nothing else and holds nothing but USAGE, the INSERTs of what it appends, and the
+    # SELECTs `read_plan`, the policy's choice and copy and the target copies need.
     definers = await stores.raw(
         database,
         "SELECT p.proname, pg_get_userbyid(p.proowner) AS owner FROM pg_proc AS p "
