@@ -131,6 +131,7 @@ CREATE TABLE qinglong.approval_policies (
     CONSTRAINT approval_policies_pkey PRIMARY KEY (name, version),
     CONSTRAINT approval_policies_remind_before_ms_check CHECK (((remind_before_ms >= 1000) AND (remind_before_ms <= '2592000000'::bigint))),
     CONSTRAINT approval_policies_remind_within_lifetime CHECK ((remind_before_ms < lifetime_ms)),
+    CONSTRAINT approval_policies_target_prefix CHECK (((target_prefix IS NULL) OR ((target_prefix ~ '^[!-~]{1,128}$'::text) AND (target_prefix !~ '[*?%]'::text)))),
     CONSTRAINT approval_policies_version_check CHECK ((version >= 1))
 );
 GRANT SELECT ON TABLE qinglong.approval_policies TO qinglong_approver;
@@ -150,6 +151,7 @@ CREATE TABLE qinglong.approval_request_policies (
     reason_required boolean NOT NULL,
     lifetime_ms bigint,
     remind_before_ms bigint,
+    target_prefix text,
     CONSTRAINT approval_request_policies_approval_request_id_fkey FOREIGN KEY (approval_request_id) REFERENCES qinglong.approval_requests(approval_request_id) ON DELETE CASCADE,
     CONSTRAINT approval_request_policies_pkey PRIMARY KEY (approval_request_id),
     CONSTRAINT approval_request_policies_policy_name_policy_version_fkey FOREIGN KEY (policy_name, policy_version) REFERENCES qinglong.approval_policies(name, version)
@@ -962,7 +964,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (46)
+-- functions (47)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -1441,7 +1443,13 @@ BEGIN
                    WHERE action_type = NEW.action_type) THEN
         RETURN NULL;
     END IF;
-    SELECT * INTO pol FROM qinglong.policy_in_force(NEW.action_type, NEW.project_id);
+    IF NOT EXISTS (SELECT 1 FROM qinglong.action_plans
+                   WHERE project_id = NEW.project_id AND action_ref = NEW.action_ref) THEN
+        RAISE EXCEPTION 'approval request %: its plan is written before it',
+            NEW.approval_request_id USING ERRCODE = 'QLA03';
+    END IF;
+    SELECT * INTO pol FROM qinglong.request_policy_in_force(
+        NEW.action_type, NEW.project_id, NEW.action_ref);
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
@@ -1452,11 +1460,12 @@ BEGIN
     END IF;
     INSERT INTO qinglong.approval_request_policies (
         approval_request_id, policy_name, policy_version, approvals_required,
-        denials_to_reject, approver_groups, reason_required, lifetime_ms, remind_before_ms
+        denials_to_reject, approver_groups, reason_required, lifetime_ms, remind_before_ms,
+        target_prefix
     ) VALUES (
         NEW.approval_request_id, pol.name, pol.version, pol.approvals_required,
         pol.denials_to_reject, pol.approver_groups, pol.reason_required, pol.lifetime_ms,
-        pol.remind_before_ms
+        pol.remind_before_ms, pol.target_prefix
     );
     RETURN NULL;
 END
@@ -2328,8 +2337,8 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.notify_dispatch_due() TO PUBLIC;
 
--- function qinglong.policy_in_force(p_action_type text, p_project_id text)
-CREATE OR REPLACE FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text)
+-- function qinglong.policy_in_force(p_action_type text, p_project_id text, p_target text)
+CREATE OR REPLACE FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text, p_target text)
  RETURNS SETOF qinglong.approval_policies
  LANGUAGE sql
  STABLE
@@ -2338,17 +2347,15 @@ AS $function$
     SELECT p.* FROM qinglong.approval_policies AS p
     WHERE p.action_type = p_action_type
       AND (p.project_id IS NULL OR p.project_id = p_project_id)
+      AND (p.target_prefix IS NULL OR pg_catalog.starts_with(p_target, p.target_prefix))
       AND NOT p.retired
       AND p.version = (SELECT max(q.version) FROM qinglong.approval_policies AS q
                        WHERE q.name = p.name)
-    ORDER BY (p.project_id IS NULL), p.name
+    ORDER BY (p.target_prefix IS NULL), pg_catalog.char_length(p.target_prefix) DESC,
+             (p.project_id IS NULL), p.name COLLATE "C"
     LIMIT 1
 $function$;
-GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text) TO qinglong_approver;
-GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text) TO qinglong_operator;
-GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text) TO qinglong_recorder;
-GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text) TO qinglong_runtime;
-GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text) TO qinglong_submitter;
+GRANT EXECUTE ON FUNCTION qinglong.policy_in_force(p_action_type text, p_project_id text, p_target text) TO qinglong_recorder;
 
 -- function qinglong.read_plan(p_dispatch_id text)
 CREATE OR REPLACE FUNCTION qinglong.read_plan(p_dispatch_id text)
@@ -2438,6 +2445,23 @@ BEGIN
 END
 $function$;
 
+-- function qinglong.request_policy_in_force(p_action_type text, p_project_id text, p_action_ref text)
+CREATE OR REPLACE FUNCTION qinglong.request_policy_in_force(p_action_type text, p_project_id text, p_action_ref text)
+ RETURNS SETOF qinglong.approval_policies
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT f.* FROM qinglong.action_plans AS a
+    CROSS JOIN LATERAL qinglong.policy_in_force(p_action_type, p_project_id, a.target) AS f
+    WHERE a.project_id = p_project_id AND a.action_ref = p_action_ref
+$function$;
+ALTER FUNCTION qinglong.request_policy_in_force(p_action_type text, p_project_id text, p_action_ref text) OWNER TO qinglong_recorder;
+GRANT EXECUTE ON FUNCTION qinglong.request_policy_in_force(p_action_type text, p_project_id text, p_action_ref text) TO qinglong_approver;
+GRANT EXECUTE ON FUNCTION qinglong.request_policy_in_force(p_action_type text, p_project_id text, p_action_ref text) TO qinglong_operator;
+GRANT EXECUTE ON FUNCTION qinglong.request_policy_in_force(p_action_type text, p_project_id text, p_action_ref text) TO qinglong_runtime;
+GRANT EXECUTE ON FUNCTION qinglong.request_policy_in_force(p_action_type text, p_project_id text, p_action_ref text) TO qinglong_submitter;
+
 -- function qinglong.set_policy_lifetime()
 CREATE OR REPLACE FUNCTION qinglong.set_policy_lifetime()
  RETURNS trigger
@@ -2451,8 +2475,8 @@ BEGIN
                    WHERE action_type = NEW.action_type) THEN
         RETURN NEW;
     END IF;
-    SELECT p.lifetime_ms INTO lifetime
-        FROM qinglong.policy_in_force(NEW.action_type, NEW.project_id) AS p;
+    SELECT p.lifetime_ms INTO lifetime FROM qinglong.request_policy_in_force(
+        NEW.action_type, NEW.project_id, NEW.action_ref) AS p;
     IF lifetime IS NOT NULL THEN
         NEW.expires_at_ms := NEW.created_at_ms OPERATOR(pg_catalog.+) lifetime;
         NEW.db_expires_at_ms := qinglong.db_now_ms() OPERATOR(pg_catalog.+) lifetime;

@@ -87,7 +87,7 @@ CREATE TABLE approval_request_policies (
     approvals_required  INTEGER NOT NULL,
     denials_to_reject   INTEGER NOT NULL,
     approver_groups     TEXT NOT NULL,
-    reason_required     INTEGER NOT NULL, lifetime_ms INTEGER, remind_before_ms INTEGER,
+    reason_required     INTEGER NOT NULL, lifetime_ms INTEGER, remind_before_ms INTEGER, target_prefix TEXT,
     FOREIGN KEY (policy_name, policy_version) REFERENCES approval_policies (name, version)
 );
 
@@ -626,7 +626,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (97)
+-- triggers (100)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -788,10 +788,23 @@ BEGIN
     SELECT RAISE(ABORT, 'approval_policies: a policy version never changes');
 END;
 
+-- trigger approval_policies_target_prefix
+CREATE TRIGGER approval_policies_target_prefix BEFORE INSERT ON approval_policies
+WHEN NEW.target_prefix IS NOT NULL AND (
+    typeof(NEW.target_prefix) <> 'text'
+    OR length(NEW.target_prefix) NOT BETWEEN 1 AND 128
+    OR NEW.target_prefix GLOB '*[^!-~]*'
+    OR instr(NEW.target_prefix, '*') > 0 OR instr(NEW.target_prefix, '?') > 0
+    OR instr(NEW.target_prefix, '%') > 0)
+BEGIN
+    SELECT RAISE(ABORT, 'approval_policies: a target prefix is 1 to 128 printable characters, no space or wildcard');
+END;
+
 -- trigger approval_request_policies_in_force
 CREATE TRIGGER approval_request_policies_in_force BEFORE INSERT ON approval_request_policies
 WHEN NOT EXISTS (
     SELECT 1 FROM approval_requests AS r
+    JOIN action_plans AS a ON a.project_id = r.project_id AND a.action_ref = r.action_ref
     JOIN approval_policies_in_force AS p
       ON p.name = NEW.policy_name AND p.version = NEW.policy_version
     WHERE r.approval_request_id = NEW.approval_request_id
@@ -799,15 +812,28 @@ WHEN NOT EXISTS (
       AND p.name = (SELECT f.name FROM approval_policies_in_force AS f
                     WHERE f.action_type = r.action_type
                       AND (f.project_id IS NULL OR f.project_id = r.project_id)
-                    ORDER BY (f.project_id IS NULL), f.name LIMIT 1)
+                      AND (f.target_prefix IS NULL
+                           OR substr(a.target, 1, length(f.target_prefix)) = f.target_prefix)
+                    ORDER BY (f.target_prefix IS NULL), length(f.target_prefix) DESC,
+                             (f.project_id IS NULL), f.name
+                    LIMIT 1)
       AND NEW.approvals_required IS p.approvals_required
       AND NEW.denials_to_reject IS p.denials_to_reject
       AND NEW.approver_groups IS p.approver_groups
       AND NEW.reason_required IS p.reason_required
       AND NEW.lifetime_ms IS p.lifetime_ms
-      AND NEW.remind_before_ms IS p.remind_before_ms)
+      AND NEW.remind_before_ms IS p.remind_before_ms
+      AND NEW.target_prefix IS p.target_prefix)
 BEGIN
     SELECT RAISE(ABORT, 'approval_request_policies: a request carries the policy in force');
+END;
+
+-- trigger approval_request_policies_no_delete
+CREATE TRIGGER approval_request_policies_no_delete BEFORE DELETE ON approval_request_policies
+WHEN EXISTS (SELECT 1 FROM approval_requests
+             WHERE approval_request_id = OLD.approval_request_id)
+BEGIN
+    SELECT RAISE(ABORT, 'approval_request_policies: the policy of a request never changes');
 END;
 
 -- trigger approval_request_policies_no_update
@@ -907,21 +933,36 @@ BEGIN
     SELECT RAISE(ABORT, 'approval_requests: a lifetime of more than 0 s and at most 30 days');
 END;
 
+-- trigger approval_requests_plan_first
+CREATE TRIGGER approval_requests_plan_first BEFORE INSERT ON approval_requests
+WHEN EXISTS (SELECT 1 FROM approval_policies WHERE action_type = NEW.action_type)
+    AND NOT EXISTS (SELECT 1 FROM action_plans
+                    WHERE project_id = NEW.project_id AND action_ref = NEW.action_ref)
+BEGIN
+    SELECT RAISE(ABORT, 'approval_requests: a request''s plan is written before it');
+END;
+
 -- trigger approval_requests_policy
 CREATE TRIGGER approval_requests_policy AFTER INSERT ON approval_requests
 WHEN EXISTS (SELECT 1 FROM approval_policies WHERE action_type = NEW.action_type)
 BEGIN
     INSERT INTO approval_request_policies (
         approval_request_id, policy_name, policy_version, approvals_required,
-        denials_to_reject, approver_groups, reason_required, lifetime_ms, remind_before_ms
+        denials_to_reject, approver_groups, reason_required, lifetime_ms, remind_before_ms,
+        target_prefix
     )
     SELECT NEW.approval_request_id, p.name, p.version, p.approvals_required,
            p.denials_to_reject, p.approver_groups, p.reason_required, p.lifetime_ms,
-           p.remind_before_ms
-    FROM approval_policies_in_force AS p
-    WHERE p.action_type = NEW.action_type
-      AND (p.project_id IS NULL OR p.project_id = NEW.project_id)
-    ORDER BY (p.project_id IS NULL), p.name
+           p.remind_before_ms, p.target_prefix
+    FROM action_plans AS a
+    JOIN approval_policies_in_force AS p
+      ON p.action_type = NEW.action_type
+     AND (p.project_id IS NULL OR p.project_id = NEW.project_id)
+     AND (p.target_prefix IS NULL
+          OR substr(a.target, 1, length(p.target_prefix)) = p.target_prefix)
+    WHERE a.project_id = NEW.project_id AND a.action_ref = NEW.action_ref
+    ORDER BY (p.target_prefix IS NULL), length(p.target_prefix) DESC,
+             (p.project_id IS NULL), p.name
     LIMIT 1;
 END;
 
@@ -929,10 +970,16 @@ END;
 CREATE TRIGGER approval_requests_policy_lifetime BEFORE INSERT ON approval_requests
 WHEN EXISTS (SELECT 1 FROM approval_policies WHERE action_type = NEW.action_type)
     AND NEW.expires_at_ms - NEW.created_at_ms IS NOT coalesce(
-        (SELECT p.lifetime_ms FROM approval_policies_in_force AS p
-         WHERE p.action_type = NEW.action_type
-           AND (p.project_id IS NULL OR p.project_id = NEW.project_id)
-         ORDER BY (p.project_id IS NULL), p.name LIMIT 1),
+        (SELECT p.lifetime_ms FROM action_plans AS a
+         JOIN approval_policies_in_force AS p
+           ON p.action_type = NEW.action_type
+          AND (p.project_id IS NULL OR p.project_id = NEW.project_id)
+          AND (p.target_prefix IS NULL
+               OR substr(a.target, 1, length(p.target_prefix)) = p.target_prefix)
+         WHERE a.project_id = NEW.project_id AND a.action_ref = NEW.action_ref
+         ORDER BY (p.target_prefix IS NULL), length(p.target_prefix) DESC,
+                  (p.project_id IS NULL), p.name
+         LIMIT 1),
         NEW.expires_at_ms - NEW.created_at_ms)
 BEGIN
     SELECT RAISE(ABORT, 'approval_requests: a request under a policy lives its lifetime');
@@ -962,10 +1009,17 @@ BEGIN
             'policy', p.name,
             'policyVersion', p.version)
          FROM (SELECT NULL) LEFT JOIN (
-             SELECT f.name, f.version FROM approval_policies_in_force AS f
-             WHERE f.action_type = NEW.action_type
-               AND (f.project_id IS NULL OR f.project_id = NEW.project_id)
-             ORDER BY (f.project_id IS NULL), f.name LIMIT 1) AS p)
+             SELECT f.name, f.version
+             FROM action_plans AS a
+             JOIN approval_policies_in_force AS f
+               ON f.action_type = NEW.action_type
+              AND (f.project_id IS NULL OR f.project_id = NEW.project_id)
+              AND (f.target_prefix IS NULL
+                   OR substr(a.target, 1, length(f.target_prefix)) = f.target_prefix)
+             WHERE a.project_id = NEW.project_id AND a.action_ref = NEW.action_ref
+             ORDER BY (f.target_prefix IS NULL), length(f.target_prefix) DESC,
+                      (f.project_id IS NULL), f.name
+             LIMIT 1) AS p)
     );
 END;
 

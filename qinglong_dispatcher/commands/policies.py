@@ -31,6 +31,7 @@ def _new(args: argparse.Namespace) -> policies.NewPolicy:
             name=args.name,
             action_type=args.action,
             project_id=args.project,
+            target_prefix=args.target_prefix,
             approvals_required=args.approvals,
             denials_to_reject=args.denials,
             approver_groups=tuple(args.groups),
@@ -70,7 +71,8 @@ def _summary(policy: policies.Policy) -> str:
     retired = "  retired" if policy.retired else ""
     return (
         f"{policy.name}@v{policy.version}  {policy.action_type}  "
-        f"{policy.project_id or '*'}  approvals={policy.approvals_required} "
+        f"{policy.project_id or '*'}  target-prefix={policy.target_prefix or '-'}  "
+        f"approvals={policy.approvals_required} "
         f"denials={policy.denials_to_reject} groups={groups}{reason} "
         f"lifetime={_duration(policy.lifetime_ms)} "
         f"remind-before={_duration(policy.remind_before_ms)}{retired}"

@@ -19,6 +19,12 @@ def add_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentParser) -
     s.set_defaults(action_option=True)
     s.add_argument("--project", metavar="P", help="only this project's requests (default: any)")
     s.add_argument(
+        "--target-prefix",
+        metavar="T",
+        help="only requests whose plan's target begins with T (a plain prefix, no wildcards; "
+        "default: any target); the longest matching prefix wins",
+    )
+    s.add_argument(
         "--approvals", required=True, type=int, metavar="N", help="distinct approvals, 1…100"
     )
     s.add_argument(

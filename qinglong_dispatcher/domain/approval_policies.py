@@ -1,6 +1,6 @@
 """Approval policies as the `policy` command writes and reads them (docs/security.md).
 
-The database holds every rule of a policy (migrations 0026 and 0027); these values check what
+The database holds every rule of a policy (migrations 0026, 0027 and 0032); these values check what
 a caller asks for before it reaches the database, so bad input is one clear line, and carry
 what the database wrote back (its version, writer and time).
 """
@@ -15,6 +15,10 @@ from qinglong_dispatcher.domain import errors, plans, principals
 NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 """A policy's name, as the table's check has it."""
 GROUP = re.compile(r"[a-z][a-z0-9_]{0,31}")
+TARGET_PREFIX = re.compile(r"[!-~]{1,128}")
+"""A target prefix: printable ASCII, no space, as long as a target at most (the table's check);
+`_WILDCARDS` are refused besides, so that nobody reads `prod-*` as a pattern: it is a prefix."""
+_WILDCARDS = frozenset("*?%")
 """An approver group: spliced into a role's name on PostgreSQL (`<installation>_g_<group>`)."""
 MAX_COUNT = 100
 """The most approvals (or denials) a policy may ask for."""
@@ -38,6 +42,16 @@ def check_name(name: str) -> str:
     return name
 
 
+def check_target_prefix(prefix: str) -> str:
+    """`prefix` if it is a target prefix the table accepts, else `InvalidInput`."""
+    if not TARGET_PREFIX.fullmatch(prefix) or _WILDCARDS.intersection(prefix):
+        raise errors.InvalidInput(
+            "target prefix must be 1…128 printable ASCII characters without space or a "
+            "wildcard ('*', '?', '%'): it matches the targets that begin with it"
+        )
+    return prefix
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class NewPolicy:
     """The next version of a policy, as asked; `check` refuses what the database would."""
@@ -45,6 +59,8 @@ class NewPolicy:
     name: str
     action_type: str
     project_id: str | None = None
+    target_prefix: str | None = None
+    """None: any target, and a request without one."""
     approvals_required: int = 1
     denials_to_reject: int = 1
     approver_groups: tuple[str, ...] = ()
@@ -58,6 +74,8 @@ class NewPolicy:
         plans.require_identifier("action type", self.action_type)
         if self.project_id is not None:
             plans.require_identifier("project", self.project_id)
+        if self.target_prefix is not None:
+            check_target_prefix(self.target_prefix)
         for what, count in (
             ("approvals", self.approvals_required),
             ("denials", self.denials_to_reject),
@@ -90,6 +108,7 @@ class Policy:
     version: int
     action_type: str
     project_id: str | None
+    target_prefix: str | None
     approvals_required: int
     denials_to_reject: int
     approver_groups: tuple[str, ...]

@@ -52,6 +52,8 @@ class RequestPolicy:
     approver_groups: tuple[str, ...]
     """Empty: any approver who is not the requester."""
     reason_required: bool
+    target_prefix: str | None = None
+    """The prefix of the request's target that chose this policy; None: the policy names none."""
 
     @classmethod
     def from_row(cls, row: records.RowLike) -> RequestPolicy:
@@ -63,6 +65,7 @@ class RequestPolicy:
             denials_to_reject=int(row["denials_to_reject"]),
             approver_groups=groups_of(row["approver_groups"]),
             reason_required=bool(row["reason_required"]),
+            target_prefix=row["target_prefix"],
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -74,6 +77,7 @@ class RequestPolicy:
             "denials_to_reject": self.denials_to_reject,
             "approver_groups": list(self.approver_groups),
             "reason_required": self.reason_required,
+            "target_prefix": self.target_prefix,
         }
 
 
@@ -148,6 +152,8 @@ class PolicyInForce:
     action_type: str
     project_id: str | None
     """None: every project."""
+    target_prefix: str | None
+    """None: every target."""
     approvals_required: int
     denials_to_reject: int
     approver_groups: tuple[str, ...]
@@ -163,6 +169,7 @@ class PolicyInForce:
             version=int(row["version"]),
             action_type=row["action_type"],
             project_id=row["project_id"],
+            target_prefix=row["target_prefix"],
             approvals_required=int(row["approvals_required"]),
             denials_to_reject=int(row["denials_to_reject"]),
             approver_groups=groups_of(row["approver_groups"]),

@@ -98,6 +98,10 @@ def all_schemas() -> dict[str, Any]:
         "denials_to_reject": {"type": "integer", "minimum": 1},
         "approver_groups": {**_GROUPS, "description": "empty: any approver"},
         "reason_required": {"type": "boolean"},
+        "target_prefix": {
+            **_STR,
+            "description": "the policy matches the targets beginning with it (null: any target)",
+        },
     }
     vote = {
         "principal": {"type": "string"},

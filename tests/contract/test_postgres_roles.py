@@ -144,10 +144,10 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
     )
     assert {r["owner"] for r in owners} == {"qinglong_migrator"}
     # The definer functions (they append what a session may not, read a whole plan for a plan
-    # reader, copy the policy in force into a new request, and tell the notification outbox)
-    # are the recorder's, and it owns nothing else and holds nothing but USAGE, the INSERTs of
-    # what it appends, and the SELECTs `read_plan`, the policy copy, the target copies and the
-    # outbox need.
+    # reader, choose and copy the policy in force into a new request, and tell the notification
+    # outbox) are the recorder's, and it owns nothing else and holds nothing but USAGE, the
+    # INSERTs of what it appends, and the SELECTs `read_plan`, the policy's choice and copy, the
+    # target copies and the outbox need.
     definers = await stores.raw(
         database,
         "SELECT p.proname, pg_get_userbyid(p.proowner) AS owner FROM pg_proc AS p "
@@ -163,6 +163,7 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         ("mark_recovery_required", "qinglong_recorder"),
         ("read_plan", "qinglong_recorder"),
         ("record_execution_changes", "qinglong_recorder"),
+        ("request_policy_in_force", "qinglong_recorder"),
         ("tell_approval_reminder", "qinglong_recorder"),
         ("tell_approval_request", "qinglong_recorder"),
         ("tell_execution_outcome", "qinglong_recorder"),

@@ -41,14 +41,15 @@ async def test_two_of_three_approve_through_the_api(served: Served) -> None:
         status, _, body = await it.call("GET", "/policies", "vic")
         assert status == 200
         assert [
-            (p["name"], p["approvals_required"], p["approver_groups"]) for p in body["policies"]
-        ] == [("two", 2, [group])]
+            (p["name"], p["approvals_required"], p["approver_groups"], p["target_prefix"])
+            for p in body["policies"]
+        ] == [("two", 2, [group], None)]
         approval_id = (await _submit(it, "sam", "q1"))["approval_request_id"]
 
         status, _, body = await it.call("GET", f"/approvals/{approval_id}", "vic")
         assert status == 200
         shown = body["approval"]
-        assert shown["policy"]["name"] == "two"
+        assert (shown["policy"]["name"], shown["policy"]["target_prefix"]) == ("two", None)
         assert (shown["approvals"], shown["votes"], shown["status"]) == (0, [], "pending")
         assert shown["may_vote"] == sorted(it.names[w] for w in ("bob", "dan", "erin"))
         assert 86_000_000 < shown["expires_in_ms"] < 86_460_000  # a day, by the database's clock

@@ -145,7 +145,9 @@ async def test_set_list_show_delete_round_trip(setup: Setup) -> None:
         setup.owner, "policy", "set", "two-for-runs", "--action", "run.create", "--approvals", "3"
     )
     assert second.returncode == 0, second.stderr
-    assert second.stdout.startswith("set two-for-runs@v2  run.create  *  approvals=3")
+    assert second.stdout.startswith(
+        "set two-for-runs@v2  run.create  *  target-prefix=-  approvals=3"
+    )
 
     listed = json_out(await setup.cli(setup.owner, "policy", "list", "--json"))
     assert [(p["name"], p["version"], p["lifetime_ms"]) for p in listed] == [

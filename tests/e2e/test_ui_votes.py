@@ -149,6 +149,7 @@ async def test_two_of_three_vote_in_a_browser(served: Served, shots: Path) -> No
             assert "two" in row, row
             assert group in row, row
             assert "run.create" in row, row
+            assert "every target" in row, row
             await erin.shot("policies")
         finally:
             await browser.close()

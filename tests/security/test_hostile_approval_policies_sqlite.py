@@ -141,7 +141,7 @@ async def test_a_request_carries_the_policy_in_force_and_approving_directly_is_o
         ("UPDATE approval_request_policies SET approvals_required = 1", "never changes"),
         (
             "INSERT INTO approval_request_policies VALUES "
-            f"('{request}', 'two', 1, 1, 1, '[\"ops\"]', 0, NULL, NULL)",
+            f"('{request}', 'two', 1, 1, 1, '[\"ops\"]', 0, NULL, NULL, NULL)",
             "carries the policy in force",
         ),
         ("UPDATE approval_policies SET approvals_required = 1", "never changes"),

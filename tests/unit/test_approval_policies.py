@@ -22,6 +22,8 @@ def test_a_policy_within_the_databases_bounds_passes() -> None:
     new = _new(approvals_required=100, denials_to_reject=1, approver_groups=("ops", "sre_2"))
     assert new.check() is new
     assert _new(lifetime_ms=2_000, remind_before_ms=1_000).check().lifetime_ms == 2_000
+    for prefix in ("prod-", "p", "x" * 128, "db_1:[eu]/~"):
+        assert _new(target_prefix=prefix).check().target_prefix == prefix
 
 
 @pytest.mark.parametrize(
@@ -37,6 +39,14 @@ def test_a_policy_within_the_databases_bounds_passes() -> None:
         ({"approver_groups": ("o" * 33,)}, "approver group"),
         ({"approver_groups": ("ops", "ops")}, "named twice"),
         ({"lifetime_ms": 2_000, "remind_before_ms": 2_000}, "before the end"),
+        ({"target_prefix": ""}, "target prefix"),
+        ({"target_prefix": "x" * 129}, "target prefix"),
+        ({"target_prefix": "prod-*"}, "wildcard"),
+        ({"target_prefix": "prod?"}, "wildcard"),
+        ({"target_prefix": "prod%"}, "wildcard"),
+        ({"target_prefix": "prod db"}, "target prefix"),
+        ({"target_prefix": "prod\n"}, "target prefix"),
+        ({"target_prefix": "prød"}, "target prefix"),
     ],
 )
 def test_what_the_database_would_refuse_is_invalid_input(

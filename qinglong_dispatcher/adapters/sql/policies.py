@@ -1,6 +1,6 @@
 """Writing and listing approval policies (both dialects): `policy set|list|show|delete`.
 
-The database holds the rules (migrations 0026, 0027): it numbers each version, names its
+The database holds the rules (migrations 0026, 0027, 0032): it numbers each version, names its
 writer and its time, audits it, and on PostgreSQL admits only the schema's owner (any other
 login is refused `42501`, surfaced here as `PolicyRefused`). This module only writes the next
 version and reads the versions back.
@@ -26,6 +26,7 @@ def _policy(row: query.Row) -> policies.Policy:
         version=int(row["version"]),
         action_type=row["action_type"],
         project_id=row["project_id"],
+        target_prefix=row["target_prefix"],
         approvals_required=int(row["approvals_required"]),
         denials_to_reject=int(row["denials_to_reject"]),
         approver_groups=tuple(json.loads(row["approver_groups"])),
@@ -56,6 +57,7 @@ async def set_policy(
             "name": new.name,
             "action_type": new.action_type,
             "project_id": new.project_id,
+            "target_prefix": new.target_prefix,
             "approvals_required": new.approvals_required,
             "denials_to_reject": new.denials_to_reject,
             "approver_groups": json.dumps(list(new.approver_groups)),

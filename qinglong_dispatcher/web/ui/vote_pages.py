@@ -184,13 +184,24 @@ async def policies_page(request: web.Request, session: sessions.Session) -> web.
     """`GET /ui/policies`: the policies in force, as `GET /api/v1/policies` reads them."""
     found = await context.of(request).store.policies_in_force()
     table = markup.table(
-        ("policy", "version", "action", "project", "approvals", "denials", "groups", "reason"),
+        (
+            "policy",
+            "version",
+            "action",
+            "project",
+            "target prefix",
+            "approvals",
+            "denials",
+            "groups",
+            "reason",
+        ),
         (
             (
                 markup.esc(p.name),
                 markup.esc(p.version),
                 markup.esc(p.action_type),
                 markup.esc(p.project_id or "every project"),
+                markup.esc(p.target_prefix or "every target"),
                 markup.esc(p.approvals_required),
                 markup.esc(p.denials_to_reject),
                 markup.esc(", ".join(p.approver_groups) or "any approver"),

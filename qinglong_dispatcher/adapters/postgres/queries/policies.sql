@@ -8,7 +8,7 @@ FROM qinglong.approval_requests WHERE approval_request_id = :approval_request_id
 -- request_policy --
 -- The policy copied into the request when it was written, if any.
 SELECT policy_name, policy_version, approvals_required, denials_to_reject, approver_groups,
-       reason_required
+       reason_required, target_prefix
 FROM qinglong.approval_request_policies WHERE approval_request_id = :approval_request_id
 
 -- request_votes --
@@ -56,7 +56,7 @@ ORDER BY 1
 
 -- policies_in_force --
 -- The newest version of each policy name, unless it retired it.
-SELECT p.name, p.version, p.action_type, p.project_id, p.approvals_required,
+SELECT p.name, p.version, p.action_type, p.project_id, p.target_prefix, p.approvals_required,
        p.denials_to_reject, p.approver_groups, p.reason_required, p.written_by, p.written_at_ms
 FROM qinglong.approval_policies AS p
 WHERE NOT p.retired

@@ -4,16 +4,16 @@
 -- as on SQLite.
 
 -- policy_columns --
-name, version, action_type, project_id, approvals_required, denials_to_reject,
+name, version, action_type, project_id, target_prefix, approvals_required, denials_to_reject,
 pg_catalog.to_jsonb(approver_groups)::text AS approver_groups, reason_required, lifetime_ms,
 remind_before_ms, retired, written_by, written_at_ms
 
 -- insert_policy --
 INSERT INTO qinglong.approval_policies (
-    name, version, action_type, project_id, approvals_required, denials_to_reject,
-    approver_groups, reason_required, lifetime_ms, remind_before_ms
+    name, version, action_type, project_id, target_prefix, approvals_required,
+    denials_to_reject, approver_groups, reason_required, lifetime_ms, remind_before_ms
 ) VALUES (
-    :name, 1, :action_type, :project_id, :approvals_required::int, :denials_to_reject::int,
+    :name, 1, :action_type, :project_id, :target_prefix, :approvals_required::int, :denials_to_reject::int,
     ARRAY(SELECT pg_catalog.jsonb_array_elements_text(:approver_groups::jsonb)),
     :reason_required::boolean, :lifetime_ms::bigint, :remind_before_ms::bigint
 )

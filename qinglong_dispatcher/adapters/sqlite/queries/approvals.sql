@@ -31,7 +31,8 @@ JOIN action_plans AS p
 -- db_expires_at_ms counts the requested lifetime from now on the database's (system) clock;
 -- the insert trigger bounds it, and approving or consuming after it is refused. Under a policy
 -- with a lifetime the request lives the policy's (migration 0027, whose trigger refuses any
--- other): the policy in force is looked up as the copy trigger does.
+-- other): the policy in force is looked up as the copy trigger does, by the target of the plan
+-- written just before (migration 0032).
 INSERT INTO approval_requests (
     approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
     requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms,
@@ -41,10 +42,16 @@ SELECT :approval_request_id, :project_id, :action_type, :action_ref, :action_dig
        1, :requested_by, NULL, :principal, :now_ms + l.lifetime_ms, :now_ms, :now_ms,
        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + l.lifetime_ms
 FROM (SELECT coalesce(
-        (SELECT p.lifetime_ms FROM approval_policies_in_force AS p
-         WHERE p.action_type = :action_type
-           AND (p.project_id IS NULL OR p.project_id = :project_id)
-         ORDER BY (p.project_id IS NULL), p.name LIMIT 1),
+        (SELECT p.lifetime_ms FROM action_plans AS a
+         JOIN approval_policies_in_force AS p
+           ON p.action_type = :action_type
+          AND (p.project_id IS NULL OR p.project_id = :project_id)
+          AND (p.target_prefix IS NULL
+               OR substr(a.target, 1, length(p.target_prefix)) = p.target_prefix)
+         WHERE a.project_id = :project_id AND a.action_ref = :action_ref
+         ORDER BY (p.target_prefix IS NULL), length(p.target_prefix) DESC,
+                  (p.project_id IS NULL), p.name
+         LIMIT 1),
         :expires_at_ms - :now_ms) AS lifetime_ms) AS l
 
 -- select_approval --

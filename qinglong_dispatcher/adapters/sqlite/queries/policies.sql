@@ -8,7 +8,7 @@ FROM approval_requests WHERE approval_request_id = :approval_request_id
 -- request_policy --
 -- The policy copied into the request when it was written, if any.
 SELECT policy_name, policy_version, approvals_required, denials_to_reject, approver_groups,
-       reason_required
+       reason_required, target_prefix
 FROM approval_request_policies WHERE approval_request_id = :approval_request_id
 
 -- request_votes --
@@ -27,8 +27,8 @@ ORDER BY 1
 
 -- policies_in_force --
 -- The newest version of each policy name, unless it retired it.
-SELECT name, version, action_type, project_id, approvals_required, denials_to_reject,
-       approver_groups, reason_required, written_by, written_at_ms
+SELECT name, version, action_type, project_id, target_prefix, approvals_required,
+       denials_to_reject, approver_groups, reason_required, written_by, written_at_ms
 FROM approval_policies_in_force ORDER BY name
 
 -- waiting_by_policy --

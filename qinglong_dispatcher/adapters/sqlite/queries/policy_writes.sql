@@ -3,18 +3,19 @@
 -- time. The groups are a JSON array.
 
 -- policy_columns --
-name, version, action_type, project_id, approvals_required, denials_to_reject,
+name, version, action_type, project_id, target_prefix, approvals_required, denials_to_reject,
 approver_groups, reason_required, lifetime_ms, remind_before_ms, retired, written_by,
 written_at_ms
 
 -- insert_policy --
 INSERT INTO approval_policies (
-    name, version, action_type, project_id, approvals_required, denials_to_reject,
-    approver_groups, reason_required, lifetime_ms, remind_before_ms, written_by
+    name, version, action_type, project_id, target_prefix, approvals_required,
+    denials_to_reject, approver_groups, reason_required, lifetime_ms, remind_before_ms,
+    written_by
 ) VALUES (
     :name,
     (SELECT coalesce(max(version), 0) + 1 FROM approval_policies WHERE name = :name),
-    :action_type, :project_id, :approvals_required, :denials_to_reject, :approver_groups,
+    :action_type, :project_id, :target_prefix, :approvals_required, :denials_to_reject, :approver_groups,
     :reason_required, :lifetime_ms, :remind_before_ms, :principal
 )
 RETURNING {policy_columns}
