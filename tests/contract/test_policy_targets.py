@@ -7,9 +7,12 @@ target matches only policies without a prefix."""
 
 from __future__ import annotations
 
+import json
+
 from qinglong_dispatcher import api
 from qinglong_dispatcher.domain import approval_policies, plans
 from qinglong_dispatcher.usecases import requesting
+from tests.support import faults
 from tests.support.clock import ManualClock
 from tests.support.stores import Harness
 from tests.support.targets import MODELS, TARGET_TYPE
@@ -30,6 +33,13 @@ async def _chosen(
     )
     state = await h.store.vote_state(created.approval_request_id)
     assert state is not None
+    # The outbox's `approval.requested` names the same policy as the request's copy.
+    told = await h.scalar(
+        f"SELECT payload_json AS p FROM {faults.table(h, 'notification_events')} "
+        f"WHERE kind = 'approval.requested' AND subject_id = '{created.approval_request_id}'"
+    )
+    named = json.loads(told).get("policy") if isinstance(told, str) else told.get("policy")
+    assert named == (None if state.policy is None else state.policy.name), (named, state)
     return None if state.policy is None else (state.policy.name, state.policy.target_prefix)
 
 
