@@ -59,8 +59,15 @@ def connect(path: Path, *, busy_timeout_s: float, create: bool = True) -> sqlite
             raise errors.StoreUnavailable(
                 f"SQLite file {path} cannot be created ({exc.strerror})"
             ) from exc
-    elif not path.is_file():
-        raise errors.StoreUnavailable(f"SQLite file {path} does not exist (run migrate first)")
+    else:
+        try:
+            there = path.is_file()
+        except OSError as exc:  # a folder this user may not enter: named, never a traceback
+            raise errors.StoreUnavailable(
+                f"SQLite file {path} cannot be reached ({exc.strerror})"
+            ) from exc
+        if not there:
+            raise errors.StoreUnavailable(f"SQLite file {path} does not exist (run migrate first)")
     try:
         conn = sqlite3.connect(
             # mode=rw never creates the file, even if it vanished since the check above.
