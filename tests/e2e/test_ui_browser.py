@@ -192,10 +192,19 @@ async def test_request_approve_refuse_settle_and_a_cross_site_form_in_a_browser(
             await ui.sign_in("carol")
             await page.goto(ui.base + "/ui/recovery")
             row = page.locator("tr", has_text=stuck.dispatch_id)
-            await row.locator("select[name=as]").select_option("failed")
+            # No outcome is chosen for the operator: the form is not sent until one is.
+            outcome = row.locator("select[name=as]")
+            assert await outcome.input_value() == ""
             await row.locator("input[name=reason]").fill("checked_by_hand")
+            unsettled = await it.everything()
+            await row.locator("button", has_text="Settle…").click()
+            assert await outcome.evaluate("s => !s.form.checkValidity()")
+            assert await it.everything() == unsettled
+            await outcome.select_option("failed")
             await ui.shot("recovery")
             await row.locator("button", has_text="Settle…").click()
+            confirm = await page.text_content("main") or ""
+            assert f"Settle {stuck.dispatch_id} as failed by hand?" in confirm, confirm
             await page.click("main button:has-text('Settle')")
             assert await page.text_content("h1") == "Settled"
             rows = await it.audit(stuck.dispatch_id)

@@ -16,7 +16,8 @@ def settle_form(dispatch_id: str, session: sessions.Session) -> str:
     return markup.post_form(
         "/ui/recovery/" + markup.segment(dispatch_id) + "/resolve",
         session,
-        markup.select("as", "As", [c.value for c in states.Completion])
+        # No outcome is chosen for the operator: a default would settle by a slip.
+        markup.select("as", "As", [c.value for c in states.Completion], prompt="choose…")
         + markup.text_field("reason", "Reason code", pattern=markup.CODE_PATTERN),
         "Settle…",
         danger=True,

@@ -109,13 +109,26 @@ def text_field(
     )
 
 
-def select(name: str, label: str, options: Sequence[str], *, chosen: str | None = None) -> str:
-    """A labelled select of plain options."""
+def select(
+    name: str,
+    label: str,
+    options: Sequence[str],
+    *,
+    chosen: str | None = None,
+    prompt: str | None = None,
+) -> str:
+    """A labelled select of plain options. With a `prompt`, nothing is chosen until a person
+    chooses (the prompt is the disabled first option and the select is required): for a
+    choice no default may make by itself."""
     items = "".join(
         f'<option value="{esc(o)}"{" selected" if o == chosen else ""}>{esc(o)}</option>'
         for o in options
     )
-    return f'<label>{esc(label)} <select name="{esc(name)}">{items}</select></label>'
+    required = ""
+    if prompt is not None:
+        items = f'<option value="" disabled selected>{esc(prompt)}</option>' + items
+        required = " required"
+    return f'<label>{esc(label)} <select name="{esc(name)}"{required}>{items}</select></label>'
 
 
 def post_form(

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from qinglong_dispatcher.domain import errors, keysets, permissions, plans, recovery, uncertainty
+from qinglong_dispatcher.domain import (
+    errors,
+    keysets,
+    permissions,
+    plans,
+    recovery,
+    states,
+    uncertainty,
+)
 from qinglong_dispatcher.web import context, operations, reads
 from qinglong_dispatcher.web.ui import evidence, guard, markup, sessions
 
@@ -76,8 +84,10 @@ async def resolve(
     dispatch_id = request.match_info["dispatch_id"]
     if not plans.is_identifier(dispatch_id):
         raise errors.DispatchNotFound("no dispatch has this id (not a dispatch id)")
+    outcome = fields.get("as", "")
+    named = f" as {outcome}" if outcome in {c.value for c in states.Completion} else ""
     ask = guard.Confirm(
-        f"Settle {dispatch_id} by hand? This is final and audited under your name.",
+        f"Settle {dispatch_id}{named} by hand? This is final and audited under your name.",
         "Settle",
         "/ui/recovery",
         danger=True,
