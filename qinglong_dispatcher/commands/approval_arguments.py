@@ -107,7 +107,15 @@ def add_approval_arguments(p: argparse.ArgumentParser, shared: argparse.Argument
     a.set_defaults(handler=parsing.lazy("previews", "cmd_approval_show"))  # `show`, the last
     p.set_defaults(handler=parsing.lazy("submitting", "cmd_approval"))
     a = approval_sub.add_parser(
-        "list", parents=[shared], help="waiting requests newest first, plans as redacted previews"
+        "list",
+        parents=[shared],
+        help="requests newest first (waiting ones unless --status), plans as redacted previews",
+    )
+    a.add_argument(
+        "--status",
+        default=approval_views.WAITING,
+        choices=approval_views.STATUSES,
+        help="pending: waiting (the default); a decided status shows who decided, how and when",
     )
     a.add_argument("--action", metavar="TYPE", help="action type (built in or installed)")
     a.set_defaults(action_option=True)
@@ -122,7 +130,8 @@ def add_approval_arguments(p: argparse.ArgumentParser, shared: argparse.Argument
     a.add_argument(
         "--after",
         metavar="CURSOR",
-        help=f"the page after this {approval_views.CURSOR_FORMAT} (`next` of the last page)",
+        help=f"the page after this {approval_views.CURSOR_FORMAT} (`next` of the last page; "
+        "a position in the order of all requests, so good under any --status)",
     )
     a.add_argument("--json", action="store_true")
     a.set_defaults(handler=parsing.lazy("previews", "cmd_approval_list"))

@@ -51,11 +51,13 @@ def list_query(args: argparse.Namespace) -> approval_views.ListQuery:
         project_id=args.project,
         limit=args.limit,
         after=None if args.after is None else approval_views.Cursor.parse(args.after),
+        status=args.status,
     )
 
 
 async def cmd_approval_list(settings: Settings, args: argparse.Namespace) -> int:
-    """`approval list`: the waiting requests, newest first, each with its plan's preview."""
+    """`approval list`: requests of one status (the waiting ones by default), newest first, each
+    with its plan's preview and, once decided, who decided, how and when."""
     request = list_query(args)
     shown = bootstrap.plan_preview_fields()
     store = await common.open_store(settings)
@@ -70,14 +72,22 @@ async def cmd_approval_list(settings: Settings, args: argparse.Namespace) -> int
         common.print_json({"approvals": [row.as_dict() for row in page.approvals], "next": cursor})
         return common.EXIT_OK
     if not page.approvals:
-        print("no waiting approvals")
+        waiting = request.status == approval_views.WAITING
+        print("no waiting approvals" if waiting else f"no approvals ({request.status})")
         return common.EXIT_OK
     for row in page.approvals:
+        status = "" if request.status == approval_views.WAITING else f"{row.status}  "
         print(
-            f"{row.approval_request_id}  {row.action_type}  {row.project_id}  "
+            f"{row.approval_request_id}  {status}{row.action_type}  {row.project_id}  "
             f"requested by {row.requested_by} ({row.requested_principal})  "
             f"created {_iso(row.created_at_ms)}  expires {_iso(row.expires_at_ms)}"
         )
+        if row.decided_by is not None:
+            when = "" if row.decided_at_ms is None else f" at {_iso(row.decided_at_ms)}"
+            print(
+                f"  decided by {row.decided_by} ({row.decided_principal or '-'})"
+                f"  why {row.decision_code or '-'}{when}"
+            )
         print(f"  plan {preview_text(row.plan, row.plan_code)}")
     if cursor is not None:
         print(f"more: --after {cursor}")

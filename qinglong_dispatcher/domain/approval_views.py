@@ -1,7 +1,13 @@
-"""What `approval list` reads: the waiting approval requests, each with its plan's preview.
+"""What `approval list` reads: approval requests of one status, each with its plan's preview.
 
 A request waits while it is `pending` and its lifetime has not run out (on the caller's clock
-and the database's). A plan is shown only as its redacted preview (`plan_previews`).
+and the database's); the default page shows only those. Any other status shows the stored
+status as it is (a request whose lifetime ran out is `expired` once a reconcile pass saw it),
+each decided row with who decided, how (`decision_code`) and when. A plan is shown only as
+its redacted preview (`plan_previews`).
+
+A cursor is a position in the newest-first order of all requests, so one taken under one
+status means the same position under another: it never skips nor repeats a row there.
 """
 
 from __future__ import annotations
@@ -10,12 +16,17 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Final
 
-from qinglong_dispatcher.domain import keysets, records
+from qinglong_dispatcher.domain import errors, keysets, records
 
 DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 500
 
 CURSOR_FORMAT: Final = "<created_at_ms>:<approval_request_id>"
+
+WAITING: Final = "pending"
+ALL: Final = "all"
+STATUSES: Final = (WAITING, "approved", "rejected", "expired", "consumed", ALL)
+"""What `--status` / `?status=` accept; `pending` (waiting) is the default."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -35,6 +46,13 @@ class Cursor:
         return cls(created_at_ms=created_at_ms, approval_request_id=approval_request_id)
 
 
+def parse_status(text: str) -> str:
+    """A `--status` / `?status=` value; anything else is `InvalidInput` naming the field."""
+    if text not in STATUSES:
+        raise errors.InvalidInput(f"status: must be one of {', '.join(STATUSES)}")
+    return text
+
+
 NEWEST: Final = Cursor(created_at_ms=2**63 - 1, approval_request_id="")
 """A keyset position before every request in the newest-first order."""
 
@@ -47,8 +65,10 @@ class ListQuery:
     project_id: str | None = None
     limit: int = DEFAULT_LIMIT
     after: Cursor | None = None
+    status: str = WAITING
 
     def __post_init__(self) -> None:
+        parse_status(self.status)
         keysets.check_page(
             limit=self.limit,
             max_limit=MAX_LIMIT,
@@ -59,7 +79,7 @@ class ListQuery:
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class WaitingApproval:
-    """One row of `approval list`."""
+    """One row of `approval list`: a request, and for a decided one who decided, how, when."""
 
     approval_request_id: str
     project_id: str
@@ -74,12 +94,22 @@ class WaitingApproval:
     plan: Mapping[str, object] | None
     """The plan's redacted preview; None when it cannot be shown (see `plan_code`)."""
     plan_code: str | None
+    status: str
+    decided_by: str | None
+    """The decider's label; the reconcile pass's for an expired request."""
+    decided_principal: str | None
+    decision_code: str | None
+    """How it was decided, the audit row's code: `by_requester`, `by_other` or `db_clock`."""
+    decided_at_ms: int | None
+    """When it was approved, rejected or expired (None while pending, and once consumed: the
+    audit trail keeps the approval's time, `consumed_at_ms` the consumption's)."""
+    consumed_at_ms: int | None
 
     @classmethod
     def from_row(
         cls, row: records.RowLike, *, plan: Mapping[str, object] | None, plan_code: str | None
     ) -> WaitingApproval:
-        """A `list_waiting_approvals` row with its plan's preview."""
+        """A `list_waiting_approvals` or `list_approvals` row with its plan's preview."""
         return cls(
             approval_request_id=row["approval_request_id"],
             project_id=row["project_id"],
@@ -92,6 +122,12 @@ class WaitingApproval:
             expires_at_ms=row["expires_at_ms"],
             plan=plan,
             plan_code=plan_code,
+            status=row["status"],
+            decided_by=row["decided_by"],
+            decided_principal=row["decided_principal"],
+            decision_code=row["decision_code"],
+            decided_at_ms=row["decided_at_ms"],
+            consumed_at_ms=row["consumed_at_ms"],
         )
 
     @property

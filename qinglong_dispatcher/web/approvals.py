@@ -46,14 +46,16 @@ def _consumed(consumed: approvals.Consumed) -> dict[str, object]:
 
 @auth.requires(auth.Operation.READ)
 async def list_approvals(request: web.Request) -> web.Response:
-    """`GET /api/v1/approvals`: the waiting requests, newest first, each with its requester and
-    its plan's redacted preview (what `approval list --json` prints)."""
-    reads.only_params(request, ("action", "project", "limit", "after"))
+    """`GET /api/v1/approvals`: requests of one status (`?status=`, the waiting ones by
+    default), newest first, each with its requester, its plan's redacted preview and, once
+    decided, who decided, how and when (what `approval list --json` prints)."""
+    reads.only_params(request, ("action", "project", "limit", "after", "status"))
     q = request.query
     action = reads.query_field("action", q.get("action"), reads.identifier("action"))
     project = reads.query_field("project", q.get("project"), reads.identifier("project"))
     limit = reads.query_field("limit", q.get("limit"), reads.parse_limit)
     after = reads.query_field("after", q.get("after"), approval_views.Cursor.parse)
+    status = reads.query_field("status", q.get("status"), approval_views.parse_status)
     query = reads.query_field(
         "limit",
         "",
@@ -62,6 +64,7 @@ async def list_approvals(request: web.Request) -> web.Response:
             project_id=project,
             limit=approval_views.DEFAULT_LIMIT if limit is None else limit,
             after=after,
+            status=status or approval_views.WAITING,
         ),
     )
     assert query is not None

@@ -108,8 +108,9 @@ def paths() -> dict[str, Any]:
         "/approvals": {
             "get": {
                 "operationId": "listApprovals",
-                "summary": "The waiting approval requests, newest first, with the requester "
-                "and the plan's redacted preview (role viewer)",
+                "summary": "Approval requests of one status (the waiting ones by default), "
+                "newest first, with the requester, the plan's redacted preview and, once "
+                "decided, who decided, how and when (role viewer)",
                 "security": [{"bearer": []}],
                 "parameters": [
                     _query("action", "action type", _ID),
@@ -121,8 +122,14 @@ def paths() -> dict[str, Any]:
                     ),
                     _query(
                         "after",
-                        f"the `next` of the previous page ({approval_views.CURSOR_FORMAT})",
+                        f"the `next` of the previous page ({approval_views.CURSOR_FORMAT}); a "
+                        "position in the order of all requests, so good under any status",
                         {"type": "string"},
+                    ),
+                    _query(
+                        "status",
+                        "pending: waiting (the default); all: every status",
+                        {"type": "string", "enum": list(approval_views.STATUSES)},
                     ),
                 ],
                 "responses": {
@@ -256,6 +263,19 @@ def all_schemas() -> dict[str, Any]:
         "expires_at_ms": _MS,
         "plan": {"type": ["object", "null"], "description": "the redacted preview"},
         "plan_code": _STR,
+        "status": {"type": "string", "enum": list(approval_views.STATUSES[:-1])},
+        "decided_by": {**_STR, "description": "the decider's label"},
+        "decided_principal": {**_STR, "description": "the decider's principal"},
+        "decision_code": {
+            "type": ["string", "null"],
+            "enum": ["by_requester", "by_other", "db_clock", None],
+            "description": "how it was decided (the audit row's code)",
+        },
+        "decided_at_ms": {
+            "type": ["integer", "null"],
+            "description": "when it was approved, rejected or expired",
+        },
+        "consumed_at_ms": {"type": ["integer", "null"]},
     }
     consumed = {"approval_request_id": _ID, "dispatch_id": _ID, "action_ref": _ID}
     reason = {"type": "string", "pattern": _ID["pattern"], "description": "a reason code"}

@@ -21,6 +21,7 @@ from qinglong_dispatcher.domain import (
     plans,
     recovery,
     states,
+    uncertainty,
 )
 from qinglong_dispatcher.web import auth, context, events, problems
 
@@ -145,6 +146,7 @@ def _snapshot(snap: recovery.Snapshot) -> dict[str, object]:
             "reason": obs.reason_code,
             "count": obs.count,
             "at_ms": obs.last_seen_at_ms,
+            "verdict": uncertainty.observation_verdict(obs),
         },
     }
 

@@ -251,7 +251,20 @@ def all_schemas() -> dict[str, Any]:
                             "project_id": ID,
                             "action_type": ID,
                             "since_ms": MS,
-                            "last_observation": {"type": ["object", "null"]},
+                            "last_observation": {
+                                "type": ["object", "null"],
+                                "required": ["outcome", "reason", "count", "at_ms", "verdict"],
+                                "properties": {
+                                    "outcome": {"type": "string"},
+                                    "reason": {"type": "string"},
+                                    "count": {"type": "integer", "minimum": 1},
+                                    "at_ms": MS,
+                                    "verdict": {
+                                        "type": "string",
+                                        "description": "what the observation means, in words",
+                                    },
+                                },
+                            },
                         },
                     },
                 },

@@ -59,19 +59,21 @@ async def list_waiting_approvals(
     shown: plan_previews.ShownFields,
     envelopes: plan_envelopes.Envelopes,
 ) -> approval_views.Page:
-    """A page of waiting requests, newest first; one row more is read to know if it is last."""
+    """A page of requests of the asked status (waiting ones by default), newest first; one
+    row more is read to know if it is last."""
     after = request.after or approval_views.NEWEST
-    found = await q.all(
-        "list_waiting_approvals",
-        {
-            "after_created_at_ms": after.created_at_ms,
-            "after_approval_request_id": after.approval_request_id,
-            "project_id": request.project_id,
-            "action_type": request.action_type,
-            "now_ms": now_ms,
-            "limit": request.limit + 1,
-        },
-    )
+    params: dict[str, object] = {
+        "after_created_at_ms": after.created_at_ms,
+        "after_approval_request_id": after.approval_request_id,
+        "project_id": request.project_id,
+        "action_type": request.action_type,
+        "limit": request.limit + 1,
+    }
+    if request.status == approval_views.WAITING:
+        found = await q.all("list_waiting_approvals", {**params, "now_ms": now_ms})
+    else:
+        status = None if request.status == approval_views.ALL else request.status
+        found = await q.all("list_approvals", {**params, "status": status})
     rows = []
     for row in found[: request.limit]:
         stored = None if row["plan_digest"] is None else ports.StoredPlan.from_row(row)

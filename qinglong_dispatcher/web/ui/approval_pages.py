@@ -39,47 +39,86 @@ def _decisions(row: approval_views.WaitingApproval, session: sessions.Session) -
     )
 
 
-def _row(row: approval_views.WaitingApproval, session: sessions.Session) -> str:
+def _decided(row: approval_views.WaitingApproval, now_ms: int) -> list[tuple[str, str]]:
+    if row.status == approval_views.WAITING:
+        return []
+    decided = [("status", markup.esc(row.status))]
+    if row.decided_by is not None:
+        decider = f"{row.decided_principal or '-'} ({row.decided_by})"
+        decided += [
+            ("decided by", markup.esc(decider)),
+            ("why", markup.esc(row.decision_code or "-")),
+            ("decided", markup.ago(row.decided_at_ms, now_ms)),
+        ]
+    if row.consumed_at_ms is not None:
+        decided.append(("consumed", markup.ago(row.consumed_at_ms, now_ms)))
+    return decided
+
+
+def _row(row: approval_views.WaitingApproval, session: sessions.Session, now_ms: int) -> str:
     href = markup.url("/ui/approvals/" + markup.segment(row.approval_request_id))
     facts = markup.facts(
         (
             ("action", markup.esc(row.action_type)),
             ("project", markup.esc(row.project_id)),
             ("requested by", markup.esc(row.requested_principal)),
-            ("created", markup.when(row.created_at_ms)),
-            ("expires", markup.when(row.expires_at_ms)),
+            ("created", markup.ago(row.created_at_ms, now_ms)),
+            ("expires", markup.ago(row.expires_at_ms, now_ms)),
+            *_decided(row, now_ms),
             ("action digest", f"<code>{markup.esc(row.action_digest)}</code>"),
         )
     )
+    waiting = row.status == approval_views.WAITING
     return (
         f'<section class="approval"><h2>{markup.link(href, row.approval_request_id)}</h2>'
         + facts
         + markup.preview(row.plan, row.plan_code)
-        + _decisions(row, session)
+        + (_decisions(row, session) if waiting else "")
         + "</section>"
+    )
+
+
+def _status_filter(status: str) -> str:
+    """A GET form choosing the status shown (no JavaScript needed)."""
+    return (
+        f'<form class="filter" method="get" action="{markup.url("/ui/approvals")}">'
+        + markup.select("status", "Status", approval_views.STATUSES, chosen=status)
+        + '<button type="submit">Show</button></form>'
     )
 
 
 @guard.view(Operation.READ)
 async def queue(request: web.Request, session: sessions.Session) -> web.StreamResponse:
-    """`GET /ui/approvals?after=`: the waiting requests, newest first."""
-    reads.only_params(request, ("after",))
+    """`GET /ui/approvals?status=&after=`: requests of one status (the waiting ones by
+    default), newest first, each time also as how long ago."""
+    reads.only_params(request, ("after", "status"))
     after = reads.query_field(
         "after", request.query.get("after") or None, approval_views.Cursor.parse
     )
+    status = reads.query_field(
+        "status", request.query.get("status") or None, approval_views.parse_status
+    )
+    status = status or approval_views.WAITING
     ctx = context.of(request)
+    now_ms = ctx.clock.now_ms()
     page = await ctx.store.list_waiting_approvals(
-        approval_views.ListQuery(after=after), now_ms=ctx.clock.now_ms(), shown=ctx.shown
+        approval_views.ListQuery(after=after, status=status), now_ms=now_ms, shown=ctx.shown
     )
     new = ""
     if permissions.admits(session.principal, Operation.CREATE):
         new = f'<p><a href="{markup.url("/ui/approvals/new")}">Request an action…</a></p>'
     more = ""
     if page.next is not None:
-        href = markup.url("/ui/approvals", after=str(page.next))
+        shown_status = None if status == approval_views.WAITING else status
+        href = markup.url("/ui/approvals", status=shown_status, after=str(page.next))
         more = f'<p><a href="{href}" rel="next">Next page</a></p>'
-    rows = "".join(_row(row, session) for row in page.approvals)
-    body = new + (rows or '<p class="empty">Nothing waits for a decision.</p>') + more
+    rows = "".join(_row(row, session, now_ms) for row in page.approvals)
+    empty = (
+        "Nothing waits for a decision."
+        if status == approval_views.WAITING
+        else f"No {status} requests."
+    )
+    body = new + _status_filter(status) + (rows or f'<p class="empty">{empty}</p>') + more
     return guard.html_response(
         markup.document("Approvals", body, session=session, active="approvals")
     )

@@ -63,8 +63,9 @@ async def list_page(request: web.Request, session: sessions.Session) -> web.Stre
     status = reads.query_field("status", text, states.EffectiveStatus)
     after = reads.query_field("after", q.get("after") or None, dispatch_views.Cursor.parse)
     ctx = context.of(request)
+    now_ms = ctx.clock.now_ms()
     page = await ctx.store.list_dispatches(
-        dispatch_views.ListQuery(status=status, after=after), now_ms=ctx.clock.now_ms()
+        dispatch_views.ListQuery(status=status, after=after), now_ms=now_ms
     )
     rows = [
         (
@@ -76,7 +77,7 @@ async def list_page(request: web.Request, session: sessions.Session) -> web.Stre
             markup.esc(d.project_id),
             _target(d.target, d.waiting),
             markup.esc(f"{d.attempt}/{d.max_attempts}"),
-            markup.when(d.created_at_ms),
+            markup.ago(d.created_at_ms, now_ms),
             markup.esc(d.result_code or ""),
         )
         for d in page.dispatches

@@ -64,6 +64,22 @@ def when(ms: int | None) -> str:
     return esc(moment.strftime("%Y-%m-%d %H:%M:%SZ"))
 
 
+def ago(ms: int | None, now_ms: int) -> str:
+    """A time as UTC text with how long ago (or from now) it is, computed when the page is
+    made, so it reads without JavaScript (`3 min ago`, `in 2 h`)."""
+    if ms is None:
+        return "-"
+    seconds = abs(now_ms - ms) // 1000
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            span = f"{seconds // size} {unit}"
+            break
+    else:
+        span = f"{seconds} s"
+    relative = f"{span} ago" if ms <= now_ms else f"in {span}"
+    return f'{when(ms)} <span class="ago">({relative})</span>'
+
+
 def json_block(value: object) -> str:
     """A JSON value, indented, in a `<pre>`."""
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)

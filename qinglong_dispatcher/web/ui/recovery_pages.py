@@ -38,9 +38,8 @@ async def queue(request: web.Request, session: sessions.Session) -> web.StreamRe
     reads.only_params(request, ("after",))
     after = reads.query_field("after", request.query.get("after") or None, _cursor)
     ctx = context.of(request)
-    page = await ctx.store.list_recovery_required(
-        now_ms=ctx.clock.now_ms(), limit=PAGE, after=after
-    )
+    now_ms = ctx.clock.now_ms()
+    page = await ctx.store.list_recovery_required(now_ms=now_ms, limit=PAGE, after=after)
     rows = [
         (
             markup.link(
@@ -49,7 +48,7 @@ async def queue(request: web.Request, session: sessions.Session) -> web.StreamRe
             ),
             markup.esc(snap.dispatch.action_type),
             markup.esc(snap.dispatch.project_id),
-            markup.when(snap.since_ms),
+            markup.ago(snap.since_ms, now_ms),
             _observed(snap),
             evidence.settle_form(snap.dispatch.dispatch_id, session),
         )

@@ -144,6 +144,8 @@ WHERE 0 AND coalesce(:project_id, :action_ref, :action_type, :plan_json, :plan_d
 -- previews (a sealed one opened first); no plan value leaves the store.
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
+       a.status, a.decided_by, a.decided_principal, NULL AS decision_code,
+       NULL AS decided_at_ms, a.consumed_at_ms,
        CAST(p.plan_json AS BLOB) AS plan_json, p.plan_digest, p.plan_key_id, p.plan_algorithm,
        p.plan_sealed,
        p.plan_schema_version
@@ -155,6 +157,36 @@ WHERE a.status = 'pending'
   AND a.expires_at_ms > :now_ms
   AND COALESCE(a.db_expires_at_ms, a.expires_at_ms)
       > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+  AND (:project_id IS NULL OR a.project_id = :project_id)
+  AND (:action_type IS NULL OR a.action_type = :action_type)
+ORDER BY a.created_at_ms DESC, a.approval_request_id DESC
+LIMIT :limit
+
+-- list_approvals --
+-- `approval list --status S` for any S but the default `pending` (waiting): requests of the
+-- stored status :status (NULL: every status), newest first, a keyset page after
+-- (:after_created_at_ms, :after_approval_request_id) in the same order as
+-- `list_waiting_approvals`, so a cursor means the same position under every status. Each
+-- decided row says who decided and how, with the code the audit trigger writes on its
+-- `approval.<status>` row (`by_requester`, `by_other`, `db_clock`), and when. No index of
+-- its own: a read an operator asks for now and then, not the waiting queue's hot path.
+SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
+       a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
+       a.status, a.decided_by, a.decided_principal,
+       CASE WHEN a.status = 'pending' THEN NULL
+            WHEN a.status = 'expired' THEN 'db_clock'
+            WHEN a.decided_principal = a.requested_principal THEN 'by_requester'
+            ELSE 'by_other' END AS decision_code,
+       CASE WHEN a.status IN ('approved', 'rejected', 'expired') THEN a.updated_at_ms
+            END AS decided_at_ms,
+       a.consumed_at_ms,
+       CAST(p.plan_json AS BLOB) AS plan_json, p.plan_digest, p.plan_key_id, p.plan_algorithm,
+       p.plan_sealed, p.plan_schema_version
+FROM approval_requests AS a
+LEFT JOIN action_plans AS p ON p.project_id = a.project_id AND p.action_ref = a.action_ref
+WHERE (:status IS NULL OR a.status = :status)
+  AND (a.created_at_ms, a.approval_request_id)
+      < (:after_created_at_ms, :after_approval_request_id)
   AND (:project_id IS NULL OR a.project_id = :project_id)
   AND (:action_type IS NULL OR a.action_type = :action_type)
 ORDER BY a.created_at_ms DESC, a.approval_request_id DESC

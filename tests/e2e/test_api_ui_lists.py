@@ -1,0 +1,142 @@
+"""The operator's lists over a real listener, real tokens and both databases: `GET
+/api/v1/approvals?status=` with who decided, how and when (a bad status a 400 naming the field,
+writing nothing), the recovery list's verdict in words, the UI's approvals page with its
+status filter, and relative times on the UI's lists, without JavaScript."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from qinglong_dispatcher.domain import recovery, uncertainty
+from tests.support import stores
+from tests.support.actions import submit_runs
+from tests.support.api_writes import Served, assert_problem, serving
+from tests.support.api_writes import submit as api_submit
+from tests.support.clock import ManualClock
+from tests.support.recovery import started_execution
+from tests.support.ui_client import UiClient
+
+
+@pytest.fixture(params=stores.DIALECTS)
+async def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> AsyncIterator[Served]:
+    async with serving(request.param, tmp_path_factory, tmp_path) as it:
+        yield it
+
+
+async def _ids(it: Served, query: str) -> list[str]:
+    status, _, body = await it.call("GET", "/approvals" + query, "vic")
+    assert status == 200, body
+    return [row["approval_request_id"] for row in body["approvals"]]
+
+
+async def test_approvals_by_status_with_who_decided_how_and_when(served: Served) -> None:
+    it = served
+    rejected = (await api_submit(it, "sam", "t1"))["approval_request_id"]
+    it.clock.advance(ms=5)
+    waiting = (await api_submit(it, "sam", "t2"))["approval_request_id"]
+    it.clock.advance(ms=5)
+    status, _, body = await it.call(
+        "POST", f"/approvals/{rejected}/reject", "alice", {"reason": "dup"}
+    )
+    assert status == 200, body
+
+    assert await _ids(it, "") == [waiting]  # the default: the waiting queue, as before
+    assert await _ids(it, "?status=pending") == [waiting]
+    assert await _ids(it, "?status=all") == [waiting, rejected]
+    assert await _ids(it, "?status=approved") == []
+    status, _, body = await it.call("GET", "/approvals?status=rejected", "vic")
+    assert status == 200, body
+    (row,) = body["approvals"]
+    assert (row["approval_request_id"], row["status"]) == (rejected, "rejected")
+    assert (row["decided_by"], row["decided_principal"]) == (it.names["alice"], it.names["alice"])
+    assert row["decision_code"] == "by_other"
+    assert row["decided_at_ms"] >= row["created_at_ms"]
+    assert row["plan"]["taskId"] == "t1"
+    # Every member the schema names, and no other.
+    _, _, document = await it.call("GET", "/openapi.json", None)
+    schema = document["components"]["schemas"]["WaitingApproval"]
+    assert set(row) == set(schema["properties"]) == set(schema["required"])
+
+    # One cursor format: a page of `all` continues under `all` and under one status alike.
+    status, _, first = await it.call("GET", "/approvals?status=all&limit=1", "vic")
+    assert first["next"] is not None
+    assert await _ids(it, f"?status=all&after={first['next']}") == [rejected]
+    assert await _ids(it, f"?status=rejected&after={first['next']}") == [rejected]
+    assert await _ids(it, f"?status=pending&after={first['next']}") == []
+
+    before = await it.everything()
+    for bad in ("decided", "", "PENDING", "all%00"):
+        answer = await it.call("GET", f"/approvals?status={bad}", "vic")
+        assert_problem(answer, 400, "invalid_input")
+        assert answer[2]["detail"].startswith("status:"), answer[2]
+    assert await it.everything() == before
+
+
+async def test_the_recovery_list_says_its_last_observation_in_words(served: Served) -> None:
+    it = served
+    past = ManualClock(it.clock.now_ms() - 3_600_000)
+    await submit_runs(it.harness.approver_store, past, 1)
+    stuck, _ = await started_execution(it.harness, past)
+    await it.harness.store.record_observation(
+        stuck.dispatch_id,
+        outcome=recovery.ObservationOutcome.MISSING,
+        reason_code=recovery.MANUAL_ONLY,
+        now_ms=it.clock.now_ms(),
+    )
+    status, _, body = await it.call("GET", "/recovery", "vic")
+    assert status == 200, body
+    (row,) = body["recovery_required"]
+    last = row["last_observation"]
+    assert row["dispatch_id"] == stuck.dispatch_id
+    assert (last["outcome"], last["reason"], last["count"]) == ("missing", recovery.MANUAL_ONLY, 1)
+    (snap,) = await it.harness.store.list_recovery_required(now_ms=it.clock.now_ms(), limit=10)
+    assert snap.observation is not None
+    assert last["verdict"] == uncertainty.observation_verdict(snap.observation)
+    assert last["verdict"].startswith("no automatic evidence for this action")
+    # The UI's lists say how long ago beside each time, read on the server's clock.
+    async with UiClient(it) as ui:
+        await ui.sign_in("vic")
+        _, _, page = await ui.get("/ui/dispatches")
+        assert stuck.dispatch_id in page
+        assert '<span class="ago">(1 h ago)</span>' in page
+        _, _, page = await ui.get("/ui/recovery")
+        assert stuck.dispatch_id in page
+        assert re.search(r'<span class="ago">\(\d+ (s|min|h) ago\)</span>', page), page
+
+
+async def test_the_ui_filters_approvals_by_status_with_relative_times(served: Served) -> None:
+    it = served
+    rejected = (await api_submit(it, "sam", "t1"))["approval_request_id"]
+    waiting = (await api_submit(it, "sam", "t2"))["approval_request_id"]
+    await it.call("POST", f"/approvals/{rejected}/reject", "alice", {"reason": "dup"})
+    it.clock.advance(s=180)
+    async with UiClient(it) as ui:
+        await ui.sign_in("vic")
+        status, _, page = await ui.get("/ui/approvals")
+        assert status == 200
+        assert '<select name="status"' in page
+        assert '<option value="rejected">' in page
+        assert waiting in page
+        assert rejected not in page
+        assert "(3 min ago)" in page  # created, read on the server's clock
+        assert "<script" not in page
+        status, _, page = await ui.get("/ui/approvals?status=rejected")
+        assert status == 200
+        assert rejected in page
+        assert waiting not in page
+        assert '<option value="rejected" selected>' in page
+        decided = re.search(r"<dt>decided by</dt><dd>([^<]*)</dd>", page)
+        assert decided is not None
+        assert html.unescape(decided.group(1)) == f"{it.names['alice']} ({it.names['alice']})"
+        assert "<dt>why</dt><dd>by_other</dd>" in page
+        assert "/reject" not in page  # a decided row offers no decision
+        status, _, page = await ui.get("/ui/approvals?status=lost")
+        assert status == 400
+        assert "invalid_input" in page
