@@ -428,7 +428,7 @@ CREATE TABLE qinglong.notification_events (
     action_type text NOT NULL,
     at_ms bigint NOT NULL,
     payload_json text NOT NULL,
-    CONSTRAINT notification_events_kind_check CHECK ((kind = ANY (ARRAY['approval.requested'::text, 'approval.expiring'::text, 'approval.approved'::text, 'approval.rejected'::text, 'approval.expired'::text, 'dispatch.failed'::text, 'dispatch.blocked'::text, 'dispatch.succeeded'::text]))),
+    CONSTRAINT notification_events_kind_check CHECK ((kind = ANY (ARRAY['approval.requested'::text, 'approval.expiring'::text, 'approval.approved'::text, 'approval.rejected'::text, 'approval.expired'::text, 'dispatch.failed'::text, 'dispatch.blocked'::text, 'dispatch.succeeded'::text, 'dispatch.recovery_required'::text, 'target.held'::text]))),
     CONSTRAINT notification_events_payload_json_check CHECK ((octet_length(payload_json) <= 4096)),
     CONSTRAINT notification_events_pkey PRIMARY KEY (id),
     CONSTRAINT notification_events_subject_id_kind_key UNIQUE (subject_id, kind)
@@ -856,6 +856,7 @@ GRANT DELETE, SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_pruner;
 GRANT INSERT, SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_viewer;
+GRANT SELECT (dispatch_id, execution_attempt, result_code) ON TABLE qinglong.uncertain_outcomes TO qinglong_recorder;
 
 -- sequences (5)
 
@@ -964,7 +965,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (47)
+-- functions (48)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -2646,7 +2647,41 @@ END
 $function$;
 ALTER FUNCTION qinglong.tell_execution_outcome() OWNER TO qinglong_recorder;
 
--- triggers (68)
+-- function qinglong.tell_recovery_required()
+CREATE OR REPLACE FUNCTION qinglong.tell_recovery_required()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    INSERT INTO qinglong.notification_events (
+        kind, subject_id, project_id, action_type, at_ms, payload_json
+    )
+    SELECT k.kind, d.dispatch_id, d.project_id, d.action_type, qinglong.db_now_ms(),
+        pg_catalog.json_build_object(
+            'dispatchId', d.dispatch_id,
+            'approvalRequestId', d.approval_request_id,
+            'actionRef', d.action_ref,
+            'actionDigest', d.action_digest,
+            'status', 'recovery_required',
+            'attempt', NEW.execution_attempt,
+            'resultCode', u.result_code,
+            'target', d.target,
+            'noticedBy', NEW.noticed_by
+        )::pg_catalog.text
+    FROM qinglong.approved_action_dispatches AS d
+    CROSS JOIN (VALUES (1, 'dispatch.recovery_required'), (2, 'target.held')) AS k (ord, kind)
+    LEFT JOIN qinglong.uncertain_outcomes AS u
+        ON u.dispatch_id = d.dispatch_id AND u.execution_attempt = NEW.execution_attempt
+    WHERE d.dispatch_id = NEW.dispatch_id AND (k.ord = 1 OR d.target IS NOT NULL)
+    ORDER BY k.ord;
+    RETURN NULL;
+END
+$function$;
+ALTER FUNCTION qinglong.tell_recovery_required() OWNER TO qinglong_recorder;
+
+-- triggers (69)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
@@ -2696,6 +2731,7 @@ CREATE TRIGGER recovery_observations_mark AFTER INSERT ON qinglong.recovery_obse
 CREATE TRIGGER recovery_observations_prune_only BEFORE DELETE ON qinglong.recovery_observations FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER recovery_required_marks_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.recovery_required_marks FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER recovery_required_marks_prune_only BEFORE DELETE ON qinglong.recovery_required_marks FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
+CREATE TRIGGER recovery_required_marks_tell AFTER INSERT ON qinglong.recovery_required_marks FOR EACH ROW EXECUTE FUNCTION qinglong.tell_recovery_required();
 CREATE TRIGGER recovery_resolutions_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.recovery_resolutions FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER recovery_resolutions_mark AFTER INSERT ON qinglong.recovery_resolutions FOR EACH ROW EXECUTE FUNCTION qinglong.mark_recovery_required();
 CREATE TRIGGER recovery_resolutions_principal BEFORE INSERT ON qinglong.recovery_resolutions FOR EACH ROW EXECUTE FUNCTION qinglong.check_resolution_principal();

@@ -262,7 +262,8 @@ CREATE TABLE notification_events (
     kind         TEXT NOT NULL CHECK (kind IN (
                      'approval.requested', 'approval.expiring', 'approval.approved',
                      'approval.rejected', 'approval.expired', 'dispatch.failed',
-                     'dispatch.blocked', 'dispatch.succeeded')),
+                     'dispatch.blocked', 'dispatch.succeeded', 'dispatch.recovery_required',
+                     'target.held')),
     subject_id   TEXT NOT NULL,
     project_id   TEXT NOT NULL,
     action_type  TEXT NOT NULL,
@@ -626,7 +627,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (100)
+-- triggers (101)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -1491,6 +1492,12 @@ WHEN NEW.at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
             SELECT 1 FROM approval_requests AS r
             WHERE r.approval_request_id = NEW.subject_id AND r.project_id = NEW.project_id
               AND r.action_type = NEW.action_type AND 'approval.' || r.status = NEW.kind)
+        WHEN NEW.kind IN ('dispatch.recovery_required', 'target.held') THEN EXISTS (
+            SELECT 1 FROM recovery_required_marks AS m
+            JOIN approved_action_dispatches AS d USING (dispatch_id)
+            WHERE m.dispatch_id = NEW.subject_id AND d.project_id = NEW.project_id
+              AND d.action_type = NEW.action_type
+              AND (NEW.kind = 'dispatch.recovery_required' OR d.target IS NOT NULL))
         ELSE EXISTS (
             SELECT 1 FROM approved_action_dispatch_executions AS e
             JOIN approved_action_dispatches AS d USING (dispatch_id)
@@ -1575,6 +1582,43 @@ BEGIN SELECT RAISE(ABORT, 'recovery_required_marks is immutable'); END;
 CREATE TRIGGER recovery_required_marks_prune_only BEFORE DELETE ON recovery_required_marks
 WHEN NOT EXISTS (SELECT 1 FROM prune_permits AS p WHERE p.dispatch_id = OLD.dispatch_id)
 BEGIN SELECT RAISE(ABORT, 'recovery_required_marks: only a prune deletes a mark'); END;
+
+-- trigger recovery_required_marks_tell
+CREATE TRIGGER recovery_required_marks_tell AFTER INSERT ON recovery_required_marks
+BEGIN
+    INSERT INTO notification_events (
+        kind, subject_id, project_id, action_type, at_ms, payload_json
+    )
+    SELECT k.kind, d.dispatch_id, d.project_id, d.action_type,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER),
+        json_object(
+            'dispatchId', d.dispatch_id,
+            'approvalRequestId', d.approval_request_id,
+            'actionRef', d.action_ref,
+            'actionDigest', d.action_digest,
+            'status', 'recovery_required',
+            'attempt', NEW.execution_attempt,
+            'resultCode', u.result_code,
+            'target', d.target,
+            'noticedBy', NEW.noticed_by)
+    FROM approved_action_dispatches AS d
+    JOIN (SELECT 1 AS ord, 'dispatch.recovery_required' AS kind
+          UNION ALL SELECT 2, 'target.held') AS k
+    LEFT JOIN uncertain_outcomes AS u
+        ON u.dispatch_id = d.dispatch_id AND u.execution_attempt = NEW.execution_attempt
+    WHERE d.dispatch_id = NEW.dispatch_id AND (k.ord = 1 OR d.target IS NOT NULL)
+    ORDER BY k.ord;
+    SELECT RAISE(ABORT, 'notification_events: a recovery_required mark is told with it')
+    WHERE NOT EXISTS (
+            SELECT 1 FROM notification_events AS n
+            WHERE n.subject_id = NEW.dispatch_id AND n.kind = 'dispatch.recovery_required')
+       OR EXISTS (
+            SELECT 1 FROM approved_action_dispatches AS d
+            WHERE d.dispatch_id = NEW.dispatch_id AND d.target IS NOT NULL
+              AND NOT EXISTS (
+                  SELECT 1 FROM notification_events AS n
+                  WHERE n.subject_id = NEW.dispatch_id AND n.kind = 'target.held'));
+END;
 
 -- trigger recovery_resolutions_fence_guard
 CREATE TRIGGER recovery_resolutions_fence_guard BEFORE INSERT ON recovery_resolutions

@@ -25,11 +25,14 @@ KINDS: Final = (
     "dispatch.failed",
     "dispatch.blocked",
     "dispatch.succeeded",
+    "dispatch.recovery_required",
+    "target.held",
 )
-"""Every kind the database writes (migration 0031)."""
+"""Every kind the database writes (migrations 0031 and 0033)."""
 
 DEFAULT_KINDS: Final = tuple(k for k in KINDS if k != "dispatch.succeeded")
-"""What a subscription naming no kind hears: a success is asked for by name."""
+"""What a subscription naming no kind hears: a success is asked for by name; everything that
+waits on a person (a held target and a recovery among them) is heard by default."""
 
 SOURCE: Final = "qinglong-dispatcher"
 """The CloudEvents `source` of every event (a URI-reference)."""
@@ -154,7 +157,7 @@ def slack_message(event: Event, ui_base: str | None) -> dict[str, object]:
     subject = event.subject_id
     link = ""
     if ui_base:
-        page = "dispatches" if event.kind.startswith("dispatch.") else "approvals"
+        page = "approvals" if event.kind.startswith("approval.") else "dispatches"
         link = f" <{ui_base.rstrip('/')}/ui/{page}/{subject}|open>"
     return {
         "text": f"{event.kind}: {event.action_type} in {event.project_id} ({subject}){link}",

@@ -13,12 +13,14 @@ import aiohttp
 import anyio
 import pytest
 
+from qinglong_dispatcher import bootstrap
 from qinglong_dispatcher.domain import notifications as n
 from qinglong_dispatcher.domain import states
 from qinglong_dispatcher.web.notify import deliverer
 from tests.support import outbox, webhook_receiver
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
+from tests.support.dispatching import LEASE_MS
 from tests.support.executions import started
 from tests.support.stores import Harness
 
@@ -234,3 +236,23 @@ async def test_a_missing_secret_sends_nothing_and_records_the_attempt(
         f"SELECT outcome, error_code FROM {outbox.table(harness, 'notification_attempts')}"
     )
     assert [a["error_code"] for a in attempts] == ["secret_unavailable"] * FAST.max_attempts
+
+
+async def test_a_recovery_is_delivered_to_a_subscription_naming_it(
+    harness: Harness, clock: ManualClock, receiver: webhook_receiver.Receiver
+) -> None:
+    """A subscription that names `dispatch.recovery_required` alone hears it, verified, and
+    nothing else of the same dispatch's life."""
+    await _subscribe(harness, receiver, kinds=("dispatch.recovery_required",))
+    (one,) = await submit_runs(harness.approver_store, clock, 1)
+    await started(harness, clock)
+    clock.advance(ms=LEASE_MS + 1)
+    assert (await bootstrap.build_reconciler(harness.store, clock).reconcile_pass()).observed == 1
+    await _drain(_deliverer(harness, receiver))
+    [document] = webhook_receiver.unique(receiver).values()
+    assert (document["type"], document["subject"]) == (
+        "dispatch.recovery_required",
+        one.dispatch_id,
+    )
+    assert document["data"]["status"] == "recovery_required"
+    assert receiver.refused == []

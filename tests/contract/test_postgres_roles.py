@@ -147,7 +147,7 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
     # reader, choose and copy the policy in force into a new request, and tell the notification
     # outbox) are the recorder's, and it owns nothing else and holds nothing but USAGE, the
     # INSERTs of what it appends, and the SELECTs `read_plan`, the policy's choice and copy, the
-    # target copies and the outbox need.
+    # target copies and the outbox need (a recovery's outbox event: an uncertain outcome's code).
     definers = await stores.raw(
         database,
         "SELECT p.proname, pg_get_userbyid(p.proowner) AS owner FROM pg_proc AS p "
@@ -167,6 +167,7 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         ("tell_approval_reminder", "qinglong_recorder"),
         ("tell_approval_request", "qinglong_recorder"),
         ("tell_execution_outcome", "qinglong_recorder"),
+        ("tell_recovery_required", "qinglong_recorder"),
     ]
     grants = await stores.raw(
         database,
@@ -184,6 +185,17 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         ("notification_events", "INSERT"),
         ("recovery_required_marks", "INSERT"),
         ("security_audit_events", "INSERT"),
+    ]
+    # Of an uncertain outcome the outbox reads the handler's code, never what it knew.
+    columns = await stores.raw(
+        database,
+        "SELECT column_name FROM information_schema.column_privileges "
+        "WHERE grantee = 'qinglong_recorder' AND table_name = 'uncertain_outcomes' ORDER BY 1",
+    )
+    assert [r["column_name"] for r in columns] == [
+        "dispatch_id",
+        "execution_attempt",
+        "result_code",
     ]
 
 

@@ -60,10 +60,10 @@ async def test_add_list_test_remove_round_trip(
         await setup.cli(
             setup.owner, "notify", "add", "ops", "--url", receiver.url,
             "--secret-ref", "env:QL_TEST_WHSEC", "--kind", "approval.requested",
-            "--kind", "dispatch.failed", "--project", "p1", "--json",
+            "--kind", "dispatch.failed", "--kind", "target.held", "--project", "p1", "--json",
         )
     )  # fmt: skip
-    assert added["kinds"] == ["approval.requested", "dispatch.failed"]
+    assert added["kinds"] == ["approval.requested", "dispatch.failed", "target.held"]
     assert (added["project_id"], added["format"]) == ("p1", "raw")
     listed = await setup.cli(setup.owner, "notify", "list")
     assert listed.returncode == 0, listed.stderr

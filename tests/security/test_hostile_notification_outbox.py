@@ -12,10 +12,14 @@ from typing import Any
 import asyncpg
 import pytest
 
+from qinglong_dispatcher import bootstrap
 from qinglong_dispatcher.domain import notifications
 from tests.support import outbox, refusals, stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
+from tests.support.dispatching import LEASE_MS
+from tests.support.recovery import started_execution
+from tests.support.targets import submit_change
 
 pytestmark = pytest.mark.postgres
 
@@ -135,3 +139,38 @@ async def test_only_the_runtime_records_deliveries_and_holds_the_lease(
         "DELETE FROM qinglong.notification_deliveries",
     ):
         assert await refusals.sqlstate_as(stores.runtime_url(database), attack) == "42501"
+
+
+async def test_no_login_tells_a_recovery_or_a_held_target(
+    pg: stores.Harness, clock: ManualClock
+) -> None:
+    """`dispatch.recovery_required` and `target.held` are the recorder's definer's, written
+    with the mark: not the runtime that records the observation, nor any other login, may
+    insert one (42501), of a dispatch marked or not."""
+    marked = await submit_change(pg.approver_store, clock, "act-1", "router-1")
+    await started_execution(pg, clock)
+    clock.advance(ms=LEASE_MS + 1)
+    assert (await bootstrap.build_reconciler(pg.store, clock).reconcile_pass()).observed == 1
+    waiting = await submit_change(pg.approver_store, clock, "act-2", "router-2")
+    before = await _snapshot(pg)
+    assert [e["kind"] for e in before if e["subject_id"] == marked] == [
+        "dispatch.recovery_required",
+        "target.held",
+    ]
+    database = str(await pg.scalar("SELECT current_database()"))
+    forge = (
+        "INSERT INTO qinglong.notification_events (kind, subject_id, project_id, action_type, "
+        "at_ms, payload_json) VALUES ($1, $2, 'p1', 'test.target', 0, '{}')"
+    )
+    for login in (
+        stores.runtime_url(database),
+        stores.operator_url(database),
+        stores.approver_url(database),
+        stores.strict_approver_url(database),
+        stores.pruner_url(database),
+    ):
+        for kind in ("dispatch.recovery_required", "target.held"):
+            for subject in (marked, waiting):
+                state = await refusals.sqlstate_as(login, forge, kind, subject)
+                assert state == "42501", (login, kind, subject)
+        assert await _snapshot(pg) == before

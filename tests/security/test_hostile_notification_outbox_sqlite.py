@@ -13,9 +13,12 @@ from typing import Any
 
 import pytest
 
+from qinglong_dispatcher import bootstrap
 from tests.support import outbox, refusals, stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
+from tests.support.dispatching import LEASE_MS
+from tests.support.recovery import started_execution
 
 _NOW = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
 _HELD = "an event is written with its change"
@@ -92,3 +95,27 @@ async def test_an_event_never_changes_and_is_never_deleted(
     ):
         assert message in await refusals.sqlite_abort(edge, attack), attack
         assert await _snapshot(edge) == before
+
+
+async def test_a_recovery_or_a_held_target_not_marked_is_refused(
+    edge: stores.Harness, clock: ManualClock
+) -> None:
+    """Told only of a dispatch the database marked `recovery_required`, `target.held` only of
+    one with a target; the mark's own events already hold the key."""
+    untargeted = (await submit_runs(edge.approver_store, clock, 1))[0].dispatch_id
+    await started_execution(edge, clock)
+    clock.advance(ms=LEASE_MS + 1)
+    assert (await bootstrap.build_reconciler(edge.store, clock).reconcile_pass()).observed == 1
+    waiting = (await submit_runs(edge.approver_store, clock, 1))[0].dispatch_id
+    before = await _snapshot(edge)
+    for attack in (
+        _forge("dispatch.recovery_required", waiting),  # never marked
+        _forge("target.held", waiting),
+        _forge("target.held", untargeted),  # marked, but holds no target
+        _forge("dispatch.recovery_required", untargeted, project="proj-2"),
+    ):
+        assert _HELD in await refusals.sqlite_abort(edge, attack), attack
+        assert await _snapshot(edge) == before
+    abort = await refusals.sqlite_abort(edge, _forge("dispatch.recovery_required", untargeted))
+    assert "UNIQUE constraint failed" in abort
+    assert await _snapshot(edge) == before

@@ -16,6 +16,8 @@ OUTBOX_KINDS = (
     "dispatch.failed",
     "dispatch.blocked",
     "dispatch.succeeded",
+    "dispatch.recovery_required",
+    "target.held",
 )
 
 

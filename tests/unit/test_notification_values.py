@@ -3,6 +3,7 @@ Standard Webhooks verifier accepts, the Slack message and the backoff's bounds."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -36,6 +37,8 @@ def test_a_subscription_matches_by_kind_action_and_project() -> None:
     assert not _sub(kinds=("approval.requested",)).matches(EVENT)
     assert "dispatch.succeeded" not in n.DEFAULT_KINDS
     assert set(n.DEFAULT_KINDS) | {"dispatch.succeeded"} == set(n.KINDS)
+    # What waits on a person is heard without asking.
+    assert {"dispatch.recovery_required", "target.held"} <= set(n.DEFAULT_KINDS)
 
 
 @pytest.mark.parametrize(
@@ -94,6 +97,8 @@ def test_the_slack_message_links_the_page_when_the_ui_is_known() -> None:
         "text": "dispatch.failed: run.create in p1 (d-1) <https://ql.example/ui/dispatches/d-1|open>"
     }
     assert "<" not in json.loads(n.body(EVENT, "slack"))["text"]
+    held = dataclasses.replace(EVENT, kind="target.held")
+    assert "/ui/dispatches/d-1|" in json.loads(n.body(held, "slack", "https://ql.example"))["text"]
 
 
 def test_the_backoff_doubles_up_to_its_cap_and_jitter_only_shortens_it() -> None:
