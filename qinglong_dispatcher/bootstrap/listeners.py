@@ -22,9 +22,9 @@ log = structlog.get_logger("qinglong_dispatcher.daemon")
 def deliverer(
     settings: Settings, store: ports.Store, the_metrics: metrics.Metrics
 ) -> daemon.Service:
-    """The notification deliverer (`QINGLONG_NOTIFY_DELIVER`); aiohttp's client is imported
-    here, only then. It holds the database's one delivery lease under the daemon's owner id."""
-    from qinglong_dispatcher.web.notify import deliverer as notify
+    """The notification deliverer (`QINGLONG_NOTIFY_DELIVER`); aiohttp's client waits for its
+    first post. It holds the database's one delivery lease under the daemon's owner id."""
+    from qinglong_dispatcher.notifying import deliverer as notify
 
     return notify.Deliverer(store, owner=settings.owner_id, observe=the_metrics.notifications)
 

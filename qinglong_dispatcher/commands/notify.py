@@ -57,17 +57,15 @@ def sample(name: str) -> n.Event:
 
 
 async def _test(sub: n.Subscription, as_json: bool) -> int:
-    from qinglong_dispatcher.web.notify import deliverer
+    from qinglong_dispatcher.notifying import sending
 
     try:
         key = n.webhook_key(secrets.SecretRef.parse(sub.secret_ref).read())
     except (ValueError, secrets.SecretUnavailable, n.SubscriptionInvalid) as exc:
         raise common.UsageError(f"subscription {sub.name}: {exc}") from None
-    import aiohttp
-
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+    async with sending.client(10.0) as session:
         event = sample(sub.name)
-        sent = await deliverer.send(
+        sent = await sending.send(
             session, sub.url, key, event, sub.format, timestamp_s=int(time.time())
         )
     ok = sent.code is not None and 200 <= sent.code < 300

@@ -140,7 +140,7 @@ class Settings(BaseSettings, _ActionFields):
     notify_deliver: bool = Field(
         True,
         description="deliver the notification outbox to its subscriptions (one deliverer per "
-        "database by lease; off: events wait, the HTTP client is never loaded)",
+        "database by lease; off: events wait)",
     )
     retention_days: float = Field(
         14.0,

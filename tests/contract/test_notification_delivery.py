@@ -16,7 +16,7 @@ import pytest
 from qinglong_dispatcher import bootstrap
 from qinglong_dispatcher.domain import notifications as n
 from qinglong_dispatcher.domain import states
-from qinglong_dispatcher.web.notify import deliverer
+from qinglong_dispatcher.notifying import deliverer, sending
 from tests.support import outbox, webhook_receiver
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
@@ -132,11 +132,11 @@ async def test_a_forged_or_stale_delivery_is_refused_by_the_verifier(
     async with aiohttp.ClientSession() as session:
         now = int(time.time())
         for key, stamp in ((forged_key, now), (good_key, now - 3600), (good_key, now + 3600)):
-            sent = await deliverer.send(session, receiver.url, key, event, "raw", timestamp_s=stamp)
+            sent = await sending.send(session, receiver.url, key, event, "raw", timestamp_s=stamp)
             assert sent.code == 400
         assert receiver.accepted == []
         assert len(receiver.refused) == 3
-        sent = await deliverer.send(session, receiver.url, good_key, event, "raw", timestamp_s=now)
+        sent = await sending.send(session, receiver.url, good_key, event, "raw", timestamp_s=now)
         assert sent.code == 204
     assert receiver.ids == ["qle_1"]
 

@@ -47,6 +47,7 @@ BAD: dict[str, str] = {
     "plan_keyring_file": "/nonexistent/plan-keys",
     "plan_keyring_group_readable": "maybe",
     "wakeup_on_submit": "maybe",
+    "notify_deliver": "maybe",
     "retention_days": "1e308",
     "audit_retention_days": "12 months",
     "api_listen": "0.0.0.0:8443",  # off loopback without TLS

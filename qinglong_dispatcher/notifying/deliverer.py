@@ -13,8 +13,8 @@ import dataclasses
 import random
 import time
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
-import aiohttp
 import anyio
 import structlog
 
@@ -22,6 +22,11 @@ from qinglong_dispatcher.actions import secrets
 from qinglong_dispatcher.domain import errors
 from qinglong_dispatcher.domain import notifications as n
 from qinglong_dispatcher.ports import notifications as ports
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from qinglong_dispatcher.notifying.sending import Sent
 
 log = structlog.get_logger("qinglong_dispatcher.notify")
 
@@ -43,15 +48,6 @@ class Timing:
     batch: int = 64
     settle_ms: int = 60_000
     """Events older than this are taken as committed in order (the fan-out's watermark)."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Sent:
-    """What one post came back with (`code` None: no answer)."""
-
-    code: int | None
-    error_code: str | None
-    latency_ms: int
 
 
 class Deliverer:
@@ -78,16 +74,14 @@ class Deliverer:
         self._wall_s = wall_s
         self._observe = observe
         self._session: aiohttp.ClientSession | None = None
+        self._started = False
         self._matched = 0
         """Events the last pass matched."""
 
     async def start(self) -> None:
-        """Open the HTTP client (no request yet)."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=self.timing.timeout_s),
-                raise_for_status=False,
-            )
+        """Nothing to open yet: the HTTP client (and aiohttp) waits for the first post, so an
+        edge daemon with no subscription never imports it."""
+        self._started = True
 
     async def serve(self, stop: anyio.Event) -> None:
         """Deliver until `stop`; a store fault is logged and the next poll tries again."""
@@ -105,12 +99,14 @@ class Deliverer:
 
     async def aclose(self) -> None:
         """Give the lease up and close the client; safe to call twice."""
+        started, self._started = self._started, False
         session, self._session = self._session, None
-        if session is not None:
+        if started:
             try:
                 await self.store.release_deliverer(self.owner)
             except errors.StoreError as exc:
                 log.warning("notify.release_failed", code=exc.code)
+        if session is not None:
             await session.close()
 
     async def tick(self) -> int:
@@ -174,6 +170,8 @@ class Deliverer:
 
     async def post(self, due: ports.Due) -> Sent:
         """Sign and post `due`'s event; never raises for the receiver's sake."""
+        from qinglong_dispatcher.notifying import sending  # aiohttp: on the first post only
+
         started = time.monotonic()
         try:
             key = n.webhook_key(
@@ -185,8 +183,8 @@ class Deliverer:
                 subscription=due.subscription.name,
                 ref=due.subscription.secret_ref,
             )
-            return Sent(None, "secret_unavailable", 0)
-        return await send(
+            return sending.Sent(None, "secret_unavailable", 0)
+        return await sending.send(
             self._client(),
             due.subscription.url,
             key,
@@ -198,32 +196,8 @@ class Deliverer:
         )
 
     def _client(self) -> aiohttp.ClientSession:
-        assert self._session is not None, "start() first"
+        from qinglong_dispatcher.notifying import sending
+
+        if self._session is None:
+            self._session = sending.client(self.timing.timeout_s)
         return self._session
-
-
-async def send(
-    session: aiohttp.ClientSession,
-    url: str,
-    key: bytes,
-    event: n.Event,
-    fmt: n.Format,
-    *,
-    timestamp_s: int,
-    ui_base: str | None = None,
-    started: float | None = None,
-) -> Sent:
-    """One signed POST of `event` to `url` (also `notify test`'s sample)."""
-    started = time.monotonic() if started is None else started
-    data = n.body(event, fmt, ui_base)
-    headers = n.signed_headers(key, event.message_id, timestamp_s, data)
-    try:
-        # The answer's body is never read: only its status counts.
-        async with session.post(url, data=data, headers=headers, allow_redirects=False) as got:
-            code: int | None = got.status
-            error = None if 200 <= got.status < 300 else "http_status"
-    except TimeoutError:
-        code, error = None, "timeout"
-    except aiohttp.ClientError:
-        code, error = None, "connect_failed"
-    return Sent(code, error, max(0, int((time.monotonic() - started) * 1000)))
