@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -96,23 +97,25 @@ def test_a_good_id_token_and_skew_within_the_leeway() -> None:
     assert _verify(_token(exp=int(time.time()) - 45))["sub"] == "s"  # 60 s of skew allowed
 
 
+# Each token is made when its case runs, not when the module is collected: a run that reaches
+# this file twenty minutes later would otherwise find them all expired.
 @pytest.mark.parametrize(
-    ("token", "reason"),
+    ("make", "reason"),
     [
-        (_token(OTHER), "oidc_bad_signature"),
-        (_token(iss="https://elsewhere"), "oidc_bad_claim"),
-        (_token(aud="another"), "oidc_wrong_audience"),
-        (_token(aud=["ui", "another"]), "oidc_wrong_audience"),  # no azp naming this client
-        (_token(exp=int(time.time()) - 75), "oidc_expired"),  # beyond the 60 s of skew
-        (_token(nonce=None), "oidc_nonce_mismatch"),
-        (_token(nonce="m"), "oidc_nonce_mismatch"),
-        (_token(sub=None), "oidc_bad_claim"),
-        ("not.a.token", "oidc_bad_signature"),
+        (lambda: _token(OTHER), "oidc_bad_signature"),
+        (lambda: _token(iss="https://elsewhere"), "oidc_bad_claim"),
+        (lambda: _token(aud="another"), "oidc_wrong_audience"),
+        (lambda: _token(aud=["ui", "another"]), "oidc_wrong_audience"),  # no azp for this client
+        (lambda: _token(exp=int(time.time()) - 75), "oidc_expired"),  # beyond the 60 s of skew
+        (lambda: _token(nonce=None), "oidc_nonce_mismatch"),
+        (lambda: _token(nonce="m"), "oidc_nonce_mismatch"),
+        (lambda: _token(sub=None), "oidc_bad_claim"),
+        (lambda: "not.a.token", "oidc_bad_signature"),
     ],
 )
-def test_each_check_of_the_id_token_refuses(token: str, reason: str) -> None:
+def test_each_check_of_the_id_token_refuses(make: Callable[[], str], reason: str) -> None:
     with pytest.raises(mapping.Refusal) as refused:
-        _verify(token)
+        _verify(make())
     assert refused.value.reason == reason
 
 
