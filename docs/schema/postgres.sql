@@ -463,6 +463,7 @@ CREATE TABLE qinglong.notification_subscriptions (
     CONSTRAINT notification_subscriptions_url_check CHECK (((url ~ '^https?://[^[:space:]]+$'::text) AND (octet_length(url) <= 2048)))
 );
 GRANT SELECT ON TABLE qinglong.notification_subscriptions TO qinglong_operator;
+GRANT SELECT ON TABLE qinglong.notification_subscriptions TO qinglong_recorder;
 GRANT SELECT ON TABLE qinglong.notification_subscriptions TO qinglong_runtime;
 
 -- table plan_keys
@@ -965,7 +966,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (48)
+-- functions (49)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -2293,6 +2294,22 @@ BEGIN
 END
 $function$;
 
+-- function qinglong.keep_event_while_someone_listens()
+CREATE OR REPLACE FUNCTION qinglong.keep_event_while_someone_listens()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM qinglong.notification_subscriptions) THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END
+$function$;
+ALTER FUNCTION qinglong.keep_event_while_someone_listens() OWNER TO qinglong_recorder;
+
 -- function qinglong.mark_recovery_required()
 CREATE OR REPLACE FUNCTION qinglong.mark_recovery_required()
  RETURNS trigger
@@ -2681,7 +2698,7 @@ END
 $function$;
 ALTER FUNCTION qinglong.tell_recovery_required() OWNER TO qinglong_recorder;
 
--- triggers (69)
+-- triggers (70)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
@@ -2725,6 +2742,7 @@ CREATE TRIGGER audit_receipts_immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON q
 CREATE TRIGGER execution_events_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.execution_events FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER execution_events_prune_only BEFORE DELETE ON qinglong.execution_events FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER notification_events_immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON qinglong.notification_events FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
+CREATE TRIGGER notification_events_while_someone_listens BEFORE INSERT ON qinglong.notification_events FOR EACH ROW EXECUTE FUNCTION qinglong.keep_event_while_someone_listens();
 CREATE TRIGGER prune_permits_guard BEFORE INSERT ON qinglong.prune_permits FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_permit();
 CREATE TRIGGER prune_permits_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.prune_permits FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER recovery_observations_mark AFTER INSERT ON qinglong.recovery_observations FOR EACH ROW EXECUTE FUNCTION qinglong.mark_recovery_required();

@@ -627,7 +627,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (101)
+-- triggers (102)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -1520,6 +1520,13 @@ BEGIN
     SELECT RAISE(ABORT, 'notification_events: an event never changes');
 END;
 
+-- trigger notification_events_while_someone_listens
+CREATE TRIGGER notification_events_while_someone_listens BEFORE INSERT ON notification_events
+WHEN NOT EXISTS (SELECT 1 FROM notification_subscriptions)
+BEGIN
+    SELECT RAISE(IGNORE);
+END;
+
 -- trigger prune_permits_immutable_update
 CREATE TRIGGER prune_permits_immutable_update BEFORE UPDATE ON prune_permits
 BEGIN SELECT RAISE(ABORT, 'prune_permits is immutable'); END;
@@ -1585,6 +1592,7 @@ BEGIN SELECT RAISE(ABORT, 'recovery_required_marks: only a prune deletes a mark'
 
 -- trigger recovery_required_marks_tell
 CREATE TRIGGER recovery_required_marks_tell AFTER INSERT ON recovery_required_marks
+WHEN EXISTS (SELECT 1 FROM notification_subscriptions)
 BEGIN
     INSERT INTO notification_events (
         kind, subject_id, project_id, action_type, at_ms, payload_json

@@ -112,6 +112,10 @@ class Deliverer:
     async def tick(self) -> int:
         """One pass: hold the lease, match new events, post what is due; the attempts made."""
         self._matched = 0
+        # Nobody subscribed: nothing to match or send, and no lease to write (an idle edge
+        # daemon then only reads the small subscriptions table each poll).
+        if not await self.store.list_subscriptions():
+            return 0
         if not await self.store.claim_deliverer(self.owner, self.timing.lease_ms):
             return 0
         kinds = await self.store.fan_out(

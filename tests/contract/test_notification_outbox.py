@@ -27,6 +27,12 @@ _PLAN_MEMBERS = {"taskId", "taskRevision", "projectId"}
 """Members of a run.create plan: none may reach a payload (ids and digests only)."""
 
 
+@pytest.fixture(autouse=True)
+async def _someone_listens(harness: Harness) -> None:
+    """The database keeps events only while a subscription exists (migration 0034)."""
+    await outbox.someone_listens(harness)
+
+
 @pytest.fixture
 def now() -> ManualClock:
     """The real clock: the database's clock must see lifetimes as they are."""

@@ -43,11 +43,12 @@ async def _schema(h: stores.Harness) -> list[Any]:
 async def test_the_rebuild_keeps_every_event_and_what_names_it(
     edge: stores.Harness, clock: ManualClock
 ) -> None:
-    await submit_runs(edge.approver_store, clock, 2)
+    # Someone listens first: the file keeps events only while a subscription exists.
     await edge.raw(
         "INSERT INTO notification_subscriptions (name, url, secret_ref, kinds_json, "
         "created_at_ms) VALUES ('ops', 'https://h/x', 'env:S', '[]', 0)"
     )
+    await submit_runs(edge.approver_store, clock, 2)
     await edge.raw("INSERT INTO notification_fanouts (event_id) SELECT id FROM notification_events")
     await edge.raw(
         "INSERT INTO notification_deliveries (event_id, subscription, subject_id, "
@@ -56,10 +57,12 @@ async def test_the_rebuild_keeps_every_event_and_what_names_it(
     rows, schema = await _rows(edge), await _schema(edge)
     assert len(rows["notification_deliveries"]) == len(rows["notification_events"]) == 4
     # The file as it was before the migration: its trigger and its ledger line gone.
+    # And without the migration after it (0034), which the rebuild's drop would take away.
     await edge.raw("DROP TRIGGER recovery_required_marks_tell")
-    await edge.raw(f"DELETE FROM schema_migrations WHERE version = {_VERSION}")
+    await edge.raw("DROP TRIGGER notification_events_while_someone_listens")
+    await edge.raw(f"DELETE FROM schema_migrations WHERE version >= {_VERSION}")
 
-    assert await edge.store.migrate(now_ms=START_MS) == [_VERSION]
+    assert await edge.store.migrate(now_ms=START_MS) == [_VERSION, _VERSION + 1]
 
     assert await _rows(edge) == rows
     assert await _schema(edge) == schema

@@ -38,6 +38,12 @@ def _lost(identity: records.ExecutionIdentity) -> uncertainty.LostTrack:
     )
 
 
+@pytest.fixture(autouse=True)
+async def _someone_listens(harness: Harness) -> None:
+    """The database keeps events only while a subscription exists (migration 0034)."""
+    await outbox.someone_listens(harness)
+
+
 async def test_a_pass_that_marks_a_targeted_dispatch_tells_it_and_its_held_target(
     harness: Harness, clock: ManualClock
 ) -> None:

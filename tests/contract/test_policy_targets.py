@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from qinglong_dispatcher import api
 from qinglong_dispatcher.domain import approval_policies, plans
 from qinglong_dispatcher.usecases import requesting
-from tests.support import faults
+from tests.support import faults, outbox
 from tests.support.clock import ManualClock
 from tests.support.stores import Harness
 from tests.support.targets import MODELS, TARGET_TYPE
+
+
+@pytest.fixture(autouse=True)
+async def _someone_listens(harness: Harness) -> None:
+    """The outbox keeps `approval.requested` only while a subscription exists."""
+    await outbox.someone_listens(harness)
 
 
 async def _chosen(

@@ -160,6 +160,7 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         ("copy_approval_policy", "qinglong_recorder"),
         ("dispatch_target_of_plan", "qinglong_recorder"),
         ("execution_target_of_dispatch", "qinglong_recorder"),
+        ("keep_event_while_someone_listens", "qinglong_recorder"),
         ("mark_recovery_required", "qinglong_recorder"),
         ("read_plan", "qinglong_recorder"),
         ("record_execution_changes", "qinglong_recorder"),
@@ -183,6 +184,7 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         ("approved_action_dispatches", "SELECT"),
         ("execution_events", "INSERT"),
         ("notification_events", "INSERT"),
+        ("notification_subscriptions", "SELECT"),
         ("recovery_required_marks", "INSERT"),
         ("security_audit_events", "INSERT"),
     ]

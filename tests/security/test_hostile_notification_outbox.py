@@ -32,6 +32,12 @@ _DROP = "DELETE FROM qinglong.notification_events WHERE subject_id = $1"
 _WIPE = "TRUNCATE qinglong.notification_events"
 
 
+@pytest.fixture(autouse=True)
+async def _someone_listens(pg: stores.Harness) -> None:
+    """The database keeps events only while a subscription exists (migration 0034)."""
+    await outbox.someone_listens(pg)
+
+
 async def _snapshot(pg: stores.Harness) -> list[Any]:
     return await outbox.events(pg)
 

@@ -30,6 +30,12 @@ async def edge(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[stores
         yield harness
 
 
+@pytest.fixture(autouse=True)
+async def _someone_listens(edge: stores.Harness) -> None:
+    """The database keeps events only while a subscription exists (migration 0034)."""
+    await outbox.someone_listens(edge)
+
+
 def _forge(kind: str, subject: str, *, project: str = "proj-1", at: str = _NOW) -> str:
     return (
         "INSERT INTO notification_events (kind, subject_id, project_id, action_type, at_ms, "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from qinglong_dispatcher.domain import notifications
 from tests.support.stores import Harness
 
 OUTBOX_KINDS = (
@@ -36,3 +37,13 @@ async def events(h: Harness, subject_id: str | None = None) -> list[dict[str, An
 async def kinds(h: Harness, subject_id: str) -> list[str]:
     """The kinds told of one subject, in order."""
     return [e["kind"] for e in await events(h, subject_id)]
+
+
+async def someone_listens(h: Harness) -> None:
+    """A subscription, written by the owner: the database keeps events only while one exists."""
+    owner = await h.owner()
+    await owner.add_subscription(
+        notifications.Subscription(
+            name="listener", url="https://listener.invalid/hook", secret_ref="env:QL_LISTENER"
+        )
+    )
