@@ -113,6 +113,7 @@ async def test_bad_input_or_a_login_not_the_owner_is_one_line_and_writes_nothing
     assert await setup.count("{s}notification_subscriptions") == 0
 
 
+@pytest.mark.slow
 async def test_a_daemon_killed_mid_delivery_loses_nothing(
     setup: Setup, receiver: webhook_receiver.Receiver
 ) -> None:

@@ -185,6 +185,7 @@ def _end_to_end(t: Target, approved_digest: str) -> None:
     assert sorted(keys) == sorted([ran, remote, *lost, "manual-1"])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)  # about a minute per dialect on an idle 2-core machine, more when busy
 async def test_an_approved_mcp_call_runs_once_and_lost_answers_are_settled_by_the_check(
     target: Target,

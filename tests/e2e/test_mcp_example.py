@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import anyio.to_thread
+import pytest
 
 from qinglong_dispatcher.actions.mcp_call import client, servers
 from tests.support import cli_target
@@ -45,6 +46,7 @@ def _run(t: Target) -> str:
     return dispatch_id
 
 
+@pytest.mark.slow
 async def test_the_example_server_opens_one_ticket_per_dispatch_and_answers_its_check(
     tmp_path: Path,
 ) -> None:

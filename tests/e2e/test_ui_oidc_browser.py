@@ -62,6 +62,7 @@ async def _vote(page: Page, base: str, approval_id: str) -> str:
     return (await page.text_content("main") or "").strip()
 
 
+@pytest.mark.slow
 async def test_oidc_people_request_and_vote_and_the_database_keeps_duties_apart(
     served: Served, tmp_path: Path
 ) -> None:
