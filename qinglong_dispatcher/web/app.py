@@ -27,6 +27,7 @@ from qinglong_dispatcher.web import (
     operations,
     problems,
     reads,
+    resubmits,
     submits,
     votes,
 )
@@ -58,6 +59,7 @@ ROUTES: Final[tuple[tuple[str, str, Handler], ...]] = (
     ("POST", "/approvals/{approval_request_id}/votes", votes.vote),
     ("POST", "/approvals/{approval_request_id}/consume", approvals.consume),
     ("POST", "/dispatches/{dispatch_id}/cancel", operations.cancel),
+    ("POST", "/dispatches/{dispatch_id}/resubmit", resubmits.resubmit),
     ("POST", "/recovery/{dispatch_id}/resolve", operations.resolve),
 )
 """Every route but the OpenAPI document's own, under `PREFIX`."""
