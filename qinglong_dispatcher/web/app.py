@@ -27,6 +27,7 @@ from qinglong_dispatcher.web import (
     operations,
     problems,
     reads,
+    request_metrics,
     resubmits,
     submits,
     votes,
@@ -147,11 +148,12 @@ def build(ctx: context.Context) -> web.Application:
     """The application over `ctx`."""
     app = web.Application(
         client_max_size=ctx.max_body_bytes,
-        middlewares=[_track, _problems, _body_cap, auth.authenticate],
+        middlewares=[request_metrics.timed, _track, _problems, _body_cap, auth.authenticate],
         handler_args=None,
     )
     app[context.CONTEXT] = ctx
     app.on_response_prepare.append(_banner)
+    app.on_response_prepare.append(request_metrics.observe)
     app.router.add_get(PREFIX + openapi.DOCUMENT_PATH, _openapi, allow_head=False)
     for method, path, handler in ROUTES:
         app.router.add_route(method, PREFIX + path, handler)
