@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from qinglong_dispatcher.domain import canonical
+from qinglong_dispatcher.domain import canonical, errors, principals
 from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.plan_keys import keyring as plan_keyring
+from qinglong_dispatcher.usecases import resubmitting
 from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.api_writes import Served, assert_problem, serving
@@ -162,3 +163,31 @@ async def test_an_idempotency_key_answers_the_first_request_again(served: Served
         f"SELECT count(*) AS n FROM {it.table('approval_requests')} WHERE status = 'pending'"
     )
     assert pending == [{"n": 1}]
+
+
+async def test_the_store_refuses_a_viewer_even_past_the_route(served: Served) -> None:
+    """Hostile: the route's guard skipped, the viewer's own store (on PostgreSQL the API's
+    login become the viewer's role) writes the request: the database refuses it (SQLSTATE
+    42501 on PostgreSQL, the permission table on SQLite) and nothing changes."""
+    it = served
+    dispatch_id = await _cancelled(it)
+    viewer = principals.Authenticated(
+        token_id=it.token_ids["vic"], principal=it.names["vic"], role=principals.TokenRole.VIEWER
+    )
+    stores_of = it.ctx.acting if it.ctx.acting is not None else it.ctx.store
+    acting = await stores_of.acting_as(viewer)
+    before = await it.everything()
+    with pytest.raises(errors.QinglongError) as refused:
+        await resubmitting.resubmit(
+            it.ctx.store,
+            acting,
+            it.clock,
+            it.ctx.policy,
+            dispatch_id,
+            requested_by=it.names["vic"],
+        )
+    expected = "permission_denied" if it.harness.dialect == "postgres" else "approval_not_permitted"
+    assert refused.value.code == expected
+    if it.harness.dialect == "postgres":
+        assert "permission denied" in str(refused.value)
+    assert await it.everything() == before
