@@ -35,9 +35,12 @@ __all__ = ["served", "shots"]  # the fixtures of the browser test, shared
 
 WIDTHS: Final = (390, 1280, 1920)
 HEIGHT: Final = 900
-DOC_SHOTS: Final = frozenset({"dispatches", "dispatch", "audit", "inbox", "approvals"})
-"""The pages whose screenshots at each width also go to docs/ui/ (`screen-<width>-<page>.png`)
-when UI_SCREENSHOTS_DIR names it; the test's own folder gets them all."""
+DOC_SHOTS: Final = frozenset(
+    {(390, name) for name in ("dispatches", "dispatch", "audit", "inbox", "approvals")}
+    | {(width, name) for width in (1280, 1920) for name in ("dispatches", "audit")}
+)
+"""The (width, page) screenshots that also go to docs/ui/ (`screen-<width>-<page>.png`) when
+UI_SCREENSHOTS_DIR names it; the test's own folder gets every page at every width."""
 
 
 def _viewport(width: int) -> ViewportSize:
@@ -160,7 +163,7 @@ async def _navigation_visible(page: Page, width: int) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("served", ["sqlite"], indirect=True)
 async def test_every_page_fits_every_screen_without_scrolling_sideways(
-    served: Served, shots: Path
+    served: Served, shots: Path, tmp_path: Path
 ) -> None:
     chromium = system_tools.chromium()
     it = served
@@ -178,10 +181,11 @@ async def test_every_page_fits_every_screen_without_scrolling_sideways(
                     await _fits(ui.page, width, name)
                     if width == WIDTHS[0]:
                         await _navigation_visible(ui.page, width)
-                    if name in DOC_SHOTS:
+                    if (width, name) in DOC_SHOTS:
                         await ui.shot(f"screen-{width}-{name}")
                     else:
-                        await ui.page.screenshot(path=str(shots / f"all-{width}-{name}.png"))
+                        # The rest only into the test's own folder, never into docs/ui.
+                        await ui.page.screenshot(path=str(tmp_path / f"{width}-{name}.png"))
                 await ui.page.context.close()
         finally:
             await browser.close()
