@@ -13,13 +13,15 @@ from typing import Any
 
 import pytest
 
-from qinglong_dispatcher.domain import canonical, errors, principals
+from qinglong_dispatcher.domain import canonical, errors, fencing, principals, records, states
 from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.plan_keys import keyring as plan_keyring
 from qinglong_dispatcher.usecases import resubmitting
 from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.api_writes import Served, assert_problem, serving
+from tests.support.clock import ManualClock
+from tests.support.recovery import started_execution
 
 MARKER = "customer-5e1d0b-marker"
 
@@ -190,4 +192,48 @@ async def test_the_store_refuses_a_viewer_even_past_the_route(served: Served) ->
     assert refused.value.code == expected
     if it.harness.dialect == "postgres":
         assert "permission denied" in str(refused.value)
+    assert await it.everything() == before
+
+
+async def _started(it: Served, clock: ManualClock) -> records.ExecutionIdentity:
+    await submit_runs(it.harness.approver_store, clock, 1, project="shop")
+    _, identity = await started_execution(it.harness, clock)
+    return identity
+
+
+async def test_failed_and_blocked_are_requested_again_and_unknown_or_done_are_not(
+    served: Served,
+) -> None:
+    it = served
+    for completion in (states.Completion.FAILED, states.Completion.BLOCKED):
+        identity = await _started(it, it.clock)
+        await it.harness.store.complete(
+            identity,
+            mutation_id=fencing.mutation_id(identity.dispatch_id, identity.attempt, "complete"),
+            completion=completion,
+            result_code="target_down",
+            now_ms=it.clock.now_ms(),
+        )
+        status, _, body = await it.call(
+            "POST", f"/dispatches/{identity.dispatch_id}/resubmit", "sam"
+        )
+        assert status == 201, (completion, body)
+        assert body["resubmitted_from"] == identity.dispatch_id
+    # A recovery_required one is settled first; a succeeded one is done.
+    stuck = await _started(it, ManualClock(it.clock.now_ms() - 3_600_000))
+    done = await _started(it, it.clock)
+    await it.harness.store.complete(
+        done,
+        mutation_id=fencing.mutation_id(done.dispatch_id, done.attempt, "complete"),
+        completion=states.Completion.SUCCEEDED,
+        result_code="ok",
+        now_ms=it.clock.now_ms(),
+    )
+    before = await it.everything()
+    for dispatch_id in (stuck.dispatch_id, done.dispatch_id):
+        assert_problem(
+            await it.call("POST", f"/dispatches/{dispatch_id}/resubmit", "sam"),
+            409,
+            "resubmit_refused",
+        )
     assert await it.everything() == before
