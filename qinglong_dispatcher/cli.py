@@ -31,7 +31,7 @@ COMMANDS = {
     "approval": (
         "create, approve, vote on, reject, consume or show a request, or list those waiting"
     ),
-    "dispatch": "list dispatches (newest first), show one, or cancel one waiting",
+    "dispatch": "list dispatches (newest first), show, cancel or request one again",
     "recovery": "list or settle recovery_required executions",
     "bench": "measure throughput, latency, cost per dispatch and idle footprint",
     "prune": "delete finished dispatch trees and old audit records (retention)",

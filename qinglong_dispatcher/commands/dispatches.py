@@ -1,5 +1,5 @@
-"""Dispatches: `dispatch list` (newest first, in keyset pages), `dispatch show ID` and
-`dispatch cancel ID`.
+"""Dispatches: `dispatch list` (newest first, in keyset pages), `dispatch show ID`,
+`dispatch cancel ID` and `dispatch resubmit ID` (`commands/resubmits.py`).
 
 List and show only read: they open the store as `status` does and write nothing. Neither
 prints a lease token, and a plan only as its redacted preview (`plan_previews`). `show --plan`
@@ -15,7 +15,7 @@ import json
 
 from qinglong_dispatcher import bootstrap, clock
 from qinglong_dispatcher.bootstrap import tools
-from qinglong_dispatcher.commands import common, previews
+from qinglong_dispatcher.commands import common, previews, resubmits
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import dispatch_views, errors, plans, states
 from qinglong_dispatcher.usecases import cancelling
@@ -46,6 +46,8 @@ async def cmd_dispatch(settings: Settings, args: argparse.Namespace) -> int:
         return await _show(settings, args)
     if args.dispatch_command == "cancel":
         return await _cancel(settings, args)
+    if args.dispatch_command == "resubmit":
+        return await resubmits.cmd_resubmit(settings, args)
     request = list_query(args)
     store = await common.open_store(settings)
     try:
@@ -259,3 +261,4 @@ def add_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentParser) -
     d.add_argument("--reason", required=True, metavar="CODE", help="low-sensitivity reason code")
     d.add_argument("--operator", metavar="W", help="operator name (audited; default the OS user)")
     d.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    resubmits.add_arguments(dispatch_sub, shared)

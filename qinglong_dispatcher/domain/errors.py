@@ -196,6 +196,13 @@ class CancelRefused(QinglongError):
     code = "cancel_refused"
 
 
+class ResubmitRefused(QinglongError):
+    """The dispatch (or expired request) cannot be requested again: it is not failed, blocked,
+    cancelled or expired, its action is bound to another record, or its plan does not open."""
+
+    code = "resubmit_refused"
+
+
 class DispatchNotFound(QinglongError):
     """No dispatch has this id."""
 

@@ -9,7 +9,12 @@ import prometheus_client
 from prometheus_client import metrics_core
 
 import qinglong_dispatcher
-from qinglong_dispatcher.lifecycle import approval_metrics, notification_metrics, target_metrics
+from qinglong_dispatcher.lifecycle import (
+    api_metrics,
+    approval_metrics,
+    notification_metrics,
+    target_metrics,
+)
 
 PREFIX = "qinglong_dispatcher_"
 
@@ -45,9 +50,7 @@ RENEWAL_RESULTS = ("renewed", "expired", "conflict", "error")
 RESOLUTION_SOURCES = ("evidence", "manual")
 """Who settled a `recovery_required` execution."""
 
-RATE_LIMIT_REASONS = ("auth_failures", "writes")
-"""Why the API answered 429: too many failed authentications from one client address, or too
-many writes from one principal."""
+RATE_LIMIT_REASONS = api_metrics.RATE_LIMIT_REASONS
 
 BATCH_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Batch duration buckets, 1 ms to 10 s: an idle edge batch is a millisecond, a busy one seconds."""
@@ -81,10 +84,7 @@ SERIES_NAMES = (
     "qinglong_dispatcher_wakeups_total",
     "qinglong_dispatcher_wakeup_listener_up",
     "qinglong_dispatcher_wakeup_listener_reconnects_total",
-    "qinglong_dispatcher_api_auth_failures_total",
-    "qinglong_dispatcher_api_auth_failures_unaudited_total",
-    "qinglong_dispatcher_api_rate_limited_total",
-    "qinglong_dispatcher_api_connections_shed_total",
+    *api_metrics.SERIES_NAMES,
 )
 """Every metric family the dispatcher exports, as named in the exposition (counters end `_total`);
 the registry also carries prometheus-client's standard `process_*` families (RSS, CPU, fds)."""
@@ -264,30 +264,8 @@ class Metrics:
             "Times the wake-up listener subscribed again after losing its connection.",
             registry=reg,
         )
-        self._api_auth_failures = prometheus_client.Counter(
-            p + "api_auth_failures",
-            "API requests refused 401: no, a malformed or an unknown bearer token.",
-            registry=reg,
-        )
-        self._api_auth_unaudited = prometheus_client.Counter(
-            p + "api_auth_failures_unaudited",
-            "Refused authentications not written to the audit table (over its shared budget).",
-            registry=reg,
-        )
-        self._api_rate_limited = prometheus_client.Counter(
-            p + "api_rate_limited",
-            "API requests refused 429, per reason.",
-            ["reason"],
-            registry=reg,
-        )
-        for reason in RATE_LIMIT_REASONS:
-            self._api_rate_limited.labels(reason=reason)
-        self._api_shed = prometheus_client.Counter(
-            p + "api_connections_shed",
-            "API connections closed at the connection limit (an idle one evicted, or the new one "
-            "refused 503) or for sending no complete request within the read timeout.",
-            registry=reg,
-        )
+        self.api = api_metrics.ApiMetrics(reg)
+        """The API's and the UI's series (web/request_metrics.py observes the latency)."""
 
     def record_tick(self, *, ok: bool, at_s: float | None = None) -> None:
         """Count one tick; a successful one also stamps the last-success time (default now)."""
@@ -381,19 +359,19 @@ class Metrics:
 
     def record_api_auth_failure(self) -> None:
         """Count one API request refused for its credentials."""
-        self._api_auth_failures.inc()
+        self.api.auth_failures.inc()
 
     def record_api_auth_unaudited(self) -> None:
         """Count one refused authentication left out of the audit table (over budget)."""
-        self._api_auth_unaudited.inc()
+        self.api.auth_unaudited.inc()
 
     def record_api_rate_limited(self, reason: str) -> None:
         """Count one API request refused 429 (`RATE_LIMIT_REASONS`)."""
-        self._api_rate_limited.labels(reason=reason).inc()
+        self.api.rate_limited.labels(reason=reason).inc()
 
     def record_api_connection_shed(self) -> None:
         """Count one API connection closed by the limit or the read timeout."""
-        self._api_shed.inc()
+        self.api.shed.inc()
 
     def render(self) -> bytes:
         """The text exposition of every series (Content-Type `CONTENT_TYPE`)."""

@@ -27,6 +27,8 @@ from qinglong_dispatcher.web import (
     operations,
     problems,
     reads,
+    request_metrics,
+    resubmits,
     submits,
     votes,
 )
@@ -58,6 +60,7 @@ ROUTES: Final[tuple[tuple[str, str, Handler], ...]] = (
     ("POST", "/approvals/{approval_request_id}/votes", votes.vote),
     ("POST", "/approvals/{approval_request_id}/consume", approvals.consume),
     ("POST", "/dispatches/{dispatch_id}/cancel", operations.cancel),
+    ("POST", "/dispatches/{dispatch_id}/resubmit", resubmits.resubmit),
     ("POST", "/recovery/{dispatch_id}/resolve", operations.resolve),
 )
 """Every route but the OpenAPI document's own, under `PREFIX`."""
@@ -145,11 +148,12 @@ def build(ctx: context.Context) -> web.Application:
     """The application over `ctx`."""
     app = web.Application(
         client_max_size=ctx.max_body_bytes,
-        middlewares=[_track, _problems, _body_cap, auth.authenticate],
+        middlewares=[request_metrics.timed, _track, _problems, _body_cap, auth.authenticate],
         handler_args=None,
     )
     app[context.CONTEXT] = ctx
     app.on_response_prepare.append(_banner)
+    app.on_response_prepare.append(request_metrics.observe)
     app.router.add_get(PREFIX + openapi.DOCUMENT_PATH, _openapi, allow_head=False)
     for method, path, handler in ROUTES:
         app.router.add_route(method, PREFIX + path, handler)

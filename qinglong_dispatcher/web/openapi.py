@@ -16,6 +16,7 @@ from qinglong_dispatcher.web import (
     openapi_votes,
     openapi_writes,
     problems,
+    resubmits,
     schemas,
 )
 
@@ -237,6 +238,7 @@ def document() -> dict[str, Any]:
             openapi_votes.paths(),
             openapi_inbox.paths(_ERRORS),
             audit_export.paths(_ERRORS),
+            resubmits.paths(),
         ),
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -245,6 +247,7 @@ def document() -> dict[str, Any]:
                 **openapi_writes.all_schemas(),
                 **openapi_votes.all_schemas(),
                 **openapi_inbox.all_schemas(),
+                **resubmits.all_schemas(),
             },
         },
     }

@@ -63,6 +63,7 @@ KINDS: Final[Mapping[str, Kind]] = {
     "approval_refused": Kind(409, "The approval cannot take this step"),
     "transition_refused": Kind(409, "The store refused this state change"),
     "cancel_refused": Kind(409, "The dispatch is not waiting"),
+    "resubmit_refused": Kind(409, "The dispatch cannot be requested again"),
     "recovery_refused": Kind(409, "The execution is not recovery_required, or changed"),
     "lease_conflict": Kind(409, "The execution fence no longer matches"),
     "digest_drift": Kind(409, "The plan's digest differs from the approved digest"),

@@ -478,6 +478,9 @@ def test_promtool_check_rules() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+_API = 'surface="api",method="POST",route="/api/v1/dispatches"'
+_API_BUCKET = "qinglong_dispatcher_http_request_duration_seconds_bucket{" + _API + ',status="2xx"'
+_API_COUNT = "qinglong_dispatcher_http_request_duration_seconds_count{" + _API
 # Each scenario: series that differ from a healthy edge daemon, when to look, what fires.
 _HEALTHY = {
     "up": "1x40",
@@ -577,6 +580,59 @@ _SCENARIOS: list[tuple[dict[str, str], str, set[str]]] = [
         {'qinglong_dispatcher_notification_attempts_total{outcome="dead"}': "0x5 1x35"},
         "10m",
         {"QinglongDispatcherNotificationsDeadLettered"},
+    ),
+    # The API: a few refusals are clients retrying; a steady stream is an alert.
+    ({"qinglong_dispatcher_api_auth_failures_total": "0x5 0+2x35"}, "30m", set()),
+    (
+        {"qinglong_dispatcher_api_auth_failures_total": "0x5 0+20x35"},
+        "20m",
+        {"QinglongDispatcherApiAuthFailures"},
+    ),
+    (
+        {'qinglong_dispatcher_api_rate_limited_total{reason="writes"}': "0x5 0+5x35"},
+        "20m",
+        {"QinglongDispatcherApiRateLimited"},
+    ),
+    (
+        {"qinglong_dispatcher_api_connections_shed_total": "0x5 0+10x35"},
+        "20m",
+        {"QinglongDispatcherApiConnectionsShed"},
+    ),
+    # Every request between 2.5 and 5 s (p95 over 2 s) for over 10 minutes; under 100 ms, none.
+    (
+        {
+            _API_BUCKET + ',le="0.1"}': "0+60x40",
+            _API_BUCKET + ',le="2.5"}': "0+60x40",
+            _API_BUCKET + ',le="+Inf"}': "0+60x40",
+        },
+        "30m",
+        set(),
+    ),
+    (
+        {
+            _API_BUCKET + ',le="0.1"}': "0x40",
+            _API_BUCKET + ',le="2.5"}': "0x40",
+            _API_BUCKET + ',le="5"}': "0+60x40",
+            _API_BUCKET + ',le="+Inf"}': "0+60x40",
+        },
+        "20m",
+        {"QinglongDispatcherApiSlow"},
+    ),
+    (
+        {
+            _API_COUNT + ',status="2xx"}': "0+60x40",
+            _API_COUNT + ',status="5xx"}': "0+1x40",
+        },
+        "30m",
+        set(),
+    ),
+    (
+        {
+            _API_COUNT + ',status="2xx"}': "0+60x40",
+            _API_COUNT + ',status="5xx"}': "0+30x40",
+        },
+        "20m",
+        {"QinglongDispatcherApiServerErrors"},
     ),
 ]
 

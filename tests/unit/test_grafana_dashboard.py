@@ -26,7 +26,7 @@ GRAFANA = ROOT / "deploy" / "grafana"
 DASHBOARD = GRAFANA / "qinglong-dispatcher.json"
 PROVISIONING = GRAFANA / "provisioning" / "dashboards.yaml"
 
-ROWS = ["Backlog", "Throughput", "Latency", "Recovery", "Leases", "Health / Clock"]
+ROWS = ["Backlog", "Throughput", "Latency", "Recovery", "Leases", "Health / Clock", "API"]
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
 # What Grafana substitutes at query time: its interval variables, and the dashboard's own
@@ -83,8 +83,11 @@ def _metric_names(expr: str) -> set[str]:
 
 
 def _exposed() -> set[str]:
-    """Every sample name a freshly started daemon serves on /metrics."""
-    text = metrics.Metrics(profile="cluster", cadence_s=5.0).render().decode()
+    """Every sample name a daemon serves on /metrics once its API answered a request (the
+    latency histogram's samples exist per route, from its first request)."""
+    served = metrics.Metrics(profile="cluster", cadence_s=5.0)
+    served.api.observe_request(method="GET", route="/api/v1/status", status=200, seconds=0.01)
+    text = served.render().decode()
     return {
         s.name for family in parser.text_string_to_metric_families(text) for s in family.samples
     }

@@ -17,7 +17,7 @@ from qinglong_dispatcher.domain import (
     uncertainty,
 )
 from qinglong_dispatcher.web import context, operations, reads
-from qinglong_dispatcher.web.ui import evidence, guard, markup, sessions
+from qinglong_dispatcher.web.ui import evidence, guard, markup, resubmit_pages, sessions
 
 _WAITING = (states.EffectiveStatus.PENDING, states.EffectiveStatus.RETRY_WAIT)
 _WAIT_WORDS = {targets.TargetWaitKind.HELD: "held by", targets.TargetWaitKind.BUSY: "busy by"}
@@ -190,6 +190,7 @@ async def detail_page(request: web.Request, session: sessions.Session) -> web.St
         )
         + _observation(detail)
         + _operator_forms(detail, session)
+        + resubmit_pages.section(detail, session)
     )
     return guard.html_response(
         markup.document(f"Dispatch {d.dispatch_id}", body, session=session, active="dispatches")

@@ -83,15 +83,34 @@ def ago(ms: int | None, now_ms: int) -> str:
 def json_block(value: object) -> str:
     """A JSON value, indented, in a `<pre>`."""
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
-    return f'<pre class="json">{esc(text)}</pre>'
+    # Focusable: a block that may scroll must be reachable by keyboard to be scrolled.
+    return f'<pre class="json" tabindex="0">{esc(text)}</pre>'
 
 
 def table(head: Sequence[str], rows: Iterable[Sequence[str]], *, empty: str = "None.") -> str:
-    """A table: `head` is text (escaped here), each cell markup."""
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    """A table: `head` is text (escaped here), each cell markup.
+
+    Each cell carries its column's name (`data-label`): on a narrow screen the style sheet
+    shows each row as a card of labelled lines instead of columns that would scroll sideways.
+    A column without a heading (a form's) is named for screen readers only."""
+    labels = [esc(h or "actions") for h in head]
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td data-label="{labels[i] if i < len(labels) else ""}">{c}</td>'
+            for i, c in enumerate(row)
+        )
+        + "</tr>"
+        for row in rows
+    )
     if not body:
         return f'<p class="empty">{esc(empty)}</p>'
-    heads = "".join(f'<th scope="col">{esc(h)}</th>' for h in head)
+    heads = "".join(
+        f'<th scope="col">{esc(h)}</th>'
+        if h
+        else '<th scope="col"><span class="sr-only">actions</span></th>'
+        for h in head
+    )
     return f"<table><thead><tr>{heads}</tr></thead><tbody>{body}</tbody></table>"
 
 
