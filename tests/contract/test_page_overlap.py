@@ -5,7 +5,8 @@ claimed in the first page; the `run.create` items behind it are claimed in later
 succeed while the command is still running, on both dialects, with the real system clock and
 short leases, renewed while a claim waits in the queue and while an item executes. On
 shutdown the flow claims nothing more, gives back what is queued at once, and returns once
-what executes has finished.
+what executes has finished; a claim that fails claims no more, and its error is raised once
+the items already taken are done.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from qinglong_dispatcher.actions import builtin, contract
 from qinglong_dispatcher.actions.command_run import commands, handler, plan
 from qinglong_dispatcher.clock import SystemClock
 from qinglong_dispatcher.dispatching import dispatcher
-from qinglong_dispatcher.domain import approvals, plans
+from qinglong_dispatcher.domain import approvals, errors, plans, records
 from qinglong_dispatcher.domain.states import ExecutionStatus
+from tests.support import faults
 from tests.support.actions import make_api, submit_runs
 from tests.support.stores import Harness
 
@@ -103,6 +105,7 @@ def _dispatcher(
     *,
     page_size: int,
     concurrency: int,
+    fault_hook: dispatcher.FaultHook | None = None,
 ) -> dispatcher.Dispatcher:
     return dispatcher.Dispatcher(
         harness.store,
@@ -116,6 +119,7 @@ def _dispatcher(
             retry_backoff_ms=1000,
             execute_timeout_ms=EXECUTE_TIMEOUT_MS,
         ),
+        fault_hook=fault_hook,
     )
 
 
@@ -219,3 +223,45 @@ async def test_shutdown_gives_back_the_queued_claims_and_waits_for_the_executing
     assert await _renewed(harness, c.dispatch_id, ExecutionStatus.LEASED)
     assert await _renewed(harness, a.dispatch_id, ExecutionStatus.EXECUTING)
     assert await _renewed(harness, b.dispatch_id, ExecutionStatus.EXECUTING)
+
+
+async def test_a_failed_claim_claims_no_more_and_raises_once_the_taken_items_are_done(
+    harness: Harness, tmp_path: Path, release: Path
+) -> None:
+    clock = SystemClock()
+    config = _commands(tmp_path, release, ["slow-a"])
+    slow = await _submit_command(harness, clock, "slow-a")
+    runs = await submit_runs(harness.approver_store, clock, 3)
+    installed: list[bool] = []
+
+    async def break_claims(point: str, _: records.Dispatch) -> None:
+        # While the first page is inspected, before the next claim: every claim from now on
+        # fails in the database (a real trigger), the first page's own writes do not.
+        if point == "after_claim" and not installed:
+            installed.append(True)
+            await faults.fail_execution_status(harness, "leased")
+
+    the_dispatcher = _dispatcher(
+        harness, clock, config, page_size=2, concurrency=2, fault_hook=break_claims
+    )
+    failed: list[BaseException] = []
+
+    async def dispatch() -> None:
+        try:
+            await the_dispatcher.dispatch_pages(max_pages=4)
+        except errors.StoreError as exc:
+            failed.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(dispatch)
+        await _until(harness, [slow.dispatch_id], ExecutionStatus.EXECUTING)
+        await anyio.sleep(0.5)  # the second page's claim has failed by now
+        assert failed == []  # not raised while the command runs
+        await anyio.Path(release).touch()
+
+    assert len(failed) == 1
+    # The taken item was carried to its end; the first page's run.create committed with it;
+    # nothing of the failed claim was written.
+    assert await _status(harness, slow.dispatch_id) is ExecutionStatus.SUCCEEDED
+    statuses = [await _status(harness, r.dispatch_id) for r in runs]
+    assert statuses == [ExecutionStatus.SUCCEEDED] + [ExecutionStatus.PENDING] * 2
