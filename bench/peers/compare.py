@@ -6,6 +6,11 @@ scratch store of each profile. The table compares steady rates on both sides (`s
 ours from every dispatch's completion time as the store recorded it, theirs from each peer's
 harness (`harness`) in the peers' venv. The full bench's `dispatch_per_s` (the whole drain)
 is reported beside ours.
+
+Each peer runs twice: its no-op job (the queue's own cost, beside our whole `run.create`), and
+its job doing equal work (a Run under a unique idempotency key, its receipt and an audit row,
+in one transaction: what its user writes to get what `run.create` gives). Both kinds of rows
+are in the one table, measured in the same run.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from qinglong_dispatcher.domain import dispatch_views
 
 BATCH = 100
 """pgqueuer's second run: `batch_size=100` (its default is 10)."""
+EQUAL_WORK = "equal work (its job: Run, receipt, audit row in one transaction)"
+"""The rows whose peer job does what `run.create` gives, named in the table."""
 LEAST_JOBS = 100
 """Fewer leave too few samples between 10 % and 90 % done to time."""
 
@@ -97,11 +104,19 @@ async def compare(settings: Settings, options: Options) -> dict[str, Any]:
         "edge": await _ours(_edge_settings(), count, 1),
         "cluster": await _ours(settings, count, replicas),
     }
+    equal = harness.Work.EQUAL
     runs = {
         "huey": await harness.huey(python, count),
         "pgqueuer": await harness.pgqueuer(python, settings, count, batch_size=None),
         f"pgqueuer_batch_{BATCH}": await harness.pgqueuer(
             python, settings, count, batch_size=BATCH
+        ),
+        "huey_equal": await harness.huey(python, count, equal),
+        "pgqueuer_equal": await harness.pgqueuer(
+            python, settings, count, batch_size=None, work=equal
+        ),
+        f"pgqueuer_batch_{BATCH}_equal": await harness.pgqueuer(
+            python, settings, count, batch_size=BATCH, work=equal
         ),
     }
     peers = {name: round(run.steady_per_s, 1) for name, run in runs.items()}
@@ -120,6 +135,17 @@ async def compare(settings: Settings, options: Options) -> dict[str, Any]:
                 f"cluster R={replicas} vs pgqueuer `batch_size={BATCH}`",
                 cluster,
                 peers[f"pgqueuer_batch_{BATCH}"],
+            ),
+            _row(f"edge vs huey, {EQUAL_WORK}", edge, peers["huey_equal"]),
+            _row(
+                f"cluster R={replicas} vs pgqueuer default, {EQUAL_WORK}",
+                cluster,
+                peers["pgqueuer_equal"],
+            ),
+            _row(
+                f"cluster R={replicas} vs pgqueuer `batch_size={BATCH}`, {EQUAL_WORK}",
+                cluster,
+                peers[f"pgqueuer_batch_{BATCH}_equal"],
             ),
         ],
         "ours": ours,

@@ -1,7 +1,8 @@
-"""`python -m bench.peers` with a short count: the table's three rows, each with positive rates
-for both sides and the ratio ours / peer. The peers' venv is made in the test's own folder from
-PyPI (reachable in CI: nothing here skips for the network). Usage and configuration errors: one
-line, exit 2 or 78.
+"""`python -m bench.peers` with a short count: the table's six rows (each peer's no-op job, then
+its job doing equal work), each with positive rates for both sides and the ratio ours / peer;
+the equal-work runs counted one Run, one receipt and one audit row per job. The peers' venv is
+made in the test's own folder from PyPI (reachable in CI: nothing here skips for the network).
+Usage and configuration errors: one line, exit 2 or 78.
 
 No timing is asserted: the measured ratios live in docs/performance.md.
 """
@@ -27,7 +28,13 @@ ROWS = [
     "edge (SQLite, `run.create`) vs huey (SqliteHuey, 1 worker)",
     "cluster R=4 (PostgreSQL) vs pgqueuer default",
     "cluster R=4 vs pgqueuer `batch_size=100`",
+    "edge vs huey, equal work (its job: Run, receipt, audit row in one transaction)",
+    "cluster R=4 vs pgqueuer default, equal work (its job: Run, receipt, audit row in one "
+    "transaction)",
+    "cluster R=4 vs pgqueuer `batch_size=100`, equal work (its job: Run, receipt, audit row in "
+    "one transaction)",
 ]
+EQUAL_RUNS = {"huey_equal", "pgqueuer_equal", "pgqueuer_batch_100_equal"}
 
 
 def run_peers(
@@ -50,7 +57,7 @@ def run_peers(
 
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_compare_peers_reports_three_rows_of_positive_rates(tmp_path: Path) -> None:
+def test_compare_peers_reports_six_rows_of_positive_rates(tmp_path: Path) -> None:
     venv = tmp_path / "peers-venv"
     result = run_peers(
         "--database",
@@ -60,7 +67,7 @@ def test_compare_peers_reports_three_rows_of_positive_rates(tmp_path: Path) -> N
         "--json",
         cwd=tmp_path,
         env={installation.VENV_VARIABLE: str(venv)},
-        timeout=240,
+        timeout=420,
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
@@ -78,9 +85,26 @@ def test_compare_peers_reports_three_rows_of_positive_rates(tmp_path: Path) -> N
     # Steady rates on both sides: ours from the completion times the store recorded.
     assert entry["rows"][0]["ours_per_s"] == entry["ours"]["edge"]["steady_per_s"]
     assert entry["rows"][1]["ours_per_s"] == entry["ours"]["cluster"]["steady_per_s"]
+    # The same run of ours beside both of a peer's jobs.
+    assert entry["rows"][3]["ours_per_s"] == entry["rows"][0]["ours_per_s"]
+    assert entry["rows"][4]["ours_per_s"] == entry["rows"][5]["ours_per_s"]
+    assert entry["rows"][4]["ours_per_s"] == entry["rows"][1]["ours_per_s"]
     assert all(entry["ours"][side]["dispatch_per_s"] > 0 for side in ("edge", "cluster"))
-    assert set(entry["peer_runs"]) == {"huey", "pgqueuer", "pgqueuer_batch_100"}
-    assert all(run["jobs"] == DISPATCHES for run in entry["peer_runs"].values())
+    runs = entry["peer_runs"]
+    assert set(runs) == {"huey", "pgqueuer", "pgqueuer_batch_100"} | EQUAL_RUNS
+    assert all(run["jobs"] == DISPATCHES for run in runs.values())
+    # The equal-work jobs wrote their three rows each, counted after the drain; the no-op
+    # jobs wrote none.
+    for name, run in runs.items():
+        if name in EQUAL_RUNS:
+            assert run["work"] == "equal"
+            assert run["verified"] == {
+                "runs": DISPATCHES,
+                "receipts": DISPATCHES,
+                "audit": DISPATCHES,
+            }
+        else:
+            assert (run["work"], run["verified"]) == ("noop", None)
     # The venv went where the variable said, stamped with the pins; nothing under var/.
     assert (venv / installation.STAMP).read_text("utf-8").split() == installation.requirements()
     assert not (tmp_path / "var").exists()
