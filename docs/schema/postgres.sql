@@ -194,6 +194,7 @@ GRANT SELECT ON TABLE qinglong.approval_requests TO qinglong_recorder;
 GRANT INSERT, SELECT, UPDATE ON TABLE qinglong.approval_requests TO qinglong_runtime;
 GRANT INSERT, SELECT ON TABLE qinglong.approval_requests TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.approval_requests TO qinglong_viewer;
+GRANT SELECT (approval_request_id, status) ON TABLE qinglong.approval_requests TO qinglong_recorder;
 
 -- table approval_votes
 CREATE TABLE qinglong.approval_votes (
@@ -212,6 +213,7 @@ GRANT INSERT, SELECT ON TABLE qinglong.approval_votes TO qinglong_approver;
 GRANT SELECT ON TABLE qinglong.approval_votes TO qinglong_operator;
 GRANT SELECT ON TABLE qinglong.approval_votes TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.approval_votes TO qinglong_submitter;
+GRANT SELECT (approval_request_id, principal, vote, reason, voted_at_ms) ON TABLE qinglong.approval_votes TO qinglong_recorder;
 
 -- table approved_action_dispatch_executions
 CREATE TABLE qinglong.approved_action_dispatch_executions (
@@ -654,6 +656,8 @@ CREATE TABLE qinglong.security_audit_events (
     token_id text,
     client_address text,
     request_id text,
+    comment text,
+    CONSTRAINT security_audit_events_comment_line CHECK (((comment IS NULL) OR (((length(comment) >= 1) AND (length(comment) <= 500)) AND (comment !~ '[[:cntrl:]]'::text)))),
     CONSTRAINT security_audit_events_pkey PRIMARY KEY (event_id),
     CONSTRAINT security_audit_events_request_whole CHECK ((((token_id IS NULL) AND (client_address IS NULL) AND (request_id IS NULL)) OR ((token_id IS NOT NULL) AND (request_id IS NOT NULL)) OR ((kind = 'api.auth_failed'::text) AND (token_id IS NULL) AND (client_address IS NOT NULL) AND (request_id IS NOT NULL))))
 );
@@ -663,6 +667,7 @@ GRANT DELETE, SELECT ON TABLE qinglong.security_audit_events TO qinglong_pruner;
 GRANT INSERT ON TABLE qinglong.security_audit_events TO qinglong_recorder;
 GRANT INSERT, SELECT ON TABLE qinglong.security_audit_events TO qinglong_runtime;
 GRANT INSERT ON TABLE qinglong.security_audit_events TO qinglong_submitter;
+GRANT SELECT (event_id, kind, principal, subject_id, detail_code, comment) ON TABLE qinglong.security_audit_events TO qinglong_recorder;
 
 -- table step_run_mutations
 CREATE TABLE qinglong.step_run_mutations (
@@ -881,7 +886,7 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (83; those of primary keys and UNIQUE constraints too)
+-- indexes (84; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
@@ -893,6 +898,7 @@ CREATE INDEX approval_policies_action ON qinglong.approval_policies USING btree 
 CREATE UNIQUE INDEX approval_policies_pkey ON qinglong.approval_policies USING btree (name, version);
 CREATE UNIQUE INDEX approval_request_policies_pkey ON qinglong.approval_request_policies USING btree (approval_request_id);
 CREATE INDEX approval_request_policies_reminded ON qinglong.approval_request_policies USING btree (approval_request_id) WHERE (remind_before_ms IS NOT NULL);
+CREATE INDEX approval_requests_by_status ON qinglong.approval_requests USING btree (status, created_at_ms DESC, approval_request_id DESC);
 CREATE UNIQUE INDEX approval_requests_one_live_per_plan ON qinglong.approval_requests USING btree (project_id, action_ref) WHERE (status = ANY (ARRAY['pending'::text, 'approved'::text, 'consumed'::text]));
 CREATE UNIQUE INDEX approval_requests_pkey ON qinglong.approval_requests USING btree (approval_request_id);
 CREATE INDEX approval_requests_plan ON qinglong.approval_requests USING btree (project_id, action_ref);
@@ -966,7 +972,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (49)
+-- functions (50)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -1510,6 +1516,40 @@ BEGIN
 END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.db_now_ms() TO PUBLIC;
+
+-- function qinglong.decision_reasons(p_approval_request_id text)
+CREATE OR REPLACE FUNCTION qinglong.decision_reasons(p_approval_request_id text)
+ RETURNS TABLE(decision text, principal text, reason text, comment text)
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT r.decision, r.principal, r.reason, r.comment
+    FROM (
+        SELECT 'deny'::pg_catalog.text AS decision, v.principal, v.reason,
+               NULL::pg_catalog.text AS comment, v.voted_at_ms AS at_ms, 0::pg_catalog.int8 AS n
+        FROM qinglong.approval_votes AS v
+        WHERE v.approval_request_id = p_approval_request_id AND v.vote = 'deny'
+        UNION ALL
+        SELECT pg_catalog.substr(e.kind, 5), e.principal,
+               CASE WHEN e.kind = 'api.reject' THEN e.detail_code END, e.comment,
+               0::pg_catalog.int8, e.event_id
+        FROM qinglong.security_audit_events AS e
+        WHERE e.subject_id = p_approval_request_id
+          AND e.kind IN ('api.approve', 'api.reject')
+    ) AS r
+    WHERE EXISTS (
+        SELECT 1 FROM qinglong.approval_requests AS a
+        WHERE a.approval_request_id = p_approval_request_id AND a.status <> 'pending'
+    )
+    ORDER BY r.at_ms, r.n, r.principal
+$function$;
+ALTER FUNCTION qinglong.decision_reasons(p_approval_request_id text) OWNER TO qinglong_recorder;
+GRANT EXECUTE ON FUNCTION qinglong.decision_reasons(p_approval_request_id text) TO qinglong_approver;
+GRANT EXECUTE ON FUNCTION qinglong.decision_reasons(p_approval_request_id text) TO qinglong_operator;
+GRANT EXECUTE ON FUNCTION qinglong.decision_reasons(p_approval_request_id text) TO qinglong_runtime;
+GRANT EXECUTE ON FUNCTION qinglong.decision_reasons(p_approval_request_id text) TO qinglong_submitter;
+GRANT EXECUTE ON FUNCTION qinglong.decision_reasons(p_approval_request_id text) TO qinglong_viewer;
 
 -- function qinglong.dispatch_target_of_plan()
 CREATE OR REPLACE FUNCTION qinglong.dispatch_target_of_plan()

@@ -412,7 +412,10 @@ CREATE TABLE security_audit_events (
     subject_id      TEXT NOT NULL,
     detail_code     TEXT NOT NULL,
     committed_at_ms INTEGER NOT NULL
-, token_id TEXT, client_address TEXT, request_id TEXT) STRICT;
+, token_id TEXT, client_address TEXT, request_id TEXT, comment TEXT
+    CONSTRAINT security_audit_events_comment_line CHECK (
+        comment IS NULL OR (length(comment) BETWEEN 1 AND 500 AND comment NOT GLOB '*[' || char(1) || '-' || char(31) || char(127) || ']*')
+    )) STRICT;
 
 -- table step_run_mutations
 CREATE TABLE step_run_mutations (
@@ -531,13 +534,17 @@ CREATE TABLE uncertain_outcomes (
     lease_proof       TEXT CHECK (lease_proof IS NULL)  -- PostgreSQL's column; never set here
 ) STRICT;
 
--- indexes (25)
+-- indexes (26)
 
 -- index api_tokens_principal
 CREATE INDEX api_tokens_principal ON api_tokens (principal);
 
 -- index approval_policies_action
 CREATE INDEX approval_policies_action ON approval_policies (action_type);
+
+-- index approval_requests_by_status
+CREATE INDEX approval_requests_by_status
+    ON approval_requests (status, created_at_ms DESC, approval_request_id DESC);
 
 -- index approval_requests_one_live_per_plan
 CREATE UNIQUE INDEX approval_requests_one_live_per_plan

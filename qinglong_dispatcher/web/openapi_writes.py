@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from qinglong_dispatcher.domain import approval_views, states
+from qinglong_dispatcher.domain import approval_views, principals, states
 from qinglong_dispatcher.web import context, idempotency, problems, schemas
 
 _ID: Final = schemas.ID
 _MS: Final = schemas.MS
 _STR: Final = schemas.NULLABLE_STR
+COMMENT: Final = {
+    "type": "string",
+    "maxLength": principals.COMMENT_MAX_CHARS,
+    "description": "one printable line, kept in the write's audit row (blank: none)",
+}
 _ref = schemas.ref
 
 
@@ -50,6 +55,10 @@ _WRITE_ERRORS: Final = {
 }
 
 
+OPTIONAL_BODIES: Final = frozenset({"CommentBody"})
+"""Bodies a write may leave out (none at all is `{}`)."""
+
+
 def write_operation(
     operation_id: str,
     summary: str,
@@ -79,7 +88,7 @@ def write_operation(
         op["parameters"] = [{"name": path_id, "in": "path", "required": True, "schema": _ID}]
     if body is not None:
         op["requestBody"] = {
-            "required": True,
+            "required": body not in OPTIONAL_BODIES,
             "content": {"application/json": {"schema": _ref(body)}},
         }
     return op
@@ -148,7 +157,7 @@ def paths() -> dict[str, Any]:
                 "Approve as the principal (not the requester), then consume into the dispatch",
                 "approver",
                 path_id="approval_request_id",
-                body=None,
+                body="CommentBody",
                 answer="ApprovedAnswer",
             )
         },
@@ -158,7 +167,7 @@ def paths() -> dict[str, Any]:
                 "Reject: it can never be approved",
                 "approver",
                 path_id="approval_request_id",
-                body="ReasonBody",
+                body="RejectBody",
                 answer="ApprovalAnswer",
             )
         },
@@ -276,6 +285,19 @@ def all_schemas() -> dict[str, Any]:
             "description": "when it was approved, rejected or expired",
         },
         "consumed_at_ms": {"type": ["integer", "null"]},
+        "reasons": {
+            "type": "array",
+            "description": "why it was decided so: deny votes and the API's decision",
+            "items": object_schema(
+                ["decision", "principal", "reason", "comment"],
+                {
+                    "decision": {"type": "string", "enum": ["deny", "approve", "reject"]},
+                    "principal": {"type": "string"},
+                    "reason": _STR,
+                    "comment": _STR,
+                },
+            ),
+        },
     }
     consumed = {"approval_request_id": _ID, "dispatch_id": _ID, "action_ref": _ID}
     reason = {"type": "string", "pattern": _ID["pattern"], "description": "a reason code"}
@@ -307,11 +329,14 @@ def all_schemas() -> dict[str, Any]:
             },
         ),
         "ReasonBody": object_schema(["reason"], {"reason": reason}),
+        "CommentBody": object_schema([], {"comment": COMMENT}),
+        "RejectBody": object_schema(["reason"], {"reason": reason, "comment": COMMENT}),
         "ResolveBody": object_schema(
             ["as", "reason"],
             {
                 "as": {"type": "string", "enum": [c.value for c in states.Completion]},
                 "reason": reason,
+                "comment": COMMENT,
             },
         ),
     }

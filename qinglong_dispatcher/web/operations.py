@@ -66,7 +66,7 @@ def _resolution(body: dict[str, object]) -> states.Completion:
 async def resolve(request: web.Request) -> web.Response:
     """`POST /api/v1/recovery/{id}/resolve` `{"as": RESULT, "reason": CODE}`: settle a
     `recovery_required` execution; refused (409) while its lease is live by either clock."""
-    admitted = await writing.begin(request, ("as", "reason"))
+    admitted = await writing.begin(request, ("as", "reason", "comment"))
     if isinstance(admitted, web.Response):
         return admitted
     dispatch_id = writing.path_id(request, _ID, errors.DispatchNotFound)

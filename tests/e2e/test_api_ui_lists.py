@@ -43,7 +43,7 @@ async def test_approvals_by_status_with_who_decided_how_and_when(served: Served)
     waiting = (await api_submit(it, "sam", "t2"))["approval_request_id"]
     it.clock.advance(ms=5)
     status, _, body = await it.call(
-        "POST", f"/approvals/{rejected}/reject", "alice", {"reason": "dup"}
+        "POST", f"/approvals/{rejected}/reject", "alice", {"reason": "dup", "comment": "as t2 "}
     )
     assert status == 200, body
 
@@ -59,6 +59,13 @@ async def test_approvals_by_status_with_who_decided_how_and_when(served: Served)
     assert row["decision_code"] == "by_other"
     assert row["decided_at_ms"] >= row["created_at_ms"]
     assert row["plan"]["taskId"] == "t1"
+    # Why, read by a viewer (on PostgreSQL through the definer function: it may read neither
+    # the votes nor the audit table itself): the reason code and the comment, trimmed.
+    assert row["reasons"] == [
+        {"decision": "reject", "principal": it.names["alice"], "reason": "dup", "comment": "as t2"}
+    ]
+    (waiting_row,) = (await it.call("GET", "/approvals", "vic"))[2]["approvals"]
+    assert waiting_row["reasons"] == []
     # Every member the schema names, and no other.
     _, _, document = await it.call("GET", "/openapi.json", None)
     schema = document["components"]["schemas"]["WaitingApproval"]
@@ -76,6 +83,54 @@ async def test_approvals_by_status_with_who_decided_how_and_when(served: Served)
         answer = await it.call("GET", f"/approvals?status={bad}", "vic")
         assert_problem(answer, 400, "invalid_input")
         assert answer[2]["detail"].startswith("status:"), answer[2]
+    assert await it.everything() == before
+
+
+async def test_deny_votes_and_comments_are_shown_with_the_decision(served: Served) -> None:
+    it = served
+    denied = (await api_submit(it, "sam", "t1"))["approval_request_id"]
+    approved = (await api_submit(it, "sam", "t2"))["approval_request_id"]
+    status, _, body = await it.call(
+        "POST", f"/approvals/{denied}/votes", "bob", {"vote": "deny", "reason": "not this week"}
+    )
+    assert status == 200, body
+    status, _, body = await it.call(
+        "POST", f"/approvals/{approved}/approve", "alice", {"comment": "checked with ops"}
+    )
+    assert status == 200, body
+    status, _, body = await it.call("GET", "/approvals?status=all", "vic")
+    assert status == 200, body
+    reasons = {row["approval_request_id"]: row["reasons"] for row in body["approvals"]}
+    assert reasons[denied] == [
+        {
+            "decision": "deny",
+            "principal": it.names["bob"],
+            "reason": "not this week",
+            "comment": None,
+        }
+    ]
+    assert reasons[approved] == [
+        {
+            "decision": "approve",
+            "principal": it.names["alice"],
+            "reason": None,
+            "comment": "checked with ops",
+        }
+    ]
+    # The comment is in the approve's own audit row.
+    status, _, body = await it.call("GET", f"/audit?subject={approved}&kind=api.approve", "vic")
+    assert status == 200, body
+    assert [e["comment"] for e in body["audit"]] == ["checked with ops"]
+
+    # A comment is one printable line: anything else is a 400 naming it, writing nothing.
+    other = (await api_submit(it, "sam", "t3"))["approval_request_id"]
+    before = await it.everything()
+    for bad in ("two\nlines", "x" * 501, 7):
+        answer = await it.call(
+            "POST", f"/approvals/{other}/reject", "alice", {"reason": "r", "comment": bad}
+        )
+        assert_problem(answer, 400, "invalid_input")
+        assert answer[2]["detail"].startswith("comment:"), answer[2]
     assert await it.everything() == before
 
 
@@ -136,6 +191,8 @@ async def test_the_ui_filters_approvals_by_status_with_relative_times(served: Se
         assert decided is not None
         assert html.unescape(decided.group(1)) == f"{it.names['alice']} ({it.names['alice']})"
         assert "<dt>why</dt><dd>by_other</dd>" in page
+        said = html.escape(f"reject by {it.names['alice']}")
+        assert f"<dt>{said}</dt><dd>dup</dd>" in page  # the reject's reason code
         assert "/reject" not in page  # a decided row offers no decision
         status, _, page = await ui.get("/ui/approvals?status=lost")
         assert status == 400

@@ -30,10 +30,13 @@ def _decisions(row: approval_views.WaitingApproval, session: sessions.Session) -
     if not permissions.admits(session.principal, Operation.APPROVE):
         return ""
     base = "/ui/approvals/" + markup.segment(row.approval_request_id)
-    return markup.post_form(base + "/approve", session, "", "Approve…") + markup.post_form(
+    return markup.post_form(
+        base + "/approve", session, markup.comment_field(), "Approve…"
+    ) + markup.post_form(
         base + "/reject",
         session,
-        markup.text_field("reason", "Reason code", pattern=markup.CODE_PATTERN),
+        markup.text_field("reason", "Reason code", pattern=markup.CODE_PATTERN)
+        + markup.comment_field(),
         "Reject…",
         danger=True,
     )
@@ -52,6 +55,10 @@ def _decided(row: approval_views.WaitingApproval, now_ms: int) -> list[tuple[str
         ]
     if row.consumed_at_ms is not None:
         decided.append(("consumed", markup.ago(row.consumed_at_ms, now_ms)))
+    decided += [
+        (f"{said.decision} by {said.principal}", markup.esc(approval_views.reason_text(said)))
+        for said in row.reasons
+    ]
     return decided
 
 
@@ -209,7 +216,7 @@ async def approve(
             extra=await preview_of(request, approval_id),
         )
         return guard.confirmed(request, session, fields, ask) or guard.redirect("/ui/approvals")
-    admitted = await guard.admit(request, {})
+    admitted = await guard.admit(request, {"comment": fields.get("comment")})
     _, consumed = await approvals.approve_as(context.of(request), admitted, approval_id)
     href = markup.url("/ui/dispatches/" + markup.segment(consumed.dispatch_id))
     body = markup.notice(f"Approved {approval_id}.", kind="ok") + (
@@ -235,7 +242,9 @@ async def reject(
             extra=await preview_of(request, approval_id),
         )
         return guard.confirmed(request, session, fields, ask) or guard.redirect("/ui/approvals")
-    admitted = await guard.admit(request, {"reason": fields.get("reason")})
+    admitted = await guard.admit(
+        request, {"reason": fields.get("reason"), "comment": fields.get("comment")}
+    )
     rejected = await approvals.reject_as(context.of(request), admitted, approval_id)
     body = markup.notice(f"Rejected {approval_id}.", kind="ok") + markup.json_block(
         approvals.approval_json(rejected)

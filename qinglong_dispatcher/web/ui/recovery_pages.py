@@ -94,7 +94,10 @@ async def resolve(
     asking = guard.confirmed(request, session, fields, ask)
     if asking is not None:
         return asking
-    admitted = await guard.admit(request, {"as": fields.get("as"), "reason": fields.get("reason")})
+    admitted = await guard.admit(
+        request,
+        {"as": fields.get("as"), "reason": fields.get("reason"), "comment": fields.get("comment")},
+    )
     done = await operations.resolve_as(context.of(request), admitted, dispatch_id)
     href = markup.url("/ui/dispatches/" + markup.segment(dispatch_id))
     body = (
