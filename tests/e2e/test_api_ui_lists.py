@@ -197,3 +197,79 @@ async def test_the_ui_filters_approvals_by_status_with_relative_times(served: Se
         status, _, page = await ui.get("/ui/approvals?status=lost")
         assert status == 400
         assert "invalid_input" in page
+
+
+def _rows(page: str) -> list[str]:
+    """The dispatch ids a list page's table links, in order."""
+    return re.findall(r'<a href="/ui/dispatches/([^"?]+)">', page)
+
+
+async def test_the_ui_dispatch_list_filters_as_the_api_and_pages_both_ways(
+    served: Served,
+) -> None:
+    it = served
+    await submit_runs(it.harness.approver_store, it.clock, 3)
+    status, _, body = await it.call("GET", "/dispatches?project=proj-1", "vic")
+    assert status == 200, body
+    newest_first = [d["dispatch_id"] for d in body["dispatches"]]
+    assert len(newest_first) == 3
+    async with UiClient(it) as ui:
+        await ui.sign_in("vic")
+        status, _, page = await ui.get("/ui/dispatches?project=proj-1&limit=1")
+        assert status == 200, page  # `?project=` is a filter, as the API's
+        assert _rows(page) == newest_first[:1]
+        assert 'rel="prev"' not in page
+        found = re.search(r'<a href="([^"]+)" rel="next">', page)
+        assert found is not None
+        status, _, second = await ui.get(html.unescape(found.group(1)))
+        assert status == 200
+        assert _rows(second) == newest_first[1:2]
+        onward = re.search(r'<a href="([^"]+)" rel="next">', second)
+        assert onward is not None
+        status, _, third = await ui.get(html.unescape(onward.group(1)))
+        assert _rows(third) == newest_first[2:]
+        assert 'rel="next"' not in third
+        again = re.search(r'<a href="([^"]+)" rel="prev">', third)
+        assert again is not None
+        status, _, page = await ui.get(html.unescape(again.group(1)))
+        assert _rows(page) == newest_first[1:2]  # back one page, filters kept
+        assert 'value="proj-1"' in page
+        back = re.search(r'<a href="([^"]+)" rel="prev">', page)
+        assert back is not None
+        status, _, first = await ui.get(html.unescape(back.group(1)))
+        assert _rows(first) == newest_first[:1]
+        status, _, page = await ui.get("/ui/dispatches?project=elsewhere")
+        assert status == 200
+        assert _rows(page) == []
+        status, _, page = await ui.get("/ui/dispatches?limit=9999")
+        assert status == 400
+        assert "limit:" in page
+
+
+async def test_the_ui_approval_list_filters_and_pages_both_ways(served: Served) -> None:
+    it = served
+    for task in ("t1", "t2", "t3"):
+        await api_submit(it, "sam", task)
+        it.clock.advance(ms=5)
+    status, _, body = await it.call("GET", "/approvals?status=all", "vic")
+    newest_first = [row["approval_request_id"] for row in body["approvals"]]
+    project = body["approvals"][0]["project_id"]
+
+    def shown(page: str) -> list[str]:
+        return re.findall(r'<h2><a href="/ui/approvals/([^"?]+)">', page)
+
+    async with UiClient(it) as ui:
+        await ui.sign_in("vic")
+        status, _, page = await ui.get(f"/ui/approvals?status=all&project={project}&limit=2")
+        assert status == 200, page
+        assert shown(page) == newest_first[:2]
+        found = re.search(r'<a href="([^"]+)" rel="next">', page)
+        assert found is not None
+        _, _, second = await ui.get(html.unescape(found.group(1)))
+        assert shown(second) == newest_first[2:]
+        back = re.search(r'<a href="([^"]+)" rel="prev">', second)
+        assert back is not None
+        _, _, first = await ui.get(html.unescape(back.group(1)))
+        assert shown(first) == newest_first[:2]
+        _, _, none = await ui.get("/ui/approvals?status=all&project=elsewhere&action=run.create")
+        assert shown(none) == []

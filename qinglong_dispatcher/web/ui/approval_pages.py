@@ -12,7 +12,7 @@ from aiohttp import web
 from qinglong_dispatcher.domain import approval_views, errors, permissions, plans
 from qinglong_dispatcher.usecases import requesting
 from qinglong_dispatcher.web import approvals, bodies, context, reads, submits
-from qinglong_dispatcher.web.ui import guard, markup, sessions
+from qinglong_dispatcher.web.ui import guard, markup, paging, sessions
 
 Operation = permissions.Operation
 _SCANNED_PAGES = 4
@@ -85,22 +85,30 @@ def _row(row: approval_views.WaitingApproval, session: sessions.Session, now_ms:
     )
 
 
-def _status_filter(status: str) -> str:
-    """A GET form choosing the status shown (no JavaScript needed)."""
+def _status_filter(status: str, shown: paging.Filters) -> str:
+    """A GET form choosing the status and the filters shown (no JavaScript needed)."""
     return (
         f'<form class="filter" method="get" action="{markup.url("/ui/approvals")}">'
         + markup.select("status", "Status", approval_views.STATUSES, chosen=status)
+        + paging.fields(shown.as_query())
         + '<button type="submit">Show</button></form>'
     )
 
 
 @guard.view(Operation.READ)
 async def queue(request: web.Request, session: sessions.Session) -> web.StreamResponse:
-    """`GET /ui/approvals?status=&after=`: requests of one status (the waiting ones by
-    default), newest first, each time also as how long ago."""
-    reads.only_params(request, ("after", "status"))
+    """`GET /ui/approvals?status=&action=&project=&limit=&after=&trail=`: requests of one
+    status (the waiting ones by default), newest first, a page at a time both ways, each time
+    also as how long ago."""
+    reads.only_params(request, ("status", *paging.PARAMS))
+    shown = paging.filters(request.query, approval_views.MAX_LIMIT)
     after = reads.query_field(
         "after", request.query.get("after") or None, approval_views.Cursor.parse
+    )
+    trail = reads.query_field(
+        "trail",
+        request.query.get("trail") or None,
+        paging.parse_trail(approval_views.Cursor.parse),
     )
     status = reads.query_field(
         "status", request.query.get("status") or None, approval_views.parse_status
@@ -109,23 +117,33 @@ async def queue(request: web.Request, session: sessions.Session) -> web.StreamRe
     ctx = context.of(request)
     now_ms = ctx.clock.now_ms()
     page = await ctx.store.list_waiting_approvals(
-        approval_views.ListQuery(after=after, status=status), now_ms=now_ms, shown=ctx.shown
+        approval_views.ListQuery(
+            action_type=shown.action,
+            project_id=shown.project,
+            limit=shown.limit or approval_views.DEFAULT_LIMIT,
+            after=after,
+            status=status,
+        ),
+        now_ms=now_ms,
+        shown=ctx.shown,
     )
     new = ""
     if permissions.admits(session.principal, Operation.CREATE):
         new = f'<p><a href="{markup.url("/ui/approvals/new")}">Request an action…</a></p>'
-    more = ""
-    if page.next is not None:
-        shown_status = None if status == approval_views.WAITING else status
-        href = markup.url("/ui/approvals", status=shown_status, after=str(page.next))
-        more = f'<p><a href="{href}" rel="next">Next page</a></p>'
+    more = paging.links(
+        "/ui/approvals",
+        {"status": None if status == approval_views.WAITING else status, **shown.as_query()},
+        after=request.query.get("after") or None,
+        trail=trail,
+        next_cursor=None if page.next is None else str(page.next),
+    )
     rows = "".join(_row(row, session, now_ms) for row in page.approvals)
     empty = (
         "Nothing waits for a decision."
         if status == approval_views.WAITING
         else f"No {status} requests."
     )
-    body = new + _status_filter(status) + (rows or f'<p class="empty">{empty}</p>') + more
+    body = new + _status_filter(status, shown) + (rows or f'<p class="empty">{empty}</p>') + more
     return guard.html_response(
         markup.document("Approvals", body, session=session, active="approvals")
     )

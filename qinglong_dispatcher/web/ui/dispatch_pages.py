@@ -17,7 +17,7 @@ from qinglong_dispatcher.domain import (
     uncertainty,
 )
 from qinglong_dispatcher.web import context, operations, reads
-from qinglong_dispatcher.web.ui import evidence, guard, markup, sessions
+from qinglong_dispatcher.web.ui import evidence, guard, markup, paging, sessions
 
 _WAITING = (states.EffectiveStatus.PENDING, states.EffectiveStatus.RETRY_WAIT)
 _WAIT_WORDS = {targets.TargetWaitKind.HELD: "held by", targets.TargetWaitKind.BUSY: "busy by"}
@@ -40,7 +40,7 @@ def _target(target: str | None, wait: targets.TargetWait | None) -> str:
     )
 
 
-def _filters(status: str | None) -> str:
+def _filters(status: str | None, shown: dict[str, object]) -> str:
     options = ("", *(s.value for s in states.EffectiveStatus))
     items = "".join(
         f'<option value="{markup.esc(o)}"{" selected" if o == (status or "") else ""}>'
@@ -49,23 +49,35 @@ def _filters(status: str | None) -> str:
     )
     return (
         '<form method="get" action="/ui/dispatches"><label>State '
-        f'<select name="status">{items}</select></label><button type="submit">Filter</button>'
-        "</form>"
+        f'<select name="status">{items}</select></label>{paging.fields(shown)}'
+        '<button type="submit">Filter</button></form>'
     )
 
 
 @guard.view(guard.Operation.READ)
 async def list_page(request: web.Request, session: sessions.Session) -> web.StreamResponse:
-    """`GET /ui/dispatches?status=&after=`: newest first, a page at a time."""
-    reads.only_params(request, ("status", "after"))
+    """`GET /ui/dispatches?status=&action=&project=&limit=&after=&trail=`: newest first, a
+    page at a time, both ways (the API's filters)."""
+    reads.only_params(request, ("status", *paging.PARAMS))
     q = request.query
     text = q.get("status") or None
     status = reads.query_field("status", text, states.EffectiveStatus)
+    shown = paging.filters(q, dispatch_views.MAX_LIMIT)
     after = reads.query_field("after", q.get("after") or None, dispatch_views.Cursor.parse)
+    trail = reads.query_field(
+        "trail", q.get("trail") or None, paging.parse_trail(dispatch_views.Cursor.parse)
+    )
     ctx = context.of(request)
     now_ms = ctx.clock.now_ms()
     page = await ctx.store.list_dispatches(
-        dispatch_views.ListQuery(status=status, after=after), now_ms=now_ms
+        dispatch_views.ListQuery(
+            status=status,
+            action_type=shown.action,
+            project_id=shown.project,
+            limit=shown.limit or dispatch_views.DEFAULT_LIMIT,
+            after=after,
+        ),
+        now_ms=now_ms,
     )
     rows = [
         (
@@ -82,12 +94,15 @@ async def list_page(request: web.Request, session: sessions.Session) -> web.Stre
         )
         for d in page.dispatches
     ]
-    more = ""
-    if page.next is not None:
-        href = markup.url("/ui/dispatches", status=text, after=str(page.next))
-        more = f'<p><a href="{href}" rel="next">Next page</a></p>'
+    more = paging.links(
+        "/ui/dispatches",
+        {"status": text, **shown.as_query()},
+        after=q.get("after") or None,
+        trail=trail,
+        next_cursor=None if page.next is None else str(page.next),
+    )
     body = (
-        _filters(text)
+        _filters(text, shown.as_query())
         + markup.table(
             ("dispatch", "state", "action", "project", "target", "attempt", "created", "result"),
             rows,
