@@ -27,6 +27,7 @@ from qinglong_dispatcher.web import (
     operations,
     problems,
     reads,
+    settling,
     submits,
     votes,
 )
@@ -59,6 +60,7 @@ ROUTES: Final[tuple[tuple[str, str, Handler], ...]] = (
     ("POST", "/approvals/{approval_request_id}/consume", approvals.consume),
     ("POST", "/dispatches/{dispatch_id}/cancel", operations.cancel),
     ("POST", "/recovery/{dispatch_id}/resolve", operations.resolve),
+    ("POST", "/recovery/settle", settling.settle),
 )
 """Every route but the OpenAPI document's own, under `PREFIX`."""
 

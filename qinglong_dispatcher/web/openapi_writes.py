@@ -192,6 +192,17 @@ def paths() -> dict[str, Any]:
                 answer="TransitionAnswer",
             )
         },
+        "/recovery/settle": {
+            "post": write_operation(
+                "settleRecovery",
+                "Settle several recovery_required executions, each alone under its own fence "
+                "and audit; every row's outcome (one refused row undoes nothing of the others)",
+                "operator",
+                path_id=None,
+                body="SettleBody",
+                answer="SettleAnswer",
+            )
+        },
         "/recovery/{dispatch_id}/resolve": {
             "post": write_operation(
                 "resolveRecovery",
@@ -330,6 +341,39 @@ def all_schemas() -> dict[str, Any]:
         ),
         "ReasonBody": object_schema(["reason"], {"reason": reason}),
         "CommentBody": object_schema([], {"comment": COMMENT}),
+        "SettleBody": object_schema(
+            ["dispatch_ids", "as", "reason"],
+            {
+                "dispatch_ids": {
+                    "type": "array",
+                    "items": _ID,
+                    "minItems": 1,
+                    "maxItems": 50,
+                    "uniqueItems": True,
+                },
+                "as": {"type": "string", "enum": [c.value for c in states.Completion]},
+                "reason": reason,
+                "comment": COMMENT,
+            },
+        ),
+        "SettleAnswer": object_schema(
+            ["results"],
+            {
+                "results": {
+                    "type": "array",
+                    "items": object_schema(
+                        ["dispatch_id", "status", "version", "problem", "detail"],
+                        {
+                            "dispatch_id": _ID,
+                            "status": _STR,
+                            "version": {"type": ["integer", "null"]},
+                            "problem": {**_STR, "description": "the refusal's problem code"},
+                            "detail": _STR,
+                        },
+                    ),
+                }
+            },
+        ),
         "RejectBody": object_schema(["reason"], {"reason": reason, "comment": COMMENT}),
         "ResolveBody": object_schema(
             ["as", "reason"],

@@ -52,7 +52,8 @@ async def cancel_as(
     )
 
 
-def _resolution(body: dict[str, object]) -> states.Completion:
+def resolution_of(body: dict[str, object]) -> states.Completion:
+    """The body's `as`: succeeded, failed or blocked (a 400 naming it otherwise)."""
     value = body.get("as")
     if value is None:
         raise problems.BadField("as", "as: required (succeeded, failed or blocked)")
@@ -79,7 +80,7 @@ async def resolve_as(
 ) -> records.Transition:
     """Settle `dispatch_id` as the admitted operator with the body's `as` and `reason` (the
     API's `resolve` and the operator UI's form)."""
-    resolution = _resolution(admitted.body)
+    resolution = resolution_of(admitted.body)
     reason = writing.code(admitted.body, "reason")
     assert reason is not None
     return await resolving.resolve_manually(

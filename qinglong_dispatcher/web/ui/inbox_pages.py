@@ -2,15 +2,17 @@
 the page where it is decided (the same read as `GET /api/v1/inbox`).
 
 The filters are a plain GET form, so the page works without JavaScript; the rows are a list
-that wraps, so a narrow screen never scrolls sideways.
+that wraps, so a narrow screen never scrolls sideways. An operator may tick several
+`recovery_required` rows and settle them with one outcome and one reason: each is settled alone
+(`web/settling.py`), after a confirmation page, and the answer reports every row.
 """
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from qinglong_dispatcher.domain import inbox, permissions
-from qinglong_dispatcher.web import context, reads
+from qinglong_dispatcher.domain import errors, inbox, permissions, plans, states
+from qinglong_dispatcher.web import context, reads, settling
 from qinglong_dispatcher.web import inbox as inbox_reads
 from qinglong_dispatcher.web.ui import guard, markup, sessions
 
@@ -18,6 +20,8 @@ Operation = permissions.Operation
 
 _KIND = {inbox.Kind.APPROVAL: "approval", inbox.Kind.RECOVERY: "recovery required"}
 _PAGE = {inbox.Kind.APPROVAL: "/ui/approvals/", inbox.Kind.RECOVERY: "/ui/dispatches/"}
+PICK = "pick-"
+"""A ticked row's field name is `pick-<dispatch id>` (a form keeps one value per name)."""
 
 
 def age(ms: int) -> str:
@@ -52,10 +56,15 @@ def _filters(wanted: inbox.Filter) -> str:
     )
 
 
-def _row(item: inbox.Item, now_ms: int) -> str:
+def _row(item: inbox.Item, now_ms: int, *, pickable: bool = False) -> str:
     href = markup.url(_PAGE[item.kind] + markup.segment(item.subject_id))
+    pick = ""
+    if pickable and item.kind is inbox.Kind.RECOVERY:
+        name = markup.esc(PICK + item.subject_id)
+        said = markup.esc(f"select {item.subject_id}")
+        pick = f'<input type="checkbox" name="{name}" value="yes" aria-label="{said}"> '
     return (
-        f'<li class="item {markup.esc(item.kind.value)}">'
+        f'<li class="item {markup.esc(item.kind.value)}">{pick}'
         f'<span class="kind">{markup.esc(_KIND[item.kind])}</span> '
         f"<b>{markup.link(href, item.subject_id)}</b>"
         f'<span class="what">{markup.esc(item.action_type)} · {markup.esc(item.project_id)}'
@@ -87,12 +96,17 @@ async def page(request: web.Request, session: sessions.Session) -> web.StreamRes
     ctx = context.of(request)
     found = await inbox_reads.read(ctx, session.principal, wanted)
     now_ms = ctx.clock.now_ms()
-    rows = "".join(_row(item, now_ms) for item in found.items)
+    settles = permissions.admits(session.principal, Operation.RESOLVE) and any(
+        item.kind is inbox.Kind.RECOVERY for item in found.items
+    )
+    rows = "".join(_row(item, now_ms, pickable=settles) for item in found.items)
     listed = (
         f'<ul class="inbox" id="inbox">{rows}</ul>'
         if rows
         else '<p class="empty" id="inbox">Nothing waits on you.</p>'
     )
+    if settles:
+        listed = _bulk_form(listed, session)
     partial = (
         ""
         if found.complete
@@ -100,3 +114,78 @@ async def page(request: web.Request, session: sessions.Session) -> web.StreamRes
     )
     body = _offered(session) + _filters(wanted) + partial + listed
     return guard.html_response(markup.document("Inbox", body, session=session, active="inbox"))
+
+
+def _bulk_form(listed: str, session: sessions.Session) -> str:
+    """The list inside one form: tick `recovery_required` rows, then one outcome and reason."""
+    return markup.post_form(
+        "/ui/inbox/settle",
+        session,
+        listed
+        + '<fieldset class="bulk"><legend>Settle the selected rows</legend>'
+        # No outcome is chosen for the operator: a default would settle by a slip.
+        + markup.select("as", "As", [c.value for c in states.Completion], prompt="choose…")
+        + markup.text_field("reason", "Reason code", pattern=markup.CODE_PATTERN)
+        + markup.comment_field()
+        + "</fieldset>",
+        "Settle selected…",
+        danger=True,
+    )
+
+
+def _picked(fields: dict[str, str]) -> list[str]:
+    picked = [name[len(PICK) :] for name in fields if name.startswith(PICK)]
+    if not picked:
+        raise errors.InvalidInput("dispatch_ids: select at least one row")
+    if not all(plans.is_identifier(p) for p in picked):
+        raise errors.InvalidInput("dispatch_ids: each must be a dispatch id")
+    return picked
+
+
+def _results(done: list[settling.Settled]) -> str:
+    rows = [
+        (
+            markup.link(
+                markup.url("/ui/dispatches/" + markup.segment(r.dispatch_id)), r.dispatch_id
+            ),
+            markup.esc("settled" if r.problem is None else "refused"),
+            markup.esc(r.status if r.problem is None else f"{r.problem}: {r.detail}"),
+        )
+        for r in done
+    ]
+    return markup.table(("dispatch", "outcome", "status or why"), rows, empty="No row.")
+
+
+@guard.form(Operation.RESOLVE)
+async def settle(
+    request: web.Request, session: sessions.Session, fields: dict[str, str]
+) -> web.StreamResponse:
+    """`POST /ui/inbox/settle` (`pick-<id>`…, `as`, `reason`, `comment`, then `confirmed=yes`):
+    each ticked row settled alone, as `POST /api/v1/recovery/settle`; the page reports each."""
+    picked = settling.dispatch_ids(_picked(fields))
+    outcome = fields.get("as", "")
+    named = f" as {outcome}" if outcome in {c.value for c in states.Completion} else ""
+    ask = guard.Confirm(
+        f"Settle {len(picked)} dispatch(es){named} by hand, each alone? This is final and "
+        "audited under your name.",
+        "Settle",
+        "/ui/inbox",
+        danger=True,
+        extra="<ul>" + "".join(f"<li>{markup.esc(p)}</li>" for p in picked) + "</ul>",
+    )
+    asking = guard.confirmed(request, session, fields, ask)
+    if asking is not None:
+        return asking
+    admitted = await guard.admit(
+        request,
+        {"as": fields.get("as"), "reason": fields.get("reason"), "comment": fields.get("comment")},
+    )
+    done = await settling.settle_each(context.of(request), admitted, picked)
+    settled = sum(1 for r in done if r.problem is None)
+    kind = "ok" if settled == len(done) else "error"
+    body = (
+        markup.notice(f"Settled {settled} of {len(done)}.", kind=kind)
+        + _results(done)
+        + '<p><a href="/ui/inbox">The inbox</a></p>'
+    )
+    return guard.html_response(markup.document("Settled", body, session=session, active="inbox"))

@@ -25,6 +25,7 @@ from qinglong_dispatcher.web.ui import (
 ROUTES: Final[tuple[tuple[str, str, guard.Handler], ...]] = (
     ("GET", "/ui", overview.overview),
     ("GET", "/ui/inbox", inbox_pages.page),
+    ("POST", "/ui/inbox/settle", inbox_pages.settle),
     ("GET", "/ui/signin", signin.show),
     ("POST", "/ui/signin", signin.sign_in),
     ("POST", "/ui/signout", signin.sign_out),
