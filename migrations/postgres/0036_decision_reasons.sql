@@ -63,3 +63,48 @@ GRANT EXECUTE ON FUNCTION qinglong.decision_reasons(pg_catalog.text)
 GRANT CREATE ON SCHEMA qinglong TO qinglong_recorder;
 ALTER FUNCTION qinglong.decision_reasons(pg_catalog.text) OWNER TO qinglong_recorder;
 REVOKE CREATE ON SCHEMA qinglong FROM qinglong_recorder;
+
+-- A note per inbox row (docs/ui.md): an approver or an operator writes a short line on a
+-- request or a dispatch that waits on people. Notes are appended, never changed; each names
+-- the principal that wrote it, which the guard below holds to the acting one (a note is
+-- never written for another), and its time is the database's. No role deletes one: a note
+-- goes with its request or dispatch when the pruner removes those (the foreign keys cascade
+-- as the table's owner).
+CREATE TABLE qinglong.inbox_notes (
+    note_id pg_catalog.int8 GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    approval_request_id pg_catalog.text
+        REFERENCES qinglong.approval_requests (approval_request_id) ON DELETE CASCADE,
+    dispatch_id pg_catalog.text
+        REFERENCES qinglong.approved_action_dispatches (dispatch_id) ON DELETE CASCADE,
+    principal pg_catalog.text NOT NULL,
+    note pg_catalog.text NOT NULL CONSTRAINT inbox_notes_note_line CHECK (
+        pg_catalog.length(note) BETWEEN 1 AND 500 AND note !~ '[[:cntrl:]]'
+    ),
+    written_at_ms pg_catalog.int8 NOT NULL,
+    CONSTRAINT inbox_notes_one_subject CHECK (
+        (approval_request_id IS NULL) <> (dispatch_id IS NULL)
+    )
+);
+CREATE INDEX inbox_notes_approval ON qinglong.inbox_notes (approval_request_id)
+    WHERE approval_request_id IS NOT NULL;
+CREATE INDEX inbox_notes_dispatch ON qinglong.inbox_notes (dispatch_id)
+    WHERE dispatch_id IS NOT NULL;
+
+CREATE FUNCTION qinglong.guard_inbox_note() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF qinglong.acting_role() IS NULL
+            OR NEW.principal IS DISTINCT FROM qinglong.acting_principal() THEN
+        RAISE EXCEPTION 'a note names the acting principal' USING ERRCODE = 'QLI01';
+    END IF;
+    NEW.written_at_ms := (pg_catalog.date_part('epoch', pg_catalog.transaction_timestamp())
+        OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER inbox_notes_guard BEFORE INSERT ON qinglong.inbox_notes
+    FOR EACH ROW EXECUTE FUNCTION qinglong.guard_inbox_note();
+CREATE TRIGGER inbox_notes_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.inbox_notes
+    FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
+GRANT SELECT, INSERT ON qinglong.inbox_notes TO qinglong_approver, qinglong_operator;
+GRANT SELECT ON qinglong.inbox_notes TO qinglong_runtime, qinglong_viewer;

@@ -10,6 +10,7 @@ from aiohttp import web
 from qinglong_dispatcher.domain import (
     dispatch_views,
     errors,
+    notes,
     permissions,
     plans,
     states,
@@ -17,7 +18,7 @@ from qinglong_dispatcher.domain import (
     uncertainty,
 )
 from qinglong_dispatcher.web import context, operations, reads
-from qinglong_dispatcher.web.ui import evidence, guard, markup, paging, sessions
+from qinglong_dispatcher.web.ui import evidence, guard, inbox_pages, markup, paging, sessions
 
 _WAITING = (states.EffectiveStatus.PENDING, states.EffectiveStatus.RETRY_WAIT)
 _WAIT_WORDS = {targets.TargetWaitKind.HELD: "held by", targets.TargetWaitKind.BUSY: "busy by"}
@@ -190,9 +191,13 @@ async def detail_page(request: web.Request, session: sessions.Session) -> web.St
         receipt = dataclasses.asdict(detail.receipt)
     elif x.receipt is not None:
         receipt = dict(x.receipt)
+    written = await context.of(request).store.notes_for([], [d.dispatch_id])
     body = (
         facts
         + evidence.section(detail, session)  # first: it is what the operator decides on
+        + "<h2>Notes</h2>"
+        + (inbox_pages.notes_list(written) or '<p class="empty">No note yet.</p>')
+        + inbox_pages.note_form(notes.Subject.DISPATCH, d.dispatch_id, session)
         + "<h2>Timeline (ledger)</h2>"
         + _timeline(detail)
         + "<h2>Plan (redacted preview)</h2>"

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from qinglong_dispatcher.domain import errors, inbox, permissions, plans, states
+from qinglong_dispatcher.domain import errors, inbox, notes, permissions, plans, states
 from qinglong_dispatcher.web import context, reads, settling
 from qinglong_dispatcher.web import inbox as inbox_reads
+from qinglong_dispatcher.web import notes as note_writes
 from qinglong_dispatcher.web.ui import guard, markup, sessions
 
 Operation = permissions.Operation
@@ -56,7 +57,63 @@ def _filters(wanted: inbox.Filter) -> str:
     )
 
 
-def _row(item: inbox.Item, now_ms: int, *, pickable: bool = False) -> str:
+def notes_list(written: list[notes.Note]) -> str:
+    """The notes on a row, oldest first (each with who wrote it and when)."""
+    if not written:
+        return ""
+    items = "".join(
+        f"<li>{markup.esc(n.note)} <small>— {markup.esc(n.principal)}, "
+        f"{markup.when(n.written_at_ms)}</small></li>"
+        for n in written
+    )
+    return f'<ul class="notes">{items}</ul>'
+
+
+def note_fields(subject_id: str, form_id: str | None = None) -> str:
+    """A note's text field and button; with `form_id`, they belong to that form (placed
+    elsewhere: the inbox's rows sit inside the bulk settle form, and forms do not nest)."""
+    owner = "" if form_id is None else f' form="{markup.esc(form_id)}"'
+    said = markup.esc(f"note on {subject_id}")
+    return (
+        f'<span class="note-form"><input type="text" name="note" maxlength="{notes.MAX_CHARS}"'
+        f' required aria-label="{said}"{owner}>'
+        f'<button type="submit"{owner}>Add note</button></span>'
+    )
+
+
+def note_form(subject: notes.Subject, subject_id: str, session: sessions.Session) -> str:
+    """A whole note form (the dispatch and request pages); empty for a viewer."""
+    if not permissions.admits(session.principal, Operation.NOTE):
+        return ""
+    return (
+        f'<form method="post" action="/ui/inbox/note">{markup.hidden("csrf", session.csrf)}'
+        + markup.hidden("subject", subject.value)
+        + markup.hidden("id", subject_id)
+        + note_fields(subject_id)
+        + "</form>"
+    )
+
+
+def _note_target(index: int, item: inbox.Item, session: sessions.Session) -> str:
+    subject = notes.Subject.APPROVAL if item.kind is inbox.Kind.APPROVAL else notes.Subject.DISPATCH
+    return (
+        f'<form id="note-{index}" method="post" action="/ui/inbox/note">'
+        + markup.hidden("csrf", session.csrf)
+        + markup.hidden("subject", subject.value)
+        + markup.hidden("id", item.subject_id)
+        + markup.hidden("back", "inbox")
+        + "</form>"
+    )
+
+
+def _row(
+    item: inbox.Item,
+    now_ms: int,
+    *,
+    pickable: bool = False,
+    written: list[notes.Note] | None = None,
+    note_form_id: str | None = None,
+) -> str:
     href = markup.url(_PAGE[item.kind] + markup.segment(item.subject_id))
     pick = ""
     if pickable and item.kind is inbox.Kind.RECOVERY:
@@ -70,7 +127,10 @@ def _row(item: inbox.Item, now_ms: int, *, pickable: bool = False) -> str:
         f'<span class="what">{markup.esc(item.action_type)} · {markup.esc(item.project_id)}'
         f" · waiting {markup.esc(age(now_ms - item.since_ms))} (since "
         f"{markup.when(item.since_ms)})</span>"
-        f'<span class="summary">{markup.esc(item.summary)}</span></li>'
+        f'<span class="summary">{markup.esc(item.summary)}</span>'
+        + notes_list(written or [])
+        + ("" if note_form_id is None else note_fields(item.subject_id, note_form_id))
+        + "</li>"
     )
 
 
@@ -99,7 +159,22 @@ async def page(request: web.Request, session: sessions.Session) -> web.StreamRes
     settles = permissions.admits(session.principal, Operation.RESOLVE) and any(
         item.kind is inbox.Kind.RECOVERY for item in found.items
     )
-    rows = "".join(_row(item, now_ms, pickable=settles) for item in found.items)
+    writes = permissions.admits(session.principal, Operation.NOTE)
+    rows = "".join(
+        _row(
+            item,
+            now_ms,
+            pickable=settles,
+            written=found.notes.get(item.subject_id),
+            note_form_id=f"note-{index}" if writes else None,
+        )
+        for index, item in enumerate(found.items)
+    )
+    targets = (
+        "".join(_note_target(i, item, session) for i, item in enumerate(found.items))
+        if writes
+        else ""
+    )
     listed = (
         f'<ul class="inbox" id="inbox">{rows}</ul>'
         if rows
@@ -112,7 +187,7 @@ async def page(request: web.Request, session: sessions.Session) -> web.StreamRes
         if found.complete
         else markup.notice("More rows wait than one page reads: narrow the filters.")
     )
-    body = _offered(session) + _filters(wanted) + partial + listed
+    body = _offered(session) + _filters(wanted) + partial + listed + targets
     return guard.html_response(markup.document("Inbox", body, session=session, active="inbox"))
 
 
@@ -189,3 +264,22 @@ async def settle(
         + '<p><a href="/ui/inbox">The inbox</a></p>'
     )
     return guard.html_response(markup.document("Settled", body, session=session, active="inbox"))
+
+
+@guard.form(Operation.NOTE)
+async def write_note(
+    request: web.Request, session: sessions.Session, fields: dict[str, str]
+) -> web.StreamResponse:
+    """`POST /ui/inbox/note` (`subject`, `id`, `note`, `back`): a note as the signed-in
+    principal, as `POST /api/v1/inbox/notes`; then back to the inbox or the row's page."""
+    admitted = await guard.admit(
+        request,
+        {"subject": fields.get("subject"), "id": fields.get("id"), "note": fields.get("note")},
+    )
+    written = await note_writes.note_as(context.of(request), admitted)
+    if fields.get("back") == "inbox":
+        return guard.redirect("/ui/inbox")
+    page = _PAGE[
+        inbox.Kind.APPROVAL if written.subject is notes.Subject.APPROVAL else inbox.Kind.RECOVERY
+    ]
+    return guard.redirect(page + markup.segment(written.subject_id))

@@ -26,6 +26,7 @@ ROUTES: Final[tuple[tuple[str, str, guard.Handler], ...]] = (
     ("GET", "/ui", overview.overview),
     ("GET", "/ui/inbox", inbox_pages.page),
     ("POST", "/ui/inbox/settle", inbox_pages.settle),
+    ("POST", "/ui/inbox/note", inbox_pages.write_note),
     ("GET", "/ui/signin", signin.show),
     ("POST", "/ui/signin", signin.sign_in),
     ("POST", "/ui/signout", signin.sign_out),
