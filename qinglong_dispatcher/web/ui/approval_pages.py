@@ -12,7 +12,7 @@ from aiohttp import web
 from qinglong_dispatcher.domain import approval_views, errors, permissions, plans
 from qinglong_dispatcher.usecases import requesting
 from qinglong_dispatcher.web import approvals, bodies, context, reads, submits
-from qinglong_dispatcher.web.ui import guard, markup, paging, sessions
+from qinglong_dispatcher.web.ui import guard, live, markup, paging, sessions
 
 Operation = permissions.Operation
 _SCANNED_PAGES = 4
@@ -143,7 +143,13 @@ async def queue(request: web.Request, session: sessions.Session) -> web.StreamRe
         if status == approval_views.WAITING
         else f"No {status} requests."
     )
-    body = new + _status_filter(status, shown) + (rows or f'<p class="empty">{empty}</p>') + more
+    body = (
+        new
+        + _status_filter(status, shown)
+        + (rows or f'<p class="empty">{empty}</p>')
+        + more
+        + live.MARKER
+    )
     return guard.html_response(
         markup.document("Approvals", body, session=session, active="approvals")
     )

@@ -18,7 +18,15 @@ from qinglong_dispatcher.domain import (
     uncertainty,
 )
 from qinglong_dispatcher.web import context, operations, reads
-from qinglong_dispatcher.web.ui import evidence, guard, inbox_pages, markup, paging, sessions
+from qinglong_dispatcher.web.ui import (
+    evidence,
+    guard,
+    inbox_pages,
+    live,
+    markup,
+    paging,
+    sessions,
+)
 
 _WAITING = (states.EffectiveStatus.PENDING, states.EffectiveStatus.RETRY_WAIT)
 _WAIT_WORDS = {targets.TargetWaitKind.HELD: "held by", targets.TargetWaitKind.BUSY: "busy by"}
@@ -110,6 +118,7 @@ async def list_page(request: web.Request, session: sessions.Session) -> web.Stre
             empty="No dispatch matches.",
         )
         + more
+        + live.MARKER
     )
     return guard.html_response(
         markup.document("Dispatches", body, session=session, active="dispatches")

@@ -15,7 +15,7 @@ from qinglong_dispatcher.domain import errors, inbox, notes, permissions, plans,
 from qinglong_dispatcher.web import context, reads, settling
 from qinglong_dispatcher.web import inbox as inbox_reads
 from qinglong_dispatcher.web import notes as note_writes
-from qinglong_dispatcher.web.ui import guard, markup, sessions
+from qinglong_dispatcher.web.ui import guard, live, markup, sessions
 
 Operation = permissions.Operation
 
@@ -187,7 +187,7 @@ async def page(request: web.Request, session: sessions.Session) -> web.StreamRes
         if found.complete
         else markup.notice("More rows wait than one page reads: narrow the filters.")
     )
-    body = _offered(session) + _filters(wanted) + partial + listed + targets
+    body = _offered(session) + _filters(wanted) + partial + listed + targets + live.MARKER
     return guard.html_response(markup.document("Inbox", body, session=session, active="inbox"))
 
 

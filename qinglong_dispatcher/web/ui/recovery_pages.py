@@ -15,7 +15,7 @@ from qinglong_dispatcher.domain import (
     uncertainty,
 )
 from qinglong_dispatcher.web import context, operations, reads
-from qinglong_dispatcher.web.ui import evidence, guard, markup, sessions
+from qinglong_dispatcher.web.ui import evidence, guard, live, markup, sessions
 
 Operation = permissions.Operation
 PAGE = 50
@@ -68,6 +68,7 @@ async def queue(request: web.Request, session: sessions.Session) -> web.StreamRe
             empty="Nothing waits for recovery.",
         )
         + more
+        + live.MARKER
     )
     return guard.html_response(
         markup.document("Recovery queue", body, session=session, active="recovery")
