@@ -5,6 +5,7 @@ status filter, and relative times on the UI's lists, without JavaScript."""
 
 from __future__ import annotations
 
+import datetime
 import html
 import re
 from collections.abc import AsyncIterator
@@ -19,6 +20,7 @@ from tests.support.api_writes import Served, assert_problem, serving
 from tests.support.api_writes import submit as api_submit
 from tests.support.clock import ManualClock
 from tests.support.recovery import started_execution
+from tests.support.targets import submit_change
 from tests.support.ui_client import UiClient
 
 
@@ -274,3 +276,47 @@ async def test_the_ui_approval_list_filters_and_pages_both_ways(served: Served) 
         assert shown(first) == newest_first[:2]
         _, _, none = await ui.get("/ui/approvals?status=all&project=elsewhere&action=run.create")
         assert shown(none) == []
+
+
+async def test_dispatches_filter_by_target_and_time_range(served: Served) -> None:
+    it = served
+    made = []
+    for ref, router in (("ref-1", "router-1"), ("ref-2", "router-2"), ("ref-3", None)):
+        made.append(
+            (
+                it.clock.now_ms(),
+                await submit_change(it.harness.approver_store, it.clock, ref, router),
+            )
+        )
+        it.clock.advance(s=120)
+    (t1, d1), (t2, d2), (_, d3) = made
+
+    async def ids(query: str) -> list[str]:
+        status, _, body = await it.call("GET", "/dispatches" + query, "vic")
+        assert status == 200, body
+        return [row["dispatch_id"] for row in body["dispatches"]]
+
+    assert await ids("?target=router-1") == [d1]
+    assert await ids(f"?from_ms={t2}") == [d3, d2]
+    assert await ids(f"?to_ms={t2}") == [d1]
+    assert await ids(f"?from_ms={t1}&to_ms={t2 + 1}&target=router-2") == [d2]
+    for bad, field in (
+        ("from_ms=x", "from_ms"),
+        (f"from_ms={t2}&to_ms={t1}", "to_ms"),
+        ("target=a b", "target"),
+    ):
+        answer = await it.call("GET", f"/dispatches?{bad}", "vic")
+        assert_problem(answer, 400, "invalid_input")
+        assert answer[2]["detail"].startswith(field), answer[2]
+
+    minute = datetime.datetime.fromtimestamp(t2 / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M")
+    async with UiClient(it) as ui:
+        await ui.sign_in("vic")
+        _, _, page = await ui.get("/ui/dispatches?target=router-2")
+        assert _rows(page) == [d2]
+        _, _, page = await ui.get(f"/ui/dispatches?from={minute}")
+        assert _rows(page) == [d3, d2]
+        assert f'value="{minute}"' in page  # the filter is kept in the form
+        status, _, page = await ui.get("/ui/dispatches?from=yesterday")
+        assert status == 400
+        assert "from:" in page

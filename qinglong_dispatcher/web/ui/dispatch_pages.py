@@ -4,6 +4,7 @@ its receipt, its Run, its plan's redacted preview and its audit (what the API's 
 from __future__ import annotations
 
 import dataclasses
+from typing import Final
 
 from aiohttp import web
 
@@ -17,7 +18,7 @@ from qinglong_dispatcher.domain import (
     targets,
     uncertainty,
 )
-from qinglong_dispatcher.web import context, operations, reads
+from qinglong_dispatcher.web import context, operations, problems, reads
 from qinglong_dispatcher.web.ui import (
     evidence,
     guard,
@@ -49,6 +50,14 @@ def _target(target: str | None, wait: targets.TargetWait | None) -> str:
     )
 
 
+_OWN: Final = (
+    ("target", "Target", markup.CODE_PATTERN),
+    ("from", "Created from (UTC)", None),
+    ("to", "Created before (UTC)", None),
+)
+"""The dispatch list's own filters, beside the shared ones (`paging`)."""
+
+
 def _filters(status: str | None, shown: dict[str, object]) -> str:
     options = ("", *(s.value for s in states.EffectiveStatus))
     items = "".join(
@@ -59,7 +68,17 @@ def _filters(status: str | None, shown: dict[str, object]) -> str:
     return (
         '<form method="get" action="/ui/dispatches"><label>State '
         f'<select name="status">{items}</select></label>{paging.fields(shown)}'
-        '<button type="submit">Filter</button></form>'
+        + "".join(
+            markup.text_field(
+                name,
+                label,
+                value=str(shown.get(name) or ""),
+                pattern=pattern,
+                required=False,
+            )
+            for name, label, pattern in _OWN
+        )
+        + '<button type="submit">Filter</button></form>'
     )
 
 
@@ -67,11 +86,17 @@ def _filters(status: str | None, shown: dict[str, object]) -> str:
 async def list_page(request: web.Request, session: sessions.Session) -> web.StreamResponse:
     """`GET /ui/dispatches?status=&action=&project=&limit=&after=&trail=`: newest first, a
     page at a time, both ways (the API's filters)."""
-    reads.only_params(request, ("status", *paging.PARAMS))
+    reads.only_params(request, ("status", *(name for name, _, _ in _OWN), *paging.PARAMS))
     q = request.query
     text = q.get("status") or None
     status = reads.query_field("status", text, states.EffectiveStatus)
     shown = paging.filters(q, dispatch_views.MAX_LIMIT)
+    own = {name: q.get(name) or None for name, _, _ in _OWN}
+    target = reads.query_field("target", own["target"], reads.identifier("target"))
+    from_ms = reads.query_field("from", own["from"], paging.parse_instant("from"))
+    to_ms = reads.query_field("to", own["to"], paging.parse_instant("to"))
+    if from_ms is not None and to_ms is not None and from_ms >= to_ms:
+        raise problems.BadField("to", "to: must be after from")
     after = reads.query_field("after", q.get("after") or None, dispatch_views.Cursor.parse)
     trail = reads.query_field(
         "trail", q.get("trail") or None, paging.parse_trail(dispatch_views.Cursor.parse)
@@ -85,6 +110,9 @@ async def list_page(request: web.Request, session: sessions.Session) -> web.Stre
             project_id=shown.project,
             limit=shown.limit or dispatch_views.DEFAULT_LIMIT,
             after=after,
+            target=target,
+            from_ms=from_ms,
+            to_ms=to_ms,
         ),
         now_ms=now_ms,
     )
@@ -105,13 +133,13 @@ async def list_page(request: web.Request, session: sessions.Session) -> web.Stre
     ]
     more = paging.links(
         "/ui/dispatches",
-        {"status": text, **shown.as_query()},
+        {"status": text, **shown.as_query(), **own},
         after=q.get("after") or None,
         trail=trail,
         next_cursor=None if page.next is None else str(page.next),
     )
     body = (
-        _filters(text, shown.as_query())
+        _filters(text, {**shown.as_query(), **own})
         + markup.table(
             ("dispatch", "state", "action", "project", "target", "attempt", "created", "result"),
             rows,

@@ -9,6 +9,7 @@ the page size ride along in every link.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Callable, Mapping
 from typing import Final
 
@@ -59,6 +60,21 @@ def filters(query: Mapping[str, str], max_limit: int) -> Filters:
         ),
         limit=reads.query_field("limit", query.get("limit") or None, reads.limit_up_to(max_limit)),
     )
+
+
+def parse_instant(name: str) -> Callable[[str], int]:
+    """A UI time filter: `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM` in UTC, as Unix milliseconds."""
+
+    def parse(text: str) -> int:
+        try:
+            when = datetime.datetime.fromisoformat(text)
+        except ValueError:
+            raise errors.InvalidInput(f"{name}: YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC)") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.UTC)
+        return int(when.timestamp() * 1000)
+
+    return parse
 
 
 def fields(shown: Mapping[str, object]) -> str:
