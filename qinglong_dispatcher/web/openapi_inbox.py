@@ -58,7 +58,7 @@ def paths(errors: dict[str, Any]) -> dict[str, Any]:
                 "writeNote",
                 "Write a note on a request or a dispatch that waits on people, as the token's "
                 "principal (the database names it and refuses any other)",
-                "approver or operator",
+                "approver",
                 path_id=None,
                 body="NoteBody",
                 answer="NoteAnswer",
