@@ -33,7 +33,7 @@ GRANT USAGE ON SCHEMA qinglong TO qinglong_runtime;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_submitter;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_viewer;
 
--- tables (36)
+-- tables (37)
 
 -- table action_plans
 CREATE TABLE qinglong.action_plans (
@@ -194,6 +194,7 @@ GRANT SELECT ON TABLE qinglong.approval_requests TO qinglong_recorder;
 GRANT INSERT, SELECT, UPDATE ON TABLE qinglong.approval_requests TO qinglong_runtime;
 GRANT INSERT, SELECT ON TABLE qinglong.approval_requests TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.approval_requests TO qinglong_viewer;
+GRANT SELECT (approval_request_id, status) ON TABLE qinglong.approval_requests TO qinglong_recorder;
 
 -- table approval_votes
 CREATE TABLE qinglong.approval_votes (
@@ -212,6 +213,7 @@ GRANT INSERT, SELECT ON TABLE qinglong.approval_votes TO qinglong_approver;
 GRANT SELECT ON TABLE qinglong.approval_votes TO qinglong_operator;
 GRANT SELECT ON TABLE qinglong.approval_votes TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.approval_votes TO qinglong_submitter;
+GRANT SELECT (approval_request_id, principal, vote, reason, voted_at_ms) ON TABLE qinglong.approval_votes TO qinglong_recorder;
 
 -- table approved_action_dispatch_executions
 CREATE TABLE qinglong.approved_action_dispatch_executions (
@@ -367,6 +369,25 @@ GRANT INSERT ON TABLE qinglong.execution_events TO qinglong_recorder;
 GRANT SELECT ON TABLE qinglong.execution_events TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.execution_events TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.execution_events TO qinglong_viewer;
+
+-- table inbox_notes
+CREATE TABLE qinglong.inbox_notes (
+    note_id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    approval_request_id text,
+    dispatch_id text,
+    principal text NOT NULL,
+    note text NOT NULL,
+    written_at_ms bigint NOT NULL,
+    CONSTRAINT inbox_notes_approval_request_id_fkey FOREIGN KEY (approval_request_id) REFERENCES qinglong.approval_requests(approval_request_id) ON DELETE CASCADE,
+    CONSTRAINT inbox_notes_dispatch_id_fkey FOREIGN KEY (dispatch_id) REFERENCES qinglong.approved_action_dispatches(dispatch_id) ON DELETE CASCADE,
+    CONSTRAINT inbox_notes_note_line CHECK ((((length(note) >= 1) AND (length(note) <= 500)) AND (note !~ '[[:cntrl:]]'::text))),
+    CONSTRAINT inbox_notes_one_subject CHECK (((approval_request_id IS NULL) <> (dispatch_id IS NULL))),
+    CONSTRAINT inbox_notes_pkey PRIMARY KEY (note_id)
+);
+GRANT INSERT, SELECT ON TABLE qinglong.inbox_notes TO qinglong_approver;
+GRANT INSERT, SELECT ON TABLE qinglong.inbox_notes TO qinglong_operator;
+GRANT SELECT ON TABLE qinglong.inbox_notes TO qinglong_runtime;
+GRANT SELECT ON TABLE qinglong.inbox_notes TO qinglong_viewer;
 
 -- table notification_attempts
 CREATE TABLE qinglong.notification_attempts (
@@ -654,6 +675,8 @@ CREATE TABLE qinglong.security_audit_events (
     token_id text,
     client_address text,
     request_id text,
+    comment text,
+    CONSTRAINT security_audit_events_comment_line CHECK (((comment IS NULL) OR (((length(comment) >= 1) AND (length(comment) <= 500)) AND (comment !~ '[[:cntrl:]]'::text)))),
     CONSTRAINT security_audit_events_pkey PRIMARY KEY (event_id),
     CONSTRAINT security_audit_events_request_whole CHECK ((((token_id IS NULL) AND (client_address IS NULL) AND (request_id IS NULL)) OR ((token_id IS NOT NULL) AND (request_id IS NOT NULL)) OR ((kind = 'api.auth_failed'::text) AND (token_id IS NULL) AND (client_address IS NOT NULL) AND (request_id IS NOT NULL))))
 );
@@ -663,6 +686,7 @@ GRANT DELETE, SELECT ON TABLE qinglong.security_audit_events TO qinglong_pruner;
 GRANT INSERT ON TABLE qinglong.security_audit_events TO qinglong_recorder;
 GRANT INSERT, SELECT ON TABLE qinglong.security_audit_events TO qinglong_runtime;
 GRANT INSERT ON TABLE qinglong.security_audit_events TO qinglong_submitter;
+GRANT SELECT (event_id, kind, principal, subject_id, detail_code, comment) ON TABLE qinglong.security_audit_events TO qinglong_recorder;
 
 -- table step_run_mutations
 CREATE TABLE qinglong.step_run_mutations (
@@ -859,7 +883,7 @@ GRANT SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_viewer;
 GRANT SELECT (dispatch_id, execution_attempt, result_code) ON TABLE qinglong.uncertain_outcomes TO qinglong_recorder;
 
--- sequences (5)
+-- sequences (6)
 
 CREATE SEQUENCE qinglong.approval_events_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.approval_events.id;
 
@@ -869,6 +893,8 @@ GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_opera
 GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_recorder;
 GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_submitter;
+
+CREATE SEQUENCE qinglong.inbox_notes_note_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.inbox_notes.note_id;
 
 CREATE SEQUENCE qinglong.notification_attempts_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.notification_attempts.id;
 
@@ -881,7 +907,7 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (83; those of primary keys and UNIQUE constraints too)
+-- indexes (87; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
@@ -893,6 +919,7 @@ CREATE INDEX approval_policies_action ON qinglong.approval_policies USING btree 
 CREATE UNIQUE INDEX approval_policies_pkey ON qinglong.approval_policies USING btree (name, version);
 CREATE UNIQUE INDEX approval_request_policies_pkey ON qinglong.approval_request_policies USING btree (approval_request_id);
 CREATE INDEX approval_request_policies_reminded ON qinglong.approval_request_policies USING btree (approval_request_id) WHERE (remind_before_ms IS NOT NULL);
+CREATE INDEX approval_requests_by_status ON qinglong.approval_requests USING btree (status, created_at_ms DESC, approval_request_id DESC);
 CREATE UNIQUE INDEX approval_requests_one_live_per_plan ON qinglong.approval_requests USING btree (project_id, action_ref) WHERE (status = ANY (ARRAY['pending'::text, 'approved'::text, 'consumed'::text]));
 CREATE UNIQUE INDEX approval_requests_pkey ON qinglong.approval_requests USING btree (approval_request_id);
 CREATE INDEX approval_requests_plan ON qinglong.approval_requests USING btree (project_id, action_ref);
@@ -918,6 +945,9 @@ CREATE UNIQUE INDEX audit_receipts_trace_id_key ON qinglong.audit_receipts USING
 CREATE UNIQUE INDEX execution_events_dispatch_id_version_key ON qinglong.execution_events USING btree (dispatch_id, version);
 CREATE UNIQUE INDEX execution_events_mutation ON qinglong.execution_events USING btree (dispatch_id, mutation_id) WHERE (mutation_id IS NOT NULL);
 CREATE UNIQUE INDEX execution_events_pkey ON qinglong.execution_events USING btree (event_id);
+CREATE INDEX inbox_notes_approval ON qinglong.inbox_notes USING btree (approval_request_id) WHERE (approval_request_id IS NOT NULL);
+CREATE INDEX inbox_notes_dispatch ON qinglong.inbox_notes USING btree (dispatch_id) WHERE (dispatch_id IS NOT NULL);
+CREATE UNIQUE INDEX inbox_notes_pkey ON qinglong.inbox_notes USING btree (note_id);
 CREATE UNIQUE INDEX notification_attempts_pkey ON qinglong.notification_attempts USING btree (id);
 CREATE UNIQUE INDEX notification_deliverer_pkey ON qinglong.notification_deliverer USING btree (singleton);
 CREATE INDEX notification_deliveries_due ON qinglong.notification_deliveries USING btree (next_attempt_at_ms, event_id) WHERE (status = 'pending'::text);
@@ -966,7 +996,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (49)
+-- functions (51)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -1511,6 +1541,40 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.db_now_ms() TO PUBLIC;
 
+-- function qinglong.decision_reasons(p_approval_request_id text)
+CREATE OR REPLACE FUNCTION qinglong.decision_reasons(p_approval_request_id text)
+ RETURNS TABLE(decision text, principal text, reason text, comment text)
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT r.decision, r.principal, r.reason, r.comment
+    FROM (
+        SELECT 'deny'::pg_catalog.text AS decision, v.principal, v.reason,
+               NULL::pg_catalog.text AS comment, v.voted_at_ms AS at_ms, 0::pg_catalog.int8 AS n
+        FROM qinglong.approval_votes AS v
+        WHERE v.approval_request_id = p_approval_request_id AND v.vote = 'deny'
+        UNION ALL
+        SELECT pg_catalog.substr(e.kind, 5), e.principal,
+               CASE WHEN e.kind = 'api.reject' THEN e.detail_code END, e.comment,
+               0::pg_catalog.int8, e.event_id
+        FROM qinglong.security_audit_events AS e
+        WHERE e.subject_id = p_approval_request_id
+          AND e.kind IN ('api.approve', 'api.reject')
+    ) AS r
+    WHERE EXISTS (
+        SELECT 1 FROM qinglong.approval_requests AS a
+        WHERE a.approval_request_id = p_approval_request_id AND a.status <> 'pending'
+    )
+    ORDER BY r.at_ms, r.n, r.principal
+$function$;
+ALTER FUNCTION qinglong.decision_reasons(p_approval_request_id text) OWNER TO qinglong_recorder;
+GRANT EXECUTE ON FUNCTION qinglong.decision_reasons(p_approval_request_id text) TO qinglong_approver;
+GRANT EXECUTE ON FUNCTION qinglong.decision_reasons(p_approval_request_id text) TO qinglong_operator;
+GRANT EXECUTE ON FUNCTION qinglong.decision_reasons(p_approval_request_id text) TO qinglong_runtime;
+GRANT EXECUTE ON FUNCTION qinglong.decision_reasons(p_approval_request_id text) TO qinglong_submitter;
+GRANT EXECUTE ON FUNCTION qinglong.decision_reasons(p_approval_request_id text) TO qinglong_viewer;
+
 -- function qinglong.dispatch_target_of_plan()
 CREATE OR REPLACE FUNCTION qinglong.dispatch_target_of_plan()
  RETURNS trigger
@@ -2052,6 +2116,24 @@ BEGIN
 END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.guard_execution_target() TO PUBLIC;
+
+-- function qinglong.guard_inbox_note()
+CREATE OR REPLACE FUNCTION qinglong.guard_inbox_note()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF qinglong.acting_role() IS NULL
+            OR NEW.principal IS DISTINCT FROM qinglong.acting_principal() THEN
+        RAISE EXCEPTION 'a note names the acting principal' USING ERRCODE = 'QLI01';
+    END IF;
+    NEW.written_at_ms := (pg_catalog.date_part('epoch', pg_catalog.transaction_timestamp())
+        OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8;
+    RETURN NEW;
+END
+$function$;
+GRANT EXECUTE ON FUNCTION qinglong.guard_inbox_note() TO PUBLIC;
 
 -- function qinglong.guard_plan_reseal()
 CREATE OR REPLACE FUNCTION qinglong.guard_plan_reseal()
@@ -2698,7 +2780,7 @@ END
 $function$;
 ALTER FUNCTION qinglong.tell_recovery_required() OWNER TO qinglong_recorder;
 
--- triggers (70)
+-- triggers (72)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
@@ -2741,6 +2823,8 @@ CREATE TRIGGER audit_prune_permits_immutable BEFORE UPDATE OR TRUNCATE ON qinglo
 CREATE TRIGGER audit_receipts_immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON qinglong.audit_receipts FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER execution_events_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.execution_events FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER execution_events_prune_only BEFORE DELETE ON qinglong.execution_events FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
+CREATE TRIGGER inbox_notes_guard BEFORE INSERT ON qinglong.inbox_notes FOR EACH ROW EXECUTE FUNCTION qinglong.guard_inbox_note();
+CREATE TRIGGER inbox_notes_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.inbox_notes FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER notification_events_immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON qinglong.notification_events FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER notification_events_while_someone_listens BEFORE INSERT ON qinglong.notification_events FOR EACH ROW EXECUTE FUNCTION qinglong.keep_event_while_someone_listens();
 CREATE TRIGGER prune_permits_guard BEFORE INSERT ON qinglong.prune_permits FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_permit();

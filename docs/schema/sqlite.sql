@@ -9,7 +9,7 @@ PRAGMA auto_vacuum = 2;
 PRAGMA user_version = 0;
 PRAGMA application_id = 0;
 
--- tables (36)
+-- tables (38)
 
 -- table action_plans
 CREATE TABLE action_plans (
@@ -220,6 +220,23 @@ CREATE TABLE execution_events (
     UNIQUE (dispatch_id, version)
 ) STRICT;
 
+-- table inbox_notes
+CREATE TABLE inbox_notes (
+    note_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    approval_request_id TEXT
+        REFERENCES approval_requests (approval_request_id) ON DELETE CASCADE,
+    dispatch_id TEXT REFERENCES approved_action_dispatches (dispatch_id) ON DELETE CASCADE,
+    principal TEXT NOT NULL CHECK (length(principal) BETWEEN 1 AND 200),
+    note TEXT NOT NULL CONSTRAINT inbox_notes_note_line CHECK (
+        length(note) BETWEEN 1 AND 500
+        AND note NOT GLOB '*[' || char(1) || '-' || char(31) || char(127) || ']*'
+    ),
+    written_at_ms INTEGER NOT NULL,
+    CONSTRAINT inbox_notes_one_subject CHECK (
+        (approval_request_id IS NULL) <> (dispatch_id IS NULL)
+    )
+);
+
 -- table notification_attempts
 CREATE TABLE notification_attempts (
     id            INTEGER PRIMARY KEY,
@@ -412,7 +429,13 @@ CREATE TABLE security_audit_events (
     subject_id      TEXT NOT NULL,
     detail_code     TEXT NOT NULL,
     committed_at_ms INTEGER NOT NULL
-, token_id TEXT, client_address TEXT, request_id TEXT) STRICT;
+, token_id TEXT, client_address TEXT, request_id TEXT, comment TEXT
+    CONSTRAINT security_audit_events_comment_line CHECK (
+        comment IS NULL OR (length(comment) BETWEEN 1 AND 500 AND comment NOT GLOB '*[' || char(1) || '-' || char(31) || char(127) || ']*')
+    )) STRICT;
+
+-- table sqlite_sequence
+CREATE TABLE sqlite_sequence(name,seq);
 
 -- table step_run_mutations
 CREATE TABLE step_run_mutations (
@@ -531,13 +554,17 @@ CREATE TABLE uncertain_outcomes (
     lease_proof       TEXT CHECK (lease_proof IS NULL)  -- PostgreSQL's column; never set here
 ) STRICT;
 
--- indexes (25)
+-- indexes (28)
 
 -- index api_tokens_principal
 CREATE INDEX api_tokens_principal ON api_tokens (principal);
 
 -- index approval_policies_action
 CREATE INDEX approval_policies_action ON approval_policies (action_type);
+
+-- index approval_requests_by_status
+CREATE INDEX approval_requests_by_status
+    ON approval_requests (status, created_at_ms DESC, approval_request_id DESC);
 
 -- index approval_requests_one_live_per_plan
 CREATE UNIQUE INDEX approval_requests_one_live_per_plan
@@ -588,6 +615,13 @@ CREATE UNIQUE INDEX approved_action_dispatches_one_per_plan
 CREATE UNIQUE INDEX execution_events_mutation
     ON execution_events (dispatch_id, mutation_id) WHERE mutation_id IS NOT NULL;
 
+-- index inbox_notes_approval
+CREATE INDEX inbox_notes_approval ON inbox_notes (approval_request_id)
+    WHERE approval_request_id IS NOT NULL;
+
+-- index inbox_notes_dispatch
+CREATE INDEX inbox_notes_dispatch ON inbox_notes (dispatch_id) WHERE dispatch_id IS NOT NULL;
+
 -- index notification_deliveries_due
 CREATE INDEX notification_deliveries_due ON notification_deliveries
     (next_attempt_at_ms, event_id) WHERE status = 'pending';
@@ -627,7 +661,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (102)
+-- triggers (103)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -1473,6 +1507,10 @@ WHEN NOT EXISTS (
 BEGIN
     SELECT RAISE(ABORT, 'execution_events: a ledger line records the row''s own change');
 END;
+
+-- trigger inbox_notes_immutable
+CREATE TRIGGER inbox_notes_immutable BEFORE UPDATE ON inbox_notes
+BEGIN SELECT RAISE(ABORT, 'inbox_notes is immutable'); END;
 
 -- trigger notification_events_change_holds
 CREATE TRIGGER notification_events_change_holds BEFORE INSERT ON notification_events

@@ -88,6 +88,8 @@ async def cmd_approval_list(settings: Settings, args: argparse.Namespace) -> int
                 f"  decided by {row.decided_by} ({row.decided_principal or '-'})"
                 f"  why {row.decision_code or '-'}{when}"
             )
+        for said in row.reasons:
+            print(f"  {said.decision} by {said.principal}: {approval_views.reason_text(said)}")
         print(f"  plan {preview_text(row.plan, row.plan_code)}")
     if cursor is not None:
         print(f"more: --after {cursor}")

@@ -13,6 +13,7 @@ status means the same position under another: it never skips nor repeats a row t
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from typing import Final
 
@@ -51,6 +52,44 @@ def parse_status(text: str) -> str:
     if text not in STATUSES:
         raise errors.InvalidInput(f"status: must be one of {', '.join(STATUSES)}")
     return text
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Reason:
+    """Why a decided request went as it did: a deny vote (`deny`, its reason) or an API
+    decision (`approve` or `reject`; a reject's reason code), each with its comment."""
+
+    decision: str
+    principal: str
+    reason: str | None = None
+    comment: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON members."""
+        return dataclasses.asdict(self)
+
+
+def reason_text(said: Reason) -> str:
+    """One reason as a line: its code or text, then its comment quoted (`-` for neither)."""
+    parts = [said.reason] if said.reason else []
+    if said.comment:
+        parts.append(json.dumps(said.comment, ensure_ascii=False))
+    return " ".join(parts) or "-"
+
+
+def reasons_of(text: str | None) -> tuple[Reason, ...]:
+    """The reasons a list row's `reasons_json` holds (none for a pending request)."""
+    if not text:
+        return ()
+    return tuple(
+        Reason(
+            decision=str(item["decision"]),
+            principal=str(item["principal"]),
+            reason=item.get("reason"),
+            comment=item.get("comment"),
+        )
+        for item in json.loads(text)
+    )
 
 
 NEWEST: Final = Cursor(created_at_ms=2**63 - 1, approval_request_id="")
@@ -104,6 +143,8 @@ class WaitingApproval:
     """When it was approved, rejected or expired (None while pending, and once consumed: the
     audit trail keeps the approval's time, `consumed_at_ms` the consumption's)."""
     consumed_at_ms: int | None
+    reasons: tuple[Reason, ...] = ()
+    """Why it was decided so: deny votes' reasons, the API decision's reason and comment."""
 
     @classmethod
     def from_row(
@@ -128,6 +169,7 @@ class WaitingApproval:
             decision_code=row["decision_code"],
             decided_at_ms=row["decided_at_ms"],
             consumed_at_ms=row["consumed_at_ms"],
+            reasons=reasons_of(row["reasons_json"]),
         )
 
     @property
@@ -141,6 +183,7 @@ class WaitingApproval:
         """JSON members."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         values["plan"] = None if self.plan is None else dict(self.plan)
+        values["reasons"] = [r.as_dict() for r in self.reasons]
         return values
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from qinglong_dispatcher.domain import (
+    errors,
     keysets,
     records,
     recovery,
@@ -66,6 +67,12 @@ class ListQuery:
     project_id: str | None = None
     limit: int = DEFAULT_LIMIT
     after: Cursor | None = None
+    target: str | None = None
+    """Only dispatches of this target."""
+    from_ms: int | None = None
+    """Only dispatches created at or after this instant (Unix ms)."""
+    to_ms: int | None = None
+    """Only dispatches created before this instant (Unix ms)."""
 
     def __post_init__(self) -> None:
         keysets.check_page(
@@ -74,6 +81,8 @@ class ListQuery:
             action_type=self.action_type,
             project_id=self.project_id,
         )
+        if self.from_ms is not None and self.to_ms is not None and self.from_ms >= self.to_ms:
+            raise errors.InvalidInput("to_ms: must be after from_ms")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -43,6 +43,8 @@ class Operation(enum.StrEnum):
     """Cancel a waiting dispatch."""
     RESOLVE = "resolve"
     """Settle a `recovery_required` execution by hand."""
+    NOTE = "note"
+    """Write a note on a request or a dispatch that waits on people (the inbox's rows)."""
 
 
 ALL = frozenset(Role)
@@ -58,6 +60,7 @@ MAY: Mapping[Operation, frozenset[Role]] = types.MappingProxyType(
         Operation.SUBMIT: frozenset({Role.APPROVER}),
         Operation.CANCEL: frozenset({Role.OPERATOR}),
         Operation.RESOLVE: frozenset({Role.OPERATOR}),
+        Operation.NOTE: frozenset({Role.APPROVER, Role.OPERATOR}),
     }
 )
 """The roles that may perform each operation."""

@@ -172,12 +172,29 @@ class RequestContext:
     token_id: str
     client_address: str
     request_id: str
+    comment: str | None = None
+    """The person's comment on this write (approve, reject, settle), kept in its audit row."""
 
     def __post_init__(self) -> None:
         if not TOKEN_ID.fullmatch(self.token_id):
             raise errors.InvalidInput("not a token id")
         if not 0 < len(self.request_id) <= 128 or len(self.client_address) > 128:
             raise errors.InvalidInput("a request id and a client address fit 128 characters")
+        if self.comment is not None:
+            check_comment(self.comment)
+
+
+COMMENT_MAX_CHARS: Final = 500
+"""A comment's length limit (the audit table's check holds the same)."""
+
+
+def check_comment(text: str) -> str:
+    """A comment: one printable line of 1 to `COMMENT_MAX_CHARS` characters."""
+    if not 0 < len(text) <= COMMENT_MAX_CHARS or not text.isprintable():
+        raise errors.InvalidInput(
+            f"comment: one printable line of 1 to {COMMENT_MAX_CHARS} characters"
+        )
+    return text
 
 
 AUDIT_PREFIX = "api."

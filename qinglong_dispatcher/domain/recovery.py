@@ -135,6 +135,8 @@ class AuditEvent:
     and the request's id."""
     client_address: str | None = None
     request_id: str | None = None
+    comment: str | None = None
+    """The person's comment on the write (approve, reject, settle), one line."""
 
 
 def settling_now_ms(caller_ms: int, database_ms: int) -> int:

@@ -47,6 +47,7 @@ from qinglong_dispatcher.ports.handlers import (
     PrefetchingHandler,
     TransactionalHandler,
 )
+from qinglong_dispatcher.ports.notes import NoteStore
 from qinglong_dispatcher.ports.plan_keys import (
     CheckBatch,
     PlanKey,
@@ -118,6 +119,7 @@ __all__ = [
     "ExecutionStore",
     "InspectKind",
     "InspectResult",
+    "NoteStore",
     "PageEffects",
     "PageItem",
     "PageOutcome",

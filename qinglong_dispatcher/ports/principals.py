@@ -8,6 +8,7 @@ from typing import Protocol
 from qinglong_dispatcher.domain import principals
 from qinglong_dispatcher.ports.approvals import ApprovalStore, PlanStore
 from qinglong_dispatcher.ports.dispatches import CancelStore, DispatchReadStore
+from qinglong_dispatcher.ports.notes import NoteStore
 from qinglong_dispatcher.ports.recovery import RecoveryStore
 
 
@@ -52,7 +53,7 @@ class TokenStore(Protocol):
 
 
 class ActingStore(
-    ApprovalStore, PlanStore, CancelStore, RecoveryStore, DispatchReadStore, Protocol
+    ApprovalStore, PlanStore, CancelStore, RecoveryStore, DispatchReadStore, NoteStore, Protocol
 ):
     """A store whose every transaction acts as one authenticated principal.
 

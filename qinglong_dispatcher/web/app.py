@@ -23,12 +23,14 @@ from qinglong_dispatcher.web import (
     connections,
     context,
     inbox,
+    notes,
     openapi,
     operations,
     problems,
     reads,
     request_metrics,
     resubmits,
+    settling,
     submits,
     votes,
 )
@@ -54,6 +56,7 @@ ROUTES: Final[tuple[tuple[str, str, Handler], ...]] = (
     ("GET", "/approvals/{approval_request_id}", votes.show_approval),
     ("GET", "/policies", votes.list_policies),
     ("GET", "/inbox", inbox.show_inbox),
+    ("POST", "/inbox/notes", notes.write_note),
     ("POST", "/dispatches", submits.submit),
     ("POST", "/approvals/{approval_request_id}/approve", approvals.approve),
     ("POST", "/approvals/{approval_request_id}/reject", approvals.reject),
@@ -62,6 +65,7 @@ ROUTES: Final[tuple[tuple[str, str, Handler], ...]] = (
     ("POST", "/dispatches/{dispatch_id}/cancel", operations.cancel),
     ("POST", "/dispatches/{dispatch_id}/resubmit", resubmits.resubmit),
     ("POST", "/recovery/{dispatch_id}/resolve", operations.resolve),
+    ("POST", "/recovery/settle", settling.settle),
 )
 """Every route but the OpenAPI document's own, under `PREFIX`."""
 

@@ -82,7 +82,7 @@ async def list_approvals(request: web.Request) -> web.Response:
 async def approve(request: web.Request) -> web.Response:
     """`POST /api/v1/approvals/{id}/approve`: approve as the principal, then consume the request
     into its dispatch (two transactions: if the second fails, `consume` finishes it)."""
-    admitted = await writing.begin(request)
+    admitted = await writing.begin(request, ("comment",))
     if isinstance(admitted, web.Response):
         return admitted
     approval_id = writing.path_id(request, _ID, errors.ApprovalNotFound)
@@ -125,7 +125,7 @@ async def consume(request: web.Request) -> web.Response:
 @auth.requires(auth.Operation.REJECT)
 async def reject(request: web.Request) -> web.Response:
     """`POST /api/v1/approvals/{id}/reject` `{"reason": CODE}`: it can never be approved."""
-    admitted = await writing.begin(request, ("reason",))
+    admitted = await writing.begin(request, ("reason", "comment"))
     if isinstance(admitted, web.Response):
         return admitted
     approval_id = writing.path_id(request, _ID, errors.ApprovalNotFound)

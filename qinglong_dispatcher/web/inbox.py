@@ -25,7 +25,8 @@ from qinglong_dispatcher.domain import (
     recovery,
     uncertainty,
 )
-from qinglong_dispatcher.web import auth, context, reads
+from qinglong_dispatcher.domain import notes as note_records
+from qinglong_dispatcher.web import auth, context, notes, reads
 
 SCANNED_PAGES: Final = 4
 """Pages of each queue one inbox reads (`approval_views.MAX_LIMIT` and `PAGE` rows each)."""
@@ -37,10 +38,12 @@ PARAMS: Final = ("action", "project", "q", "sort")
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Found:
-    """An inbox as read: its rows in order, and whether every queued row was seen."""
+    """An inbox as read: its rows in order, whether every queued row was seen, and the notes
+    on its rows (by the row's id, oldest first)."""
 
     items: list[inbox.Item]
     complete: bool
+    notes: dict[str, list[note_records.Note]] = dataclasses.field(default_factory=dict)
 
 
 def parse_text(text: str) -> str:
@@ -156,7 +159,12 @@ async def read(ctx: context.Context, who: principals.Authenticated, wanted: inbo
         found, seen = await _recovery(ctx)
         items += found
         complete &= seen
-    return Found(items=wanted.apply(items), complete=complete)
+    shown = wanted.apply(items)
+    written = await ctx.store.notes_for(
+        [i.subject_id for i in shown if i.kind is inbox.Kind.APPROVAL],
+        [i.subject_id for i in shown if i.kind is inbox.Kind.RECOVERY],
+    )
+    return Found(items=shown, complete=complete, notes=notes.by_subject(written))
 
 
 @auth.requires(auth.Operation.READ)
@@ -168,6 +176,15 @@ async def show_inbox(request: web.Request) -> web.Response:
     found = await read(ctx, context.principal(request), wanted)
     now_ms = ctx.clock.now_ms()
     return web.json_response(
-        {"items": [i.as_dict(now_ms=now_ms) for i in found.items], "complete": found.complete},
+        {
+            "items": [
+                {
+                    **i.as_dict(now_ms=now_ms),
+                    "notes": [n.as_dict() for n in found.notes.get(i.subject_id, [])],
+                }
+                for i in found.items
+            ],
+            "complete": found.complete,
+        },
         headers={"Cache-Control": "no-store"},
     )

@@ -92,6 +92,17 @@ def _paths() -> dict[str, Any]:
                     ),
                     _query("action", "action type", _ID),
                     _query("project", "project id", _ID),
+                    _query("target", "only dispatches of this target", _ID),
+                    _query(
+                        "from_ms",
+                        "only dispatches created at or after this Unix time (ms)",
+                        {"type": "integer", "minimum": 0},
+                    ),
+                    _query(
+                        "to_ms",
+                        "only dispatches created before this Unix time (ms)",
+                        {"type": "integer", "minimum": 0},
+                    ),
                     _LIMIT,
                     _query(
                         "after",

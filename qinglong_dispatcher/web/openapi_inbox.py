@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qinglong_dispatcher.domain import inbox
+from qinglong_dispatcher.domain import inbox, notes
 from qinglong_dispatcher.web import inbox as inbox_reads
 from qinglong_dispatcher.web import openapi_writes, schemas
 
@@ -52,14 +52,26 @@ def paths(errors: dict[str, Any]) -> dict[str, Any]:
                     **errors,
                 },
             }
-        }
+        },
+        "/inbox/notes": {
+            "post": openapi_writes.write_operation(
+                "writeNote",
+                "Write a note on a request or a dispatch that waits on people, as the token's "
+                "principal (the database names it and refuses any other)",
+                "approver",
+                path_id=None,
+                body="NoteBody",
+                answer="NoteAnswer",
+                status="201",
+            )
+        },
     }
 
 
 def all_schemas() -> dict[str, Any]:
     """The schemas the operation names."""
     item = openapi_writes.object_schema(
-        ["kind", "id", "action", "project", "since_ms", "age_ms", "summary", "target"],
+        ["kind", "id", "action", "project", "since_ms", "age_ms", "summary", "target", "notes"],
         {
             "kind": {"enum": [k.value for k in inbox.Kind]},
             "id": {**schemas.ID, "description": "the approval request's or the dispatch's id"},
@@ -79,6 +91,34 @@ def all_schemas() -> dict[str, Any]:
                 "description": "the target a recovery_required dispatch holds: nothing else "
                 "starts on it until it is settled",
             },
+            "notes": {
+                "type": "array",
+                "items": schemas.ref("Note"),
+                "description": "the notes people wrote on this row, oldest first",
+            },
+        },
+    )
+    note = openapi_writes.object_schema(
+        ["note_id", "subject", "id", "principal", "note", "written_at_ms"],
+        {
+            "note_id": {"type": "integer"},
+            "subject": {"enum": [s.value for s in notes.Subject]},
+            "id": schemas.ID,
+            "principal": {"type": "string", "description": "who wrote it (never a caller's word)"},
+            "note": {"type": "string", "maxLength": notes.MAX_CHARS},
+            "written_at_ms": {**schemas.MS, "description": "the database's clock"},
+        },
+    )
+    body = openapi_writes.object_schema(
+        ["subject", "id", "note"],
+        {
+            "subject": {"enum": [s.value for s in notes.Subject]},
+            "id": schemas.ID,
+            "note": {
+                "type": "string",
+                "maxLength": notes.MAX_CHARS,
+                "description": "one printable line",
+            },
         },
     )
     answer = openapi_writes.object_schema(
@@ -91,4 +131,10 @@ def all_schemas() -> dict[str, Any]:
             },
         },
     )
-    return {"InboxItem": item, "Inbox": answer}
+    return {
+        "InboxItem": item,
+        "Inbox": answer,
+        "Note": note,
+        "NoteBody": body,
+        "NoteAnswer": openapi_writes.object_schema(["note"], {"note": schemas.ref("Note")}),
+    }

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from qinglong_dispatcher.domain import approval_views, states
+from qinglong_dispatcher.domain import approval_views, principals, states
 from qinglong_dispatcher.web import context, idempotency, problems, schemas
 
 _ID: Final = schemas.ID
 _MS: Final = schemas.MS
 _STR: Final = schemas.NULLABLE_STR
+COMMENT: Final = {
+    "type": "string",
+    "maxLength": principals.COMMENT_MAX_CHARS,
+    "description": "one printable line, kept in the write's audit row (blank: none)",
+}
 _ref = schemas.ref
 
 
@@ -50,6 +55,10 @@ _WRITE_ERRORS: Final = {
 }
 
 
+OPTIONAL_BODIES: Final = frozenset({"CommentBody"})
+"""Bodies a write may leave out (none at all is `{}`)."""
+
+
 def write_operation(
     operation_id: str,
     summary: str,
@@ -79,7 +88,7 @@ def write_operation(
         op["parameters"] = [{"name": path_id, "in": "path", "required": True, "schema": _ID}]
     if body is not None:
         op["requestBody"] = {
-            "required": True,
+            "required": body not in OPTIONAL_BODIES,
             "content": {"application/json": {"schema": _ref(body)}},
         }
     return op
@@ -148,7 +157,7 @@ def paths() -> dict[str, Any]:
                 "Approve as the principal (not the requester), then consume into the dispatch",
                 "approver",
                 path_id="approval_request_id",
-                body=None,
+                body="CommentBody",
                 answer="ApprovedAnswer",
             )
         },
@@ -158,7 +167,7 @@ def paths() -> dict[str, Any]:
                 "Reject: it can never be approved",
                 "approver",
                 path_id="approval_request_id",
-                body="ReasonBody",
+                body="RejectBody",
                 answer="ApprovalAnswer",
             )
         },
@@ -181,6 +190,17 @@ def paths() -> dict[str, Any]:
                 path_id="dispatch_id",
                 body="ReasonBody",
                 answer="TransitionAnswer",
+            )
+        },
+        "/recovery/settle": {
+            "post": write_operation(
+                "settleRecovery",
+                "Settle several recovery_required executions, each alone under its own fence "
+                "and audit; every row's outcome (one refused row undoes nothing of the others)",
+                "operator",
+                path_id=None,
+                body="SettleBody",
+                answer="SettleAnswer",
             )
         },
         "/recovery/{dispatch_id}/resolve": {
@@ -276,6 +296,19 @@ def all_schemas() -> dict[str, Any]:
             "description": "when it was approved, rejected or expired",
         },
         "consumed_at_ms": {"type": ["integer", "null"]},
+        "reasons": {
+            "type": "array",
+            "description": "why it was decided so: deny votes and the API's decision",
+            "items": object_schema(
+                ["decision", "principal", "reason", "comment"],
+                {
+                    "decision": {"type": "string", "enum": ["deny", "approve", "reject"]},
+                    "principal": {"type": "string"},
+                    "reason": _STR,
+                    "comment": _STR,
+                },
+            ),
+        },
     }
     consumed = {"approval_request_id": _ID, "dispatch_id": _ID, "action_ref": _ID}
     reason = {"type": "string", "pattern": _ID["pattern"], "description": "a reason code"}
@@ -307,11 +340,47 @@ def all_schemas() -> dict[str, Any]:
             },
         ),
         "ReasonBody": object_schema(["reason"], {"reason": reason}),
+        "CommentBody": object_schema([], {"comment": COMMENT}),
+        "SettleBody": object_schema(
+            ["dispatch_ids", "as", "reason"],
+            {
+                "dispatch_ids": {
+                    "type": "array",
+                    "items": _ID,
+                    "minItems": 1,
+                    "maxItems": 50,
+                    "uniqueItems": True,
+                },
+                "as": {"type": "string", "enum": [c.value for c in states.Completion]},
+                "reason": reason,
+                "comment": COMMENT,
+            },
+        ),
+        "SettleAnswer": object_schema(
+            ["results"],
+            {
+                "results": {
+                    "type": "array",
+                    "items": object_schema(
+                        ["dispatch_id", "status", "version", "problem", "detail"],
+                        {
+                            "dispatch_id": _ID,
+                            "status": _STR,
+                            "version": {"type": ["integer", "null"]},
+                            "problem": {**_STR, "description": "the refusal's problem code"},
+                            "detail": _STR,
+                        },
+                    ),
+                }
+            },
+        ),
+        "RejectBody": object_schema(["reason"], {"reason": reason, "comment": COMMENT}),
         "ResolveBody": object_schema(
             ["as", "reason"],
             {
                 "as": {"type": "string", "enum": [c.value for c in states.Completion]},
                 "reason": reason,
+                "comment": COMMENT,
             },
         ),
     }

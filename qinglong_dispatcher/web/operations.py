@@ -52,7 +52,8 @@ async def cancel_as(
     )
 
 
-def _resolution(body: dict[str, object]) -> states.Completion:
+def resolution_of(body: dict[str, object]) -> states.Completion:
+    """The body's `as`: succeeded, failed or blocked (a 400 naming it otherwise)."""
     value = body.get("as")
     if value is None:
         raise problems.BadField("as", "as: required (succeeded, failed or blocked)")
@@ -66,7 +67,7 @@ def _resolution(body: dict[str, object]) -> states.Completion:
 async def resolve(request: web.Request) -> web.Response:
     """`POST /api/v1/recovery/{id}/resolve` `{"as": RESULT, "reason": CODE}`: settle a
     `recovery_required` execution; refused (409) while its lease is live by either clock."""
-    admitted = await writing.begin(request, ("as", "reason"))
+    admitted = await writing.begin(request, ("as", "reason", "comment"))
     if isinstance(admitted, web.Response):
         return admitted
     dispatch_id = writing.path_id(request, _ID, errors.DispatchNotFound)
@@ -79,7 +80,7 @@ async def resolve_as(
 ) -> records.Transition:
     """Settle `dispatch_id` as the admitted operator with the body's `as` and `reason` (the
     API's `resolve` and the operator UI's form)."""
-    resolution = _resolution(admitted.body)
+    resolution = resolution_of(admitted.body)
     reason = writing.code(admitted.body, "reason")
     assert reason is not None
     return await resolving.resolve_manually(

@@ -61,6 +61,13 @@ def parse_limit(text: str) -> int:
     return int(text)
 
 
+def parse_ms(text: str) -> int:
+    """A Unix time in milliseconds (a whole number of at most 16 digits)."""
+    if not text.isdigit() or len(text) > 16:
+        raise errors.InvalidInput("must be a Unix time in milliseconds")
+    return int(text)
+
+
 def identifier(name: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         plans.require_identifier(name, text)
@@ -71,14 +78,22 @@ def identifier(name: str) -> Callable[[str], str]:
 
 @auth.requires(auth.Operation.READ)
 async def list_dispatches(request: web.Request) -> web.Response:
-    """`GET /api/v1/dispatches`: a keyset page, newest first."""
-    only_params(request, ("status", "action", "project", "limit", "after"))
+    """`GET /api/v1/dispatches`: a keyset page, newest first (`from_ms` inclusive and `to_ms`
+    exclusive bound the creation time)."""
+    only_params(
+        request, ("status", "action", "project", "target", "from_ms", "to_ms", "limit", "after")
+    )
     q = request.query
     status = query_field("status", q.get("status"), states.EffectiveStatus)
     action = query_field("action", q.get("action"), identifier("action"))
     project = query_field("project", q.get("project"), identifier("project"))
     limit = query_field("limit", q.get("limit"), parse_limit)
     after = query_field("after", q.get("after"), dispatch_views.Cursor.parse)
+    target = query_field("target", q.get("target"), identifier("target"))
+    from_ms = query_field("from_ms", q.get("from_ms"), parse_ms)
+    to_ms = query_field("to_ms", q.get("to_ms"), parse_ms)
+    if from_ms is not None and to_ms is not None and from_ms >= to_ms:
+        raise problems.BadField("to_ms", "to_ms: must be after from_ms")
     query = query_field(
         "limit",
         "",
@@ -88,6 +103,9 @@ async def list_dispatches(request: web.Request) -> web.Response:
             project_id=project,
             limit=dispatch_views.DEFAULT_LIMIT if limit is None else limit,
             after=after,
+            target=target,
+            from_ms=from_ms,
+            to_ms=to_ms,
         ),
     )
     assert query is not None

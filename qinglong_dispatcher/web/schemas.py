@@ -295,6 +295,10 @@ def all_schemas() -> dict[str, Any]:
                 "token_id": NULLABLE_STR,
                 "client_address": NULLABLE_STR,
                 "request_id": NULLABLE_STR,
+                "comment": {
+                    **NULLABLE_STR,
+                    "description": "the person's comment on an approve, reject or settle",
+                },
             },
         },
         "AuditPage": {

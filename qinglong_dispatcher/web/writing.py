@@ -51,6 +51,7 @@ async def acting(request: web.Request, body: dict[str, object]) -> Write:
     ctx = context.of(request)
     who = context.principal(request)
     stores = ctx.acting if ctx.acting is not None else ctx.store
+    said = comment(body)
     return Write(
         principal=who,
         body=body,
@@ -59,8 +60,25 @@ async def acting(request: web.Request, body: dict[str, object]) -> Write:
             token_id=who.token_id,
             client_address=auth.client_key(request)[:128],
             request_id=context.request_id(request),
+            comment=said,
         ),
     )
+
+
+def comment(body: dict[str, object]) -> str | None:
+    """The body's `comment`, one printable line kept in the write's audit row (a blank one is
+    none); anything else is 400 naming it."""
+    value = body.get("comment")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise problems.BadField("comment", "comment: must be a string")
+    if not value.strip():
+        return None
+    try:
+        return principals.check_comment(value.strip())
+    except errors.InvalidInput as exc:
+        raise problems.BadField("comment", str(exc)) from None
 
 
 def code(body: dict[str, object], name: str, *, required: bool = True) -> str | None:

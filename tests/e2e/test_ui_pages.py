@@ -21,7 +21,7 @@ from tests.support.ui_client import UiClient
 
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'"
+    "script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 
 

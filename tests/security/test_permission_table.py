@@ -28,6 +28,7 @@ from qinglong_dispatcher.domain import (
     digests,
     dispatch_views,
     errors,
+    notes,
     permissions,
     principals,
 )
@@ -53,6 +54,7 @@ REFUSED_SQLSTATE = {
     Operation.SUBMIT: "42501",
     Operation.CANCEL: "42501",
     Operation.RESOLVE: "42501",
+    Operation.NOTE: "42501",
 }
 """The SQLSTATE PostgreSQL refuses each operation with, for a role the table refuses."""
 
@@ -159,6 +161,9 @@ async def _attempt(operation: Operation, h: stores.Harness, now: ManualClock) ->
         (consumed,) = await submit_runs(h.approver_store, now, 1)
         cancel = cancels.Cancel(dispatch_id=consumed.dispatch_id, operator="o", reason_code="c")
         return lambda s: s.cancel_dispatch(cancel, now_ms=at, context=CONTEXT)
+    if operation is Operation.NOTE:
+        pending = await _pending(h, at)
+        return lambda s: s.write_note(notes.Subject.APPROVAL, pending, "seen it")
     assert operation is Operation.RESOLVE
     past = ManualClock(at - 3_600_000)
     await submit_runs(h.approver_store, past, 1)

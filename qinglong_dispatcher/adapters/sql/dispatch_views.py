@@ -44,6 +44,9 @@ async def list_dispatches(
             "lease_expired": lease_expired,
             "settling_ms": settling_ms,
             "limit": request.limit + 1,
+            "target": request.target,
+            "from_ms": request.from_ms,
+            "to_ms": request.to_ms,
         },
     )
     shown = tuple(

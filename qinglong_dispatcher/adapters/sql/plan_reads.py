@@ -71,9 +71,12 @@ async def list_waiting_approvals(
     }
     if request.status == approval_views.WAITING:
         found = await q.all("list_waiting_approvals", {**params, "now_ms": now_ms})
+    elif request.status == approval_views.ALL:
+        found = await q.all("list_all_approvals", params)
     else:
-        status = None if request.status == approval_views.ALL else request.status
-        found = await q.all("list_approvals", {**params, "status": status})
+        # One status per statement: the index of migration 0036 keeps its order, so the
+        # page stops at its limit.
+        found = await q.all("list_approvals", {**params, "status": request.status})
     rows = []
     for row in found[: request.limit]:
         stored = None if row["plan_digest"] is None else ports.StoredPlan.from_row(row)

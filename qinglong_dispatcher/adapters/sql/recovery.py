@@ -223,6 +223,7 @@ def _audit_event(row: records.RowLike) -> recovery.AuditEvent:
         token_id=row["token_id"],
         client_address=row["client_address"],
         request_id=row["request_id"],
+        comment=row["comment"],
     )
 
 

@@ -24,6 +24,7 @@ from qinglong_dispatcher.adapters.sql import (
     dispatch_views,
     executions,
     handler_waits,
+    notes,
     notifications,
     page,
     plan_store,
@@ -84,11 +85,11 @@ class SqlStore(
     policies.PolicyMethods,
     policy_reads.PolicyReadMethods,
     notifications.NotificationMethods,
+    notes.NoteMethods,
     target_reads.TargetReadMethods,
 ):
-    """Every store port operation whose transaction is shared by both dialects (those about
-    stored plans, sealed or clear, in `plan_store`; API tokens in `token_store`; approval
-    policies written in `policies`, read in `policy_reads`)."""
+    """Every store port operation whose transaction is shared by both dialects (the mixins'
+    in their modules: stored plans in `plan_store`, API tokens in `token_store`, …)."""
 
     def __init__(
         self,

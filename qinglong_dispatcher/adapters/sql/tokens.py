@@ -116,6 +116,7 @@ async def record_refusal(
             "token_id": None,
             "client_address": failure.client_address,
             "request_id": failure.request_id,
+            "comment": None,
         },
     )
 
@@ -148,5 +149,6 @@ async def record_request(
             "token_id": context.token_id,
             "client_address": context.client_address,
             "request_id": context.request_id,
+            "comment": context.comment,
         },
     )

@@ -12,7 +12,7 @@ from aiohttp import web
 from qinglong_dispatcher.domain import approval_views, errors, permissions, plans
 from qinglong_dispatcher.usecases import requesting
 from qinglong_dispatcher.web import approvals, bodies, context, reads, submits
-from qinglong_dispatcher.web.ui import guard, markup, sessions
+from qinglong_dispatcher.web.ui import guard, live, markup, paging, sessions
 
 Operation = permissions.Operation
 _SCANNED_PAGES = 4
@@ -30,10 +30,13 @@ def _decisions(row: approval_views.WaitingApproval, session: sessions.Session) -
     if not permissions.admits(session.principal, Operation.APPROVE):
         return ""
     base = "/ui/approvals/" + markup.segment(row.approval_request_id)
-    return markup.post_form(base + "/approve", session, "", "Approve…") + markup.post_form(
+    return markup.post_form(
+        base + "/approve", session, markup.comment_field(), "Approve…"
+    ) + markup.post_form(
         base + "/reject",
         session,
-        markup.text_field("reason", "Reason code", pattern=markup.CODE_PATTERN),
+        markup.text_field("reason", "Reason code", pattern=markup.CODE_PATTERN)
+        + markup.comment_field(),
         "Reject…",
         danger=True,
     )
@@ -52,6 +55,10 @@ def _decided(row: approval_views.WaitingApproval, now_ms: int) -> list[tuple[str
         ]
     if row.consumed_at_ms is not None:
         decided.append(("consumed", markup.ago(row.consumed_at_ms, now_ms)))
+    decided += [
+        (f"{said.decision} by {said.principal}", markup.esc(approval_views.reason_text(said)))
+        for said in row.reasons
+    ]
     return decided
 
 
@@ -78,22 +85,30 @@ def _row(row: approval_views.WaitingApproval, session: sessions.Session, now_ms:
     )
 
 
-def _status_filter(status: str) -> str:
-    """A GET form choosing the status shown (no JavaScript needed)."""
+def _status_filter(status: str, shown: paging.Filters) -> str:
+    """A GET form choosing the status and the filters shown (no JavaScript needed)."""
     return (
         f'<form class="filter" method="get" action="{markup.url("/ui/approvals")}">'
         + markup.select("status", "Status", approval_views.STATUSES, chosen=status)
+        + paging.fields(shown.as_query())
         + '<button type="submit">Show</button></form>'
     )
 
 
 @guard.view(Operation.READ)
 async def queue(request: web.Request, session: sessions.Session) -> web.StreamResponse:
-    """`GET /ui/approvals?status=&after=`: requests of one status (the waiting ones by
-    default), newest first, each time also as how long ago."""
-    reads.only_params(request, ("after", "status"))
+    """`GET /ui/approvals?status=&action=&project=&limit=&after=&trail=`: requests of one
+    status (the waiting ones by default), newest first, a page at a time both ways, each time
+    also as how long ago."""
+    reads.only_params(request, ("status", *paging.PARAMS))
+    shown = paging.filters(request.query, approval_views.MAX_LIMIT)
     after = reads.query_field(
         "after", request.query.get("after") or None, approval_views.Cursor.parse
+    )
+    trail = reads.query_field(
+        "trail",
+        request.query.get("trail") or None,
+        paging.parse_trail(approval_views.Cursor.parse),
     )
     status = reads.query_field(
         "status", request.query.get("status") or None, approval_views.parse_status
@@ -102,23 +117,39 @@ async def queue(request: web.Request, session: sessions.Session) -> web.StreamRe
     ctx = context.of(request)
     now_ms = ctx.clock.now_ms()
     page = await ctx.store.list_waiting_approvals(
-        approval_views.ListQuery(after=after, status=status), now_ms=now_ms, shown=ctx.shown
+        approval_views.ListQuery(
+            action_type=shown.action,
+            project_id=shown.project,
+            limit=shown.limit or approval_views.DEFAULT_LIMIT,
+            after=after,
+            status=status,
+        ),
+        now_ms=now_ms,
+        shown=ctx.shown,
     )
     new = ""
     if permissions.admits(session.principal, Operation.CREATE):
         new = f'<p><a href="{markup.url("/ui/approvals/new")}">Request an action…</a></p>'
-    more = ""
-    if page.next is not None:
-        shown_status = None if status == approval_views.WAITING else status
-        href = markup.url("/ui/approvals", status=shown_status, after=str(page.next))
-        more = f'<p><a href="{href}" rel="next">Next page</a></p>'
+    more = paging.links(
+        "/ui/approvals",
+        {"status": None if status == approval_views.WAITING else status, **shown.as_query()},
+        after=request.query.get("after") or None,
+        trail=trail,
+        next_cursor=None if page.next is None else str(page.next),
+    )
     rows = "".join(_row(row, session, now_ms) for row in page.approvals)
     empty = (
         "Nothing waits for a decision."
         if status == approval_views.WAITING
         else f"No {status} requests."
     )
-    body = new + _status_filter(status) + (rows or f'<p class="empty">{empty}</p>') + more
+    body = (
+        new
+        + _status_filter(status, shown)
+        + (rows or f'<p class="empty">{empty}</p>')
+        + more
+        + live.MARKER
+    )
     return guard.html_response(
         markup.document("Approvals", body, session=session, active="approvals")
     )
@@ -209,7 +240,7 @@ async def approve(
             extra=await preview_of(request, approval_id),
         )
         return guard.confirmed(request, session, fields, ask) or guard.redirect("/ui/approvals")
-    admitted = await guard.admit(request, {})
+    admitted = await guard.admit(request, {"comment": fields.get("comment")})
     _, consumed = await approvals.approve_as(context.of(request), admitted, approval_id)
     href = markup.url("/ui/dispatches/" + markup.segment(consumed.dispatch_id))
     body = markup.notice(f"Approved {approval_id}.", kind="ok") + (
@@ -235,7 +266,9 @@ async def reject(
             extra=await preview_of(request, approval_id),
         )
         return guard.confirmed(request, session, fields, ask) or guard.redirect("/ui/approvals")
-    admitted = await guard.admit(request, {"reason": fields.get("reason")})
+    admitted = await guard.admit(
+        request, {"reason": fields.get("reason"), "comment": fields.get("comment")}
+    )
     rejected = await approvals.reject_as(context.of(request), admitted, approval_id)
     body = markup.notice(f"Rejected {approval_id}.", kind="ok") + markup.json_block(
         approvals.approval_json(rejected)

@@ -4,20 +4,31 @@ its receipt, its Run, its plan's redacted preview and its audit (what the API's 
 from __future__ import annotations
 
 import dataclasses
+from typing import Final
 
 from aiohttp import web
 
 from qinglong_dispatcher.domain import (
     dispatch_views,
     errors,
+    notes,
     permissions,
     plans,
     states,
     targets,
     uncertainty,
 )
-from qinglong_dispatcher.web import context, operations, reads
-from qinglong_dispatcher.web.ui import evidence, guard, markup, resubmit_pages, sessions
+from qinglong_dispatcher.web import context, operations, problems, reads
+from qinglong_dispatcher.web.ui import (
+    evidence,
+    guard,
+    inbox_pages,
+    live,
+    markup,
+    paging,
+    resubmit_pages,
+    sessions,
+)
 
 _WAITING = (states.EffectiveStatus.PENDING, states.EffectiveStatus.RETRY_WAIT)
 _WAIT_WORDS = {targets.TargetWaitKind.HELD: "held by", targets.TargetWaitKind.BUSY: "busy by"}
@@ -40,7 +51,15 @@ def _target(target: str | None, wait: targets.TargetWait | None) -> str:
     )
 
 
-def _filters(status: str | None) -> str:
+_OWN: Final = (
+    ("target", "Target", markup.CODE_PATTERN),
+    ("from", "Created from (UTC)", None),
+    ("to", "Created before (UTC)", None),
+)
+"""The dispatch list's own filters, beside the shared ones (`paging`)."""
+
+
+def _filters(status: str | None, shown: dict[str, object]) -> str:
     options = ("", *(s.value for s in states.EffectiveStatus))
     items = "".join(
         f'<option value="{markup.esc(o)}"{" selected" if o == (status or "") else ""}>'
@@ -49,23 +68,54 @@ def _filters(status: str | None) -> str:
     )
     return (
         '<form method="get" action="/ui/dispatches"><label>State '
-        f'<select name="status">{items}</select></label><button type="submit">Filter</button>'
-        "</form>"
+        f'<select name="status">{items}</select></label>{paging.fields(shown)}'
+        + "".join(
+            markup.text_field(
+                name,
+                label,
+                value=str(shown.get(name) or ""),
+                pattern=pattern,
+                required=False,
+            )
+            for name, label, pattern in _OWN
+        )
+        + '<button type="submit">Filter</button></form>'
     )
 
 
 @guard.view(guard.Operation.READ)
 async def list_page(request: web.Request, session: sessions.Session) -> web.StreamResponse:
-    """`GET /ui/dispatches?status=&after=`: newest first, a page at a time."""
-    reads.only_params(request, ("status", "after"))
+    """`GET /ui/dispatches?status=&action=&project=&limit=&after=&trail=`: newest first, a
+    page at a time, both ways (the API's filters)."""
+    reads.only_params(request, ("status", *(name for name, _, _ in _OWN), *paging.PARAMS))
     q = request.query
     text = q.get("status") or None
     status = reads.query_field("status", text, states.EffectiveStatus)
+    shown = paging.filters(q, dispatch_views.MAX_LIMIT)
+    own = {name: q.get(name) or None for name, _, _ in _OWN}
+    target = reads.query_field("target", own["target"], reads.identifier("target"))
+    from_ms = reads.query_field("from", own["from"], paging.parse_instant("from"))
+    to_ms = reads.query_field("to", own["to"], paging.parse_instant("to"))
+    if from_ms is not None and to_ms is not None and from_ms >= to_ms:
+        raise problems.BadField("to", "to: must be after from")
     after = reads.query_field("after", q.get("after") or None, dispatch_views.Cursor.parse)
+    trail = reads.query_field(
+        "trail", q.get("trail") or None, paging.parse_trail(dispatch_views.Cursor.parse)
+    )
     ctx = context.of(request)
     now_ms = ctx.clock.now_ms()
     page = await ctx.store.list_dispatches(
-        dispatch_views.ListQuery(status=status, after=after), now_ms=now_ms
+        dispatch_views.ListQuery(
+            status=status,
+            action_type=shown.action,
+            project_id=shown.project,
+            limit=shown.limit or dispatch_views.DEFAULT_LIMIT,
+            after=after,
+            target=target,
+            from_ms=from_ms,
+            to_ms=to_ms,
+        ),
+        now_ms=now_ms,
     )
     rows = [
         (
@@ -82,18 +132,22 @@ async def list_page(request: web.Request, session: sessions.Session) -> web.Stre
         )
         for d in page.dispatches
     ]
-    more = ""
-    if page.next is not None:
-        href = markup.url("/ui/dispatches", status=text, after=str(page.next))
-        more = f'<p><a href="{href}" rel="next">Next page</a></p>'
+    more = paging.links(
+        "/ui/dispatches",
+        {"status": text, **shown.as_query(), **own},
+        after=q.get("after") or None,
+        trail=trail,
+        next_cursor=None if page.next is None else str(page.next),
+    )
     body = (
-        _filters(text)
+        _filters(text, {**shown.as_query(), **own})
         + markup.table(
             ("dispatch", "state", "action", "project", "target", "attempt", "created", "result"),
             rows,
             empty="No dispatch matches.",
         )
         + more
+        + live.MARKER
     )
     return guard.html_response(
         markup.document("Dispatches", body, session=session, active="dispatches")
@@ -175,9 +229,13 @@ async def detail_page(request: web.Request, session: sessions.Session) -> web.St
         receipt = dataclasses.asdict(detail.receipt)
     elif x.receipt is not None:
         receipt = dict(x.receipt)
+    written = await context.of(request).store.notes_for([], [d.dispatch_id])
     body = (
         facts
         + evidence.section(detail, session)  # first: it is what the operator decides on
+        + "<h2>Notes</h2>"
+        + (inbox_pages.notes_list(written) or '<p class="empty">No note yet.</p>')
+        + inbox_pages.note_form(notes.Subject.DISPATCH, d.dispatch_id, session)
         + "<h2>Timeline (ledger)</h2>"
         + _timeline(detail)
         + "<h2>Plan (redacted preview)</h2>"

@@ -18,7 +18,8 @@ def settle_form(dispatch_id: str, session: sessions.Session) -> str:
         session,
         # No outcome is chosen for the operator: a default would settle by a slip.
         markup.select("as", "As", [c.value for c in states.Completion], prompt="choose…")
-        + markup.text_field("reason", "Reason code", pattern=markup.CODE_PATTERN),
+        + markup.text_field("reason", "Reason code", pattern=markup.CODE_PATTERN)
+        + markup.comment_field(),
         "Settle…",
         danger=True,
     )

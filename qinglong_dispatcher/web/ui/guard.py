@@ -31,6 +31,8 @@ log = structlog.get_logger("qinglong_dispatcher.api")
 HEADERS: Final[Mapping[str, str]] = {
     "Content-Security-Policy": (
         "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        # The list pages' live refresh (live.py): one script of our own and its event stream.
+        "script-src 'self'; connect-src 'self'; "
         "frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Content-Type-Options": "nosniff",

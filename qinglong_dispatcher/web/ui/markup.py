@@ -144,6 +144,11 @@ def text_field(
     )
 
 
+def comment_field() -> str:
+    """The optional comment of an approve, reject or settle, kept in its audit row."""
+    return text_field("comment", "Comment (optional)", required=False, maxlength=500)
+
+
 def select(
     name: str,
     label: str,

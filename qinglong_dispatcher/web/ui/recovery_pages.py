@@ -15,7 +15,7 @@ from qinglong_dispatcher.domain import (
     uncertainty,
 )
 from qinglong_dispatcher.web import context, operations, reads
-from qinglong_dispatcher.web.ui import evidence, guard, markup, sessions
+from qinglong_dispatcher.web.ui import evidence, guard, live, markup, sessions
 
 Operation = permissions.Operation
 PAGE = 50
@@ -68,6 +68,7 @@ async def queue(request: web.Request, session: sessions.Session) -> web.StreamRe
             empty="Nothing waits for recovery.",
         )
         + more
+        + live.MARKER
     )
     return guard.html_response(
         markup.document("Recovery queue", body, session=session, active="recovery")
@@ -94,7 +95,10 @@ async def resolve(
     asking = guard.confirmed(request, session, fields, ask)
     if asking is not None:
         return asking
-    admitted = await guard.admit(request, {"as": fields.get("as"), "reason": fields.get("reason")})
+    admitted = await guard.admit(
+        request,
+        {"as": fields.get("as"), "reason": fields.get("reason"), "comment": fields.get("comment")},
+    )
     done = await operations.resolve_as(context.of(request), admitted, dispatch_id)
     href = markup.url("/ui/dispatches/" + markup.segment(dispatch_id))
     body = (

@@ -15,6 +15,7 @@ from qinglong_dispatcher.web.ui import (
     dispatch_pages,
     guard,
     inbox_pages,
+    live,
     overview,
     recovery_pages,
     resubmit_pages,
@@ -26,6 +27,9 @@ from qinglong_dispatcher.web.ui import (
 ROUTES: Final[tuple[tuple[str, str, guard.Handler], ...]] = (
     ("GET", "/ui", overview.overview),
     ("GET", "/ui/inbox", inbox_pages.page),
+    ("GET", "/ui/events", live.stream),
+    ("POST", "/ui/inbox/settle", inbox_pages.settle),
+    ("POST", "/ui/inbox/note", inbox_pages.write_note),
     ("GET", "/ui/signin", signin.show),
     ("POST", "/ui/signin", signin.sign_in),
     ("POST", "/ui/signout", signin.sign_out),
@@ -48,7 +52,7 @@ ROUTES: Final[tuple[tuple[str, str, guard.Handler], ...]] = (
 )
 
 
-STATIC: Final = {"ui.css": "text/css", "icon.svg": "image/svg+xml"}
+STATIC: Final = {"ui.css": "text/css", "icon.svg": "image/svg+xml", "live.js": "text/javascript"}
 """The files under /ui/static/, from the package's `static` folder, and their types."""
 
 

@@ -133,7 +133,7 @@ SELECT qinglong.submit_one(
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
        a.status, a.decided_by, a.decided_principal, NULL::text AS decision_code,
-       NULL::bigint AS decided_at_ms, a.consumed_at_ms,
+       NULL::bigint AS decided_at_ms, a.consumed_at_ms, NULL::text AS reasons_json,
        p.plan_json, p.plan_digest, p.plan_key_id, p.plan_algorithm, p.plan_sealed,
        p.plan_schema_version
 FROM qinglong.approval_requests AS a
@@ -152,12 +152,14 @@ LIMIT :limit::bigint
 
 -- list_approvals --
 -- `approval list --status S` for any S but the default `pending` (waiting): requests of the
--- stored status :status (NULL: every status), newest first, a keyset page after
+-- stored status :status, newest first, a keyset page after
 -- (:after_created_at_ms, :after_approval_request_id) in the same order as
 -- `list_waiting_approvals`, so a cursor means the same position under every status. Each
 -- decided row says who decided and how, with the code the audit trigger writes on its
--- `approval.<status>` row (`by_requester`, `by_other`, `db_clock`), and when. No index of
--- its own: a read an operator asks for now and then, not the waiting queue's hot path.
+-- `approval.<status>` row (`by_requester`, `by_other`, `db_clock`), and when, and why: its
+-- deny votes' reasons and its API decisions' reason and comment, through the definer
+-- function of migration 0036 (a viewer may read neither table). One status's page walks the
+-- index of migration 0036.
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
        a.status, a.decided_by, a.decided_principal,
@@ -168,12 +170,52 @@ SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.actio
        CASE WHEN a.status IN ('approved', 'rejected', 'expired') THEN a.updated_at_ms
             END AS decided_at_ms,
        a.consumed_at_ms,
+       CASE WHEN a.status <> 'pending' THEN (
+           SELECT json_agg(json_build_object(
+                      'decision', r.decision, 'principal', r.principal, 'reason', r.reason,
+                      'comment', r.comment) ORDER BY r.n)::text
+           FROM qinglong.decision_reasons(a.approval_request_id) WITH ORDINALITY AS r (
+               decision, principal, reason, comment, n)
+       ) END AS reasons_json,
        p.plan_json, p.plan_digest, p.plan_key_id, p.plan_algorithm, p.plan_sealed,
        p.plan_schema_version
 FROM qinglong.approval_requests AS a
 LEFT JOIN qinglong.action_plans AS p
   ON p.project_id = a.project_id AND p.action_ref = a.action_ref
-WHERE (:status::text IS NULL OR a.status = :status::text)
+WHERE a.status = :status::text
+  AND (a.created_at_ms, a.approval_request_id)
+      < (:after_created_at_ms::bigint, :after_approval_request_id::text)
+  AND (:project_id::text IS NULL OR a.project_id = :project_id::text)
+  AND (:action_type::text IS NULL OR a.action_type = :action_type::text)
+ORDER BY a.created_at_ms DESC, a.approval_request_id DESC
+LIMIT :limit::bigint
+
+-- list_all_approvals --
+-- `approval list --status all`: `list_approvals` of every status, in the same order (a
+-- read an operator asks for now and then: no index of its own).
+SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
+       a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
+       a.status, a.decided_by, a.decided_principal,
+       CASE WHEN a.status = 'pending' THEN NULL
+            WHEN a.status = 'expired' THEN 'db_clock'
+            WHEN a.decided_principal = a.requested_principal THEN 'by_requester'
+            ELSE 'by_other' END AS decision_code,
+       CASE WHEN a.status IN ('approved', 'rejected', 'expired') THEN a.updated_at_ms
+            END AS decided_at_ms,
+       a.consumed_at_ms,
+       CASE WHEN a.status <> 'pending' THEN (
+           SELECT json_agg(json_build_object(
+                      'decision', r.decision, 'principal', r.principal, 'reason', r.reason,
+                      'comment', r.comment) ORDER BY r.n)::text
+           FROM qinglong.decision_reasons(a.approval_request_id) WITH ORDINALITY AS r (
+               decision, principal, reason, comment, n)
+       ) END AS reasons_json,
+       p.plan_json, p.plan_digest, p.plan_key_id, p.plan_algorithm, p.plan_sealed,
+       p.plan_schema_version
+FROM qinglong.approval_requests AS a
+LEFT JOIN qinglong.action_plans AS p
+  ON p.project_id = a.project_id AND p.action_ref = a.action_ref
+WHERE true
   AND (a.created_at_ms, a.approval_request_id)
       < (:after_created_at_ms::bigint, :after_approval_request_id::text)
   AND (:project_id::text IS NULL OR a.project_id = :project_id::text)

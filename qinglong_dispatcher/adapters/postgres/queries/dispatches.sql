@@ -24,7 +24,7 @@ LEFT JOIN qinglong.approved_action_dispatch_executions AS h
 
 -- list_dispatches --
 -- `dispatch list`: newest first, a keyset page after (:after_created_at_ms, :after_dispatch_id);
--- a NULL filter matches everything. :lease_expired is the effective-status split of
+-- a NULL filter matches everything (:from_ms inclusive, :to_ms exclusive, on creation). :lease_expired is the effective-status split of
 -- `executing`: true recovery_required, false still live, NULL either, at :settling_ms (the
 -- earlier of the caller's clock and the database's, as in count_recovery_required).
 SELECT d.dispatch_id, d.project_id, d.action_type, d.action_ref, d.created_at_ms,
@@ -40,6 +40,9 @@ WHERE (d.created_at_ms, d.dispatch_id)
   AND (:stored_status::text IS NULL OR e.status = :stored_status::text)
   AND (:lease_expired::boolean IS NULL
        OR (e.lease_expires_at_ms <= :settling_ms::bigint) = :lease_expired::boolean)
+  AND (:target::text IS NULL OR e.target = :target::text)
+  AND (:from_ms::bigint IS NULL OR d.created_at_ms >= :from_ms::bigint)
+  AND (:to_ms::bigint IS NULL OR d.created_at_ms < :to_ms::bigint)
 ORDER BY d.created_at_ms DESC, d.dispatch_id DESC
 LIMIT :limit::bigint
 

@@ -66,7 +66,7 @@ INSERT INTO qinglong.security_audit_events (
 
 -- select_audit_events --
 SELECT event_id, kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms,
-       token_id, client_address, request_id
+       token_id, client_address, request_id, comment
 FROM qinglong.security_audit_events
 WHERE subject_id = :subject_id
 ORDER BY event_id
@@ -74,7 +74,7 @@ ORDER BY event_id
 -- select_audit_page --
 -- The audit log newest first, a keyset page before :before_event_id; a NULL filter matches all.
 SELECT event_id, kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms,
-       token_id, client_address, request_id
+       token_id, client_address, request_id, comment
 FROM qinglong.security_audit_events
 WHERE event_id < :before_event_id::bigint
   AND (:subject_id::text IS NULL OR subject_id = :subject_id::text)

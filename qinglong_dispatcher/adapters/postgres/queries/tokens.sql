@@ -60,10 +60,10 @@ WHERE project_id = :project_id AND action_ref = :action_ref
 -- The principal is the acting one (the principal role the API became), never a parameter.
 INSERT INTO qinglong.security_audit_events (
     kind, actor, principal, project_id, subject_id, detail_code, token_id, client_address,
-    request_id, committed_at_ms
+    request_id, comment, committed_at_ms
 ) VALUES (
     :kind, :actor, qinglong.acting_principal(), :project_id, :subject_id, :detail_code,
-    :token_id, :client_address, :request_id,
+    :token_id, :client_address, :request_id, :comment,
     (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
 )
 

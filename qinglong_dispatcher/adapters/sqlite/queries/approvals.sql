@@ -145,7 +145,7 @@ WHERE 0 AND coalesce(:project_id, :action_ref, :action_type, :plan_json, :plan_d
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
        a.status, a.decided_by, a.decided_principal, NULL AS decision_code,
-       NULL AS decided_at_ms, a.consumed_at_ms,
+       NULL AS decided_at_ms, a.consumed_at_ms, NULL AS reasons_json,
        CAST(p.plan_json AS BLOB) AS plan_json, p.plan_digest, p.plan_key_id, p.plan_algorithm,
        p.plan_sealed,
        p.plan_schema_version
@@ -164,12 +164,13 @@ LIMIT :limit
 
 -- list_approvals --
 -- `approval list --status S` for any S but the default `pending` (waiting): requests of the
--- stored status :status (NULL: every status), newest first, a keyset page after
+-- stored status :status, newest first, a keyset page after
 -- (:after_created_at_ms, :after_approval_request_id) in the same order as
 -- `list_waiting_approvals`, so a cursor means the same position under every status. Each
 -- decided row says who decided and how, with the code the audit trigger writes on its
--- `approval.<status>` row (`by_requester`, `by_other`, `db_clock`), and when. No index of
--- its own: a read an operator asks for now and then, not the waiting queue's hot path.
+-- `approval.<status>` row (`by_requester`, `by_other`, `db_clock`), and when, and why: its
+-- deny votes' reasons and its API decisions' reason and comment (as PostgreSQL's
+-- `decision_reasons` returns them). One status's page walks the index of migration 0036.
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
        a.status, a.decided_by, a.decided_principal,
@@ -180,11 +181,74 @@ SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.actio
        CASE WHEN a.status IN ('approved', 'rejected', 'expired') THEN a.updated_at_ms
             END AS decided_at_ms,
        a.consumed_at_ms,
+       CASE WHEN a.status <> 'pending' THEN (
+           SELECT json_group_array(json_object(
+                      'decision', r.decision, 'principal', r.principal, 'reason', r.reason,
+                      'comment', r.comment))
+           FROM (
+               SELECT 'deny' AS decision, v.principal, v.reason, NULL AS comment,
+                      v.voted_at_ms AS at_ms, 0 AS n
+               FROM approval_votes AS v
+               WHERE v.approval_request_id = a.approval_request_id AND v.vote = 'deny'
+               UNION ALL
+               SELECT substr(e.kind, 5), e.principal,
+                      CASE WHEN e.kind = 'api.reject' THEN e.detail_code END, e.comment,
+                      0, e.event_id
+               FROM security_audit_events AS e
+               WHERE e.subject_id = a.approval_request_id
+                 AND e.kind IN ('api.approve', 'api.reject')
+               ORDER BY 5, 6, 2
+           ) AS r
+       ) END AS reasons_json,
        CAST(p.plan_json AS BLOB) AS plan_json, p.plan_digest, p.plan_key_id, p.plan_algorithm,
        p.plan_sealed, p.plan_schema_version
 FROM approval_requests AS a
 LEFT JOIN action_plans AS p ON p.project_id = a.project_id AND p.action_ref = a.action_ref
-WHERE (:status IS NULL OR a.status = :status)
+WHERE a.status = :status
+  AND (a.created_at_ms, a.approval_request_id)
+      < (:after_created_at_ms, :after_approval_request_id)
+  AND (:project_id IS NULL OR a.project_id = :project_id)
+  AND (:action_type IS NULL OR a.action_type = :action_type)
+ORDER BY a.created_at_ms DESC, a.approval_request_id DESC
+LIMIT :limit
+
+-- list_all_approvals --
+-- `approval list --status all`: `list_approvals` of every status, in the same order (a
+-- read an operator asks for now and then: no index of its own).
+SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
+       a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
+       a.status, a.decided_by, a.decided_principal,
+       CASE WHEN a.status = 'pending' THEN NULL
+            WHEN a.status = 'expired' THEN 'db_clock'
+            WHEN a.decided_principal = a.requested_principal THEN 'by_requester'
+            ELSE 'by_other' END AS decision_code,
+       CASE WHEN a.status IN ('approved', 'rejected', 'expired') THEN a.updated_at_ms
+            END AS decided_at_ms,
+       a.consumed_at_ms,
+       CASE WHEN a.status <> 'pending' THEN (
+           SELECT json_group_array(json_object(
+                      'decision', r.decision, 'principal', r.principal, 'reason', r.reason,
+                      'comment', r.comment))
+           FROM (
+               SELECT 'deny' AS decision, v.principal, v.reason, NULL AS comment,
+                      v.voted_at_ms AS at_ms, 0 AS n
+               FROM approval_votes AS v
+               WHERE v.approval_request_id = a.approval_request_id AND v.vote = 'deny'
+               UNION ALL
+               SELECT substr(e.kind, 5), e.principal,
+                      CASE WHEN e.kind = 'api.reject' THEN e.detail_code END, e.comment,
+                      0, e.event_id
+               FROM security_audit_events AS e
+               WHERE e.subject_id = a.approval_request_id
+                 AND e.kind IN ('api.approve', 'api.reject')
+               ORDER BY 5, 6, 2
+           ) AS r
+       ) END AS reasons_json,
+       CAST(p.plan_json AS BLOB) AS plan_json, p.plan_digest, p.plan_key_id, p.plan_algorithm,
+       p.plan_sealed, p.plan_schema_version
+FROM approval_requests AS a
+LEFT JOIN action_plans AS p ON p.project_id = a.project_id AND p.action_ref = a.action_ref
+WHERE true
   AND (a.created_at_ms, a.approval_request_id)
       < (:after_created_at_ms, :after_approval_request_id)
   AND (:project_id IS NULL OR a.project_id = :project_id)

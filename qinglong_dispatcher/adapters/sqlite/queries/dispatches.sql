@@ -24,7 +24,7 @@ LEFT JOIN approved_action_dispatch_executions AS h
 
 -- list_dispatches --
 -- `dispatch list`: newest first, a keyset page after (:after_created_at_ms, :after_dispatch_id);
--- a NULL filter matches everything. :lease_expired is the effective-status split of
+-- a NULL filter matches everything (:from_ms inclusive, :to_ms exclusive, on creation). :lease_expired is the effective-status split of
 -- `executing`: 1 recovery_required, 0 still live, NULL either, at :settling_ms (the earlier of
 -- the caller's clock and the database's, as in count_recovery_required). No lease token.
 SELECT d.dispatch_id, d.project_id, d.action_type, d.action_ref, d.created_at_ms,
@@ -38,6 +38,9 @@ WHERE (d.created_at_ms, d.dispatch_id) < (:after_created_at_ms, :after_dispatch_
   AND (:action_type IS NULL OR d.action_type = :action_type)
   AND (:stored_status IS NULL OR e.status = :stored_status)
   AND (:lease_expired IS NULL OR (e.lease_expires_at_ms <= :settling_ms) = :lease_expired)
+  AND (:target IS NULL OR e.target = :target)
+  AND (:from_ms IS NULL OR d.created_at_ms >= :from_ms)
+  AND (:to_ms IS NULL OR d.created_at_ms < :to_ms)
 ORDER BY d.created_at_ms DESC, d.dispatch_id DESC
 LIMIT :limit
 

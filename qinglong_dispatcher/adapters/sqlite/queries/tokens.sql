@@ -62,10 +62,10 @@ WHERE project_id = :project_id AND action_ref = :action_ref
 -- insert_request_audit --
 INSERT INTO security_audit_events (
     kind, actor, principal, project_id, subject_id, detail_code, token_id, client_address,
-    request_id, committed_at_ms
+    request_id, comment, committed_at_ms
 ) VALUES (
     :kind, :actor, :principal, :project_id, :subject_id, :detail_code, :token_id,
-    :client_address, :request_id,
+    :client_address, :request_id, :comment,
     CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 )
 
