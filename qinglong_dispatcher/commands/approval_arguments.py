@@ -25,6 +25,11 @@ def add_submit_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentPa
     s.add_argument("--requested-by", default="cli", metavar="W", help="requester (cli)")
     s.add_argument("--approved-by", default="cli", metavar="W", help="approver (cli)")
     s.add_argument("--from-jsonl", type=Path, metavar="FILE", help="one plan object per line")
+    s.add_argument(
+        "--traceparent",
+        metavar="TP",
+        help="W3C trace context the dispatches join (00-<trace id>-<span id>-<flags>)",
+    )
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=parsing.lazy("submitting", "cmd_submit"))
     t: argparse.ArgumentParser = submit_sub.add_parser(

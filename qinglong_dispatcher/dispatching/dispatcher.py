@@ -172,7 +172,10 @@ class Dispatcher:
                     else:
                         first, announced = announced, False
                         outcome = await self._items.process(
-                            claim.lease, claim.dispatch, announced=first
+                            claim.lease,
+                            claim.dispatch,
+                            announced=first,
+                            taken_over=claim.taken_over is not None,
                         )
                     report.count(claim.dispatch.action_type, outcome)
             finally:

@@ -179,6 +179,9 @@ class NewApproval:
     target: str | None = None
     """The plan's target (`plans.plan_target`), kept in clear beside it: the database copies
     it into the dispatch and its execution."""
+    traceparent: str | None = None
+    """The W3C trace context it was requested under (`traces.parse_traceparent`): the
+    database copies it into the dispatch; the dispatcher's spans and the effects join it."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

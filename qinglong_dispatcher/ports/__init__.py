@@ -91,6 +91,12 @@ from qinglong_dispatcher.ports.tool_steps import (
     ToolStepRepository,
     ToolSteps,
 )
+from qinglong_dispatcher.ports.tracing import (
+    NOOP,
+    NoopTracer,
+    Span,
+    Tracer,
+)
 from qinglong_dispatcher.ports.ui_sessions import UiSessionStore
 from qinglong_dispatcher.ports.wakeup import (
     WakeupEvents,
@@ -99,6 +105,7 @@ from qinglong_dispatcher.ports.wakeup import (
 
 __all__ = [
     "BACKLOG_CAP",
+    "NOOP",
     "ActingStore",
     "ApprovalStore",
     "ApprovedActionHandler",
@@ -118,6 +125,7 @@ __all__ = [
     "ExecutionStore",
     "InspectKind",
     "InspectResult",
+    "NoopTracer",
     "PageEffects",
     "PageItem",
     "PageOutcome",
@@ -139,6 +147,7 @@ __all__ = [
     "RunCreateRepository",
     "RunCreateRequest",
     "RunCreateResult",
+    "Span",
     "StartBarrierResult",
     "StartOutcome",
     "Store",
@@ -151,6 +160,7 @@ __all__ = [
     "ToolStepOutcome",
     "ToolStepRepository",
     "ToolSteps",
+    "Tracer",
     "TransactionalHandler",
     "UiSessionStore",
     "WakeupEvents",
