@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.domain import records
+from qinglong_dispatcher.domain import approvals, records
 
 _current: ports.Tracer = ports.NOOP
 
@@ -64,3 +64,36 @@ def claim_span(
             "qinglong.takeover": taken_over,
         },
     )
+
+
+def recovery_span(dispatch: records.Dispatch) -> contextlib.AbstractContextManager[ports.Span]:
+    """The `recovery.settle` span of one reconcile of a dispatch: a new trace (the attempt it
+    settles may have died with its process) linked to the one it was submitted under."""
+    stored = dispatch.traceparent
+    return current().span(
+        "recovery.settle",
+        new_trace=True,
+        links=() if stored is None else (stored,),
+        attributes=span_attributes(dispatch),
+    )
+
+
+def mark_decision(name: str, approval: approvals.Approval, **attributes: str | None) -> None:
+    """A span for a step an approval took (`approval.vote`, `approval.consume`), once its
+    transaction committed: a child of the trace the request was submitted under."""
+    tracer = current()
+    if not tracer.enabled:
+        return
+    with tracer.span(
+        name,
+        parent=approval.traceparent,
+        new_trace=approval.traceparent is None,
+        attributes={
+            "qinglong.approval_request_id": approval.approval_request_id,
+            "qinglong.action_type": approval.action_type,
+            "qinglong.project_id": approval.project_id,
+            "qinglong.status": approval.status.value,
+            **{f"qinglong.{key}": value for key, value in attributes.items()},
+        },
+    ):
+        pass

@@ -249,7 +249,12 @@ async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
                 )
             plan = requesting.parse_plan(args.action, data, installed=bootstrap.action_plan_models)
             approval = await requesting.request_approval(
-                store, the_clock, the_policy, plan, requested_by=args.requested_by
+                store,
+                the_clock,
+                the_policy,
+                plan,
+                requested_by=args.requested_by,
+                traceparent=traces.optional_traceparent(args.traceparent),
             )
             out: dict[str, object] = {
                 "approval_request_id": approval.approval_request_id,

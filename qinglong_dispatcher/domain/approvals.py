@@ -148,6 +148,8 @@ class Approval:
     expires_at_ms: int
     created_at_ms: int
     updated_at_ms: int
+    traceparent: str | None = None
+    """The W3C trace context it was requested under (`domain.traces`); None: none named."""
 
     @classmethod
     def from_row(cls, row: records.RowLike) -> Approval:

@@ -48,7 +48,7 @@ INSERT INTO qinglong.approval_requests (
 -- select_approval --
 SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
        requested_by, decided_by, requested_principal, decided_principal, consumed_principal,
-       expires_at_ms, created_at_ms, updated_at_ms
+       expires_at_ms, created_at_ms, updated_at_ms, traceparent
 FROM qinglong.approval_requests
 WHERE approval_request_id = :approval_request_id
 
