@@ -17,7 +17,7 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,cluster,mcp,oidc]'
+	$(BIN)/python -m pip install --quiet -e '.[test,cluster,mcp,oidc,otel]'
 	touch $(STAMP)
 
 $(RUNTIME_STAMP): pyproject.toml | $(BIN)/python

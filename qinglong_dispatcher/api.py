@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.domain import approvals, plans, records
+from qinglong_dispatcher.domain import approvals, plans, records, traces
 from qinglong_dispatcher.usecases import (
     approving,
     consuming,
@@ -98,11 +98,13 @@ class Api:
         *,
         requested_by: str,
         approved_by: str,
+        traceparent: str | None = None,
     ) -> list[approvals.Consumed]:
         """Create, approve and consume every plan in one transaction: all or nothing.
 
         A self-approval: where the principal may not approve its own requests the store
         refuses (`SelfApprovalRefused`, or `ApprovalNotPermitted`) and nothing is written.
+        `traceparent` (W3C, checked: `InvalidTraceparent`) names the trace they join.
         """
         return await submitting.submit(
             self._store,
@@ -111,6 +113,7 @@ class Api:
             plan_list,
             requested_by=requested_by,
             approved_by=approved_by,
+            traceparent=traces.optional_traceparent(traceparent),
         )
 
     async def status(self) -> records.StatusCounts:

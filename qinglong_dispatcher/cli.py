@@ -274,7 +274,11 @@ def _main(argv: Sequence[str] | None) -> int:
                     raise common.UsageError(unknown) from None
                 raise
             settings = _settings(args)
-            log_setup.configure(log_format=settings.log_format, level=settings.log_level)
+            from qinglong_dispatcher.commands import tracing
+
+            log_setup.configure(
+                log_format=settings.log_format, level=settings.log_level, tracer=tracing.start()
+            )
             _require_known_action(args)
         handler: Handler = args.handler
         return anyio.run(handler, settings, args)

@@ -181,10 +181,12 @@ CREATE TABLE qinglong.approval_requests (
     decided_principal text,
     consumed_principal text,
     db_expires_at_ms bigint,
+    traceparent text,
     CONSTRAINT approval_requests_action_digest_check CHECK ((length(action_digest) = 64)),
     CONSTRAINT approval_requests_pkey PRIMARY KEY (approval_request_id),
     CONSTRAINT approval_requests_project_id_action_ref_fkey FOREIGN KEY (project_id, action_ref) REFERENCES qinglong.action_plans(project_id, action_ref),
     CONSTRAINT approval_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'consumed'::text, 'rejected'::text, 'expired'::text]))),
+    CONSTRAINT approval_requests_traceparent_w3c CHECK (((traceparent IS NULL) OR ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text) AND (substr(traceparent, 4, 32) <> repeat('0'::text, 32)) AND (substr(traceparent, 37, 16) <> repeat('0'::text, 16))))),
     CONSTRAINT approval_requests_version_check CHECK ((version >= 1))
 );
 GRANT INSERT, SELECT, UPDATE ON TABLE qinglong.approval_requests TO qinglong_approver;
@@ -275,10 +277,12 @@ CREATE TABLE qinglong.approved_action_dispatches (
     approved_by text NOT NULL,
     created_at_ms bigint NOT NULL,
     target text,
+    traceparent text,
     CONSTRAINT approved_action_dispatches_action_digest_check CHECK ((length(action_digest) = 64)),
     CONSTRAINT approved_action_dispatches_approval_request_id_fkey FOREIGN KEY (approval_request_id) REFERENCES qinglong.approval_requests(approval_request_id),
     CONSTRAINT approved_action_dispatches_approval_request_id_key UNIQUE (approval_request_id),
-    CONSTRAINT approved_action_dispatches_pkey PRIMARY KEY (dispatch_id)
+    CONSTRAINT approved_action_dispatches_pkey PRIMARY KEY (dispatch_id),
+    CONSTRAINT approved_action_dispatches_traceparent_w3c CHECK (((traceparent IS NULL) OR ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text) AND (substr(traceparent, 4, 32) <> repeat('0'::text, 32)) AND (substr(traceparent, 37, 16) <> repeat('0'::text, 16)))))
 );
 GRANT INSERT, SELECT ON TABLE qinglong.approved_action_dispatches TO qinglong_approver;
 GRANT SELECT ON TABLE qinglong.approved_action_dispatches TO qinglong_operator;
@@ -996,7 +1000,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (51)
+-- functions (53)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -1590,6 +1594,21 @@ END
 $function$;
 ALTER FUNCTION qinglong.dispatch_target_of_plan() OWNER TO qinglong_recorder;
 
+-- function qinglong.dispatch_traceparent_of_request()
+CREATE OR REPLACE FUNCTION qinglong.dispatch_traceparent_of_request()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    NEW.traceparent := (SELECT a.traceparent FROM qinglong.approval_requests AS a
+                        WHERE a.approval_request_id = NEW.approval_request_id);
+    RETURN NEW;
+END
+$function$;
+ALTER FUNCTION qinglong.dispatch_traceparent_of_request() OWNER TO qinglong_recorder;
+
 -- function qinglong.execution_target_of_dispatch()
 CREATE OR REPLACE FUNCTION qinglong.execution_target_of_dispatch()
  RETURNS trigger
@@ -1807,6 +1826,19 @@ BEGIN
         OLD.approval_request_id, OLD.status, NEW.status USING ERRCODE = 'QLA03';
 END
 $function$;
+
+-- function qinglong.guard_approval_traceparent()
+CREATE OR REPLACE FUNCTION qinglong.guard_approval_traceparent()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RAISE EXCEPTION 'an approval request''s traceparent never changes'
+        USING ERRCODE = 'QLI01';
+END
+$function$;
+GRANT EXECUTE ON FUNCTION qinglong.guard_approval_traceparent() TO PUBLIC;
 
 -- function qinglong.guard_approval_vote()
 CREATE OR REPLACE FUNCTION qinglong.guard_approval_vote()
@@ -2780,7 +2812,7 @@ END
 $function$;
 ALTER FUNCTION qinglong.tell_recovery_required() OWNER TO qinglong_recorder;
 
--- triggers (72)
+-- triggers (74)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
@@ -2796,6 +2828,7 @@ CREATE TRIGGER approval_requests_lifetime BEFORE INSERT ON qinglong.approval_req
 CREATE TRIGGER approval_requests_policy AFTER INSERT ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.copy_approval_policy();
 CREATE TRIGGER approval_requests_prune_only BEFORE DELETE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER approval_requests_tell AFTER INSERT OR UPDATE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.tell_approval_request();
+CREATE TRIGGER approval_requests_traceparent_immutable BEFORE UPDATE OF traceparent ON qinglong.approval_requests FOR EACH ROW WHEN ((old.traceparent IS DISTINCT FROM new.traceparent)) EXECUTE FUNCTION qinglong.guard_approval_traceparent();
 CREATE TRIGGER approval_requests_vote_recorded AFTER UPDATE ON qinglong.approval_requests FOR EACH ROW WHEN (((old.status = 'pending'::text) AND (new.status = 'approved'::text))) EXECUTE FUNCTION qinglong.check_direct_approval();
 CREATE TRIGGER approval_votes_count AFTER INSERT ON qinglong.approval_votes FOR EACH ROW EXECUTE FUNCTION qinglong.count_approval_votes();
 CREATE TRIGGER approval_votes_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.approval_votes FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_vote();
@@ -2814,6 +2847,7 @@ CREATE TRIGGER approved_action_dispatches_guard BEFORE INSERT ON qinglong.approv
 CREATE TRIGGER approved_action_dispatches_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.approved_action_dispatches FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER approved_action_dispatches_prune_only BEFORE DELETE ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER approved_action_dispatches_target_of_plan BEFORE INSERT ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.dispatch_target_of_plan();
+CREATE TRIGGER approved_action_dispatches_traceparent_of_request BEFORE INSERT ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.dispatch_traceparent_of_request();
 CREATE TRIGGER approved_run_action_receipts_guard BEFORE INSERT ON qinglong.approved_run_action_receipts FOR EACH ROW EXECUTE FUNCTION qinglong.guard_receipt();
 CREATE TRIGGER approved_run_action_receipts_holder_proof BEFORE INSERT ON qinglong.approved_run_action_receipts FOR EACH ROW EXECUTE FUNCTION qinglong.guard_receipt_holder();
 CREATE TRIGGER approved_run_action_receipts_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.approved_run_action_receipts FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();

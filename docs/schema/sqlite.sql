@@ -106,7 +106,12 @@ CREATE TABLE approval_requests (
     expires_at_ms       INTEGER NOT NULL,
     consumed_at_ms      INTEGER,
     created_at_ms       INTEGER NOT NULL,
-    updated_at_ms       INTEGER NOT NULL, requested_principal TEXT NOT NULL DEFAULT '', decided_principal TEXT, consumed_principal TEXT, db_expires_at_ms INTEGER,
+    updated_at_ms       INTEGER NOT NULL, requested_principal TEXT NOT NULL DEFAULT '', decided_principal TEXT, consumed_principal TEXT, db_expires_at_ms INTEGER, traceparent TEXT
+    CONSTRAINT approval_requests_traceparent_w3c CHECK (
+        traceparent IS NULL OR (traceparent GLOB
+        '00-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f]'
+        AND substr(traceparent, 4, 32) <> '00000000000000000000000000000000'
+        AND substr(traceparent, 37, 16) <> '0000000000000000')),
     FOREIGN KEY (project_id, action_ref) REFERENCES action_plans (project_id, action_ref)
 ) STRICT;
 
@@ -166,7 +171,12 @@ CREATE TABLE approved_action_dispatches (
     action_digest       TEXT NOT NULL CHECK (length(action_digest) = 64),
     approved_by         TEXT NOT NULL,
     created_at_ms       INTEGER NOT NULL
-, target TEXT) STRICT;
+, target TEXT, traceparent TEXT
+    CONSTRAINT approved_action_dispatches_traceparent_w3c CHECK (
+        traceparent IS NULL OR (traceparent GLOB
+        '00-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f]'
+        AND substr(traceparent, 4, 32) <> '00000000000000000000000000000000'
+        AND substr(traceparent, 37, 16) <> '0000000000000000'))) STRICT;
 
 -- table approved_run_action_receipts
 CREATE TABLE approved_run_action_receipts (
@@ -661,7 +671,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (103)
+-- triggers (105)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -1080,6 +1090,14 @@ BEGIN
     );
 END;
 
+-- trigger approval_requests_traceparent_immutable
+CREATE TRIGGER approval_requests_traceparent_immutable
+BEFORE UPDATE OF traceparent ON approval_requests
+WHEN NEW.traceparent IS NOT OLD.traceparent
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:traceparent_refused: a request''s traceparent never changes');
+END;
+
 -- trigger approval_requests_update_guard
 CREATE TRIGGER approval_requests_update_guard BEFORE UPDATE ON approval_requests
 WHEN OLD.status IN ('consumed', 'rejected', 'expired')
@@ -1437,6 +1455,16 @@ WHEN NEW.target IS NOT (
     WHERE p.project_id = NEW.project_id AND p.action_ref = NEW.action_ref)
 BEGIN
     SELECT RAISE(ABORT, 'qinglong:target_refused: a dispatch names its plan''s target');
+END;
+
+-- trigger approved_action_dispatches_traceparent_of_request
+CREATE TRIGGER approved_action_dispatches_traceparent_of_request
+BEFORE INSERT ON approved_action_dispatches
+WHEN NEW.traceparent IS NOT (
+    SELECT a.traceparent FROM approval_requests AS a
+    WHERE a.approval_request_id = NEW.approval_request_id)
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:traceparent_refused: a dispatch names its request''s traceparent');
 END;
 
 -- trigger approved_run_action_receipts_guard

@@ -14,13 +14,16 @@ import anyio
 
 from qinglong_dispatcher import bootstrap, clock
 from qinglong_dispatcher.bench import procstat
+from qinglong_dispatcher.bootstrap import tracing
 from qinglong_dispatcher.config.settings import load_settings
 from qinglong_dispatcher.lifecycle import logging as log_setup
 
 
 async def _drain(start_at: float) -> dict[str, float]:
     settings = load_settings()
-    log_setup.configure(log_format=settings.log_format, level=settings.log_level)
+    log_setup.configure(
+        log_format=settings.log_format, level=settings.log_level, tracer=tracing.start()
+    )
     store = await bootstrap.open_store(settings)
     try:
         the_dispatcher = bootstrap.build_dispatcher(settings, store, clock.SystemClock())

@@ -25,6 +25,7 @@ def add_submit_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentPa
     s.add_argument("--requested-by", default="cli", metavar="W", help="requester (cli)")
     s.add_argument("--approved-by", default="cli", metavar="W", help="approver (cli)")
     s.add_argument("--from-jsonl", type=Path, metavar="FILE", help="one plan object per line")
+    _traceparent_argument(s)
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=parsing.lazy("submitting", "cmd_submit"))
     t: argparse.ArgumentParser = submit_sub.add_parser(
@@ -61,6 +62,7 @@ def add_approval_arguments(p: argparse.ArgumentParser, shared: argparse.Argument
     a.set_defaults(action_option=True)
     a.add_argument("--plan", required=True, type=Path, metavar="FILE")
     a.add_argument("--requested-by", required=True, metavar="W")
+    _traceparent_argument(a)
     a.add_argument("--json", action="store_true")
     a = approval_sub.add_parser(
         "approve",
@@ -135,3 +137,11 @@ def add_approval_arguments(p: argparse.ArgumentParser, shared: argparse.Argument
     )
     a.add_argument("--json", action="store_true")
     a.set_defaults(handler=parsing.lazy("previews", "cmd_approval_list"))
+
+
+def _traceparent_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--traceparent",
+        metavar="TP",
+        help="W3C trace context the dispatch joins (00-<trace id>-<span id>-<flags>)",
+    )

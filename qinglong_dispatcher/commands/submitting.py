@@ -12,7 +12,7 @@ from qinglong_dispatcher.actions.tool_invoke import sandbox
 from qinglong_dispatcher.actions.tool_invoke import tables as tool_invoke_tables
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.config.settings import Settings
-from qinglong_dispatcher.domain import canonical, errors, ids, plans
+from qinglong_dispatcher.domain import canonical, errors, ids, plans, traces
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.usecases import (
     approving,
@@ -133,6 +133,7 @@ async def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
         plan_list = [requesting.run_create_plan(fields)]
     plans.require_identifier("requested-by", args.requested_by)
     plans.require_identifier("approved-by", args.approved_by)
+    traceparent = traces.optional_traceparent(args.traceparent)
     store = await common.open_store(settings)
     try:
         consumed = await submitting.submit(
@@ -142,6 +143,7 @@ async def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
             plan_list,
             requested_by=args.requested_by,
             approved_by=args.approved_by,
+            traceparent=traceparent,
         )
         run_ids = await _run_ids(store, [c.dispatch_id for c in consumed])
     except (errors.SelfApprovalRefused, errors.ApprovalNotPermitted) as exc:
@@ -247,7 +249,12 @@ async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
                 )
             plan = requesting.parse_plan(args.action, data, installed=bootstrap.action_plan_models)
             approval = await requesting.request_approval(
-                store, the_clock, the_policy, plan, requested_by=args.requested_by
+                store,
+                the_clock,
+                the_policy,
+                plan,
+                requested_by=args.requested_by,
+                traceparent=traces.optional_traceparent(args.traceparent),
             )
             out: dict[str, object] = {
                 "approval_request_id": approval.approval_request_id,

@@ -15,9 +15,9 @@ from typing import Protocol
 import anyio
 import structlog
 
-from qinglong_dispatcher import ports
-from qinglong_dispatcher.dispatching import grouped_completions, start_barriers
-from qinglong_dispatcher.domain import digests, errors, fencing, records, states, uncertainty
+from qinglong_dispatcher import ports, tracing
+from qinglong_dispatcher.dispatching import grouped_completions, item_results, start_barriers
+from qinglong_dispatcher.domain import errors, fencing, records, states
 from qinglong_dispatcher.domain.records import Outcome
 
 # The dispatcher's logger: the event names and their source stay what operators know.
@@ -116,10 +116,24 @@ class ItemRunner:
         self._barriers.leave()
 
     async def process(
-        self, lease: records.Lease, dispatch: records.Dispatch, *, announced: bool = False
+        self,
+        lease: records.Lease,
+        dispatch: records.Dispatch,
+        *,
+        announced: bool = False,
+        taken_over: bool = False,
     ) -> str:
         """From inspect to the recorded result; returns the report key (`announced`: this
-        item's worker was announced, so the item has arrived already)."""
+        item's worker was announced, so the item has arrived already; `taken_over`: the claim
+        replaced another owner's expired lease); one `dispatch.claim` span covers it."""
+        with tracing.claim_span(dispatch, lease, taken_over=taken_over) as span:
+            outcome = await self._process(lease, dispatch, announced=announced)
+            span.set("qinglong.outcome", outcome)
+            return outcome
+
+    async def _process(
+        self, lease: records.Lease, dispatch: records.Dispatch, *, announced: bool
+    ) -> str:
         if not announced:
             self._barriers.arrive()
         try:
@@ -133,7 +147,9 @@ class ItemRunner:
         # Announced to the completions from its barrier on: the items of a barrier group go on
         # together, so the first to finish waits (boundedly) for the others.
         with self._completions.executing() as ticket:
-            identity = await self._barriers.begin(lease, dispatch)
+            with tracing.current().span("dispatch.start_barrier") as span:
+                identity = await self._barriers.begin(lease, dispatch)
+                span.set("qinglong.outcome", identity if isinstance(identity, str) else "started")
             if isinstance(identity, str):
                 return identity
             await self._fault("after_start", dispatch)
@@ -182,24 +198,29 @@ class ItemRunner:
         ticket: grouped_completions.Ticket,
     ) -> str:
         config = self._config
-        ctx = ports.ExecutionContext(
-            dispatch=dispatch,
-            identity=identity,
-            deadline_ms=self._clock.now_ms() + config.execute_timeout_ms,
-        )
         result: ports.ExecuteResult | None = None
         failure = ""
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._renew_while_running, identity.as_lease())
-            try:
-                with anyio.fail_after(config.execute_timeout_ms / 1000):
-                    result = await handler.execute(ctx)
-            except TimeoutError:
-                failure = "execute_timeout"
-            except Exception as exc:  # after the barrier anything unexplained is indeterminate
-                failure = exc.code if isinstance(exc, errors.QinglongError) else "execute_raised"
-            finally:
-                tg.cancel_scope.cancel()
+        with tracing.current().span("dispatch.execute") as span:
+            ctx = ports.ExecutionContext(
+                dispatch=dispatch,
+                identity=identity,
+                deadline_ms=self._clock.now_ms() + config.execute_timeout_ms,
+                traceparent=tracing.effect_traceparent(span, dispatch.traceparent),
+            )
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._renew_while_running, identity.as_lease())
+                try:
+                    with anyio.fail_after(config.execute_timeout_ms / 1000):
+                        result = await handler.execute(ctx)
+                except TimeoutError:
+                    failure = "execute_timeout"
+                except Exception as exc:  # after the barrier anything unexplained is indeterminate
+                    failure = (
+                        exc.code if isinstance(exc, errors.QinglongError) else "execute_raised"
+                    )
+                finally:
+                    tg.cancel_scope.cancel()
+            span.set("qinglong.outcome", failure or (result.kind.value if result else None))
         await self._fault("after_execute", dispatch)
         if result is None:
             log.warning(
@@ -224,7 +245,7 @@ class ItemRunner:
                 attempt=identity.attempt,
                 code=result.code,
             )
-            await self._keep_uncertain(identity, result)
+            await item_results.keep_uncertain(self._store, identity, result)
             return "uncertain"
         if result.kind is ports.ExecuteKind.COMMITTED:
             log.info(
@@ -240,25 +261,10 @@ class ItemRunner:
             if result.kind is ports.ExecuteKind.SUCCEEDED
             else states.Completion.FAILED
         )
-        receipt = _receipt_of(dispatch, result)
+        receipt = item_results.receipt_of(dispatch, result)
         outcome = await self._complete(ticket, dispatch, identity, completion, result.code, receipt)
         await self._fault("after_complete", dispatch)
         return outcome
-
-    async def _keep_uncertain(
-        self, identity: records.ExecutionIdentity, result: ports.ExecuteResult
-    ) -> None:
-        """Keep what the execute knew beside the row for the operator who settles it; a
-        failure costs only that evidence (the row goes to recovery either way)."""
-        lost = uncertainty.LostTrack(
-            identity=identity, result_code=result.code, evidence=result.evidence or {}
-        )
-        try:
-            await self._store.record_uncertain(lost)
-        except errors.StoreError as exc:
-            log.warning(
-                "dispatch.uncertain_unrecorded", dispatch_id=identity.dispatch_id, code=exc.code
-            )
 
     async def _renew_while_running(self, lease: records.Lease) -> None:
         """Renew at a third of the lease while the execute runs; stop at the first refusal."""
@@ -300,6 +306,24 @@ class ItemRunner:
         completion: states.Completion,
         code: str,
         receipt: records.ActionReceipt | None = None,
+    ) -> str:
+        with tracing.current().span(
+            "dispatch.completion", attributes={"qinglong.completion": completion.value}
+        ) as span:
+            outcome = await self._write_completion(
+                ticket, dispatch, identity, completion, code, receipt
+            )
+            span.set("qinglong.outcome", outcome)
+            return outcome
+
+    async def _write_completion(
+        self,
+        ticket: grouped_completions.Ticket,
+        dispatch: records.Dispatch,
+        identity: records.ExecutionIdentity,
+        completion: states.Completion,
+        code: str,
+        receipt: records.ActionReceipt | None,
     ) -> str:
         try:
             done = await ticket.complete(
@@ -372,18 +396,3 @@ class ItemRunner:
             code=code,
         )
         return status if done.outcome is not Outcome.CONFLICT else "release_conflict"
-
-
-def _receipt_of(
-    dispatch: records.Dispatch, result: ports.ExecuteResult
-) -> records.ActionReceipt | None:
-    """The result's receipt as stored, or None. An effect has happened by now, so a receipt
-    that is not canonical JSON within its cap costs the receipt, never the completion."""
-    if result.receipt is None:
-        return None
-    try:
-        receipt_json, receipt_digest = digests.action_receipt(result.receipt)
-    except errors.CanonicalJsonError as exc:
-        log.warning("dispatch.receipt_invalid", dispatch_id=dispatch.dispatch_id, code=exc.code)
-        return None
-    return records.ActionReceipt(receipt_json=receipt_json, receipt_digest=receipt_digest)

@@ -226,7 +226,12 @@ class PageFlow(Generic[R]):
                 self._items.withdraw()
             outcome = await self._items.give_back(claim.lease, claim.dispatch)
         else:
-            outcome = await self._items.process(claim.lease, claim.dispatch, announced=announced)
+            outcome = await self._items.process(
+                claim.lease,
+                claim.dispatch,
+                announced=announced,
+                taken_over=claim.taken_over is not None,
+            )
         self._done(claim, page, outcome)
 
     def _done(self, claim: records.Claim, page: _Page[R], outcome: str) -> None:

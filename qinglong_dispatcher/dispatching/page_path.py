@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import ports, tracing
 from qinglong_dispatcher.dispatching.claimed_item import DispatchConfig, FaultHook
 from qinglong_dispatcher.domain import errors, records
 
@@ -139,6 +139,7 @@ class PagePath:
             if result.outcome is ports.PageOutcome.COMMITTED:
                 committed.append(item.dispatch)
                 count(item.dispatch.action_type, "succeeded")
+                _trace_committed(claim)
             else:
                 not_taken[result.dispatch_id] = result.reason or "not_taken"
                 left.append(claim)
@@ -155,3 +156,16 @@ class PagePath:
         for dispatch in committed:
             await self._fault("after_page", dispatch)
         return left
+
+
+def _trace_committed(claim: records.Claim) -> None:
+    """A committed item's `dispatch.claim` span, once its page transaction committed (its
+    start, effect and completion were that one transaction, shared with the page's others)."""
+    if not tracing.current().enabled:
+        return
+    assert claim.dispatch is not None
+    assert claim.lease is not None
+    taken_over = claim.taken_over is not None
+    with tracing.claim_span(claim.dispatch, claim.lease, taken_over=taken_over) as span:
+        span.set("qinglong.page", True)
+        span.set("qinglong.outcome", "succeeded")

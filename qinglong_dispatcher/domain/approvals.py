@@ -148,6 +148,8 @@ class Approval:
     expires_at_ms: int
     created_at_ms: int
     updated_at_ms: int
+    traceparent: str | None = None
+    """The W3C trace context it was requested under (`domain.traces`); None: none named."""
 
     @classmethod
     def from_row(cls, row: records.RowLike) -> Approval:
@@ -179,6 +181,9 @@ class NewApproval:
     target: str | None = None
     """The plan's target (`plans.plan_target`), kept in clear beside it: the database copies
     it into the dispatch and its execution."""
+    traceparent: str | None = None
+    """The W3C trace context it was requested under (`traces.parse_traceparent`): the
+    database copies it into the dispatch; the dispatcher's spans and the effects join it."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

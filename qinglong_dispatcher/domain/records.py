@@ -50,6 +50,9 @@ class Dispatch:
     target: str | None = None
     """What its plan changes (`plans.plan_target`), copied by the database from the plan: at
     most one dispatch per target is past its claim."""
+    traceparent: str | None = None
+    """The W3C trace context its request was submitted under, copied by the database from
+    the request (`domain.traces`); None: no trace was named."""
 
     @classmethod
     def from_joined_row(cls, row: RowLike) -> Dispatch:
@@ -64,6 +67,7 @@ class Dispatch:
             approved_by=row["approved_by"],
             created_at_ms=row["dispatch_created_at_ms"],
             target=row["target"],
+            traceparent=row["traceparent"],
         )
 
 

@@ -9,6 +9,8 @@ import sys
 
 import structlog
 
+from qinglong_dispatcher import ports
+
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
 
 
@@ -42,11 +44,28 @@ def _route_stdlib_logging(level: int) -> None:
     root.setLevel(max(level, logging.WARNING))
 
 
-def configure(*, log_format: str, level: str) -> None:
+class _TraceIds:
+    """Adds `trace_id` and `span_id` of the span open where the event is logged, if any."""
+
+    def __init__(self, tracer: ports.Tracer) -> None:
+        self._tracer = tracer
+
+    def __call__(
+        self, logger: object, method: str, event: structlog.types.EventDict
+    ) -> structlog.types.EventDict:
+        ids = self._tracer.current_ids()
+        if ids is not None:
+            event.setdefault("trace_id", ids[0])
+            event.setdefault("span_id", ids[1])
+        return event
+
+
+def configure(*, log_format: str, level: str, tracer: ports.Tracer = ports.NOOP) -> None:
     """Configure structlog once per process; events carry stable names, never plan contents.
 
     In JSON mode the standard library's loggers (what asyncpg and asyncio report) are routed
-    to stderr as JSON lines too."""
+    to stderr as JSON lines too. With tracing on (`tracer.enabled`) an event logged inside a
+    span carries its `trace_id` and `span_id`."""
     if log_format != "console":
         _route_stdlib_logging(_LEVELS.get(level, logging.ERROR))
     renderer: structlog.types.Processor
@@ -54,9 +73,11 @@ def configure(*, log_format: str, level: str) -> None:
         renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     else:
         renderer = structlog.processors.JSONRenderer()
+    traced: list[structlog.types.Processor] = [_TraceIds(tracer)] if tracer.enabled else []
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            *traced,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             renderer,

@@ -92,6 +92,12 @@ from qinglong_dispatcher.ports.tool_steps import (
     ToolStepRepository,
     ToolSteps,
 )
+from qinglong_dispatcher.ports.tracing import (
+    NOOP,
+    NoopTracer,
+    Span,
+    Tracer,
+)
 from qinglong_dispatcher.ports.ui_sessions import UiSessionStore
 from qinglong_dispatcher.ports.wakeup import (
     WakeupEvents,
@@ -100,6 +106,7 @@ from qinglong_dispatcher.ports.wakeup import (
 
 __all__ = [
     "BACKLOG_CAP",
+    "NOOP",
     "ActingStore",
     "ApprovalStore",
     "ApprovedActionHandler",
@@ -119,6 +126,7 @@ __all__ = [
     "ExecutionStore",
     "InspectKind",
     "InspectResult",
+    "NoopTracer",
     "NoteStore",
     "PageEffects",
     "PageItem",
@@ -141,6 +149,7 @@ __all__ = [
     "RunCreateRepository",
     "RunCreateRequest",
     "RunCreateResult",
+    "Span",
     "StartBarrierResult",
     "StartOutcome",
     "Store",
@@ -153,6 +162,7 @@ __all__ = [
     "ToolStepOutcome",
     "ToolStepRepository",
     "ToolSteps",
+    "Tracer",
     "TransactionalHandler",
     "UiSessionStore",
     "WakeupEvents",

@@ -72,6 +72,10 @@ class ExecutionContext:
     dispatch: records.Dispatch
     identity: records.ExecutionIdentity
     deadline_ms: int
+    traceparent: str | None = None
+    """The W3C trace context an effect carries downstream (`http.request`'s `traceparent`
+    header, `command.run`'s `TRACEPARENT`): the execute span's when tracing is on, else the
+    one the dispatch was submitted under; None: neither, and nothing is sent."""
 
     @property
     def idempotency_key(self) -> str:

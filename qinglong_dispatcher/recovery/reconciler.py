@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import structlog
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import ports, tracing
 from qinglong_dispatcher.domain import errors, recovery, states
 from qinglong_dispatcher.domain.records import Outcome
 
@@ -80,7 +80,10 @@ class Reconciler:
             self._cursor = (page[-1].since_ms, page[-1].dispatch.dispatch_id)
         report = ReconcileReport(observed=len(page))
         for snapshot in page:
-            report.outcomes[await self._settle(snapshot)] += 1
+            with tracing.recovery_span(snapshot.dispatch) as span:
+                outcome = await self._settle(snapshot)
+                span.set("qinglong.outcome", outcome)
+            report.outcomes[outcome] += 1
         report.approval_reminders = await self._remind_approvals()
         report.approvals_expired = await self._expire_approvals()
         return report

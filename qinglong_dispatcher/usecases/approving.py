@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import ports, tracing
 from qinglong_dispatcher.domain import approvals, plans, principals
 from qinglong_dispatcher.usecases import consuming, policy
 
@@ -24,9 +24,11 @@ async def approve(
 ) -> approvals.Approval:
     """Approve a pending request (`context`: an API request's, for its audit row)."""
     plans.require_identifier("approved-by", decided_by)
-    return await store.approve(
+    approved = await store.approve(
         approval_request_id, decided_by=decided_by, now_ms=clock.now_ms(), context=context
     )
+    tracing.mark_decision("approval.vote", approved, choice="approve")
+    return approved
 
 
 async def approve_many(

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Final, Protocol
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import ports, tracing
 from qinglong_dispatcher.actions.run_create import plan as run_create
 from qinglong_dispatcher.actions.tool_invoke import plan as tool_invoke
 from qinglong_dispatcher.domain import approvals, canonical, digests, ids, plans, principals
@@ -58,6 +59,7 @@ def new_approval(
     now_ms: int,
     approval_ttl_ms: int,
     plan_digests: digests.PlanDigests,
+    traceparent: str | None = None,
 ) -> approvals.NewApproval:
     """The pending approval request for a validated plan: its canonical bytes and digests
     (`plan_digests`: the store's, keyed where plans are sealed)."""
@@ -74,6 +76,7 @@ def new_approval(
         requested_by=requested_by,
         expires_at_ms=now_ms + approval_ttl_ms,
         target=plans.plan_target(plan),
+        traceparent=traceparent,
     )
 
 
@@ -85,15 +88,33 @@ async def request_approval(
     *,
     requested_by: str,
     context: principals.RequestContext | None = None,
+    traceparent: str | None = None,
 ) -> approvals.Approval:
     """Write the plan and its pending request, expiring after the policy's TTL (`context`: an
-    API request's, for its audit row)."""
-    now = clock.now_ms()
-    new = new_approval(
-        plan,
-        requested_by=requested_by,
-        now_ms=now,
-        approval_ttl_ms=the_policy.approval_ttl_ms,
-        plan_digests=store.plan_digests,
+    API request's, for its audit row; `traceparent`: the caller's checked W3C context, stored
+    with the request, or with tracing on its `approval.submit` span's, a child of it)."""
+    with submit_span(plan.ACTION_TYPE, plan.project_id, traceparent) as span:
+        now = clock.now_ms()
+        new = new_approval(
+            plan,
+            requested_by=requested_by,
+            now_ms=now,
+            approval_ttl_ms=the_policy.approval_ttl_ms,
+            plan_digests=store.plan_digests,
+            traceparent=span.traceparent or traceparent,
+        )
+        span.set("qinglong.approval_request_id", new.approval_request_id)
+        span.set("qinglong.target", new.target)
+        return await store.create_approval(new, now_ms=now, context=context)
+
+
+def submit_span(
+    action_type: str, project_id: str | None, traceparent: str | None
+) -> contextlib.AbstractContextManager[ports.Span]:
+    """The `approval.submit` span: a child of the caller's trace, or a new one."""
+    return tracing.current().span(
+        "approval.submit",
+        parent=traceparent,
+        new_trace=traceparent is None,
+        attributes={"qinglong.action_type": action_type, "qinglong.project_id": project_id},
     )
-    return await store.create_approval(new, now_ms=now, context=context)

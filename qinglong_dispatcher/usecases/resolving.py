@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import ports, tracing
 from qinglong_dispatcher.domain import errors, fencing, plans, principals, records, recovery, states
 
 
@@ -24,6 +24,34 @@ async def resolve_manually(
     principal), passing its request's `context` for the audit row."""
     plans.require_identifier("operator", operator)
     plans.require_identifier("reason", reason)
+    with tracing.current().span(
+        "recovery.resolve",
+        new_trace=True,
+        attributes={"qinglong.dispatch_id": dispatch_id, "qinglong.resolution": resolution.value},
+    ):
+        return await _resolve(
+            store,
+            clock,
+            dispatch_id,
+            resolution=resolution,
+            operator=operator,
+            reason=reason,
+            acting=acting,
+            context=context,
+        )
+
+
+async def _resolve(
+    store: ports.Store,
+    clock: ports.Clock,
+    dispatch_id: str,
+    *,
+    resolution: states.Completion,
+    operator: str,
+    reason: str,
+    acting: ports.RecoveryStore | None,
+    context: principals.RequestContext | None,
+) -> records.Transition:
     now = clock.now_ms()
     execution = await store.get_execution(dispatch_id)
     if execution is None:

@@ -29,25 +29,37 @@ async def submit(
     *,
     requested_by: str,
     approved_by: str,
+    traceparent: str | None = None,
 ) -> list[approvals.Consumed]:
-    """Create, approve and consume every plan in one transaction: all or nothing."""
+    """Create, approve and consume every plan in one transaction: all or nothing
+    (`traceparent`: the caller's checked W3C context, as `requesting.request_approval`)."""
     if len(plan_list) > MAX_SUBMIT_ITEMS:
         raise errors.InvalidInput(f"at most {MAX_SUBMIT_ITEMS} plans per submit")
     plans.require_identifier("approved-by", approved_by)
-    now = clock.now_ms()
-    items = [
-        requesting.new_approval(
-            p,
-            requested_by=requested_by,
-            now_ms=now,
-            approval_ttl_ms=the_policy.approval_ttl_ms,
-            plan_digests=store.plan_digests,
+    first = plan_list[0] if plan_list else None
+    with requesting.submit_span(
+        first.ACTION_TYPE if first else "none", first.project_id if first else None, traceparent
+    ) as span:
+        now = clock.now_ms()
+        stored = span.traceparent or traceparent
+        items = [
+            requesting.new_approval(
+                p,
+                requested_by=requested_by,
+                now_ms=now,
+                approval_ttl_ms=the_policy.approval_ttl_ms,
+                plan_digests=store.plan_digests,
+                traceparent=stored,
+            )
+            for p in plan_list
+        ]
+        span.set("qinglong.items", len(items))
+        consumed = await store.submit(
+            items, approved_by=approved_by, now_ms=now, max_attempts=the_policy.max_attempts
         )
-        for p in plan_list
-    ]
-    return await store.submit(
-        items, approved_by=approved_by, now_ms=now, max_attempts=the_policy.max_attempts
-    )
+        if len(consumed) == 1:
+            span.set("qinglong.dispatch_id", consumed[0].dispatch_id)
+        return consumed
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

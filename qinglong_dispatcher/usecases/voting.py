@@ -6,7 +6,7 @@ decide it) and decides in the vote's transaction; `approve` stays the one-vote d
 
 from __future__ import annotations
 
-from qinglong_dispatcher import ports
+from qinglong_dispatcher import ports, tracing
 from qinglong_dispatcher.domain import approvals, errors, plans, principals
 
 MAX_REASON_CHARS = 500
@@ -31,7 +31,7 @@ async def vote(
         plans.require_identifier("by", decided_by)
     if reason is not None:
         reason = _checked_reason(reason)
-    return await store.vote(
+    voted = await store.vote(
         approval_request_id,
         choice,
         reason=reason,
@@ -40,6 +40,8 @@ async def vote(
         voted_by=voted_by,
         decided_by=decided_by,
     )
+    tracing.mark_decision("approval.vote", voted, choice=choice.value)
+    return voted
 
 
 async def tally(store: ports.ApprovalStore, approval_request_id: str) -> approvals.Tally | None:

@@ -112,7 +112,7 @@ def paths() -> dict[str, Any]:
             "422": _problem("The Idempotency-Key was used with another body"),
         },
     )
-    submit["parameters"] = [idempotency_parameter("201")]
+    submit["parameters"] = [idempotency_parameter("201"), TRACEPARENT_PARAMETER]
     return {
         "/approvals": {
             "get": {
@@ -254,6 +254,20 @@ def approval_properties() -> dict[str, Any]:
         "created_at_ms": _MS,
         "expires_at_ms": _MS,
     }
+
+
+TRACEPARENT_PARAMETER: dict[str, Any] = {
+    "name": "traceparent",
+    "in": "header",
+    "required": False,
+    "description": "W3C trace context the request and its dispatch join (docs/traces.md); "
+    "malformed, or given twice: 400 `traceparent_invalid`",
+    "schema": {
+        "type": "string",
+        "pattern": "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-.*)?$",
+        "maxLength": 512,
+    },
+}
 
 
 def idempotency_parameter(status: str) -> dict[str, Any]:

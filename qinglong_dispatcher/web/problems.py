@@ -39,6 +39,7 @@ KINDS: Final[Mapping[str, Kind]] = {
     "plan_invalid": Kind(400, "The action plan does not have the exact shape of its version"),
     "canonical_json_invalid": Kind(400, "The value cannot be written as canonical JSON"),
     "unknown_action_type": Kind(400, "No action of this type is known"),
+    "traceparent_invalid": Kind(400, "The traceparent header is not a W3C trace context"),
     "unauthenticated": Kind(401, "A valid bearer token is required"),
     "forbidden": Kind(403, "The principal's role does not allow this"),
     "not_found": Kind(404, "No such resource"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from qinglong_dispatcher.domain import approvals as approvals_
-from qinglong_dispatcher.domain import plans
+from qinglong_dispatcher.domain import plans, traces
 from qinglong_dispatcher.usecases import requesting
 from qinglong_dispatcher.web import approvals, auth, context, problems, writing
 
@@ -28,9 +28,11 @@ def _plan(body: dict[str, object], ctx: context.Context) -> plans.AnyPlan:
     return requesting.parse_plan(action, plan, installed=ctx.plan_models)
 
 
-async def create_as(ctx: context.Context, admitted: writing.Write) -> approvals_.Approval:
+async def create_as(
+    ctx: context.Context, admitted: writing.Write, *, traceparent: str | None = None
+) -> approvals_.Approval:
     """The body's plan and its pending approval request, requested by the admitted principal
-    (the API's submit and the operator UI's form)."""
+    (the API's submit and the operator UI's form), under the caller's checked `traceparent`."""
     return await requesting.request_approval(
         admitted.store,
         ctx.clock,
@@ -38,11 +40,21 @@ async def create_as(ctx: context.Context, admitted: writing.Write) -> approvals_
         _plan(admitted.body, ctx),
         requested_by=admitted.principal.principal,
         context=admitted.request,
+        traceparent=traceparent,
     )
 
 
+def traceparent_of(request: web.Request) -> str | None:
+    """The request's `traceparent` header, checked (`traceparent_invalid`, 400); None if absent.
+    Two of them name no one trace, and are refused alike."""
+    given = request.headers.getall("traceparent", [])
+    if len(given) > 1:
+        raise traces.InvalidTraceparent()
+    return traces.optional_traceparent(given[0] if given else None)
+
+
 async def _submit(request: web.Request, admitted: writing.Write) -> web.Response:
-    created = await create_as(context.of(request), admitted)
+    created = await create_as(context.of(request), admitted, traceparent=traceparent_of(request))
     return writing.ok({"approval": approvals.approval_json(created)}, status=201)
 
 
@@ -50,6 +62,10 @@ async def _submit(request: web.Request, admitted: writing.Write) -> web.Response
 async def submit(request: web.Request) -> web.Response:
     """Create the plan and its pending approval request as the principal (201)."""
     key = writing.idempotency_key(request)
+    try:
+        traceparent_of(request)  # refused before anything is written or remembered
+    except traces.InvalidTraceparent as exc:
+        return problems.from_error(exc)
     admitted = await writing.begin(request, _MEMBERS)
     if isinstance(admitted, web.Response):
         return admitted

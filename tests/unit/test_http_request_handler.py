@@ -226,3 +226,15 @@ def test_a_receiver_set_can_be_checked_against_the_execute_timeout() -> None:
     chosen.require_within(31.0)
     with pytest.raises(errors.ConfigurationError, match=r"hooks\.total_timeout_seconds"):
         chosen.require_within(30.0)
+
+
+async def test_the_receiver_gets_the_trace_context_only_when_there_is_one(world: World) -> None:
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    world.server.then(served.status(200), served.status(200))
+    traced = dataclasses.replace(await world.context(), traceparent=traceparent)
+    assert (await world.handler().execute(traced)).kind is ports.ExecuteKind.SUCCEEDED
+    plain = await world.context(actionRef="act-2")
+    assert (await world.handler().execute(plain)).kind is ports.ExecuteKind.SUCCEEDED
+    first, second = world.server.seen
+    assert first.headers["traceparent"] == traceparent
+    assert "traceparent" not in second.headers

@@ -52,7 +52,7 @@ def test_the_checking_targets_on_a_fresh_clone_install_every_extra_the_tests_use
     lines = _dry_run(tmp_path, target)
     assert any("-m venv .venv" in line for line in lines)
     assert _installs(lines) == [
-        ".venv/bin/python -m pip install --quiet -e '.[test,cluster,mcp,oidc]'"
+        ".venv/bin/python -m pip install --quiet -e '.[test,cluster,mcp,oidc,otel]'"
     ]
 
 

@@ -11,6 +11,7 @@ command configured `fails_cleanly`; anything else (another exit, a kill, a timeo
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 
@@ -144,6 +145,12 @@ class CommandRunHandler:
             )
         except (secrets.SecretUnavailable, process.SecretInvalid) as exc:
             return _failed(exc.code)
+        if ctx.traceparent is not None:
+            # The command joins the dispatch's trace: W3C trace context in the environment
+            # (what OpenTelemetry's environment-carrier convention reads), over any daemon value.
+            invocation = dataclasses.replace(
+                invocation, env={**invocation.env, "TRACEPARENT": ctx.traceparent}
+            )
         try:
             outcome = await process.run(invocation)
         except process.SpawnFailed as exc:

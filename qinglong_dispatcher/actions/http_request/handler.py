@@ -15,6 +15,7 @@ leaves the row to recovery, which asks `evidence`, never this handler.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 
@@ -84,7 +85,7 @@ class HttpRequestHandler:
         await self._sender.aclose()
 
     def _prepare(
-        self, plan: plan_model.HttpRequestPlan, key: str
+        self, plan: plan_model.HttpRequestPlan, key: str, traceparent: str | None = None
     ) -> tuple[receiver_config.Receiver, http.PreparedRequest]:
         receiver = http.receiver_for(self._receivers, plan.receiver)
         prepared = http.build(
@@ -94,6 +95,12 @@ class HttpRequestHandler:
             credentials=http.read_credentials(receiver),
             now_s=self._clock.now_ms() // 1000,
         )
+        if traceparent is not None and "traceparent" not in prepared.header_names:
+            # The receiver joins the dispatch's trace (W3C trace context); a plan that names
+            # its own traceparent keeps it.
+            prepared = dataclasses.replace(
+                prepared, headers=(*prepared.headers, ("traceparent", traceparent))
+            )
         return receiver, prepared
 
     async def prefetch(self, dispatches: Sequence[records.Dispatch]) -> None:
@@ -117,7 +124,7 @@ class HttpRequestHandler:
         failed = ports.ExecuteKind.FAILED
         try:
             plan = await self._plans.approved(ctx.dispatch, plan_model.HttpRequestPlan)
-            receiver, prepared = self._prepare(plan, ctx.idempotency_key)
+            receiver, prepared = self._prepare(plan, ctx.idempotency_key, ctx.traceparent)
         except (
             errors.InvalidInput,
             http.RequestRefused,
@@ -178,7 +185,7 @@ class HttpRequestHandler:
             try:
                 # Rebuilt for a fresh webhook timestamp and the secrets as they are now; the
                 # method, URL, plan headers, key and body bytes are the same.
-                receiver, prepared = self._prepare(plan, ctx.idempotency_key)
+                receiver, prepared = self._prepare(plan, ctx.idempotency_key, ctx.traceparent)
             except (http.RequestRefused, http.SecretInvalid, secrets.SecretUnavailable) as exc:
                 if delivered:
                     return _uncertain("in_flight", lost_track(receiver.name, outcome, sends))

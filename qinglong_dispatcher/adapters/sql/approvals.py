@@ -94,6 +94,7 @@ def request_row(
         "principal": principal.name,
         "expires_at_ms": new.expires_at_ms,
         "now_ms": now_ms,
+        "traceparent": new.traceparent,
     }
 
 

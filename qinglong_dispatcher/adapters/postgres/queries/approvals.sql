@@ -37,16 +37,18 @@ CROSS JOIN LATERAL (
 -- rules to `approve_approval` (SQLSTATE QLA01/QLA02/QLA03, typed in `database.translate`).
 INSERT INTO qinglong.approval_requests (
     approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
-    requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms
+    requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms,
+    traceparent
 ) VALUES (
     :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending', 1,
-    :requested_by, NULL, qinglong.acting_principal(), :expires_at_ms, :now_ms::bigint, :now_ms::bigint
+    :requested_by, NULL, qinglong.acting_principal(), :expires_at_ms, :now_ms::bigint, :now_ms::bigint,
+    :traceparent::text
 )
 
 -- select_approval --
 SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
        requested_by, decided_by, requested_principal, decided_principal, consumed_principal,
-       expires_at_ms, created_at_ms, updated_at_ms
+       expires_at_ms, created_at_ms, updated_at_ms, traceparent
 FROM qinglong.approval_requests
 WHERE approval_request_id = :approval_request_id
 

@@ -36,11 +36,12 @@ JOIN action_plans AS p
 INSERT INTO approval_requests (
     approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
     requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms,
-    db_expires_at_ms
+    db_expires_at_ms, traceparent
 )
 SELECT :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending',
        1, :requested_by, NULL, :principal, :now_ms + l.lifetime_ms, :now_ms, :now_ms,
-       CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + l.lifetime_ms
+       CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + l.lifetime_ms,
+       :traceparent
 FROM (SELECT coalesce(
         (SELECT p.lifetime_ms FROM action_plans AS a
          JOIN approval_policies_in_force AS p
@@ -57,7 +58,7 @@ FROM (SELECT coalesce(
 -- select_approval --
 SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
        requested_by, decided_by, requested_principal, decided_principal, consumed_principal,
-       expires_at_ms, created_at_ms, updated_at_ms
+       expires_at_ms, created_at_ms, updated_at_ms, traceparent
 FROM approval_requests
 WHERE approval_request_id = :approval_request_id
 
@@ -107,13 +108,15 @@ RETURNING approval_request_id, project_id, action_type, action_ref, action_diges
 -- insert_dispatch --
 INSERT INTO approved_action_dispatches (
     dispatch_id, approval_request_id, project_id, action_type, action_ref, action_digest,
-    approved_by, created_at_ms, target
+    approved_by, created_at_ms, target, traceparent
 ) VALUES (
     :dispatch_id, :approval_request_id, :project_id, :action_type, :action_ref, :action_digest,
     :approved_by, :now_ms,
-    -- The plan's target, read here (the trigger refuses any other).
+    -- The plan's target and the request's traceparent, read here (triggers refuse any other).
     (SELECT p.target FROM action_plans AS p
-     WHERE p.project_id = :project_id AND p.action_ref = :action_ref)
+     WHERE p.project_id = :project_id AND p.action_ref = :action_ref),
+    (SELECT a.traceparent FROM approval_requests AS a
+     WHERE a.approval_request_id = :approval_request_id)
 )
 
 -- insert_execution --

@@ -47,7 +47,7 @@ LIMIT :limit
 -- select_dispatch_view --
 -- `dispatch show`: the dispatch, its execution without the lease token, its last observation.
 SELECT d.dispatch_id, d.approval_request_id, d.project_id, d.action_type, d.action_ref,
-       d.action_digest, d.approved_by, d.created_at_ms AS dispatch_created_at_ms,
+       d.action_digest, d.approved_by, d.created_at_ms AS dispatch_created_at_ms, d.traceparent,
        e.status, e.version, e.attempt, e.max_attempts, e.takeovers, e.eligible_at_ms,
        e.retry_at_ms, e.lease_owner, e.lease_expires_at_ms, e.started_at_ms, e.result_mutation_id,
        e.result_code, e.result_receipt_json, e.result_receipt_digest, e.completed_at_ms,

@@ -9,7 +9,8 @@ e.created_at_ms, e.updated_at_ms, e.takeovers
 -- select_due --
 SELECT {execution_columns},
        d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
-       d.created_at_ms AS dispatch_created_at_ms, d.target
+       d.created_at_ms AS dispatch_created_at_ms, d.target,
+       d.traceparent
 FROM approved_action_dispatch_executions AS e
 JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
 WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms
@@ -25,7 +26,8 @@ LIMIT :limit
 -- unique index, and a row without a target never makes it.
 SELECT {execution_columns},
        d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
-       d.created_at_ms AS dispatch_created_at_ms, d.target
+       d.created_at_ms AS dispatch_created_at_ms, d.target,
+       d.traceparent
 FROM approved_action_dispatch_executions AS e
 JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
 WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms
@@ -40,7 +42,8 @@ LIMIT :limit
 -- select_execution --
 SELECT {execution_columns},
        d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
-       d.created_at_ms AS dispatch_created_at_ms, d.target
+       d.created_at_ms AS dispatch_created_at_ms, d.target,
+       d.traceparent
 FROM approved_action_dispatch_executions AS e
 JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
 WHERE e.dispatch_id = :dispatch_id

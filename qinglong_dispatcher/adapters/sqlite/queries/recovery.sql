@@ -3,7 +3,7 @@
 -- select_recovery_required --
 SELECT {execution_columns},
        d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
-       d.created_at_ms AS dispatch_created_at_ms, d.target,
+       d.created_at_ms AS dispatch_created_at_ms, d.target, d.traceparent,
        o.outcome AS observation_outcome, o.reason_code AS observation_reason,
        o.observation_count, o.last_seen_at_ms AS observation_last_seen_at_ms
 FROM approved_action_dispatch_executions AS e

@@ -1,0 +1,99 @@
+"""The process's tracer: `ports.NOOP` until the composition root installs another.
+
+OpenTelemetry's own provider is process-wide too; one holder here keeps the hooks into the
+dispatch path, the use cases and the effects to one call each (`current()`), and lets a
+process that never turns tracing on import nothing of it (docs/traces.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from qinglong_dispatcher import ports
+from qinglong_dispatcher.domain import approvals, records
+
+_current: ports.Tracer = ports.NOOP
+
+
+def current() -> ports.Tracer:
+    """The tracer spans are opened with."""
+    return _current
+
+
+def install(tracer: ports.Tracer) -> ports.Tracer:
+    """Make `tracer` the process's tracer; returns the one it replaces (tests put it back)."""
+    global _current
+    previous, _current = _current, tracer
+    return previous
+
+
+def effect_traceparent(span: ports.Span, stored: str | None) -> str | None:
+    """The context an effect is handed: the execute span's when tracing is on, else the
+    traceparent the dispatch was submitted under (None: neither, and nothing is sent)."""
+    return span.traceparent or stored
+
+
+def span_attributes(dispatch: records.Dispatch) -> dict[str, ports.tracing.AttributeValue | None]:
+    """What a dispatch's spans name: ids, action, project and target, never a plan member."""
+    return {
+        "qinglong.dispatch_id": dispatch.dispatch_id,
+        "qinglong.approval_request_id": dispatch.approval_request_id,
+        "qinglong.action_type": dispatch.action_type,
+        "qinglong.project_id": dispatch.project_id,
+        "qinglong.target": dispatch.target,
+    }
+
+
+def claim_span(
+    dispatch: records.Dispatch, lease: records.Lease, *, taken_over: bool
+) -> contextlib.AbstractContextManager[ports.Span]:
+    """The `dispatch.claim` span of one claimed item: a child of the trace its dispatch was
+    submitted under on the first claim; a retry or a takeover starts a new trace linked to
+    that one, never a child of the attempt before it (whose process may be dead)."""
+    fresh = lease.attempt <= 1 and not taken_over
+    stored = dispatch.traceparent
+    return current().span(
+        "dispatch.claim",
+        parent=stored if fresh else None,
+        new_trace=not fresh or stored is None,
+        links=() if fresh or stored is None else (stored,),
+        attributes={
+            **span_attributes(dispatch),
+            "qinglong.attempt": lease.attempt,
+            "qinglong.owner": lease.owner,
+            "qinglong.takeover": taken_over,
+        },
+    )
+
+
+def recovery_span(dispatch: records.Dispatch) -> contextlib.AbstractContextManager[ports.Span]:
+    """The `recovery.settle` span of one reconcile of a dispatch: a new trace (the attempt it
+    settles may have died with its process) linked to the one it was submitted under."""
+    stored = dispatch.traceparent
+    return current().span(
+        "recovery.settle",
+        new_trace=True,
+        links=() if stored is None else (stored,),
+        attributes=span_attributes(dispatch),
+    )
+
+
+def mark_decision(name: str, approval: approvals.Approval, **attributes: str | None) -> None:
+    """A span for a step an approval took (`approval.vote`, `approval.consume`), once its
+    transaction committed: a child of the trace the request was submitted under."""
+    tracer = current()
+    if not tracer.enabled:
+        return
+    with tracer.span(
+        name,
+        parent=approval.traceparent,
+        new_trace=approval.traceparent is None,
+        attributes={
+            "qinglong.approval_request_id": approval.approval_request_id,
+            "qinglong.action_type": approval.action_type,
+            "qinglong.project_id": approval.project_id,
+            "qinglong.status": approval.status.value,
+            **{f"qinglong.{key}": value for key, value in attributes.items()},
+        },
+    ):
+        pass
