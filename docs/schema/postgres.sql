@@ -428,6 +428,7 @@ CREATE TABLE qinglong.notification_events (
     action_type text NOT NULL,
     at_ms bigint NOT NULL,
     payload_json text NOT NULL,
+    target text,
     CONSTRAINT notification_events_kind_check CHECK ((kind = ANY (ARRAY['approval.requested'::text, 'approval.expiring'::text, 'approval.approved'::text, 'approval.rejected'::text, 'approval.expired'::text, 'dispatch.failed'::text, 'dispatch.blocked'::text, 'dispatch.succeeded'::text, 'dispatch.recovery_required'::text, 'target.held'::text]))),
     CONSTRAINT notification_events_payload_json_check CHECK ((octet_length(payload_json) <= 4096)),
     CONSTRAINT notification_events_pkey PRIMARY KEY (id),
@@ -456,10 +457,12 @@ CREATE TABLE qinglong.notification_subscriptions (
     project_id text,
     format text DEFAULT 'raw'::text NOT NULL,
     created_at_ms bigint NOT NULL,
+    target_prefix text,
     CONSTRAINT notification_subscriptions_format_check CHECK ((format = ANY (ARRAY['raw'::text, 'slack'::text]))),
     CONSTRAINT notification_subscriptions_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'::text)),
     CONSTRAINT notification_subscriptions_pkey PRIMARY KEY (name),
     CONSTRAINT notification_subscriptions_secret_ref_check CHECK ((secret_ref ~ '^(credential|file|env):[^[:space:]]+$'::text)),
+    CONSTRAINT notification_subscriptions_target_prefix CHECK (((target_prefix IS NULL) OR ((target_prefix ~ '^[!-~]{1,128}$'::text) AND (target_prefix !~ '[*?%]'::text)))),
     CONSTRAINT notification_subscriptions_url_check CHECK (((url ~ '^https?://[^[:space:]]+$'::text) AND (octet_length(url) <= 2048)))
 );
 GRANT SELECT ON TABLE qinglong.notification_subscriptions TO qinglong_operator;
@@ -966,7 +969,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (49)
+-- functions (50)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -1525,6 +1528,30 @@ BEGIN
 END
 $function$;
 ALTER FUNCTION qinglong.dispatch_target_of_plan() OWNER TO qinglong_recorder;
+
+-- function qinglong.event_target()
+CREATE OR REPLACE FUNCTION qinglong.event_target()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF pg_catalog.starts_with(NEW.kind, 'approval.') THEN
+        NEW.target := (
+            SELECT a.target FROM qinglong.approval_requests AS r
+            JOIN qinglong.action_plans AS a
+              ON a.project_id = r.project_id AND a.action_ref = r.action_ref
+            WHERE r.approval_request_id = NEW.subject_id);
+    ELSE
+        NEW.target := (
+            SELECT d.target FROM qinglong.approved_action_dispatches AS d
+            WHERE d.dispatch_id = NEW.subject_id);
+    END IF;
+    RETURN NEW;
+END
+$function$;
+ALTER FUNCTION qinglong.event_target() OWNER TO qinglong_recorder;
 
 -- function qinglong.execution_target_of_dispatch()
 CREATE OR REPLACE FUNCTION qinglong.execution_target_of_dispatch()
@@ -2698,7 +2725,7 @@ END
 $function$;
 ALTER FUNCTION qinglong.tell_recovery_required() OWNER TO qinglong_recorder;
 
--- triggers (70)
+-- triggers (71)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
@@ -2743,6 +2770,7 @@ CREATE TRIGGER execution_events_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.
 CREATE TRIGGER execution_events_prune_only BEFORE DELETE ON qinglong.execution_events FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER notification_events_immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON qinglong.notification_events FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER notification_events_while_someone_listens BEFORE INSERT ON qinglong.notification_events FOR EACH ROW EXECUTE FUNCTION qinglong.keep_event_while_someone_listens();
+CREATE TRIGGER notification_events_with_target BEFORE INSERT ON qinglong.notification_events FOR EACH ROW EXECUTE FUNCTION qinglong.event_target();
 CREATE TRIGGER prune_permits_guard BEFORE INSERT ON qinglong.prune_permits FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_permit();
 CREATE TRIGGER prune_permits_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.prune_permits FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER recovery_observations_mark AFTER INSERT ON qinglong.recovery_observations FOR EACH ROW EXECUTE FUNCTION qinglong.mark_recovery_required();

@@ -291,7 +291,14 @@ CREATE TABLE notification_subscriptions (
     project_id    TEXT,
     format        TEXT NOT NULL DEFAULT 'raw' CHECK (format IN ('raw', 'slack')),
     created_at_ms INTEGER NOT NULL
-) STRICT;
+, target_prefix TEXT
+    CONSTRAINT notification_subscriptions_target_prefix CHECK (
+        target_prefix IS NULL OR (
+            typeof(target_prefix) = 'text'
+            AND length(target_prefix) BETWEEN 1 AND 128
+            AND target_prefix NOT GLOB '*[^!-~]*'
+            AND instr(target_prefix, '*') = 0 AND instr(target_prefix, '?') = 0
+            AND instr(target_prefix, '%') = 0))) STRICT;
 
 -- table plan_keys
 CREATE TABLE plan_keys (

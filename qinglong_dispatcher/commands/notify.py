@@ -28,6 +28,7 @@ def _new(args: argparse.Namespace) -> n.Subscription:
             kinds=tuple(dict.fromkeys(args.kinds)) or n.DEFAULT_KINDS,
             action_type=args.action,
             project_id=args.project,
+            target_prefix=args.target_prefix,
             format=args.format,
         ).check()
     except n.SubscriptionInvalid as exc:
@@ -38,7 +39,8 @@ def _summary(sub: n.Subscription) -> str:
     kinds = "default" if sub.kinds == n.DEFAULT_KINDS else ",".join(sub.kinds)
     return (
         f"{sub.name}  {sub.url}  secret={sub.secret_ref}  kinds={kinds}  "
-        f"action={sub.action_type or '*'}  project={sub.project_id or '*'}  format={sub.format}"
+        f"action={sub.action_type or '*'}  project={sub.project_id or '*'}  "
+        f"target={sub.target_prefix + '*' if sub.target_prefix else '*'}  format={sub.format}"
     )
 
 

@@ -101,6 +101,8 @@ async def test_only_the_owner_writes_a_subscription(pg: stores.Harness) -> None:
         "INSERT INTO qinglong.notification_subscriptions (name, url, secret_ref, kinds_json, "
         "created_at_ms) VALUES ('evil', 'http://127.0.0.1:9/x', 'env:Y', '[]', 0)",
         "UPDATE qinglong.notification_subscriptions SET url = 'http://127.0.0.1:9/evil'",
+        # Widening or narrowing who hears what by target is a write like any other.
+        "UPDATE qinglong.notification_subscriptions SET target_prefix = 'edge-'",
         "DELETE FROM qinglong.notification_subscriptions",
     )
     for login in (
