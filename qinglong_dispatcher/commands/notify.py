@@ -58,7 +58,7 @@ def sample(name: str) -> n.Event:
     )
 
 
-async def _test(sub: n.Subscription, as_json: bool) -> int:
+async def _test(sub: n.Subscription, as_json: bool, ui_base: str | None) -> int:
     from qinglong_dispatcher.notifying import sending
 
     try:
@@ -68,7 +68,13 @@ async def _test(sub: n.Subscription, as_json: bool) -> int:
     async with sending.client(10.0) as session:
         event = sample(sub.name)
         sent = await sending.send(
-            session, sub.url, key, event, sub.format, timestamp_s=int(time.time())
+            session,
+            sub.url,
+            key,
+            event,
+            sub.format,
+            timestamp_s=int(time.time()),
+            ui_base=ui_base,
         )
     ok = sent.code is not None and 200 <= sent.code < 300
     if as_json:
@@ -120,4 +126,4 @@ async def cmd_notify(settings: Settings, args: argparse.Namespace) -> int:
             return common.EXIT_OK
     finally:
         await store.close()
-    return await _test(found, args.json)
+    return await _test(found, args.json, settings.public_url)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -51,6 +52,11 @@ class WebSettings(BaseModel):
     ui_session_lifetime_seconds: float = Field(
         28_800.0, gt=0, le=604_800, description="operator UI: no session lives longer"
     )
+    public_url: str | None = Field(
+        None,
+        description="the address people reach the operator UI at (https://host[/path]), for "
+        "the links a notification carries (unset: no links)",
+    )
 
     @field_validator("api_tls_cert_file", "api_tls_key_file", "api_client_ca_file", "oidc_file")
     @classmethod
@@ -58,6 +64,28 @@ class WebSettings(BaseModel):
         # Named apart from the whole model's own check: a validator of the same name there
         # would replace this one.
         return files.regular_file(value)
+
+    @field_validator("public_url")
+    @classmethod
+    def _check_public_url(cls, value: str | None) -> str | None:
+        # Never echoed: an address with a user and password in it is a secret in a log.
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.username is not None
+            or parts.query
+            or parts.fragment
+            or any(c.isspace() for c in value)
+            or len(value) > 512
+        ):
+            raise ValueError(
+                "must be an http:// or https:// address without a user, query or fragment "
+                "(at most 512 characters)"
+            )
+        return value.rstrip("/")
 
     @property
     def api_address(self) -> listen_address.ListenAddress | None:

@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import json
 import re
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
@@ -166,13 +167,25 @@ def envelope(event: Event) -> dict[str, object]:
     }
 
 
+WAITING_ON_A_VOTE: Final = ("approval.requested", "approval.expiring")
+"""The kinds whose Slack link is the approve link: the page where a person votes."""
+
+
+def page_link(event: Event, ui_base: str) -> str:
+    """The operator UI's page of `event`'s subject under `ui_base`: an approval's (where it is
+    approved or rejected) or a dispatch's."""
+    page = "approvals" if event.kind.startswith("approval.") else "dispatches"
+    return f"{ui_base.rstrip('/')}/ui/{page}/{urllib.parse.quote(event.subject_id, safe='')}"
+
+
 def slack_message(event: Event, ui_base: str | None) -> dict[str, object]:
-    """A Slack incoming-webhook message for `event`, with the link to its page."""
+    """A Slack incoming-webhook message for `event`, with the link to its page: for a request
+    that waits on a vote, the approve link."""
     subject = event.subject_id
     link = ""
     if ui_base:
-        page = "approvals" if event.kind.startswith("approval.") else "dispatches"
-        link = f" <{ui_base.rstrip('/')}/ui/{page}/{subject}|open>"
+        label = "approve or reject" if event.kind in WAITING_ON_A_VOTE else "open"
+        link = f" <{page_link(event, ui_base)}|{label}>"
     return {
         "text": f"{event.kind}: {event.action_type} in {event.project_id} ({subject}){link}",
     }
