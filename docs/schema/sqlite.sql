@@ -538,7 +538,7 @@ CREATE TABLE uncertain_outcomes (
     lease_proof       TEXT CHECK (lease_proof IS NULL)  -- PostgreSQL's column; never set here
 ) STRICT;
 
--- indexes (25)
+-- indexes (27)
 
 -- index api_tokens_principal
 CREATE INDEX api_tokens_principal ON api_tokens (principal);
@@ -595,6 +595,9 @@ CREATE UNIQUE INDEX approved_action_dispatches_one_per_plan
 CREATE UNIQUE INDEX execution_events_mutation
     ON execution_events (dispatch_id, mutation_id) WHERE mutation_id IS NOT NULL;
 
+-- index notification_attempts_event
+CREATE INDEX notification_attempts_event ON notification_attempts (event_id);
+
 -- index notification_deliveries_due
 CREATE INDEX notification_deliveries_due ON notification_deliveries
     (next_attempt_at_ms, event_id) WHERE status = 'pending';
@@ -602,6 +605,9 @@ CREATE INDEX notification_deliveries_due ON notification_deliveries
 -- index notification_deliveries_subject
 CREATE INDEX notification_deliveries_subject ON notification_deliveries
     (subscription, subject_id, event_id) WHERE status = 'pending';
+
+-- index notification_events_at
+CREATE INDEX notification_events_at ON notification_events (at_ms, id);
 
 -- index prune_permits_plan
 CREATE INDEX prune_permits_plan ON prune_permits (project_id, action_ref);
@@ -634,7 +640,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (102)
+-- triggers (105)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -1481,6 +1487,23 @@ BEGIN
     SELECT RAISE(ABORT, 'execution_events: a ledger line records the row''s own change');
 END;
 
+-- trigger notification_attempts_prune_guard
+CREATE TRIGGER notification_attempts_prune_guard BEFORE DELETE ON notification_attempts
+WHEN EXISTS (SELECT 1 FROM notification_deliveries AS d
+             WHERE d.event_id = OLD.event_id AND d.subscription = OLD.subscription
+               AND d.status = 'pending')
+BEGIN
+    SELECT RAISE(ABORT, 'notification_attempts: an attempt of a pending delivery is kept');
+END;
+
+-- trigger notification_deliveries_prune_guard
+CREATE TRIGGER notification_deliveries_prune_guard BEFORE DELETE ON notification_deliveries
+WHEN OLD.status = 'pending'
+  AND EXISTS (SELECT 1 FROM notification_subscriptions AS s WHERE s.name = OLD.subscription)
+BEGIN
+    SELECT RAISE(ABORT, 'notification_deliveries: a pending delivery is never deleted');
+END;
+
 -- trigger notification_events_change_holds
 CREATE TRIGGER notification_events_change_holds BEFORE INSERT ON notification_events
 WHEN NEW.at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
@@ -1517,8 +1540,12 @@ END;
 
 -- trigger notification_events_no_delete
 CREATE TRIGGER notification_events_no_delete BEFORE DELETE ON notification_events
+WHEN OLD.id > (SELECT fanned_out_through FROM notification_deliverer)
+  OR OLD.id = (SELECT max(id) FROM notification_events)
+  OR EXISTS (SELECT 1 FROM notification_deliveries AS d
+             WHERE d.event_id = OLD.id AND d.status = 'pending')
 BEGIN
-    SELECT RAISE(ABORT, 'notification_events: an event is never deleted');
+    SELECT RAISE(ABORT, 'notification_events: an event goes only once matched and delivered or dead-lettered');
 END;
 
 -- trigger notification_events_no_update
@@ -1532,6 +1559,13 @@ CREATE TRIGGER notification_events_while_someone_listens BEFORE INSERT ON notifi
 WHEN NOT EXISTS (SELECT 1 FROM notification_subscriptions)
 BEGIN
     SELECT RAISE(IGNORE);
+END;
+
+-- trigger notification_fanouts_prune_guard
+CREATE TRIGGER notification_fanouts_prune_guard BEFORE DELETE ON notification_fanouts
+WHEN OLD.event_id > (SELECT fanned_out_through FROM notification_deliverer)
+BEGIN
+    SELECT RAISE(ABORT, 'notification_fanouts: an event not yet matched keeps its match');
 END;
 
 -- trigger prune_permits_immutable_update

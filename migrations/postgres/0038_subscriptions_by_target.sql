@@ -1,4 +1,5 @@
--- Subscriptions by target prefix (docs/notifications.md#subscriptions).
+-- Subscriptions by target prefix (docs/notifications.md#subscriptions), and the outbox pruned
+-- once delivered (docs/operations.md#retention-and-pruning).
 -- 1. A subscription may name a target prefix, as an approval policy may (migration 0032): 1 to
 --    128 printable ASCII characters, no space, no wildcard. It hears an event whose target
 --    begins with it, byte for byte; an event without a target is not heard by it. A
@@ -43,3 +44,79 @@ REVOKE CREATE ON SCHEMA qinglong FROM qinglong_recorder;
 CREATE TRIGGER notification_events_with_target
     BEFORE INSERT ON qinglong.notification_events
     FOR EACH ROW EXECUTE FUNCTION qinglong.event_target();
+
+-- Pruning the outbox (docs/operations.md#retention-and-pruning).
+-- 4. The prune (a member of qinglong_pruner, as for dispatch trees) deletes the events older
+--    than its cutoff whose every delivery is delivered or dead since before it, with those
+--    deliveries, their attempts and the marks that the deliverer matched them.
+-- 5. The database refuses, to anyone, the deletion of an event the deliverer has not matched
+--    yet (above its watermark) or one with a pending delivery, of a pending delivery while its
+--    subscription exists (removing the subscription takes its pending deliveries, as before),
+--    of an attempt of a pending delivery, and of the match of an event not yet matched: an
+--    event is never lost before it is delivered or dead-lettered. Updating or truncating an
+--    event stays refused; only the pruner deletes.
+
+DROP TRIGGER notification_events_immutable ON qinglong.notification_events;
+CREATE TRIGGER notification_events_immutable
+    BEFORE UPDATE OR TRUNCATE ON qinglong.notification_events
+    FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
+
+CREATE FUNCTION qinglong.guard_notification_prune() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    matched_through pg_catalog.int8 :=
+        (SELECT w.fanned_out_through FROM qinglong.notification_deliverer AS w);
+    told pg_catalog.int8;
+BEGIN
+    IF TG_TABLE_NAME = 'notification_deliveries' THEN
+        IF NOT EXISTS (SELECT 1 FROM qinglong.notification_subscriptions AS s
+                       WHERE s.name = OLD.subscription) THEN
+            RETURN OLD;  -- its subscription's removal (the key's cascade)
+        END IF;
+        IF OLD.status = 'pending' THEN
+            RAISE EXCEPTION 'notification_deliveries: a pending delivery is never deleted'
+                USING ERRCODE = 'restrict_violation';
+        END IF;
+    END IF;
+    IF NOT pg_has_role(current_user, 'qinglong_pruner', 'MEMBER') THEN
+        RAISE EXCEPTION '%: only a prune deletes', TG_TABLE_NAME
+            USING ERRCODE = 'restrict_violation';
+    END IF;
+    IF TG_TABLE_NAME = 'notification_events' THEN
+        told := OLD.id;
+    ELSE
+        told := OLD.event_id;
+    END IF;
+    IF told > matched_through
+            OR EXISTS (SELECT 1 FROM qinglong.notification_deliveries AS d
+                       WHERE d.event_id = told AND d.status = 'pending') THEN
+        RAISE EXCEPTION '%: an event goes only once matched and delivered or dead-lettered',
+            TG_TABLE_NAME USING ERRCODE = 'restrict_violation';
+    END IF;
+    RETURN OLD;
+END
+$$;
+REVOKE ALL ON FUNCTION qinglong.guard_notification_prune() FROM PUBLIC;
+
+CREATE TRIGGER notification_events_prune_guard
+    BEFORE DELETE ON qinglong.notification_events
+    FOR EACH ROW EXECUTE FUNCTION qinglong.guard_notification_prune();
+CREATE TRIGGER notification_deliveries_prune_guard
+    BEFORE DELETE ON qinglong.notification_deliveries
+    FOR EACH ROW EXECUTE FUNCTION qinglong.guard_notification_prune();
+CREATE TRIGGER notification_attempts_prune_guard
+    BEFORE DELETE ON qinglong.notification_attempts
+    FOR EACH ROW EXECUTE FUNCTION qinglong.guard_notification_prune();
+CREATE TRIGGER notification_fanouts_prune_guard
+    BEFORE DELETE ON qinglong.notification_fanouts
+    FOR EACH ROW EXECUTE FUNCTION qinglong.guard_notification_prune();
+
+-- The prune's scan: events by age.
+CREATE INDEX notification_events_at ON qinglong.notification_events (at_ms, id);
+CREATE INDEX notification_attempts_event ON qinglong.notification_attempts (event_id);
+
+GRANT SELECT ON qinglong.notification_events, qinglong.notification_fanouts,
+    qinglong.notification_deliveries, qinglong.notification_attempts,
+    qinglong.notification_deliverer, qinglong.notification_subscriptions TO qinglong_pruner;
+GRANT DELETE ON qinglong.notification_events, qinglong.notification_fanouts,
+    qinglong.notification_deliveries, qinglong.notification_attempts TO qinglong_pruner;

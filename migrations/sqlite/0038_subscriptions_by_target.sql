@@ -1,5 +1,5 @@
--- Subscriptions by target prefix (docs/notifications.md#subscriptions), as the PostgreSQL
--- schema has them.
+-- Subscriptions by target prefix (docs/notifications.md#subscriptions), and the outbox pruned
+-- once delivered (docs/operations.md#retention-and-pruning), as the PostgreSQL schema has them.
 -- 1. A subscription may name a target prefix, as an approval policy may (migration 0032): 1 to
 --    128 printable ASCII characters, no space, no wildcard. It hears an event whose target
 --    begins with it, byte for byte; an event without a target is not heard by it. A
@@ -16,3 +16,49 @@ ALTER TABLE notification_subscriptions ADD COLUMN target_prefix TEXT
             AND target_prefix NOT GLOB '*[^!-~]*'
             AND instr(target_prefix, '*') = 0 AND instr(target_prefix, '?') = 0
             AND instr(target_prefix, '%') = 0));
+
+-- Pruning the outbox (docs/operations.md#retention-and-pruning).
+-- 3. The prune (the daemon's, or `prune`) deletes the events older than its cutoff whose every
+--    delivery is delivered or dead since before it, with those deliveries, their attempts and
+--    the marks that the deliverer matched them.
+-- 4. The file refuses the deletion of an event the deliverer has not matched yet (above its
+--    watermark) or one with a pending delivery, of a pending delivery while its subscription
+--    exists, of an attempt of a pending delivery, and of the match of an event not yet
+--    matched: an event is never lost before it is delivered or dead-lettered. The newest event
+--    stays too: a rowid without AUTOINCREMENT is reused once the highest row is gone, and an
+--    event's id is its webhook-id, by which receivers deduplicate. Updating an event stays
+--    refused.
+
+DROP TRIGGER notification_events_no_delete;
+CREATE TRIGGER notification_events_no_delete BEFORE DELETE ON notification_events
+WHEN OLD.id > (SELECT fanned_out_through FROM notification_deliverer)
+  OR OLD.id = (SELECT max(id) FROM notification_events)
+  OR EXISTS (SELECT 1 FROM notification_deliveries AS d
+             WHERE d.event_id = OLD.id AND d.status = 'pending')
+BEGIN
+    SELECT RAISE(ABORT, 'notification_events: an event goes only once matched and delivered or dead-lettered');
+END;
+
+CREATE TRIGGER notification_deliveries_prune_guard BEFORE DELETE ON notification_deliveries
+WHEN OLD.status = 'pending'
+  AND EXISTS (SELECT 1 FROM notification_subscriptions AS s WHERE s.name = OLD.subscription)
+BEGIN
+    SELECT RAISE(ABORT, 'notification_deliveries: a pending delivery is never deleted');
+END;
+
+CREATE TRIGGER notification_attempts_prune_guard BEFORE DELETE ON notification_attempts
+WHEN EXISTS (SELECT 1 FROM notification_deliveries AS d
+             WHERE d.event_id = OLD.event_id AND d.subscription = OLD.subscription
+               AND d.status = 'pending')
+BEGIN
+    SELECT RAISE(ABORT, 'notification_attempts: an attempt of a pending delivery is kept');
+END;
+
+CREATE TRIGGER notification_fanouts_prune_guard BEFORE DELETE ON notification_fanouts
+WHEN OLD.event_id > (SELECT fanned_out_through FROM notification_deliverer)
+BEGIN
+    SELECT RAISE(ABORT, 'notification_fanouts: an event not yet matched keeps its match');
+END;
+
+CREATE INDEX notification_events_at ON notification_events (at_ms, id);
+CREATE INDEX notification_attempts_event ON notification_attempts (event_id);

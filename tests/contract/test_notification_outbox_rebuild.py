@@ -14,6 +14,8 @@ from tests.support.actions import submit_runs
 from tests.support.clock import START_MS, ManualClock
 
 _VERSION = 33
+_LATER = 38
+"""The migration after it that changes the table's triggers (the outbox pruned)."""
 
 
 @pytest.fixture
@@ -60,10 +62,19 @@ async def test_the_rebuild_keeps_every_event_and_what_names_it(
     # And without the migration after it (0034), which the rebuild's drop would take away.
     await edge.raw("DROP TRIGGER recovery_required_marks_tell")
     await edge.raw("DROP TRIGGER notification_events_while_someone_listens")
-    # The migrations after those two stay applied: they are not what is rebuilt.
-    await edge.raw(f"DELETE FROM schema_migrations WHERE version IN ({_VERSION}, {_VERSION + 1})")
+    # And without 0038, which replaces the rebuilt table's delete trigger; the placeholders
+    # between stay applied.
+    await edge.raw("DROP TRIGGER notification_events_no_delete")
+    for trigger in ("deliveries", "attempts", "fanouts"):
+        await edge.raw(f"DROP TRIGGER notification_{trigger}_prune_guard")
+    await edge.raw("DROP INDEX notification_events_at")
+    await edge.raw("DROP INDEX notification_attempts_event")
+    await edge.raw("ALTER TABLE notification_subscriptions DROP COLUMN target_prefix")
+    await edge.raw(
+        f"DELETE FROM schema_migrations WHERE version IN ({_VERSION}, {_VERSION + 1}, {_LATER})"
+    )
 
-    assert await edge.store.migrate(now_ms=START_MS) == [_VERSION, _VERSION + 1]
+    assert await edge.store.migrate(now_ms=START_MS) == [_VERSION, _VERSION + 1, _LATER]
 
     assert await _rows(edge) == rows
     assert await _schema(edge) == schema
