@@ -890,7 +890,7 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (85; those of primary keys and UNIQUE constraints too)
+-- indexes (86; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
@@ -930,6 +930,7 @@ CREATE UNIQUE INDEX execution_events_pkey ON qinglong.execution_events USING btr
 CREATE INDEX notification_attempts_event ON qinglong.notification_attempts USING btree (event_id);
 CREATE UNIQUE INDEX notification_attempts_pkey ON qinglong.notification_attempts USING btree (id);
 CREATE UNIQUE INDEX notification_deliverer_pkey ON qinglong.notification_deliverer USING btree (singleton);
+CREATE INDEX notification_deliveries_dead ON qinglong.notification_deliveries USING btree (done_at_ms) WHERE (status = 'dead'::text);
 CREATE INDEX notification_deliveries_due ON qinglong.notification_deliveries USING btree (next_attempt_at_ms, event_id) WHERE (status = 'pending'::text);
 CREATE UNIQUE INDEX notification_deliveries_pkey ON qinglong.notification_deliveries USING btree (event_id, subscription);
 CREATE INDEX notification_deliveries_subject ON qinglong.notification_deliveries USING btree (subscription, subject_id, event_id) WHERE (status = 'pending'::text);

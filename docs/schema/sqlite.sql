@@ -538,7 +538,7 @@ CREATE TABLE uncertain_outcomes (
     lease_proof       TEXT CHECK (lease_proof IS NULL)  -- PostgreSQL's column; never set here
 ) STRICT;
 
--- indexes (27)
+-- indexes (28)
 
 -- index api_tokens_principal
 CREATE INDEX api_tokens_principal ON api_tokens (principal);
@@ -597,6 +597,10 @@ CREATE UNIQUE INDEX execution_events_mutation
 
 -- index notification_attempts_event
 CREATE INDEX notification_attempts_event ON notification_attempts (event_id);
+
+-- index notification_deliveries_dead
+CREATE INDEX notification_deliveries_dead ON notification_deliveries (done_at_ms)
+    WHERE status = 'dead';
 
 -- index notification_deliveries_due
 CREATE INDEX notification_deliveries_due ON notification_deliveries

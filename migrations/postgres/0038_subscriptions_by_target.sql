@@ -120,3 +120,7 @@ GRANT SELECT ON qinglong.notification_events, qinglong.notification_fanouts,
     qinglong.notification_deliverer, qinglong.notification_subscriptions TO qinglong_pruner;
 GRANT DELETE ON qinglong.notification_events, qinglong.notification_fanouts,
     qinglong.notification_deliveries, qinglong.notification_attempts TO qinglong_pruner;
+
+-- The operator's inbox lists the dead letters, newest first.
+CREATE INDEX notification_deliveries_dead ON qinglong.notification_deliveries (done_at_ms)
+    WHERE status = 'dead';

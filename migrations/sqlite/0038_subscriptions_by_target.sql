@@ -62,3 +62,7 @@ END;
 
 CREATE INDEX notification_events_at ON notification_events (at_ms, id);
 CREATE INDEX notification_attempts_event ON notification_attempts (event_id);
+
+-- The operator's inbox lists the dead letters, newest first.
+CREATE INDEX notification_deliveries_dead ON notification_deliveries (done_at_ms)
+    WHERE status = 'dead';

@@ -4,7 +4,8 @@ the UI's inbox page shares with it.
 What a principal is offered follows the permission table (`domain/permissions.py`): pending
 requests it may vote on (an `approver`; not its own, not yet voted, under a policy whose groups
 hold it or that names none) and `recovery_required` dispatches with their evidence's verdict
-(an `operator`), each naming the target it holds, if any. A viewer's inbox is empty: nothing
+(an `operator`), each naming the target it holds, if any, and the notifications given up
+(an `operator`: `dead_letters`). A viewer's inbox is empty: nothing
 waits on a reader. It reads at most `SCANNED_PAGES` pages of each queue; `complete` says
 whether it saw every row.
 """
@@ -25,7 +26,7 @@ from qinglong_dispatcher.domain import (
     recovery,
     uncertainty,
 )
-from qinglong_dispatcher.web import auth, context, reads
+from qinglong_dispatcher.web import auth, context, dead_letters, reads
 
 SCANNED_PAGES: Final = 4
 """Pages of each queue one inbox reads (`approval_views.MAX_LIMIT` and `PAGE` rows each)."""
@@ -154,6 +155,9 @@ async def read(ctx: context.Context, who: principals.Authenticated, wanted: inbo
         complete &= seen
     if permissions.admits(who, permissions.Operation.RESOLVE):
         found, seen = await _recovery(ctx)
+        items += found
+        complete &= seen
+        found, seen = await dead_letters.read(ctx)
         items += found
         complete &= seen
     return Found(items=wanted.apply(items), complete=complete)

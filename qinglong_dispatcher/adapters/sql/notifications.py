@@ -189,6 +189,24 @@ async def delivery_stats(q: query.Query) -> ports.DeliveryStats:
     )
 
 
+async def dead_letters(q: query.Query, *, limit: int) -> list[ports.DeadLetter]:
+    """See `ports.NotificationStore.dead_letters`."""
+    return [
+        ports.DeadLetter(
+            event_id=int(row["event_id"]),
+            kind=row["kind"],
+            subject_id=row["subject_id"],
+            project_id=row["project_id"],
+            action_type=row["action_type"],
+            subscription=row["subscription"],
+            attempts=int(row["attempts"]),
+            last_code=None if row["last_code"] is None else int(row["last_code"]),
+            dead_at_ms=int(row["done_at_ms"]),
+        )
+        for row in await q.all("dead_letters", {"limit": limit})
+    ]
+
+
 class NotificationMethods:
     """The notification operations of `SqlStore`."""
 
@@ -218,3 +236,4 @@ class NotificationMethods:
     due_deliveries = query.operation(due_deliveries, write=False)
     record_attempt = query.operation(record_attempt)
     delivery_stats = query.operation(delivery_stats, write=False)
+    dead_letters = query.operation(dead_letters, write=False)

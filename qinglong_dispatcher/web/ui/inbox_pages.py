@@ -10,13 +10,17 @@ from __future__ import annotations
 from aiohttp import web
 
 from qinglong_dispatcher.domain import inbox, permissions
-from qinglong_dispatcher.web import context, reads
+from qinglong_dispatcher.web import context, dead_letters, reads
 from qinglong_dispatcher.web import inbox as inbox_reads
 from qinglong_dispatcher.web.ui import guard, markup, sessions
 
 Operation = permissions.Operation
 
-_KIND = {inbox.Kind.APPROVAL: "approval", inbox.Kind.RECOVERY: "recovery required"}
+_KIND = {
+    inbox.Kind.APPROVAL: "approval",
+    inbox.Kind.RECOVERY: "recovery required",
+    inbox.Kind.DEAD_LETTER: "notification not delivered",
+}
 _PAGE = {inbox.Kind.APPROVAL: "/ui/approvals/", inbox.Kind.RECOVERY: "/ui/dispatches/"}
 
 
@@ -53,7 +57,9 @@ def _filters(wanted: inbox.Filter) -> str:
 
 
 def _row(item: inbox.Item, now_ms: int) -> str:
-    href = markup.url(_PAGE[item.kind] + markup.segment(item.subject_id))
+    segment = markup.segment(item.subject_id)
+    path = _PAGE[item.kind] + segment if item.kind in _PAGE else dead_letters.page(segment)
+    href = markup.url(path)
     return (
         f'<li class="item {markup.esc(item.kind.value)}">'
         f'<span class="kind">{markup.esc(_KIND[item.kind])}</span> '
@@ -70,7 +76,10 @@ def _offered(session: sessions.Session) -> str:
         text
         for operation, text in (
             (Operation.APPROVE, "approval requests you may vote on"),
-            (Operation.RESOLVE, "dispatches whose outcome is unknown, to settle"),
+            (
+                Operation.RESOLVE,
+                "dispatches whose outcome is unknown, to settle, and notifications not delivered",
+            ),
         )
         if permissions.admits(session.principal, operation)
     ]

@@ -116,3 +116,13 @@ SELECT
               FROM notification_deliveries AS d
               JOIN notification_events AS e ON e.id = d.event_id
               WHERE d.status = 'pending'), 0) AS oldest_pending_age_ms
+
+-- dead_letters --
+-- The operator's inbox: deliveries given up after the bound, newest first.
+SELECT d.event_id, d.subscription, d.attempts, d.last_code, d.done_at_ms, e.kind,
+       e.subject_id, e.project_id, e.action_type
+FROM notification_deliveries AS d
+JOIN notification_events AS e ON e.id = d.event_id
+WHERE d.status = 'dead'
+ORDER BY d.done_at_ms DESC, d.event_id DESC
+LIMIT :limit
