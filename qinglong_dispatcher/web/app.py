@@ -28,6 +28,7 @@ from qinglong_dispatcher.web import (
     problems,
     reads,
     submits,
+    subscriptions,
     votes,
 )
 from qinglong_dispatcher.web.oidc import pages as oidc_pages
@@ -52,6 +53,7 @@ ROUTES: Final[tuple[tuple[str, str, Handler], ...]] = (
     ("GET", "/approvals/{approval_request_id}", votes.show_approval),
     ("GET", "/policies", votes.list_policies),
     ("GET", "/inbox", inbox.show_inbox),
+    ("GET", "/subscriptions", subscriptions.list_subscriptions),
     ("POST", "/dispatches", submits.submit),
     ("POST", "/approvals/{approval_request_id}/approve", approvals.approve),
     ("POST", "/approvals/{approval_request_id}/reject", approvals.reject),
