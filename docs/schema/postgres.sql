@@ -2378,7 +2378,11 @@ CREATE OR REPLACE FUNCTION qinglong.keep_event_while_someone_listens()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM qinglong.notification_subscriptions) THEN
+    IF NOT EXISTS (
+            SELECT 1 FROM qinglong.notification_subscriptions AS s
+            WHERE pg_catalog.strpos(s.kinds_json,
+                                    '"' OPERATOR(pg_catalog.||) NEW.kind
+                                    OPERATOR(pg_catalog.||) '"') > 0) THEN
         RETURN NULL;
     END IF;
     RETURN NEW;

@@ -1560,7 +1560,8 @@ END;
 
 -- trigger notification_events_while_someone_listens
 CREATE TRIGGER notification_events_while_someone_listens BEFORE INSERT ON notification_events
-WHEN NOT EXISTS (SELECT 1 FROM notification_subscriptions)
+WHEN NOT EXISTS (SELECT 1 FROM notification_subscriptions AS s
+                 WHERE instr(s.kinds_json, '"' || NEW.kind || '"') > 0)
 BEGIN
     SELECT RAISE(IGNORE);
 END;
@@ -1662,15 +1663,19 @@ BEGIN
     WHERE d.dispatch_id = NEW.dispatch_id AND (k.ord = 1 OR d.target IS NOT NULL)
     ORDER BY k.ord;
     SELECT RAISE(ABORT, 'notification_events: a recovery_required mark is told with it')
-    WHERE NOT EXISTS (
-            SELECT 1 FROM notification_events AS n
-            WHERE n.subject_id = NEW.dispatch_id AND n.kind = 'dispatch.recovery_required')
-       OR EXISTS (
-            SELECT 1 FROM approved_action_dispatches AS d
-            WHERE d.dispatch_id = NEW.dispatch_id AND d.target IS NOT NULL
-              AND NOT EXISTS (
-                  SELECT 1 FROM notification_events AS n
-                  WHERE n.subject_id = NEW.dispatch_id AND n.kind = 'target.held'));
+    WHERE (EXISTS (SELECT 1 FROM notification_subscriptions AS s
+                   WHERE instr(s.kinds_json, '"dispatch.recovery_required"') > 0)
+           AND NOT EXISTS (
+               SELECT 1 FROM notification_events AS n
+               WHERE n.subject_id = NEW.dispatch_id AND n.kind = 'dispatch.recovery_required'))
+       OR (EXISTS (SELECT 1 FROM notification_subscriptions AS s
+                   WHERE instr(s.kinds_json, '"target.held"') > 0)
+           AND EXISTS (
+               SELECT 1 FROM approved_action_dispatches AS d
+               WHERE d.dispatch_id = NEW.dispatch_id AND d.target IS NOT NULL
+                 AND NOT EXISTS (
+                     SELECT 1 FROM notification_events AS n
+                     WHERE n.subject_id = NEW.dispatch_id AND n.kind = 'target.held')));
 END;
 
 -- trigger recovery_resolutions_fence_guard

@@ -124,3 +124,22 @@ GRANT DELETE ON qinglong.notification_events, qinglong.notification_fanouts,
 -- The operator's inbox lists the dead letters, newest first.
 CREATE INDEX notification_deliveries_dead ON qinglong.notification_deliveries (done_at_ms)
     WHERE status = 'dead';
+
+-- 6. An event is kept only while some subscription hears its kind (it was: while any
+--    subscription exists, migration 0034). An installation told of failures only writes no
+--    row per success, so notifications of failures cost the success path nothing. A
+--    subscription's kinds are JSON written by the `notify` command; the test is a plain text
+--    search of the quoted kind, which never raises, so no stored value can fail a change.
+CREATE OR REPLACE FUNCTION qinglong.keep_event_while_someone_listens() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT EXISTS (
+            SELECT 1 FROM qinglong.notification_subscriptions AS s
+            WHERE pg_catalog.strpos(s.kinds_json,
+                                    '"' OPERATOR(pg_catalog.||) NEW.kind
+                                    OPERATOR(pg_catalog.||) '"') > 0) THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END
+$$;

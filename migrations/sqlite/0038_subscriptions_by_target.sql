@@ -66,3 +66,58 @@ CREATE INDEX notification_attempts_event ON notification_attempts (event_id);
 -- The operator's inbox lists the dead letters, newest first.
 CREATE INDEX notification_deliveries_dead ON notification_deliveries (done_at_ms)
     WHERE status = 'dead';
+
+-- 5. An event is kept only while some subscription hears its kind (it was: while any
+--    subscription exists, migration 0034). An installation told of failures only writes no
+--    row per success. The recovery mark's check that its events were written asks only for
+--    the kinds someone hears.
+DROP TRIGGER notification_events_while_someone_listens;
+CREATE TRIGGER notification_events_while_someone_listens BEFORE INSERT ON notification_events
+WHEN NOT EXISTS (SELECT 1 FROM notification_subscriptions AS s
+                 WHERE instr(s.kinds_json, '"' || NEW.kind || '"') > 0)
+BEGIN
+    SELECT RAISE(IGNORE);
+END;
+
+DROP TRIGGER recovery_required_marks_tell;
+
+CREATE TRIGGER recovery_required_marks_tell AFTER INSERT ON recovery_required_marks
+WHEN EXISTS (SELECT 1 FROM notification_subscriptions)
+BEGIN
+    INSERT INTO notification_events (
+        kind, subject_id, project_id, action_type, at_ms, payload_json
+    )
+    SELECT k.kind, d.dispatch_id, d.project_id, d.action_type,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER),
+        json_object(
+            'dispatchId', d.dispatch_id,
+            'approvalRequestId', d.approval_request_id,
+            'actionRef', d.action_ref,
+            'actionDigest', d.action_digest,
+            'status', 'recovery_required',
+            'attempt', NEW.execution_attempt,
+            'resultCode', u.result_code,
+            'target', d.target,
+            'noticedBy', NEW.noticed_by)
+    FROM approved_action_dispatches AS d
+    JOIN (SELECT 1 AS ord, 'dispatch.recovery_required' AS kind
+          UNION ALL SELECT 2, 'target.held') AS k
+    LEFT JOIN uncertain_outcomes AS u
+        ON u.dispatch_id = d.dispatch_id AND u.execution_attempt = NEW.execution_attempt
+    WHERE d.dispatch_id = NEW.dispatch_id AND (k.ord = 1 OR d.target IS NOT NULL)
+    ORDER BY k.ord;
+    SELECT RAISE(ABORT, 'notification_events: a recovery_required mark is told with it')
+    WHERE (EXISTS (SELECT 1 FROM notification_subscriptions AS s
+                   WHERE instr(s.kinds_json, '"dispatch.recovery_required"') > 0)
+           AND NOT EXISTS (
+               SELECT 1 FROM notification_events AS n
+               WHERE n.subject_id = NEW.dispatch_id AND n.kind = 'dispatch.recovery_required'))
+       OR (EXISTS (SELECT 1 FROM notification_subscriptions AS s
+                   WHERE instr(s.kinds_json, '"target.held"') > 0)
+           AND EXISTS (
+               SELECT 1 FROM approved_action_dispatches AS d
+               WHERE d.dispatch_id = NEW.dispatch_id AND d.target IS NOT NULL
+                 AND NOT EXISTS (
+                     SELECT 1 FROM notification_events AS n
+                     WHERE n.subject_id = NEW.dispatch_id AND n.kind = 'target.held')));
+END;

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import pytest
 
+from qinglong_dispatcher import bootstrap
 from qinglong_dispatcher.domain import notifications as n
 from qinglong_dispatcher.domain import states
 from tests.support import outbox
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import LEASE_MS
+from tests.support.executions import started
 from tests.support.stores import Harness
 from tests.support.targets import claim_and_start, submit_change
 
@@ -103,3 +105,37 @@ async def test_the_database_refuses_a_bad_prefix_written_around_the_product(
     else:
         assert "CHECK constraint failed" in str(refused.value)
     assert await harness.store.list_subscriptions() == []
+
+
+async def test_an_event_no_subscription_hears_is_not_kept(
+    harness: Harness, clock: ManualClock
+) -> None:
+    """Told of failures only: a success writes no event, a failure its own; a recovery mark
+    nobody hears is written without its events (the change holds, the event is dropped)."""
+    owner = await harness.owner()
+    await owner.add_subscription(
+        n.Subscription(
+            name="failures",
+            url="https://listener.invalid/hook",
+            secret_ref="env:QL_LISTENER",
+            kinds=("dispatch.failed",),
+        )
+    )
+    await submit_runs(harness.approver_store, clock, 3)
+    for completion in (states.Completion.SUCCEEDED, states.Completion.FAILED):
+        identity = await started(harness, clock)
+        await harness.store.complete(
+            identity,
+            mutation_id=f"m-{completion.value}",
+            completion=completion,
+            result_code="done",
+            now_ms=clock.now_ms(),
+        )
+    stuck = await started(harness, clock)
+    clock.advance(ms=LEASE_MS + 1)
+    assert (await bootstrap.build_reconciler(harness.store, clock).reconcile_pass()).observed == 1
+    told = await outbox.events(harness)
+    assert [(e["kind"], e["subject_id"]) for e in told] == [
+        ("dispatch.failed", told[0]["subject_id"])
+    ]
+    assert stuck.dispatch_id != told[0]["subject_id"]
