@@ -411,6 +411,7 @@ CREATE TABLE qinglong.notification_attempts (
     CONSTRAINT notification_attempts_pkey PRIMARY KEY (id)
 );
 GRANT SELECT ON TABLE qinglong.notification_attempts TO qinglong_operator;
+GRANT DELETE, SELECT ON TABLE qinglong.notification_attempts TO qinglong_pruner;
 GRANT INSERT, SELECT ON TABLE qinglong.notification_attempts TO qinglong_runtime;
 
 -- table notification_deliverer
@@ -423,6 +424,7 @@ CREATE TABLE qinglong.notification_deliverer (
     CONSTRAINT notification_deliverer_singleton_check CHECK (singleton)
 );
 GRANT SELECT ON TABLE qinglong.notification_deliverer TO qinglong_operator;
+GRANT SELECT ON TABLE qinglong.notification_deliverer TO qinglong_pruner;
 GRANT SELECT, UPDATE ON TABLE qinglong.notification_deliverer TO qinglong_runtime;
 
 -- table notification_deliveries
@@ -442,6 +444,7 @@ CREATE TABLE qinglong.notification_deliveries (
     CONSTRAINT notification_deliveries_subscription_fkey FOREIGN KEY (subscription) REFERENCES qinglong.notification_subscriptions(name) ON DELETE CASCADE
 );
 GRANT SELECT ON TABLE qinglong.notification_deliveries TO qinglong_operator;
+GRANT DELETE, SELECT ON TABLE qinglong.notification_deliveries TO qinglong_pruner;
 GRANT INSERT, SELECT, UPDATE ON TABLE qinglong.notification_deliveries TO qinglong_runtime;
 
 -- table notification_events
@@ -453,12 +456,14 @@ CREATE TABLE qinglong.notification_events (
     action_type text NOT NULL,
     at_ms bigint NOT NULL,
     payload_json text NOT NULL,
+    target text,
     CONSTRAINT notification_events_kind_check CHECK ((kind = ANY (ARRAY['approval.requested'::text, 'approval.expiring'::text, 'approval.approved'::text, 'approval.rejected'::text, 'approval.expired'::text, 'dispatch.failed'::text, 'dispatch.blocked'::text, 'dispatch.succeeded'::text, 'dispatch.recovery_required'::text, 'target.held'::text]))),
     CONSTRAINT notification_events_payload_json_check CHECK ((octet_length(payload_json) <= 4096)),
     CONSTRAINT notification_events_pkey PRIMARY KEY (id),
     CONSTRAINT notification_events_subject_id_kind_key UNIQUE (subject_id, kind)
 );
 GRANT SELECT ON TABLE qinglong.notification_events TO qinglong_operator;
+GRANT DELETE, SELECT ON TABLE qinglong.notification_events TO qinglong_pruner;
 GRANT INSERT ON TABLE qinglong.notification_events TO qinglong_recorder;
 GRANT SELECT ON TABLE qinglong.notification_events TO qinglong_runtime;
 
@@ -469,6 +474,7 @@ CREATE TABLE qinglong.notification_fanouts (
     CONSTRAINT notification_fanouts_pkey PRIMARY KEY (event_id)
 );
 GRANT SELECT ON TABLE qinglong.notification_fanouts TO qinglong_operator;
+GRANT DELETE, SELECT ON TABLE qinglong.notification_fanouts TO qinglong_pruner;
 GRANT INSERT, SELECT ON TABLE qinglong.notification_fanouts TO qinglong_runtime;
 
 -- table notification_subscriptions
@@ -481,13 +487,16 @@ CREATE TABLE qinglong.notification_subscriptions (
     project_id text,
     format text DEFAULT 'raw'::text NOT NULL,
     created_at_ms bigint NOT NULL,
+    target_prefix text,
     CONSTRAINT notification_subscriptions_format_check CHECK ((format = ANY (ARRAY['raw'::text, 'slack'::text]))),
     CONSTRAINT notification_subscriptions_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'::text)),
     CONSTRAINT notification_subscriptions_pkey PRIMARY KEY (name),
     CONSTRAINT notification_subscriptions_secret_ref_check CHECK ((secret_ref ~ '^(credential|file|env):[^[:space:]]+$'::text)),
+    CONSTRAINT notification_subscriptions_target_prefix CHECK (((target_prefix IS NULL) OR ((target_prefix ~ '^[!-~]{1,128}$'::text) AND (target_prefix !~ '[*?%]'::text)))),
     CONSTRAINT notification_subscriptions_url_check CHECK (((url ~ '^https?://[^[:space:]]+$'::text) AND (octet_length(url) <= 2048)))
 );
 GRANT SELECT ON TABLE qinglong.notification_subscriptions TO qinglong_operator;
+GRANT SELECT ON TABLE qinglong.notification_subscriptions TO qinglong_pruner;
 GRANT SELECT ON TABLE qinglong.notification_subscriptions TO qinglong_recorder;
 GRANT SELECT ON TABLE qinglong.notification_subscriptions TO qinglong_runtime;
 
@@ -911,7 +920,7 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (87; those of primary keys and UNIQUE constraints too)
+-- indexes (90; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
@@ -952,11 +961,14 @@ CREATE UNIQUE INDEX execution_events_pkey ON qinglong.execution_events USING btr
 CREATE INDEX inbox_notes_approval ON qinglong.inbox_notes USING btree (approval_request_id) WHERE (approval_request_id IS NOT NULL);
 CREATE INDEX inbox_notes_dispatch ON qinglong.inbox_notes USING btree (dispatch_id) WHERE (dispatch_id IS NOT NULL);
 CREATE UNIQUE INDEX inbox_notes_pkey ON qinglong.inbox_notes USING btree (note_id);
+CREATE INDEX notification_attempts_event ON qinglong.notification_attempts USING btree (event_id);
 CREATE UNIQUE INDEX notification_attempts_pkey ON qinglong.notification_attempts USING btree (id);
 CREATE UNIQUE INDEX notification_deliverer_pkey ON qinglong.notification_deliverer USING btree (singleton);
+CREATE INDEX notification_deliveries_dead ON qinglong.notification_deliveries USING btree (done_at_ms) WHERE (status = 'dead'::text);
 CREATE INDEX notification_deliveries_due ON qinglong.notification_deliveries USING btree (next_attempt_at_ms, event_id) WHERE (status = 'pending'::text);
 CREATE UNIQUE INDEX notification_deliveries_pkey ON qinglong.notification_deliveries USING btree (event_id, subscription);
 CREATE INDEX notification_deliveries_subject ON qinglong.notification_deliveries USING btree (subscription, subject_id, event_id) WHERE (status = 'pending'::text);
+CREATE INDEX notification_events_at ON qinglong.notification_events USING btree (at_ms, id);
 CREATE UNIQUE INDEX notification_events_pkey ON qinglong.notification_events USING btree (id);
 CREATE UNIQUE INDEX notification_events_subject_id_kind_key ON qinglong.notification_events USING btree (subject_id, kind);
 CREATE UNIQUE INDEX notification_fanouts_pkey ON qinglong.notification_fanouts USING btree (event_id);
@@ -1000,7 +1012,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (53)
+-- functions (55)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -1609,6 +1621,30 @@ END
 $function$;
 ALTER FUNCTION qinglong.dispatch_traceparent_of_request() OWNER TO qinglong_recorder;
 
+-- function qinglong.event_target()
+CREATE OR REPLACE FUNCTION qinglong.event_target()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF pg_catalog.starts_with(NEW.kind, 'approval.') THEN
+        NEW.target := (
+            SELECT a.target FROM qinglong.approval_requests AS r
+            JOIN qinglong.action_plans AS a
+              ON a.project_id = r.project_id AND a.action_ref = r.action_ref
+            WHERE r.approval_request_id = NEW.subject_id);
+    ELSE
+        NEW.target := (
+            SELECT d.target FROM qinglong.approved_action_dispatches AS d
+            WHERE d.dispatch_id = NEW.subject_id);
+    END IF;
+    RETURN NEW;
+END
+$function$;
+ALTER FUNCTION qinglong.event_target() OWNER TO qinglong_recorder;
+
 -- function qinglong.execution_target_of_dispatch()
 CREATE OR REPLACE FUNCTION qinglong.execution_target_of_dispatch()
  RETURNS trigger
@@ -2167,6 +2203,46 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.guard_inbox_note() TO PUBLIC;
 
+-- function qinglong.guard_notification_prune()
+CREATE OR REPLACE FUNCTION qinglong.guard_notification_prune()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    matched_through pg_catalog.int8 :=
+        (SELECT w.fanned_out_through FROM qinglong.notification_deliverer AS w);
+    told pg_catalog.int8;
+BEGIN
+    IF TG_TABLE_NAME = 'notification_deliveries' THEN
+        IF NOT EXISTS (SELECT 1 FROM qinglong.notification_subscriptions AS s
+                       WHERE s.name = OLD.subscription) THEN
+            RETURN OLD;  -- its subscription's removal (the key's cascade)
+        END IF;
+        IF OLD.status = 'pending' THEN
+            RAISE EXCEPTION 'notification_deliveries: a pending delivery is never deleted'
+                USING ERRCODE = 'restrict_violation';
+        END IF;
+    END IF;
+    IF NOT pg_has_role(current_user, 'qinglong_pruner', 'MEMBER') THEN
+        RAISE EXCEPTION '%: only a prune deletes', TG_TABLE_NAME
+            USING ERRCODE = 'restrict_violation';
+    END IF;
+    IF TG_TABLE_NAME = 'notification_events' THEN
+        told := OLD.id;
+    ELSE
+        told := OLD.event_id;
+    END IF;
+    IF told > matched_through
+            OR EXISTS (SELECT 1 FROM qinglong.notification_deliveries AS d
+                       WHERE d.event_id = told AND d.status = 'pending') THEN
+        RAISE EXCEPTION '%: an event goes only once matched and delivered or dead-lettered',
+            TG_TABLE_NAME USING ERRCODE = 'restrict_violation';
+    END IF;
+    RETURN OLD;
+END
+$function$;
+
 -- function qinglong.guard_plan_reseal()
 CREATE OR REPLACE FUNCTION qinglong.guard_plan_reseal()
  RETURNS trigger
@@ -2416,7 +2492,11 @@ CREATE OR REPLACE FUNCTION qinglong.keep_event_while_someone_listens()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM qinglong.notification_subscriptions) THEN
+    IF NOT EXISTS (
+            SELECT 1 FROM qinglong.notification_subscriptions AS s
+            WHERE pg_catalog.strpos(s.kinds_json,
+                                    '"' OPERATOR(pg_catalog.||) NEW.kind
+                                    OPERATOR(pg_catalog.||) '"') > 0) THEN
         RETURN NULL;
     END IF;
     RETURN NEW;
@@ -2812,7 +2892,7 @@ END
 $function$;
 ALTER FUNCTION qinglong.tell_recovery_required() OWNER TO qinglong_recorder;
 
--- triggers (74)
+-- triggers (79)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
@@ -2859,8 +2939,13 @@ CREATE TRIGGER execution_events_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.
 CREATE TRIGGER execution_events_prune_only BEFORE DELETE ON qinglong.execution_events FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER inbox_notes_guard BEFORE INSERT ON qinglong.inbox_notes FOR EACH ROW EXECUTE FUNCTION qinglong.guard_inbox_note();
 CREATE TRIGGER inbox_notes_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.inbox_notes FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
-CREATE TRIGGER notification_events_immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON qinglong.notification_events FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
+CREATE TRIGGER notification_attempts_prune_guard BEFORE DELETE ON qinglong.notification_attempts FOR EACH ROW EXECUTE FUNCTION qinglong.guard_notification_prune();
+CREATE TRIGGER notification_deliveries_prune_guard BEFORE DELETE ON qinglong.notification_deliveries FOR EACH ROW EXECUTE FUNCTION qinglong.guard_notification_prune();
+CREATE TRIGGER notification_events_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.notification_events FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
+CREATE TRIGGER notification_events_prune_guard BEFORE DELETE ON qinglong.notification_events FOR EACH ROW EXECUTE FUNCTION qinglong.guard_notification_prune();
 CREATE TRIGGER notification_events_while_someone_listens BEFORE INSERT ON qinglong.notification_events FOR EACH ROW EXECUTE FUNCTION qinglong.keep_event_while_someone_listens();
+CREATE TRIGGER notification_events_with_target BEFORE INSERT ON qinglong.notification_events FOR EACH ROW EXECUTE FUNCTION qinglong.event_target();
+CREATE TRIGGER notification_fanouts_prune_guard BEFORE DELETE ON qinglong.notification_fanouts FOR EACH ROW EXECUTE FUNCTION qinglong.guard_notification_prune();
 CREATE TRIGGER prune_permits_guard BEFORE INSERT ON qinglong.prune_permits FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_permit();
 CREATE TRIGGER prune_permits_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.prune_permits FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER recovery_observations_mark AFTER INSERT ON qinglong.recovery_observations FOR EACH ROW EXECUTE FUNCTION qinglong.mark_recovery_required();

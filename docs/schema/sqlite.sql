@@ -318,7 +318,14 @@ CREATE TABLE notification_subscriptions (
     project_id    TEXT,
     format        TEXT NOT NULL DEFAULT 'raw' CHECK (format IN ('raw', 'slack')),
     created_at_ms INTEGER NOT NULL
-) STRICT;
+, target_prefix TEXT
+    CONSTRAINT notification_subscriptions_target_prefix CHECK (
+        target_prefix IS NULL OR (
+            typeof(target_prefix) = 'text'
+            AND length(target_prefix) BETWEEN 1 AND 128
+            AND target_prefix NOT GLOB '*[^!-~]*'
+            AND instr(target_prefix, '*') = 0 AND instr(target_prefix, '?') = 0
+            AND instr(target_prefix, '%') = 0))) STRICT;
 
 -- table plan_keys
 CREATE TABLE plan_keys (
@@ -564,7 +571,7 @@ CREATE TABLE uncertain_outcomes (
     lease_proof       TEXT CHECK (lease_proof IS NULL)  -- PostgreSQL's column; never set here
 ) STRICT;
 
--- indexes (28)
+-- indexes (31)
 
 -- index api_tokens_principal
 CREATE INDEX api_tokens_principal ON api_tokens (principal);
@@ -632,6 +639,13 @@ CREATE INDEX inbox_notes_approval ON inbox_notes (approval_request_id)
 -- index inbox_notes_dispatch
 CREATE INDEX inbox_notes_dispatch ON inbox_notes (dispatch_id) WHERE dispatch_id IS NOT NULL;
 
+-- index notification_attempts_event
+CREATE INDEX notification_attempts_event ON notification_attempts (event_id);
+
+-- index notification_deliveries_dead
+CREATE INDEX notification_deliveries_dead ON notification_deliveries (done_at_ms)
+    WHERE status = 'dead';
+
 -- index notification_deliveries_due
 CREATE INDEX notification_deliveries_due ON notification_deliveries
     (next_attempt_at_ms, event_id) WHERE status = 'pending';
@@ -639,6 +653,9 @@ CREATE INDEX notification_deliveries_due ON notification_deliveries
 -- index notification_deliveries_subject
 CREATE INDEX notification_deliveries_subject ON notification_deliveries
     (subscription, subject_id, event_id) WHERE status = 'pending';
+
+-- index notification_events_at
+CREATE INDEX notification_events_at ON notification_events (at_ms, id);
 
 -- index prune_permits_plan
 CREATE INDEX prune_permits_plan ON prune_permits (project_id, action_ref);
@@ -671,7 +688,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (105)
+-- triggers (108)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -1540,6 +1557,23 @@ END;
 CREATE TRIGGER inbox_notes_immutable BEFORE UPDATE ON inbox_notes
 BEGIN SELECT RAISE(ABORT, 'inbox_notes is immutable'); END;
 
+-- trigger notification_attempts_prune_guard
+CREATE TRIGGER notification_attempts_prune_guard BEFORE DELETE ON notification_attempts
+WHEN EXISTS (SELECT 1 FROM notification_deliveries AS d
+             WHERE d.event_id = OLD.event_id AND d.subscription = OLD.subscription
+               AND d.status = 'pending')
+BEGIN
+    SELECT RAISE(ABORT, 'notification_attempts: an attempt of a pending delivery is kept');
+END;
+
+-- trigger notification_deliveries_prune_guard
+CREATE TRIGGER notification_deliveries_prune_guard BEFORE DELETE ON notification_deliveries
+WHEN OLD.status = 'pending'
+  AND EXISTS (SELECT 1 FROM notification_subscriptions AS s WHERE s.name = OLD.subscription)
+BEGIN
+    SELECT RAISE(ABORT, 'notification_deliveries: a pending delivery is never deleted');
+END;
+
 -- trigger notification_events_change_holds
 CREATE TRIGGER notification_events_change_holds BEFORE INSERT ON notification_events
 WHEN NEW.at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
@@ -1576,8 +1610,12 @@ END;
 
 -- trigger notification_events_no_delete
 CREATE TRIGGER notification_events_no_delete BEFORE DELETE ON notification_events
+WHEN OLD.id > (SELECT fanned_out_through FROM notification_deliverer)
+  OR OLD.id = (SELECT max(id) FROM notification_events)
+  OR EXISTS (SELECT 1 FROM notification_deliveries AS d
+             WHERE d.event_id = OLD.id AND d.status = 'pending')
 BEGIN
-    SELECT RAISE(ABORT, 'notification_events: an event is never deleted');
+    SELECT RAISE(ABORT, 'notification_events: an event goes only once matched and delivered or dead-lettered');
 END;
 
 -- trigger notification_events_no_update
@@ -1588,9 +1626,17 @@ END;
 
 -- trigger notification_events_while_someone_listens
 CREATE TRIGGER notification_events_while_someone_listens BEFORE INSERT ON notification_events
-WHEN NOT EXISTS (SELECT 1 FROM notification_subscriptions)
+WHEN NOT EXISTS (SELECT 1 FROM notification_subscriptions AS s
+                 WHERE instr(s.kinds_json, '"' || NEW.kind || '"') > 0)
 BEGIN
     SELECT RAISE(IGNORE);
+END;
+
+-- trigger notification_fanouts_prune_guard
+CREATE TRIGGER notification_fanouts_prune_guard BEFORE DELETE ON notification_fanouts
+WHEN OLD.event_id > (SELECT fanned_out_through FROM notification_deliverer)
+BEGIN
+    SELECT RAISE(ABORT, 'notification_fanouts: an event not yet matched keeps its match');
 END;
 
 -- trigger prune_permits_immutable_update
@@ -1683,15 +1729,19 @@ BEGIN
     WHERE d.dispatch_id = NEW.dispatch_id AND (k.ord = 1 OR d.target IS NOT NULL)
     ORDER BY k.ord;
     SELECT RAISE(ABORT, 'notification_events: a recovery_required mark is told with it')
-    WHERE NOT EXISTS (
-            SELECT 1 FROM notification_events AS n
-            WHERE n.subject_id = NEW.dispatch_id AND n.kind = 'dispatch.recovery_required')
-       OR EXISTS (
-            SELECT 1 FROM approved_action_dispatches AS d
-            WHERE d.dispatch_id = NEW.dispatch_id AND d.target IS NOT NULL
-              AND NOT EXISTS (
-                  SELECT 1 FROM notification_events AS n
-                  WHERE n.subject_id = NEW.dispatch_id AND n.kind = 'target.held'));
+    WHERE (EXISTS (SELECT 1 FROM notification_subscriptions AS s
+                   WHERE instr(s.kinds_json, '"dispatch.recovery_required"') > 0)
+           AND NOT EXISTS (
+               SELECT 1 FROM notification_events AS n
+               WHERE n.subject_id = NEW.dispatch_id AND n.kind = 'dispatch.recovery_required'))
+       OR (EXISTS (SELECT 1 FROM notification_subscriptions AS s
+                   WHERE instr(s.kinds_json, '"target.held"') > 0)
+           AND EXISTS (
+               SELECT 1 FROM approved_action_dispatches AS d
+               WHERE d.dispatch_id = NEW.dispatch_id AND d.target IS NOT NULL
+                 AND NOT EXISTS (
+                     SELECT 1 FROM notification_events AS n
+                     WHERE n.subject_id = NEW.dispatch_id AND n.kind = 'target.held')));
 END;
 
 -- trigger recovery_resolutions_fence_guard

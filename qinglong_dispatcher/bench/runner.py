@@ -13,6 +13,7 @@ from qinglong_dispatcher.bench import (
     mixed,
     mixed_http,
     mixed_mcp,
+    notify_path,
     phases,
     policy_path,
     scratch,
@@ -39,6 +40,8 @@ class Options:
     """Submitted and approved through a daemon's HTTP API (edge only); 0 skips it."""
     approval_policy: int = 1
     """The approvals of the policy phase's policy (a submit under a policy); 0 skips it."""
+    notify_dispatches: int = 0
+    """The notification phase's batch (failure kinds subscribed, or none); 0 skips it."""
     replicas: int = 1
     scan_rows: int = 1_000_000
     idle_seconds: float = 30.0
@@ -113,6 +116,12 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
             plans = min(options.dispatches, SUBMIT_ONE)
             _progress(f"{plans} plans with and without a policy of {options.approval_policy}")
             policy_entry = await policy_path.policy_ratio(settings, plans, options.approval_policy)
+        notify_entry: dict[str, Any] | None = None
+        if options.notify_dispatches:
+            _progress(f"{options.notify_dispatches} with and without notifications of failures")
+            notify_entry = await notify_path.notify_ratio(
+                settings, options.notify_dispatches, options.replicas
+            )
         async with scratch.scratch(settings) as made:
             _progress(f"scan cost with {options.scan_rows} terminal rows")
             scan_ratio = await phases.scan_cost(made, options.scan_rows)
@@ -142,6 +151,7 @@ async def run(settings: Settings, options: Options) -> dict[str, Any]:
         "mixed_mcp": mcp_entry,
         "api": api_entry,
         "approval_policy": policy_entry,
+        "notifications": notify_entry,
     }
 
 

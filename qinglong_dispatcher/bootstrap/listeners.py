@@ -26,7 +26,12 @@ def deliverer(
     first post. It holds the database's one delivery lease under the daemon's owner id."""
     from qinglong_dispatcher.notifying import deliverer as notify
 
-    return notify.Deliverer(store, owner=settings.owner_id, observe=the_metrics.notifications)
+    return notify.Deliverer(
+        store,
+        owner=settings.owner_id,
+        ui_base=settings.public_url,
+        observe=the_metrics.notifications,
+    )
 
 
 def api_server(

@@ -40,6 +40,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="policy phase: requests under a policy of N approvals beside none (0 skips it)",
     )
     p.add_argument(
+        "--notify-dispatches",
+        type=int,
+        default=0,
+        metavar="N",
+        help="notification phase: N with the failure kinds subscribed and N without (0 skips)",
+    )
+    p.add_argument(
         "--replicas", type=int, metavar="R", help="replica processes (edge 1, cluster 4)"
     )
     p.add_argument("--scan-rows", type=int, default=1_000_000, metavar="N")
@@ -68,6 +75,8 @@ async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
         raise common.UsageError("--mcp-dispatches must be ≥ 0 (0 skips the mixed MCP phase)")
     if args.api_dispatches < 0:
         raise common.UsageError("--api-dispatches must be ≥ 0 (0 skips the API phase)")
+    if args.notify_dispatches < 0:
+        raise common.UsageError("--notify-dispatches must be ≥ 0 (0 skips the phase)")
     if not 0 <= args.approval_policy <= 100:
         raise common.UsageError("--approval-policy must be 0…100 (0 skips the policy phase)")
     report = await runner.run(
@@ -78,6 +87,7 @@ async def cmd_bench(settings: Settings, args: argparse.Namespace) -> int:
             mcp_dispatches=args.mcp_dispatches,
             api_dispatches=args.api_dispatches,
             approval_policy=args.approval_policy,
+            notify_dispatches=args.notify_dispatches,
             replicas=replicas,
             scan_rows=args.scan_rows,
             idle_seconds=args.idle_seconds,

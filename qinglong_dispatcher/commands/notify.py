@@ -28,6 +28,7 @@ def _new(args: argparse.Namespace) -> n.Subscription:
             kinds=tuple(dict.fromkeys(args.kinds)) or n.DEFAULT_KINDS,
             action_type=args.action,
             project_id=args.project,
+            target_prefix=args.target_prefix,
             format=args.format,
         ).check()
     except n.SubscriptionInvalid as exc:
@@ -38,7 +39,8 @@ def _summary(sub: n.Subscription) -> str:
     kinds = "default" if sub.kinds == n.DEFAULT_KINDS else ",".join(sub.kinds)
     return (
         f"{sub.name}  {sub.url}  secret={sub.secret_ref}  kinds={kinds}  "
-        f"action={sub.action_type or '*'}  project={sub.project_id or '*'}  format={sub.format}"
+        f"action={sub.action_type or '*'}  project={sub.project_id or '*'}  "
+        f"target={sub.target_prefix + '*' if sub.target_prefix else '*'}  format={sub.format}"
     )
 
 
@@ -56,7 +58,7 @@ def sample(name: str) -> n.Event:
     )
 
 
-async def _test(sub: n.Subscription, as_json: bool) -> int:
+async def _test(sub: n.Subscription, as_json: bool, ui_base: str | None) -> int:
     from qinglong_dispatcher.notifying import sending
 
     try:
@@ -66,7 +68,13 @@ async def _test(sub: n.Subscription, as_json: bool) -> int:
     async with sending.client(10.0) as session:
         event = sample(sub.name)
         sent = await sending.send(
-            session, sub.url, key, event, sub.format, timestamp_s=int(time.time())
+            session,
+            sub.url,
+            key,
+            event,
+            sub.format,
+            timestamp_s=int(time.time()),
+            ui_base=ui_base,
         )
     ok = sent.code is not None and 200 <= sent.code < 300
     if as_json:
@@ -118,4 +126,4 @@ async def cmd_notify(settings: Settings, args: argparse.Namespace) -> int:
             return common.EXIT_OK
     finally:
         await store.close()
-    return await _test(found, args.json)
+    return await _test(found, args.json, settings.public_url)

@@ -31,6 +31,11 @@ def add_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentParser) -
     add.add_argument("--action", metavar="TYPE", help="only this action type's events")
     add.add_argument("--project", metavar="P", help="only this project's events")
     add.add_argument(
+        "--target-prefix",
+        metavar="PREFIX",
+        help="only events whose target begins with PREFIX (events without a target: not heard)",
+    )
+    add.add_argument(
         "--format",
         choices=("raw", "slack"),
         default="raw",

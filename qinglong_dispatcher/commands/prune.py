@@ -69,18 +69,19 @@ async def cmd_prune(settings: Settings, args: argparse.Namespace) -> int:
                 "dry_run": args.dry_run,
                 "dispatches": counts.dispatches,
                 "audit_events": counts.audit_events,
+                "notification_events": counts.notification_events,
                 "batches": report.batches,
                 "pages_freed": freed,
             }
         )
     elif args.dry_run:
         print(
-            f"would prune {counts.dispatches} dispatch trees and "
-            f"{counts.audit_events} audit records"
+            f"would prune {counts.dispatches} dispatch trees, {counts.audit_events} audit "
+            f"records and {counts.notification_events} notification events"
         )
     else:
         print(
-            f"pruned {counts.dispatches} dispatch trees and {counts.audit_events} audit "
-            f"records in {report.batches} batches"
+            f"pruned {counts.dispatches} dispatch trees, {counts.audit_events} audit records "
+            f"and {counts.notification_events} notification events in {report.batches} batches"
         )
     return common.EXIT_OK

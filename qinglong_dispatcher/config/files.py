@@ -48,3 +48,12 @@ def layer(path: Path, kind: str, model: type[BaseSettings]) -> dict[str, Any]:
             hint = f"; did you mean {near[0]!r}?" if near else ""
             raise errors.ConfigurationError(f"{kind} {path}: unknown setting {key!r}{hint}")
     return source()
+
+
+def regular_file(value: Path | None) -> Path | None:
+    """A setting naming a file: refused unless it names a regular file (None passes)."""
+    # Its contents are checked when the actions are built (run, tick): here, that it is
+    # there at all, so that a mistyped path is refused by every command alike.
+    if value is not None and not value.is_file():
+        raise ValueError(f"not a readable regular file: {value}")
+    return value

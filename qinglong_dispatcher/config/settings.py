@@ -19,9 +19,9 @@ from qinglong_dispatcher.config import (
     defaults,
     environment,
     files,
-    listen_address,
     messages,
     url_file,
+    web_settings,
 )
 from qinglong_dispatcher.domain import errors
 
@@ -53,8 +53,11 @@ else:
     _ActionFields = create_model("_ActionFields", __base__=builtin.SETTINGS)
 
 
-class Settings(BaseSettings, _ActionFields):
-    """Every knob of the dispatcher, validated once at startup; defaults are the edge profile."""
+class Settings(BaseSettings, _ActionFields, web_settings.WebSettings):
+    """Every knob of the dispatcher, validated once at startup; defaults are the edge profile.
+
+    The API's and the UI's own settings are declared in `web_settings`, the built-in actions'
+    in their packages; all are fields of this one model."""
 
     model_config = SettingsConfigDict(
         frozen=True,
@@ -155,39 +158,6 @@ class Settings(BaseSettings, _ActionFields):
         le=_CENTURY_DAYS,
         description="security audit records are pruned older than this",
     )
-    api_listen: listen_address.Setting = Field(
-        None, description="the control-plane API: host:port, [v6]:port or unix:/path (unset: off)"
-    )
-    api_tls_cert_file: Path | None = Field(
-        None, description="API: the server certificate chain (PEM); required off loopback"
-    )
-    api_tls_key_file: Path | None = Field(None, description="API: the certificate's key (PEM)")
-    api_client_ca_file: Path | None = Field(
-        None, description="API: CA certificates a client certificate must chain to (mTLS)"
-    )
-    api_database_url: str | None = Field(
-        None, description="cluster API: the _api role's login; its writes act as each principal"
-    )
-    api_max_connections: int = Field(64, ge=1, le=10_000, description="API: connections at most")
-    api_max_body_bytes: int = Field(
-        256 * 1024, ge=1024, le=16 * 1024 * 1024, description="API: request body cap"
-    )
-    api_read_timeout_seconds: float = Field(
-        10.0, gt=0, le=300, description="API: a request's headers and body arrive within this"
-    )
-    api_writes_per_second: float = Field(
-        2.0, gt=0, le=1_000_000, description="API: each principal's sustained write rate"
-    )
-    api_write_burst: int = Field(30, ge=1, le=1_000_000, description="API: writes at once")
-    ui_idle_timeout_seconds: float = Field(
-        900.0, gt=0, le=86_400, description="operator UI: a session unused this long ends"
-    )
-    oidc_file: Path | None = Field(
-        None, description="operator UI: OIDC sign-in (provider, client, group mapping; TOML)"
-    )
-    ui_session_lifetime_seconds: float = Field(
-        28_800.0, gt=0, le=604_800, description="operator UI: no session lives longer"
-    )
 
     @classmethod
     def settings_customise_sources(
@@ -208,20 +178,10 @@ class Settings(BaseSettings, _ActionFields):
     def _lower_log_level(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
-    @field_validator(
-        "plan_keyring_file",
-        "api_tls_cert_file",
-        "api_tls_key_file",
-        "api_client_ca_file",
-        "oidc_file",
-    )
+    @field_validator("plan_keyring_file")
     @classmethod
-    def _regular_file(cls, value: Path | None) -> Path | None:
-        # Its contents are checked when the actions are built (run, tick): here, that it is
-        # there at all, so that a mistyped path is refused by every command alike.
-        if value is not None and not value.is_file():
-            raise ValueError(f"not a readable regular file: {value}")
-        return value
+    def _core_file(cls, value: Path | None) -> Path | None:
+        return files.regular_file(value)
 
     @field_validator("database_url")
     @classmethod
@@ -285,16 +245,8 @@ class Settings(BaseSettings, _ActionFields):
                 f"{env_name('retention_days')} ({self.retention_days:g}) "
                 f"(got {self.audit_retention_days:g})"
             )
-        if self.api_database_url is not None and (
-            self.profile != "cluster" or database_urls.split(self.api_database_url)[0] != "postgres"
-        ):
-            raise ValueError(
-                f"{env_name('api_database_url')}: a postgresql://… login of the cluster profile "
-                f"(got {database_urls.redact(self.api_database_url)!r}); on edge the file's "
-                "owner writes for the API"
-            )
-        if tls := listen_address.tls_refusal(self, env_name):
-            raise ValueError(tls)
+        if web := web_settings.refusal(self, self.profile, env_name):
+            raise ValueError(web)
         timeout = self.execute_timeout_seconds
         if timeout is not None and timeout >= self.lease_seconds:
             raise ValueError(
@@ -302,11 +254,6 @@ class Settings(BaseSettings, _ActionFields):
                 f"{env_name('lease_seconds')} ({self.lease_seconds:g}) (got {timeout:g})"
             )
         return self
-
-    @property
-    def api_address(self) -> listen_address.ListenAddress | None:
-        """Where the control-plane API listens (None: it is off)."""
-        return None if self.api_listen is None else listen_address.parse(self.api_listen)
 
     @property
     def dialect(self) -> resources.Dialect:

@@ -22,6 +22,8 @@ class Kind(enum.StrEnum):
     """A pending request the viewer may vote on."""
     RECOVERY = "recovery"
     """A `recovery_required` dispatch, waiting for someone to settle it by hand."""
+    DEAD_LETTER = "dead_letter"
+    """A notification given up after its attempts: nobody was told (docs/notifications.md)."""
 
 
 def may_decide(principal: str, requested_principal: str, state: policies.VoteState) -> bool:

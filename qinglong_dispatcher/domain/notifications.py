@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import json
 import re
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
@@ -42,6 +43,7 @@ Format = Literal["raw", "slack"]
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 _URL = re.compile(r"https?://\S+")
 _REF = re.compile(r"(credential|file|env):\S+")
+_PREFIX = re.compile(r"[!-~]{1,128}")
 
 
 class SubscriptionInvalid(errors.InvalidInput):
@@ -65,7 +67,7 @@ class NotifyRefused(errors.QinglongError):
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Subscription:
     """Where events go: a URL, the reference of its signing secret (never the secret), the
-    kinds it hears and, optionally, one action type and one project."""
+    kinds it hears and, optionally, one action type, one project and a target prefix."""
 
     name: str
     url: str
@@ -73,6 +75,7 @@ class Subscription:
     kinds: tuple[str, ...] = DEFAULT_KINDS
     action_type: str | None = None
     project_id: str | None = None
+    target_prefix: str | None = None
     format: Format = "raw"
 
     def check(self) -> Subscription:
@@ -88,6 +91,11 @@ class Subscription:
         unknown = sorted(set(self.kinds) - set(KINDS))
         if unknown or not self.kinds:
             raise SubscriptionInvalid(f"unknown kind {unknown[0] if unknown else '(none)'}")
+        prefix = self.target_prefix
+        if prefix is not None and (not _PREFIX.fullmatch(prefix) or set(prefix) & set("*?%")):
+            raise SubscriptionInvalid(
+                "a target prefix is 1 to 128 printable characters, no space or wildcard"
+            )
         if self.format not in ("raw", "slack"):
             raise SubscriptionInvalid("the format is raw or slack")
         return self
@@ -98,6 +106,10 @@ class Subscription:
             event.kind in self.kinds
             and self.action_type in (None, event.action_type)
             and self.project_id in (None, event.project_id)
+            and (
+                self.target_prefix is None
+                or (event.target is not None and event.target.startswith(self.target_prefix))
+            )
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -109,6 +121,7 @@ class Subscription:
             "kinds": list(self.kinds),
             "action_type": self.action_type,
             "project_id": self.project_id,
+            "target_prefix": self.target_prefix,
             "format": self.format,
         }
 
@@ -124,6 +137,8 @@ class Event:
     action_type: str
     at_ms: int
     payload: Mapping[str, Any]
+    target: str | None = None
+    """The plan's or the dispatch's target, as the database read it (None: none, or not read)."""
     message: str | None = None
     """A message id of its own (`notify test`'s sample); None: from the outbox's id."""
 
@@ -152,13 +167,25 @@ def envelope(event: Event) -> dict[str, object]:
     }
 
 
+WAITING_ON_A_VOTE: Final = ("approval.requested", "approval.expiring")
+"""The kinds whose Slack link is the approve link: the page where a person votes."""
+
+
+def page_link(event: Event, ui_base: str) -> str:
+    """The operator UI's page of `event`'s subject under `ui_base`: an approval's (where it is
+    approved or rejected) or a dispatch's."""
+    page = "approvals" if event.kind.startswith("approval.") else "dispatches"
+    return f"{ui_base.rstrip('/')}/ui/{page}/{urllib.parse.quote(event.subject_id, safe='')}"
+
+
 def slack_message(event: Event, ui_base: str | None) -> dict[str, object]:
-    """A Slack incoming-webhook message for `event`, with the link to its page."""
+    """A Slack incoming-webhook message for `event`, with the link to its page: for a request
+    that waits on a vote, the approve link."""
     subject = event.subject_id
     link = ""
     if ui_base:
-        page = "approvals" if event.kind.startswith("approval.") else "dispatches"
-        link = f" <{ui_base.rstrip('/')}/ui/{page}/{subject}|open>"
+        label = "approve or reject" if event.kind in WAITING_ON_A_VOTE else "open"
+        link = f" <{page_link(event, ui_base)}|{label}>"
     return {
         "text": f"{event.kind}: {event.action_type} in {event.project_id} ({subject}){link}",
     }

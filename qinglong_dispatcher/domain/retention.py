@@ -77,14 +77,20 @@ class PruneCounts:
 
     dispatches: int = 0
     audit_events: int = 0
+    notification_events: int = 0
 
     def __add__(self, other: PruneCounts) -> PruneCounts:
         return PruneCounts(
             dispatches=self.dispatches + other.dispatches,
             audit_events=self.audit_events + other.audit_events,
+            notification_events=self.notification_events + other.notification_events,
         )
 
     @property
     def empty(self) -> bool:
         """Nothing (more) to prune."""
-        return self.dispatches == 0 and self.audit_events == 0
+        return self.dispatches == 0 and self.audit_events == 0 and self.notification_events == 0
+
+    def short_of(self, limit: int) -> bool:
+        """Whether every kind came back below a batch's `limit`: nothing is left to prune."""
+        return max(self.dispatches, self.audit_events, self.notification_events) < limit

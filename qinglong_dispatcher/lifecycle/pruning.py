@@ -78,9 +78,10 @@ class Pruner:
                     "prune.batch",
                     dispatches=counts.dispatches,
                     audit_events=counts.audit_events,
+                    notification_events=counts.notification_events,
                     duration_s=round(time.monotonic() - batch_started, 4),
                 )
-            if counts.dispatches < self._limit and counts.audit_events < self._limit:
+            if counts.short_of(self._limit):
                 complete = True
                 break
         else:
@@ -89,6 +90,7 @@ class Pruner:
             "prune.pass",
             dispatches=total.dispatches,
             audit_events=total.audit_events,
+            notification_events=total.notification_events,
             batches=batches,
             complete=complete,
             duration_s=round(time.monotonic() - started, 4),

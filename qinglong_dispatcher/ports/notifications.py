@@ -42,6 +42,22 @@ class DeliveryStats:
     oldest_pending_age_ms: int
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DeadLetter:
+    """A delivery given up after the bound: which event, to which subscription (by name; its
+    URL may carry a token), after how many attempts and with which last answer."""
+
+    event_id: int
+    kind: str
+    subject_id: str
+    project_id: str
+    action_type: str
+    subscription: str
+    attempts: int
+    last_code: int | None
+    dead_at_ms: int
+
+
 class NotificationStore(Protocol):
     """Subscriptions (written by the schema's owner) and the deliverer's transactions."""
 
@@ -88,6 +104,10 @@ class NotificationStore(Protocol):
 
     async def delivery_stats(self) -> DeliveryStats:
         """Pending, dead letters and the oldest pending event's age."""
+        ...
+
+    async def dead_letters(self, *, limit: int) -> list[DeadLetter]:
+        """The newest `limit` dead letters, newest first (until the prune takes them)."""
         ...
 
 

@@ -32,6 +32,7 @@ from qinglong_dispatcher.web import (
     resubmits,
     settling,
     submits,
+    subscriptions,
     votes,
 )
 from qinglong_dispatcher.web.oidc import pages as oidc_pages
@@ -57,6 +58,7 @@ ROUTES: Final[tuple[tuple[str, str, Handler], ...]] = (
     ("GET", "/policies", votes.list_policies),
     ("GET", "/inbox", inbox.show_inbox),
     ("POST", "/inbox/notes", notes.write_note),
+    ("GET", "/subscriptions", subscriptions.list_subscriptions),
     ("POST", "/dispatches", submits.submit),
     ("POST", "/approvals/{approval_request_id}/approve", approvals.approve),
     ("POST", "/approvals/{approval_request_id}/reject", approvals.reject),

@@ -4,7 +4,8 @@ the UI's inbox page shares with it.
 What a principal is offered follows the permission table (`domain/permissions.py`): pending
 requests it may vote on (an `approver`; not its own, not yet voted, under a policy whose groups
 hold it or that names none) and `recovery_required` dispatches with their evidence's verdict
-(an `operator`), each naming the target it holds, if any. A viewer's inbox is empty: nothing
+(an `operator`), each naming the target it holds, if any, and the notifications given up
+(an `operator`: `dead_letters`). A viewer's inbox is empty: nothing
 waits on a reader. It reads at most `SCANNED_PAGES` pages of each queue; `complete` says
 whether it saw every row.
 """
@@ -26,7 +27,7 @@ from qinglong_dispatcher.domain import (
     uncertainty,
 )
 from qinglong_dispatcher.domain import notes as note_records
-from qinglong_dispatcher.web import auth, context, notes, reads
+from qinglong_dispatcher.web import auth, context, dead_letters, notes, reads
 
 SCANNED_PAGES: Final = 4
 """Pages of each queue one inbox reads (`approval_views.MAX_LIMIT` and `PAGE` rows each)."""
@@ -44,6 +45,16 @@ class Found:
     items: list[inbox.Item]
     complete: bool
     notes: dict[str, list[note_records.Note]] = dataclasses.field(default_factory=dict)
+
+    def notes_on(self, item: inbox.Item) -> list[note_records.Note]:
+        """The notes written on `item` (a dead letter takes none: its subject's notes belong
+        to that request's or dispatch's own row)."""
+        return self.notes.get(item.subject_id, []) if notes_kept(item) else []
+
+
+def notes_kept(item: inbox.Item) -> bool:
+    """Whether a row of this kind takes notes (a request or a dispatch, not a dead letter)."""
+    return item.kind in (inbox.Kind.APPROVAL, inbox.Kind.RECOVERY)
 
 
 def parse_text(text: str) -> str:
@@ -159,6 +170,9 @@ async def read(ctx: context.Context, who: principals.Authenticated, wanted: inbo
         found, seen = await _recovery(ctx)
         items += found
         complete &= seen
+        found, seen = await dead_letters.read(ctx)
+        items += found
+        complete &= seen
     shown = wanted.apply(items)
     written = await ctx.store.notes_for(
         [i.subject_id for i in shown if i.kind is inbox.Kind.APPROVAL],
@@ -180,7 +194,7 @@ async def show_inbox(request: web.Request) -> web.Response:
             "items": [
                 {
                     **i.as_dict(now_ms=now_ms),
-                    "notes": [n.as_dict() for n in found.notes.get(i.subject_id, [])],
+                    "notes": [n.as_dict() for n in found.notes_on(i)],
                 }
                 for i in found.items
             ],

@@ -13,6 +13,7 @@ from qinglong_dispatcher.domain import dispatch_views, states
 from qinglong_dispatcher.web import (
     audit_export,
     openapi_inbox,
+    openapi_subscriptions,
     openapi_votes,
     openapi_writes,
     problems,
@@ -248,6 +249,7 @@ def document() -> dict[str, Any]:
             openapi_writes.paths(),
             openapi_votes.paths(),
             openapi_inbox.paths(_ERRORS),
+            openapi_subscriptions.paths(_ERRORS),
             audit_export.paths(_ERRORS),
             resubmits.paths(),
         ),
@@ -259,6 +261,7 @@ def document() -> dict[str, Any]:
                 **openapi_votes.all_schemas(),
                 **openapi_inbox.all_schemas(),
                 **resubmits.all_schemas(),
+                **openapi_subscriptions.all_schemas(),
             },
         },
     }

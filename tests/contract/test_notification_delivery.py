@@ -256,3 +256,27 @@ async def test_a_recovery_is_delivered_to_a_subscription_naming_it(
     )
     assert document["data"]["status"] == "recovery_required"
     assert receiver.refused == []
+
+
+async def test_a_slack_subscription_gets_the_approve_link_under_the_public_address(
+    harness: Harness, clock: ManualClock, receiver: webhook_receiver.Receiver
+) -> None:
+    """The Slack format, signed like the raw one: a request waiting on a vote links its
+    approval page under the address the daemon was given; its resolution links it too."""
+    await _subscribe(harness, receiver, format="slack", kinds=("approval.requested",))
+    (one,) = await submit_runs(harness.approver_store, clock, 1)
+    d = deliverer.Deliverer(
+        harness.store,
+        owner="d1",
+        timing=FAST,
+        ui_base="https://ql.example/ops",
+        environ={"QL_TEST_WHSEC": receiver.secret},
+    )
+    await _drain(d)
+    [document] = webhook_receiver.unique(receiver).values()
+    assert receiver.refused == []
+    link = f"https://ql.example/ops/ui/approvals/{one.approval_request_id}"
+    assert document == {
+        "text": f"approval.requested: run.create in proj-1 "
+        f"({one.approval_request_id}) <{link}|approve or reject>"
+    }

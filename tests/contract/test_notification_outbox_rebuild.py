@@ -14,6 +14,8 @@ from tests.support.actions import submit_runs
 from tests.support.clock import START_MS, ManualClock
 
 _VERSION = 33
+_LATER = 38
+"""The migration after it that changes the table's triggers (the outbox pruned)."""
 
 
 @pytest.fixture
@@ -43,10 +45,11 @@ async def _schema(h: stores.Harness) -> list[Any]:
 async def test_the_rebuild_keeps_every_event_and_what_names_it(
     edge: stores.Harness, clock: ManualClock
 ) -> None:
-    # Someone listens first: the file keeps events only while a subscription exists.
+    # Someone listens first: the file keeps an event only while a subscription hears its kind.
     await edge.raw(
         "INSERT INTO notification_subscriptions (name, url, secret_ref, kinds_json, "
-        "created_at_ms) VALUES ('ops', 'https://h/x', 'env:S', '[]', 0)"
+        "created_at_ms) VALUES ('ops', 'https://h/x', 'env:S', "
+        """'["approval.requested", "approval.approved"]', 0)"""
     )
     await submit_runs(edge.approver_store, clock, 2)
     await edge.raw("INSERT INTO notification_fanouts (event_id) SELECT id FROM notification_events")
@@ -60,9 +63,20 @@ async def test_the_rebuild_keeps_every_event_and_what_names_it(
     # And without the migration after it (0034), which the rebuild's drop would take away.
     await edge.raw("DROP TRIGGER recovery_required_marks_tell")
     await edge.raw("DROP TRIGGER notification_events_while_someone_listens")
-    await edge.raw(f"DELETE FROM schema_migrations WHERE version >= {_VERSION}")
+    # And without 0038, which replaces the rebuilt table's delete trigger; the placeholders
+    # between stay applied.
+    await edge.raw("DROP TRIGGER notification_events_no_delete")
+    for trigger in ("deliveries", "attempts", "fanouts"):
+        await edge.raw(f"DROP TRIGGER notification_{trigger}_prune_guard")
+    await edge.raw("DROP INDEX notification_events_at")
+    await edge.raw("DROP INDEX notification_attempts_event")
+    await edge.raw("DROP INDEX notification_deliveries_dead")
+    await edge.raw("ALTER TABLE notification_subscriptions DROP COLUMN target_prefix")
+    await edge.raw(
+        f"DELETE FROM schema_migrations WHERE version IN ({_VERSION}, {_VERSION + 1}, {_LATER})"
+    )
 
-    assert await edge.store.migrate(now_ms=START_MS) == [_VERSION, _VERSION + 1]
+    assert await edge.store.migrate(now_ms=START_MS) == [_VERSION, _VERSION + 1, _LATER]
 
     assert await _rows(edge) == rows
     assert await _schema(edge) == schema

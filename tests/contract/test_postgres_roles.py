@@ -159,6 +159,7 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         ("audit_approval_request", "qinglong_recorder"),
         ("copy_approval_policy", "qinglong_recorder"),
         ("dispatch_target_of_plan", "qinglong_recorder"),
+        ("event_target", "qinglong_recorder"),
         ("execution_target_of_dispatch", "qinglong_recorder"),
         ("keep_event_while_someone_listens", "qinglong_recorder"),
         ("mark_recovery_required", "qinglong_recorder"),

@@ -43,6 +43,7 @@ KEYS = {
     "mixed_mcp",
     "api",
     "approval_policy",
+    "notifications",
 }
 NESTED = {
     "latency_ms",
@@ -55,6 +56,7 @@ NESTED = {
     "costs_per_dispatch",
     "api",
     "approval_policy",
+    "notifications",
 }
 API_DISPATCHES = 60
 API_KEYS = {

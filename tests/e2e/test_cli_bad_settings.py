@@ -63,6 +63,7 @@ BAD: dict[str, str] = {
     "api_write_burst": "lots",
     "ui_idle_timeout_seconds": "0",
     "ui_session_lifetime_seconds": "forever",
+    "public_url": "ftp://ql.example",
 }
 TOML_ONLY = {"tool_sandbox_dir": "7"}
 """A raw TOML value where a string cannot be wrong."""

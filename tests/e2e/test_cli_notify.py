@@ -60,11 +60,13 @@ async def test_add_list_test_remove_round_trip(
         await setup.cli(
             setup.owner, "notify", "add", "ops", "--url", receiver.url,
             "--secret-ref", "env:QL_TEST_WHSEC", "--kind", "approval.requested",
-            "--kind", "dispatch.failed", "--kind", "target.held", "--project", "p1", "--json",
+            "--kind", "dispatch.failed", "--kind", "target.held", "--project", "p1",
+            "--target-prefix", "edge-", "--json",
         )
     )  # fmt: skip
     assert added["kinds"] == ["approval.requested", "dispatch.failed", "target.held"]
     assert (added["project_id"], added["format"]) == ("p1", "raw")
+    assert added["target_prefix"] == "edge-"
     listed = await setup.cli(setup.owner, "notify", "list")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith(f"ops  {receiver.url}  secret=env:QL_TEST_WHSEC")
@@ -86,6 +88,10 @@ BAD_INPUT = [
     (("--url", "ftp://x", "--secret-ref", "env:X"), "http:// or https://"),
     (("--url", "http://127.0.0.1:9/h", "--secret-ref", "whsec_abc"), "secret reference"),
     (("--url", "http://127.0.0.1:9/h", "--secret-ref", "env:X", "--kind", "x.y"), "unknown kind"),
+    (
+        ("--url", "http://127.0.0.1:9/h", "--secret-ref", "env:X", "--target-prefix", "edge-*"),
+        "target prefix",
+    ),
 ]
 
 

@@ -43,17 +43,21 @@ async def test_prune_on_edge_counts_then_prunes_and_keeps_what_is_not_finished(
         "dry_run": True,
         "dispatches": 3,
         "audit_events": 0,
+        "notification_events": 0,
         "batches": 0,
         "pages_freed": 0,
     }
     done = run_cli("prune", "--older-than", "30d", *url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "pruned 3 dispatch trees and 0 audit records in 1 batches"
+    assert done.stdout.strip() == (
+        "pruned 3 dispatch trees, 0 audit records and 0 notification events in 1 batches"
+    )
     again = json_out(run_cli("prune", "--older-than", "30d", "--json", *url, cwd=tmp_path))
     assert again == {
         "dry_run": False,
         "dispatches": 0,
         "audit_events": 0,
+        "notification_events": 0,
         "batches": 1,
         "pages_freed": 0,
     }
@@ -116,6 +120,7 @@ async def test_prune_on_the_cluster_runs_as_the_pruner_and_the_runtime_is_refuse
         "dry_run": False,
         "dispatches": 2,
         "audit_events": 0,
+        "notification_events": 0,
         "batches": 1,
         "pages_freed": 0,
     }

@@ -50,15 +50,19 @@ async def test_no_login_writes_changes_or_deletes_an_event(
     before = await _snapshot(pg)
     assert [e["kind"] for e in before] == ["approval.requested", "approval.approved"]
     database = str(await pg.scalar("SELECT current_database()"))
+    pruner = stores.pruner_url(database)
     for login in (
         stores.runtime_url(database),
         stores.operator_url(database),
         stores.approver_url(database),
         stores.strict_approver_url(database),
-        stores.pruner_url(database),
+        pruner,
     ):
         for attack in (_FORGE, _CHANGE, _DROP):
-            assert await refusals.sqlstate_as(login, attack, request) == "42501", (login, attack)
+            # The pruner deletes events, but only once done (matched, nothing pending): these
+            # are not matched yet, and the database refuses it (23001).
+            expected = "23001" if (login, attack) == (pruner, _DROP) else "42501"
+            assert await refusals.sqlstate_as(login, attack, request) == expected, (login, attack)
         assert await refusals.sqlstate_as(login, _WIPE) == "42501", login
         assert await _snapshot(pg) == before
 
@@ -101,6 +105,8 @@ async def test_only_the_owner_writes_a_subscription(pg: stores.Harness) -> None:
         "INSERT INTO qinglong.notification_subscriptions (name, url, secret_ref, kinds_json, "
         "created_at_ms) VALUES ('evil', 'http://127.0.0.1:9/x', 'env:Y', '[]', 0)",
         "UPDATE qinglong.notification_subscriptions SET url = 'http://127.0.0.1:9/evil'",
+        # Widening or narrowing who hears what by target is a write like any other.
+        "UPDATE qinglong.notification_subscriptions SET target_prefix = 'edge-'",
         "DELETE FROM qinglong.notification_subscriptions",
     )
     for login in (

@@ -40,10 +40,14 @@ async def kinds(h: Harness, subject_id: str) -> list[str]:
 
 
 async def someone_listens(h: Harness) -> None:
-    """A subscription, written by the owner: the database keeps events only while one exists."""
+    """A subscription to every kind, written by the owner: the database keeps an event only
+    while a subscription hears its kind."""
     owner = await h.owner()
     await owner.add_subscription(
         notifications.Subscription(
-            name="listener", url="https://listener.invalid/hook", secret_ref="env:QL_LISTENER"
+            name="listener",
+            url="https://listener.invalid/hook",
+            secret_ref="env:QL_LISTENER",
+            kinds=notifications.KINDS,
         )
     )

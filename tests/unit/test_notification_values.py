@@ -101,6 +101,17 @@ def test_the_slack_message_links_the_page_when_the_ui_is_known() -> None:
     assert "/ui/dispatches/d-1|" in json.loads(n.body(held, "slack", "https://ql.example"))["text"]
 
 
+@pytest.mark.parametrize("kind", ["approval.requested", "approval.expiring"])
+def test_a_request_waiting_on_a_vote_carries_the_approve_link(kind: str) -> None:
+    waiting = dataclasses.replace(EVENT, kind=kind, subject_id="a-1/x")
+    text = json.loads(n.body(waiting, "slack", "https://ql.example/ops"))["text"]
+    assert text.endswith(" <https://ql.example/ops/ui/approvals/a-1%2Fx|approve or reject>")
+    decided = dataclasses.replace(waiting, kind="approval.approved")
+    assert "|open>" in json.loads(n.body(decided, "slack", "https://ql.example"))["text"]
+    # The raw format is unchanged by the address: the envelope carries no link.
+    assert n.body(waiting, "raw", "https://ql.example") == n.body(waiting, "raw")
+
+
 def test_the_backoff_doubles_up_to_its_cap_and_jitter_only_shortens_it() -> None:
     waits = [n.backoff_ms(a, base_ms=1000, cap_ms=300_000, jitter=1.0) for a in range(1, 12)]
     assert waits[:4] == [1000, 2000, 4000, 8000]

@@ -7,13 +7,14 @@ import collections
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from qinglong_dispatcher.actions import builtin
 from qinglong_dispatcher.actions.command_run.settings import CommandRunSettings
 from qinglong_dispatcher.actions.http_request.settings import HttpRequestSettings
 from qinglong_dispatcher.actions.mcp_call.settings import McpCallSettings
 from qinglong_dispatcher.actions.settings import ActionSettings
-from qinglong_dispatcher.config import settings
+from qinglong_dispatcher.config import settings, web_settings
 from qinglong_dispatcher.domain import errors
 
 
@@ -32,7 +33,8 @@ def test_the_registered_actions_bring_their_own_settings() -> None:
 
 def test_no_action_setting_shadows_a_global_one_or_another_actions() -> None:
     declared = collections.Counter(list(settings.Settings.__annotations__))
-    for model in builtin.SETTINGS:
+    parts: list[type[BaseModel]] = [*builtin.SETTINGS, web_settings.WebSettings]
+    for model in parts:
         declared.update(list(model.model_fields))
     assert {name for name, count in declared.items() if count > 1} == set()
     assert set(declared) == set(settings.Settings.model_fields)

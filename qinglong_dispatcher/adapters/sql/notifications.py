@@ -33,12 +33,14 @@ def _subscription(row: query.Row) -> n.Subscription:
         kinds=tuple(json.loads(row["kinds_json"])),
         action_type=row["action_type"],
         project_id=row["project_id"],
+        target_prefix=row["target_prefix"],
         format=row["format"],
     )
 
 
-def _event(row: query.Row) -> n.Event:
+def _event(row: query.Row, *, with_target: bool = False) -> n.Event:
     return n.Event(
+        target=row["target"] if with_target else None,
         id=int(row["id"]),
         kind=row["kind"],
         subject_id=row["subject_id"],
@@ -63,6 +65,7 @@ async def add_subscription(q: query.Query, subscription: n.Subscription) -> n.Su
             "kinds_json": json.dumps(list(subscription.kinds)),
             "action_type": subscription.action_type,
             "project_id": subscription.project_id,
+            "target_prefix": subscription.target_prefix,
             "format": subscription.format,
         },
     )
@@ -104,7 +107,8 @@ async def fan_out(q: query.Query, owner: str, *, limit: int, settle_ms: int) -> 
     """See `ports.NotificationStore.fan_out`."""
     if await q.one("holds_deliverer", {"owner": owner}) is None:
         return []
-    events = [_event(row) for row in await q.all("unfanned_events", {"limit": limit})]
+    rows = await q.all("unfanned_events", {"limit": limit})
+    events = [_event(row, with_target=True) for row in rows]
     if not events:
         return []
     subscriptions = await list_subscriptions(q)
@@ -185,6 +189,24 @@ async def delivery_stats(q: query.Query) -> ports.DeliveryStats:
     )
 
 
+async def dead_letters(q: query.Query, *, limit: int) -> list[ports.DeadLetter]:
+    """See `ports.NotificationStore.dead_letters`."""
+    return [
+        ports.DeadLetter(
+            event_id=int(row["event_id"]),
+            kind=row["kind"],
+            subject_id=row["subject_id"],
+            project_id=row["project_id"],
+            action_type=row["action_type"],
+            subscription=row["subscription"],
+            attempts=int(row["attempts"]),
+            last_code=None if row["last_code"] is None else int(row["last_code"]),
+            dead_at_ms=int(row["done_at_ms"]),
+        )
+        for row in await q.all("dead_letters", {"limit": limit})
+    ]
+
+
 class NotificationMethods:
     """The notification operations of `SqlStore`."""
 
@@ -214,3 +236,4 @@ class NotificationMethods:
     due_deliveries = query.operation(due_deliveries, write=False)
     record_attempt = query.operation(record_attempt)
     delivery_stats = query.operation(delivery_stats, write=False)
+    dead_letters = query.operation(dead_letters, write=False)

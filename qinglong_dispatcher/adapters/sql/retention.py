@@ -3,8 +3,10 @@
 One batch is one transaction: permits for at most `limit` terminal trees older than the
 cutoff (the database checks each one, migration 0009), the rows of those trees child first,
 the permits again; then at most `limit` audit records under an audit permit, none of a subject
-still live (migration live_requests: the trigger refuses them too). A dry run counts
-what a whole prune would remove and writes nothing.
+still live (migration live_requests: the trigger refuses them too); then at most `limit`
+notification events delivered or dead-lettered before the dispatch cutoff, with their
+deliveries, attempts and matches (migration 0038 refuses an event not yet done). A dry run
+counts what a whole prune would remove and writes nothing.
 """
 
 from __future__ import annotations
@@ -42,7 +44,30 @@ async def prune_batch(
     await q.run("prune_grant_audit_permit", params)
     audit_events = len(await q.all("prune_audit_events", params))
     await q.run("prune_clear_audit_permits")
-    return retention.PruneCounts(dispatches=dispatches, audit_events=audit_events)
+    return retention.PruneCounts(
+        dispatches=dispatches,
+        audit_events=audit_events,
+        notification_events=await _prune_notifications(q, cutoff_ms=cutoff_ms, limit=limit),
+    )
+
+
+NOTIFICATION_DELETES = (
+    "prune_notification_attempts",
+    "prune_notification_deliveries",
+    "prune_notification_fanouts",
+)
+"""An event's rows before the event: its deliveries and match point at it."""
+
+
+async def _prune_notifications(q: query.Query, *, cutoff_ms: int, limit: int) -> int:
+    """One batch of the outbox: the first `limit` prunable events and what names them."""
+    bound = await q.one("prune_notification_bound", {"cutoff_ms": cutoff_ms, "limit": limit})
+    if bound is None or bound["through"] is None:
+        return 0
+    params = {"cutoff_ms": cutoff_ms, "through": int(bound["through"])}
+    for name in NOTIFICATION_DELETES:
+        await q.run(name, params)
+    return len(await q.all("prune_notification_events", params))
 
 
 async def count_prunable(
@@ -53,4 +78,5 @@ async def count_prunable(
     return retention.PruneCounts(
         dispatches=int((await q.one("prune_count_dispatches", params))["n"]),
         audit_events=int((await q.one("prune_count_audit_events", params))["n"]),
+        notification_events=int((await q.one("prune_count_notification_events", params))["n"]),
     )

@@ -12,14 +12,18 @@ from __future__ import annotations
 from aiohttp import web
 
 from qinglong_dispatcher.domain import errors, inbox, notes, permissions, plans, states
-from qinglong_dispatcher.web import context, reads, settling
+from qinglong_dispatcher.web import context, dead_letters, reads, settling
 from qinglong_dispatcher.web import inbox as inbox_reads
 from qinglong_dispatcher.web import notes as note_writes
 from qinglong_dispatcher.web.ui import guard, live, markup, sessions
 
 Operation = permissions.Operation
 
-_KIND = {inbox.Kind.APPROVAL: "approval", inbox.Kind.RECOVERY: "recovery required"}
+_KIND = {
+    inbox.Kind.APPROVAL: "approval",
+    inbox.Kind.RECOVERY: "recovery required",
+    inbox.Kind.DEAD_LETTER: "notification not delivered",
+}
 _PAGE = {inbox.Kind.APPROVAL: "/ui/approvals/", inbox.Kind.RECOVERY: "/ui/dispatches/"}
 PICK = "pick-"
 """A ticked row's field name is `pick-<dispatch id>` (a form keeps one value per name)."""
@@ -114,7 +118,9 @@ def _row(
     written: list[notes.Note] | None = None,
     note_form_id: str | None = None,
 ) -> str:
-    href = markup.url(_PAGE[item.kind] + markup.segment(item.subject_id))
+    segment = markup.segment(item.subject_id)
+    path = _PAGE[item.kind] + segment if item.kind in _PAGE else dead_letters.page(segment)
+    href = markup.url(path)
     pick = ""
     if pickable and item.kind is inbox.Kind.RECOVERY:
         name = markup.esc(PICK + item.subject_id)
@@ -139,7 +145,10 @@ def _offered(session: sessions.Session) -> str:
         text
         for operation, text in (
             (Operation.APPROVE, "approval requests you may vote on"),
-            (Operation.RESOLVE, "dispatches whose outcome is unknown, to settle"),
+            (
+                Operation.RESOLVE,
+                "dispatches whose outcome is unknown, to settle, and notifications not delivered",
+            ),
         )
         if permissions.admits(session.principal, operation)
     ]
@@ -165,13 +174,17 @@ async def page(request: web.Request, session: sessions.Session) -> web.StreamRes
             item,
             now_ms,
             pickable=settles,
-            written=found.notes.get(item.subject_id),
-            note_form_id=f"note-{index}" if writes else None,
+            written=found.notes_on(item),
+            note_form_id=f"note-{index}" if writes and inbox_reads.notes_kept(item) else None,
         )
         for index, item in enumerate(found.items)
     )
     targets = (
-        "".join(_note_target(i, item, session) for i, item in enumerate(found.items))
+        "".join(
+            _note_target(i, item, session)
+            for i, item in enumerate(found.items)
+            if inbox_reads.notes_kept(item)
+        )
         if writes
         else ""
     )

@@ -29,6 +29,7 @@ NAV: Final = (
     ("dispatches", "/ui/dispatches", "Dispatches"),
     ("approvals", "/ui/approvals", "Approvals"),
     ("policies", "/ui/policies", "Policies"),
+    ("subscriptions", "/ui/subscriptions", "Notifications"),
     ("recovery", "/ui/recovery", "Recovery"),
     ("audit", "/ui/audit", "Audit"),
     ("session", "/ui/session", "Session"),

@@ -21,6 +21,7 @@ from qinglong_dispatcher.web.ui import (
     resubmit_pages,
     sessions,
     signin,
+    subscription_pages,
     vote_pages,
 )
 
@@ -46,6 +47,7 @@ ROUTES: Final[tuple[tuple[str, str, guard.Handler], ...]] = (
     ("POST", "/ui/approvals/{approval_request_id}/approve", approval_pages.approve),
     ("POST", "/ui/approvals/{approval_request_id}/reject", approval_pages.reject),
     ("GET", "/ui/policies", vote_pages.policies_page),
+    ("GET", "/ui/subscriptions", subscription_pages.page),
     ("GET", "/ui/recovery", recovery_pages.queue),
     ("POST", "/ui/recovery/{dispatch_id}/resolve", recovery_pages.resolve),
     ("GET", "/ui/audit", audit_pages.audit),

@@ -1,9 +1,10 @@
 -- insert_subscription --
 -- `notify add`: the schema's owner only (on PostgreSQL nobody else has INSERT: 42501).
 INSERT INTO qinglong.notification_subscriptions (
-    name, url, secret_ref, kinds_json, action_type, project_id, format, created_at_ms
+    name, url, secret_ref, kinds_json, action_type, project_id, target_prefix, format,
+    created_at_ms
 ) VALUES (
-    :name, :url, :secret_ref, :kinds_json, :action_type, :project_id, :format, qinglong.db_now_ms()
+    :name, :url, :secret_ref, :kinds_json, :action_type, :project_id, :target_prefix, :format, qinglong.db_now_ms()
 )
 RETURNING *
 
@@ -31,7 +32,8 @@ UPDATE qinglong.notification_deliverer SET lease_expires_at_ms = 0 WHERE owner =
 -- unfanned_events --
 -- Events not yet matched against the subscriptions, in the order they were written, past the
 -- watermark below which every event is matched.
-SELECT e.id, e.kind, e.subject_id, e.project_id, e.action_type, e.at_ms, e.payload_json
+SELECT e.id, e.kind, e.subject_id, e.project_id, e.action_type, e.at_ms, e.payload_json,
+       e.target
 FROM qinglong.notification_events AS e
 CROSS JOIN qinglong.notification_deliverer AS d
 WHERE e.id > d.fanned_out_through
@@ -107,3 +109,13 @@ SELECT
               FROM qinglong.notification_deliveries AS d
               JOIN qinglong.notification_events AS e ON e.id = d.event_id
               WHERE d.status = 'pending'), 0) AS oldest_pending_age_ms
+
+-- dead_letters --
+-- The operator's inbox: deliveries given up after the bound, newest first.
+SELECT d.event_id, d.subscription, d.attempts, d.last_code, d.done_at_ms, e.kind,
+       e.subject_id, e.project_id, e.action_type
+FROM qinglong.notification_deliveries AS d
+JOIN qinglong.notification_events AS e ON e.id = d.event_id
+WHERE d.status = 'dead'
+ORDER BY d.done_at_ms DESC, d.event_id DESC
+LIMIT :limit

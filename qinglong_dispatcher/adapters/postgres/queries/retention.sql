@@ -143,3 +143,42 @@ SELECT count(*) AS n {prunable_audit_events}
 
 -- prune_clear_audit_permits --
 DELETE FROM qinglong.audit_prune_permits
+
+-- prunable_notification_events --
+-- Outbox events older than the cutoff, matched by the deliverer (at or below its watermark),
+-- whose every delivery is delivered or dead since before the cutoff (the database refuses the
+-- rest, migration 0038).
+FROM qinglong.notification_events AS e
+WHERE e.at_ms < :cutoff_ms::bigint
+  AND e.id <= (SELECT w.fanned_out_through FROM qinglong.notification_deliverer AS w)
+  AND NOT EXISTS (
+      SELECT 1 FROM qinglong.notification_deliveries AS d
+      WHERE d.event_id = e.id
+        AND (d.status = 'pending' OR d.done_at_ms >= :cutoff_ms::bigint)
+  )
+
+-- prune_notification_bound --
+-- The last of the first `limit` prunable events: one batch is those at or below it.
+SELECT max(b.id) AS through FROM (
+    SELECT e.id {prunable_notification_events} ORDER BY e.id LIMIT :limit::integer
+) AS b
+
+-- prune_notification_attempts --
+DELETE FROM qinglong.notification_attempts
+WHERE event_id IN (SELECT e.id {prunable_notification_events} AND e.id <= :through::bigint)
+
+-- prune_notification_deliveries --
+DELETE FROM qinglong.notification_deliveries
+WHERE event_id IN (SELECT e.id {prunable_notification_events} AND e.id <= :through::bigint)
+
+-- prune_notification_fanouts --
+DELETE FROM qinglong.notification_fanouts
+WHERE event_id IN (SELECT e.id {prunable_notification_events} AND e.id <= :through::bigint)
+
+-- prune_notification_events --
+DELETE FROM qinglong.notification_events
+WHERE id IN (SELECT e.id {prunable_notification_events} AND e.id <= :through::bigint)
+RETURNING id
+
+-- prune_count_notification_events --
+SELECT count(*) AS n {prunable_notification_events}

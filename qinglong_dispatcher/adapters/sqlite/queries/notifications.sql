@@ -1,9 +1,10 @@
 -- insert_subscription --
 -- `notify add`: the schema's owner only (on PostgreSQL nobody else has INSERT: 42501).
 INSERT INTO notification_subscriptions (
-    name, url, secret_ref, kinds_json, action_type, project_id, format, created_at_ms
+    name, url, secret_ref, kinds_json, action_type, project_id, target_prefix, format,
+    created_at_ms
 ) VALUES (
-    :name, :url, :secret_ref, :kinds_json, :action_type, :project_id, :format, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+    :name, :url, :secret_ref, :kinds_json, :action_type, :project_id, :target_prefix, :format, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 )
 RETURNING *
 
@@ -30,8 +31,16 @@ UPDATE notification_deliverer SET lease_expires_at_ms = 0 WHERE owner = :owner
 
 -- unfanned_events --
 -- Events not yet matched against the subscriptions, in the order they were written, past the
--- watermark below which every event is matched.
-SELECT e.id, e.kind, e.subject_id, e.project_id, e.action_type, e.at_ms, e.payload_json
+-- watermark below which every event is matched. The target is the plan's (an approval's
+-- events) or the dispatch's (the rest), as the PostgreSQL schema writes it on the event.
+SELECT e.id, e.kind, e.subject_id, e.project_id, e.action_type, e.at_ms, e.payload_json,
+    CASE WHEN e.kind LIKE 'approval.%' THEN (
+        SELECT a.target FROM approval_requests AS r
+        JOIN action_plans AS a ON a.project_id = r.project_id AND a.action_ref = r.action_ref
+        WHERE r.approval_request_id = e.subject_id)
+    ELSE (
+        SELECT t.target FROM approved_action_dispatches AS t WHERE t.dispatch_id = e.subject_id)
+    END AS target
 FROM notification_events AS e
 CROSS JOIN notification_deliverer AS d
 WHERE e.id > d.fanned_out_through
@@ -107,3 +116,13 @@ SELECT
               FROM notification_deliveries AS d
               JOIN notification_events AS e ON e.id = d.event_id
               WHERE d.status = 'pending'), 0) AS oldest_pending_age_ms
+
+-- dead_letters --
+-- The operator's inbox: deliveries given up after the bound, newest first.
+SELECT d.event_id, d.subscription, d.attempts, d.last_code, d.done_at_ms, e.kind,
+       e.subject_id, e.project_id, e.action_type
+FROM notification_deliveries AS d
+JOIN notification_events AS e ON e.id = d.event_id
+WHERE d.status = 'dead'
+ORDER BY d.done_at_ms DESC, d.event_id DESC
+LIMIT :limit

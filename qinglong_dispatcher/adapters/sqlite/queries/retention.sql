@@ -140,3 +140,42 @@ SELECT count(*) AS n {prunable_audit_events}
 
 -- prune_clear_audit_permits --
 DELETE FROM audit_prune_permits
+
+-- prunable_notification_events --
+-- Outbox events older than the cutoff, matched by the deliverer (at or below its watermark),
+-- whose every delivery is delivered or dead since before the cutoff; never the newest (its
+-- rowid would be reused: migration 0038).
+FROM notification_events AS e
+WHERE e.at_ms < :cutoff_ms
+  AND e.id <= (SELECT w.fanned_out_through FROM notification_deliverer AS w)
+  AND e.id < (SELECT max(n.id) FROM notification_events AS n)
+  AND NOT EXISTS (
+      SELECT 1 FROM notification_deliveries AS d
+      WHERE d.event_id = e.id AND (d.status = 'pending' OR d.done_at_ms >= :cutoff_ms)
+  )
+
+-- prune_notification_bound --
+-- The last of the first `limit` prunable events: one batch is those at or below it.
+SELECT max(b.id) AS through FROM (
+    SELECT e.id {prunable_notification_events} ORDER BY e.id LIMIT :limit
+) AS b
+
+-- prune_notification_attempts --
+DELETE FROM notification_attempts
+WHERE event_id IN (SELECT e.id {prunable_notification_events} AND e.id <= :through)
+
+-- prune_notification_deliveries --
+DELETE FROM notification_deliveries
+WHERE event_id IN (SELECT e.id {prunable_notification_events} AND e.id <= :through)
+
+-- prune_notification_fanouts --
+DELETE FROM notification_fanouts
+WHERE event_id IN (SELECT e.id {prunable_notification_events} AND e.id <= :through)
+
+-- prune_notification_events --
+DELETE FROM notification_events
+WHERE id IN (SELECT e.id {prunable_notification_events} AND e.id <= :through)
+RETURNING id
+
+-- prune_count_notification_events --
+SELECT count(*) AS n {prunable_notification_events}
