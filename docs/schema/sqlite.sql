@@ -688,7 +688,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (108)
+-- triggers (109)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -1162,6 +1162,13 @@ CREATE TRIGGER approval_votes_no_update BEFORE UPDATE ON approval_votes
 BEGIN
     SELECT RAISE(ABORT, 'approval_votes: a vote never changes');
 END;
+
+-- trigger approval_votes_prune_only
+CREATE TRIGGER approval_votes_prune_only BEFORE DELETE ON approval_votes
+WHEN NOT EXISTS (
+    SELECT 1 FROM prune_permits AS p WHERE p.approval_request_id = OLD.approval_request_id
+)
+BEGIN SELECT RAISE(ABORT, 'approval_votes: only a prune deletes a vote'); END;
 
 -- trigger approval_votes_rules
 CREATE TRIGGER approval_votes_rules BEFORE INSERT ON approval_votes

@@ -2,7 +2,8 @@
 a vote in one read and decides it in one statement): a vote without the reason its policy asks
 for, or with a time that is not the file's, is refused and changes nothing; the denials
 reject only once they reach the policy's number, and an approval never counts as one; the
-deciding vote's `decided_by` label is what the request records.
+deciding vote's `decided_by` label is what the request records; a vote is deleted only with its
+request, by a prune.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import pytest
 
 from qinglong_dispatcher import api
 from tests.support import refusals, stores
 from tests.support.actions import make_api
 from tests.support.clock import ManualClock
+from tests.support.dispatching import make_dispatcher
 
 
 @pytest.fixture
@@ -112,3 +115,37 @@ async def test_the_second_approval_approves_and_records_the_principal_without_a_
         "carol",
         "carol",
     )
+
+
+async def test_a_vote_is_deleted_only_with_its_request_by_a_prune(
+    edge: stores.Harness, now: ManualClock
+) -> None:
+    request = await _requested(edge, now, "act-kept")
+    await edge.raw(_vote(request, "alice", "deny", "wrong target"))
+    before = await _snapshot(edge, request)
+    delete = f"DELETE FROM approval_votes WHERE approval_request_id = '{request}'"
+    assert "only a prune deletes a vote" in await refusals.sqlite_abort(edge, delete)
+    assert await _snapshot(edge, request) == before
+    # The prune still takes a voted request's whole tree: its votes go with it.
+    await edge.raw(_vote(request, "bob", "approve", "fine"))
+    await edge.raw(_vote(request, "carol", "approve", "fine"))
+    consumed = await make_api(edge.approver_store, now).consume(request)
+    report = await make_dispatcher(edge.store, now).dispatch_batch()
+    assert report.outcomes["succeeded"] == 1
+    # A later tree holds the newest ledger line, which a prune keeps.
+    later = await _requested(edge, now, "act-later")
+    for voter in ("bob", "carol"):
+        await edge.raw(_vote(later, voter, "approve", "fine"))
+    await make_api(edge.approver_store, now).consume(later)
+    await make_dispatcher(edge.store, now).dispatch_batch()
+    assert edge.pruner_store is not None
+    await anyio.sleep(0.01)  # the cutoff must be past by the file's clock
+    pruned = await edge.pruner_store.prune_batch(
+        cutoff_ms=int(time.time() * 1000), audit_cutoff_ms=0, limit=10
+    )
+    assert pruned.dispatches == 1
+    assert (
+        await edge.raw(f"SELECT * FROM approval_votes WHERE approval_request_id = '{request}'")
+        == []
+    )
+    assert consumed.approval_request_id == request
