@@ -12,6 +12,7 @@ import qinglong_dispatcher
 from qinglong_dispatcher.domain import dispatch_views, states
 from qinglong_dispatcher.web import (
     audit_export,
+    freezes,
     openapi_inbox,
     openapi_votes,
     openapi_writes,
@@ -237,6 +238,7 @@ def document() -> dict[str, Any]:
             openapi_votes.paths(),
             openapi_inbox.paths(_ERRORS),
             audit_export.paths(_ERRORS),
+            freezes.paths(_ERRORS),
         ),
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -245,6 +247,7 @@ def document() -> dict[str, Any]:
                 **openapi_writes.all_schemas(),
                 **openapi_votes.all_schemas(),
                 **openapi_inbox.all_schemas(),
+                **freezes.all_schemas(),
             },
         },
     }

@@ -12,7 +12,8 @@ from tests.support.cli import run_cli
 GROUPS = {
     "approval": {"create", "approve", "vote", "reject", "consume", "show", "list"},
     "submit": {"run-create", "tool-invoke"},
-    "dispatch": {"list", "show", "cancel"},
+    "dispatch": {"list", "show", "cancel", "lift-freeze"},
+    "freeze": {"add", "list", "end"},
     "recovery": {"list", "resolve"},
 }
 

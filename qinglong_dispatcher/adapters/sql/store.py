@@ -39,6 +39,7 @@ from qinglong_dispatcher.adapters.sql import (
     ui_session_store,
     uncertain_outcomes,
     votes,
+    windows,
 )
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import cancels as cancel_records
@@ -85,10 +86,10 @@ class SqlStore(
     policy_reads.PolicyReadMethods,
     notifications.NotificationMethods,
     target_reads.TargetReadMethods,
+    windows.WaitMethods,
 ):
-    """Every store port operation whose transaction is shared by both dialects (those about
-    stored plans, sealed or clear, in `plan_store`; API tokens in `token_store`; approval
-    policies written in `policies`, read in `policy_reads`)."""
+    """Every store port operation whose transaction is shared by both dialects (stored plans
+    in `plan_store`; API tokens in `token_store`; policies in `policies` and `policy_reads`)."""
 
     def __init__(
         self,
