@@ -462,24 +462,37 @@ CREATE TRIGGER freeze_lifts_audit
 CREATE FUNCTION qinglong.freeze_covering(p_dispatch_id pg_catalog.text,
         p_now_ms pg_catalog.int8)
 RETURNS pg_catalog.int8
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT f.freeze_id FROM qinglong.freezes AS f
-    JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = p_dispatch_id
-    WHERE f.ended_at_ms IS NULL AND f.until_ms > p_now_ms AND f.from_ms <= p_now_ms
-      AND (f.action_type IS NULL OR f.action_type = d.action_type)
-      AND (f.project_id IS NULL OR f.project_id = d.project_id)
-      AND (f.target_prefix IS NULL OR pg_catalog.starts_with(d.target, f.target_prefix))
-      AND NOT EXISTS (SELECT 1 FROM qinglong.freeze_lifts AS l
-                      WHERE l.dispatch_id = d.dispatch_id AND l.freeze_id = f.freeze_id)
-    ORDER BY f.freeze_id
-    LIMIT 1
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    -- PL/pgSQL, not SQL: a SQL function with a SET clause is planned again at every call
+    -- (migration 0019), and the start guard calls this once per lease and start.
+    RETURN (
+        SELECT f.freeze_id FROM qinglong.freezes AS f
+        JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = p_dispatch_id
+        WHERE f.ended_at_ms IS NULL AND f.until_ms > p_now_ms AND f.from_ms <= p_now_ms
+          AND (f.action_type IS NULL OR f.action_type = d.action_type)
+          AND (f.project_id IS NULL OR f.project_id = d.project_id)
+          AND (f.target_prefix IS NULL OR pg_catalog.starts_with(d.target, f.target_prefix))
+          AND NOT EXISTS (SELECT 1 FROM qinglong.freeze_lifts AS l
+                          WHERE l.dispatch_id = d.dispatch_id AND l.freeze_id = f.freeze_id)
+        ORDER BY f.freeze_id
+        LIMIT 1);
+END
 $$;
 
 CREATE FUNCTION qinglong.check_execution_freeze() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    frozen_by pg_catalog.int8 := qinglong.freeze_covering(NEW.dispatch_id, qinglong.db_now_ms());
+    now_ms    pg_catalog.int8;
+    frozen_by pg_catalog.int8;
 BEGIN
+    -- Every lease and start comes here: with no freeze in force (nearly always), one probe of
+    -- the partial index and nothing more.
+    IF NOT EXISTS (SELECT 1 FROM qinglong.freezes WHERE ended_at_ms IS NULL) THEN
+        RETURN NEW;
+    END IF;
+    now_ms := qinglong.db_now_ms();
+    frozen_by := qinglong.freeze_covering(NEW.dispatch_id, now_ms);
     IF frozen_by IS NOT NULL THEN
         RAISE EXCEPTION 'qinglong:freeze_refused: % is frozen by freeze % (% → %)',
             NEW.dispatch_id, frozen_by, OLD.status, NEW.status USING ERRCODE = 'QLZ01';
