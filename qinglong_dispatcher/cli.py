@@ -31,7 +31,9 @@ COMMANDS = {
     "approval": (
         "create, approve, vote on, reject, consume or show a request, or list those waiting"
     ),
-    "dispatch": "list dispatches (newest first), show, cancel or request one again",
+    "dispatch": (
+        "list dispatches (newest first), show, cancel, request one again or lift a freeze for one"
+    ),
     "recovery": "list or settle recovery_required executions",
     "bench": "measure throughput, latency, cost per dispatch and idle footprint",
     "prune": "delete finished dispatch trees and old audit records (retention)",
@@ -39,6 +41,7 @@ COMMANDS = {
     "backup": "copy the live edge database to a new file, beside the daemon",
     "token": "API tokens: create (prints the secret once), list, revoke",
     "policy": "approval policies: set (a new version), list, show, delete (retire)",
+    "freeze": "change freezes: add (hold a scope's dispatches), list, end",
     "audit": "export the audit records and ledger lines (JSON lines, CEF or syslog)",
     "notify": "webhook subscriptions to the notification outbox: add, list, test, remove",
     "health": "exit 0 when the store is reachable and migrated",
@@ -141,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         backup,
         bench,
         dispatches,
+        freeze_arguments,
         keys,
         notify_arguments,
         parsing,
@@ -215,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("policy")
     policy_arguments.add_arguments(p, shared)
+
+    p = command("freeze")
+    freeze_arguments.add_arguments(p, shared)
 
     p = command("audit")
     audit.add_arguments(p, shared)

@@ -33,7 +33,7 @@ GRANT USAGE ON SCHEMA qinglong TO qinglong_runtime;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_submitter;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_viewer;
 
--- tables (37)
+-- tables (39)
 
 -- table action_plans
 CREATE TABLE qinglong.action_plans (
@@ -124,15 +124,19 @@ CREATE TABLE qinglong.approval_policies (
     written_at_ms bigint DEFAULT 0 NOT NULL,
     lifetime_ms bigint,
     remind_before_ms bigint,
+    not_before_delay_ms bigint,
+    window_ms bigint,
     CONSTRAINT approval_policies_approvals_required_check CHECK (((approvals_required >= 1) AND (approvals_required <= 100))),
     CONSTRAINT approval_policies_denials_to_reject_check CHECK (((denials_to_reject >= 1) AND (denials_to_reject <= 100))),
     CONSTRAINT approval_policies_lifetime_ms_check CHECK (((lifetime_ms >= 1000) AND (lifetime_ms <= '2592000000'::bigint))),
     CONSTRAINT approval_policies_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'::text)),
+    CONSTRAINT approval_policies_not_before_delay_ms_check CHECK (((not_before_delay_ms >= 0) AND (not_before_delay_ms <= '2592000000'::bigint))),
     CONSTRAINT approval_policies_pkey PRIMARY KEY (name, version),
     CONSTRAINT approval_policies_remind_before_ms_check CHECK (((remind_before_ms >= 1000) AND (remind_before_ms <= '2592000000'::bigint))),
     CONSTRAINT approval_policies_remind_within_lifetime CHECK ((remind_before_ms < lifetime_ms)),
     CONSTRAINT approval_policies_target_prefix CHECK (((target_prefix IS NULL) OR ((target_prefix ~ '^[!-~]{1,128}$'::text) AND (target_prefix !~ '[*?%]'::text)))),
-    CONSTRAINT approval_policies_version_check CHECK ((version >= 1))
+    CONSTRAINT approval_policies_version_check CHECK ((version >= 1)),
+    CONSTRAINT approval_policies_window_ms_check CHECK (((window_ms >= 1000) AND (window_ms <= '2592000000'::bigint)))
 );
 GRANT SELECT ON TABLE qinglong.approval_policies TO qinglong_approver;
 GRANT SELECT ON TABLE qinglong.approval_policies TO qinglong_operator;
@@ -242,6 +246,8 @@ CREATE TABLE qinglong.approved_action_dispatch_executions (
     result_receipt_digest text,
     takeovers integer DEFAULT 0 NOT NULL,
     target text,
+    not_before_ms bigint,
+    not_after_ms bigint,
     CONSTRAINT approved_action_dispatch_executions_attempt_check CHECK ((attempt >= 0)),
     CONSTRAINT approved_action_dispatch_executions_cancelled_unstarted CHECK (((status <> 'cancelled'::text) OR (started_at_ms IS NULL))),
     CONSTRAINT approved_action_dispatch_executions_check CHECK (((eligible_at_ms IS NOT NULL) = (status = ANY (ARRAY['pending'::text, 'leased'::text, 'retry_wait'::text])))),
@@ -277,6 +283,8 @@ CREATE TABLE qinglong.approved_action_dispatches (
     approved_by text NOT NULL,
     created_at_ms bigint NOT NULL,
     target text,
+    not_before_ms bigint,
+    not_after_ms bigint,
     traceparent text,
     CONSTRAINT approved_action_dispatches_action_digest_check CHECK ((length(action_digest) = 64)),
     CONSTRAINT approved_action_dispatches_approval_request_id_fkey FOREIGN KEY (approval_request_id) REFERENCES qinglong.approval_requests(approval_request_id),
@@ -373,6 +381,52 @@ GRANT INSERT ON TABLE qinglong.execution_events TO qinglong_recorder;
 GRANT SELECT ON TABLE qinglong.execution_events TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.execution_events TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.execution_events TO qinglong_viewer;
+
+-- table freeze_lifts
+CREATE TABLE qinglong.freeze_lifts (
+    dispatch_id text NOT NULL,
+    freeze_id bigint NOT NULL,
+    reason text NOT NULL,
+    lifted_by text DEFAULT ''::text NOT NULL,
+    lifted_at_ms bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT freeze_lifts_dispatch_id_fkey FOREIGN KEY (dispatch_id) REFERENCES qinglong.approved_action_dispatches(dispatch_id) ON DELETE CASCADE,
+    CONSTRAINT freeze_lifts_freeze_id_fkey FOREIGN KEY (freeze_id) REFERENCES qinglong.freezes(freeze_id),
+    CONSTRAINT freeze_lifts_pkey PRIMARY KEY (dispatch_id, freeze_id),
+    CONSTRAINT freeze_lifts_reason_check CHECK (((length(reason) >= 1) AND (length(reason) <= 200)))
+);
+GRANT SELECT ON TABLE qinglong.freeze_lifts TO qinglong_approver;
+GRANT INSERT, SELECT ON TABLE qinglong.freeze_lifts TO qinglong_operator;
+GRANT SELECT ON TABLE qinglong.freeze_lifts TO qinglong_recorder;
+GRANT SELECT ON TABLE qinglong.freeze_lifts TO qinglong_runtime;
+GRANT SELECT ON TABLE qinglong.freeze_lifts TO qinglong_submitter;
+GRANT SELECT ON TABLE qinglong.freeze_lifts TO qinglong_viewer;
+
+-- table freezes
+CREATE TABLE qinglong.freezes (
+    freeze_id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    action_type text,
+    project_id text,
+    target_prefix text,
+    from_ms bigint NOT NULL,
+    until_ms bigint NOT NULL,
+    reason text NOT NULL,
+    created_by text DEFAULT ''::text NOT NULL,
+    created_at_ms bigint DEFAULT 0 NOT NULL,
+    ended_by text,
+    ended_at_ms bigint,
+    CONSTRAINT freezes_action_type_check CHECK (((action_type IS NULL) OR ((length(action_type) >= 1) AND (length(action_type) <= 128)))),
+    CONSTRAINT freezes_check CHECK ((until_ms > from_ms)),
+    CONSTRAINT freezes_pkey PRIMARY KEY (freeze_id),
+    CONSTRAINT freezes_project_id_check CHECK (((project_id IS NULL) OR ((length(project_id) >= 1) AND (length(project_id) <= 128)))),
+    CONSTRAINT freezes_reason_check CHECK (((length(reason) >= 1) AND (length(reason) <= 200))),
+    CONSTRAINT freezes_target_prefix_check CHECK (((target_prefix IS NULL) OR ((target_prefix ~ '^[!-~]{1,128}$'::text) AND (target_prefix !~ '[*?%]'::text))))
+);
+GRANT SELECT ON TABLE qinglong.freezes TO qinglong_approver;
+GRANT SELECT ON TABLE qinglong.freezes TO qinglong_operator;
+GRANT SELECT ON TABLE qinglong.freezes TO qinglong_recorder;
+GRANT SELECT ON TABLE qinglong.freezes TO qinglong_runtime;
+GRANT SELECT ON TABLE qinglong.freezes TO qinglong_submitter;
+GRANT SELECT ON TABLE qinglong.freezes TO qinglong_viewer;
 
 -- table inbox_notes
 CREATE TABLE qinglong.inbox_notes (
@@ -896,7 +950,7 @@ GRANT SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.uncertain_outcomes TO qinglong_viewer;
 GRANT SELECT (dispatch_id, execution_attempt, result_code) ON TABLE qinglong.uncertain_outcomes TO qinglong_recorder;
 
--- sequences (6)
+-- sequences (7)
 
 CREATE SEQUENCE qinglong.approval_events_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.approval_events.id;
 
@@ -906,6 +960,8 @@ GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_opera
 GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_recorder;
 GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.execution_events_event_id_seq TO qinglong_submitter;
+
+CREATE SEQUENCE qinglong.freezes_freeze_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.freezes.freeze_id;
 
 CREATE SEQUENCE qinglong.inbox_notes_note_id_seq AS bigint START 1 INCREMENT 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1 OWNED BY qinglong.inbox_notes.note_id;
 
@@ -920,7 +976,7 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (90; those of primary keys and UNIQUE constraints too)
+-- indexes (95; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
@@ -944,6 +1000,7 @@ CREATE INDEX approved_action_dispatch_executions_finished ON qinglong.approved_a
 CREATE UNIQUE INDEX approved_action_dispatch_executions_one_per_target ON qinglong.approved_action_dispatch_executions USING btree (target) WHERE ((target IS NOT NULL) AND (status = ANY (ARRAY['leased'::text, 'executing'::text])));
 CREATE UNIQUE INDEX approved_action_dispatch_executions_pkey ON qinglong.approved_action_dispatch_executions USING btree (dispatch_id);
 CREATE INDEX approved_action_dispatch_executions_status ON qinglong.approved_action_dispatch_executions USING btree (status);
+CREATE INDEX approved_action_dispatch_executions_windowed ON qinglong.approved_action_dispatch_executions USING btree (not_after_ms) WHERE ((not_after_ms IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'retry_wait'::text])));
 CREATE UNIQUE INDEX approved_action_dispatches_approval_request_id_key ON qinglong.approved_action_dispatches USING btree (approval_request_id);
 CREATE INDEX approved_action_dispatches_created ON qinglong.approved_action_dispatches USING btree (created_at_ms, dispatch_id);
 CREATE UNIQUE INDEX approved_action_dispatches_one_per_plan ON qinglong.approved_action_dispatches USING btree (project_id, action_ref);
@@ -958,6 +1015,10 @@ CREATE UNIQUE INDEX audit_receipts_trace_id_key ON qinglong.audit_receipts USING
 CREATE UNIQUE INDEX execution_events_dispatch_id_version_key ON qinglong.execution_events USING btree (dispatch_id, version);
 CREATE UNIQUE INDEX execution_events_mutation ON qinglong.execution_events USING btree (dispatch_id, mutation_id) WHERE (mutation_id IS NOT NULL);
 CREATE UNIQUE INDEX execution_events_pkey ON qinglong.execution_events USING btree (event_id);
+CREATE INDEX freeze_lifts_freeze ON qinglong.freeze_lifts USING btree (freeze_id);
+CREATE UNIQUE INDEX freeze_lifts_pkey ON qinglong.freeze_lifts USING btree (dispatch_id, freeze_id);
+CREATE INDEX freezes_in_force ON qinglong.freezes USING btree (until_ms) WHERE (ended_at_ms IS NULL);
+CREATE UNIQUE INDEX freezes_pkey ON qinglong.freezes USING btree (freeze_id);
 CREATE INDEX inbox_notes_approval ON qinglong.inbox_notes USING btree (approval_request_id) WHERE (approval_request_id IS NOT NULL);
 CREATE INDEX inbox_notes_dispatch ON qinglong.inbox_notes USING btree (dispatch_id) WHERE (dispatch_id IS NOT NULL);
 CREATE UNIQUE INDEX inbox_notes_pkey ON qinglong.inbox_notes USING btree (note_id);
@@ -1012,7 +1073,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (55)
+-- functions (64)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -1130,6 +1191,37 @@ BEGIN
 END
 $function$;
 ALTER FUNCTION qinglong.audit_approval_request() OWNER TO qinglong_recorder;
+
+-- function qinglong.audit_freeze()
+CREATE OR REPLACE FUNCTION qinglong.audit_freeze()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF TG_TABLE_NAME = 'freeze_lifts' THEN
+        INSERT INTO qinglong.security_audit_events (
+            kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
+        ) SELECT 'approval.freeze_lifted', NEW.lifted_by, NEW.lifted_by, d.project_id, NEW.dispatch_id,
+                 NEW.freeze_id::pg_catalog.text, NEW.lifted_at_ms
+          FROM qinglong.approved_action_dispatches AS d WHERE d.dispatch_id = NEW.dispatch_id;
+    ELSIF TG_OP = 'INSERT' THEN
+        INSERT INTO qinglong.security_audit_events (
+            kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
+        ) VALUES ('approval.freeze_added', NEW.created_by, NEW.created_by,
+                  COALESCE(NEW.project_id, ''), 'freeze:' || NEW.freeze_id::pg_catalog.text, pg_catalog.left(NEW.reason, 128),
+                  NEW.created_at_ms);
+    ELSE
+        INSERT INTO qinglong.security_audit_events (
+            kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
+        ) VALUES ('approval.freeze_ended', NEW.ended_by, NEW.ended_by,
+                  COALESCE(NEW.project_id, ''), 'freeze:' || NEW.freeze_id::pg_catalog.text, 'ended', NEW.ended_at_ms);
+    END IF;
+    RETURN NULL;
+END
+$function$;
+ALTER FUNCTION qinglong.audit_freeze() OWNER TO qinglong_recorder;
 
 -- function qinglong.audit_subject_finished(p_subject_id text, p_cutoff_ms bigint)
 CREATE OR REPLACE FUNCTION qinglong.audit_subject_finished(p_subject_id text, p_cutoff_ms bigint)
@@ -1261,7 +1353,19 @@ BEGIN
     IF NEW.status = 'cancelled' THEN
         acting := qinglong.acting_role();
     END IF;
-    IF NEW.status = 'cancelled' AND (acting IS NULL
+    -- Or the runtime's end of a wait whose execution window closed on the database clock
+    -- (`window_expired`, migration 0035): never before, never by anyone else.
+    IF NEW.status = 'cancelled' AND NEW.result_code IS NOT DISTINCT FROM 'window_expired' THEN
+        IF acting IS NULL
+                OR NOT pg_catalog.pg_has_role(acting, 'qinglong_runtime', 'MEMBER') THEN
+            RAISE EXCEPTION 'qinglong:transition_refused: runtime (% → %)', OLD.status,
+                NEW.status USING ERRCODE = 'QLT01';
+        END IF;
+        IF OLD.not_after_ms IS NULL OR OLD.not_after_ms > now_ms THEN
+            RAISE EXCEPTION 'qinglong:window_refused: the window is still open (% → %)',
+                OLD.status, NEW.status USING ERRCODE = 'QLW01';
+        END IF;
+    ELSIF NEW.status = 'cancelled' AND (acting IS NULL
             OR NOT pg_catalog.pg_has_role(acting, 'qinglong_operator', 'MEMBER')) THEN
         RAISE EXCEPTION 'qinglong:transition_refused: operator (% → %)', OLD.status, NEW.status
             USING ERRCODE = 'QLT01';
@@ -1379,6 +1483,49 @@ BEGIN
     RETURN NEW;
 END
 $function$;
+
+-- function qinglong.check_execution_freeze()
+CREATE OR REPLACE FUNCTION qinglong.check_execution_freeze()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    now_ms    pg_catalog.int8;
+    frozen_by pg_catalog.int8;
+BEGIN
+    -- Every lease and start comes here: with no freeze in force (nearly always), one probe of
+    -- the partial index and nothing more.
+    IF NOT EXISTS (SELECT 1 FROM qinglong.freezes WHERE ended_at_ms IS NULL) THEN
+        RETURN NEW;
+    END IF;
+    now_ms := qinglong.db_now_ms();
+    frozen_by := qinglong.freeze_covering(NEW.dispatch_id, now_ms);
+    IF frozen_by IS NOT NULL THEN
+        RAISE EXCEPTION 'qinglong:freeze_refused: % is frozen by freeze % (% → %)',
+            NEW.dispatch_id, frozen_by, OLD.status, NEW.status USING ERRCODE = 'QLZ01';
+    END IF;
+    RETURN NEW;
+END
+$function$;
+
+-- function qinglong.check_execution_window()
+CREATE OR REPLACE FUNCTION qinglong.check_execution_window()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    now_ms pg_catalog.int8 := qinglong.db_now_ms();
+BEGIN
+    IF now_ms < NEW.not_before_ms OR now_ms >= NEW.not_after_ms THEN
+        RAISE EXCEPTION 'qinglong:window_refused: % outside its execution window (% → %)',
+            NEW.dispatch_id, OLD.status, NEW.status USING ERRCODE = 'QLW01';
+    END IF;
+    RETURN NEW;
+END
+$function$;
+GRANT EXECUTE ON FUNCTION qinglong.check_execution_window() TO PUBLIC;
 
 -- function qinglong.check_resolution_principal()
 CREATE OR REPLACE FUNCTION qinglong.check_resolution_principal()
@@ -1621,6 +1768,40 @@ END
 $function$;
 ALTER FUNCTION qinglong.dispatch_traceparent_of_request() OWNER TO qinglong_recorder;
 
+-- function qinglong.dispatch_window_of_policy()
+CREATE OR REPLACE FUNCTION qinglong.dispatch_window_of_policy()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    delay pg_catalog.int8;
+    span  pg_catalog.int8;
+    opens pg_catalog.int8;
+BEGIN
+    NEW.not_before_ms := NULL;
+    NEW.not_after_ms := NULL;
+    SELECT p.not_before_delay_ms, p.window_ms INTO delay, span
+    FROM qinglong.approval_request_policies AS r
+    JOIN qinglong.approval_policies AS p
+        ON p.name = r.policy_name AND p.version = r.policy_version
+    WHERE r.approval_request_id = NEW.approval_request_id;
+    IF delay IS NULL AND span IS NULL THEN
+        RETURN NEW;
+    END IF;
+    opens := qinglong.db_now_ms() OPERATOR(pg_catalog.+) COALESCE(delay, 0);
+    IF delay IS NOT NULL THEN
+        NEW.not_before_ms := opens;
+    END IF;
+    IF span IS NOT NULL THEN
+        NEW.not_after_ms := opens OPERATOR(pg_catalog.+) span;
+    END IF;
+    RETURN NEW;
+END
+$function$;
+ALTER FUNCTION qinglong.dispatch_window_of_policy() OWNER TO qinglong_recorder;
+
 -- function qinglong.event_target()
 CREATE OR REPLACE FUNCTION qinglong.event_target()
  RETURNS trigger
@@ -1659,6 +1840,54 @@ BEGIN
 END
 $function$;
 ALTER FUNCTION qinglong.execution_target_of_dispatch() OWNER TO qinglong_recorder;
+
+-- function qinglong.execution_window_of_dispatch()
+CREATE OR REPLACE FUNCTION qinglong.execution_window_of_dispatch()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    SELECT d.not_before_ms, d.not_after_ms INTO NEW.not_before_ms, NEW.not_after_ms
+    FROM qinglong.approved_action_dispatches AS d WHERE d.dispatch_id = NEW.dispatch_id;
+    IF NEW.not_before_ms IS NOT NULL THEN
+        NEW.eligible_at_ms := GREATEST(NEW.eligible_at_ms, NEW.not_before_ms);
+    END IF;
+    RETURN NEW;
+END
+$function$;
+ALTER FUNCTION qinglong.execution_window_of_dispatch() OWNER TO qinglong_recorder;
+
+-- function qinglong.freeze_covering(p_dispatch_id text, p_now_ms bigint)
+CREATE OR REPLACE FUNCTION qinglong.freeze_covering(p_dispatch_id text, p_now_ms bigint)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    -- PL/pgSQL, not SQL: a SQL function with a SET clause is planned again at every call
+    -- (migration 0019), and the start guard calls this once per lease and start.
+    RETURN (
+        SELECT f.freeze_id FROM qinglong.freezes AS f
+        JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = p_dispatch_id
+        WHERE f.ended_at_ms IS NULL AND f.until_ms > p_now_ms AND f.from_ms <= p_now_ms
+          AND (f.action_type IS NULL OR f.action_type = d.action_type)
+          AND (f.project_id IS NULL OR f.project_id = d.project_id)
+          AND (f.target_prefix IS NULL OR pg_catalog.starts_with(d.target, f.target_prefix))
+          AND NOT EXISTS (SELECT 1 FROM qinglong.freeze_lifts AS l
+                          WHERE l.dispatch_id = d.dispatch_id AND l.freeze_id = f.freeze_id)
+        ORDER BY f.freeze_id
+        LIMIT 1);
+END
+$function$;
+ALTER FUNCTION qinglong.freeze_covering(p_dispatch_id text, p_now_ms bigint) OWNER TO qinglong_recorder;
+GRANT EXECUTE ON FUNCTION qinglong.freeze_covering(p_dispatch_id text, p_now_ms bigint) TO qinglong_approver;
+GRANT EXECUTE ON FUNCTION qinglong.freeze_covering(p_dispatch_id text, p_now_ms bigint) TO qinglong_operator;
+GRANT EXECUTE ON FUNCTION qinglong.freeze_covering(p_dispatch_id text, p_now_ms bigint) TO qinglong_runtime;
+GRANT EXECUTE ON FUNCTION qinglong.freeze_covering(p_dispatch_id text, p_now_ms bigint) TO qinglong_submitter;
+GRANT EXECUTE ON FUNCTION qinglong.freeze_covering(p_dispatch_id text, p_now_ms bigint) TO qinglong_viewer;
 
 -- function qinglong.guard_api_token_change()
 CREATE OR REPLACE FUNCTION qinglong.guard_api_token_change()
@@ -2184,6 +2413,84 @@ BEGIN
 END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.guard_execution_target() TO PUBLIC;
+
+-- function qinglong.guard_execution_window_copy()
+CREATE OR REPLACE FUNCTION qinglong.guard_execution_window_copy()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RAISE EXCEPTION 'an execution''s window is its dispatch''s and never changes'
+        USING ERRCODE = 'QLI01';
+END
+$function$;
+GRANT EXECUTE ON FUNCTION qinglong.guard_execution_window_copy() TO PUBLIC;
+
+-- function qinglong.guard_freeze()
+CREATE OR REPLACE FUNCTION qinglong.guard_freeze()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        RAISE EXCEPTION 'a freeze is never deleted: end it' USING ERRCODE = 'QLI01';
+    END IF;
+    IF TG_OP = 'INSERT' THEN
+        NEW.created_by := SESSION_USER::pg_catalog.text;
+        NEW.created_at_ms := qinglong.db_now_ms();
+        NEW.ended_by := NULL;
+        NEW.ended_at_ms := NULL;
+        RETURN NEW;
+    END IF;
+    IF OLD.ended_at_ms IS NOT NULL
+            OR (NEW.freeze_id, NEW.action_type, NEW.project_id, NEW.target_prefix, NEW.from_ms,
+                NEW.until_ms, NEW.reason, NEW.created_by, NEW.created_at_ms)
+               IS DISTINCT FROM
+               (OLD.freeze_id, OLD.action_type, OLD.project_id, OLD.target_prefix, OLD.from_ms,
+                OLD.until_ms, OLD.reason, OLD.created_by, OLD.created_at_ms) THEN
+        RAISE EXCEPTION 'a freeze only ends, once' USING ERRCODE = 'QLI01';
+    END IF;
+    NEW.ended_by := SESSION_USER::pg_catalog.text;
+    NEW.ended_at_ms := qinglong.db_now_ms();
+    RETURN NEW;
+END
+$function$;
+
+-- function qinglong.guard_freeze_lift()
+CREATE OR REPLACE FUNCTION qinglong.guard_freeze_lift()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    acting pg_catalog.text;
+BEGIN
+    IF TG_OP = 'DELETE' AND NOT EXISTS (SELECT 1 FROM qinglong.approved_action_dispatches
+            WHERE dispatch_id = OLD.dispatch_id) THEN
+        RETURN OLD;  -- pruned with its dispatch (the key's cascade)
+    END IF;
+    IF TG_OP <> 'INSERT' THEN
+        RAISE EXCEPTION 'a freeze lift never changes' USING ERRCODE = 'QLI01';
+    END IF;
+    acting := qinglong.acting_role();
+    IF acting IS NULL OR NOT pg_catalog.pg_has_role(acting, 'qinglong_operator', 'MEMBER') THEN
+        RAISE EXCEPTION 'an operator lifts a freeze' USING ERRCODE = 'QLZ02';
+    END IF;
+    NEW.lifted_by := qinglong.acting_principal();
+    IF EXISTS (SELECT 1 FROM qinglong.approved_action_dispatches AS d
+               JOIN qinglong.approval_requests AS r
+                   ON r.approval_request_id = d.approval_request_id
+               WHERE d.dispatch_id = NEW.dispatch_id
+                 AND r.requested_principal = NEW.lifted_by) THEN
+        RAISE EXCEPTION 'the requester of dispatch % may not lift a freeze for it',
+            NEW.dispatch_id USING ERRCODE = 'QLZ02';
+    END IF;
+    NEW.lifted_at_ms := qinglong.db_now_ms();
+    RETURN NEW;
+END
+$function$;
 
 -- function qinglong.guard_inbox_note()
 CREATE OR REPLACE FUNCTION qinglong.guard_inbox_note()
@@ -2892,7 +3199,7 @@ END
 $function$;
 ALTER FUNCTION qinglong.tell_recovery_required() OWNER TO qinglong_recorder;
 
--- triggers (79)
+-- triggers (88)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
@@ -2915,6 +3222,7 @@ CREATE TRIGGER approval_votes_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglon
 CREATE TRIGGER approved_action_dispatch_executions_accountable BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_execution_accountable();
 CREATE TRIGGER approved_action_dispatch_executions_due_insert AFTER INSERT ON qinglong.approved_action_dispatch_executions FOR EACH STATEMENT EXECUTE FUNCTION qinglong.notify_dispatch_due();
 CREATE TRIGGER approved_action_dispatch_executions_due_yield AFTER UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.status = 'pending'::text) AND (old.status IS DISTINCT FROM 'pending'::text))) EXECUTE FUNCTION qinglong.notify_dispatch_due();
+CREATE TRIGGER approved_action_dispatch_executions_freeze BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((((new.status = 'leased'::text) AND ((old.status <> 'leased'::text) OR (new.lease_token IS DISTINCT FROM old.lease_token))) OR ((new.status = 'executing'::text) AND (old.status <> 'executing'::text)))) EXECUTE FUNCTION qinglong.check_execution_freeze();
 CREATE TRIGGER approved_action_dispatch_executions_ledger_insert AFTER INSERT ON qinglong.approved_action_dispatch_executions REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION qinglong.record_execution_changes();
 CREATE TRIGGER approved_action_dispatch_executions_ledger_update AFTER UPDATE ON qinglong.approved_action_dispatch_executions REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION qinglong.record_execution_changes();
 CREATE TRIGGER approved_action_dispatch_executions_prune_only BEFORE DELETE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
@@ -2923,11 +3231,15 @@ CREATE TRIGGER approved_action_dispatch_executions_state_machine BEFORE INSERT O
 CREATE TRIGGER approved_action_dispatch_executions_target_immutable BEFORE UPDATE OF target ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((old.target IS DISTINCT FROM new.target)) EXECUTE FUNCTION qinglong.guard_execution_target();
 CREATE TRIGGER approved_action_dispatch_executions_target_of_dispatch BEFORE INSERT ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.execution_target_of_dispatch();
 CREATE TRIGGER approved_action_dispatch_executions_tell AFTER UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.status IS DISTINCT FROM old.status) AND (new.status = ANY (ARRAY['failed'::text, 'blocked'::text, 'succeeded'::text])))) EXECUTE FUNCTION qinglong.tell_execution_outcome();
+CREATE TRIGGER approved_action_dispatch_executions_window BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((((new.not_before_ms IS NOT NULL) OR (new.not_after_ms IS NOT NULL)) AND (((new.status = 'leased'::text) AND ((old.status <> 'leased'::text) OR (new.lease_token IS DISTINCT FROM old.lease_token))) OR ((new.status = 'executing'::text) AND (old.status <> 'executing'::text))))) EXECUTE FUNCTION qinglong.check_execution_window();
+CREATE TRIGGER approved_action_dispatch_executions_window_immutable BEFORE UPDATE OF not_before_ms, not_after_ms ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((old.not_before_ms IS DISTINCT FROM new.not_before_ms) OR (old.not_after_ms IS DISTINCT FROM new.not_after_ms))) EXECUTE FUNCTION qinglong.guard_execution_window_copy();
+CREATE TRIGGER approved_action_dispatch_executions_window_of_dispatch BEFORE INSERT ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.execution_window_of_dispatch();
 CREATE TRIGGER approved_action_dispatches_guard BEFORE INSERT ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.guard_dispatch_insert();
 CREATE TRIGGER approved_action_dispatches_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.approved_action_dispatches FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER approved_action_dispatches_prune_only BEFORE DELETE ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER approved_action_dispatches_target_of_plan BEFORE INSERT ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.dispatch_target_of_plan();
 CREATE TRIGGER approved_action_dispatches_traceparent_of_request BEFORE INSERT ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.dispatch_traceparent_of_request();
+CREATE TRIGGER approved_action_dispatches_window_of_policy BEFORE INSERT ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.dispatch_window_of_policy();
 CREATE TRIGGER approved_run_action_receipts_guard BEFORE INSERT ON qinglong.approved_run_action_receipts FOR EACH ROW EXECUTE FUNCTION qinglong.guard_receipt();
 CREATE TRIGGER approved_run_action_receipts_holder_proof BEFORE INSERT ON qinglong.approved_run_action_receipts FOR EACH ROW EXECUTE FUNCTION qinglong.guard_receipt_holder();
 CREATE TRIGGER approved_run_action_receipts_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.approved_run_action_receipts FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
@@ -2937,6 +3249,10 @@ CREATE TRIGGER audit_prune_permits_immutable BEFORE UPDATE OR TRUNCATE ON qinglo
 CREATE TRIGGER audit_receipts_immutable BEFORE DELETE OR UPDATE OR TRUNCATE ON qinglong.audit_receipts FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER execution_events_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.execution_events FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER execution_events_prune_only BEFORE DELETE ON qinglong.execution_events FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
+CREATE TRIGGER freeze_lifts_audit AFTER INSERT ON qinglong.freeze_lifts FOR EACH ROW EXECUTE FUNCTION qinglong.audit_freeze();
+CREATE TRIGGER freeze_lifts_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.freeze_lifts FOR EACH ROW EXECUTE FUNCTION qinglong.guard_freeze_lift();
+CREATE TRIGGER freezes_audit AFTER INSERT OR UPDATE ON qinglong.freezes FOR EACH ROW EXECUTE FUNCTION qinglong.audit_freeze();
+CREATE TRIGGER freezes_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.freezes FOR EACH ROW EXECUTE FUNCTION qinglong.guard_freeze();
 CREATE TRIGGER inbox_notes_guard BEFORE INSERT ON qinglong.inbox_notes FOR EACH ROW EXECUTE FUNCTION qinglong.guard_inbox_note();
 CREATE TRIGGER inbox_notes_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.inbox_notes FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER notification_attempts_prune_guard BEFORE DELETE ON qinglong.notification_attempts FOR EACH ROW EXECUTE FUNCTION qinglong.guard_notification_prune();

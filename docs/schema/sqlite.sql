@@ -9,7 +9,7 @@ PRAGMA auto_vacuum = 2;
 PRAGMA user_version = 0;
 PRAGMA application_id = 0;
 
--- tables (38)
+-- tables (40)
 
 -- table action_plans
 CREATE TABLE action_plans (
@@ -74,7 +74,9 @@ CREATE TABLE approval_policies (
         DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)), lifetime_ms INTEGER
     CHECK (lifetime_ms BETWEEN 1000 AND 2592000000), remind_before_ms INTEGER
     CHECK (remind_before_ms BETWEEN 1000 AND 2592000000
-           AND remind_before_ms < coalesce(lifetime_ms, 2592000001)),
+           AND remind_before_ms < coalesce(lifetime_ms, 2592000001)), not_before_delay_ms INTEGER
+    CHECK (not_before_delay_ms BETWEEN 0 AND 2592000000), window_ms INTEGER
+    CHECK (window_ms BETWEEN 1000 AND 2592000000),
     PRIMARY KEY (name, version)
 );
 
@@ -150,7 +152,7 @@ CREATE TABLE "approved_action_dispatch_executions" (
     created_at_ms       INTEGER NOT NULL,
     updated_at_ms       INTEGER NOT NULL, lease_proof_digest TEXT, lease_proof TEXT CHECK (lease_proof IS NULL), result_receipt_json TEXT
     CHECK (result_receipt_json IS NULL OR length(CAST(result_receipt_json AS BLOB)) <= 16384), result_receipt_digest TEXT
-    CHECK (result_receipt_digest IS NULL OR length(result_receipt_digest) = 64), takeovers INTEGER NOT NULL DEFAULT 0 CHECK (takeovers >= 0), target TEXT,
+    CHECK (result_receipt_digest IS NULL OR length(result_receipt_digest) = 64), takeovers INTEGER NOT NULL DEFAULT 0 CHECK (takeovers >= 0), target TEXT, not_before_ms INTEGER, not_after_ms INTEGER,
     -- eligible_at_ms is the due-index key: set exactly in the claimable states.
     CHECK ((eligible_at_ms IS NOT NULL) = (status IN ('pending', 'leased', 'retry_wait'))),
     CHECK (status NOT IN ('leased', 'executing')
@@ -171,7 +173,7 @@ CREATE TABLE approved_action_dispatches (
     action_digest       TEXT NOT NULL CHECK (length(action_digest) = 64),
     approved_by         TEXT NOT NULL,
     created_at_ms       INTEGER NOT NULL
-, target TEXT, traceparent TEXT
+, target TEXT, not_before_ms INTEGER, not_after_ms INTEGER, traceparent TEXT
     CONSTRAINT approved_action_dispatches_traceparent_w3c CHECK (
         traceparent IS NULL OR (traceparent GLOB
         '00-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f]'
@@ -228,6 +230,39 @@ CREATE TABLE execution_events (
     result_code     TEXT,
     committed_at_ms INTEGER NOT NULL,
     UNIQUE (dispatch_id, version)
+) STRICT;
+
+-- table freeze_lifts
+CREATE TABLE freeze_lifts (
+    dispatch_id  TEXT NOT NULL
+        REFERENCES approved_action_dispatches (dispatch_id) ON DELETE CASCADE,
+    freeze_id    INTEGER NOT NULL REFERENCES freezes (freeze_id),
+    reason       TEXT NOT NULL CHECK (length(reason) BETWEEN 1 AND 200),
+    lifted_by    TEXT NOT NULL CHECK (length(lifted_by) >= 1),
+    lifted_at_ms INTEGER NOT NULL
+        DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)),
+    PRIMARY KEY (dispatch_id, freeze_id)
+) STRICT;
+
+-- table freezes
+CREATE TABLE freezes (
+    freeze_id     INTEGER PRIMARY KEY,
+    action_type   TEXT CHECK (action_type IS NULL OR length(action_type) BETWEEN 1 AND 128),
+    project_id    TEXT CHECK (project_id IS NULL OR length(project_id) BETWEEN 1 AND 128),
+    target_prefix TEXT CHECK (target_prefix IS NULL
+                              OR (length(target_prefix) BETWEEN 1 AND 128
+                                  AND target_prefix NOT GLOB '*[^!-~]*'
+                                  AND target_prefix NOT GLOB '*[*?%]*')),
+    from_ms       INTEGER NOT NULL,
+    until_ms      INTEGER NOT NULL,
+    reason        TEXT NOT NULL CHECK (length(reason) BETWEEN 1 AND 200),
+    created_by    TEXT NOT NULL CHECK (length(created_by) >= 1),
+    created_at_ms INTEGER NOT NULL
+        DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)),
+    ended_by      TEXT,
+    ended_at_ms   INTEGER,
+    CHECK (until_ms > from_ms),
+    CHECK ((ended_by IS NULL) = (ended_at_ms IS NULL))
 ) STRICT;
 
 -- table inbox_notes
@@ -571,7 +606,7 @@ CREATE TABLE uncertain_outcomes (
     lease_proof       TEXT CHECK (lease_proof IS NULL)  -- PostgreSQL's column; never set here
 ) STRICT;
 
--- indexes (31)
+-- indexes (34)
 
 -- index api_tokens_principal
 CREATE INDEX api_tokens_principal ON api_tokens (principal);
@@ -620,6 +655,11 @@ CREATE UNIQUE INDEX approved_action_dispatch_executions_one_per_target
 CREATE INDEX approved_action_dispatch_executions_status
     ON approved_action_dispatch_executions (status);
 
+-- index approved_action_dispatch_executions_windowed
+CREATE INDEX approved_action_dispatch_executions_windowed
+    ON approved_action_dispatch_executions (not_after_ms)
+    WHERE not_after_ms IS NOT NULL AND status IN ('pending', 'retry_wait');
+
 -- index approved_action_dispatches_created
 CREATE INDEX approved_action_dispatches_created
     ON approved_action_dispatches (created_at_ms, dispatch_id);
@@ -631,6 +671,12 @@ CREATE UNIQUE INDEX approved_action_dispatches_one_per_plan
 -- index execution_events_mutation
 CREATE UNIQUE INDEX execution_events_mutation
     ON execution_events (dispatch_id, mutation_id) WHERE mutation_id IS NOT NULL;
+
+-- index freeze_lifts_freeze
+CREATE INDEX freeze_lifts_freeze ON freeze_lifts (freeze_id);
+
+-- index freezes_in_force
+CREATE INDEX freezes_in_force ON freezes (until_ms) WHERE ended_at_ms IS NULL;
 
 -- index inbox_notes_approval
 CREATE INDEX inbox_notes_approval ON inbox_notes (approval_request_id)
@@ -688,7 +734,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (109)
+-- triggers (123)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -1206,6 +1252,7 @@ END;
 CREATE TRIGGER approved_action_dispatch_executions_cancel_audited
 BEFORE UPDATE ON approved_action_dispatch_executions
 WHEN NEW.status = 'cancelled' AND (OLD.status = 'pending' OR OLD.status = 'retry_wait')
+    AND NEW.result_code IS NOT 'window_expired'
     AND NOT EXISTS (
     SELECT 1 FROM security_audit_events AS a
     WHERE a.subject_id = OLD.dispatch_id AND a.kind = 'dispatch.cancelled'
@@ -1222,6 +1269,17 @@ WHEN NEW.status = 'blocked' AND (OLD.status = 'pending' OR OLD.status = 'retry_w
     AND (OLD.attempt < OLD.max_attempts OR NEW.result_code IS NOT 'attempts_exhausted')
 BEGIN
     SELECT RAISE(ABORT, 'qinglong:transition_refused: blocked');
+END;
+
+-- trigger approved_action_dispatch_executions_freeze
+CREATE TRIGGER approved_action_dispatch_executions_freeze
+BEFORE UPDATE ON approved_action_dispatch_executions
+WHEN ((NEW.status = 'leased' AND (OLD.status <> 'leased'
+                                  OR NEW.lease_token IS NOT OLD.lease_token))
+      OR (NEW.status = 'executing' AND OLD.status <> 'executing'))
+    AND EXISTS (SELECT 1 FROM dispatch_freezes AS z WHERE z.dispatch_id = NEW.dispatch_id)
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:freeze_refused: a freeze covers this dispatch');
 END;
 
 -- trigger approved_action_dispatch_executions_insert_state
@@ -1447,6 +1505,51 @@ BEGIN
     WHERE d.dispatch_id = NEW.dispatch_id;
 END;
 
+-- trigger approved_action_dispatch_executions_window
+CREATE TRIGGER approved_action_dispatch_executions_window
+BEFORE UPDATE ON approved_action_dispatch_executions
+WHEN (NEW.not_before_ms IS NOT NULL OR NEW.not_after_ms IS NOT NULL)
+    AND ((NEW.status = 'leased' AND (OLD.status <> 'leased'
+                                     OR NEW.lease_token IS NOT OLD.lease_token))
+         OR (NEW.status = 'executing' AND OLD.status <> 'executing'))
+    AND (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) < NEW.not_before_ms
+         OR CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) >= NEW.not_after_ms)
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:window_refused: outside its execution window');
+END;
+
+-- trigger approved_action_dispatch_executions_window_expired
+CREATE TRIGGER approved_action_dispatch_executions_window_expired
+BEFORE UPDATE ON approved_action_dispatch_executions
+WHEN NEW.status = 'cancelled' AND NEW.result_code IS 'window_expired'
+    AND (OLD.not_after_ms IS NULL
+         OR OLD.not_after_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:window_refused: the window is still open');
+END;
+
+-- trigger approved_action_dispatch_executions_window_immutable
+CREATE TRIGGER approved_action_dispatch_executions_window_immutable
+BEFORE UPDATE OF not_before_ms, not_after_ms ON approved_action_dispatch_executions
+WHEN NEW.not_before_ms IS NOT OLD.not_before_ms OR NEW.not_after_ms IS NOT OLD.not_after_ms
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:window_refused: a window never changes');
+END;
+
+-- trigger approved_action_dispatch_executions_window_of_dispatch
+CREATE TRIGGER approved_action_dispatch_executions_window_of_dispatch
+BEFORE INSERT ON approved_action_dispatch_executions
+WHEN NEW.not_before_ms IS NOT (
+        SELECT d.not_before_ms FROM approved_action_dispatches AS d
+        WHERE d.dispatch_id = NEW.dispatch_id)
+    OR NEW.not_after_ms IS NOT (
+        SELECT d.not_after_ms FROM approved_action_dispatches AS d
+        WHERE d.dispatch_id = NEW.dispatch_id)
+    OR NEW.eligible_at_ms < NEW.not_before_ms
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:window_refused: an execution carries its dispatch''s window');
+END;
+
 -- trigger approved_action_dispatches_immutable_delete
 CREATE TRIGGER approved_action_dispatches_immutable_delete
 BEFORE DELETE ON approved_action_dispatches
@@ -1489,6 +1592,19 @@ WHEN NEW.traceparent IS NOT (
     WHERE a.approval_request_id = NEW.approval_request_id)
 BEGIN
     SELECT RAISE(ABORT, 'qinglong:traceparent_refused: a dispatch names its request''s traceparent');
+END;
+
+-- trigger approved_action_dispatches_window_of_policy
+CREATE TRIGGER approved_action_dispatches_window_of_policy
+BEFORE INSERT ON approved_action_dispatches
+WHEN NEW.not_before_ms IS NOT (
+        SELECT w.not_before_ms FROM approval_request_windows AS w
+        WHERE w.approval_request_id = NEW.approval_request_id)
+    OR NEW.not_after_ms IS NOT (
+        SELECT w.not_after_ms FROM approval_request_windows AS w
+        WHERE w.approval_request_id = NEW.approval_request_id)
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:window_refused: a dispatch carries its policy''s window');
 END;
 
 -- trigger approved_run_action_receipts_guard
@@ -1558,6 +1674,79 @@ WHEN NOT EXISTS (
 )
 BEGIN
     SELECT RAISE(ABORT, 'execution_events: a ledger line records the row''s own change');
+END;
+
+-- trigger freeze_lifts_audit
+CREATE TRIGGER freeze_lifts_audit AFTER INSERT ON freeze_lifts
+BEGIN
+    INSERT INTO security_audit_events (
+        kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
+    ) SELECT 'approval.freeze_lifted', NEW.lifted_by, NEW.lifted_by, d.project_id, NEW.dispatch_id,
+             CAST(NEW.freeze_id AS TEXT), NEW.lifted_at_ms
+      FROM approved_action_dispatches AS d WHERE d.dispatch_id = NEW.dispatch_id;
+END;
+
+-- trigger freeze_lifts_no_update
+CREATE TRIGGER freeze_lifts_no_update BEFORE UPDATE ON freeze_lifts
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:freeze_refused: a freeze lift never changes');
+END;
+
+-- trigger freeze_lifts_not_the_requester
+CREATE TRIGGER freeze_lifts_not_the_requester BEFORE INSERT ON freeze_lifts
+WHEN EXISTS (SELECT 1 FROM approved_action_dispatches AS d
+             JOIN approval_requests AS r ON r.approval_request_id = d.approval_request_id
+             WHERE d.dispatch_id = NEW.dispatch_id AND r.requested_principal = NEW.lifted_by)
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:freeze_refused: the requester may not lift a freeze');
+END;
+
+-- trigger freezes_audit_added
+CREATE TRIGGER freezes_audit_added AFTER INSERT ON freezes
+BEGIN
+    INSERT INTO security_audit_events (
+        kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
+    ) VALUES (
+        'approval.freeze_added', NEW.created_by, NEW.created_by, coalesce(NEW.project_id, ''),
+        'freeze:' || NEW.freeze_id, substr(NEW.reason, 1, 128), NEW.created_at_ms
+    );
+END;
+
+-- trigger freezes_audit_ended
+CREATE TRIGGER freezes_audit_ended AFTER UPDATE ON freezes
+BEGIN
+    INSERT INTO security_audit_events (
+        kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
+    ) VALUES (
+        'approval.freeze_ended', NEW.ended_by, NEW.ended_by, coalesce(NEW.project_id, ''),
+        'freeze:' || NEW.freeze_id, 'ended', NEW.ended_at_ms
+    );
+END;
+
+-- trigger freezes_born_open
+CREATE TRIGGER freezes_born_open BEFORE INSERT ON freezes
+WHEN NEW.ended_by IS NOT NULL OR NEW.ended_at_ms IS NOT NULL
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:freeze_refused: a freeze is written open');
+END;
+
+-- trigger freezes_no_delete
+CREATE TRIGGER freezes_no_delete BEFORE DELETE ON freezes
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:freeze_refused: a freeze is never deleted: end it');
+END;
+
+-- trigger freezes_only_end
+CREATE TRIGGER freezes_only_end BEFORE UPDATE ON freezes
+WHEN OLD.ended_at_ms IS NOT NULL OR NEW.ended_at_ms IS NULL
+    OR NEW.freeze_id IS NOT OLD.freeze_id OR NEW.action_type IS NOT OLD.action_type
+    OR NEW.project_id IS NOT OLD.project_id OR NEW.target_prefix IS NOT OLD.target_prefix
+    OR NEW.from_ms IS NOT OLD.from_ms OR NEW.until_ms IS NOT OLD.until_ms
+    OR NEW.reason IS NOT OLD.reason OR NEW.created_by IS NOT OLD.created_by
+    OR NEW.created_at_ms IS NOT OLD.created_at_ms
+    OR NEW.ended_at_ms IS NOT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:freeze_refused: a freeze only ends, once, now');
 END;
 
 -- trigger inbox_notes_immutable
@@ -1978,10 +2167,36 @@ CREATE TRIGGER uncertain_outcomes_prune_only BEFORE DELETE ON uncertain_outcomes
 WHEN NOT EXISTS (SELECT 1 FROM prune_permits AS p WHERE p.dispatch_id = OLD.dispatch_id)
 BEGIN SELECT RAISE(ABORT, 'uncertain_outcomes: only a prune deletes an outcome'); END;
 
--- views (1)
+-- views (3)
 
 -- view approval_policies_in_force
 CREATE VIEW approval_policies_in_force AS
 SELECT p.* FROM approval_policies AS p
 WHERE NOT p.retired
   AND p.version = (SELECT max(q.version) FROM approval_policies AS q WHERE q.name = p.name);
+
+-- view approval_request_windows
+CREATE VIEW approval_request_windows AS
+SELECT r.approval_request_id,
+       CASE WHEN p.not_before_delay_ms IS NOT NULL
+            THEN CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+                 + p.not_before_delay_ms END AS not_before_ms,
+       CASE WHEN p.window_ms IS NOT NULL
+            THEN CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+                 + coalesce(p.not_before_delay_ms, 0) + p.window_ms END AS not_after_ms
+FROM approval_request_policies AS r
+JOIN approval_policies AS p ON p.name = r.policy_name AND p.version = r.policy_version;
+
+-- view dispatch_freezes
+CREATE VIEW dispatch_freezes AS
+SELECT d.dispatch_id, f.freeze_id
+FROM freezes AS f
+JOIN approved_action_dispatches AS d
+    ON (f.action_type IS NULL OR f.action_type = d.action_type)
+   AND (f.project_id IS NULL OR f.project_id = d.project_id)
+   AND (f.target_prefix IS NULL OR substr(d.target, 1, length(f.target_prefix)) = f.target_prefix)
+WHERE f.ended_at_ms IS NULL
+  AND f.until_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+  AND f.from_ms <= CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+  AND NOT EXISTS (SELECT 1 FROM freeze_lifts AS l
+                  WHERE l.dispatch_id = d.dispatch_id AND l.freeze_id = f.freeze_id);

@@ -17,7 +17,7 @@ from qinglong_dispatcher import bootstrap, clock
 from qinglong_dispatcher.bootstrap import tools
 from qinglong_dispatcher.commands import common, previews, resubmits
 from qinglong_dispatcher.config.settings import Settings
-from qinglong_dispatcher.domain import dispatch_views, errors, plans, states
+from qinglong_dispatcher.domain import dispatch_views, errors, freezes, plans, states, waits
 from qinglong_dispatcher.usecases import cancelling
 
 
@@ -48,6 +48,8 @@ async def cmd_dispatch(settings: Settings, args: argparse.Namespace) -> int:
         return await _cancel(settings, args)
     if args.dispatch_command == "resubmit":
         return await resubmits.cmd_resubmit(settings, args)
+    if args.dispatch_command == "lift-freeze":
+        return await _lift(settings, args)
     request = list_query(args)
     store = await common.open_store(settings)
     try:
@@ -73,6 +75,7 @@ async def cmd_dispatch(settings: Settings, args: argparse.Namespace) -> int:
             f"{row.project_id:<12} {f'{row.attempt}/{row.max_attempts}':<8} "
             f"{_iso(row.created_at_ms):<29}  {row.result_code or '-'}"
             + ("" if row.waiting is None else f"  {row.waiting}")
+            + ("" if row.wait is None else f"  {_wait(row.wait)}")
         )
     if cursor is not None:
         print(f"more: --after {cursor}")
@@ -104,6 +107,30 @@ async def _show(settings: Settings, args: argparse.Namespace) -> int:
     return common.EXIT_OK
 
 
+async def _lift(settings: Settings, args: argparse.Namespace) -> int:
+    """Lift for one dispatch the freezes covering it now (the database refuses the requester,
+    and anyone not an operator)."""
+    dispatch_id: str = args.dispatch_id
+    if not plans.is_identifier(dispatch_id):
+        raise errors.DispatchNotFound("no dispatch has this id (not a dispatch id)")
+    try:
+        reason = freezes.check_reason(args.reason)
+    except errors.InvalidInput as exc:
+        raise common.UsageError(f"argument --reason: {exc}") from exc
+    store = await common.open_store(settings)
+    try:
+        lifted = await store.lift_freeze(dispatch_id, reason=reason)
+    finally:
+        await store.close()
+    if args.json:
+        common.print_json({"dispatch_id": dispatch_id, "lifted": lifted})
+    elif lifted:
+        print(f"{dispatch_id}: lifted freeze {', '.join(str(f) for f in lifted)}")
+    else:
+        print(f"{dispatch_id}: no freeze covers it")
+    return common.EXIT_OK
+
+
 async def _cancel(settings: Settings, args: argparse.Namespace) -> int:
     dispatch_id: str = args.dispatch_id
     if not plans.is_identifier(dispatch_id):
@@ -131,6 +158,13 @@ async def _cancel(settings: Settings, args: argparse.Namespace) -> int:
     return common.EXIT_OK
 
 
+def _wait(wait: waits.Wait) -> str:
+    """`frozen_by F` or `not_before T`."""
+    if wait.freeze_id is not None:
+        return f"{waits.FROZEN_BY} {wait.freeze_id}"
+    return f"{waits.NOT_BEFORE} {_iso(wait.not_before_ms)}"
+
+
 def _lines(detail: dispatch_views.Detail) -> list[str]:
     """`dispatch show` as text: one labelled line per fact, the ledger one line per event."""
     d, e = detail.dispatch, detail.execution
@@ -149,6 +183,13 @@ def _lines(detail: dispatch_views.Detail) -> list[str]:
         f"{'status':<12} {status}",
         f"{'target':<12} {d.target or '-'}"
         + ("" if e.waiting_for_target is None else f" ({e.waiting_for_target})"),
+        f"{'window':<12} "
+        + (
+            "-"
+            if e.window is None
+            else f"{_iso(e.window.not_before_ms)} … {_iso(e.window.not_after_ms)}"
+        )
+        + ("" if e.wait is None else f" ({_wait(e.wait)})"),
         f"{'attempt':<12} {e.attempt}/{e.max_attempts} (version {e.version})",
         f"{'takeovers':<12} {e.takeovers}/{e.max_takeovers}",
         f"{'lease':<12} {e.lease_owner or '-'} until {_iso(e.lease_expires_at_ms)}",
@@ -262,3 +303,12 @@ def add_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentParser) -
     d.add_argument("--operator", metavar="W", help="operator name (audited; default the OS user)")
     d.add_argument("--json", action="store_true", help="print the result as one JSON line")
     resubmits.add_arguments(dispatch_sub, shared)
+    d = dispatch_sub.add_parser(
+        "lift-freeze",
+        parents=[shared],
+        help="lift the freezes covering one dispatch, for it alone, as an operator who is not "
+        "its requester (audited)",
+    )
+    d.add_argument("dispatch_id", metavar="DISPATCH_ID")
+    d.add_argument("--reason", required=True, metavar="R", help="why (1…200 characters)")
+    d.add_argument("--json", action="store_true", help="print the result as one JSON line")

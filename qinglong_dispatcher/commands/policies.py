@@ -27,6 +27,10 @@ def _new(args: argparse.Namespace) -> policies.NewPolicy:
             if args.remind_before is None
             else policies.parse_duration(args.remind_before, "reminder")
         )
+        delay, window = (
+            None if text is None else policies.parse_duration(text, what)
+            for text, what in ((args.not_before_delay, "window delay"), (args.window, "window"))
+        )
         return policies.NewPolicy(
             name=args.name,
             action_type=args.action,
@@ -38,6 +42,8 @@ def _new(args: argparse.Namespace) -> policies.NewPolicy:
             reason_required=args.reason_required,
             lifetime_ms=lifetime,
             remind_before_ms=remind,
+            not_before_delay_ms=delay,
+            window_ms=window,
         ).check()
     except errors.InvalidInput as exc:
         raise common.UsageError(f"argument: {exc}") from exc
@@ -75,7 +81,9 @@ def _summary(policy: policies.Policy) -> str:
         f"approvals={policy.approvals_required} "
         f"denials={policy.denials_to_reject} groups={groups}{reason} "
         f"lifetime={_duration(policy.lifetime_ms)} "
-        f"remind-before={_duration(policy.remind_before_ms)}{retired}"
+        f"remind-before={_duration(policy.remind_before_ms)} "
+        f"not-before-delay={_duration(policy.not_before_delay_ms)} "
+        f"window={_duration(policy.window_ms)}{retired}"
     )
 
 

@@ -50,6 +50,18 @@ def add_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentParser) -
         metavar="DURATION",
         help="write an approval.expiring event this long before a request expires",
     )
+    s.add_argument(
+        "--not-before-delay",
+        metavar="DURATION",
+        help="its dispatches may start only this long after they are approved and consumed "
+        "(the execution window opens then; default: at once)",
+    )
+    s.add_argument(
+        "--window",
+        metavar="DURATION",
+        help="its dispatches may start only within this long after the window opens; past it "
+        "a waiting dispatch ends cancelled (window_expired), never late (default: no end)",
+    )
     s.add_argument("--json", action="store_true")
     listing = sub.add_parser("list", parents=[shared], help="the policies in force, by name")
     listing.add_argument("--all", action="store_true", help="the retired ones too")

@@ -52,6 +52,10 @@ def check_target_prefix(prefix: str) -> str:
     return prefix
 
 
+MAX_WAIT_MS = 2_592_000_000
+"""The longest window delay and window a policy may carry (30 days, as the tables check)."""
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class NewPolicy:
     """The next version of a policy, as asked; `check` refuses what the database would."""
@@ -67,6 +71,10 @@ class NewPolicy:
     reason_required: bool = False
     lifetime_ms: int | None = None
     remind_before_ms: int | None = None
+    not_before_delay_ms: int | None = None
+    """The execution window opens this long after the dispatch is written (None: at once)."""
+    window_ms: int | None = None
+    """The window stays open this long after it opens (None: no end)."""
 
     def check(self) -> NewPolicy:
         """`self` when every value is one the database accepts, else `InvalidInput`."""
@@ -97,6 +105,11 @@ class NewPolicy:
             and self.remind_before_ms >= self.lifetime_ms
         ):
             raise errors.InvalidInput("the reminder must come before the end of the lifetime")
+        delay = self.not_before_delay_ms
+        if delay is not None and not 0 <= delay <= MAX_WAIT_MS:
+            raise errors.InvalidInput("the window's delay must be 0 s…30 days")
+        if self.window_ms is not None and not 1000 <= self.window_ms <= MAX_WAIT_MS:
+            raise errors.InvalidInput("the window must be 1 s…30 days")
         return self
 
 
@@ -115,6 +128,8 @@ class Policy:
     reason_required: bool
     lifetime_ms: int | None
     remind_before_ms: int | None
+    not_before_delay_ms: int | None
+    window_ms: int | None
     retired: bool
     written_by: str
     written_at_ms: int

@@ -21,6 +21,7 @@ from qinglong_dispatcher.domain import (
     states,
     targets,
     uncertainty,
+    waits,
 )
 from qinglong_dispatcher.domain.states import EffectiveStatus, ExecutionStatus
 from qinglong_dispatcher.domain.tools import steps
@@ -104,6 +105,7 @@ class DispatchSummary:
     target: str | None = None
     waiting: targets.TargetWait | None = None
     """Why it waits for its target (`waiting_for_target held_by|busy_by D`), if it does."""
+    wait: waits.Wait | None = None
 
     @classmethod
     def from_row(cls, row: records.RowLike, *, settling_ms: int) -> DispatchSummary:
@@ -123,6 +125,7 @@ class DispatchSummary:
             result_code=row["result_code"],
             target=row["target"],
             waiting=targets.TargetWait.from_row(row, settling_ms=settling_ms),
+            wait=waits.Wait.from_row(row, now_ms=settling_ms),
         )
 
     @property
@@ -145,6 +148,7 @@ class DispatchSummary:
             "result_code": self.result_code,
             "target": self.target,
             targets.WAITING_FOR_TARGET: None if self.waiting is None else self.waiting.as_dict(),
+            "wait": None if self.wait is None else self.wait.as_dict(),
         }
 
 
@@ -184,6 +188,8 @@ class ExecutionView:
     updated_at_ms: int
     waiting_for_target: targets.TargetWait | None = None
     """Why it waits for its target, if it does (`domain/targets.py`)."""
+    window: waits.Window | None = None
+    wait: waits.Wait | None = None
 
     @classmethod
     def from_row(cls, row: records.RowLike, *, settling_ms: int) -> ExecutionView:
@@ -212,6 +218,8 @@ class ExecutionView:
             created_at_ms=row["created_at_ms"],
             updated_at_ms=row["updated_at_ms"],
             waiting_for_target=targets.TargetWait.from_row(row, settling_ms=settling_ms),
+            window=waits.window_of(row),
+            wait=waits.Wait.from_row(row, now_ms=settling_ms),
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -222,6 +230,8 @@ class ExecutionView:
         values["receipt"] = None if self.receipt is None else dict(self.receipt)
         wait = self.waiting_for_target
         values["waiting_for_target"] = None if wait is None else wait.as_dict()
+        values["window"] = None if self.window is None else self.window.as_dict()
+        values["wait"] = None if self.wait is None else self.wait.as_dict()
         return values
 
 

@@ -267,3 +267,15 @@ class PolicyNotFound(PolicyRefused):
     """No approval policy of this name is in force."""
 
     code = "policy_not_found"
+
+
+class FreezeRefused(QinglongError):
+    """The freeze, its end or its lift cannot be written as asked (the database refused it)."""
+
+    code = "freeze_refused"
+
+
+class FreezeNotFound(FreezeRefused):
+    """No open freeze has this id."""
+
+    code = "freeze_not_found"

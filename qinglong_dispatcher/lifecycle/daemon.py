@@ -334,6 +334,7 @@ class Daemon:
                 approvals_expired=report.approvals_expired,
                 reminders=report.approval_reminders,
             )
+            p.metrics.targets.expired_past_window.inc(report.windows_expired)
             await pass_gauges.read(p.store, p.clock, p.metrics)
             await self._prune()
 

@@ -1,5 +1,5 @@
-"""The gauges a reconcile pass reads from the store: waiting approvals by policy, and held and
-busy targets.
+"""The gauges a reconcile pass reads from the store: waiting approvals by policy, held and
+busy targets, and dispatches a freeze holds.
 
 Every replica reports them alike (each is a read of the database, like the backlog's), so a
 failed read only leaves the last value and logs its code; it never stops the pass.
@@ -26,3 +26,7 @@ async def read(store: ports.Store, clock: ports.Clock, the_metrics: metrics.Metr
         the_metrics.targets.set_holders(await store.target_holders(now_ms=clock.now_ms()))
     except errors.StoreError as exc:
         log.warning("targets.holders_read_failed", code=exc.code)
+    try:
+        the_metrics.targets.set_frozen(await store.count_frozen())
+    except errors.StoreError as exc:
+        log.warning("freezes.frozen_read_failed", code=exc.code)

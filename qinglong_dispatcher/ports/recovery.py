@@ -48,6 +48,11 @@ class RecoveryStore(Protocol):
         clock (`pending → expired`, audited); those it expired."""
         ...
 
+    async def expire_past_window(self, *, now_ms: int, limit: int = 64) -> list[str]:
+        """End at most `limit` waiting executions whose window closed on the database's clock
+        (`cancelled`, code `window_expired`); their dispatch ids."""
+        ...
+
     async def remind_approvals(self, *, limit: int = 64) -> list[str]:
         """Write the one `approval.expiring` event of at most `limit` waiting requests whose
         policy's reminder came due on the database's clock; the requests reminded."""

@@ -12,6 +12,7 @@ from qinglong_dispatcher.ports.approvals import ApprovalStore, PlanStore
 from qinglong_dispatcher.ports.audit_export import AuditExportStore
 from qinglong_dispatcher.ports.dispatches import CancelStore, DispatchReadStore, PlanReadStore
 from qinglong_dispatcher.ports.executions import ExecutionStore, PageStore
+from qinglong_dispatcher.ports.freezes import FreezeStore
 from qinglong_dispatcher.ports.notes import NoteStore
 from qinglong_dispatcher.ports.notifications import NotificationStore
 from qinglong_dispatcher.ports.plan_keys import PlanKeyStore
@@ -38,6 +39,7 @@ class Store(
     TargetReadStore,
     TokenStore,
     PolicyStore,
+    FreezeStore,
     UiSessionStore,
     AuditExportStore,
     NotificationStore,

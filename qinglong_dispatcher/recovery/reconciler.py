@@ -33,6 +33,8 @@ class ReconcileReport:
     """Pending approval requests this pass expired (database clock)."""
     approval_reminders: int = 0
     """`approval.expiring` events this pass wrote (database clock)."""
+    windows_expired: int = 0
+    """Waiting dispatches this pass ended because their window closed (database clock)."""
 
     def as_dict(self) -> dict[str, object]:
         """The JSON shape used by `tick --json`."""
@@ -41,6 +43,7 @@ class ReconcileReport:
             "outcomes": dict(sorted(self.outcomes.items())),
             "approvals_expired": self.approvals_expired,
             "approval_reminders": self.approval_reminders,
+            "windows_expired": self.windows_expired,
         }
 
 
@@ -86,7 +89,18 @@ class Reconciler:
             report.outcomes[outcome] += 1
         report.approval_reminders = await self._remind_approvals()
         report.approvals_expired = await self._expire_approvals()
+        report.windows_expired = await self._expire_windows()
         return report
+
+    async def _expire_windows(self) -> int:
+        """One page of waiting dispatches past their execution window ends `cancelled`
+        (`window_expired`): never started late, never left waiting for nothing."""
+        ended = await self._store.expire_past_window(
+            now_ms=self._clock.now_ms(), limit=self._page_size
+        )
+        for dispatch_id in ended:
+            log.info("dispatch.window_expired", dispatch_id=dispatch_id)
+        return len(ended)
 
     async def _remind_approvals(self) -> int:
         """One page of waiting requests whose policy's reminder came due gets its

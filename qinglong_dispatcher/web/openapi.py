@@ -12,6 +12,7 @@ import qinglong_dispatcher
 from qinglong_dispatcher.domain import dispatch_views, states
 from qinglong_dispatcher.web import (
     audit_export,
+    freezes,
     openapi_inbox,
     openapi_subscriptions,
     openapi_votes,
@@ -252,6 +253,7 @@ def document() -> dict[str, Any]:
             openapi_subscriptions.paths(_ERRORS),
             audit_export.paths(_ERRORS),
             resubmits.paths(),
+            freezes.paths(_ERRORS),
         ),
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -262,6 +264,7 @@ def document() -> dict[str, Any]:
                 **openapi_inbox.all_schemas(),
                 **resubmits.all_schemas(),
                 **openapi_subscriptions.all_schemas(),
+                **freezes.all_schemas(),
             },
         },
     }

@@ -31,6 +31,39 @@ TARGET_WAIT: Final = {
         },
     ],
 }
+WAIT: Final = {
+    "description": "why a pending dispatch is not claimed besides its target: `frozen_by` a "
+    "freeze (`freeze_id`), or `not_before` its execution window's start; null when neither",
+    "oneOf": [
+        {"type": "null"},
+        {
+            "type": "object",
+            "required": ["reason", "freeze_id", "not_before_ms"],
+            "properties": {
+                "reason": {"type": "string", "enum": ["frozen_by", "not_before"]},
+                "freeze_id": {"type": ["integer", "null"]},
+                "not_before_ms": {"type": ["integer", "null"]},
+            },
+            "additionalProperties": False,
+        },
+    ],
+}
+WINDOW: Final = {
+    "description": "the execution window its policy gave it (Unix ms; null: open on that "
+    "side); null without one",
+    "oneOf": [
+        {"type": "null"},
+        {
+            "type": "object",
+            "required": ["not_before_ms", "not_after_ms"],
+            "properties": {
+                "not_before_ms": {"type": ["integer", "null"]},
+                "not_after_ms": {"type": ["integer", "null"]},
+            },
+            "additionalProperties": False,
+        },
+    ],
+}
 
 
 def ref(name: str) -> dict[str, str]:
@@ -55,6 +88,7 @@ def all_schemas() -> dict[str, Any]:
             "result_code",
             "target",
             "waiting_for_target",
+            "wait",
         ],
         "properties": {
             "dispatch_id": ID,
@@ -69,6 +103,7 @@ def all_schemas() -> dict[str, Any]:
             "result_code": NULLABLE_STR,
             "target": {**NULLABLE_ID, "description": "what the plan changes (its target)"},
             "waiting_for_target": TARGET_WAIT,
+            "wait": WAIT,
         },
         "additionalProperties": False,
     }
@@ -104,6 +139,8 @@ def all_schemas() -> dict[str, Any]:
         "created_at_ms": MS,
         "updated_at_ms": MS,
         "waiting_for_target": TARGET_WAIT,
+        "window": WINDOW,
+        "wait": WAIT,
     }
     return {
         "Problem": {

@@ -147,7 +147,8 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
     # reader, choose and copy the policy in force into a new request, and tell the notification
     # outbox) are the recorder's, and it owns nothing else and holds nothing but USAGE, the
     # INSERTs of what it appends, and the SELECTs `read_plan`, the policy's choice and copy, the
-    # target copies and the outbox need (a recovery's outbox event: an uncertain outcome's code).
+    # target and window copies, the freeze probe and the outbox need (a recovery's outbox
+    # event: an uncertain outcome's code).
     definers = await stores.raw(
         database,
         "SELECT p.proname, pg_get_userbyid(p.proowner) AS owner FROM pg_proc AS p "
@@ -157,10 +158,16 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
     assert [(r["proname"], r["owner"]) for r in definers] == [
         ("audit_approval_policy", "qinglong_recorder"),
         ("audit_approval_request", "qinglong_recorder"),
+        ("audit_freeze", "qinglong_recorder"),
         ("copy_approval_policy", "qinglong_recorder"),
+        ("decision_reasons", "qinglong_recorder"),
         ("dispatch_target_of_plan", "qinglong_recorder"),
+        ("dispatch_traceparent_of_request", "qinglong_recorder"),
+        ("dispatch_window_of_policy", "qinglong_recorder"),
         ("event_target", "qinglong_recorder"),
         ("execution_target_of_dispatch", "qinglong_recorder"),
+        ("execution_window_of_dispatch", "qinglong_recorder"),
+        ("freeze_covering", "qinglong_recorder"),
         ("keep_event_while_someone_listens", "qinglong_recorder"),
         ("mark_recovery_required", "qinglong_recorder"),
         ("read_plan", "qinglong_recorder"),
@@ -184,6 +191,8 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         ("approval_requests", "SELECT"),
         ("approved_action_dispatches", "SELECT"),
         ("execution_events", "INSERT"),
+        ("freeze_lifts", "SELECT"),
+        ("freezes", "SELECT"),
         ("notification_events", "INSERT"),
         ("notification_subscriptions", "SELECT"),
         ("recovery_required_marks", "INSERT"),

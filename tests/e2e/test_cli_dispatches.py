@@ -88,8 +88,9 @@ def test_list_pages_then_show_the_first(workdir: Path) -> None:
         "result_code",
         "target",
         "waiting_for_target",
+        "wait",
     }
-    assert (first["target"], first["waiting_for_target"]) == (None, None)
+    assert (first["target"], first["waiting_for_target"], first["wait"]) == (None, None, None)
     assert (first["status"], first["action_type"], first["result_code"]) == (
         "succeeded",
         "run.create",

@@ -395,6 +395,7 @@ def test_tick_reconciles_and_recovery_commands_settle_by_hand(workdir: Path) -> 
         "outcomes": {"missing": 1},
         "approvals_expired": 0,
         "approval_reminders": 0,
+        "windows_expired": 0,
     }
     listed = json_out(run_cli("recovery", "list", "--json", cwd=workdir))
     assert [row["dispatch_id"] for row in listed] == [dispatch_id]

@@ -12,7 +12,8 @@ from tests.support.cli import run_cli
 GROUPS = {
     "approval": {"create", "approve", "vote", "reject", "consume", "show", "list"},
     "submit": {"run-create", "tool-invoke"},
-    "dispatch": {"list", "show", "cancel", "resubmit"},
+    "dispatch": {"list", "show", "cancel", "resubmit", "lift-freeze"},
+    "freeze": {"add", "list", "end"},
     "recovery": {"list", "resolve"},
 }
 

@@ -58,10 +58,10 @@ APPROVAL_SQLSTATES: dict[str, type[errors.ApprovalError]] = {
 TRANSITION_REFUSED = "QLT01"
 """SQLSTATE of the state-machine triggers (migration 0006)."""
 
-INTEGRITY_REFUSED = frozenset({"QLF01", "QLF02", "QLF03", "QLR01", "QLI01", "QLI02"})
-"""SQLSTATEs of the fence, resolution and record guards (migration 0011 and later): not the
-holder, a live lease, a lease beyond the bound, a resolution off its fence, a record for another
-principal, row or identity, a change before its audit row. The store's statements never do."""
+INTEGRITY_REFUSED = frozenset(
+    {"QLF01", "QLF02", "QLF03", "QLR01", "QLI01", "QLI02", "QLW01", "QLZ01", "QLZ02"}
+)
+"""SQLSTATEs of the guards of fences, resolutions, records, windows and freezes (0011 on)."""
 
 SUBMIT_DECLINED = "QLS01"
 """SQLSTATE of migration 0018's `submit_one` when one of its updates matched nothing: it rolled

@@ -33,6 +33,8 @@ def _policy(row: query.Row) -> policies.Policy:
         reason_required=bool(row["reason_required"]),
         lifetime_ms=row["lifetime_ms"],
         remind_before_ms=row["remind_before_ms"],
+        not_before_delay_ms=row["not_before_delay_ms"],
+        window_ms=row["window_ms"],
         retired=bool(row["retired"]),
         written_by=row["written_by"],
         written_at_ms=int(row["written_at_ms"]),
@@ -64,6 +66,8 @@ async def set_policy(
             "reason_required": new.reason_required,
             "lifetime_ms": new.lifetime_ms,
             "remind_before_ms": new.remind_before_ms,
+            "not_before_delay_ms": new.not_before_delay_ms,
+            "window_ms": new.window_ms,
             "principal": principal.name,
         },
     )

@@ -40,6 +40,7 @@ from qinglong_dispatcher.adapters.sql import (
     ui_session_store,
     uncertain_outcomes,
     votes,
+    windows,
 )
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import cancels as cancel_records
@@ -87,6 +88,7 @@ class SqlStore(
     notifications.NotificationMethods,
     notes.NoteMethods,
     target_reads.TargetReadMethods,
+    windows.WaitMethods,
 ):
     """Every store port operation whose transaction is shared by both dialects (the mixins'
     in their modules: stored plans in `plan_store`, API tokens in `token_store`, …)."""

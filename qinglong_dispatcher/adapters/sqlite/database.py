@@ -28,6 +28,8 @@ Transaction = Callable[[sqlite3.Connection], T]
 
 TRANSITION_REFUSED = "qinglong:transition_refused"
 APPROVAL_EXPIRED = "qinglong:approval_expired"
+WINDOW_REFUSED = ("qinglong:window_refused", "qinglong:freeze_refused")
+"""A start outside its window or under a freeze; a window or freeze changed (migration 0035)."""
 """The approval triggers' refusal to approve or consume past the lifetime (migration 0011)."""
 """Prefix of the state-machine triggers' RAISE(ABORT) messages (migration 0006)."""
 
@@ -141,7 +143,9 @@ def translate(exc: sqlite3.Error) -> errors.StoreError | errors.ApprovalError:
         return errors.StoreUnavailable(f"SQLite file cannot be used: {_reason(exc)}")
     if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
         return errors.StoreCorrupted()
-    if code == sqlite3.SQLITE_CONSTRAINT_TRIGGER and str(exc).startswith(TRANSITION_REFUSED):
+    if code == sqlite3.SQLITE_CONSTRAINT_TRIGGER and str(exc).startswith(
+        (TRANSITION_REFUSED, *WINDOW_REFUSED)
+    ):
         # The trigger's message names the rule it broke, never row contents.
         return errors.TransitionRefused(str(exc))
     if code == sqlite3.SQLITE_CONSTRAINT_TRIGGER and str(exc).startswith(APPROVAL_EXPIRED):

@@ -17,6 +17,7 @@ from qinglong_dispatcher.domain import (
     states,
     targets,
     uncertainty,
+    waits,
 )
 from qinglong_dispatcher.web import context, operations, problems, reads
 from qinglong_dispatcher.web.ui import (
@@ -49,6 +50,24 @@ def _target(target: str | None, wait: targets.TargetWait | None) -> str:
         f'<span class="waiting-for-target">waiting for target ({_WAIT_WORDS[wait.kind]} '
         f"{holder})</span>"
     )
+
+
+def _window(window: waits.Window | None, wait: waits.Wait | None) -> str:
+    """The execution window, and why the dispatch waits besides its target: `frozen by
+    freeze F` or `not before T`."""
+    shown = (
+        "-"
+        if window is None
+        else f"{markup.when(window.not_before_ms)} … {markup.when(window.not_after_ms)}"
+    )
+    if wait is None:
+        return shown
+    why = (
+        f"frozen by freeze {wait.freeze_id}"
+        if wait.freeze_id is not None
+        else f"not before {markup.when(wait.not_before_ms)}"
+    )
+    return f'{shown} · <span class="waiting-for-window">{markup.esc(why)}</span>'
 
 
 _OWN: Final = (
@@ -211,6 +230,7 @@ async def detail_page(request: web.Request, session: sessions.Session) -> web.St
             ("action", markup.esc(d.action_type)),
             ("project", markup.esc(d.project_id)),
             ("target", _target(d.target, x.waiting_for_target) or "-"),
+            ("window", _window(x.window, x.wait)),
             ("action ref", markup.esc(d.action_ref)),
             ("approval request", markup.esc(d.approval_request_id)),
             ("approved by", markup.esc(d.approved_by)),

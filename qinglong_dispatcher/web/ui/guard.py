@@ -24,7 +24,7 @@ from aiohttp import web
 
 from qinglong_dispatcher.domain import errors, permissions
 from qinglong_dispatcher.web import auth, context, problems, writing
-from qinglong_dispatcher.web.ui import markup, sessions
+from qinglong_dispatcher.web.ui import freeze_banner, markup, sessions
 
 log = structlog.get_logger("qinglong_dispatcher.api")
 
@@ -219,7 +219,8 @@ def view(operation: Operation) -> Callable[[Page], Handler]:
                     return _signin_redirect(request)
                 if not permissions.admits(session.principal, operation):
                     raise Refused("forbidden", f"needs the {role} role")
-                return await _guarded(request, session, lambda: handler(request, session))
+                page = await _guarded(request, session, lambda: handler(request, session))
+                return await freeze_banner.add(request, page)
 
             return await _guarded(request, None, call)
 

@@ -15,7 +15,11 @@ RETURNING version
 -- The target and the one other execution past its claim on it (the partial unique index of
 -- migration 0030 allows one): what `domain/targets.TargetWait` reads. No lease token.
 e.target, h.dispatch_id AS target_holder_id, h.status AS target_holder_status,
-h.lease_expires_at_ms AS target_holder_lease_expires_at_ms
+h.lease_expires_at_ms AS target_holder_lease_expires_at_ms,
+-- The window and the freeze a waiting row waits for (migration 0035, `domain/waits.py`).
+e.not_before_ms, e.not_after_ms,
+CASE WHEN e.status IN ('pending', 'retry_wait')
+     THEN qinglong.freeze_covering(e.dispatch_id, qinglong.db_now_ms()) END AS frozen_by
 
 -- target_holder_join --
 LEFT JOIN qinglong.approved_action_dispatch_executions AS h

@@ -42,6 +42,18 @@ WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms::bigint
                           AND b.dispatch_id <> e.dispatch_id) THEN false
            ELSE pg_catalog.pg_try_advisory_xact_lock(1903326210, pg_catalog.hashtext(e.target))
       END
+  -- A row past its window waits for the reconcile pass to end it (migration 0035).
+  AND (e.not_after_ms IS NULL OR e.not_after_ms > :now_ms::bigint)
+  -- A dispatch a freeze covers waits, unless lifted for it (migration 0035); the probe
+  -- reads the freezes in force only (a partial index, empty but during a freeze).
+  AND NOT EXISTS (
+      SELECT 1 FROM qinglong.freezes AS f
+      WHERE f.ended_at_ms IS NULL AND f.until_ms > :now_ms::bigint AND f.from_ms <= :now_ms::bigint
+        AND (f.action_type IS NULL OR f.action_type = d.action_type)
+        AND (f.project_id IS NULL OR f.project_id = d.project_id)
+        AND (f.target_prefix IS NULL OR pg_catalog.starts_with(d.target, f.target_prefix))
+        AND NOT EXISTS (SELECT 1 FROM qinglong.freeze_lifts AS l
+                        WHERE l.dispatch_id = e.dispatch_id AND l.freeze_id = f.freeze_id))
 ORDER BY e.eligible_at_ms, e.dispatch_id
 LIMIT :limit::bigint
 FOR UPDATE OF e SKIP LOCKED
@@ -84,6 +96,21 @@ WHERE e.dispatch_id = k.dispatch_id AND e.version = k.version
       SELECT 1 FROM qinglong.approved_action_dispatch_executions AS b
       WHERE b.target = e.target AND b.status IN ('leased', 'executing')
         AND b.dispatch_id <> e.dispatch_id))
+  -- Within the window on the database's clock, a second short of its end so the trigger
+  -- (QLW01) never undoes the page (migration 0035); a row without one tests two NULLs.
+  AND CASE WHEN e.not_before_ms IS NULL AND e.not_after_ms IS NULL THEN true
+           ELSE qinglong.db_now_ms() BETWEEN coalesce(e.not_before_ms, 0)
+                AND coalesce(e.not_after_ms, 9007199254740991) - 1000 END
+  -- And on the database's clock (the trigger's, QLZ01): a freeze that began since is kept.
+  AND NOT EXISTS (
+      SELECT 1 FROM qinglong.freezes AS f
+      JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+      WHERE f.ended_at_ms IS NULL AND f.until_ms > (SELECT qinglong.db_now_ms()) AND f.from_ms <= (SELECT qinglong.db_now_ms())
+        AND (f.action_type IS NULL OR f.action_type = d.action_type)
+        AND (f.project_id IS NULL OR f.project_id = d.project_id)
+        AND (f.target_prefix IS NULL OR pg_catalog.starts_with(d.target, f.target_prefix))
+        AND NOT EXISTS (SELECT 1 FROM qinglong.freeze_lifts AS l
+                        WHERE l.dispatch_id = e.dispatch_id AND l.freeze_id = f.freeze_id))
 RETURNING e.dispatch_id, e.version, e.attempt
 
 -- exhaust_row --

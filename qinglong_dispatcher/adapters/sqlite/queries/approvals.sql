@@ -108,7 +108,7 @@ RETURNING approval_request_id, project_id, action_type, action_ref, action_diges
 -- insert_dispatch --
 INSERT INTO approved_action_dispatches (
     dispatch_id, approval_request_id, project_id, action_type, action_ref, action_digest,
-    approved_by, created_at_ms, target, traceparent
+    approved_by, created_at_ms, target, traceparent, not_before_ms, not_after_ms
 ) VALUES (
     :dispatch_id, :approval_request_id, :project_id, :action_type, :action_ref, :action_digest,
     :approved_by, :now_ms,
@@ -116,17 +116,24 @@ INSERT INTO approved_action_dispatches (
     (SELECT p.target FROM action_plans AS p
      WHERE p.project_id = :project_id AND p.action_ref = :action_ref),
     (SELECT a.traceparent FROM approval_requests AS a
-     WHERE a.approval_request_id = :approval_request_id)
+     WHERE a.approval_request_id = :approval_request_id),
+    -- The window of the request's policy, from the database's clock (likewise).
+    (SELECT w.not_before_ms FROM approval_request_windows AS w
+     WHERE w.approval_request_id = :approval_request_id),
+    (SELECT w.not_after_ms FROM approval_request_windows AS w
+     WHERE w.approval_request_id = :approval_request_id)
 )
 
 -- insert_execution --
 INSERT INTO approved_action_dispatch_executions (
     dispatch_id, project_id, status, version, attempt, max_attempts, eligible_at_ms,
-    created_at_ms, updated_at_ms, target
-) VALUES (
-    :dispatch_id, :project_id, 'pending', 0, 0, :max_attempts, :now_ms, :now_ms, :now_ms,
-    (SELECT d.target FROM approved_action_dispatches AS d WHERE d.dispatch_id = :dispatch_id)
+    created_at_ms, updated_at_ms, target, not_before_ms, not_after_ms
 )
+-- The dispatch's target and window (the triggers refuse any other); due at the window's start.
+SELECT :dispatch_id, :project_id, 'pending', 0, 0, :max_attempts,
+       max(:now_ms, coalesce(d.not_before_ms, :now_ms)), :now_ms, :now_ms, d.target,
+       d.not_before_ms, d.not_after_ms
+FROM approved_action_dispatches AS d WHERE d.dispatch_id = :dispatch_id
 
 -- submit_one --
 -- PostgreSQL's submit of one plan in one round trip (its migration 0018). SQLite has no round

@@ -15,7 +15,12 @@ RETURNING version
 -- The target and the one other execution past its claim on it (the partial unique index of
 -- migration 0030 allows one): what `domain/targets.TargetWait` reads. No lease token.
 e.target, h.dispatch_id AS target_holder_id, h.status AS target_holder_status,
-h.lease_expires_at_ms AS target_holder_lease_expires_at_ms
+h.lease_expires_at_ms AS target_holder_lease_expires_at_ms,
+-- The window and the freeze a waiting row waits for (migration 0035, `domain/waits.py`).
+e.not_before_ms, e.not_after_ms,
+CASE WHEN e.status IN ('pending', 'retry_wait')
+     THEN (SELECT min(z.freeze_id) FROM dispatch_freezes AS z
+                 WHERE z.dispatch_id = e.dispatch_id) END AS frozen_by
 
 -- target_holder_join --
 LEFT JOIN approved_action_dispatch_executions AS h

@@ -36,6 +36,22 @@ WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms
       SELECT 1 FROM approved_action_dispatch_executions AS b
       WHERE b.target = e.target AND b.status IN ('leased', 'executing')
         AND b.dispatch_id <> e.dispatch_id))
+  -- A row past its window waits for the reconcile pass to end it (migration 0035).
+  AND (e.not_after_ms IS NULL OR e.not_after_ms > :now_ms)
+  -- A dispatch a freeze covers waits, unless lifted for it (migration 0035); the probe
+  -- reads the freezes in force only (a partial index, empty but during a freeze), on the
+  -- database's clock as the trigger does: this transaction holds the file's one write lock, so
+  -- no freeze begins between this read and the lease but by the clock's microseconds.
+  AND NOT EXISTS (
+      SELECT 1 FROM freezes AS f
+      WHERE f.ended_at_ms IS NULL
+        AND f.until_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+        AND f.from_ms <= CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+        AND (f.action_type IS NULL OR f.action_type = d.action_type)
+        AND (f.project_id IS NULL OR f.project_id = d.project_id)
+        AND (f.target_prefix IS NULL OR substr(d.target, 1, length(f.target_prefix)) = f.target_prefix)
+        AND NOT EXISTS (SELECT 1 FROM freeze_lifts AS l
+                        WHERE l.dispatch_id = e.dispatch_id AND l.freeze_id = f.freeze_id))
 ORDER BY e.eligible_at_ms, e.dispatch_id
 LIMIT :limit
 
@@ -74,6 +90,11 @@ WHERE e.dispatch_id = k.value ->> 'dispatch_id' AND e.version = k.value ->> 'ver
       SELECT 1 FROM approved_action_dispatch_executions AS b
       WHERE b.target = e.target AND b.status IN ('leased', 'executing')
         AND b.dispatch_id <> e.dispatch_id))
+  -- Within the window on the database's clock, a second short of its end so the trigger
+  -- (QLW01) never undoes the page (migration 0035); a row without one tests two NULLs.
+  AND CASE WHEN e.not_before_ms IS NULL AND e.not_after_ms IS NULL THEN true
+           ELSE CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) BETWEEN coalesce(e.not_before_ms, 0)
+                AND coalesce(e.not_after_ms, 9007199254740991) - 1000 END
 RETURNING dispatch_id, version, attempt
 
 -- exhaust_row --

@@ -1,0 +1,15 @@
+-- Execution windows (migration 0035; adapters/sql/windows.py).
+
+-- expire_past_window --
+-- The reconcile pass's sweep: at most :limit waiting rows whose window closed on the
+-- database's clock end `cancelled` `window_expired` (a trigger admits that end only then).
+UPDATE approved_action_dispatch_executions
+SET status = 'cancelled', version = version + 1, eligible_at_ms = NULL, retry_at_ms = NULL,
+    result_code = 'window_expired', completed_at_ms = :now_ms, updated_at_ms = :now_ms
+WHERE dispatch_id IN (
+    SELECT w.dispatch_id FROM approved_action_dispatch_executions AS w
+    WHERE w.not_after_ms IS NOT NULL AND w.status IN ('pending', 'retry_wait')
+      AND w.not_after_ms <= CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+    ORDER BY w.not_after_ms
+    LIMIT :limit)
+RETURNING dispatch_id
