@@ -1000,7 +1000,7 @@ CREATE INDEX approved_action_dispatch_executions_finished ON qinglong.approved_a
 CREATE UNIQUE INDEX approved_action_dispatch_executions_one_per_target ON qinglong.approved_action_dispatch_executions USING btree (target) WHERE ((target IS NOT NULL) AND (status = ANY (ARRAY['leased'::text, 'executing'::text])));
 CREATE UNIQUE INDEX approved_action_dispatch_executions_pkey ON qinglong.approved_action_dispatch_executions USING btree (dispatch_id);
 CREATE INDEX approved_action_dispatch_executions_status ON qinglong.approved_action_dispatch_executions USING btree (status);
-CREATE INDEX approved_action_dispatch_executions_windowed ON qinglong.approved_action_dispatch_executions USING btree (not_after_ms) WHERE ((not_after_ms IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'retry_wait'::text])));
+CREATE INDEX approved_action_dispatch_executions_windowed ON qinglong.approved_action_dispatch_executions USING btree (not_after_ms) WHERE ((not_after_ms IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'retry_wait'::text, 'leased'::text])));
 CREATE UNIQUE INDEX approved_action_dispatches_approval_request_id_key ON qinglong.approved_action_dispatches USING btree (approval_request_id);
 CREATE INDEX approved_action_dispatches_created ON qinglong.approved_action_dispatches USING btree (created_at_ms, dispatch_id);
 CREATE UNIQUE INDEX approved_action_dispatches_one_per_plan ON qinglong.approved_action_dispatches USING btree (project_id, action_ref);
@@ -1344,7 +1344,7 @@ BEGIN
             ('leased', 'retry_wait'), ('leased', 'pending'), ('leased', 'executing'),
             ('executing', 'executing'), ('executing', 'succeeded'),
             ('executing', 'failed'), ('executing', 'blocked'),
-            ('pending', 'cancelled'), ('retry_wait', 'cancelled')) THEN
+            ('pending', 'cancelled'), ('retry_wait', 'cancelled'), ('leased', 'cancelled')) THEN
         RAISE EXCEPTION 'qinglong:transition_refused: transition (% → %)', OLD.status, NEW.status
             USING ERRCODE = 'QLT01';
     END IF;
@@ -1365,6 +1365,14 @@ BEGIN
             RAISE EXCEPTION 'qinglong:window_refused: the window is still open (% → %)',
                 OLD.status, NEW.status USING ERRCODE = 'QLW01';
         END IF;
+        IF OLD.status = 'leased' AND OLD.lease_expires_at_ms > now_ms THEN
+            RAISE EXCEPTION 'qinglong:fence_refused: live lease (% → %)', OLD.status,
+                NEW.status USING ERRCODE = 'QLF02';
+        END IF;
+    ELSIF OLD.status = 'leased' AND NEW.status = 'cancelled' THEN
+        -- A claimed row is cancelled by nobody: only its window's end takes it back.
+        RAISE EXCEPTION 'qinglong:transition_refused: transition (% → %)', OLD.status,
+            NEW.status USING ERRCODE = 'QLT01';
     ELSIF NEW.status = 'cancelled' AND (acting IS NULL
             OR NOT pg_catalog.pg_has_role(acting, 'qinglong_operator', 'MEMBER')) THEN
         RAISE EXCEPTION 'qinglong:transition_refused: operator (% → %)', OLD.status, NEW.status
@@ -1456,10 +1464,12 @@ BEGIN
             -- blocked as such, and a recovery resolution for this exact fence may settle an
             -- expired started row.
             IF OLD.status = 'leased' THEN
-                settled := NEW.status = 'blocked'
-                    AND OLD.takeovers >= 4 * OLD.max_attempts
-                    AND NEW.result_code IS NOT DISTINCT FROM 'takeovers_exhausted'
-                    AND OLD.lease_expires_at_ms <= now_ms;
+                settled := OLD.lease_expires_at_ms <= now_ms AND (
+                    (NEW.status = 'blocked'
+                     AND OLD.takeovers >= 4 * OLD.max_attempts
+                     AND NEW.result_code IS NOT DISTINCT FROM 'takeovers_exhausted')
+                    OR (NEW.status = 'cancelled'
+                        AND NEW.result_code IS NOT DISTINCT FROM 'window_expired'));
             ELSE
                 settled := NEW.status IN ('succeeded', 'failed', 'blocked')
                     AND OLD.lease_expires_at_ms <= now_ms

@@ -658,7 +658,7 @@ CREATE INDEX approved_action_dispatch_executions_status
 -- index approved_action_dispatch_executions_windowed
 CREATE INDEX approved_action_dispatch_executions_windowed
     ON approved_action_dispatch_executions (not_after_ms)
-    WHERE not_after_ms IS NOT NULL AND status IN ('pending', 'retry_wait');
+    WHERE not_after_ms IS NOT NULL AND status IN ('pending', 'retry_wait', 'leased');
 
 -- index approved_action_dispatches_created
 CREATE INDEX approved_action_dispatches_created
@@ -734,7 +734,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (123)
+-- triggers (124)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -1412,6 +1412,7 @@ BEGIN
             WHEN 'leased' THEN NEW.status = 'leased' OR NEW.status = 'blocked'
                 OR NEW.status = 'retry_wait' OR NEW.status = 'pending'
                 OR NEW.status = 'executing'
+                OR (NEW.status = 'cancelled' AND NEW.result_code IS 'window_expired')
             WHEN 'executing' THEN NEW.status = 'executing' OR NEW.status = 'succeeded'
                 OR NEW.status = 'failed' OR NEW.status = 'blocked'
             ELSE 0
@@ -1526,6 +1527,17 @@ WHEN NEW.status = 'cancelled' AND NEW.result_code IS 'window_expired'
          OR OLD.not_after_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
 BEGIN
     SELECT RAISE(ABORT, 'qinglong:window_refused: the window is still open');
+END;
+
+-- trigger approved_action_dispatch_executions_window_expired_lease
+CREATE TRIGGER approved_action_dispatch_executions_window_expired_lease
+BEFORE UPDATE ON approved_action_dispatch_executions
+WHEN NEW.status = 'cancelled' AND OLD.status = 'leased'
+    AND (NEW.result_code IS NOT 'window_expired'
+         OR OLD.lease_expires_at_ms
+            > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:transition_refused: a claimed row ends only past its window and lease');
 END;
 
 -- trigger approved_action_dispatch_executions_window_immutable

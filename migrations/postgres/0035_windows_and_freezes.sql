@@ -8,10 +8,12 @@
 --    claim's due index then skips a row before its window at no cost).
 -- 2. A lease (a claim or a takeover) or a start barrier outside the window, on the database's
 --    clock, is refused QLW01; a window never changes (QLI01).
--- 3. Past its window a waiting row (`pending`, `retry_wait`) ends `cancelled` with the code
---    `window_expired`, by the runtime's reconcile pass and by no one else (QLT01), and never
---    while the window is open (QLW01): the state-machine function of migration 0022 is
---    replaced with that one rule more.
+-- 3. Past its window a waiting row (`pending`, `retry_wait`, or `leased` under a lease that
+--    expired before its start: a holder that died between claim and barrier) ends
+--    `cancelled` with the code `window_expired`, by the runtime's reconcile pass and by no
+--    one else (QLT01), never while the window is open (QLW01) nor under a live lease (QLF02):
+--    the state-machine function of migration 0022 is replaced with that rule more. Without
+--    the `leased` case such a row could never be taken over (outside its window) nor ended.
 
 ALTER TABLE qinglong.approval_policies
     ADD COLUMN not_before_delay_ms BIGINT
@@ -122,7 +124,7 @@ CREATE TRIGGER approved_action_dispatch_executions_window
 -- The expiry sweep reads the waiting rows with a window.
 CREATE INDEX approved_action_dispatch_executions_windowed
     ON qinglong.approved_action_dispatch_executions (not_after_ms)
-    WHERE not_after_ms IS NOT NULL AND status IN ('pending', 'retry_wait');
+    WHERE not_after_ms IS NOT NULL AND status IN ('pending', 'retry_wait', 'leased');
 
 -- The state machine of migration 0022, with the one rule of point 3.
 CREATE OR REPLACE FUNCTION qinglong.check_execution_change() RETURNS trigger
@@ -173,7 +175,7 @@ BEGIN
             ('leased', 'retry_wait'), ('leased', 'pending'), ('leased', 'executing'),
             ('executing', 'executing'), ('executing', 'succeeded'),
             ('executing', 'failed'), ('executing', 'blocked'),
-            ('pending', 'cancelled'), ('retry_wait', 'cancelled')) THEN
+            ('pending', 'cancelled'), ('retry_wait', 'cancelled'), ('leased', 'cancelled')) THEN
         RAISE EXCEPTION 'qinglong:transition_refused: transition (% → %)', OLD.status, NEW.status
             USING ERRCODE = 'QLT01';
     END IF;
@@ -194,6 +196,14 @@ BEGIN
             RAISE EXCEPTION 'qinglong:window_refused: the window is still open (% → %)',
                 OLD.status, NEW.status USING ERRCODE = 'QLW01';
         END IF;
+        IF OLD.status = 'leased' AND OLD.lease_expires_at_ms > now_ms THEN
+            RAISE EXCEPTION 'qinglong:fence_refused: live lease (% → %)', OLD.status,
+                NEW.status USING ERRCODE = 'QLF02';
+        END IF;
+    ELSIF OLD.status = 'leased' AND NEW.status = 'cancelled' THEN
+        -- A claimed row is cancelled by nobody: only its window's end takes it back.
+        RAISE EXCEPTION 'qinglong:transition_refused: transition (% → %)', OLD.status,
+            NEW.status USING ERRCODE = 'QLT01';
     ELSIF NEW.status = 'cancelled' AND (acting IS NULL
             OR NOT pg_catalog.pg_has_role(acting, 'qinglong_operator', 'MEMBER')) THEN
         RAISE EXCEPTION 'qinglong:transition_refused: operator (% → %)', OLD.status, NEW.status
@@ -285,10 +295,12 @@ BEGIN
             -- blocked as such, and a recovery resolution for this exact fence may settle an
             -- expired started row.
             IF OLD.status = 'leased' THEN
-                settled := NEW.status = 'blocked'
-                    AND OLD.takeovers >= 4 * OLD.max_attempts
-                    AND NEW.result_code IS NOT DISTINCT FROM 'takeovers_exhausted'
-                    AND OLD.lease_expires_at_ms <= now_ms;
+                settled := OLD.lease_expires_at_ms <= now_ms AND (
+                    (NEW.status = 'blocked'
+                     AND OLD.takeovers >= 4 * OLD.max_attempts
+                     AND NEW.result_code IS NOT DISTINCT FROM 'takeovers_exhausted')
+                    OR (NEW.status = 'cancelled'
+                        AND NEW.result_code IS NOT DISTINCT FROM 'window_expired'));
             ELSE
                 settled := NEW.status IN ('succeeded', 'failed', 'blocked')
                     AND OLD.lease_expires_at_ms <= now_ms

@@ -8,9 +8,13 @@
 --    time the window's start (the claim's due index then skips a row before its window).
 -- 2. A lease (a claim or a takeover) or a start barrier outside the window, on the database's
 --    clock, is refused; a window never changes.
--- 3. Past its window a waiting row (`pending`, `retry_wait`) ends `cancelled` with the code
---    `window_expired` (the reconcile pass), never while the window is open; that end needs no
---    cancel audit row (the trigger of migration 0023 is made again without it).
+-- 3. Past its window a waiting row (`pending`, `retry_wait`, or `leased` under a lease that
+--    expired before its start: a holder that died between claim and barrier) ends
+--    `cancelled` with the code `window_expired` (the reconcile pass), never while the window
+--    is open nor under a live lease; that end needs no cancel audit row (the trigger of
+--    migration 0023 is made again without it), and the state machine of migration 0022 is
+--    made again with that one edge more (`leased → cancelled`, for it alone). Without it such
+--    a row could never be taken over (outside its window) nor ended.
 
 ALTER TABLE approval_policies ADD COLUMN not_before_delay_ms INTEGER
     CHECK (not_before_delay_ms BETWEEN 0 AND 2592000000);
@@ -88,6 +92,96 @@ BEGIN
     SELECT RAISE(ABORT, 'qinglong:window_refused: the window is still open');
 END;
 
+-- A claimed row's end past its window waits for its lease to run out: its holder may still
+-- be about to give it back.
+CREATE TRIGGER approved_action_dispatch_executions_window_expired_lease
+BEFORE UPDATE ON approved_action_dispatch_executions
+WHEN NEW.status = 'cancelled' AND OLD.status = 'leased'
+    AND (NEW.result_code IS NOT 'window_expired'
+         OR OLD.lease_expires_at_ms
+            > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:transition_refused: a claimed row ends only past its window and lease');
+END;
+
+-- The state machine of migration 0022, with the edge of point 3.
+DROP TRIGGER approved_action_dispatch_executions_state_machine;
+CREATE TRIGGER approved_action_dispatch_executions_state_machine
+BEFORE UPDATE ON approved_action_dispatch_executions
+BEGIN
+    SELECT CASE
+        WHEN OLD.status = 'succeeded' OR OLD.status = 'failed' OR OLD.status = 'blocked'
+            OR OLD.status = 'cancelled'
+            THEN RAISE(ABORT, 'qinglong:transition_refused: terminal')
+        WHEN NEW.dispatch_id IS NOT OLD.dispatch_id OR NEW.project_id IS NOT OLD.project_id
+            OR NEW.max_attempts IS NOT OLD.max_attempts
+            OR NEW.created_at_ms IS NOT OLD.created_at_ms
+            THEN RAISE(ABORT, 'qinglong:transition_refused: identity')
+        WHEN NEW.version IS NULL OR NEW.version <= OLD.version
+            THEN RAISE(ABORT, 'qinglong:transition_refused: version')
+        WHEN NOT CASE OLD.status
+            WHEN 'pending' THEN NEW.status = 'leased' OR NEW.status = 'blocked'
+                OR NEW.status = 'cancelled' OR NEW.status = 'pending'
+            WHEN 'retry_wait' THEN NEW.status = 'leased' OR NEW.status = 'blocked'
+                OR NEW.status = 'cancelled'
+            WHEN 'leased' THEN NEW.status = 'leased' OR NEW.status = 'blocked'
+                OR NEW.status = 'retry_wait' OR NEW.status = 'pending'
+                OR NEW.status = 'executing'
+                OR (NEW.status = 'cancelled' AND NEW.result_code IS 'window_expired')
+            WHEN 'executing' THEN NEW.status = 'executing' OR NEW.status = 'succeeded'
+                OR NEW.status = 'failed' OR NEW.status = 'blocked'
+            ELSE 0
+        END
+            THEN RAISE(ABORT, 'qinglong:transition_refused: transition')
+        -- A handler wait made due earlier: only its due time moves back, nothing else.
+        WHEN OLD.status = 'pending' AND NEW.status = 'pending'
+            THEN CASE
+                WHEN OLD.result_code IS NOT 'handler_missing'
+                    OR NOT NEW.eligible_at_ms < OLD.eligible_at_ms
+                    OR NEW.attempt IS NOT OLD.attempt OR NEW.takeovers IS NOT OLD.takeovers
+                    OR NEW.lease_owner IS NOT OLD.lease_owner
+                    OR NEW.lease_token IS NOT OLD.lease_token
+                    OR NEW.lease_expires_at_ms IS NOT OLD.lease_expires_at_ms
+                    OR NEW.started_at_ms IS NOT OLD.started_at_ms
+                    OR NEW.retry_at_ms IS NOT OLD.retry_at_ms
+                    OR NEW.result_mutation_id IS NOT OLD.result_mutation_id
+                    OR NEW.result_code IS NOT OLD.result_code
+                    OR NEW.completed_at_ms IS NOT OLD.completed_at_ms
+                    THEN RAISE(ABORT, 'qinglong:transition_refused: wake')
+            END
+        -- A takeover: a new claim of a leased row (a new token, or the same claimant again
+        -- with its lease run out). It keeps the attempt (the dead holder's claim is refunded)
+        -- and counts one takeover within the bound, once the old lease expired on the
+        -- database clock.
+        WHEN OLD.status = 'leased' AND NEW.status = 'leased'
+            AND (NEW.lease_token IS NOT OLD.lease_token OR NEW.takeovers IS NOT OLD.takeovers)
+            THEN CASE
+                WHEN NEW.attempt IS NOT OLD.attempt OR NEW.takeovers IS NOT OLD.takeovers + 1
+                    OR NEW.takeovers > 4 * NEW.max_attempts OR NEW.started_at_ms IS NOT NULL
+                    OR OLD.lease_expires_at_ms
+                        > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+                    THEN RAISE(ABORT, 'qinglong:transition_refused: takeover')
+            END
+        -- A claim of a waiting row takes the next attempt within the budget, starts nothing.
+        WHEN NEW.status = 'leased' AND OLD.status <> 'leased'
+            THEN CASE
+                WHEN NEW.attempt IS NOT OLD.attempt + 1 OR NEW.attempt > NEW.max_attempts
+                    OR NEW.started_at_ms IS NOT NULL OR NEW.takeovers IS NOT OLD.takeovers
+                    THEN RAISE(ABORT, 'qinglong:transition_refused: attempt')
+            END
+        WHEN NEW.takeovers IS NOT OLD.takeovers
+            THEN RAISE(ABORT, 'qinglong:transition_refused: takeover')
+        -- Anything else keeps the fence; a yield refunds the attempt.
+        WHEN NEW.attempt IS NOT OLD.attempt
+                - (CASE WHEN OLD.status = 'leased' AND NEW.status = 'pending' THEN 1 ELSE 0 END)
+            THEN RAISE(ABORT, 'qinglong:transition_refused: attempt')
+        WHEN NEW.lease_owner IS NOT OLD.lease_owner OR NEW.lease_token IS NOT OLD.lease_token
+            OR (NEW.started_at_ms IS NOT OLD.started_at_ms
+                AND NOT (OLD.status = 'leased' AND NEW.status = 'executing'))
+            THEN RAISE(ABORT, 'qinglong:transition_refused: fence')
+    END;
+END;
+
 -- As in migration 0023, but a wait ended past its window is no one's cancel.
 DROP TRIGGER approved_action_dispatch_executions_cancel_audited;
 CREATE TRIGGER approved_action_dispatch_executions_cancel_audited
@@ -106,7 +200,7 @@ END;
 -- The expiry sweep reads the waiting rows with a window.
 CREATE INDEX approved_action_dispatch_executions_windowed
     ON approved_action_dispatch_executions (not_after_ms)
-    WHERE not_after_ms IS NOT NULL AND status IN ('pending', 'retry_wait');
+    WHERE not_after_ms IS NOT NULL AND status IN ('pending', 'retry_wait', 'leased');
 
 -- Freezes (docs/operations.md#freezes-and-holds, decision 0046). On an edge device the file's
 -- owner is the administrator: the freezes are the file's to write; the file refuses what the

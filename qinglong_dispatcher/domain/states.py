@@ -79,7 +79,11 @@ ALLOWED_TRANSITIONS: frozenset[tuple[ExecutionStatus | None, ExecutionStatus]] =
         (ExecutionStatus.RETRY_WAIT, ExecutionStatus.CANCELLED),
     }
 )
-"""Every status change the store records in the ledger; anything else is a bug or tampering."""
+"""Every status change the store records in the ledger; anything else is a bug or tampering.
+
+One more is admitted by the database for one code alone and left out here, as a waiting row's
+exhaustion is: `leased → cancelled` with `window_expired`, once a claim's window closed and its
+lease ran out before its start (decision 0046)."""
 
 ROW_UPDATES: frozenset[tuple[ExecutionStatus, ExecutionStatus]] = frozenset(
     {(before, after) for before, after in ALLOWED_TRANSITIONS if before is not None}

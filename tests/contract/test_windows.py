@@ -140,3 +140,43 @@ async def test_inside_the_window_the_claim_leases_and_starts(
     assert started.outcome.value == "started", started
     # The pass leaves a started row alone, whatever its window.
     assert (await Reconciler(harness.store, {}, now).reconcile_pass()).windows_expired == 0
+
+
+async def test_a_claim_whose_holder_died_ends_past_its_window_once_its_lease_ran_out(
+    harness: Harness, now: ManualClock
+) -> None:
+    """A row leased inside its window whose holder never reached the barrier can no longer be
+    taken over once the window closed: the pass ends it, but never under a live lease."""
+    await window_policy(harness, window_ms=3000)
+    await submit_windowed(harness, now, "act-1", None)
+    await submit_windowed(harness, now, "act-2", None)
+    held: list[str] = []
+    for lease_ms in (1000, 60_000):
+        batch = await harness.store.claim_due(now_ms=now.ms, owner="w1", limit=1, lease_ms=lease_ms)
+        held += [claim.dispatch_id for claim in batch.claimed]
+    died, alive = held
+    await anyio.sleep(3.2)
+    now.ms = int(time.time() * 1000)
+    still = await execution(harness, alive)
+
+    report = await Reconciler(harness.store, {}, now).reconcile_pass()
+    assert report.windows_expired == 1
+    row = await execution(harness, died)
+    assert (row["status"], row["result_code"], row["attempt"], row["started_at_ms"]) == (
+        "cancelled",
+        "window_expired",
+        1,
+        None,
+    )
+    ledger = await harness.raw(
+        f"SELECT from_status, to_status, result_code FROM "
+        f"{faults.table(harness, 'execution_events')} "
+        f"WHERE dispatch_id = '{died}' ORDER BY version"
+    )
+    assert [tuple(r.values()) for r in ledger] == [
+        (None, "pending", None),
+        ("pending", "leased", None),
+        ("leased", "cancelled", "window_expired"),
+    ]
+    # The live lease is its holder's until it runs out, window or not.
+    assert await execution(harness, alive) == still

@@ -177,3 +177,35 @@ async def test_a_window_never_moves(harness: stores.Harness, now: ManualClock) -
     expected = {"postgres": "QLI01", "sqlite": "qinglong:window_refused: a window never changes"}
     assert refusal == expected[harness.dialect]
     assert await _snapshot(harness, dispatch_id) == before
+
+
+async def test_a_claim_past_its_window_is_ended_only_once_its_lease_ran_out(
+    harness: stores.Harness, now: ManualClock
+) -> None:
+    await window_policy(harness, window_ms=1500)
+    dispatch_id = await submit_windowed(harness, now, "act-1", None)
+    # Leased inside the window for an hour by the runtime's own statement: admitted.
+    await _as(harness, "runtime", _lease_sql(harness, now.ms, dispatch_id))
+    await anyio.sleep(1.6)
+    now.ms = int(time.time() * 1000)
+    before = await _snapshot(harness, dispatch_id)
+
+    refusal = await _refused_as(harness, "runtime", _expire_sql(harness, now.ms, dispatch_id))
+
+    expected = {
+        "postgres": "QLF02",
+        "sqlite": "qinglong:transition_refused: a claimed row ends only past its window and lease",
+    }
+    assert refusal == expected[harness.dialect]
+    assert await _snapshot(harness, dispatch_id) == before
+    # Nor is a claimed row anyone's to cancel by another name, window or not.
+    cancel = _expire_sql(harness, now.ms, dispatch_id).replace("'window_expired'", "'operator'")
+    login = "operator" if harness.dialect == "postgres" else "runtime"
+    refused = await _refused_as(harness, login, cancel)
+    assert (
+        refused
+        == {"postgres": "QLT01", "sqlite": "qinglong:transition_refused: transition"}[
+            harness.dialect
+        ]
+    )
+    assert await _snapshot(harness, dispatch_id) == before
