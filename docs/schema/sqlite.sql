@@ -330,7 +330,7 @@ CREATE TABLE notification_events (
     project_id   TEXT NOT NULL,
     action_type  TEXT NOT NULL,
     at_ms        INTEGER NOT NULL,
-    payload_json TEXT NOT NULL CHECK (length(CAST(payload_json AS BLOB)) <= 4096),
+    payload_json TEXT NOT NULL CHECK (length(CAST(payload_json AS BLOB)) <= 4096), target TEXT,
     UNIQUE (subject_id, kind)
 ) STRICT;
 
@@ -734,7 +734,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (124)
+-- triggers (125)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -1828,8 +1828,32 @@ END;
 
 -- trigger notification_events_no_update
 CREATE TRIGGER notification_events_no_update BEFORE UPDATE ON notification_events
+WHEN NOT (OLD.target IS NULL
+          AND NEW.id IS OLD.id AND NEW.kind IS OLD.kind AND NEW.subject_id IS OLD.subject_id
+          AND NEW.project_id IS OLD.project_id AND NEW.action_type IS OLD.action_type
+          AND NEW.at_ms IS OLD.at_ms AND NEW.payload_json IS OLD.payload_json
+          AND NEW.target IS CASE WHEN OLD.kind LIKE 'approval.%' THEN (
+        SELECT a.target FROM approval_requests AS r
+        JOIN action_plans AS a ON a.project_id = r.project_id AND a.action_ref = r.action_ref
+        WHERE r.approval_request_id = OLD.subject_id)
+    ELSE (
+        SELECT t.target FROM approved_action_dispatches AS t WHERE t.dispatch_id = OLD.subject_id)
+    END)
 BEGIN
     SELECT RAISE(ABORT, 'notification_events: an event never changes');
+END;
+
+-- trigger notification_events_target
+CREATE TRIGGER notification_events_target AFTER INSERT ON notification_events
+BEGIN
+    UPDATE notification_events SET target = CASE WHEN NEW.kind LIKE 'approval.%' THEN (
+        SELECT a.target FROM approval_requests AS r
+        JOIN action_plans AS a ON a.project_id = r.project_id AND a.action_ref = r.action_ref
+        WHERE r.approval_request_id = NEW.subject_id)
+    ELSE (
+        SELECT t.target FROM approved_action_dispatches AS t WHERE t.dispatch_id = NEW.subject_id)
+    END
+    WHERE id = NEW.id;
 END;
 
 -- trigger notification_events_while_someone_listens

@@ -4,9 +4,10 @@
 --    128 printable ASCII characters, no space, no wildcard. It hears an event whose target
 --    begins with it, byte for byte; an event without a target is not heard by it. A
 --    subscription without one hears any target, and events without one.
--- 2. The event's target is the database's, never a caller's: the deliverer's reading of the
---    outbox joins it from the plan (an approval's events, through the request) or the dispatch
---    (the rest); neither ever changes.
+-- 2. The event carries its target, as on PostgreSQL, and it is the database's, never a
+--    caller's: the plan's (an approval's events, through the request) or the dispatch's (the
+--    rest), neither of which ever changes. A trigger writes it right after the event; the one
+--    change an event admits is that write, of exactly that value, once.
 
 ALTER TABLE notification_subscriptions ADD COLUMN target_prefix TEXT
     CONSTRAINT notification_subscriptions_target_prefix CHECK (
@@ -16,6 +17,45 @@ ALTER TABLE notification_subscriptions ADD COLUMN target_prefix TEXT
             AND target_prefix NOT GLOB '*[^!-~]*'
             AND instr(target_prefix, '*') = 0 AND instr(target_prefix, '?') = 0
             AND instr(target_prefix, '%') = 0));
+
+ALTER TABLE notification_events ADD COLUMN target TEXT;
+
+DROP TRIGGER notification_events_no_update;
+CREATE TRIGGER notification_events_no_update BEFORE UPDATE ON notification_events
+WHEN NOT (OLD.target IS NULL
+          AND NEW.id IS OLD.id AND NEW.kind IS OLD.kind AND NEW.subject_id IS OLD.subject_id
+          AND NEW.project_id IS OLD.project_id AND NEW.action_type IS OLD.action_type
+          AND NEW.at_ms IS OLD.at_ms AND NEW.payload_json IS OLD.payload_json
+          AND NEW.target IS CASE WHEN OLD.kind LIKE 'approval.%' THEN (
+        SELECT a.target FROM approval_requests AS r
+        JOIN action_plans AS a ON a.project_id = r.project_id AND a.action_ref = r.action_ref
+        WHERE r.approval_request_id = OLD.subject_id)
+    ELSE (
+        SELECT t.target FROM approved_action_dispatches AS t WHERE t.dispatch_id = OLD.subject_id)
+    END)
+BEGIN
+    SELECT RAISE(ABORT, 'notification_events: an event never changes');
+END;
+
+CREATE TRIGGER notification_events_target AFTER INSERT ON notification_events
+BEGIN
+    UPDATE notification_events SET target = CASE WHEN NEW.kind LIKE 'approval.%' THEN (
+        SELECT a.target FROM approval_requests AS r
+        JOIN action_plans AS a ON a.project_id = r.project_id AND a.action_ref = r.action_ref
+        WHERE r.approval_request_id = NEW.subject_id)
+    ELSE (
+        SELECT t.target FROM approved_action_dispatches AS t WHERE t.dispatch_id = NEW.subject_id)
+    END
+    WHERE id = NEW.id;
+END;
+
+UPDATE notification_events SET target = CASE WHEN notification_events.kind LIKE 'approval.%' THEN (
+        SELECT a.target FROM approval_requests AS r
+        JOIN action_plans AS a ON a.project_id = r.project_id AND a.action_ref = r.action_ref
+        WHERE r.approval_request_id = notification_events.subject_id)
+    ELSE (
+        SELECT t.target FROM approved_action_dispatches AS t WHERE t.dispatch_id = notification_events.subject_id)
+    END;
 
 -- Pruning the outbox (docs/operations.md#retention-and-pruning).
 -- 3. The prune (the daemon's, or `prune`) deletes the events older than its cutoff whose every

@@ -97,6 +97,8 @@ async def test_an_event_never_changes_and_is_not_deleted_before_it_is_done(
     for attack, message in (
         ("UPDATE notification_events SET payload_json = '{}'", "an event never changes"),
         ("UPDATE notification_events SET kind = 'approval.rejected'", "an event never changes"),
+        # The target is the database's (the plan's or the dispatch's), written once.
+        ("UPDATE notification_events SET target = 'router-9'", "an event never changes"),
         # Not matched yet: only a delivered or dead-lettered event is pruned (migration 0038).
         ("DELETE FROM notification_events", "an event goes only once matched"),
     ):

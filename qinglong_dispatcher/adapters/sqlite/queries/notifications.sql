@@ -31,16 +31,9 @@ UPDATE notification_deliverer SET lease_expires_at_ms = 0 WHERE owner = :owner
 
 -- unfanned_events --
 -- Events not yet matched against the subscriptions, in the order they were written, past the
--- watermark below which every event is matched. The target is the plan's (an approval's
--- events) or the dispatch's (the rest), as the PostgreSQL schema writes it on the event.
+-- watermark below which every event is matched (the target: the one the database wrote on it).
 SELECT e.id, e.kind, e.subject_id, e.project_id, e.action_type, e.at_ms, e.payload_json,
-    CASE WHEN e.kind LIKE 'approval.%' THEN (
-        SELECT a.target FROM approval_requests AS r
-        JOIN action_plans AS a ON a.project_id = r.project_id AND a.action_ref = r.action_ref
-        WHERE r.approval_request_id = e.subject_id)
-    ELSE (
-        SELECT t.target FROM approved_action_dispatches AS t WHERE t.dispatch_id = e.subject_id)
-    END AS target
+    e.target
 FROM notification_events AS e
 CROSS JOIN notification_deliverer AS d
 WHERE e.id > d.fanned_out_through
