@@ -139,9 +139,11 @@ async def test_a_vote_is_deleted_only_with_its_request_by_a_prune(
     await make_api(edge.approver_store, now).consume(later)
     await make_dispatcher(edge.store, now).dispatch_batch()
     assert edge.pruner_store is not None
-    await anyio.sleep(0.01)  # the cutoff must be past by the file's clock
+    # Both trees finished at the test clock's time; the cutoff just after it is already past
+    # by the file's clock, as a prune's must be.
+    await anyio.sleep(0.05)
     pruned = await edge.pruner_store.prune_batch(
-        cutoff_ms=int(time.time() * 1000), audit_cutoff_ms=0, limit=10
+        cutoff_ms=now.now_ms() + 1, audit_cutoff_ms=0, limit=10
     )
     assert pruned.dispatches == 1
     assert (

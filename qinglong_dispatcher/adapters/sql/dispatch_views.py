@@ -12,7 +12,13 @@ from collections.abc import Sequence
 from typing import Final
 
 from qinglong_dispatcher.adapters.sql import plan_reads, query, recovery, uncertain_outcomes
-from qinglong_dispatcher.domain import activity, dispatch_views, plan_previews, records
+from qinglong_dispatcher.domain import (
+    activity,
+    dispatch_views,
+    ledger_lines,
+    plan_previews,
+    records,
+)
 from qinglong_dispatcher.domain import recovery as recovery_records
 from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
 from qinglong_dispatcher.ports import action_tables
@@ -86,7 +92,7 @@ async def show_dispatch(
         plan=plan,
         plan_code=plan_code,
         execution=dispatch_views.ExecutionView.from_row(row, settling_ms=settling_ms),
-        events=tuple(dispatch_views.EventView.from_row(event) for event in events),
+        events=tuple(ledger_lines.EventView.from_row(event) for event in events),
         receipt=part.receipt,
         run_id=part.run_id,
         observation=observation,

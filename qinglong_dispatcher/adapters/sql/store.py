@@ -21,7 +21,7 @@ from qinglong_dispatcher.adapters.sql import (
     audit_export,
     cancels,
     completions,
-    dispatch_views,
+    dispatch_reads,
     executions,
     handler_waits,
     notes,
@@ -44,8 +44,7 @@ from qinglong_dispatcher.adapters.sql import (
 )
 from qinglong_dispatcher.domain import approvals as approval_records
 from qinglong_dispatcher.domain import cancels as cancel_records
-from qinglong_dispatcher.domain import dispatch_views as dispatch_view_records
-from qinglong_dispatcher.domain import errors, permissions, plan_previews, principals, records
+from qinglong_dispatcher.domain import errors, permissions, principals, records
 from qinglong_dispatcher.domain import recovery as recovery_records
 from qinglong_dispatcher.domain import retention as retention_records
 from qinglong_dispatcher.plan_keys import envelopes as plan_envelopes
@@ -87,6 +86,7 @@ class SqlStore(
     policy_reads.PolicyReadMethods,
     notifications.NotificationMethods,
     notes.NoteMethods,
+    dispatch_reads.DispatchReadMethods,
     target_reads.TargetReadMethods,
     windows.WaitMethods,
 ):
@@ -353,43 +353,6 @@ class SqlStore(
                 q, cutoff_ms=cutoff_ms, audit_cutoff_ms=audit_cutoff_ms, limit=limit
             )
         )
-
-    # -- reading dispatches (`dispatch list|show`) ---------------------------------------------
-
-    list_dispatches = operation(dispatch_views.list_dispatches, write=False)
-
-    async def show_dispatch(
-        self,
-        dispatch_id: str,
-        *,
-        now_ms: int,
-        shown: plan_previews.ShownFields = plan_previews.IDENTITY_ONLY,
-    ) -> dispatch_view_records.Detail | None:
-        """See `ports.DispatchReadStore.show_dispatch` (its plan opened to be previewed)."""
-        return await self.runner.transaction(
-            lambda q: dispatch_views.show_dispatch(
-                q,
-                dispatch_id,
-                self.tables.each,
-                now_ms=now_ms,
-                shown=shown,
-                envelopes=self.envelopes,
-            ),
-            write=False,
-        )
-
-    async def dispatch_run_ids(self, dispatch_ids: Sequence[str]) -> dict[str, str]:
-        """See `ports.DispatchReadStore.dispatch_run_ids` (the actions' Runs, one snapshot)."""
-
-        async def read(q: query.Query) -> dict[str, str]:
-            found: dict[str, str] = {}
-            for own in self.tables.each:
-                found |= await own.run_ids(q, dispatch_ids)
-            return found
-
-        return await self.runner.transaction(read, write=False)
-
-    recent_activity = operation(dispatch_views.recent_activity, write=False)
 
     # -- what a built-in action's repository runs on (`ports.action_tables.StoreHost`) -------
 
