@@ -8,6 +8,7 @@ nothing changed."""
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -195,14 +196,20 @@ async def test_the_requester_or_a_viewer_cannot_lift_a_freeze(
     await stores.as_login(stores.operator_url(database), lift)
 
 
+@pytest.fixture
+async def edge(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[stores.Harness]:
+    """An edge file alone: the rule below is the file's (PostgreSQL names the acting login
+    itself, the test above)."""
+    async with stores.open_harness("sqlite", tmp_path_factory) as opened:
+        yield opened
+
+
 async def test_the_file_refuses_a_lift_in_the_requesters_name(
-    harness: stores.Harness, now: ManualClock
+    edge: stores.Harness, now: ManualClock
 ) -> None:
     """On SQLite a lift names its principal (the store's OS user); the file refuses the
-    requester's name whoever writes it. (PostgreSQL names the acting login itself.)"""
-    if harness.dialect != "sqlite":
-        pytest.skip("PostgreSQL names the lifter itself: the test above")
-    h = harness
+    requester's name whoever writes it."""
+    h = edge
     dispatch_id = await submit_change(h.approver_store, now, "act-1", None)
     freeze_id = await _freeze(h, now)
     requester = await h.scalar(
