@@ -36,11 +36,9 @@ async def _drain(start_at: float) -> dict[str, float]:
         dispatched = 0
         try:
             while True:
-                # A tick's pages, as the daemon claims them (`usecases.ticking`).
-                reports = await the_dispatcher.dispatch_pages(max_pages=settings.max_pages_per_tick)
-                for report in reports:
-                    dispatched += sum(report.claims.get(k, 0) for k in ("claimed", "replayed"))
-                if not reports or reports[-1].observed == 0:
+                report = await the_dispatcher.dispatch_batch()
+                dispatched += sum(report.claims.get(k, 0) for k in ("claimed", "replayed"))
+                if report.observed == 0:
                     break
             ended = time.time()
             usage = procstat.of_self()

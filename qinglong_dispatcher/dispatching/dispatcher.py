@@ -1,12 +1,8 @@
-"""`dispatch_pages` and `dispatch_batch`: due observations claimed a page at a time, each
-claimed item carried by `ItemRunner`.
+"""`dispatch_batch`: one due observation, then each claimed item carried by `ItemRunner`.
 
-The dispatcher owns no timer: the lifecycle (or `tick`) calls `dispatch_pages`. It claims a
-page, commits its transactional items in the page transaction, and hands the rest to
-`concurrency` workers that carry the items of every page of the call (`page_flow`: the next
-page is claimed once the page before has a worker for every item, the queued claims' leases
-are kept alive, and on shutdown what has not started is given back; `claimed_item` has the
-per-item protocol).
+The dispatcher owns no timer: the lifecycle (or `tick`) calls `dispatch_batch`. It claims a
+page, works it `concurrency` items at a time, keeps the queued claims' leases alive, and on
+shutdown gives back what has not started (`claimed_item` has the per-item protocol).
 """
 
 from __future__ import annotations
@@ -14,14 +10,13 @@ from __future__ import annotations
 import collections
 import dataclasses
 import random
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import anyio
 import structlog
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.dispatching import claimed_item, page_flow, page_path
+from qinglong_dispatcher.dispatching import claimed_item, page_path
 from qinglong_dispatcher.dispatching.claimed_item import DispatchConfig, FaultHook, RenewalObserver
 from qinglong_dispatcher.domain import errors, records, states
 from qinglong_dispatcher.domain.records import Outcome
@@ -113,41 +108,9 @@ class Dispatcher:
 
     async def dispatch_batch(self) -> BatchReport:
         """Claim one page of due executions and carry each as far as it may go."""
-        if self.draining:
-            return BatchReport(page_size=self._config.page_size)
-        (report,) = await self.dispatch_pages(max_pages=1)
-        return report
-
-    async def dispatch_pages(
-        self,
-        *,
-        max_pages: int,
-        stopping: Callable[[], bool] = lambda: False,
-        on_batch: Callable[[BatchReport, float], None] | None = None,
-    ) -> list[BatchReport]:
-        """Claim pages while each comes back full, up to `max_pages`, until `stopping()` or a
-        drain; the next page is claimed once the page before has a worker for every item,
-        not once its slowest item is done (`page_flow`). Returns the pages' reports in claim
-        order, when every item has its outcome; `on_batch` hears of each page as it ends."""
-        if self.draining:
-            return []
-        flow: page_flow.PageFlow[BatchReport] = page_flow.PageFlow(
-            self._store,
-            self._items,
-            self._clock,
-            concurrency=self._config.concurrency,
-            lease_ms=self._config.lease_ms,
-            draining=self._draining,
-        )
-        return await flow.run(
-            self._claim_page, max_pages=max_pages, stopping=stopping, on_page=on_batch
-        )
-
-    async def _claim_page(self) -> page_flow.ClaimedPage[BatchReport]:
-        """One due observation claimed; its transactional items through the page
-        transaction; the claims left for the workers."""
         config = self._config
-        started = time.monotonic()
+        if self.draining:
+            return BatchReport(page_size=config.page_size)
         batch = await self._store.claim_due(
             now_ms=self._clock.now_ms(),
             owner=config.owner,
@@ -187,7 +150,110 @@ class Dispatcher:
         await self._prefetch(claimed)
         if not self.draining:
             claimed = await self._page.run(claimed, report.count)
-        return page_flow.ClaimedPage(report=report, claims=claimed, started=started)
+        queue = collections.deque(claimed)
+        # Taking an item from the queue and renewing the queued ones exclude each other, so a
+        # worker never starts with a version the renewal has just made stale.
+        queue_lock = anyio.Lock()
+        waiting = anyio.CancelScope()
+        keeping = anyio.CancelScope()
+
+        async def next_claim() -> records.Claim | None:
+            async with queue_lock:
+                return queue.popleft() if queue else None
+
+        async def work() -> None:
+            announced = True  # see `announce` below
+            try:
+                while (claim := await next_claim()) is not None:
+                    assert claim.lease is not None
+                    assert claim.dispatch is not None
+                    if self.draining:
+                        outcome = await self._items.give_back(claim.lease, claim.dispatch)
+                    else:
+                        first, announced = announced, False
+                        outcome = await self._items.process(
+                            claim.lease,
+                            claim.dispatch,
+                            announced=first,
+                            taken_over=claim.taken_over is not None,
+                        )
+                    report.count(claim.dispatch.action_type, outcome)
+            finally:
+                if announced:
+                    self._items.withdraw()
+
+        async def give_back_on_drain() -> None:
+            # Claimed items still queued when shutdown begins go back at once, not after the
+            # executes in front of them: another replica can take them now.
+            with waiting:
+                await self._draining.wait()
+            if waiting.cancel_called:
+                return
+            while (claim := await next_claim()) is not None:
+                assert claim.lease is not None
+                assert claim.dispatch is not None
+                outcome = await self._items.give_back(claim.lease, claim.dispatch)
+                report.count(claim.dispatch.action_type, outcome)
+
+        async def keep_queued_leases() -> None:
+            with keeping:
+                while True:
+                    await anyio.sleep(config.lease_ms / 3000)
+                    async with queue_lock:
+                        await self._renew_queued(queue, report)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(give_back_on_drain)
+            tg.start_soon(keep_queued_leases)
+            # The workers' first items reach their start barriers together: announced before
+            # any of them runs, so their barriers commit in one transaction.
+            starting = min(config.concurrency, len(queue))
+            self._items.announce(starting)
+            async with anyio.create_task_group() as workers:
+                for _ in range(starting):
+                    workers.start_soon(work)
+            waiting.cancel()
+            keeping.cancel()
+        return report
+
+    async def _renew_queued(
+        self, queue: collections.deque[records.Claim], report: BatchReport
+    ) -> None:
+        """Renew every claimed item still waiting for a worker; drop those whose lease is lost.
+
+        A page is claimed at once but executed `concurrency` at a time: without this, items at
+        the back of a slow page would reach their start barrier on an expired lease.
+        """
+        kept: list[records.Claim] = []
+        while queue:
+            claim = queue.popleft()
+            assert claim.lease is not None
+            assert claim.dispatch is not None
+            try:
+                renewal = await self._store.renew(
+                    claim.lease, now_ms=self._clock.now_ms(), lease_ms=self._config.lease_ms
+                )
+            except errors.StoreError as exc:
+                # Kept as it is: its start will find out whether the lease still holds.
+                log.warning("lease.renew_failed", dispatch_id=claim.dispatch_id, code=exc.code)
+                self._items.observe_renewal("error")
+                kept.append(claim)
+                continue
+            if renewal.lease is None:
+                self._items.observe_renewal(
+                    "expired" if renewal.outcome is Outcome.EXPIRED else "conflict"
+                )
+                log.info(
+                    "lease.renew_refused",
+                    dispatch_id=claim.dispatch_id,
+                    outcome=renewal.outcome.value,
+                    reason=renewal.reason,
+                )
+                report.count(claim.dispatch.action_type, "lease_lost")
+                continue
+            self._items.observe_renewal("renewed")
+            kept.append(dataclasses.replace(claim, lease=renewal.lease))
+        queue.extend(kept)
 
     async def _prefetch(self, claims: Sequence[records.Claim]) -> None:
         """Let handlers read what the page's inspects need in one go (saves a read per item)."""

@@ -1,5 +1,5 @@
 """The dispatch tick: no claim while the clocks disagree (cluster), then pages of dispatch while
-a page comes back full, up to a cap (the next page claimed while the one before still runs).
+a page comes back full, up to a cap.
 
 The daemon ticks on its cadence (`lifecycle.daemon`, which adds its gauges, readiness and
 store checks around it); the `tick` command ticks once, or one page a tick until a tick
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -104,9 +105,12 @@ async def tick(
     if durable is not None and not await durable():
         done.refused = True
         return done
-    # Each page's items overlap the next page's claim (`dispatching.page_flow`).
-    for report in await the_dispatcher.dispatch_pages(
-        max_pages=max_pages, stopping=stopping, on_batch=on_batch
-    ):
+    for _ in range(max_pages):
+        started = time.monotonic()
+        report = await the_dispatcher.dispatch_batch()
         done.add(report)
+        if on_batch is not None:
+            on_batch(report, time.monotonic() - started)
+        if not report.full_page or stopping():
+            break
     return done
