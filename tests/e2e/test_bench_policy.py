@@ -5,11 +5,13 @@ no principal's role behind."""
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
 
 from qinglong_dispatcher.bench import policy_path
+from qinglong_dispatcher.bench.dialects import postgres as bench_postgres
 from qinglong_dispatcher.config.settings import load_settings
 from tests.support import stores
 from tests.support.cli import run_cli
@@ -30,22 +32,33 @@ async def test_edge_policy_phase_counts_two_approvals(
 
 
 @pytest.mark.postgres
-async def test_cluster_policy_phase_drops_its_principals_roles() -> None:
-    # Only the roles this run made: the server is shared, and another bench may hold its own.
-    query = "SELECT rolname FROM pg_roles WHERE rolname LIKE 'qinglong\\_bench\\_%\\_p\\_%'"
+async def test_cluster_policy_phase_drops_its_principals_roles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Only the roles this run made (`<scratch database>_p_<name>`): the server is shared, and
+    # another bench may hold its own. The real `create_scratch` runs; its names are kept.
+    made: list[str] = []
+    create = bench_postgres.create_scratch
 
-    async def bench_principals() -> set[str]:
-        conn = await asyncpg.connect(stores.admin_dsn(), timeout=5)
-        try:
-            return {r["rolname"] for r in await conn.fetch(query)}
-        finally:
-            await conn.close()
+    async def keeping(admin_url: str) -> str:
+        url = await create(admin_url)
+        made.append(urlsplit(url).path.lstrip("/"))
+        return url
 
-    before = await bench_principals()
+    monkeypatch.setattr(bench_postgres, "create_scratch", keeping)
     settings = load_settings(profile="cluster", database_url=stores.pg_url("postgres"))
     report = await policy_path.policy_ratio(settings, 4, 2)
     assert report["approvals_required"] == 2
-    assert await bench_principals() - before == set()
+    assert len(made) == 2
+    conn = await asyncpg.connect(stores.admin_dsn(), timeout=5)
+    try:
+        for name in made:
+            left = await conn.fetch(
+                "SELECT rolname FROM pg_roles WHERE rolname LIKE $1", f"{name}\\_p\\_%"
+            )
+            assert left == [], name
+    finally:
+        await conn.close()
 
 
 def test_a_policy_of_more_than_a_hundred_is_refused(tmp_path: Path) -> None:
