@@ -1,7 +1,7 @@
 """Held targets and frozen dispatches in the operator UI's inbox, over a real listener, real
 tokens and both databases, without a browser (the inbox's browser test covers its layout):
 an operator's inbox shows the held target (its holder, how many wait) and the frozen dispatch
-(`frozen_by F` until when, its reason) with a lift link; the filter form keeps a target prefix
+(`frozen_by F` until when, its reason) with a lift link, as its dispatch page does; the filter form keeps a target prefix
 and a least age beside the other filters, and a bad value is the page's 400. The lift page
 names the freeze and asks a reason, then a confirmation; only then is the freeze lifted for
 that dispatch, under the operator's name. An approver and a viewer get no lift link, and a
@@ -58,6 +58,8 @@ async def test_an_operator_sees_the_waits_and_lifts_a_freeze_after_confirming(
         assert "older_than" in text
         assert "Traceback" not in text
 
+        _, _, text = await ui.get(f"/ui/dispatches/{frozen}")  # the dispatch page links it too
+        assert f'href="{lift}"' in text
         status, _, text = await ui.get(lift)
         assert status == 200, text
         assert "network change window closed" in html.unescape(text)
@@ -86,8 +88,9 @@ async def test_an_operator_sees_the_waits_and_lifts_a_freeze_after_confirming(
     for who in ("bob", "vic"):
         async with UiClient(it) as ui:
             await ui.sign_in(who)
-            _, _, text = await ui.get("/ui/inbox")
-            assert "lift-freeze" not in text
+            for page in ("/ui/inbox", f"/ui/dispatches/{frozen}"):
+                _, _, text = await ui.get(page)
+                assert "lift-freeze" not in text
             status, _, _ = await ui.get(lift)
             assert status == 403
             before = await _lifts(it)
