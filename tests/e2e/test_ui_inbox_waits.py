@@ -1,11 +1,11 @@
 """Held targets and frozen dispatches in the operator UI's inbox, over a real listener, real
 tokens and both databases, without a browser (the inbox's browser test covers its layout):
 an operator's inbox shows the held target (its holder, how many wait) and the frozen dispatch
-(`frozen_by F` until when, its reason) with a lift link, as its dispatch page does; the filter form keeps a target prefix
-and a least age beside the other filters, and a bad value is the page's 400. The lift page
-names the freeze and asks a reason, then a confirmation; only then is the freeze lifted for
-that dispatch, under the operator's name. An approver and a viewer get no lift link, and a
-viewer's lift is refused and writes nothing."""
+(`frozen_by F` until when, its reason) with a lift link, as its dispatch page does; the
+filter form keeps a target prefix and a least age beside the other filters, and a bad value
+is the page's 400. The lift page names the freeze and asks a reason, then a confirmation;
+only then is the freeze lifted for that dispatch, under the operator's name. An approver and
+a viewer get no lift link, and a viewer's lift is refused and writes nothing."""
 
 from __future__ import annotations
 
