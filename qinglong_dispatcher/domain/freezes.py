@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from qinglong_dispatcher.domain import approval_policies, errors, plans
+from qinglong_dispatcher.domain import approval_policies, errors, plans, records
 
 MAX_REASON = 200
 """The longest reason the tables accept."""
@@ -81,3 +81,35 @@ class Freeze:
     def as_dict(self) -> dict[str, object]:
         """The JSON shape of `freeze … --json` and the API."""
         return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class FrozenDispatch:
+    """A waiting dispatch a freeze in force holds now (the least freeze id of those that do,
+    as `frozen_by` names it), and since when: the later of the freeze's start and the
+    dispatch's creation."""
+
+    dispatch_id: str
+    action_type: str
+    project_id: str
+    target: str | None
+    requested_by: str
+    freeze_id: int
+    reason: str
+    until_ms: int
+    since_ms: int
+
+    @classmethod
+    def from_row(cls, row: records.RowLike) -> FrozenDispatch:
+        """From a `frozen_dispatches` row."""
+        return cls(
+            dispatch_id=row["dispatch_id"],
+            action_type=row["action_type"],
+            project_id=row["project_id"],
+            target=row["target"],
+            requested_by=row["requested_principal"],
+            freeze_id=int(row["freeze_id"]),
+            reason=row["reason"],
+            until_ms=int(row["until_ms"]),
+            since_ms=max(int(row["from_ms"]), int(row["created_at_ms"])),
+        )

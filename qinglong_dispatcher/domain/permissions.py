@@ -45,6 +45,9 @@ class Operation(enum.StrEnum):
     """Settle a `recovery_required` execution by hand."""
     NOTE = "note"
     """Write a note on a request or a dispatch that waits on people (the inbox's rows)."""
+    LIFT = "lift"
+    """Lift the freezes covering one waiting dispatch, for it alone (never its requester's:
+    the database refuses that whatever the role)."""
 
 
 ALL = frozenset(Role)
@@ -61,6 +64,7 @@ MAY: Mapping[Operation, frozenset[Role]] = types.MappingProxyType(
         Operation.CANCEL: frozenset({Role.OPERATOR}),
         Operation.RESOLVE: frozenset({Role.OPERATOR}),
         Operation.NOTE: frozenset({Role.APPROVER, Role.OPERATOR}),
+        Operation.LIFT: frozenset({Role.OPERATOR}),
     }
 )
 """The roles that may perform each operation."""

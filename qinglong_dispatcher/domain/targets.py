@@ -86,6 +86,31 @@ class HolderCounts:
     busy: int
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class HeldTarget:
+    """A held target that others wait on: its `recovery_required` holder, since when the
+    holder's lease expired, and how many dispatches wait behind it."""
+
+    target: str
+    holder_dispatch_id: str
+    action_type: str
+    project_id: str
+    since_ms: int
+    waiting: int
+
+    @classmethod
+    def from_row(cls, row: records.RowLike) -> HeldTarget:
+        """From a `held_targets` row."""
+        return cls(
+            target=row["target"],
+            holder_dispatch_id=row["dispatch_id"],
+            action_type=row["action_type"],
+            project_id=row["project_id"],
+            since_ms=int(row["lease_expires_at_ms"]),
+            waiting=int(row["waiting"]),
+        )
+
+
 def first_per_target(page: Sequence[T], target: Callable[[T], str | None]) -> list[T]:
     """The page without every row whose target an earlier row of it has: one lease per target
     in one claim (the database would refuse the second and undo the whole page). The rows left

@@ -8,7 +8,17 @@ from typing import Protocol
 from qinglong_dispatcher.domain import freezes
 
 
-class FreezeStore(Protocol):
+class FreezeLiftStore(Protocol):
+    """A freeze lifted for one dispatch: what a store acting as a principal offers."""
+
+    async def lift_freeze(self, dispatch_id: str, *, reason: str) -> list[int]:
+        """Lift for one dispatch every freeze covering it now; the freezes lifted (none: no
+        freeze covers it). `FreezeRefused` for the dispatch's requester and for a principal
+        who is not an operator."""
+        ...
+
+
+class FreezeStore(FreezeLiftStore, Protocol):
     """Freezes and their lifts."""
 
     async def add_freeze(self, new: freezes.NewFreeze) -> freezes.Freeze:
@@ -24,15 +34,15 @@ class FreezeStore(Protocol):
         newest first; at most 200."""
         ...
 
-    async def lift_freeze(self, dispatch_id: str, *, reason: str) -> list[int]:
-        """Lift for one dispatch every freeze covering it now; the freezes lifted (none: no
-        freeze covers it)."""
-        ...
-
     async def freezes_covering(self, dispatch_id: str) -> list[int]:
         """The freezes that hold one dispatch now, not lifted for it."""
         ...
 
     async def count_frozen(self) -> int:
         """How many waiting dispatches a freeze holds now, not lifted for them."""
+        ...
+
+    async def frozen_dispatches(self, *, limit: int) -> list[freezes.FrozenDispatch]:
+        """At most `limit` waiting dispatches a freeze holds now (each with the least freeze
+        that does), the oldest wait first."""
         ...

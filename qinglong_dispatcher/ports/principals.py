@@ -8,6 +8,7 @@ from typing import Protocol
 from qinglong_dispatcher.domain import principals
 from qinglong_dispatcher.ports.approvals import ApprovalStore, PlanStore
 from qinglong_dispatcher.ports.dispatches import CancelStore, DispatchReadStore
+from qinglong_dispatcher.ports.freezes import FreezeLiftStore
 from qinglong_dispatcher.ports.notes import NoteStore
 from qinglong_dispatcher.ports.recovery import RecoveryStore
 
@@ -53,7 +54,14 @@ class TokenStore(Protocol):
 
 
 class ActingStore(
-    ApprovalStore, PlanStore, CancelStore, RecoveryStore, DispatchReadStore, NoteStore, Protocol
+    ApprovalStore,
+    PlanStore,
+    CancelStore,
+    RecoveryStore,
+    DispatchReadStore,
+    NoteStore,
+    FreezeLiftStore,
+    Protocol,
 ):
     """A store whose every transaction acts as one authenticated principal.
 

@@ -68,6 +68,7 @@ ROUTES: Final[tuple[tuple[str, str, Handler], ...]] = (
     ("POST", "/approvals/{approval_request_id}/consume", approvals.consume),
     ("POST", "/dispatches/{dispatch_id}/cancel", operations.cancel),
     ("POST", "/dispatches/{dispatch_id}/resubmit", resubmits.resubmit),
+    ("POST", "/dispatches/{dispatch_id}/lift-freeze", freezes.lift),
     ("POST", "/recovery/{dispatch_id}/resolve", operations.resolve),
     ("POST", "/recovery/settle", settling.settle),
 )

@@ -4,10 +4,11 @@ the UI's inbox page shares with it.
 What a principal is offered follows the permission table (`domain/permissions.py`): pending
 requests it may vote on (an `approver`; not its own, not yet voted, under a policy whose groups
 hold it or that names none) and `recovery_required` dispatches with their evidence's verdict
-(an `operator`), each naming the target it holds, if any, and the notifications given up
-(an `operator`: `dead_letters`). A viewer's inbox is empty: nothing
-waits on a reader. It reads at most `SCANNED_PAGES` pages of each queue; `complete` says
-whether it saw every row.
+(an `operator`), each naming the target it holds, if any, the notifications given up
+(an `operator`: `dead_letters`), the held targets others wait on and the dispatches a freeze
+holds (an `operator`: `inbox_waits`). A viewer's inbox is empty: nothing waits on a reader
+(the dispatch list and the freeze banner show it the waits). It reads at most
+`SCANNED_PAGES` pages of each queue; `complete` says whether it saw every row.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Final
 from aiohttp import web
 
 from qinglong_dispatcher.domain import (
+    approval_policies,
     approval_views,
     errors,
     inbox,
@@ -27,14 +29,14 @@ from qinglong_dispatcher.domain import (
     uncertainty,
 )
 from qinglong_dispatcher.domain import notes as note_records
-from qinglong_dispatcher.web import auth, context, dead_letters, notes, reads
+from qinglong_dispatcher.web import auth, context, dead_letters, inbox_waits, notes, reads
 
 SCANNED_PAGES: Final = 4
 """Pages of each queue one inbox reads (`approval_views.MAX_LIMIT` and `PAGE` rows each)."""
 PAGE: Final = 500
 TEXT_MAX: Final = 200
 SORTS: Final = ("oldest", "newest")
-PARAMS: Final = ("action", "project", "q", "sort")
+PARAMS: Final = ("action", "project", "target", "older_than", "q", "sort")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -79,6 +81,12 @@ def filter_of(query: dict[str, str]) -> inbox.Filter:
         ),
         project_id=reads.query_field(
             "project", query.get("project") or None, reads.identifier("project")
+        ),
+        target_prefix=reads.query_field(
+            "target", query.get("target") or None, approval_policies.check_target_prefix
+        ),
+        older_than_ms=reads.query_field(
+            "older_than", query.get("older_than") or None, inbox.parse_older_than
         ),
         text=reads.query_field("q", query.get("q") or None, parse_text),
         newest_first=bool(reads.query_field("sort", query.get("sort") or None, parse_sort)),
@@ -170,10 +178,11 @@ async def read(ctx: context.Context, who: principals.Authenticated, wanted: inbo
         found, seen = await _recovery(ctx)
         items += found
         complete &= seen
-        found, seen = await dead_letters.read(ctx)
-        items += found
-        complete &= seen
-    shown = wanted.apply(items)
+        for reader in (dead_letters.read, inbox_waits.held_targets, inbox_waits.frozen_dispatches):
+            found, seen = await reader(ctx)
+            items += found
+            complete &= seen
+    shown = wanted.apply(items, now_ms=ctx.clock.now_ms())
     written = await ctx.store.notes_for(
         [i.subject_id for i in shown if i.kind is inbox.Kind.APPROVAL],
         [i.subject_id for i in shown if i.kind is inbox.Kind.RECOVERY],
@@ -183,7 +192,8 @@ async def read(ctx: context.Context, who: principals.Authenticated, wanted: inbo
 
 @auth.requires(auth.Operation.READ)
 async def show_inbox(request: web.Request) -> web.Response:
-    """`GET /api/v1/inbox?action=&project=&q=&sort=`: what waits on the token's principal."""
+    """`GET /api/v1/inbox?action=&project=&target=&older_than=&q=&sort=`: what waits on the
+    token's principal."""
     reads.only_params(request, PARAMS)
     wanted = filter_of(dict(request.query))
     ctx = context.of(request)

@@ -26,12 +26,25 @@ def paths(errors: dict[str, Any]) -> dict[str, Any]:
             "get": {
                 "operationId": "showInbox",
                 "summary": "What waits on the token's principal: requests it may vote on (an "
-                "approver) and recovery_required dispatches with their evidence's verdict (an "
-                "operator); a viewer's is empty (role viewer)",
+                "approver); recovery_required dispatches with their evidence's verdict, the "
+                "held targets others wait on, the dispatches a freeze holds and the "
+                "notifications given up (an operator); a viewer's is empty (role viewer)",
                 "security": [{"bearer": []}],
                 "parameters": [
                     _query("action", "only this action type", schemas.ID),
                     _query("project", "only this project", schemas.ID),
+                    _query(
+                        "target",
+                        "only rows whose target begins with this prefix (a row without a "
+                        "target is left out)",
+                        {"type": "string", "minLength": 1, "maxLength": 128},
+                    ),
+                    _query(
+                        "older_than",
+                        "only rows that have waited at least this long: a whole number of "
+                        "seconds, minutes, hours or days (90s, 30m, 4h, 2d; 1 second to 365 days)",
+                        {"type": "string", "pattern": "^[0-9]+[smhd]$"},
+                    ),
                     _query(
                         "q",
                         "only rows whose id, action, project, kind, summary or target holds "
@@ -71,15 +84,33 @@ def paths(errors: dict[str, Any]) -> dict[str, Any]:
 def all_schemas() -> dict[str, Any]:
     """The schemas the operation names."""
     item = openapi_writes.object_schema(
-        ["kind", "id", "action", "project", "since_ms", "age_ms", "summary", "target", "notes"],
+        [
+            "kind",
+            "id",
+            "action",
+            "project",
+            "since_ms",
+            "age_ms",
+            "summary",
+            "target",
+            "waiting",
+            "freeze",
+            "notes",
+        ],
         {
             "kind": {"enum": [k.value for k in inbox.Kind]},
-            "id": {**schemas.ID, "description": "the approval request's or the dispatch's id"},
+            "id": {
+                **schemas.ID,
+                "description": "the approval request's or the dispatch's id (a held target's: "
+                "its holder's)",
+            },
             "action": {"type": "string"},
             "project": {"type": "string"},
             "since_ms": {
                 **schemas.MS,
-                "description": "since when it waits: the request's creation, the lease's expiry",
+                "description": "since when it waits: the request's creation, the lease's expiry "
+                "(a held target's: its holder's), the later of a freeze's start and the "
+                "dispatch's creation",
             },
             "age_ms": {"type": "integer", "minimum": 0},
             "summary": {
@@ -89,7 +120,17 @@ def all_schemas() -> dict[str, Any]:
             "target": {
                 **schemas.NULLABLE_STR,
                 "description": "the target a recovery_required dispatch holds: nothing else "
-                "starts on it until it is settled",
+                "starts on it until it is settled; a held target's; a frozen dispatch's",
+            },
+            "waiting": {
+                "type": ["integer", "null"],
+                "minimum": 1,
+                "description": "a held target's: how many dispatches wait on it",
+            },
+            "freeze": {
+                "oneOf": [schemas.ref("InboxFreeze"), {"type": "null"}],
+                "description": "a frozen dispatch's: the freeze that holds it (the least id "
+                "of those that do, as frozen_by names it)",
             },
             "notes": {
                 "type": "array",
@@ -131,8 +172,17 @@ def all_schemas() -> dict[str, Any]:
             },
         },
     )
+    freeze = openapi_writes.object_schema(
+        ["id", "reason", "until_ms"],
+        {
+            "id": {"type": "integer", "description": "the freeze's id (GET /freezes)"},
+            "reason": {"type": "string"},
+            "until_ms": {**schemas.MS, "description": "when it ends, unless ended sooner"},
+        },
+    )
     return {
         "InboxItem": item,
+        "InboxFreeze": freeze,
         "Inbox": answer,
         "Note": note,
         "NoteBody": body,

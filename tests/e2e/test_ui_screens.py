@@ -23,6 +23,7 @@ import pytest
 from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import Browser, Page, ViewportSize, async_playwright
 
+from tests.e2e.test_api_inbox_waits import held_and_frozen
 from tests.e2e.test_ui_browser import Ui, served, shots
 from tests.support import system_tools
 from tests.support.actions import submit_runs
@@ -117,6 +118,8 @@ async def test_a_submitter_requests_a_cancelled_dispatch_again_in_a_browser(
 
 async def _pages(it: Served) -> dict[str, str]:
     """Every page of the UI, with rows on it: name → path."""
+    # First: its claim takes the next due row, which must be its own router change.
+    _holder, _waiting, frozen, _freeze = await held_and_frozen(it)
     past = ManualClock(it.clock.now_ms() - 3_600_000)
     await submit_runs(it.harness.approver_store, past, 2, project="shop-with-a-long-project-name")
     stuck, _ = await started_execution(it.harness, past)
@@ -125,6 +128,7 @@ async def _pages(it: Served) -> dict[str, str]:
     return {
         "overview": "/ui",
         "inbox": "/ui/inbox",
+        "lift-freeze": f"/ui/dispatches/{frozen}/lift-freeze",
         "dispatches": "/ui/dispatches",
         "dispatch": f"/ui/dispatches/{stuck.dispatch_id}",
         "dispatch-cancelled": f"/ui/dispatches/{cancelled}",

@@ -28,6 +28,7 @@ from qinglong_dispatcher.domain import (
     digests,
     dispatch_views,
     errors,
+    freezes,
     notes,
     permissions,
     principals,
@@ -55,6 +56,7 @@ REFUSED_SQLSTATE = {
     Operation.CANCEL: "42501",
     Operation.RESOLVE: "42501",
     Operation.NOTE: "42501",
+    Operation.LIFT: "42501",
 }
 """The SQLSTATE PostgreSQL refuses each operation with, for a role the table refuses."""
 
@@ -164,6 +166,15 @@ async def _attempt(operation: Operation, h: stores.Harness, now: ManualClock) ->
     if operation is Operation.NOTE:
         pending = await _pending(h, at)
         return lambda s: s.write_note(notes.Subject.APPROVAL, pending, "seen it")
+    if operation is Operation.LIFT:
+        # Requested by the runtime's login or the OS user, never by a principal of the test.
+        (frozen,) = await submit_runs(h.approver_store, now, 1)
+        wall = int(time.time() * 1000)  # the database's clock decides the freeze
+        writer = h.store if h.dialect == "sqlite" else await h.owner()
+        await writer.add_freeze(
+            freezes.NewFreeze(from_ms=wall - 60_000, until_ms=wall + 3_600_000, reason="perm")
+        )
+        return lambda s: s.lift_freeze(frozen.dispatch_id, reason="checked by hand")
     assert operation is Operation.RESOLVE
     past = ManualClock(at - 3_600_000)
     await submit_runs(h.approver_store, past, 1)
@@ -174,6 +185,8 @@ async def _attempt(operation: Operation, h: stores.Harness, now: ManualClock) ->
 
 def _refusal(dialect: str, operation: Operation, exc: Exception) -> str | None:
     """What refused `operation` as the table expects it refused, or None for anything else."""
+    if isinstance(exc, errors.FreezeRefused) and isinstance(exc.__cause__, Exception):
+        exc = exc.__cause__  # a freeze write names the database's refusal so
     if dialect == "postgres":
         if isinstance(exc, errors.StoreError) and exc.code == "permission_denied":
             return str(getattr(exc.__cause__, "sqlstate", None))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from qinglong_dispatcher.adapters.sql import query
-from qinglong_dispatcher.domain import approvals, errors, freezes
+from qinglong_dispatcher.domain import approvals, errors, freezes, permissions
 
 OWNER_ONLY = (
     "only the schema's owner writes and ends freezes: on PostgreSQL run this with the "
@@ -91,6 +91,12 @@ async def count_frozen(q: query.Query) -> int:
     return 0 if row is None else int(row["n"])
 
 
+async def frozen_dispatches(q: query.Query, *, limit: int) -> list[freezes.FrozenDispatch]:
+    """At most `limit` waiting dispatches a freeze holds now, the oldest wait first."""
+    rows = await q.all("frozen_dispatches", {"limit": limit})
+    return [freezes.FrozenDispatch.from_row(row) for row in rows]
+
+
 async def lift_freeze(
     q: query.Query, principal: approvals.Principal, dispatch_id: str, *, reason: str
 ) -> list[int]:
@@ -120,7 +126,9 @@ class FreezeMethods:
         )
 
     async def lift_freeze(self, dispatch_id: str, *, reason: str) -> list[int]:
-        """See `ports.FreezeStore.lift_freeze`."""
+        """See `ports.FreezeStore.lift_freeze` (an API principal must be permitted: on SQLite
+        the store applies the permission table, on PostgreSQL the grants decide)."""
+        self.approver.require(permissions.Operation.LIFT)
         return await self._freeze_write(
             lambda q: lift_freeze(q, self.approver, dispatch_id, reason=reason), LIFT_REFUSED
         )
@@ -139,3 +147,4 @@ class FreezeMethods:
     list_freezes = query.operation(list_freezes, write=False)
     freezes_covering = query.operation(freezes_covering, write=False)
     count_frozen = query.operation(count_frozen, write=False)
+    frozen_dispatches = query.operation(frozen_dispatches, write=False)

@@ -1,4 +1,5 @@
-"""The targets past a claim, counted for the metrics (both dialects): held and busy.
+"""The targets past a claim (both dialects): held and busy, counted for the metrics; the held
+ones others wait on, listed for the inbox.
 
 The rows read are the partial unique index of targets (`target IS NOT NULL AND status IN
 ('leased', 'executing')`): one per target, so the read is bounded by the targets in use.
@@ -17,8 +18,14 @@ async def target_holders(q: query.Query, *, now_ms: int) -> targets.HolderCounts
     return targets.HolderCounts(held=held, busy=int(row["n"]) - held)
 
 
+async def held_targets(q: query.Query, *, now_ms: int, limit: int) -> list[targets.HeldTarget]:
+    """At most `limit` held targets that dispatches wait on, the oldest hold first."""
+    rows = await q.all("held_targets", {"now_ms": now_ms, "limit": limit})
+    return [targets.HeldTarget.from_row(row) for row in rows]
+
+
 class TargetReadMethods:
-    """The store's method over this read (`ports.TargetReadStore`)."""
+    """The store's methods over these reads (`ports.TargetReadStore`)."""
 
     runner: query.Runner
 
@@ -26,4 +33,10 @@ class TargetReadMethods:
         """See `ports.TargetReadStore.target_holders`."""
         return await self.runner.transaction(
             lambda q: target_holders(q, now_ms=now_ms), write=False
+        )
+
+    async def held_targets(self, *, now_ms: int, limit: int) -> list[targets.HeldTarget]:
+        """See `ports.TargetReadStore.held_targets`."""
+        return await self.runner.transaction(
+            lambda q: held_targets(q, now_ms=now_ms, limit=limit), write=False
         )

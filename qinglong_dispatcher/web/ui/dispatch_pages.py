@@ -24,6 +24,7 @@ from qinglong_dispatcher.web.ui import (
     evidence,
     guard,
     inbox_pages,
+    lift_pages,
     live,
     markup,
     paging,
@@ -201,12 +202,23 @@ def _operator_forms(detail: dispatch_views.Detail, session: sessions.Session) ->
     status = detail.execution.effective_status
     dispatch_id = markup.segment(detail.dispatch.dispatch_id)
     if status in _WAITING:
-        return "<h2>Cancel</h2>" + markup.post_form(
-            f"/ui/dispatches/{dispatch_id}/cancel",
-            session,
-            markup.text_field("reason", "Reason code", pattern=markup.CODE_PATTERN),
-            "Cancel…",
-            danger=True,
+        frozen = detail.execution.wait is not None and detail.execution.wait.freeze_id
+        lift = (
+            f'<p><a class="lift" href="{markup.url(lift_pages.path(detail.dispatch.dispatch_id))}">'
+            "Lift the freeze for this dispatch…</a></p>"
+            if frozen and permissions.admits(session.principal, guard.Operation.LIFT)
+            else ""
+        )
+        return (
+            lift
+            + "<h2>Cancel</h2>"
+            + markup.post_form(
+                f"/ui/dispatches/{dispatch_id}/cancel",
+                session,
+                markup.text_field("reason", "Reason code", pattern=markup.CODE_PATTERN),
+                "Cancel…",
+                danger=True,
+            )
         )
     return ""  # a recovery_required row's settle form sits beside its evidence
 

@@ -4,7 +4,9 @@ the page where it is decided (the same read as `GET /api/v1/inbox`).
 The filters are a plain GET form, so the page works without JavaScript; the rows are a list
 that wraps, so a narrow screen never scrolls sideways. An operator may tick several
 `recovery_required` rows and settle them with one outcome and one reason: each is settled alone
-(`web/settling.py`), after a confirmation page, and the answer reports every row.
+(`web/settling.py`), after a confirmation page, and the answer reports every row. A held
+target's row leads to its holder (settling that frees the target); a frozen dispatch's row
+offers its lift (`lift_pages`) to an operator who is not its requester.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from qinglong_dispatcher.domain import errors, inbox, notes, permissions, plans,
 from qinglong_dispatcher.web import context, dead_letters, reads, settling
 from qinglong_dispatcher.web import inbox as inbox_reads
 from qinglong_dispatcher.web import notes as note_writes
-from qinglong_dispatcher.web.ui import guard, live, markup, sessions
+from qinglong_dispatcher.web.ui import guard, lift_pages, live, markup, sessions
 
 Operation = permissions.Operation
 
@@ -23,8 +25,16 @@ _KIND = {
     inbox.Kind.APPROVAL: "approval",
     inbox.Kind.RECOVERY: "recovery required",
     inbox.Kind.DEAD_LETTER: "notification not delivered",
+    inbox.Kind.HELD_TARGET: "target held",
+    inbox.Kind.FROZEN_DISPATCH: "frozen",
 }
-_PAGE = {inbox.Kind.APPROVAL: "/ui/approvals/", inbox.Kind.RECOVERY: "/ui/dispatches/"}
+_PAGE = {
+    inbox.Kind.APPROVAL: "/ui/approvals/",
+    inbox.Kind.RECOVERY: "/ui/dispatches/",
+    inbox.Kind.HELD_TARGET: "/ui/dispatches/",
+    inbox.Kind.FROZEN_DISPATCH: "/ui/dispatches/",
+}
+_UNITS = ((86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1_000, "s"))
 PICK = "pick-"
 """A ticked row's field name is `pick-<dispatch id>` (a form keeps one value per name)."""
 
@@ -41,10 +51,25 @@ def age(ms: int) -> str:
     return f"{minutes} min" if minutes else "under a minute"
 
 
+def duration(ms: int) -> str:
+    """`older_than` as it is typed: the largest unit that counts it whole (`2d`, `90m`)."""
+    for unit_ms, unit in _UNITS:
+        if ms % unit_ms == 0:
+            return f"{ms // unit_ms}{unit}"
+    return f"{ms // 1_000}s"
+
+
 def _filters(wanted: inbox.Filter) -> str:
+    older = "" if wanted.older_than_ms is None else duration(wanted.older_than_ms)
     fields = (
         markup.text_field("action", "Action", value=wanted.action_type or "", required=False)
         + markup.text_field("project", "Project", value=wanted.project_id or "", required=False)
+        + markup.text_field(
+            "target", "Target prefix", value=wanted.target_prefix or "", required=False
+        )
+        + markup.text_field(
+            "older_than", "Older than (90s, 30m, 4h, 2d)", value=older, required=False
+        )
         + markup.text_field(
             "q", "Text", value=wanted.text or "", required=False, maxlength=inbox_reads.TEXT_MAX
         )
@@ -110,9 +135,29 @@ def _note_target(index: int, item: inbox.Item, session: sessions.Session) -> str
     )
 
 
+def _waits(item: inbox.Item, session: sessions.Session) -> str:
+    """A held target's count and a frozen dispatch's freeze, with the lift when the viewer may
+    (an operator, not the requester: the database decides again)."""
+    if item.kind is inbox.Kind.HELD_TARGET:
+        return f'<span class="wait">{markup.esc(item.waiting)} waiting on it</span>'
+    if item.freeze is None:
+        return ""
+    shown = (
+        f'<span class="wait">frozen_by {markup.esc(item.freeze.freeze_id)} until '
+        f"{markup.when(item.freeze.until_ms)}</span>"
+    )
+    if permissions.admits(session.principal, Operation.LIFT) and (
+        item.requested_by != session.principal.principal
+    ):
+        href = markup.url(lift_pages.path(item.subject_id))
+        shown += f' <a class="lift" href="{href}">Lift for this dispatch…</a>'
+    return shown
+
+
 def _row(
     item: inbox.Item,
     now_ms: int,
+    session: sessions.Session,
     *,
     pickable: bool = False,
     written: list[notes.Note] | None = None,
@@ -131,9 +176,11 @@ def _row(
         f'<span class="kind">{markup.esc(_KIND[item.kind])}</span> '
         f"<b>{markup.link(href, item.subject_id)}</b>"
         f'<span class="what">{markup.esc(item.action_type)} · {markup.esc(item.project_id)}'
-        f" · waiting {markup.esc(age(now_ms - item.since_ms))} (since "
+        + ("" if item.target is None else f" · target {markup.esc(item.target)}")
+        + f" · waiting {markup.esc(age(now_ms - item.since_ms))} (since "
         f"{markup.when(item.since_ms)})</span>"
         f'<span class="summary">{markup.esc(item.summary)}</span>'
+        + _waits(item, session)
         + notes_list(written or [])
         + ("" if note_form_id is None else note_fields(item.subject_id, note_form_id))
         + "</li>"
@@ -147,7 +194,8 @@ def _offered(session: sessions.Session) -> str:
             (Operation.APPROVE, "approval requests you may vote on"),
             (
                 Operation.RESOLVE,
-                "dispatches whose outcome is unknown, to settle, and notifications not delivered",
+                "dispatches whose outcome is unknown, to settle, the targets they hold, "
+                "dispatches a freeze holds, and notifications not delivered",
             ),
         )
         if permissions.admits(session.principal, operation)
@@ -159,7 +207,8 @@ def _offered(session: sessions.Session) -> str:
 
 @guard.view(Operation.READ)
 async def page(request: web.Request, session: sessions.Session) -> web.StreamResponse:
-    """`GET /ui/inbox?action=&project=&q=&sort=`: what waits on the signed-in principal."""
+    """`GET /ui/inbox?action=&project=&target=&older_than=&q=&sort=`: what waits on the
+    signed-in principal."""
     reads.only_params(request, inbox_reads.PARAMS)
     wanted = inbox_reads.filter_of(dict(request.query))
     ctx = context.of(request)
@@ -173,6 +222,7 @@ async def page(request: web.Request, session: sessions.Session) -> web.StreamRes
         _row(
             item,
             now_ms,
+            session,
             pickable=settles,
             written=found.notes_on(item),
             note_form_id=f"note-{index}" if writes and inbox_reads.notes_kept(item) else None,

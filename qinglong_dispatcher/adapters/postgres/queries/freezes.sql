@@ -53,3 +53,21 @@ WHERE EXISTS (SELECT 1 FROM qinglong.freezes AS f
                 AND f.from_ms <= qinglong.db_now_ms())
   AND e.status IN ('pending', 'retry_wait')
   AND qinglong.freeze_covering(e.dispatch_id, qinglong.db_now_ms()) IS NOT NULL
+
+-- frozen_dispatches --
+-- The waiting rows a freeze holds now (the inbox), each with the least freeze holding it (as
+-- `frozen_by` names it) and its requester; nothing read while no freeze is in force; oldest
+-- wait first, at most :limit.
+SELECT d.dispatch_id, d.action_type, d.project_id, e.target, r.requested_principal,
+       d.created_at_ms, f.freeze_id, f.reason, f.from_ms, f.until_ms
+FROM qinglong.approved_action_dispatch_executions AS e
+JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+JOIN qinglong.approval_requests AS r ON r.approval_request_id = d.approval_request_id
+JOIN qinglong.freezes AS f
+    ON f.freeze_id = qinglong.freeze_covering(e.dispatch_id, qinglong.db_now_ms())
+WHERE EXISTS (SELECT 1 FROM qinglong.freezes AS g
+              WHERE g.ended_at_ms IS NULL AND g.until_ms > qinglong.db_now_ms()
+                AND g.from_ms <= qinglong.db_now_ms())
+  AND e.status IN ('pending', 'retry_wait')
+ORDER BY greatest(f.from_ms, d.created_at_ms), d.dispatch_id
+LIMIT :limit::bigint

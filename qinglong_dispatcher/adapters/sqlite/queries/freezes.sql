@@ -45,3 +45,23 @@ SELECT count(DISTINCT z.dispatch_id) AS n
 FROM dispatch_freezes AS z
 JOIN approved_action_dispatch_executions AS e ON e.dispatch_id = z.dispatch_id
 WHERE e.status IN ('pending', 'retry_wait')
+
+-- frozen_dispatches --
+-- The waiting rows a freeze holds now (the inbox), each with the least freeze holding it (as
+-- `frozen_by` names it) and its requester; nothing read while no freeze is in force; oldest
+-- wait first, at most :limit.
+SELECT d.dispatch_id, d.action_type, d.project_id, e.target, r.requested_principal,
+       d.created_at_ms, f.freeze_id, f.reason, f.from_ms, f.until_ms
+FROM approved_action_dispatch_executions AS e
+JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+JOIN approval_requests AS r ON r.approval_request_id = d.approval_request_id
+JOIN freezes AS f
+    ON f.freeze_id = (SELECT min(z.freeze_id) FROM dispatch_freezes AS z
+                      WHERE z.dispatch_id = e.dispatch_id)
+WHERE EXISTS (SELECT 1 FROM freezes AS g
+              WHERE g.ended_at_ms IS NULL
+                AND g.until_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+                AND g.from_ms <= CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+  AND e.status IN ('pending', 'retry_wait')
+ORDER BY max(f.from_ms, d.created_at_ms), d.dispatch_id
+LIMIT :limit

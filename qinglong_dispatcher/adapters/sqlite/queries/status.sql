@@ -60,3 +60,20 @@ SELECT count(*) AS n,
            ELSE 0 END), 0) AS held
 FROM approved_action_dispatch_executions
 WHERE target IS NOT NULL AND status IN ('leased', 'executing')
+
+-- held_targets --
+-- The held targets others wait on (the inbox): each one's holder, recovery_required as
+-- target_holders decides, with its lease's expiry (since when it holds), and how many waiting
+-- rows name its target; the oldest hold first, at most :limit.
+SELECT h.target, h.dispatch_id, d.action_type, d.project_id, h.lease_expires_at_ms,
+       (SELECT count(*) FROM approved_action_dispatch_executions AS w
+        WHERE w.target = h.target AND w.status IN ('pending', 'retry_wait')) AS waiting
+FROM approved_action_dispatch_executions AS h
+JOIN approved_action_dispatches AS d ON d.dispatch_id = h.dispatch_id
+WHERE h.target IS NOT NULL AND h.status = 'executing'
+  AND h.lease_expires_at_ms <= min(:now_ms,
+      CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+  AND EXISTS (SELECT 1 FROM approved_action_dispatch_executions AS w
+              WHERE w.target = h.target AND w.status IN ('pending', 'retry_wait'))
+ORDER BY h.lease_expires_at_ms, h.dispatch_id
+LIMIT :limit
