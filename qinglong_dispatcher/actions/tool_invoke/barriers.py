@@ -165,7 +165,7 @@ async def prepare(
     `principal` names the audit event on SQLite (the OS user); PostgreSQL's statement writes
     `session_user` instead.
     """
-    await q.one("barrier_timeouts", TIMEOUTS)
+    bounds = await q.one("barrier_timeouts", TIMEOUTS)  # and the database's clock
     replay = await _replay(q, command)  # 1
     if replay is not None:
         return replay
@@ -176,7 +176,7 @@ async def prepare(
     wanted = command.step_run
     assert run is not None
     assert step is not None
-    now_ms = await shared.database_now_ms(q)
+    now_ms = int(bounds["now_ms"])
     audit_event_id, trace, receipt = await _evidence(q, command, principal=principal)  # 3
     mutation = await tool_steps.advance(  # 4, 5, 6
         q,
