@@ -2,7 +2,7 @@
 
 `advance` is the one place a StepRun moves: compare-and-set the StepRun, compare-and-set the
 Run's version and event sequence, then append the RunEvent and the ledger line, in the
-caller's transaction (steps 4–6 of the start barrier; also the settle after the adapter and
+caller's transaction (steps 5–7 of the start barrier; also the settle after the adapter and
 in a recovery resolution). Rows are locked in one order everywhere — execution, then Run,
 then StepRun — so two PostgreSQL transactions never wait on each other in a cycle (on SQLite
 the `lock_*` statements are the plain reads: the write lock is already the transaction's).
@@ -315,8 +315,9 @@ async def complete(
                 reason_code=request.result_code,
                 now_ms=request.now_ms,
             )
+    # Settled here: the row was read locked and fenced above, so only the write is left; a
+    # replay asks the store's `complete`, which answers by the mutation id.
     completing = shared.complete_checked if settle_now else shared.complete
-    # Settling: the row is read locked and fenced above, so only the write is left.
     done = await completing(
         q,
         identity,
