@@ -1,12 +1,14 @@
-"""The tool execution start barrier (docs/decisions/0019): one transaction, every fact or none.
+"""The tool execution start barrier (docs/decisions/0019, 0057): one transaction, every fact
+or none.
 
-`prepare` runs in the fixed order of docs/decisions/0019: (1) every start/replay identity, an exact
-replay returning `existing`; (2) Run and StepRun locked and re-verified
-(`tool_barrier_checks.start_refusal`); (3) audit event, Trace anchor, Audit receipt;
-(4) StepRun → `running`; (5) Run version/event sequence; (6) RunEvent and ledger line; (7) the
-immutable barrier. Any failure rolls every fact back. The runner gives it its isolation:
-SQLite's BEGIN IMMEDIATE, PostgreSQL's SERIALIZABLE (a serialization failure or deadlock
-reruns it whole, at most three attempts).
+`prepare` runs in the fixed order of docs/decisions/0057: (1) Run and StepRun locked, in the
+order every transaction that moves a StepRun keeps; (2) every start/replay identity, an exact
+replay returning `existing`; (3) the rows re-verified (`tool_barrier_checks.start_refusal`);
+(4) audit event, Trace anchor, Audit receipt; (5) StepRun → `running`; (6) Run version/event
+sequence; (7) RunEvent and ledger line; (8) the immutable barrier. Any failure rolls every fact
+back. The locks come first, so a rival barrier of the same StepRun waits for this one and then
+reads what it committed: the runner needs no stricter isolation than its default (SQLite's
+BEGIN IMMEDIATE, PostgreSQL's READ COMMITTED).
 
 Its named statements are in `queries/` with the StepRuns' (`steps.STATEMENTS`).
 """
@@ -24,7 +26,7 @@ from qinglong_dispatcher.domain.tools import steps
 from qinglong_dispatcher.ports import transactions as tx
 
 TIMEOUTS = {"statement_timeout": "5s", "lock_timeout": "2s", "idle_timeout": "10s"}
-"""Fixed bounds of the barrier transaction (docs/decisions/0019): PostgreSQL sets them LOCAL to it;
+"""Fixed bounds of the barrier transaction (docs/decisions/0057): PostgreSQL sets them LOCAL to it;
 SQLite's statement only selects them back (the one connection's busy timeout bounds it)."""
 
 
@@ -54,7 +56,7 @@ async def get_by_started_version(
 
 
 async def _replay(q: tx.Query, command: tool_start.StartCommand) -> ports.StartBarrierResult | None:
-    """Step 1: None when no identity of the command is taken yet."""
+    """Step 2: None when no identity of the command is taken yet."""
     step, evidence = command.step_run, command.evidence
     found = await q.all(
         "select_barrier_identities",
@@ -82,23 +84,29 @@ async def _replay(q: tx.Query, command: tool_start.StartCommand) -> ports.StartB
 
 
 async def _locked_rows(
-    q: tx.Query, shared: tx.Shared, command: tool_start.StartCommand
-) -> tuple[runs.Run | None, steps.StepRun | None, records.Dispatch | None]:
-    """Step 2's rows: Run, then StepRun, locked (the order `tool_steps` keeps), and the
-    dispatch the command's approval names."""
+    q: tx.Query, command: tool_start.StartCommand
+) -> tuple[runs.Run | None, steps.StepRun | None]:
+    """Step 1: Run, then StepRun, locked (the order `tool_steps` keeps)."""
     wanted = command.step_run
     run = await tool_steps.lock_run(q, wanted.run_id)
     step = await tool_steps.get(q, wanted.step_run_id, lock=True)
+    return run, step
+
+
+async def _dispatch(
+    q: tx.Query, shared: tx.Shared, command: tool_start.StartCommand
+) -> records.Dispatch | None:
+    """The dispatch the command's approval names (its fields are immutable: no lock)."""
     if command.approval is None:
-        return run, step, None
+        return None
     found = await shared.read_row(q, command.approval.dispatch_id)
-    return run, step, None if found is None else found[1]
+    return None if found is None else found[1]
 
 
 async def _evidence(
     q: tx.Query, command: tool_start.StartCommand, *, principal: str | None
 ) -> tuple[Any, str, str]:
-    """Step 3: the audit event, the Trace anchor and the Audit receipt; their ids and digests."""
+    """Step 4: the audit event, the Trace anchor and the Audit receipt; their ids and digests."""
     wanted, evidence = command.step_run, command.evidence
     audit = await q.one(  # PostgreSQL writes its session's login and ignores `principal`
         "insert_tool_audit_event",
@@ -160,25 +168,26 @@ async def _evidence(
 async def prepare(
     q: tx.Query, shared: tx.Shared, command: tool_start.StartCommand, *, principal: str | None
 ) -> ports.StartBarrierResult:
-    """The seven steps of docs/decisions/0019 in the caller's transaction.
+    """The eight steps of docs/decisions/0057 in the caller's transaction.
 
     `principal` names the audit event on SQLite (the OS user); PostgreSQL's statement writes
     `session_user` instead.
     """
-    await q.one("barrier_timeouts", TIMEOUTS)
-    replay = await _replay(q, command)  # 1
+    bounds = await q.one("barrier_timeouts", TIMEOUTS)  # and the database's clock
+    run, step = await _locked_rows(q, command)  # 1
+    replay = await _replay(q, command)  # 2
     if replay is not None:
         return replay
-    run, step, dispatch = await _locked_rows(q, shared, command)  # 2
-    refusal = tool_barrier_checks.start_refusal(command, run, step, dispatch)
+    dispatch = await _dispatch(q, shared, command)
+    refusal = tool_barrier_checks.start_refusal(command, run, step, dispatch)  # 3
     if refusal is not None:
         return ports.StartBarrierResult(outcome=ports.StartOutcome.CONFLICT, reason=refusal)
     wanted = command.step_run
     assert run is not None
     assert step is not None
-    now_ms = await shared.database_now_ms(q)
-    audit_event_id, trace, receipt = await _evidence(q, command, principal=principal)  # 3
-    mutation = await tool_steps.advance(  # 4, 5, 6
+    now_ms = int(bounds["now_ms"])
+    audit_event_id, trace, receipt = await _evidence(q, command, principal=principal)  # 4
+    mutation = await tool_steps.advance(  # 5, 6, 7
         q,
         step,
         run,
@@ -209,7 +218,7 @@ async def prepare(
             committed_at_ms=mutation.committed_at_ms,
         ),
     )
-    await q.run(  # 7
+    await q.run(  # 8
         "insert_barrier",
         {
             **stored.barrier.columns(),

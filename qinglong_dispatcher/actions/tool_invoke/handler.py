@@ -12,6 +12,7 @@ the adapter leaves unexplained raises: the dispatcher records it as indeterminat
 
 from __future__ import annotations
 
+import collections
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
@@ -26,6 +27,7 @@ from qinglong_dispatcher.actions.tool_invoke import invocations as tool_invocati
 from qinglong_dispatcher.actions.tool_invoke import plan as plan_model
 from qinglong_dispatcher.domain import errors, records, states
 from qinglong_dispatcher.domain.tools import registry as tool_registry
+from qinglong_dispatcher.domain.tools import steps as step_records
 
 log = structlog.get_logger("qinglong_dispatcher.actions.tool_invoke.handler")
 
@@ -34,6 +36,9 @@ RETRY_FIRST_S = 0.02
 RETRY_MAX_S = 0.5
 PREPARE_SHARE = 0.6
 """Share of the execute budget `prepare` may spend retrying; the rest is for the adapter."""
+SEEN_SIZE = 256
+"""StepRuns `inspect` found waiting, kept for the `execute` that follows, so it reads none: the
+barrier reads the StepRun again locked, and one that moved since makes the start refuse."""
 
 T = TypeVar("T")
 
@@ -69,6 +74,7 @@ class ToolInvokeHandler:
         self._policy = tool_registry.ToolPolicy(
             sandbox_root=sandbox.policy_root(adapter.sandbox_dir)
         )
+        self._seen: collections.OrderedDict[str, step_records.StepRun] = collections.OrderedDict()
 
     async def _resolve(
         self, dispatch: records.Dispatch
@@ -99,6 +105,10 @@ class ToolInvokeHandler:
         refusal = tool_invocations.step_refusal(step, plan, dispatch)
         if refusal is not None:
             return ports.InspectResult(kind=ports.InspectKind.BLOCKED, code=refusal)
+        if step is not None:
+            self._seen[dispatch.dispatch_id] = step
+            if len(self._seen) > SEEN_SIZE:
+                self._seen.popitem(last=False)
         return ports.InspectResult(kind=ports.InspectKind.READY, action_digest=digest)
 
     async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
@@ -114,7 +124,9 @@ class ToolInvokeHandler:
             return await self._finish(ctx, None, failed, exc.code, end)
         if digest != dispatch.action_digest:
             return await self._finish(ctx, plan, failed, "digest_drift", end)
-        step = await self._steps.get_step_run(plan.step_run_id)
+        step = self._seen.pop(dispatch.dispatch_id, None)
+        if step is None or step.step_run_id != plan.step_run_id:
+            step = await self._steps.get_step_run(plan.step_run_id)
         refusal = tool_invocations.step_refusal(step, plan, dispatch)
         if refusal is not None or step is None:
             return await self._finish(ctx, plan, failed, refusal or "step_run_missing", end)

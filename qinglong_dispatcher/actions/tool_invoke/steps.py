@@ -2,7 +2,7 @@
 
 `advance` is the one place a StepRun moves: compare-and-set the StepRun, compare-and-set the
 Run's version and event sequence, then append the RunEvent and the ledger line, in the
-caller's transaction (steps 4–6 of the start barrier; also the settle after the adapter and
+caller's transaction (steps 5–7 of the start barrier; also the settle after the adapter and
 in a recovery resolution). Rows are locked in one order everywhere — execution, then Run,
 then StepRun — so two PostgreSQL transactions never wait on each other in a cycle (on SQLite
 the `lock_*` statements are the plain reads: the write lock is already the transaction's).
@@ -226,11 +226,41 @@ async def settle(
     seen = await get_by_approval(q, dispatch.approval_request_id)
     if seen is None:
         return None
+    run, step = await _locked(q, seen)
+    started = await get_mutation(q, tool_invocations.ids_for(dispatch.dispatch_id).mutation_id)
+    return await _settle_locked(
+        q,
+        dispatch,
+        run,
+        step,
+        started,
+        resolution=resolution,
+        reason_code=reason_code,
+        now_ms=now_ms,
+    )
+
+
+async def _locked(q: tx.Query, seen: steps.StepRun) -> tuple[runs.Run, steps.StepRun]:
+    """The Run, then the StepRun `seen` names, locked (the one order); `Refused` if gone."""
     run = await lock_run(q, seen.binding.run_id)
     step = await get(q, seen.step_run_id, lock=True)
     if run is None or step is None:
         raise Refused("run_missing")
-    started = await get_mutation(q, tool_invocations.ids_for(dispatch.dispatch_id).mutation_id)
+    return run, step
+
+
+async def _settle_locked(
+    q: tx.Query,
+    dispatch: records.Dispatch,
+    run: runs.Run,
+    step: steps.StepRun,
+    started: steps.Mutation | None,
+    *,
+    resolution: str,
+    reason_code: str,
+    now_ms: int,
+) -> steps.StepRunStatus:
+    """`settle` on the rows already locked, `started` being the dispatch's start line."""
     started_here = started is not None and started.to_version == step.version
     target = steps.settle_target(step.status, resolution, started_here=started_here)
     if target is None:
@@ -252,38 +282,55 @@ async def settle(
 async def complete(
     q: tx.Query, shared: tx.Shared, request: ports.ToolStepCompletion
 ) -> ports.ToolStepCompletionResult:
-    """The StepRun's result and the execution's completion in this one transaction."""
+    """The StepRun's result and the execution's completion in this one transaction.
+
+    Execution, Run, StepRun locked in that order; the StepRun's ledger is read once, for both
+    this dispatch's start line and its finish line (present: a replay, which writes nothing
+    and lets the store's `complete` answer by its mutation id).
+    """
     dispatch, identity = request.dispatch, request.identity
     found = await shared.read_row(q, dispatch.dispatch_id, lock=True)
-    finish = tool_invocations.finish_mutation_id(dispatch.dispatch_id)
-    if await get_mutation(q, finish) is None:
-        step = await get_by_approval(q, dispatch.approval_request_id)
-        if step is not None and request.step_run_id not in (None, step.step_run_id):
+    seen = await get_by_approval(q, dispatch.approval_request_id)
+    locked: tuple[runs.Run, steps.StepRun] | None = None
+    ledger: dict[str, steps.Mutation] = {}
+    if seen is not None:
+        locked = await _locked(q, seen)
+        ledger = {m.mutation_id: m for m in await mutations(q, seen.step_run_id)}
+    status = None if locked is None else locked[1].status
+    mutation_id = fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete")
+    settle_now = tool_invocations.finish_mutation_id(dispatch.dispatch_id) not in ledger
+    if settle_now:
+        if seen is not None and request.step_run_id not in (None, seen.step_run_id):
             raise Refused("step_run_mismatch")
         refusal = None if found is None else fencing.complete_refusal(found[0], identity)
         if found is None or refusal is not None:
             raise Refused(refusal or "not_found")
-        await settle(
-            q,
-            dispatch,
-            resolution=request.completion.value,
-            reason_code=request.result_code,
-            now_ms=request.now_ms,
-        )
-    done = await shared.complete(
+        if locked is not None:
+            status = await _settle_locked(
+                q,
+                dispatch,
+                *locked,
+                ledger.get(tool_invocations.ids_for(dispatch.dispatch_id).mutation_id),
+                resolution=request.completion.value,
+                reason_code=request.result_code,
+                now_ms=request.now_ms,
+            )
+    # Settled here: the row was read locked and fenced above, so only the write is left; a
+    # replay asks the store's `complete`, which answers by the mutation id.
+    completing = shared.complete_checked if settle_now else shared.complete
+    done = await completing(
         q,
         identity,
-        mutation_id=fencing.mutation_id(dispatch.dispatch_id, identity.attempt, "complete"),
+        mutation_id=mutation_id,
         completion=request.completion,
         result_code=request.result_code,
         now_ms=request.now_ms,
     )
     if done.outcome not in (Outcome.COMPLETED, Outcome.EXISTING):
         raise Refused(done.reason or "complete_refused")
-    after = await get_by_approval(q, dispatch.approval_request_id)
     return ports.ToolStepCompletionResult(
         outcome=ports.ToolStepOutcome.COMPLETED
         if done.outcome is Outcome.COMPLETED
         else ports.ToolStepOutcome.EXISTING,
-        step_status=after.status if after else None,
+        step_status=status,
     )

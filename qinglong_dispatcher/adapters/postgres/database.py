@@ -276,8 +276,8 @@ class Database:
     async def write(self, body: Transaction[T], *, isolation: str = "read_committed") -> T:
         """Run `body` as one READ COMMITTED transaction; row locks and fenced updates decide.
 
-        `isolation="serializable"` is for the tool start barrier (docs/decisions/0019): its
-        serialization failures are retried like deadlocks, at most `MAX_ATTEMPTS` times.
+        Another `isolation` is for a caller that needs one: its serialization failures are
+        retried like deadlocks, at most `MAX_ATTEMPTS` times.
         """
         result = await self._run(body, isolation=isolation, readonly=False)
         self.commits += 1

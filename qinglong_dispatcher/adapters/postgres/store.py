@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-import anyio
-
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters.postgres import database as db
 from qinglong_dispatcher.adapters.postgres import fast_paths, migrations, principals, replication
@@ -74,8 +72,6 @@ class PostgresStore(sql_store.SqlStore):
         self.allow_async_commit = allow_async_commit
         self.require_sync_standby = require_sync_standby
         self._installation_name: str | None = None
-        self._barriers = anyio.Lock()
-        """One tool start barrier at a time per store (`barrier_transaction`)."""
 
     @classmethod
     async def open(
@@ -277,15 +273,3 @@ class PostgresStore(sql_store.SqlStore):
         """One statement as its own transaction, one round trip (`Database.statement`): its
         row when it wrote, None when it matched nothing (the caller runs its transaction)."""
         return await self.db.statement(name, params)
-
-    async def barrier_transaction(self, work: query.Work[T]) -> T:
-        """The tool start barrier runs SERIALIZABLE (docs/decisions/0019); a conflict reruns it.
-
-        A process runs its barriers one at a time. Two concurrent barriers read and write the
-        same few pages (the right edge of the evidence tables' keys, the StepRuns' index
-        pages, the barrier table), so PostgreSQL's predicate locks would fail one of them at
-        nearly every overlap and rerun it whole; waiting for the other costs less. Replicas
-        still overlap, and their conflicts are rerun as before.
-        """
-        async with self._barriers:
-            return await self.db.transaction(work, isolation="serializable")

@@ -1,7 +1,7 @@
 """The start barrier's rules: refusing a start, building the barrier, re-checking a stored one.
 
-`start_refusal` decides step 2 of docs/decisions/0019 on the rows the barrier transaction holds, the
-same function for both dialects. A stored barrier is trusted only after its JSON re-normalises
+`start_refusal` decides step 3 of docs/decisions/0057 on the rows the barrier transaction holds,
+the same function for both dialects. A stored barrier is trusted only after its JSON re-normalises
 to the stored bytes, its digest matches, every mirror column equals its JSON member, and the
 ledger line, RunEvent, Trace anchor, Audit event and receipt it references still hash to what
 it recorded (docs/decisions/0019). Anything else is `StoreCorrupted`: a read fails closed, it never
@@ -68,7 +68,7 @@ def start_refusal(
     step: steps.StepRun | None,
     dispatch: records.Dispatch | None,
 ) -> str | None:
-    """Why the start may not go ahead on these rows (step 2), or None.
+    """Why the start may not go ahead on these rows (step 3), or None.
 
     `run` and `step` are the rows the transaction holds; `dispatch` is the one the command's
     approval names (read only when it carries one). Every reason is a low-sensitivity code.

@@ -71,10 +71,12 @@ WHERE step_run_id = :step_run_id
 ORDER BY to_version
 
 -- barrier_timeouts --
--- Short, fixed bounds for the barrier transaction only (is_local = true).
+-- Short, fixed bounds for the barrier transaction only (is_local = true), and the server's
+-- wall clock (as `database_now`), in the same round trip.
 SELECT set_config('statement_timeout', :statement_timeout, true) AS statement_timeout,
        set_config('lock_timeout', :lock_timeout, true) AS lock_timeout,
-       set_config('idle_in_transaction_session_timeout', :idle_timeout, true) AS idle_timeout
+       set_config('idle_in_transaction_session_timeout', :idle_timeout, true) AS idle_timeout,
+       (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
 
 -- select_barrier_identities --
 -- Step 1 of the barrier: every start/replay identity the command carries, by unique key.

@@ -71,9 +71,11 @@ ORDER BY to_version
 -- barrier_timeouts --
 -- PostgreSQL sets short timeouts for the barrier transaction here. SQLite has none to set
 -- (the one connection's busy timeout bounds every wait): the barrier runs this block on both
--- dialects, and here it only selects its parameters back.
+-- dialects, and here it only selects its parameters back, with the database's clock
+-- (as `database_now`).
 SELECT :statement_timeout AS statement_timeout, :lock_timeout AS lock_timeout,
-       :idle_timeout AS idle_timeout
+       :idle_timeout AS idle_timeout,
+       CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) AS now_ms
 
 -- select_barrier_identities --
 -- Step 1 of the barrier: every start/replay identity the command carries, by unique key.
