@@ -186,7 +186,10 @@ CREATE TABLE qinglong.approval_requests (
     consumed_principal text,
     db_expires_at_ms bigint,
     traceparent text,
+    decision_comment text,
+    resubmitted_from text,
     CONSTRAINT approval_requests_action_digest_check CHECK ((length(action_digest) = 64)),
+    CONSTRAINT approval_requests_decision_comment_line CHECK (((decision_comment IS NULL) OR (((length(decision_comment) >= 1) AND (length(decision_comment) <= 500)) AND (decision_comment !~ '[[:cntrl:]]'::text)))),
     CONSTRAINT approval_requests_pkey PRIMARY KEY (approval_request_id),
     CONSTRAINT approval_requests_project_id_action_ref_fkey FOREIGN KEY (project_id, action_ref) REFERENCES qinglong.action_plans(project_id, action_ref),
     CONSTRAINT approval_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'consumed'::text, 'rejected'::text, 'expired'::text]))),
@@ -200,7 +203,7 @@ GRANT SELECT ON TABLE qinglong.approval_requests TO qinglong_recorder;
 GRANT INSERT, SELECT, UPDATE ON TABLE qinglong.approval_requests TO qinglong_runtime;
 GRANT INSERT, SELECT ON TABLE qinglong.approval_requests TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.approval_requests TO qinglong_viewer;
-GRANT SELECT (approval_request_id, status) ON TABLE qinglong.approval_requests TO qinglong_recorder;
+GRANT SELECT (approval_request_id, project_id, action_type, status) ON TABLE qinglong.approval_requests TO qinglong_recorder;
 
 -- table approval_votes
 CREATE TABLE qinglong.approval_votes (
@@ -299,6 +302,7 @@ GRANT SELECT ON TABLE qinglong.approved_action_dispatches TO qinglong_recorder;
 GRANT INSERT, SELECT ON TABLE qinglong.approved_action_dispatches TO qinglong_runtime;
 GRANT SELECT ON TABLE qinglong.approved_action_dispatches TO qinglong_submitter;
 GRANT SELECT ON TABLE qinglong.approved_action_dispatches TO qinglong_viewer;
+GRANT SELECT (dispatch_id, project_id, action_type) ON TABLE qinglong.approved_action_dispatches TO qinglong_recorder;
 
 -- table approved_run_action_receipts
 CREATE TABLE qinglong.approved_run_action_receipts (
@@ -976,7 +980,7 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (95; those of primary keys and UNIQUE constraints too)
+-- indexes (96; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
@@ -992,6 +996,7 @@ CREATE INDEX approval_requests_by_status ON qinglong.approval_requests USING btr
 CREATE UNIQUE INDEX approval_requests_one_live_per_plan ON qinglong.approval_requests USING btree (project_id, action_ref) WHERE (status = ANY (ARRAY['pending'::text, 'approved'::text, 'consumed'::text]));
 CREATE UNIQUE INDEX approval_requests_pkey ON qinglong.approval_requests USING btree (approval_request_id);
 CREATE INDEX approval_requests_plan ON qinglong.approval_requests USING btree (project_id, action_ref);
+CREATE INDEX approval_requests_resubmitted_from ON qinglong.approval_requests USING btree (resubmitted_from) WHERE (resubmitted_from IS NOT NULL);
 CREATE INDEX approval_requests_waiting ON qinglong.approval_requests USING btree (created_at_ms DESC, approval_request_id DESC) WHERE (status = 'pending'::text);
 CREATE UNIQUE INDEX approval_votes_pkey ON qinglong.approval_votes USING btree (approval_request_id, principal);
 CREATE INDEX approved_action_dispatch_executions_due ON qinglong.approved_action_dispatch_executions USING btree (eligible_at_ms, dispatch_id) WHERE (eligible_at_ms IS NOT NULL);
@@ -1073,7 +1078,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (64)
+-- functions (66)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -1158,6 +1163,7 @@ DECLARE
     actor     pg_catalog.text;
     detail    pg_catalog.text;
     principal pg_catalog.text;
+    said      pg_catalog.text;
 BEGIN
     IF TG_OP = 'INSERT' THEN
         kind := 'approval.created';
@@ -1176,14 +1182,15 @@ BEGIN
                            WHEN NEW.decided_principal = NEW.requested_principal
                            THEN 'by_requester' ELSE 'by_other' END;
             principal := NEW.decided_principal;
+            said := NEW.decision_comment;
         END IF;
     ELSE
         RETURN NULL;
     END IF;
     INSERT INTO qinglong.security_audit_events (
-        kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
+        kind, actor, principal, project_id, subject_id, detail_code, comment, committed_at_ms
     ) VALUES (
-        kind, actor, principal, NEW.project_id, NEW.approval_request_id, detail,
+        kind, actor, principal, NEW.project_id, NEW.approval_request_id, detail, said,
         (pg_catalog.date_part('epoch', pg_catalog.transaction_timestamp())
             OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8
     );
@@ -1728,12 +1735,16 @@ AS $function$
         FROM qinglong.approval_votes AS v
         WHERE v.approval_request_id = p_approval_request_id AND v.vote = 'deny'
         UNION ALL
-        SELECT pg_catalog.substr(e.kind, 5), e.principal,
-               CASE WHEN e.kind = 'api.reject' THEN e.detail_code END, e.comment,
+        SELECT CASE e.kind WHEN 'approval.approved' THEN 'approve'
+                           WHEN 'approval.rejected' THEN 'reject'
+                           ELSE pg_catalog.substr(e.kind, 5) END,
+               e.principal, CASE WHEN e.kind = 'api.reject' THEN e.detail_code END, e.comment,
                0::pg_catalog.int8, e.event_id
         FROM qinglong.security_audit_events AS e
         WHERE e.subject_id = p_approval_request_id
-          AND e.kind IN ('api.approve', 'api.reject')
+          AND (e.kind IN ('api.approve', 'api.reject')
+               OR (e.kind IN ('approval.approved', 'approval.rejected')
+                   AND e.comment IS NOT NULL))
     ) AS r
     WHERE EXISTS (
         SELECT 1 FROM qinglong.approval_requests AS a
@@ -2264,6 +2275,22 @@ BEGIN
 END
 $function$;
 
+-- function qinglong.guard_decision_comment()
+CREATE OR REPLACE FUNCTION qinglong.guard_decision_comment()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF TG_OP = 'INSERT' OR OLD.status IS DISTINCT FROM 'pending'
+            OR NEW.status NOT IN ('approved', 'rejected') THEN
+        RAISE EXCEPTION 'a decision''s comment is written with the decision, never after'
+            USING ERRCODE = 'QLI01';
+    END IF;
+    RETURN NEW;
+END
+$function$;
+
 -- function qinglong.guard_dispatch_insert()
 CREATE OR REPLACE FUNCTION qinglong.guard_dispatch_insert()
  RETURNS trigger
@@ -2709,6 +2736,39 @@ BEGIN
     RAISE EXCEPTION 'the policy of an approval request never changes' USING ERRCODE = 'QLA03';
 END
 $function$;
+
+-- function qinglong.guard_resubmitted_from()
+CREATE OR REPLACE FUNCTION qinglong.guard_resubmitted_from()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        RAISE EXCEPTION 'what a request was made again from never changes'
+            USING ERRCODE = 'QLI01';
+    END IF;
+    IF NOT EXISTS (
+        SELECT 1
+        FROM qinglong.approved_action_dispatches AS d
+        JOIN qinglong.approved_action_dispatch_executions AS e ON e.dispatch_id = d.dispatch_id
+        WHERE d.dispatch_id = NEW.resubmitted_from
+          AND e.status IN ('failed', 'blocked', 'cancelled')
+          AND d.project_id = NEW.project_id AND d.action_type = NEW.action_type
+    ) AND NOT EXISTS (
+        SELECT 1 FROM qinglong.approval_requests AS a
+        WHERE a.approval_request_id = NEW.resubmitted_from AND a.status = 'expired'
+          AND a.project_id = NEW.project_id AND a.action_type = NEW.action_type
+    ) THEN
+        RAISE EXCEPTION 'a request is made again only from a failed, blocked or cancelled '
+            'dispatch or an expired request of its project and action type'
+            USING ERRCODE = 'QLI01';
+    END IF;
+    RETURN NEW;
+END
+$function$;
+ALTER FUNCTION qinglong.guard_resubmitted_from() OWNER TO qinglong_recorder;
 
 -- function qinglong.guard_run_change()
 CREATE OR REPLACE FUNCTION qinglong.guard_run_change()
@@ -3209,7 +3269,7 @@ END
 $function$;
 ALTER FUNCTION qinglong.tell_recovery_required() OWNER TO qinglong_recorder;
 
--- triggers (88)
+-- triggers (92)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
@@ -3220,10 +3280,14 @@ CREATE TRIGGER approval_policies_audit AFTER INSERT ON qinglong.approval_policie
 CREATE TRIGGER approval_policies_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.approval_policies FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_policy();
 CREATE TRIGGER approval_request_policies_guard BEFORE DELETE OR UPDATE ON qinglong.approval_request_policies FOR EACH ROW EXECUTE FUNCTION qinglong.guard_request_policy();
 CREATE TRIGGER approval_requests_audit AFTER INSERT OR UPDATE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.audit_approval_request();
+CREATE TRIGGER approval_requests_decision_comment BEFORE UPDATE ON qinglong.approval_requests FOR EACH ROW WHEN ((old.decision_comment IS DISTINCT FROM new.decision_comment)) EXECUTE FUNCTION qinglong.guard_decision_comment();
+CREATE TRIGGER approval_requests_decision_comment_new BEFORE INSERT ON qinglong.approval_requests FOR EACH ROW WHEN ((new.decision_comment IS NOT NULL)) EXECUTE FUNCTION qinglong.guard_decision_comment();
 CREATE TRIGGER approval_requests_guard BEFORE INSERT OR UPDATE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_request();
 CREATE TRIGGER approval_requests_lifetime BEFORE INSERT ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.set_policy_lifetime();
 CREATE TRIGGER approval_requests_policy AFTER INSERT ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.copy_approval_policy();
 CREATE TRIGGER approval_requests_prune_only BEFORE DELETE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
+CREATE TRIGGER approval_requests_resubmitted_from BEFORE UPDATE ON qinglong.approval_requests FOR EACH ROW WHEN ((old.resubmitted_from IS DISTINCT FROM new.resubmitted_from)) EXECUTE FUNCTION qinglong.guard_resubmitted_from();
+CREATE TRIGGER approval_requests_resubmitted_from_new BEFORE INSERT ON qinglong.approval_requests FOR EACH ROW WHEN ((new.resubmitted_from IS NOT NULL)) EXECUTE FUNCTION qinglong.guard_resubmitted_from();
 CREATE TRIGGER approval_requests_tell AFTER INSERT OR UPDATE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.tell_approval_request();
 CREATE TRIGGER approval_requests_traceparent_immutable BEFORE UPDATE OF traceparent ON qinglong.approval_requests FOR EACH ROW WHEN ((old.traceparent IS DISTINCT FROM new.traceparent)) EXECUTE FUNCTION qinglong.guard_approval_traceparent();
 CREATE TRIGGER approval_requests_vote_recorded AFTER UPDATE ON qinglong.approval_requests FOR EACH ROW WHEN (((old.status = 'pending'::text) AND (new.status = 'approved'::text))) EXECUTE FUNCTION qinglong.check_direct_approval();

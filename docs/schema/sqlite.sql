@@ -113,7 +113,10 @@ CREATE TABLE approval_requests (
         traceparent IS NULL OR (traceparent GLOB
         '00-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f]'
         AND substr(traceparent, 4, 32) <> '00000000000000000000000000000000'
-        AND substr(traceparent, 37, 16) <> '0000000000000000')),
+        AND substr(traceparent, 37, 16) <> '0000000000000000')), decision_comment TEXT
+    CONSTRAINT approval_requests_decision_comment_line CHECK (
+        decision_comment IS NULL OR (length(decision_comment) BETWEEN 1 AND 500 AND decision_comment NOT GLOB '*[' || char(1) || '-' || char(31) || char(127) || ']*')
+    ), resubmitted_from TEXT,
     FOREIGN KEY (project_id, action_ref) REFERENCES action_plans (project_id, action_ref)
 ) STRICT;
 
@@ -606,7 +609,7 @@ CREATE TABLE uncertain_outcomes (
     lease_proof       TEXT CHECK (lease_proof IS NULL)  -- PostgreSQL's column; never set here
 ) STRICT;
 
--- indexes (34)
+-- indexes (35)
 
 -- index api_tokens_principal
 CREATE INDEX api_tokens_principal ON api_tokens (principal);
@@ -625,6 +628,10 @@ CREATE UNIQUE INDEX approval_requests_one_live_per_plan
 
 -- index approval_requests_plan
 CREATE INDEX approval_requests_plan ON approval_requests (project_id, action_ref);
+
+-- index approval_requests_resubmitted_from
+CREATE INDEX approval_requests_resubmitted_from ON approval_requests (resubmitted_from)
+    WHERE resubmitted_from IS NOT NULL;
 
 -- index approval_requests_waiting
 CREATE INDEX approval_requests_waiting
@@ -734,7 +741,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (125)
+-- triggers (129)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -967,7 +974,7 @@ CREATE TRIGGER approval_requests_audit_update AFTER UPDATE ON approval_requests
 WHEN NEW.status IS NOT OLD.status
 BEGIN
     INSERT INTO security_audit_events (
-        kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
+        kind, actor, principal, project_id, subject_id, detail_code, comment, committed_at_ms
     ) VALUES (
         'approval.' || NEW.status,
         -- Consuming carries no label: the principal is the actor.
@@ -979,6 +986,7 @@ BEGIN
              WHEN NEW.status = 'expired' THEN 'db_clock'
              WHEN NEW.decided_principal = NEW.requested_principal THEN 'by_requester'
              ELSE 'by_other' END,
+        CASE WHEN NEW.status IN ('approved', 'rejected') THEN NEW.decision_comment END,
         CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
     );
 END;
@@ -991,6 +999,21 @@ WHEN NEW.db_expires_at_ms IS NOT OLD.db_expires_at_ms
             >= coalesce(OLD.db_expires_at_ms, OLD.expires_at_ms))
 BEGIN
     SELECT RAISE(ABORT, 'qinglong:approval_expired: the database clock says so');
+END;
+
+-- trigger approval_requests_decision_comment
+CREATE TRIGGER approval_requests_decision_comment BEFORE UPDATE ON approval_requests
+WHEN NEW.decision_comment IS NOT OLD.decision_comment
+    AND (OLD.status IS NOT 'pending' OR NEW.status NOT IN ('approved', 'rejected'))
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:comment_refused: a decision''s comment is written with the decision, never after');
+END;
+
+-- trigger approval_requests_decision_comment_new
+CREATE TRIGGER approval_requests_decision_comment_new BEFORE INSERT ON approval_requests
+WHEN NEW.decision_comment IS NOT NULL
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:comment_refused: a decision''s comment is written with the decision, never after');
 END;
 
 -- trigger approval_requests_direct_vote
@@ -1099,6 +1122,30 @@ WHEN NOT EXISTS (
     SELECT 1 FROM prune_permits AS p WHERE p.approval_request_id = OLD.approval_request_id
 )
 BEGIN SELECT RAISE(ABORT, 'approval_requests: only a prune deletes a request'); END;
+
+-- trigger approval_requests_resubmitted_from
+CREATE TRIGGER approval_requests_resubmitted_from BEFORE UPDATE ON approval_requests
+WHEN NEW.resubmitted_from IS NOT OLD.resubmitted_from
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:resubmit_refused: what a request was made again from never changes');
+END;
+
+-- trigger approval_requests_resubmitted_from_new
+CREATE TRIGGER approval_requests_resubmitted_from_new BEFORE INSERT ON approval_requests
+WHEN NEW.resubmitted_from IS NOT NULL
+    AND NOT EXISTS (
+        SELECT 1 FROM approved_action_dispatches AS d
+        JOIN approved_action_dispatch_executions AS e ON e.dispatch_id = d.dispatch_id
+        WHERE d.dispatch_id = NEW.resubmitted_from
+          AND e.status IN ('failed', 'blocked', 'cancelled')
+          AND d.project_id = NEW.project_id AND d.action_type = NEW.action_type)
+    AND NOT EXISTS (
+        SELECT 1 FROM approval_requests AS a
+        WHERE a.approval_request_id = NEW.resubmitted_from AND a.status = 'expired'
+          AND a.project_id = NEW.project_id AND a.action_type = NEW.action_type)
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:resubmit_refused: a request is made again only from a failed, blocked or cancelled dispatch or an expired request of its project and action type');
+END;
 
 -- trigger approval_requests_tell_insert
 CREATE TRIGGER approval_requests_tell_insert AFTER INSERT ON approval_requests

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from qinglong_dispatcher.commands import parsing
+from qinglong_dispatcher.commands import moments, parsing
 from qinglong_dispatcher.domain import approval_views
 
 
@@ -77,6 +77,7 @@ def add_approval_arguments(p: argparse.ArgumentParser, shared: argparse.Argument
         help="more ids, one per line (blank lines and # comments ignored)",
     )
     a.add_argument("--by", required=True, metavar="W")
+    _comment_argument(a)
     a.add_argument("--json", action="store_true")
     a = approval_sub.add_parser(
         "vote",
@@ -98,6 +99,7 @@ def add_approval_arguments(p: argparse.ArgumentParser, shared: argparse.Argument
     )
     a.add_argument("approval_request_id", metavar="ID")
     a.add_argument("--by", required=True, metavar="W")
+    _comment_argument(a)
     a.add_argument("--json", action="store_true")
     for step, summary in (
         ("consume", "consume an approved request into its dispatch"),
@@ -122,6 +124,7 @@ def add_approval_arguments(p: argparse.ArgumentParser, shared: argparse.Argument
     a.add_argument("--action", metavar="TYPE", help="action type (built in or installed)")
     a.set_defaults(action_option=True)
     a.add_argument("--project", metavar="P", help="project id")
+    moments.add_range_arguments(a, "requests")
     a.add_argument(
         "--limit",
         type=int,
@@ -137,6 +140,14 @@ def add_approval_arguments(p: argparse.ArgumentParser, shared: argparse.Argument
     )
     a.add_argument("--json", action="store_true")
     a.set_defaults(handler=parsing.lazy("previews", "cmd_approval_list"))
+
+
+def _comment_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--comment",
+        metavar="TEXT",
+        help="why, in one printable line of at most 500 characters (audited with the decision)",
+    )
 
 
 def _traceparent_argument(p: argparse.ArgumentParser) -> None:

@@ -15,7 +15,7 @@ import json
 
 from qinglong_dispatcher import bootstrap, clock
 from qinglong_dispatcher.bootstrap import tools
-from qinglong_dispatcher.commands import common, previews, resubmits
+from qinglong_dispatcher.commands import common, moments, previews, resubmits
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import dispatch_views, errors, freezes, plans, states, waits
 from qinglong_dispatcher.usecases import cancelling
@@ -30,13 +30,20 @@ def _iso(ms: int | None) -> str:
 
 
 def list_query(args: argparse.Namespace) -> dispatch_views.ListQuery:
-    """The page `dispatch list` asks for; bad input is `InvalidInput` (exit 2), before the store."""
+    """The page `dispatch list` asks for; bad input is `InvalidInput` or a usage error (exit
+    2), before the store."""
+    from_ms, to_ms = moments.created_range(args, clock.SystemClock().now_ms())
+    if args.target is not None:
+        plans.require_identifier("target", args.target)
     return dispatch_views.ListQuery(
         status=None if args.status is None else states.EffectiveStatus(args.status),
         action_type=args.action,
         project_id=args.project,
         limit=args.limit,
         after=None if args.after is None else dispatch_views.Cursor.parse(args.after),
+        target=args.target,
+        from_ms=from_ms,
+        to_ms=to_ms,
     )
 
 
@@ -238,10 +245,15 @@ def _lines(detail: dispatch_views.Detail) -> list[str]:
             lines.append(f"  {label}: {value!r}" if "\n" in value else f"  {label}: {value}")
     for said in detail.verdicts():
         lines.append(f"{'evidence':<12} {said}")
+    if detail.resubmitted_from is not None:
+        lines.append(f"{'again from':<12} {detail.resubmitted_from}")
+    if detail.requested_again:
+        lines.append(f"{'again as':<12} {', '.join(detail.requested_again)}")
     for audit in detail.audit:
         lines.append(
             f"{'audit':<12} {audit.kind} {audit.detail_code} by {audit.actor} "
             f"(principal {audit.principal}) at {_iso(audit.committed_at_ms)}"
+            + ("" if audit.comment is None else f" {json.dumps(audit.comment, ensure_ascii=False)}")
         )
     lines.append("events")
     for ev in detail.events:
@@ -270,6 +282,8 @@ def add_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentParser) -
     d.add_argument("--action", metavar="TYPE", help="action type (built in or installed)")
     d.set_defaults(action_option=True)
     d.add_argument("--project", metavar="P", help="project id")
+    d.add_argument("--target", metavar="T", help="only dispatches of this target")
+    moments.add_range_arguments(d, "dispatches")
     d.add_argument(
         "--limit",
         type=int,

@@ -8,7 +8,7 @@ import argparse
 import datetime
 
 from qinglong_dispatcher import clock
-from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.commands import common, moments
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import approval_policies, errors, freezes
 
@@ -19,13 +19,10 @@ def _moment(text: str, what: str, now_ms: int) -> int:
         return now_ms + approval_policies.parse_duration(text, what)
     except errors.InvalidInput:
         pass
-    try:
-        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise common.UsageError(f"argument --{what}: not an ISO 8601 time nor a duration") from exc
-    if moment.tzinfo is None:
-        raise common.UsageError(f"argument --{what}: give the time zone (Z or ±HH:MM)")
-    return int(moment.timestamp() * 1000)
+    moment = moments.parse_iso(text, what)
+    if moment is None:
+        raise common.UsageError(f"argument --{what}: not an ISO 8601 time nor a duration")
+    return moment
 
 
 def _new(args: argparse.Namespace) -> freezes.NewFreeze:

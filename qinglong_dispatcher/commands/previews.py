@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 
 from qinglong_dispatcher import bootstrap, clock
-from qinglong_dispatcher.commands import common
+from qinglong_dispatcher.commands import common, moments
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import approval_views, canonical, errors, plans
 
@@ -46,12 +46,15 @@ def preview_text(plan: Mapping[str, object] | None, code: str | None) -> str:
 
 def list_query(args: argparse.Namespace) -> approval_views.ListQuery:
     """The page `approval list` asks for; bad input is `InvalidInput` (exit 2), before the store."""
+    from_ms, to_ms = moments.created_range(args, clock.SystemClock().now_ms())
     return approval_views.ListQuery(
         action_type=args.action,
         project_id=args.project,
         limit=args.limit,
         after=None if args.after is None else approval_views.Cursor.parse(args.after),
         status=args.status,
+        from_ms=from_ms,
+        to_ms=to_ms,
     )
 
 
@@ -105,13 +108,14 @@ async def cmd_approval_show(settings: Settings, args: argparse.Namespace) -> int
     store = await common.open_store(settings)
     try:
         found = await store.get_approval(approval_request_id)
+        again = await store.requested_again(approval_request_id)
     finally:
         await store.close()
     if found is None:
         raise errors.ApprovalNotFound(f"approval request {approval_request_id} not found")
     if args.json:
         shown = dataclasses.asdict(found)
-        common.print_json({**shown, "status": found.status.value})
+        common.print_json({**shown, "status": found.status.value, "requested_again": list(again)})
         return common.EXIT_OK
     decided = "-" if found.decided_by is None else f"{found.decided_by} ({found.decided_principal})"
     print(
@@ -119,6 +123,8 @@ async def cmd_approval_show(settings: Settings, args: argparse.Namespace) -> int
         f"{found.action_type}  {found.project_id}  "
         f"requested by {found.requested_by} ({found.requested_principal})  decided by {decided}  "
         f"created {_iso(found.created_at_ms)}  expires {_iso(found.expires_at_ms)}"
+        + ("" if found.resubmitted_from is None else f"  again from {found.resubmitted_from}")
+        + (f"  again as {', '.join(again)}" if again else "")
     )
     return common.EXIT_OK
 

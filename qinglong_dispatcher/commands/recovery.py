@@ -31,6 +31,7 @@ async def cmd_recovery(settings: Settings, args: argparse.Namespace) -> int:
                 resolution=states.Completion(args.resolution),
                 operator=args.operator,
                 reason=args.reason,
+                comment=args.comment,
             )
             if args.json:
                 common.print_json(

@@ -24,5 +24,10 @@ def add_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentParser) -
     )
     r.add_argument("--operator", required=True, metavar="W", help="operator name (audited)")
     r.add_argument("--reason", required=True, metavar="CODE", help="low-sensitivity reason code")
+    r.add_argument(
+        "--comment",
+        metavar="TEXT",
+        help="why, in one printable line of at most 500 characters (audited with the settle)",
+    )
     r.add_argument("--json", action="store_true", help="print the result as one JSON line")
     p.set_defaults(handler=parsing.lazy("recovery", "cmd_recovery"))

@@ -52,7 +52,7 @@ async def cmd_resubmit(settings: Settings, args: argparse.Namespace) -> int:
                 "approval_request_id": approval.approval_request_id,
                 "action_ref": approval.action_ref,
                 "status": approval.status.value,
-                "resubmitted_from": done.source.dispatch_id or done.source.approval_request_id,
+                "resubmitted_from": done.source.origin,
             }
         )
     else:

@@ -265,7 +265,7 @@ async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
             request_ids = _approval_ids(args)
             if len(request_ids) == 1 and args.from_file is None:
                 approval = await approving.approve(
-                    store, the_clock, request_ids[0], decided_by=args.by
+                    store, the_clock, request_ids[0], decided_by=args.by, comment=args.comment
                 )
                 out = {
                     "approval_request_id": approval.approval_request_id,
@@ -273,7 +273,7 @@ async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
                 }
             else:
                 approved = await approving.approve_many(
-                    store, the_clock, request_ids, decided_by=args.by
+                    store, the_clock, request_ids, decided_by=args.by, comment=args.comment
                 )
                 out = {
                     "approvals": [
@@ -283,7 +283,7 @@ async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
                 }
         elif args.approval_command == "reject":
             approval = await rejecting.reject(
-                store, the_clock, args.approval_request_id, decided_by=args.by
+                store, the_clock, args.approval_request_id, decided_by=args.by, comment=args.comment
             )
             out = {
                 "approval_request_id": approval.approval_request_id,

@@ -105,6 +105,10 @@ class ListQuery:
     limit: int = DEFAULT_LIMIT
     after: Cursor | None = None
     status: str = WAITING
+    from_ms: int | None = None
+    """Only requests created at or after this instant (Unix ms)."""
+    to_ms: int | None = None
+    """Only requests created before this instant (Unix ms)."""
 
     def __post_init__(self) -> None:
         parse_status(self.status)
@@ -114,6 +118,8 @@ class ListQuery:
             action_type=self.action_type,
             project_id=self.project_id,
         )
+        if self.from_ms is not None and self.to_ms is not None and self.from_ms >= self.to_ms:
+            raise errors.InvalidInput("to_ms: must be after from_ms")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -150,6 +150,9 @@ class Approval:
     updated_at_ms: int
     traceparent: str | None = None
     """The W3C trace context it was requested under (`domain.traces`); None: none named."""
+    resubmitted_from: str | None = None
+    """What it was requested again from (decision 0048): the failed, blocked or cancelled
+    dispatch, or the expired request; None for a request made afresh."""
 
     @classmethod
     def from_row(cls, row: records.RowLike) -> Approval:
@@ -184,6 +187,9 @@ class NewApproval:
     traceparent: str | None = None
     """The W3C trace context it was requested under (`traces.parse_traceparent`): the
     database copies it into the dispatch; the dispatcher's spans and the effects join it."""
+    resubmitted_from: str | None = None
+    """What it is requested again from (`Approval.resubmitted_from`), which the database
+    checks."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

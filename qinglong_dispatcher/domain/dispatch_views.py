@@ -307,6 +307,10 @@ class Detail:
     step_run: StepRunView | None
     uncertain: uncertainty.UncertainOutcome | None = None
     """What the daemon knew when its execute answered `uncertain` (None otherwise)."""
+    resubmitted_from: str | None = None
+    """What its request was requested again from (a dispatch or an expired request)."""
+    requested_again: tuple[str, ...] = ()
+    """The requests made again from this dispatch, oldest first."""
 
     def verdicts(self) -> tuple[str, ...]:
         """What is known of an uncertain effect, in an operator's words (empty when none is)."""
@@ -355,4 +359,6 @@ class Detail:
             "step_run": None if self.step_run is None else self.step_run.as_dict(),
             "uncertain": None if self.uncertain is None else self.uncertain.as_dict(),
             "verdicts": list(self.verdicts()),
+            "resubmitted_from": self.resubmitted_from,
+            "requested_again": list(self.requested_again),
         }

@@ -39,6 +39,12 @@ def new_approval_request_id(now_ms: int) -> str:
     return _time_ordered("a", now_ms)
 
 
+def is_dispatch_id(value: str) -> bool:
+    """Whether `value` is shaped as a dispatch id (else, where one of the two is expected, an
+    approval request id)."""
+    return value.startswith("d-")
+
+
 def new_run_id(now_ms: int) -> str:
     """The id of a Run that `run.create` creates, ordered by creation time."""
     return _time_ordered("r", now_ms)

@@ -197,6 +197,14 @@ def check_comment(text: str) -> str:
     return text
 
 
+def typed_comment(text: str | None) -> str | None:
+    """A comment as a person typed it: surrounding blanks dropped, a blank one is none, and
+    anything else one line as `check_comment` holds it (the API's and the command line's)."""
+    if text is None or not text.strip():
+        return None
+    return check_comment(text.strip())
+
+
 AUDIT_PREFIX = "api."
 """`security_audit_events.kind` of an API write: `api.<operation>`."""
 

@@ -102,6 +102,9 @@ class Resolution:
     evidence_digest: str | None
     resolved_by: str
     reason_code: str
+    comment: str | None = None
+    """A person's comment on a manual settle, kept in its `recovery.manual_resolution` audit
+    row (the command line's; the API's is in its request's row)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

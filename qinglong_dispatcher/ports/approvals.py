@@ -61,18 +61,21 @@ class ApprovalStore(Protocol):
         decided_by: str,
         now_ms: int,
         context: principals.RequestContext | None = None,
+        comment: str | None = None,
     ) -> approvals.Approval:
         """`pending@v1 → approved@v2` by the store's authenticated principal.
 
         Refused (`ApprovalNotPermitted`, `SelfApprovalRefused`) when that principal may not
-        approve, or may not approve a request it made itself.
+        approve, or may not approve a request it made itself. A `comment` (the command
+        line's) is written with the decision and kept in its `approval.approved` audit row.
         """
         ...
 
     async def approve_many(
-        self, ids: Sequence[str], *, decided_by: str, now_ms: int
+        self, ids: Sequence[str], *, decided_by: str, now_ms: int, comment: str | None = None
     ) -> list[approvals.Approval]:
-        """`approve` each request, in order, in one transaction: all or nothing.
+        """`approve` each request, in order, in one transaction: all or nothing (each with
+        the one `comment`).
 
         The first refusal rolls every approval back and is raised as its own error type,
         its message naming that request and why.
@@ -87,9 +90,10 @@ class ApprovalStore(Protocol):
         now_ms: int,
         context: principals.RequestContext | None = None,
         reason: str | None = None,
+        comment: str | None = None,
     ) -> approvals.Approval:
         """`pending@v1 → rejected@v2`: the request can never be approved or consumed
-        (`reason`: a code an API request records in its audit row)."""
+        (`reason`: a code an API request records in its audit row; `comment`: as `approve`'s)."""
         ...
 
     async def consume(

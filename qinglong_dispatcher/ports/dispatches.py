@@ -57,6 +57,11 @@ class DispatchReadStore(Protocol):
         dispatch."""
         ...
 
+    async def requested_again(self, source_id: str) -> tuple[str, ...]:
+        """The requests made again from `source_id` (a dispatch, or an expired request),
+        oldest first (decision 0048)."""
+        ...
+
     async def dispatch_run_ids(self, dispatch_ids: Sequence[str]) -> dict[str, str]:
         """The Run id of each dispatch that created a Run (its action's tables say which:
         `run.create`'s by idempotency key), in one snapshot."""

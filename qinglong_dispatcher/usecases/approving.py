@@ -21,23 +21,36 @@ async def approve(
     *,
     decided_by: str,
     context: principals.RequestContext | None = None,
+    comment: str | None = None,
 ) -> approvals.Approval:
-    """Approve a pending request (`context`: an API request's, for its audit row)."""
+    """Approve a pending request (`context`: an API request's, for its audit row; `comment`:
+    the command line's, written with the decision)."""
     plans.require_identifier("approved-by", decided_by)
     approved = await store.approve(
-        approval_request_id, decided_by=decided_by, now_ms=clock.now_ms(), context=context
+        approval_request_id,
+        decided_by=decided_by,
+        now_ms=clock.now_ms(),
+        context=context,
+        comment=principals.typed_comment(comment),
     )
     tracing.mark_decision("approval.vote", approved, choice="approve")
     return approved
 
 
 async def approve_many(
-    store: ports.ApprovalStore, clock: ports.Clock, ids: Sequence[str], *, decided_by: str
+    store: ports.ApprovalStore,
+    clock: ports.Clock,
+    ids: Sequence[str],
+    *,
+    decided_by: str,
+    comment: str | None = None,
 ) -> list[approvals.Approval]:
     """Approve every request, in one transaction: all or nothing (the first refusal is
-    raised, naming its request)."""
+    raised, naming its request); each decision carries the one `comment`."""
     plans.require_identifier("approved-by", decided_by)
-    return await store.approve_many(ids, decided_by=decided_by, now_ms=clock.now_ms())
+    return await store.approve_many(
+        ids, decided_by=decided_by, now_ms=clock.now_ms(), comment=principals.typed_comment(comment)
+    )
 
 
 async def approve_and_consume(

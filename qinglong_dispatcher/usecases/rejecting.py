@@ -15,8 +15,10 @@ async def reject(
     decided_by: str,
     reason: str | None = None,
     context: principals.RequestContext | None = None,
+    comment: str | None = None,
 ) -> approvals.Approval:
-    """Reject a pending request (`reason`: a code an API request records in its audit row)."""
+    """Reject a pending request (`reason`: a code an API request records in its audit row;
+    `comment`: the command line's, written with the decision)."""
     plans.require_identifier("by", decided_by)
     return await store.reject(
         approval_request_id,
@@ -24,4 +26,5 @@ async def reject(
         now_ms=clock.now_ms(),
         context=context,
         reason=reason,
+        comment=principals.typed_comment(comment),
     )

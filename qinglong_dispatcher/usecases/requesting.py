@@ -60,9 +60,11 @@ def new_approval(
     approval_ttl_ms: int,
     plan_digests: digests.PlanDigests,
     traceparent: str | None = None,
+    resubmitted_from: str | None = None,
 ) -> approvals.NewApproval:
     """The pending approval request for a validated plan: its canonical bytes and digests
-    (`plan_digests`: the store's, keyed where plans are sealed)."""
+    (`plan_digests`: the store's, keyed where plans are sealed; `resubmitted_from`: what it is
+    requested again from)."""
     plans.require_identifier("requested-by", requested_by)
     plan_dict = plan.to_canonical_dict()
     return approvals.NewApproval(
@@ -77,6 +79,7 @@ def new_approval(
         expires_at_ms=now_ms + approval_ttl_ms,
         target=plans.plan_target(plan),
         traceparent=traceparent,
+        resubmitted_from=resubmitted_from,
     )
 
 
@@ -89,6 +92,7 @@ async def request_approval(
     requested_by: str,
     context: principals.RequestContext | None = None,
     traceparent: str | None = None,
+    resubmitted_from: str | None = None,
 ) -> approvals.Approval:
     """Write the plan and its pending request, expiring after the policy's TTL (`context`: an
     API request's, for its audit row; `traceparent`: the caller's checked W3C context, stored
@@ -102,6 +106,7 @@ async def request_approval(
             approval_ttl_ms=the_policy.approval_ttl_ms,
             plan_digests=store.plan_digests,
             traceparent=span.traceparent or traceparent,
+            resubmitted_from=resubmitted_from,
         )
         span.set("qinglong.approval_request_id", new.approval_request_id)
         span.set("qinglong.target", new.target)

@@ -17,13 +17,16 @@ async def resolve_manually(
     reason: str,
     acting: ports.RecoveryStore | None = None,
     context: principals.RequestContext | None = None,
+    comment: str | None = None,
 ) -> records.Transition:
     """An operator settles one recovery_required execution (audited, fenced, one transaction).
 
     The API reads through `store` and writes through `acting` (the store acting as the token's
-    principal), passing its request's `context` for the audit row."""
+    principal), passing its request's `context` for the audit row. The command line's
+    `comment` is kept in the settle's own audit row."""
     plans.require_identifier("operator", operator)
     plans.require_identifier("reason", reason)
+    said = principals.typed_comment(comment)
     with tracing.current().span(
         "recovery.resolve",
         new_trace=True,
@@ -38,6 +41,7 @@ async def resolve_manually(
             reason=reason,
             acting=acting,
             context=context,
+            comment=said,
         )
 
 
@@ -51,6 +55,7 @@ async def _resolve(
     reason: str,
     acting: ports.RecoveryStore | None,
     context: principals.RequestContext | None,
+    comment: str | None,
 ) -> records.Transition:
     now = clock.now_ms()
     execution = await store.get_execution(dispatch_id)
@@ -73,6 +78,7 @@ async def _resolve(
             evidence_digest=None,
             resolved_by=operator,
             reason_code=reason,
+            comment=comment,
         ),
         now_ms=now,
         context=context,

@@ -54,6 +54,12 @@ class Source:
     dispatch_id: str | None
     approval_request_id: str
 
+    @property
+    def origin(self) -> str:
+        """The id the new request names as what it was requested again from: the dispatch,
+        or (none having been made) the expired request."""
+        return self.dispatch_id or self.approval_request_id
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Resubmitted:
@@ -148,6 +154,12 @@ async def resubmit(
     source = await find_source(reader, source_id)
     plan = await renewed_plan(reader, source, installed=installed)
     approval = await requesting.request_approval(
-        writer, clock, the_policy, plan, requested_by=requested_by, context=context
+        writer,
+        clock,
+        the_policy,
+        plan,
+        requested_by=requested_by,
+        context=context,
+        resubmitted_from=source.origin,
     )
     return Resubmitted(approval=approval, source=source)

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from qinglong_dispatcher.domain import approval_views, approvals, errors
 from qinglong_dispatcher.usecases import approving, consuming, rejecting
-from qinglong_dispatcher.web import auth, context, reads, writing
+from qinglong_dispatcher.web import auth, context, problems, reads, writing
 
 _ID = "approval_request_id"
 
@@ -33,6 +33,7 @@ def approval_json(approval: approvals.Approval) -> dict[str, object]:
         "consumed_principal": approval.consumed_principal,
         "created_at_ms": approval.created_at_ms,
         "expires_at_ms": approval.expires_at_ms,
+        "resubmitted_from": approval.resubmitted_from,
     }
 
 
@@ -48,14 +49,21 @@ def _consumed(consumed: approvals.Consumed) -> dict[str, object]:
 async def list_approvals(request: web.Request) -> web.Response:
     """`GET /api/v1/approvals`: requests of one status (`?status=`, the waiting ones by
     default), newest first, each with its requester, its plan's redacted preview and, once
-    decided, who decided, how and when (what `approval list --json` prints)."""
-    reads.only_params(request, ("action", "project", "limit", "after", "status"))
+    decided, who decided, how and when (what `approval list --json` prints); `from_ms`
+    inclusive and `to_ms` exclusive bound the creation time."""
+    reads.only_params(
+        request, ("action", "project", "limit", "after", "status", "from_ms", "to_ms")
+    )
     q = request.query
     action = reads.query_field("action", q.get("action"), reads.identifier("action"))
     project = reads.query_field("project", q.get("project"), reads.identifier("project"))
     limit = reads.query_field("limit", q.get("limit"), reads.parse_limit)
     after = reads.query_field("after", q.get("after"), approval_views.Cursor.parse)
     status = reads.query_field("status", q.get("status"), approval_views.parse_status)
+    from_ms = reads.query_field("from_ms", q.get("from_ms"), reads.parse_ms)
+    to_ms = reads.query_field("to_ms", q.get("to_ms"), reads.parse_ms)
+    if from_ms is not None and to_ms is not None and from_ms >= to_ms:
+        raise problems.BadField("to_ms", "to_ms: must be after from_ms")
     query = reads.query_field(
         "limit",
         "",
@@ -65,6 +73,8 @@ async def list_approvals(request: web.Request) -> web.Response:
             limit=approval_views.DEFAULT_LIMIT if limit is None else limit,
             after=after,
             status=status or approval_views.WAITING,
+            from_ms=from_ms,
+            to_ms=to_ms,
         ),
     )
     assert query is not None

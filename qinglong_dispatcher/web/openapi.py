@@ -14,6 +14,7 @@ from qinglong_dispatcher.web import (
     audit_export,
     freezes,
     openapi_inbox,
+    openapi_lists,
     openapi_subscriptions,
     openapi_votes,
     openapi_writes,
@@ -95,16 +96,7 @@ def _paths() -> dict[str, Any]:
                     _query("action", "action type", _ID),
                     _query("project", "project id", _ID),
                     _query("target", "only dispatches of this target", _ID),
-                    _query(
-                        "from_ms",
-                        "only dispatches created at or after this Unix time (ms)",
-                        {"type": "integer", "minimum": 0},
-                    ),
-                    _query(
-                        "to_ms",
-                        "only dispatches created before this Unix time (ms)",
-                        {"type": "integer", "minimum": 0},
-                    ),
+                    *openapi_lists.time_range("dispatches"),
                     _LIMIT,
                     _query(
                         "after",
@@ -248,6 +240,7 @@ def document() -> dict[str, Any]:
         "paths": _merged(
             _paths(),
             openapi_writes.paths(),
+            openapi_lists.paths(openapi_writes.READ_ERRORS),
             openapi_votes.paths(),
             openapi_inbox.paths(_ERRORS),
             openapi_subscriptions.paths(_ERRORS),

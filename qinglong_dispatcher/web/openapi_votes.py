@@ -11,6 +11,7 @@ from qinglong_dispatcher.web import openapi_writes, problems, schemas
 _ID: Final = schemas.ID
 _MS: Final = schemas.MS
 _STR: Final = schemas.NULLABLE_STR
+_AGAIN: Final = schemas.REQUESTED_AGAIN
 _ref = schemas.ref
 _object = openapi_writes.object_schema
 _GROUPS: Final = {"type": "array", "items": {"type": "string"}}
@@ -123,6 +124,7 @@ def all_schemas() -> dict[str, Any]:
             "description": "the group members who may still vote (null: the policy names no "
             "group, or there is no policy: any approver but the requester)",
         },
+        "requested_again": _AGAIN,
     }
     in_force = {
         **policy,

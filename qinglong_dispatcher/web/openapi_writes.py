@@ -55,6 +55,9 @@ _WRITE_ERRORS: Final = {
 }
 
 
+READ_ERRORS: Final = {k: v for k, v in _WRITE_ERRORS.items() if k in ("400", "401", "403")}
+"""The error answers of a list the writes' pages share."""
+
 OPTIONAL_BODIES: Final = frozenset({"CommentBody"})
 """Bodies a write may leave out (none at all is `{}`)."""
 
@@ -114,42 +117,6 @@ def paths() -> dict[str, Any]:
     )
     submit["parameters"] = [idempotency_parameter("201"), TRACEPARENT_PARAMETER]
     return {
-        "/approvals": {
-            "get": {
-                "operationId": "listApprovals",
-                "summary": "Approval requests of one status (the waiting ones by default), "
-                "newest first, with the requester, the plan's redacted preview and, once "
-                "decided, who decided, how and when (role viewer)",
-                "security": [{"bearer": []}],
-                "parameters": [
-                    _query("action", "action type", _ID),
-                    _query("project", "project id", _ID),
-                    _query(
-                        "limit",
-                        "page size",
-                        {"type": "integer", "minimum": 1, "maximum": approval_views.MAX_LIMIT},
-                    ),
-                    _query(
-                        "after",
-                        f"the `next` of the previous page ({approval_views.CURSOR_FORMAT}); a "
-                        "position in the order of all requests, so good under any status",
-                        {"type": "string"},
-                    ),
-                    _query(
-                        "status",
-                        "pending: waiting (the default); all: every status",
-                        {"type": "string", "enum": list(approval_views.STATUSES)},
-                    ),
-                ],
-                "responses": {
-                    "200": {
-                        "description": "A page",
-                        "content": {"application/json": {"schema": _ref("ApprovalPage")}},
-                    },
-                    **{k: v for k, v in _WRITE_ERRORS.items() if k in ("400", "401", "403")},
-                },
-            }
-        },
         "/dispatches": {"post": submit},
         "/approvals/{approval_request_id}/approve": {
             "post": write_operation(
@@ -253,6 +220,10 @@ def approval_properties() -> dict[str, Any]:
         "consumed_principal": _STR,
         "created_at_ms": _MS,
         "expires_at_ms": _MS,
+        "resubmitted_from": {
+            **_STR,
+            "description": "what it was requested again from: a dispatch, or an expired request",
+        },
     }
 
 

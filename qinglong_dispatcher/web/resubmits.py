@@ -26,7 +26,7 @@ def answer(done: resubmitting.Resubmitted) -> dict[str, object]:
     """The new request and what it was requested again from."""
     return {
         "approval": approvals.approval_json(done.approval),
-        "resubmitted_from": done.source.dispatch_id or done.source.approval_request_id,
+        "resubmitted_from": done.source.origin,
     }
 
 

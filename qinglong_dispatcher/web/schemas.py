@@ -11,6 +11,11 @@ ID: Final = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"}
 MS: Final = {"type": "integer", "description": "Unix time in milliseconds"}
 NULLABLE_STR: Final = {"type": ["string", "null"]}
 NULLABLE_ID: Final = {**ID, "type": ["string", "null"]}
+REQUESTED_AGAIN: Final = {
+    "type": "array",
+    "items": ID,
+    "description": "the requests made again from it, oldest first (decision 0048)",
+}
 TARGET_WAIT: Final = {
     "description": "`waiting_for_target`: why a pending dispatch is not claimed (the one "
     "dispatch past its claim on the target: `held_by` one whose effect's outcome is unknown, "
@@ -190,6 +195,8 @@ def all_schemas() -> dict[str, Any]:
                 "step_run",
                 "uncertain",
                 "verdicts",
+                "resubmitted_from",
+                "requested_again",
             ],
             "properties": {
                 "dispatch_id": ID,
@@ -221,6 +228,11 @@ def all_schemas() -> dict[str, Any]:
                     "(`missing` with `manual_only` reads: no automatic evidence for this "
                     "action: check the target)",
                 },
+                "resubmitted_from": {
+                    **NULLABLE_ID,
+                    "description": "what its request was requested again from",
+                },
+                "requested_again": REQUESTED_AGAIN,
             },
         },
         "LedgerLine": {

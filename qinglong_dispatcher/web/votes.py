@@ -33,10 +33,13 @@ async def detail(
 
 
 async def detail_json(ctx: context.Context, approval_id: str) -> dict[str, object]:
-    """The approval resource: the request, its policy, its votes, who else may vote and its
-    time to expiry (404 when there is no such request)."""
+    """The approval resource: the request, its policy, its votes, who else may vote, its time
+    to expiry and the requests made again from it (404 when there is no such request)."""
     approval, state = await detail(ctx, approval_id)
-    return approval_routes.approval_json(approval) | state.as_dict(now_ms=ctx.clock.now_ms())
+    again = {"requested_again": list(await ctx.store.requested_again(approval_id))}
+    return (
+        approval_routes.approval_json(approval) | state.as_dict(now_ms=ctx.clock.now_ms()) | again
+    )
 
 
 @auth.requires(auth.Operation.READ)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,7 +52,7 @@ def _api(store: ports.Store, clock: ManualClock) -> api.Api:
 
 
 async def _list_all(
-    store: ports.Store, clock: ManualClock, **filters: str
+    store: ports.Store, clock: ManualClock, **filters: Any
 ) -> list[approval_views.WaitingApproval]:
     rows: list[approval_views.WaitingApproval] = []
     after = None

@@ -144,11 +144,12 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
     )
     assert {r["owner"] for r in owners} == {"qinglong_migrator"}
     # The definer functions (they append what a session may not, read a whole plan for a plan
-    # reader, choose and copy the policy in force into a new request, and tell the notification
-    # outbox) are the recorder's, and it owns nothing else and holds nothing but USAGE, the
-    # INSERTs of what it appends, and the SELECTs `read_plan`, the policy's choice and copy, the
-    # target and window copies, the freeze probe and the outbox need (a recovery's outbox
-    # event: an uncertain outcome's code).
+    # reader, choose and copy the policy in force into a new request, check what a request was
+    # made again from, and tell the notification outbox) are the recorder's, and it owns
+    # nothing else and holds nothing but USAGE, the INSERTs of what it appends, and the SELECTs
+    # `read_plan`, the policy's choice and copy, the target and window copies, the freeze
+    # probe, the origin check and the outbox need (a recovery's outbox event: an uncertain
+    # outcome's code).
     definers = await stores.raw(
         database,
         "SELECT p.proname, pg_get_userbyid(p.proowner) AS owner FROM pg_proc AS p "
@@ -168,6 +169,7 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         ("execution_target_of_dispatch", "qinglong_recorder"),
         ("execution_window_of_dispatch", "qinglong_recorder"),
         ("freeze_covering", "qinglong_recorder"),
+        ("guard_resubmitted_from", "qinglong_recorder"),
         ("keep_event_while_someone_listens", "qinglong_recorder"),
         ("mark_recovery_required", "qinglong_recorder"),
         ("read_plan", "qinglong_recorder"),

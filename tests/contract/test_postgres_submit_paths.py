@@ -1,7 +1,7 @@
 """PostgreSQL's two submits: one plan in one round trip, and the shared transaction.
 
 `PostgresStore.submit_sealed` tries `fast_paths.submit_fast` (migration 0018's invoker
-function `submit_one`) for one plan and runs `adapters/sql/approvals.submit` for a batch or
+function `submit_one`) for one plan and runs `adapters/sql/submits.submit` for a batch or
 whatever the function declined. The contract suite checks what a submit writes on both
 dialects; these check which path each case takes, and that both write the same rows.
 """

@@ -22,6 +22,7 @@ from tests.support.actions import submit_runs
 from tests.support.api_writes import Served, assert_problem, serving
 from tests.support.clock import ManualClock
 from tests.support.recovery import started_execution
+from tests.support.ui_client import UiClient
 
 MARKER = "customer-5e1d0b-marker"
 
@@ -88,6 +89,34 @@ async def test_a_cancelled_dispatch_is_requested_again_as_a_new_pending_request(
     )
     assert status == 200, approved
     assert approved["dispatch_id"] != dispatch_id
+
+
+async def test_the_new_request_and_its_origin_link_each_other(served: Served) -> None:
+    it = served
+    dispatch_id = await _cancelled(it)
+    status, _, body = await it.call("POST", f"/dispatches/{dispatch_id}/resubmit", "sam")
+    assert status == 201, body
+    again = body["approval"]["approval_request_id"]
+    assert body["approval"]["resubmitted_from"] == dispatch_id
+    _, _, shown = await it.call("GET", f"/approvals/{again}", "vic")
+    assert (shown["approval"]["resubmitted_from"], shown["approval"]["requested_again"]) == (
+        dispatch_id,
+        [],
+    )
+    _, _, origin = await it.call("GET", f"/dispatches/{dispatch_id}", "vic")
+    assert (origin["resubmitted_from"], origin["requested_again"]) == (None, [again])
+    status, _, approved = await it.call("POST", f"/approvals/{again}/approve", "alice")
+    assert status == 200, approved
+    _, _, renewed = await it.call("GET", f"/dispatches/{approved['dispatch_id']}", "vic")
+    assert (renewed["resubmitted_from"], renewed["requested_again"]) == (dispatch_id, [])
+    async with UiClient(it) as ui:
+        await ui.sign_in("vic")
+        _, _, page = await ui.get(f"/ui/dispatches/{dispatch_id}")
+        assert "<dt>requested again as</dt>" in page
+        assert f'<a href="/ui/approvals/{again}">{again}</a>' in page
+        _, _, page = await ui.get(f"/ui/approvals/{again}")
+        assert "<dt>requested again from</dt>" in page
+        assert f'<a href="/ui/dispatches/{dispatch_id}">{dispatch_id}</a>' in page
 
 
 async def test_a_sealed_plan_is_sealed_again_under_its_new_action_ref(

@@ -320,3 +320,34 @@ async def test_dispatches_filter_by_target_and_time_range(served: Served) -> Non
         status, _, page = await ui.get("/ui/dispatches?from=yesterday")
         assert status == 400
         assert "from:" in page
+
+
+async def test_approvals_filter_by_time_range_on_the_api_and_the_ui(served: Served) -> None:
+    it = served
+    made = []
+    for task in ("t1", "t2", "t3"):
+        made.append((it.clock.now_ms(), (await api_submit(it, "sam", task))["approval_request_id"]))
+        it.clock.advance(s=120)
+    (t1, a1), (t2, a2), (_, a3) = made
+    assert await _ids(it, f"?from_ms={t2}") == [a3, a2]
+    assert await _ids(it, f"?to_ms={t2}") == [a1]
+    assert await _ids(it, f"?status=all&from_ms={t1}&to_ms={t2 + 1}") == [a2, a1]
+    for bad, field in (("from_ms=x", "from_ms"), (f"from_ms={t2}&to_ms={t1}", "to_ms")):
+        answer = await it.call("GET", f"/approvals?{bad}", "vic")
+        assert_problem(answer, 400, "invalid_input")
+        assert answer[2]["detail"].startswith(field), answer[2]
+
+    def shown(page: str) -> list[str]:
+        return re.findall(r'<h2><a href="/ui/approvals/([^"?]+)">', page)
+
+    minute = datetime.datetime.fromtimestamp(t2 / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M")
+    async with UiClient(it) as ui:
+        await ui.sign_in("vic")
+        _, _, page = await ui.get(f"/ui/approvals?from={minute}")
+        assert shown(page) == [a3, a2]
+        assert f'value="{minute}"' in page  # the filter is kept in the form
+        _, _, page = await ui.get(f"/ui/approvals?status=all&to={minute}")
+        assert shown(page) == [a1]
+        status, _, page = await ui.get(f"/ui/approvals?from={minute}&to={minute}")
+        assert status == 400
+        assert "to: must be after from" in page

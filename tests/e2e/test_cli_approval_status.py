@@ -169,3 +169,77 @@ async def test_a_status_it_does_not_know_is_one_line_and_exit_2(target: Target) 
     assert refused.stdout == ""
     (line,) = error_lines(refused.stderr)
     assert line.startswith("qinglong-dispatcher: error: argument --status: invalid choice")
+
+
+async def test_a_decisions_comment_is_kept_and_listed_and_a_bad_one_writes_nothing(
+    target: Target,
+) -> None:
+    t = target
+    seeded = await _seed(t)
+    pending1, pending2 = seeded["pending1"], seeded["pending2"]
+    for bad in ("two\nlines", "x" * 501):
+        refused = t.run("approval", "reject", pending1, "--by", "carol", "--comment", bad)
+        assert refused.returncode == 2
+        assert refused.stdout == ""
+        (line,) = error_lines(refused.stderr)
+        assert "comment: one printable line of 1 to 500 characters" in line
+    still = json_out(t.run("approval", "show", pending1, "--json"))
+    assert still["status"] == "pending"
+
+    done = t.run("approval", "reject", pending1, "--by", "carol", "--comment", "dup of t9")
+    assert done.returncode == 0, done.stderr
+    done = t.run("approval", "approve", pending2, "--by", "bob", "--comment", "checked the diff")
+    assert done.returncode == 0, done.stderr
+    rejected = json_out(t.run("approval", "list", "--status", "rejected", "--json"))["approvals"]
+    by_id = {r["approval_request_id"]: r["reasons"] for r in rejected}
+    assert [(r["decision"], r["comment"]) for r in by_id[pending1]] == [("reject", "dup of t9")]
+    assert by_id[seeded["rejected"]] == []  # the seeded reject carried none
+    approved = json_out(t.run("approval", "list", "--status", "approved", "--json"))["approvals"]
+    assert [(r["decision"], r["comment"]) for r in approved[0]["reasons"]] == [
+        ("approve", "checked the diff")
+    ]
+    text = t.run("approval", "list", "--status", "approved")
+    assert "approve by " in text.stdout
+    assert ': "checked the diff"' in text.stdout
+
+
+async def test_a_time_range_bounds_both_lists_and_bad_bounds_are_one_line(target: Target) -> None:
+    t = target
+    seeded = await _seed(t)
+    every = {seeded["pending1"], seeded["pending2"]}
+
+    def listed(*args: str) -> set[str]:
+        out = json_out(t.run("approval", "list", *args, "--json"))
+        return {r["approval_request_id"] for r in out["approvals"]}
+
+    assert listed("--from", "1h") == every
+    assert listed("--to", "1h") == set()
+    assert listed("--from", "2000-01-01T00:00:00Z", "--to", "2999-01-01T00:00:00+02:00") == every
+    assert listed("--status", "all", "--from", "2999-01-01T00:00:00Z") == set()
+    assert listed("--status", "all", "--from", "10m") == set(seeded.values())
+
+    def dispatches(*args: str) -> list[str]:
+        out = json_out(t.run("dispatch", "list", *args, "--json"))
+        return [r["dispatch_id"] for r in out["dispatches"]]
+
+    (only,) = dispatches("--from", "1h")
+    assert dispatches("--to", "1h") == []
+    assert dispatches("--target", "nas-9") == []
+    assert dispatches("--from", "2000-01-01T00:00:00Z") == [only]
+
+    for command, bad, said in (
+        (
+            "approval",
+            ["--from", "yesterday"],
+            "argument --from: not an ISO 8601 time nor a duration",
+        ),
+        ("approval", ["--to", "2026-01-01T00:00"], "argument --to: give the time zone"),
+        ("dispatch", ["--from", "1h", "--to", "2h"], "argument --to: must be after --from"),
+        ("dispatch", ["--from", "9999d"], "is not between 1 second and 3650 days"),
+        ("dispatch", ["--target", "a b"], "target"),
+    ):
+        refused = t.run(command, "list", *bad)
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stdout == ""
+        (line,) = error_lines(refused.stderr)
+        assert said in line

@@ -418,19 +418,17 @@ def test_tick_reconciles_and_recovery_commands_settle_by_hand(workdir: Path) -> 
         cwd=workdir,
     )
     assert_one_line_error(bad_operator, 2)
-    done = run_cli(
-        "recovery",
-        "resolve",
-        dispatch_id,
-        "--as",
-        "failed",
-        "--operator",
-        "ops",
-        "--reason",
-        "checked_downstream",
-        cwd=workdir,
-    )
+    settle = ["recovery", "resolve", dispatch_id, "--as", "failed", "--operator", "ops"]
+    settle += ["--reason", "checked_downstream", "--comment"]
+    bad_comment = run_cli(*settle, "two\nlines", cwd=workdir)
+    assert_one_line_error(bad_comment, 2)
+    assert "comment: one printable line" in bad_comment.stderr
+    assert count(workdir, "SELECT count(*) FROM recovery_resolutions") == 0
+    done = run_cli(*settle, "no order 7 at the receiver", cwd=workdir)
     assert done.returncode == 0, done.stderr
+    shown = run_cli("dispatch", "show", dispatch_id, cwd=workdir)
+    assert "recovery.manual_resolution failed:checked_downstream by ops" in shown.stdout
+    assert '"no order 7 at the receiver"' in shown.stdout
     again = run_cli(
         "recovery",
         "resolve",

@@ -77,6 +77,15 @@ def test_a_cancelled_dispatch_and_an_expired_request_are_requested_again(workdir
     assert [a["approval_request_id"] for a in listed["approvals"]] == [again["approval_request_id"]]
     # Nothing ran: no new dispatch until someone approves it.
     assert json_out(run_cli("tick", "--drain", "--json", cwd=workdir))["outcomes"] == {}
+    # Each end names the other: the request what it came from, the dispatch what it became.
+    shown = json_out(
+        run_cli("approval", "show", again["approval_request_id"], "--json", cwd=workdir)
+    )
+    assert (shown["resubmitted_from"], shown["requested_again"]) == (cancelled["dispatch_id"], [])
+    origin = run_cli("dispatch", "show", cancelled["dispatch_id"], cwd=workdir)
+    assert f"again as     {again['approval_request_id']}" in origin.stdout
+    text = run_cli("approval", "show", again["approval_request_id"], cwd=workdir)
+    assert f"again from {cancelled['dispatch_id']}" in text.stdout
 
     before = _rows(workdir, "SELECT count(*) FROM approval_requests")
     line = _one_line(run_cli("dispatch", "resubmit", done["dispatch_id"], cwd=workdir), 1)
@@ -104,6 +113,8 @@ def test_a_cancelled_dispatch_and_an_expired_request_are_requested_again(workdir
     assert status == [("expired",)]
     renewed = json_out(run_cli("dispatch", "resubmit", request_id, "--json", cwd=workdir))
     assert (renewed["status"], renewed["resubmitted_from"]) == ("pending", request_id)
+    expired = json_out(run_cli("approval", "show", request_id, "--json", cwd=workdir))
+    assert expired["requested_again"] == [renewed["approval_request_id"]]
 
 
 @pytest.mark.postgres

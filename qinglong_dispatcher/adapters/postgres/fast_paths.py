@@ -1,6 +1,6 @@
 """PostgreSQL's one-statement happy paths, each beside the shared transaction it shortcuts.
 
-The shared transactions (`adapters/sql/executions.start`, `adapters/sql/approvals.submit`, and
+The shared transactions (`adapters/sql/executions.start`, `adapters/sql/submits.submit`, and
 run.create's, whose statement `create_run_fast` its repository runs through
 `PostgresStore.fast_statement`) cost a round trip per statement and one each for BEGIN and
 COMMIT; on the happy path these write the same facts in one statement, its own implicit

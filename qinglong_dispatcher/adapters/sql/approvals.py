@@ -11,11 +11,10 @@ only the transitions of `domain/approvals.py` and audit every change.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
-from qinglong_dispatcher.adapters.sql import plan_reads, query, tokens
+from qinglong_dispatcher.adapters.sql import query, tokens
 from qinglong_dispatcher.domain import approvals, errors, ids, principals
 
 ApprovalStatus = approvals.ApprovalStatus
@@ -27,7 +26,7 @@ async def get(q: query.Query, approval_request_id: str) -> approvals.Approval | 
     return None if row is None else approvals.Approval.from_row(row)
 
 
-async def _refusal(
+async def refusal(
     q: query.Query, approval_request_id: str, *, wanted: ApprovalStatus, now_ms: int
 ) -> errors.ApprovalError:
     """Explain why a conditional approval update matched nothing."""
@@ -53,7 +52,7 @@ async def create(
 ) -> approvals.Approval:
     """Insert the immutable plan and the pending request."""
     if await q.one("plan_exists", {"project_id": new.project_id, "action_ref": new.action_ref}):
-        raise _conflict(new.project_id, new.action_ref)
+        raise conflict(new.project_id, new.action_ref)
     await q.run("insert_plan", plan_row(new, now_ms))
     await q.run("insert_approval", request_row(new, principal, now_ms))
     created = await get(q, new.approval_request_id)
@@ -95,6 +94,7 @@ def request_row(
         "expires_at_ms": new.expires_at_ms,
         "now_ms": now_ms,
         "traceparent": new.traceparent,
+        "resubmitted_from": new.resubmitted_from,
     }
 
 
@@ -128,8 +128,10 @@ async def _decide(
     decided_by: str,
     principal: approvals.Principal,
     now_ms: int,
+    comment: str | None,
 ) -> Any:
-    """`pending@v1 → <decision>@v2` while unexpired; the refusal explained when it matched none."""
+    """`pending@v1 → <decision>@v2` while unexpired; the refusal explained when it matched none.
+    A `comment` rides in the update, and the audit trigger keeps it in the decision's row."""
     done = await q.one(
         statement,
         {
@@ -137,10 +139,11 @@ async def _decide(
             "decided_by": decided_by,
             "principal": principal.name,
             "now_ms": now_ms,
+            "comment": comment,
         },
     )
     if done is None:
-        raise await _refusal(q, approval_request_id, wanted=ApprovalStatus.PENDING, now_ms=now_ms)
+        raise await refusal(q, approval_request_id, wanted=ApprovalStatus.PENDING, now_ms=now_ms)
     return done
 
 
@@ -152,6 +155,7 @@ async def approve(
     decided_by: str,
     now_ms: int,
     context: principals.RequestContext | None = None,
+    comment: str | None = None,
 ) -> approvals.Approval:
     """`pending@v1 → approved@v2`, by another principal unless self-approval is allowed."""
     done = await _decide(
@@ -161,6 +165,7 @@ async def approve(
         decided_by=decided_by,
         principal=principal,
         now_ms=now_ms,
+        comment=comment,
     )
     # Raising rolls the caller's whole transaction back, the update above included.
     principal.check_may_approve(done["requested_principal"])
@@ -178,6 +183,7 @@ async def approve_each(
     decided_by: str,
     now_ms: int,
     at: list[str],
+    comment: str | None = None,
 ) -> list[approvals.Approval]:
     """`approve` each request in order, in the caller's transaction; `at` collects the ids
     tried, so the caller can name the one a refusal (raised, rolling all back) is about."""
@@ -185,7 +191,14 @@ async def approve_each(
     for approval_request_id in ids:
         at.append(approval_request_id)
         done.append(
-            await approve(q, principal, approval_request_id, decided_by=decided_by, now_ms=now_ms)
+            await approve(
+                q,
+                principal,
+                approval_request_id,
+                decided_by=decided_by,
+                now_ms=now_ms,
+                comment=comment,
+            )
         )
     return done
 
@@ -206,6 +219,7 @@ async def reject(
     now_ms: int,
     context: principals.RequestContext | None = None,
     reason: str | None = None,
+    comment: str | None = None,
 ) -> approvals.Approval:
     """`pending@v1 → rejected@v2`: the request can never be approved or consumed. An API
     request's `reason` code is its audit row's `detail_code` (else the action type)."""
@@ -216,6 +230,7 @@ async def reject(
         decided_by=decided_by,
         principal=principal,
         now_ms=now_ms,
+        comment=comment,
     )
     rejected = await get(q, approval_request_id)
     assert rejected is not None
@@ -243,10 +258,10 @@ async def consume(
         },
     )
     if done is None:
-        raise await _refusal(q, approval_request_id, wanted=ApprovalStatus.APPROVED, now_ms=now_ms)
+        raise await refusal(q, approval_request_id, wanted=ApprovalStatus.APPROVED, now_ms=now_ms)
     dispatch_id = ids.new_dispatch_id(now_ms)
-    await q.run("insert_dispatch", _dispatch_row(dispatch_id, approval_request_id, done, now_ms))
-    await q.run("insert_execution", _execution_row(dispatch_id, done, max_attempts, now_ms))
+    await q.run("insert_dispatch", dispatch_row(dispatch_id, approval_request_id, done, now_ms))
+    await q.run("insert_execution", execution_row(dispatch_id, done, max_attempts, now_ms))
     await tokens.record_request(
         q,
         context,
@@ -264,7 +279,7 @@ async def consume(
     )
 
 
-def _dispatch_row(
+def dispatch_row(
     dispatch_id: str, approval_request_id: str, done: Any, now_ms: int
 ) -> dict[str, object]:
     """`done`: the consumed request (project, action type, ref and digest, decided by)."""
@@ -280,9 +295,7 @@ def _dispatch_row(
     }
 
 
-def _execution_row(
-    dispatch_id: str, done: Any, max_attempts: int, now_ms: int
-) -> dict[str, object]:
+def execution_row(dispatch_id: str, done: Any, max_attempts: int, now_ms: int) -> dict[str, object]:
     return {
         "dispatch_id": dispatch_id,
         "project_id": done["project_id"],
@@ -291,100 +304,7 @@ def _execution_row(
     }
 
 
-async def _move_all(
-    q: query.Query,
-    statement: str,
-    items: Sequence[approvals.NewApproval],
-    params: query.Params,
-    *,
-    came_from: ApprovalStatus,
-    now_ms: int,
-) -> dict[str, Any]:
-    """Move every request of a batch with one statement, which returns the rows it moved; the
-    first request it did not move is explained as a refusal (raised: the caller's transaction
-    rolls back)."""
-    wanted = [new.approval_request_id for new in items]
-    rows = await q.all(statement, {**params, "ids": json.dumps(wanted)})
-    by_id = {row["approval_request_id"]: row for row in rows}
-    for approval_request_id in wanted:
-        if approval_request_id not in by_id:
-            raise await _refusal(q, approval_request_id, wanted=came_from, now_ms=now_ms)
-    return by_id
-
-
-def _conflict(project_id: str, action_ref: str) -> errors.ApprovalStateConflict:
+def conflict(project_id: str, action_ref: str) -> errors.ApprovalStateConflict:
     return errors.ApprovalStateConflict(
         f"action {action_ref} already has a plan in project {project_id}"
     )
-
-
-async def taken_plan(
-    q: query.Query, items: Sequence[approvals.NewApproval]
-) -> errors.ApprovalStateConflict | None:
-    """Why a submit's plans were refused by their unique key: the first one already stored."""
-    keys = [(new.project_id, new.action_ref) for new in items]
-    taken = {(p.project_id, p.action_ref) for p in await plan_reads.get_plans(q, keys)}
-    return next((_conflict(*key) for key in keys if key in taken), None)
-
-
-async def submit(
-    q: query.Query,
-    principal: approvals.Principal,
-    items: Sequence[approvals.NewApproval],
-    *,
-    approved_by: str,
-    now_ms: int,
-    max_attempts: int,
-) -> list[approvals.Consumed]:
-    """Create, approve and consume every item, all in one transaction.
-
-    Each step is one statement for the whole batch: the inserts run once per item in one
-    round trip (`Query.run_many`), the approval and the consumption are one statement each
-    that returns the rows it moved. The database's triggers judge each row as for one request,
-    and any refusal rolls the whole batch back. A plan already stored is refused by its unique
-    key (the store names it, `taken_plan`); a self-approval is refused whole when the
-    principal may not self-approve.
-    """
-    if not items:
-        return []
-    seen: set[tuple[str, str]] = set()
-    for new in items:  # twice in this batch
-        key = (new.project_id, new.action_ref)
-        if key in seen:
-            raise _conflict(*key)
-        seen.add(key)
-    await q.run_many("insert_plan", [plan_row(new, now_ms) for new in items])
-    await q.run_many("insert_approval", [request_row(new, principal, now_ms) for new in items])
-    decision = {"decided_by": approved_by, "principal": principal.name, "now_ms": now_ms}
-    approved = await _move_all(
-        q, "approve_approvals", items, decision, came_from=ApprovalStatus.PENDING, now_ms=now_ms
-    )
-    for row in approved.values():
-        principal.check_may_approve(row["requested_principal"])
-    consumed = await _move_all(
-        q, "consume_approvals", items, decision, came_from=ApprovalStatus.APPROVED, now_ms=now_ms
-    )
-    dispatch_ids = [ids.new_dispatch_id(now_ms) for _ in items]
-    pairs = list(zip(dispatch_ids, items, strict=True))
-    await q.run_many(
-        "insert_dispatch",
-        [
-            _dispatch_row(d, new.approval_request_id, consumed[new.approval_request_id], now_ms)
-            for d, new in pairs
-        ],
-    )
-    await q.run_many(
-        "insert_execution",
-        [
-            _execution_row(d, consumed[new.approval_request_id], max_attempts, now_ms)
-            for d, new in pairs
-        ],
-    )
-    return [
-        approvals.Consumed(
-            approval_request_id=new.approval_request_id,
-            dispatch_id=dispatch_id,
-            action_ref=new.action_ref,
-        )
-        for dispatch_id, new in pairs
-    ]

@@ -57,6 +57,7 @@ async def cancel(
             "project_id": execution.project_id,
             "subject_id": request.dispatch_id,
             "detail_code": f"{execution.status.value}:{request.reason_code}"[:128],
+            "comment": None,
         },
     )
     cancelled = await rows.fenced_update(

@@ -54,3 +54,4 @@ class DispatchReadMethods:
         return await self.runner.transaction(read, write=False)
 
     recent_activity = query.operation(dispatch_views.recent_activity, write=False)
+    requested_again = query.operation(dispatch_views.requested_again, write=False)

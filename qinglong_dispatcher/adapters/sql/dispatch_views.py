@@ -84,6 +84,7 @@ async def show_dispatch(
     stored = await plan_reads.get_plan(q, dispatch.project_id, dispatch.action_ref)
     plan, plan_code = plan_reads.preview(stored, shown, envelopes)
     events = await q.all("select_event_views", {"dispatch_id": dispatch_id})
+    request = await q.one("select_approval", {"approval_request_id": dispatch.approval_request_id})
     part = action_tables.DetailPart()
     for own in tables:
         part = await own.detail(q, dispatch, part)
@@ -100,7 +101,16 @@ async def show_dispatch(
         audit=tuple(await recovery.audit_events(q, dispatch_id)),
         step_run=part.step_run,
         uncertain=await uncertain_outcomes.uncertain_outcome(q, dispatch_id),
+        resubmitted_from=None if request is None else request["resubmitted_from"],
+        requested_again=await requested_again(q, dispatch_id),
     )
+
+
+async def requested_again(q: query.Query, source_id: str) -> tuple[str, ...]:
+    """The requests made again from `source_id` (a dispatch, or an expired request), oldest
+    first."""
+    found = await q.all("select_requested_again", {"source_id": source_id})
+    return tuple(str(row["approval_request_id"]) for row in found)
 
 
 async def recent_activity(

@@ -67,6 +67,8 @@ async def list_waiting_approvals(
         "after_approval_request_id": after.approval_request_id,
         "project_id": request.project_id,
         "action_type": request.action_type,
+        "from_ms": request.from_ms,
+        "to_ms": request.to_ms,
         "limit": request.limit + 1,
     }
     if request.status == approval_views.WAITING:

@@ -132,6 +132,7 @@ async def resolve(
                 "project_id": resolution.project_id,
                 "subject_id": fence.dispatch_id,
                 "detail_code": f"{resolution.resolution.value}:{resolution.reason_code}"[:128],
+                "comment": resolution.comment,
             },
         )
     resolved = await rows.fenced_update(

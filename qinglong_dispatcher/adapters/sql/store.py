@@ -35,6 +35,7 @@ from qinglong_dispatcher.adapters.sql import (
     retention,
     rows,
     shared,
+    submits,
     target_reads,
     token_store,
     ui_session_store,
@@ -159,6 +160,7 @@ class SqlStore(
         decided_by: str,
         now_ms: int,
         context: principals.RequestContext | None = None,
+        comment: str | None = None,
     ) -> approval_records.Approval:
         """See `ports.ApprovalStore.approve`."""
         self.approver.require(Operation.APPROVE)
@@ -170,11 +172,12 @@ class SqlStore(
                 decided_by=decided_by,
                 now_ms=now_ms,
                 context=context,
+                comment=comment,
             )
         )
 
     async def approve_many(
-        self, ids: Sequence[str], *, decided_by: str, now_ms: int
+        self, ids: Sequence[str], *, decided_by: str, now_ms: int, comment: str | None = None
     ) -> list[approval_records.Approval]:
         """See `ports.ApprovalStore.approve_many`."""
         self.approver.require(Operation.APPROVE)
@@ -182,7 +185,13 @@ class SqlStore(
         try:
             return await self.runner.transaction(
                 lambda q: approvals.approve_each(
-                    q, self.approver, ids, decided_by=decided_by, now_ms=now_ms, at=at
+                    q,
+                    self.approver,
+                    ids,
+                    decided_by=decided_by,
+                    now_ms=now_ms,
+                    at=at,
+                    comment=comment,
                 )
             )
         except _REFUSALS as exc:
@@ -196,6 +205,7 @@ class SqlStore(
         now_ms: int,
         context: principals.RequestContext | None = None,
         reason: str | None = None,
+        comment: str | None = None,
     ) -> approval_records.Approval:
         """See `ports.ApprovalStore.reject`."""
         self.approver.require(Operation.REJECT)
@@ -208,6 +218,7 @@ class SqlStore(
                 now_ms=now_ms,
                 context=context,
                 reason=reason,
+                comment=comment,
             )
         )
 
@@ -237,7 +248,7 @@ class SqlStore(
         """Raise the conflict naming the plan a unique key refused, if one is stored now."""
         if refused.code == "constraint_violation":
             taken = await self.runner.transaction(
-                lambda q: approvals.taken_plan(q, sealed), write=False
+                lambda q: submits.taken_plan(q, sealed), write=False
             )
             if taken is not None:
                 raise taken from None
@@ -264,7 +275,7 @@ class SqlStore(
 
     # `submit`'s write, its plans sealed already: the shared transaction (PostgreSQL tries
     # one plan in one round trip first).
-    submit_sealed = as_approver(approvals.submit)
+    submit_sealed = as_approver(submits.submit)
 
     # -- the page transaction ----------------------------------------------------------------
 

@@ -85,23 +85,25 @@ def _row(row: approval_views.WaitingApproval, session: sessions.Session, now_ms:
     )
 
 
-def _status_filter(status: str, shown: paging.Filters) -> str:
+def _status_filter(status: str, shown: paging.Filters, given: dict[str, object]) -> str:
     """A GET form choosing the status and the filters shown (no JavaScript needed)."""
     return (
         f'<form class="filter" method="get" action="{markup.url("/ui/approvals")}">'
         + markup.select("status", "Status", approval_views.STATUSES, chosen=status)
         + paging.fields(shown.as_query())
+        + paging.range_fields(given)
         + '<button type="submit">Show</button></form>'
     )
 
 
 @guard.view(Operation.READ)
 async def queue(request: web.Request, session: sessions.Session) -> web.StreamResponse:
-    """`GET /ui/approvals?status=&action=&project=&limit=&after=&trail=`: requests of one
-    status (the waiting ones by default), newest first, a page at a time both ways, each time
-    also as how long ago."""
-    reads.only_params(request, ("status", *paging.PARAMS))
+    """`GET /ui/approvals?status=&action=&project=&from=&to=&limit=&after=&trail=`: requests
+    of one status (the waiting ones by default), newest first, a page at a time both ways, each
+    time also as how long ago."""
+    reads.only_params(request, ("status", *paging.RANGE, *paging.PARAMS))
     shown = paging.filters(request.query, approval_views.MAX_LIMIT)
+    given, from_ms, to_ms = paging.time_range(request.query)
     after = reads.query_field(
         "after", request.query.get("after") or None, approval_views.Cursor.parse
     )
@@ -123,6 +125,8 @@ async def queue(request: web.Request, session: sessions.Session) -> web.StreamRe
             limit=shown.limit or approval_views.DEFAULT_LIMIT,
             after=after,
             status=status,
+            from_ms=from_ms,
+            to_ms=to_ms,
         ),
         now_ms=now_ms,
         shown=ctx.shown,
@@ -132,7 +136,11 @@ async def queue(request: web.Request, session: sessions.Session) -> web.StreamRe
         new = f'<p><a href="{markup.url("/ui/approvals/new")}">Request an action…</a></p>'
     more = paging.links(
         "/ui/approvals",
-        {"status": None if status == approval_views.WAITING else status, **shown.as_query()},
+        {
+            "status": None if status == approval_views.WAITING else status,
+            **shown.as_query(),
+            **given,
+        },
         after=request.query.get("after") or None,
         trail=trail,
         next_cursor=None if page.next is None else str(page.next),
@@ -145,7 +153,7 @@ async def queue(request: web.Request, session: sessions.Session) -> web.StreamRe
     )
     body = (
         new
-        + _status_filter(status, shown)
+        + _status_filter(status, shown, given)
         + (rows or f'<p class="empty">{empty}</p>')
         + more
         + live.MARKER

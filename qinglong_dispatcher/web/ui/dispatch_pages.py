@@ -254,6 +254,7 @@ async def detail_page(request: web.Request, session: sessions.Session) -> web.St
             ("created", markup.when(d.created_at_ms)),
             ("updated", markup.when(x.updated_at_ms)),
             ("audit", f'<a href="{audit_href}">security audit of this dispatch</a>'),
+            *resubmit_pages.chain(detail.resubmitted_from, detail.requested_again),
         )
     )
     receipt: object = None

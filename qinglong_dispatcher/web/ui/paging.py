@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from qinglong_dispatcher.domain import errors
-from qinglong_dispatcher.web import reads
+from qinglong_dispatcher.web import problems, reads
 from qinglong_dispatcher.web.ui import markup
 
 TRAIL_MAX: Final = 50
@@ -119,3 +119,28 @@ def links(
         href = markup.url(path, **shown, after=next_cursor, trail=",".join(steps))
         parts.append(f'<a href="{href}" rel="next">Next page</a>')
     return f'<p class="pager">{" · ".join(parts)}</p>' if parts else ""
+
+
+RANGE: Final = ("from", "to")
+"""A list's creation-time filters (`YYYY-MM-DD` or `YYYY-MM-DDTHH:MM`, UTC)."""
+
+
+def time_range(query: Mapping[str, str]) -> tuple[dict[str, object], int | None, int | None]:
+    """The `from` and `to` fields as given (for the form and the links) and as Unix ms; a
+    `to` not after `from` is a 400 naming `to`."""
+    given: dict[str, object] = {name: query.get(name) or None for name in RANGE}
+    from_ms = reads.query_field("from", query.get("from") or None, parse_instant("from"))
+    to_ms = reads.query_field("to", query.get("to") or None, parse_instant("to"))
+    if from_ms is not None and to_ms is not None and from_ms >= to_ms:
+        raise problems.BadField("to", "to: must be after from")
+    return given, from_ms, to_ms
+
+
+def range_fields(given: Mapping[str, object]) -> str:
+    """The form's `from` and `to` fields."""
+    return "".join(
+        markup.text_field(
+            name, label, value=str(given.get(name) or ""), pattern=None, required=False
+        )
+        for name, label in (("from", "Created from (UTC)"), ("to", "Created before (UTC)"))
+    )

@@ -3,9 +3,11 @@ pending approval request for the same plan, after a confirm page (`usecases.resu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aiohttp import web
 
-from qinglong_dispatcher.domain import dispatch_views, errors, permissions, plans
+from qinglong_dispatcher.domain import dispatch_views, errors, ids, permissions, plans
 from qinglong_dispatcher.usecases import resubmitting
 from qinglong_dispatcher.web import context, resubmits
 from qinglong_dispatcher.web.ui import guard, markup, sessions
@@ -27,6 +29,23 @@ def section(detail: dispatch_views.Detail, session: sessions.Session) -> str:
         "it runs only once approved. This dispatch stays as it is.</p>"
         + markup.post_form(f"/ui/dispatches/{dispatch_id}/resubmit", session, "", "Request again…")
     )
+
+
+def chain(resubmitted_from: str | None, requested_again: Sequence[str]) -> list[tuple[str, str]]:
+    """The facts linking a request or dispatch both ways: what it was requested again from,
+    and the requests made again from it (none: no fact)."""
+    pairs = []
+    if resubmitted_from is not None:
+        kind = "dispatches" if ids.is_dispatch_id(resubmitted_from) else "approvals"
+        href = markup.url(f"/ui/{kind}/" + markup.segment(resubmitted_from))
+        pairs.append(("requested again from", markup.link(href, resubmitted_from)))
+    if requested_again:
+        shown = ", ".join(
+            markup.link(markup.url("/ui/approvals/" + markup.segment(r)), r)
+            for r in requested_again
+        )
+        pairs.append(("requested again as", shown))
+    return pairs
 
 
 @guard.form(guard.Operation.CREATE)

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from qinglong_dispatcher.domain import approvals, errors, permissions, plans, policies
 from qinglong_dispatcher.web import context, votes
-from qinglong_dispatcher.web.ui import approval_pages, guard, markup, sessions
+from qinglong_dispatcher.web.ui import approval_pages, guard, markup, resubmit_pages, sessions
 
 Operation = permissions.Operation
 
@@ -127,6 +127,9 @@ async def detail_page(request: web.Request, session: sessions.Session) -> web.St
             ("expires", markup.when(state.expires_at_ms)),
             ("time to expiry", markup.esc(_remaining(expires_in) if pending else "-")),
             ("decided by", markup.esc(approval.decided_principal or "-")),
+            *resubmit_pages.chain(
+                approval.resubmitted_from, await ctx.store.requested_again(approval_id)
+            ),
         )
     )
     body = (

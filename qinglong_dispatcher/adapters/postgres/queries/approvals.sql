@@ -38,24 +38,25 @@ CROSS JOIN LATERAL (
 INSERT INTO qinglong.approval_requests (
     approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
     requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms,
-    traceparent
+    traceparent, resubmitted_from
 ) VALUES (
     :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending', 1,
     :requested_by, NULL, qinglong.acting_principal(), :expires_at_ms, :now_ms::bigint, :now_ms::bigint,
-    :traceparent::text
+    :traceparent::text, :resubmitted_from::text
 )
 
 -- select_approval --
 SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
        requested_by, decided_by, requested_principal, decided_principal, consumed_principal,
-       expires_at_ms, created_at_ms, updated_at_ms, traceparent
+       expires_at_ms, created_at_ms, updated_at_ms, traceparent, resubmitted_from
 FROM qinglong.approval_requests
 WHERE approval_request_id = :approval_request_id
 
 -- approve_approval --
 UPDATE qinglong.approval_requests
 SET status = 'approved', version = 2, decided_by = :decided_by,
-    decided_principal = qinglong.acting_principal(), updated_at_ms = :now_ms::bigint
+    decided_principal = qinglong.acting_principal(), updated_at_ms = :now_ms::bigint,
+    decision_comment = :comment
 WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
   AND expires_at_ms > :now_ms::bigint
 RETURNING approval_request_id, requested_principal
@@ -76,7 +77,8 @@ RETURNING approval_request_id, requested_principal
 -- No expiry condition: withdrawing authority is always allowed while pending.
 UPDATE qinglong.approval_requests
 SET status = 'rejected', version = 2, decided_by = :decided_by,
-    decided_principal = qinglong.acting_principal(), updated_at_ms = :now_ms::bigint
+    decided_principal = qinglong.acting_principal(), updated_at_ms = :now_ms::bigint,
+    decision_comment = :comment
 WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
 RETURNING approval_request_id, requested_principal
 
@@ -130,7 +132,8 @@ SELECT qinglong.submit_one(
 -- `approval list`: pending requests whose lifetime has not run out on the caller's clock nor
 -- on the database's, newest first, a keyset page after (:after_created_at_ms,
 -- :after_approval_request_id) over the partial index of migration 0014; a NULL filter
--- matches everything. Each comes with its plan row, which the store previews (a sealed one
+-- matches everything (:from_ms inclusive, :to_ms exclusive, on creation). Each comes with
+-- its plan row, which the store previews (a sealed one
 -- opened first); no plan value leaves the store.
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
@@ -149,6 +152,8 @@ WHERE a.status = 'pending'
       > (extract(epoch FROM clock_timestamp()) * 1000)::bigint
   AND (:project_id::text IS NULL OR a.project_id = :project_id::text)
   AND (:action_type::text IS NULL OR a.action_type = :action_type::text)
+  AND (:from_ms::bigint IS NULL OR a.created_at_ms >= :from_ms::bigint)
+  AND (:to_ms::bigint IS NULL OR a.created_at_ms < :to_ms::bigint)
 ORDER BY a.created_at_ms DESC, a.approval_request_id DESC
 LIMIT :limit::bigint
 
@@ -189,6 +194,8 @@ WHERE a.status = :status::text
       < (:after_created_at_ms::bigint, :after_approval_request_id::text)
   AND (:project_id::text IS NULL OR a.project_id = :project_id::text)
   AND (:action_type::text IS NULL OR a.action_type = :action_type::text)
+  AND (:from_ms::bigint IS NULL OR a.created_at_ms >= :from_ms::bigint)
+  AND (:to_ms::bigint IS NULL OR a.created_at_ms < :to_ms::bigint)
 ORDER BY a.created_at_ms DESC, a.approval_request_id DESC
 LIMIT :limit::bigint
 
@@ -222,6 +229,8 @@ WHERE true
       < (:after_created_at_ms::bigint, :after_approval_request_id::text)
   AND (:project_id::text IS NULL OR a.project_id = :project_id::text)
   AND (:action_type::text IS NULL OR a.action_type = :action_type::text)
+  AND (:from_ms::bigint IS NULL OR a.created_at_ms >= :from_ms::bigint)
+  AND (:to_ms::bigint IS NULL OR a.created_at_ms < :to_ms::bigint)
 ORDER BY a.created_at_ms DESC, a.approval_request_id DESC
 LIMIT :limit::bigint
 
@@ -263,3 +272,11 @@ SELECT p.policy_name, p.approvals_required, p.denials_to_reject,
         WHERE v.approval_request_id = p.approval_request_id AND v.vote = 'deny') AS denials
 FROM qinglong.approval_request_policies AS p
 WHERE p.approval_request_id = :approval_request_id
+
+-- select_requested_again --
+-- The requests made again from :source_id (a dispatch, or an expired request), oldest first:
+-- the other end of their `resubmitted_from` (the partial index of migration 0041).
+SELECT approval_request_id
+FROM qinglong.approval_requests
+WHERE resubmitted_from = :source_id
+ORDER BY created_at_ms, approval_request_id

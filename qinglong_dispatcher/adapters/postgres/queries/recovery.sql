@@ -58,9 +58,9 @@ SET outcome = excluded.outcome, reason_code = excluded.reason_code,
 
 -- insert_audit_event --
 INSERT INTO qinglong.security_audit_events (
-    kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
+    kind, actor, principal, project_id, subject_id, detail_code, comment, committed_at_ms
 ) VALUES (
-    :kind, :actor, qinglong.acting_principal(), :project_id, :subject_id, :detail_code,
+    :kind, :actor, qinglong.acting_principal(), :project_id, :subject_id, :detail_code, :comment,
     (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
 )
 

@@ -36,12 +36,12 @@ JOIN action_plans AS p
 INSERT INTO approval_requests (
     approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
     requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms,
-    db_expires_at_ms, traceparent
+    db_expires_at_ms, traceparent, resubmitted_from
 )
 SELECT :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending',
        1, :requested_by, NULL, :principal, :now_ms + l.lifetime_ms, :now_ms, :now_ms,
        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + l.lifetime_ms,
-       :traceparent
+       :traceparent, :resubmitted_from
 FROM (SELECT coalesce(
         (SELECT p.lifetime_ms FROM action_plans AS a
          JOIN approval_policies_in_force AS p
@@ -58,14 +58,15 @@ FROM (SELECT coalesce(
 -- select_approval --
 SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
        requested_by, decided_by, requested_principal, decided_principal, consumed_principal,
-       expires_at_ms, created_at_ms, updated_at_ms, traceparent
+       expires_at_ms, created_at_ms, updated_at_ms, traceparent, resubmitted_from
 FROM approval_requests
 WHERE approval_request_id = :approval_request_id
 
 -- approve_approval --
 UPDATE approval_requests
 SET status = 'approved', version = 2, decided_by = :decided_by,
-    decided_principal = :principal, updated_at_ms = :now_ms
+    decided_principal = :principal, updated_at_ms = :now_ms,
+    decision_comment = :comment
 WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
   AND expires_at_ms > :now_ms
 RETURNING approval_request_id, requested_principal
@@ -84,7 +85,8 @@ RETURNING approval_request_id, requested_principal
 -- No expiry condition: withdrawing authority is always allowed while pending.
 UPDATE approval_requests
 SET status = 'rejected', version = 2, decided_by = :decided_by,
-    decided_principal = :principal, updated_at_ms = :now_ms
+    decided_principal = :principal, updated_at_ms = :now_ms,
+    decision_comment = :comment
 WHERE approval_request_id = :approval_request_id AND status = 'pending' AND version = 1
 RETURNING approval_request_id, requested_principal
 
@@ -150,8 +152,9 @@ WHERE 0 AND coalesce(:project_id, :action_ref, :action_type, :plan_json, :plan_d
 -- `approval list`: pending requests whose lifetime has not run out on the caller's clock nor
 -- on the database's (system) clock, newest first, a keyset page after
 -- (:after_created_at_ms, :after_approval_request_id) over the partial index of migration
--- 0014; a NULL filter matches everything. Each comes with its plan row, which the store
--- previews (a sealed one opened first); no plan value leaves the store.
+-- 0014; a NULL filter matches everything (:from_ms inclusive, :to_ms exclusive, on
+-- creation). Each comes with its plan row, which the store previews (a sealed one opened
+-- first); no plan value leaves the store.
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
        a.status, a.decided_by, a.decided_principal, NULL AS decision_code,
@@ -169,6 +172,8 @@ WHERE a.status = 'pending'
       > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
   AND (:project_id IS NULL OR a.project_id = :project_id)
   AND (:action_type IS NULL OR a.action_type = :action_type)
+  AND (:from_ms IS NULL OR a.created_at_ms >= :from_ms)
+  AND (:to_ms IS NULL OR a.created_at_ms < :to_ms)
 ORDER BY a.created_at_ms DESC, a.approval_request_id DESC
 LIMIT :limit
 
@@ -179,8 +184,9 @@ LIMIT :limit
 -- `list_waiting_approvals`, so a cursor means the same position under every status. Each
 -- decided row says who decided and how, with the code the audit trigger writes on its
 -- `approval.<status>` row (`by_requester`, `by_other`, `db_clock`), and when, and why: its
--- deny votes' reasons and its API decisions' reason and comment (as PostgreSQL's
--- `decision_reasons` returns them). One status's page walks the index of migration 0036.
+-- deny votes' reasons, its API decisions' reason and comment, and the comment a command
+-- line decision carried in its `approval.*` row (as PostgreSQL's `decision_reasons` returns
+-- them). One status's page walks the index of migration 0036.
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
        a.status, a.decided_by, a.decided_principal,
@@ -201,12 +207,16 @@ SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.actio
                FROM approval_votes AS v
                WHERE v.approval_request_id = a.approval_request_id AND v.vote = 'deny'
                UNION ALL
-               SELECT substr(e.kind, 5), e.principal,
+               SELECT CASE e.kind WHEN 'approval.approved' THEN 'approve'
+                                  WHEN 'approval.rejected' THEN 'reject'
+                                  ELSE substr(e.kind, 5) END, e.principal,
                       CASE WHEN e.kind = 'api.reject' THEN e.detail_code END, e.comment,
                       0, e.event_id
                FROM security_audit_events AS e
                WHERE e.subject_id = a.approval_request_id
-                 AND e.kind IN ('api.approve', 'api.reject')
+                 AND (e.kind IN ('api.approve', 'api.reject')
+                      OR (e.kind IN ('approval.approved', 'approval.rejected')
+                          AND e.comment IS NOT NULL))
                ORDER BY 5, 6, 2
            ) AS r
        ) END AS reasons_json,
@@ -219,6 +229,8 @@ WHERE a.status = :status
       < (:after_created_at_ms, :after_approval_request_id)
   AND (:project_id IS NULL OR a.project_id = :project_id)
   AND (:action_type IS NULL OR a.action_type = :action_type)
+  AND (:from_ms IS NULL OR a.created_at_ms >= :from_ms)
+  AND (:to_ms IS NULL OR a.created_at_ms < :to_ms)
 ORDER BY a.created_at_ms DESC, a.approval_request_id DESC
 LIMIT :limit
 
@@ -245,12 +257,16 @@ SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.actio
                FROM approval_votes AS v
                WHERE v.approval_request_id = a.approval_request_id AND v.vote = 'deny'
                UNION ALL
-               SELECT substr(e.kind, 5), e.principal,
+               SELECT CASE e.kind WHEN 'approval.approved' THEN 'approve'
+                                  WHEN 'approval.rejected' THEN 'reject'
+                                  ELSE substr(e.kind, 5) END, e.principal,
                       CASE WHEN e.kind = 'api.reject' THEN e.detail_code END, e.comment,
                       0, e.event_id
                FROM security_audit_events AS e
                WHERE e.subject_id = a.approval_request_id
-                 AND e.kind IN ('api.approve', 'api.reject')
+                 AND (e.kind IN ('api.approve', 'api.reject')
+                      OR (e.kind IN ('approval.approved', 'approval.rejected')
+                          AND e.comment IS NOT NULL))
                ORDER BY 5, 6, 2
            ) AS r
        ) END AS reasons_json,
@@ -263,6 +279,8 @@ WHERE true
       < (:after_created_at_ms, :after_approval_request_id)
   AND (:project_id IS NULL OR a.project_id = :project_id)
   AND (:action_type IS NULL OR a.action_type = :action_type)
+  AND (:from_ms IS NULL OR a.created_at_ms >= :from_ms)
+  AND (:to_ms IS NULL OR a.created_at_ms < :to_ms)
 ORDER BY a.created_at_ms DESC, a.approval_request_id DESC
 LIMIT :limit
 
@@ -303,3 +321,11 @@ SELECT p.policy_name, p.approvals_required, p.denials_to_reject,
         WHERE v.approval_request_id = p.approval_request_id AND v.vote = 'deny') AS denials
 FROM approval_request_policies AS p
 WHERE p.approval_request_id = :approval_request_id
+
+-- select_requested_again --
+-- The requests made again from :source_id (a dispatch, or an expired request), oldest first:
+-- the other end of their `resubmitted_from` (the partial index of migration 0041).
+SELECT approval_request_id
+FROM approval_requests
+WHERE resubmitted_from = :source_id
+ORDER BY created_at_ms, approval_request_id

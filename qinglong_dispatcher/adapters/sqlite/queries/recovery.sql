@@ -55,9 +55,9 @@ SET outcome = excluded.outcome, reason_code = excluded.reason_code,
 
 -- insert_audit_event --
 INSERT INTO security_audit_events (
-    kind, actor, principal, project_id, subject_id, detail_code, committed_at_ms
+    kind, actor, principal, project_id, subject_id, detail_code, comment, committed_at_ms
 ) VALUES (
-    :kind, :actor, :principal, :project_id, :subject_id, :detail_code,
+    :kind, :actor, :principal, :project_id, :subject_id, :detail_code, :comment,
     CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 )
 
