@@ -186,12 +186,16 @@ CREATE TABLE qinglong.approval_requests (
     consumed_principal text,
     db_expires_at_ms bigint,
     traceparent text,
+    not_before_ms bigint,
+    window_for_ms bigint,
     CONSTRAINT approval_requests_action_digest_check CHECK ((length(action_digest) = 64)),
+    CONSTRAINT approval_requests_not_before_ms_check CHECK ((not_before_ms > 0)),
     CONSTRAINT approval_requests_pkey PRIMARY KEY (approval_request_id),
     CONSTRAINT approval_requests_project_id_action_ref_fkey FOREIGN KEY (project_id, action_ref) REFERENCES qinglong.action_plans(project_id, action_ref),
     CONSTRAINT approval_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'consumed'::text, 'rejected'::text, 'expired'::text]))),
     CONSTRAINT approval_requests_traceparent_w3c CHECK (((traceparent IS NULL) OR ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text) AND (substr(traceparent, 4, 32) <> repeat('0'::text, 32)) AND (substr(traceparent, 37, 16) <> repeat('0'::text, 16))))),
-    CONSTRAINT approval_requests_version_check CHECK ((version >= 1))
+    CONSTRAINT approval_requests_version_check CHECK ((version >= 1)),
+    CONSTRAINT approval_requests_window_for_ms_check CHECK (((window_for_ms >= 1000) AND (window_for_ms <= '2592000000'::bigint)))
 );
 GRANT INSERT, SELECT, UPDATE ON TABLE qinglong.approval_requests TO qinglong_approver;
 GRANT SELECT ON TABLE qinglong.approval_requests TO qinglong_operator;
@@ -1073,7 +1077,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (64)
+-- functions (66)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -1537,6 +1541,32 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.check_execution_window() TO PUBLIC;
 
+-- function qinglong.check_requested_window()
+CREATE OR REPLACE FUNCTION qinglong.check_requested_window()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    now_ms pg_catalog.int8 := qinglong.db_now_ms();
+    delay  pg_catalog.int8;
+BEGIN
+    SELECT p.not_before_delay_ms INTO delay
+    FROM qinglong.approval_request_policies AS r
+    JOIN qinglong.approval_policies AS p
+        ON p.name = r.policy_name AND p.version = r.policy_version
+    WHERE r.approval_request_id = NEW.approval_request_id;
+    IF COALESCE(NEW.not_before_ms, now_ms) OPERATOR(pg_catalog.+) NEW.window_for_ms
+            <= now_ms OPERATOR(pg_catalog.+) COALESCE(delay, 0) THEN
+        RAISE EXCEPTION 'the requested window ends before the policy lets it start'
+            USING ERRCODE = 'QLW02';
+    END IF;
+    RETURN NULL;
+END
+$function$;
+ALTER FUNCTION qinglong.check_requested_window() OWNER TO qinglong_recorder;
+
 -- function qinglong.check_resolution_principal()
 CREATE OR REPLACE FUNCTION qinglong.check_resolution_principal()
  RETURNS trigger
@@ -1786,9 +1816,12 @@ CREATE OR REPLACE FUNCTION qinglong.dispatch_window_of_policy()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    delay pg_catalog.int8;
-    span  pg_catalog.int8;
-    opens pg_catalog.int8;
+    delay      pg_catalog.int8;
+    span       pg_catalog.int8;
+    asked_from pg_catalog.int8;
+    asked_for  pg_catalog.int8;
+    now_ms     pg_catalog.int8;
+    opens      pg_catalog.int8;
 BEGIN
     NEW.not_before_ms := NULL;
     NEW.not_after_ms := NULL;
@@ -1797,15 +1830,25 @@ BEGIN
     JOIN qinglong.approval_policies AS p
         ON p.name = r.policy_name AND p.version = r.policy_version
     WHERE r.approval_request_id = NEW.approval_request_id;
-    IF delay IS NULL AND span IS NULL THEN
+    SELECT a.not_before_ms, a.window_for_ms INTO asked_from, asked_for
+    FROM qinglong.approval_requests AS a
+    WHERE a.approval_request_id = NEW.approval_request_id;
+    IF delay IS NULL AND span IS NULL AND asked_from IS NULL AND asked_for IS NULL THEN
         RETURN NEW;
     END IF;
-    opens := qinglong.db_now_ms() OPERATOR(pg_catalog.+) COALESCE(delay, 0);
+    now_ms := qinglong.db_now_ms();
+    opens := now_ms OPERATOR(pg_catalog.+) COALESCE(delay, 0);
     IF delay IS NOT NULL THEN
         NEW.not_before_ms := opens;
     END IF;
     IF span IS NOT NULL THEN
         NEW.not_after_ms := opens OPERATOR(pg_catalog.+) span;
+    END IF;
+    -- GREATEST and LEAST pass over a NULL: an open side takes the other's bound.
+    NEW.not_before_ms := GREATEST(NEW.not_before_ms, asked_from);
+    IF asked_for IS NOT NULL THEN
+        NEW.not_after_ms := LEAST(NEW.not_after_ms,
+            COALESCE(asked_from, now_ms) OPERATOR(pg_catalog.+) asked_for);
     END IF;
     RETURN NEW;
 END
@@ -2710,6 +2753,18 @@ BEGIN
 END
 $function$;
 
+-- function qinglong.guard_requested_window()
+CREATE OR REPLACE FUNCTION qinglong.guard_requested_window()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RAISE EXCEPTION 'an approval request''s window never changes' USING ERRCODE = 'QLI01';
+END
+$function$;
+GRANT EXECUTE ON FUNCTION qinglong.guard_requested_window() TO PUBLIC;
+
 -- function qinglong.guard_run_change()
 CREATE OR REPLACE FUNCTION qinglong.guard_run_change()
  RETURNS trigger
@@ -3209,7 +3264,7 @@ END
 $function$;
 ALTER FUNCTION qinglong.tell_recovery_required() OWNER TO qinglong_recorder;
 
--- triggers (88)
+-- triggers (90)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
@@ -3227,6 +3282,8 @@ CREATE TRIGGER approval_requests_prune_only BEFORE DELETE ON qinglong.approval_r
 CREATE TRIGGER approval_requests_tell AFTER INSERT OR UPDATE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.tell_approval_request();
 CREATE TRIGGER approval_requests_traceparent_immutable BEFORE UPDATE OF traceparent ON qinglong.approval_requests FOR EACH ROW WHEN ((old.traceparent IS DISTINCT FROM new.traceparent)) EXECUTE FUNCTION qinglong.guard_approval_traceparent();
 CREATE TRIGGER approval_requests_vote_recorded AFTER UPDATE ON qinglong.approval_requests FOR EACH ROW WHEN (((old.status = 'pending'::text) AND (new.status = 'approved'::text))) EXECUTE FUNCTION qinglong.check_direct_approval();
+CREATE TRIGGER approval_requests_window_immutable BEFORE UPDATE OF not_before_ms, window_for_ms ON qinglong.approval_requests FOR EACH ROW WHEN (((old.not_before_ms IS DISTINCT FROM new.not_before_ms) OR (old.window_for_ms IS DISTINCT FROM new.window_for_ms))) EXECUTE FUNCTION qinglong.guard_requested_window();
+CREATE TRIGGER approval_requests_window_possible AFTER INSERT ON qinglong.approval_requests FOR EACH ROW WHEN ((new.window_for_ms IS NOT NULL)) EXECUTE FUNCTION qinglong.check_requested_window();
 CREATE TRIGGER approval_votes_count AFTER INSERT ON qinglong.approval_votes FOR EACH ROW EXECUTE FUNCTION qinglong.count_approval_votes();
 CREATE TRIGGER approval_votes_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.approval_votes FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_vote();
 CREATE TRIGGER approved_action_dispatch_executions_accountable BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_execution_accountable();

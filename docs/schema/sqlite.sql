@@ -113,7 +113,8 @@ CREATE TABLE approval_requests (
         traceparent IS NULL OR (traceparent GLOB
         '00-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f]'
         AND substr(traceparent, 4, 32) <> '00000000000000000000000000000000'
-        AND substr(traceparent, 37, 16) <> '0000000000000000')),
+        AND substr(traceparent, 37, 16) <> '0000000000000000')), not_before_ms INTEGER CHECK (not_before_ms > 0), window_for_ms INTEGER
+    CHECK (window_for_ms BETWEEN 1000 AND 2592000000),
     FOREIGN KEY (project_id, action_ref) REFERENCES action_plans (project_id, action_ref)
 ) STRICT;
 
@@ -734,7 +735,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (125)
+-- triggers (128)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -948,6 +949,22 @@ END;
 CREATE TRIGGER approval_request_policies_no_update BEFORE UPDATE ON approval_request_policies
 BEGIN
     SELECT RAISE(ABORT, 'approval_request_policies: the policy of a request never changes');
+END;
+
+-- trigger approval_request_policies_window_possible
+CREATE TRIGGER approval_request_policies_window_possible
+AFTER INSERT ON approval_request_policies
+WHEN EXISTS (
+    SELECT 1 FROM approval_requests AS a
+    JOIN approval_policies AS p ON p.name = NEW.policy_name AND p.version = NEW.policy_version
+    WHERE a.approval_request_id = NEW.approval_request_id AND a.window_for_ms IS NOT NULL
+      AND coalesce(a.not_before_ms,
+                   CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+          + a.window_for_ms
+          <= CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+             + coalesce(p.not_before_delay_ms, 0))
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:window_empty: the requested window ends before the policy lets it start');
 END;
 
 -- trigger approval_requests_audit_insert
@@ -1183,6 +1200,24 @@ WHEN OLD.status IN ('consumed', 'rejected', 'expired')
     )
 BEGIN
     SELECT RAISE(ABORT, 'approval_requests: not a permitted change of the request');
+END;
+
+-- trigger approval_requests_window_immutable
+CREATE TRIGGER approval_requests_window_immutable
+BEFORE UPDATE OF not_before_ms, window_for_ms ON approval_requests
+WHEN NEW.not_before_ms IS NOT OLD.not_before_ms OR NEW.window_for_ms IS NOT OLD.window_for_ms
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:window_refused: a request''s window never changes');
+END;
+
+-- trigger approval_requests_window_possible
+CREATE TRIGGER approval_requests_window_possible
+BEFORE INSERT ON approval_requests
+WHEN NEW.window_for_ms IS NOT NULL
+    AND coalesce(NEW.not_before_ms, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+        + NEW.window_for_ms <= CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:window_empty: the requested window ends before it can start');
 END;
 
 -- trigger approval_votes_decide
@@ -2213,15 +2248,22 @@ WHERE NOT p.retired
 
 -- view approval_request_windows
 CREATE VIEW approval_request_windows AS
-SELECT r.approval_request_id,
-       CASE WHEN p.not_before_delay_ms IS NOT NULL
-            THEN CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-                 + p.not_before_delay_ms END AS not_before_ms,
-       CASE WHEN p.window_ms IS NOT NULL
-            THEN CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-                 + coalesce(p.not_before_delay_ms, 0) + p.window_ms END AS not_after_ms
-FROM approval_request_policies AS r
-JOIN approval_policies AS p ON p.name = r.policy_name AND p.version = r.policy_version;
+SELECT w.approval_request_id,
+       CASE WHEN w.delay IS NULL THEN w.asked_from
+            WHEN w.asked_from IS NULL THEN w.now_ms + w.delay
+            ELSE max(w.now_ms + w.delay, w.asked_from) END AS not_before_ms,
+       CASE WHEN w.asked_for IS NULL THEN w.now_ms + coalesce(w.delay, 0) + w.span
+            WHEN w.span IS NULL THEN coalesce(w.asked_from, w.now_ms) + w.asked_for
+            ELSE min(w.now_ms + coalesce(w.delay, 0) + w.span,
+                     coalesce(w.asked_from, w.now_ms) + w.asked_for) END AS not_after_ms
+FROM (SELECT a.approval_request_id,
+             CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) AS now_ms,
+             p.not_before_delay_ms AS delay, p.window_ms AS span,
+             a.not_before_ms AS asked_from, a.window_for_ms AS asked_for
+      FROM approval_requests AS a
+      LEFT JOIN approval_request_policies AS r ON r.approval_request_id = a.approval_request_id
+      LEFT JOIN approval_policies AS p
+        ON p.name = r.policy_name AND p.version = r.policy_version) AS w;
 
 -- view dispatch_freezes
 CREATE VIEW dispatch_freezes AS

@@ -10,22 +10,15 @@ import datetime
 from qinglong_dispatcher import clock
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.config.settings import Settings
-from qinglong_dispatcher.domain import approval_policies, errors, freezes
+from qinglong_dispatcher.domain import errors, freezes, waits
 
 
 def _moment(text: str, what: str, now_ms: int) -> int:
     """Milliseconds of an ISO 8601 time with a zone, or now plus a DURATION (`4h`, `2d`)."""
     try:
-        return now_ms + approval_policies.parse_duration(text, what)
-    except errors.InvalidInput:
-        pass
-    try:
-        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise common.UsageError(f"argument --{what}: not an ISO 8601 time nor a duration") from exc
-    if moment.tzinfo is None:
-        raise common.UsageError(f"argument --{what}: give the time zone (Z or ±HH:MM)")
-    return int(moment.timestamp() * 1000)
+        return waits.parse_moment(text, what, now_ms)
+    except errors.InvalidInput as exc:
+        raise common.UsageError(f"argument --{exc}") from exc
 
 
 def _new(args: argparse.Namespace) -> freezes.NewFreeze:

@@ -184,6 +184,10 @@ class NewApproval:
     traceparent: str | None = None
     """The W3C trace context it was requested under (`traces.parse_traceparent`): the
     database copies it into the dispatch; the dispatcher's spans and the effects join it."""
+    not_before_ms: int | None = None
+    window_for_ms: int | None = None
+    """The requester's narrowing of the window (`waits.Narrowing`): the database intersects
+    it with the policy's when it writes the dispatch."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -159,6 +159,7 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         ("audit_approval_policy", "qinglong_recorder"),
         ("audit_approval_request", "qinglong_recorder"),
         ("audit_freeze", "qinglong_recorder"),
+        ("check_requested_window", "qinglong_recorder"),
         ("copy_approval_policy", "qinglong_recorder"),
         ("decision_reasons", "qinglong_recorder"),
         ("dispatch_target_of_plan", "qinglong_recorder"),

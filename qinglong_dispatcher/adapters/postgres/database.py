@@ -49,11 +49,11 @@ APPLICATION_NAME = "qinglong-dispatcher"
 APPROVAL_SQLSTATES: dict[str, type[errors.ApprovalError]] = {
     "QLA01": errors.ApprovalNotPermitted,
     "QLA02": errors.SelfApprovalRefused,
-    "QLA03": errors.ApprovalTransitionRefused,
+    **dict.fromkeys(("QLA03", "QLA05"), errors.ApprovalTransitionRefused),
     "QLA04": errors.ApprovalExpired,
-    "QLA05": errors.ApprovalTransitionRefused,
+    "QLW02": errors.WindowEmpty,
 }
-"""The refusals of the approval trigger (migration 0005): decisions, not store faults."""
+"""The refusals of the approval trigger (migration 0005) and of a window never open (0040)."""
 
 TRANSITION_REFUSED = "QLT01"
 """SQLSTATE of the state-machine triggers (migration 0006)."""

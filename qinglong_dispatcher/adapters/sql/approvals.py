@@ -95,6 +95,8 @@ def request_row(
         "expires_at_ms": new.expires_at_ms,
         "now_ms": now_ms,
         "traceparent": new.traceparent,
+        "not_before_ms": new.not_before_ms,
+        "window_for_ms": new.window_for_ms,
     }
 
 

@@ -36,12 +36,12 @@ JOIN action_plans AS p
 INSERT INTO approval_requests (
     approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
     requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms,
-    db_expires_at_ms, traceparent
+    db_expires_at_ms, traceparent, not_before_ms, window_for_ms
 )
 SELECT :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending',
        1, :requested_by, NULL, :principal, :now_ms + l.lifetime_ms, :now_ms, :now_ms,
        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + l.lifetime_ms,
-       :traceparent
+       :traceparent, :not_before_ms, :window_for_ms
 FROM (SELECT coalesce(
         (SELECT p.lifetime_ms FROM action_plans AS a
          JOIN approval_policies_in_force AS p
@@ -117,7 +117,8 @@ INSERT INTO approved_action_dispatches (
      WHERE p.project_id = :project_id AND p.action_ref = :action_ref),
     (SELECT a.traceparent FROM approval_requests AS a
      WHERE a.approval_request_id = :approval_request_id),
-    -- The window of the request's policy, from the database's clock (likewise).
+    -- The window of the request's policy narrowed by its own, from the database's clock
+    -- (likewise).
     (SELECT w.not_before_ms FROM approval_request_windows AS w
      WHERE w.approval_request_id = :approval_request_id),
     (SELECT w.not_after_ms FROM approval_request_windows AS w
