@@ -126,6 +126,7 @@ CREATE TABLE qinglong.approval_policies (
     remind_before_ms bigint,
     not_before_delay_ms bigint,
     window_ms bigint,
+    proceed_on_unknown boolean DEFAULT false NOT NULL,
     CONSTRAINT approval_policies_approvals_required_check CHECK (((approvals_required >= 1) AND (approvals_required <= 100))),
     CONSTRAINT approval_policies_denials_to_reject_check CHECK (((denials_to_reject >= 1) AND (denials_to_reject <= 100))),
     CONSTRAINT approval_policies_lifetime_ms_check CHECK (((lifetime_ms >= 1000) AND (lifetime_ms <= '2592000000'::bigint))),
@@ -252,6 +253,7 @@ CREATE TABLE qinglong.approved_action_dispatch_executions (
     target text,
     not_before_ms bigint,
     not_after_ms bigint,
+    proceed_on_unknown boolean DEFAULT false NOT NULL,
     CONSTRAINT approved_action_dispatch_executions_attempt_check CHECK ((attempt >= 0)),
     CONSTRAINT approved_action_dispatch_executions_cancelled_unstarted CHECK (((status <> 'cancelled'::text) OR (started_at_ms IS NULL))),
     CONSTRAINT approved_action_dispatch_executions_check CHECK (((eligible_at_ms IS NOT NULL) = (status = ANY (ARRAY['pending'::text, 'leased'::text, 'retry_wait'::text])))),
@@ -980,7 +982,7 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (95; those of primary keys and UNIQUE constraints too)
+-- indexes (96; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
@@ -1001,7 +1003,8 @@ CREATE UNIQUE INDEX approval_votes_pkey ON qinglong.approval_votes USING btree (
 CREATE INDEX approved_action_dispatch_executions_due ON qinglong.approved_action_dispatch_executions USING btree (eligible_at_ms, dispatch_id) WHERE (eligible_at_ms IS NOT NULL);
 CREATE INDEX approved_action_dispatch_executions_executing ON qinglong.approved_action_dispatch_executions USING btree (lease_expires_at_ms, dispatch_id) WHERE (status = 'executing'::text);
 CREATE INDEX approved_action_dispatch_executions_finished ON qinglong.approved_action_dispatch_executions USING btree (updated_at_ms, dispatch_id) WHERE (status = ANY (ARRAY['blocked'::text, 'cancelled'::text, 'failed'::text, 'succeeded'::text]));
-CREATE UNIQUE INDEX approved_action_dispatch_executions_one_per_target ON qinglong.approved_action_dispatch_executions USING btree (target) WHERE ((target IS NOT NULL) AND (status = ANY (ARRAY['leased'::text, 'executing'::text])));
+CREATE UNIQUE INDEX approved_action_dispatch_executions_one_per_target ON qinglong.approved_action_dispatch_executions USING btree (target) WHERE ((target IS NOT NULL) AND ((status = 'leased'::text) OR ((status = 'executing'::text) AND (NOT proceed_on_unknown))));
+CREATE INDEX approved_action_dispatch_executions_past_claim ON qinglong.approved_action_dispatch_executions USING btree (target) WHERE ((target IS NOT NULL) AND (status = ANY (ARRAY['leased'::text, 'executing'::text])));
 CREATE UNIQUE INDEX approved_action_dispatch_executions_pkey ON qinglong.approved_action_dispatch_executions USING btree (dispatch_id);
 CREATE INDEX approved_action_dispatch_executions_status ON qinglong.approved_action_dispatch_executions USING btree (status);
 CREATE INDEX approved_action_dispatch_executions_windowed ON qinglong.approved_action_dispatch_executions USING btree (not_after_ms) WHERE ((not_after_ms IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'retry_wait'::text, 'leased'::text])));
@@ -1077,7 +1080,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (66)
+-- functions (69)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -1664,6 +1667,38 @@ BEGIN
 END
 $function$;
 
+-- function qinglong.check_target_holder()
+CREATE OR REPLACE FUNCTION qinglong.check_target_holder()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    now_ms pg_catalog.int8;
+    holder pg_catalog.text;
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock(1903326210, pg_catalog.hashtext(NEW.target));
+    now_ms := qinglong.db_now_ms();
+    -- A lease: the live proceeding rows (the unique index holds the others); a proceeding
+    -- row's start or renewal: every row that holds the target.
+    SELECT b.dispatch_id INTO holder
+    FROM qinglong.approved_action_dispatch_executions AS b
+    WHERE b.target = NEW.target AND b.status IN ('leased', 'executing')
+      AND b.dispatch_id <> NEW.dispatch_id
+      AND CASE WHEN NEW.status = 'leased'
+               THEN b.status = 'executing' AND b.proceed_on_unknown
+                    AND b.lease_expires_at_ms > now_ms
+               ELSE b.status = 'leased' OR NOT b.proceed_on_unknown
+                    OR b.lease_expires_at_ms > now_ms END
+    LIMIT 1;
+    IF holder IS NOT NULL THEN
+        RAISE EXCEPTION 'qinglong:target_refused: % holds the target of % (% → %)', holder,
+            NEW.dispatch_id, OLD.status, NEW.status USING ERRCODE = 'QLH01';
+    END IF;
+    RETURN NEW;
+END
+$function$;
+
 -- function qinglong.copy_approval_policy()
 CREATE OR REPLACE FUNCTION qinglong.copy_approval_policy()
  RETURNS trigger
@@ -1878,6 +1913,27 @@ BEGIN
 END
 $function$;
 ALTER FUNCTION qinglong.event_target() OWNER TO qinglong_recorder;
+
+-- function qinglong.execution_rule_of_policy()
+CREATE OR REPLACE FUNCTION qinglong.execution_rule_of_policy()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    NEW.proceed_on_unknown := COALESCE((
+        SELECT p.proceed_on_unknown
+        FROM qinglong.approved_action_dispatches AS d
+        JOIN qinglong.approval_request_policies AS r
+            ON r.approval_request_id = d.approval_request_id
+        JOIN qinglong.approval_policies AS p
+            ON p.name = r.policy_name AND p.version = r.policy_version
+        WHERE d.dispatch_id = NEW.dispatch_id), false);
+    RETURN NEW;
+END
+$function$;
+ALTER FUNCTION qinglong.execution_rule_of_policy() OWNER TO qinglong_recorder;
 
 -- function qinglong.execution_target_of_dispatch()
 CREATE OR REPLACE FUNCTION qinglong.execution_target_of_dispatch()
@@ -2453,6 +2509,19 @@ BEGIN
     RETURN NEW;
 END
 $function$;
+
+-- function qinglong.guard_execution_rule()
+CREATE OR REPLACE FUNCTION qinglong.guard_execution_rule()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RAISE EXCEPTION 'an execution''s rule on an unknown outcome is its policy''s and never changes'
+        USING ERRCODE = 'QLI01';
+END
+$function$;
+GRANT EXECUTE ON FUNCTION qinglong.guard_execution_rule() TO PUBLIC;
 
 -- function qinglong.guard_execution_target()
 CREATE OR REPLACE FUNCTION qinglong.guard_execution_target()
@@ -3264,7 +3333,7 @@ END
 $function$;
 ALTER FUNCTION qinglong.tell_recovery_required() OWNER TO qinglong_recorder;
 
--- triggers (90)
+-- triggers (93)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
@@ -3294,7 +3363,10 @@ CREATE TRIGGER approved_action_dispatch_executions_ledger_insert AFTER INSERT ON
 CREATE TRIGGER approved_action_dispatch_executions_ledger_update AFTER UPDATE ON qinglong.approved_action_dispatch_executions REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION qinglong.record_execution_changes();
 CREATE TRIGGER approved_action_dispatch_executions_prune_only BEFORE DELETE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER approved_action_dispatch_executions_receipt BEFORE INSERT OR UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_execution_receipt();
+CREATE TRIGGER approved_action_dispatch_executions_rule_immutable BEFORE UPDATE OF proceed_on_unknown ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((old.proceed_on_unknown IS DISTINCT FROM new.proceed_on_unknown)) EXECUTE FUNCTION qinglong.guard_execution_rule();
+CREATE TRIGGER approved_action_dispatch_executions_rule_of_policy BEFORE INSERT ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.execution_rule_of_policy();
 CREATE TRIGGER approved_action_dispatch_executions_state_machine BEFORE INSERT OR UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.check_execution_change();
+CREATE TRIGGER approved_action_dispatch_executions_target_holder BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.target IS NOT NULL) AND (((new.status = 'leased'::text) AND ((old.status <> 'leased'::text) OR (new.lease_token IS DISTINCT FROM old.lease_token))) OR (new.proceed_on_unknown AND (new.status = 'executing'::text) AND ((old.status <> 'executing'::text) OR (new.lease_expires_at_ms IS DISTINCT FROM old.lease_expires_at_ms)))))) EXECUTE FUNCTION qinglong.check_target_holder();
 CREATE TRIGGER approved_action_dispatch_executions_target_immutable BEFORE UPDATE OF target ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((old.target IS DISTINCT FROM new.target)) EXECUTE FUNCTION qinglong.guard_execution_target();
 CREATE TRIGGER approved_action_dispatch_executions_target_of_dispatch BEFORE INSERT ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.execution_target_of_dispatch();
 CREATE TRIGGER approved_action_dispatch_executions_tell AFTER UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.status IS DISTINCT FROM old.status) AND (new.status = ANY (ARRAY['failed'::text, 'blocked'::text, 'succeeded'::text])))) EXECUTE FUNCTION qinglong.tell_execution_outcome();

@@ -166,6 +166,7 @@ async def test_roles_are_nologin_and_the_migrator_owns_every_object(database: st
         ("dispatch_traceparent_of_request", "qinglong_recorder"),
         ("dispatch_window_of_policy", "qinglong_recorder"),
         ("event_target", "qinglong_recorder"),
+        ("execution_rule_of_policy", "qinglong_recorder"),
         ("execution_target_of_dispatch", "qinglong_recorder"),
         ("execution_window_of_dispatch", "qinglong_recorder"),
         ("freeze_covering", "qinglong_recorder"),

@@ -44,6 +44,7 @@ def test_a_submit_narrows_its_dispatchs_window(tmp_path: Path) -> None:
     execution = shown["execution"]
     assert execution["window"] == {"not_before_ms": start_ms, "not_after_ms": start_ms + HOUR_MS}
     assert execution["wait"]["reason"] == "not_before"
+    assert execution["on_unknown"] == "hold"
     assert "not_before" in _cli(tmp_path, "dispatch", "show", dispatch_id).stdout
     tick = json_out(_cli(tmp_path, "tick", "--once", "--json"))
     assert tick["claims"] == {}, tick
@@ -99,3 +100,18 @@ def test_a_bad_or_empty_narrowing_is_one_line_and_writes_nothing(tmp_path: Path)
     assert "window ends before it can start" in result.stderr
     status = json_out(_cli(tmp_path, "status", "--json"))
     assert sum(status["executions"].values()) == 0
+
+
+def test_a_policys_rule_on_an_unknown_outcome_shows(tmp_path: Path) -> None:
+    assert _cli(tmp_path, "migrate").returncode == 0
+    base = ("policy", "set", "p", "--action", "run.create", "--approvals", "1")
+    held = _cli(tmp_path, *base)
+    assert held.returncode == 0, held.stderr
+    assert "on-unknown=hold" in held.stdout
+    proceeding = json_out(_cli(tmp_path, *base, "--proceed-on-unknown", "--json"))
+    assert proceeding["proceed_on_unknown"] is True
+    assert "on-unknown=proceed" in _cli(tmp_path, "policy", "list").stdout
+    assert "on-unknown=proceed" in _cli(tmp_path, "policy", "show", "p").stdout
+    both = _cli(tmp_path, *base, "--hold-on-unknown", "--proceed-on-unknown")
+    assert both.returncode == 2
+    assert len(error_lines(both.stderr)) == 1

@@ -59,9 +59,9 @@ TRANSITION_REFUSED = "QLT01"
 """SQLSTATE of the state-machine triggers (migration 0006)."""
 
 INTEGRITY_REFUSED = frozenset(
-    {"QLF01", "QLF02", "QLF03", "QLR01", "QLI01", "QLI02", "QLW01", "QLZ01", "QLZ02"}
+    {"QLF01", "QLF02", "QLF03", "QLH01", "QLR01", "QLI01", "QLI02", "QLW01", "QLZ01", "QLZ02"}
 )
-"""SQLSTATEs of the guards of fences, resolutions, records, windows and freezes (0011 on)."""
+"""SQLSTATEs of the guards of fences, resolutions, records, holds, windows and freezes."""
 
 SUBMIT_DECLINED = "QLS01"
 """SQLSTATE of migration 0018's `submit_one` when one of its updates matched nothing: it rolled

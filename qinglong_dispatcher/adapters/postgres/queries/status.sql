@@ -61,3 +61,5 @@ SELECT count(*) AS n,
            ELSE 0 END), 0) AS held
 FROM qinglong.approved_action_dispatch_executions
 WHERE target IS NOT NULL AND status IN ('leased', 'executing')
+  -- A proceeding row whose lease ran out holds nothing (migration 0040).
+  AND (status = 'leased' OR NOT proceed_on_unknown OR lease_expires_at_ms > qinglong.db_now_ms())

@@ -128,13 +128,16 @@ INSERT INTO approved_action_dispatches (
 -- insert_execution --
 INSERT INTO approved_action_dispatch_executions (
     dispatch_id, project_id, status, version, attempt, max_attempts, eligible_at_ms,
-    created_at_ms, updated_at_ms, target, not_before_ms, not_after_ms
+    created_at_ms, updated_at_ms, target, not_before_ms, not_after_ms, proceed_on_unknown
 )
--- The dispatch's target and window (the triggers refuse any other); due at the window's start.
+-- The dispatch's target and window and its policy's rule on an unknown outcome (the triggers
+-- refuse any other); due at the window's start.
 SELECT :dispatch_id, :project_id, 'pending', 0, 0, :max_attempts,
        max(:now_ms, coalesce(d.not_before_ms, :now_ms)), :now_ms, :now_ms, d.target,
-       d.not_before_ms, d.not_after_ms
-FROM approved_action_dispatches AS d WHERE d.dispatch_id = :dispatch_id
+       d.not_before_ms, d.not_after_ms, u.proceed_on_unknown
+FROM approved_action_dispatches AS d
+JOIN dispatch_unknown_rules AS u ON u.dispatch_id = d.dispatch_id
+WHERE d.dispatch_id = :dispatch_id
 
 -- submit_one --
 -- PostgreSQL's submit of one plan in one round trip (its migration 0018). SQLite has no round

@@ -60,3 +60,6 @@ SELECT count(*) AS n,
            ELSE 0 END), 0) AS held
 FROM approved_action_dispatch_executions
 WHERE target IS NOT NULL AND status IN ('leased', 'executing')
+  -- A proceeding row whose lease ran out holds nothing (migration 0040).
+  AND (status = 'leased' OR proceed_on_unknown = 0
+       OR lease_expires_at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
