@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.domain import approvals, plans, records, traces
+from qinglong_dispatcher.domain import approvals, errors, plans, records, traces, waits
 from qinglong_dispatcher.usecases import (
     approving,
     consuming,
@@ -61,12 +61,25 @@ class Api:
         self._installed_plan_models = installed_plan_models
 
     async def create_approval(
-        self, action_type: str, plan_data: Mapping[str, object] | bytes, *, requested_by: str
+        self,
+        action_type: str,
+        plan_data: Mapping[str, object] | bytes,
+        *,
+        requested_by: str,
+        not_before_ms: int | None = None,
+        window_for_ms: int | None = None,
     ) -> approvals.Approval:
-        """Validate the exact-shape plan and create a pending approval request for it."""
+        """Validate the exact-shape plan and create a pending approval request for it, its
+        window narrowed to start no earlier than `not_before_ms` (epoch milliseconds) and
+        within `window_for_ms` of it (`WindowEmpty` if that can never open)."""
         plan = requesting.parse_plan(action_type, plan_data, installed=self._installed_plan_models)
         return await requesting.request_approval(
-            self._store, self._clock, self._policy, plan, requested_by=requested_by
+            self._store,
+            self._clock,
+            self._policy,
+            plan,
+            requested_by=requested_by,
+            narrowing=_narrowing(not_before_ms, window_for_ms),
         )
 
     async def approve(self, approval_request_id: str, *, decided_by: str) -> approvals.Approval:
@@ -99,12 +112,15 @@ class Api:
         requested_by: str,
         approved_by: str,
         traceparent: str | None = None,
+        not_before_ms: int | None = None,
+        window_for_ms: int | None = None,
     ) -> list[approvals.Consumed]:
         """Create, approve and consume every plan in one transaction: all or nothing.
 
         A self-approval: where the principal may not approve its own requests the store
         refuses (`SelfApprovalRefused`, or `ApprovalNotPermitted`) and nothing is written.
-        `traceparent` (W3C, checked: `InvalidTraceparent`) names the trace they join.
+        `traceparent` (W3C, checked: `InvalidTraceparent`) names the trace they join;
+        `not_before_ms` and `window_for_ms` narrow their window, as `create_approval`.
         """
         return await submitting.submit(
             self._store,
@@ -114,8 +130,21 @@ class Api:
             requested_by=requested_by,
             approved_by=approved_by,
             traceparent=traces.optional_traceparent(traceparent),
+            narrowing=_narrowing(not_before_ms, window_for_ms),
         )
 
     async def status(self) -> records.StatusCounts:
         """Counts per effective status, due backlog and Runs."""
         return await self._store.counts(now_ms=self._clock.now_ms())
+
+
+def _narrowing(not_before_ms: int | None, window_for_ms: int | None) -> waits.Narrowing | None:
+    """The caller's narrowing of the window; None if it names none. Its bounds are the
+    database's (a positive moment; a span of 1 second to 30 days)."""
+    if not_before_ms is None and window_for_ms is None:
+        return None
+    if window_for_ms is not None and not 1_000 <= window_for_ms <= 2_592_000_000:
+        raise errors.InvalidInput("window_for_ms: between 1 second and 30 days")
+    if not_before_ms is not None and not_before_ms <= 0:
+        raise errors.InvalidInput("not_before_ms: a moment in epoch milliseconds")
+    return waits.Narrowing(not_before_ms=not_before_ms, window_for_ms=window_for_ms)

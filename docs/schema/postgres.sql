@@ -126,6 +126,7 @@ CREATE TABLE qinglong.approval_policies (
     remind_before_ms bigint,
     not_before_delay_ms bigint,
     window_ms bigint,
+    proceed_on_unknown boolean DEFAULT false NOT NULL,
     CONSTRAINT approval_policies_approvals_required_check CHECK (((approvals_required >= 1) AND (approvals_required <= 100))),
     CONSTRAINT approval_policies_denials_to_reject_check CHECK (((denials_to_reject >= 1) AND (denials_to_reject <= 100))),
     CONSTRAINT approval_policies_lifetime_ms_check CHECK (((lifetime_ms >= 1000) AND (lifetime_ms <= '2592000000'::bigint))),
@@ -186,15 +187,19 @@ CREATE TABLE qinglong.approval_requests (
     consumed_principal text,
     db_expires_at_ms bigint,
     traceparent text,
+    not_before_ms bigint,
+    window_for_ms bigint,
     decision_comment text,
     resubmitted_from text,
     CONSTRAINT approval_requests_action_digest_check CHECK ((length(action_digest) = 64)),
     CONSTRAINT approval_requests_decision_comment_line CHECK (((decision_comment IS NULL) OR (((length(decision_comment) >= 1) AND (length(decision_comment) <= 500)) AND (decision_comment !~ '[[:cntrl:]]'::text)))),
+    CONSTRAINT approval_requests_not_before_ms_check CHECK ((not_before_ms > 0)),
     CONSTRAINT approval_requests_pkey PRIMARY KEY (approval_request_id),
     CONSTRAINT approval_requests_project_id_action_ref_fkey FOREIGN KEY (project_id, action_ref) REFERENCES qinglong.action_plans(project_id, action_ref),
     CONSTRAINT approval_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'consumed'::text, 'rejected'::text, 'expired'::text]))),
     CONSTRAINT approval_requests_traceparent_w3c CHECK (((traceparent IS NULL) OR ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text) AND (substr(traceparent, 4, 32) <> repeat('0'::text, 32)) AND (substr(traceparent, 37, 16) <> repeat('0'::text, 16))))),
-    CONSTRAINT approval_requests_version_check CHECK ((version >= 1))
+    CONSTRAINT approval_requests_version_check CHECK ((version >= 1)),
+    CONSTRAINT approval_requests_window_for_ms_check CHECK (((window_for_ms >= 1000) AND (window_for_ms <= '2592000000'::bigint)))
 );
 GRANT INSERT, SELECT, UPDATE ON TABLE qinglong.approval_requests TO qinglong_approver;
 GRANT SELECT ON TABLE qinglong.approval_requests TO qinglong_operator;
@@ -251,6 +256,7 @@ CREATE TABLE qinglong.approved_action_dispatch_executions (
     target text,
     not_before_ms bigint,
     not_after_ms bigint,
+    proceed_on_unknown boolean DEFAULT false NOT NULL,
     CONSTRAINT approved_action_dispatch_executions_attempt_check CHECK ((attempt >= 0)),
     CONSTRAINT approved_action_dispatch_executions_cancelled_unstarted CHECK (((status <> 'cancelled'::text) OR (started_at_ms IS NULL))),
     CONSTRAINT approved_action_dispatch_executions_check CHECK (((eligible_at_ms IS NOT NULL) = (status = ANY (ARRAY['pending'::text, 'leased'::text, 'retry_wait'::text])))),
@@ -980,7 +986,7 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (96; those of primary keys and UNIQUE constraints too)
+-- indexes (97; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
@@ -1002,7 +1008,8 @@ CREATE UNIQUE INDEX approval_votes_pkey ON qinglong.approval_votes USING btree (
 CREATE INDEX approved_action_dispatch_executions_due ON qinglong.approved_action_dispatch_executions USING btree (eligible_at_ms, dispatch_id) WHERE (eligible_at_ms IS NOT NULL);
 CREATE INDEX approved_action_dispatch_executions_executing ON qinglong.approved_action_dispatch_executions USING btree (lease_expires_at_ms, dispatch_id) WHERE (status = 'executing'::text);
 CREATE INDEX approved_action_dispatch_executions_finished ON qinglong.approved_action_dispatch_executions USING btree (updated_at_ms, dispatch_id) WHERE (status = ANY (ARRAY['blocked'::text, 'cancelled'::text, 'failed'::text, 'succeeded'::text]));
-CREATE UNIQUE INDEX approved_action_dispatch_executions_one_per_target ON qinglong.approved_action_dispatch_executions USING btree (target) WHERE ((target IS NOT NULL) AND (status = ANY (ARRAY['leased'::text, 'executing'::text])));
+CREATE UNIQUE INDEX approved_action_dispatch_executions_one_per_target ON qinglong.approved_action_dispatch_executions USING btree (target) WHERE ((target IS NOT NULL) AND ((status = 'leased'::text) OR ((status = 'executing'::text) AND (NOT proceed_on_unknown))));
+CREATE INDEX approved_action_dispatch_executions_past_claim ON qinglong.approved_action_dispatch_executions USING btree (target) WHERE ((target IS NOT NULL) AND (status = ANY (ARRAY['leased'::text, 'executing'::text])));
 CREATE UNIQUE INDEX approved_action_dispatch_executions_pkey ON qinglong.approved_action_dispatch_executions USING btree (dispatch_id);
 CREATE INDEX approved_action_dispatch_executions_status ON qinglong.approved_action_dispatch_executions USING btree (status);
 CREATE INDEX approved_action_dispatch_executions_windowed ON qinglong.approved_action_dispatch_executions USING btree (not_after_ms) WHERE ((not_after_ms IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'retry_wait'::text, 'leased'::text])));
@@ -1078,7 +1085,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (66)
+-- functions (71)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -1544,6 +1551,32 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.check_execution_window() TO PUBLIC;
 
+-- function qinglong.check_requested_window()
+CREATE OR REPLACE FUNCTION qinglong.check_requested_window()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    now_ms pg_catalog.int8 := qinglong.db_now_ms();
+    delay  pg_catalog.int8;
+BEGIN
+    SELECT p.not_before_delay_ms INTO delay
+    FROM qinglong.approval_request_policies AS r
+    JOIN qinglong.approval_policies AS p
+        ON p.name = r.policy_name AND p.version = r.policy_version
+    WHERE r.approval_request_id = NEW.approval_request_id;
+    IF COALESCE(NEW.not_before_ms, now_ms) OPERATOR(pg_catalog.+) NEW.window_for_ms
+            <= now_ms OPERATOR(pg_catalog.+) COALESCE(delay, 0) THEN
+        RAISE EXCEPTION 'the requested window ends before the policy lets it start'
+            USING ERRCODE = 'QLW02';
+    END IF;
+    RETURN NULL;
+END
+$function$;
+ALTER FUNCTION qinglong.check_requested_window() OWNER TO qinglong_recorder;
+
 -- function qinglong.check_resolution_principal()
 CREATE OR REPLACE FUNCTION qinglong.check_resolution_principal()
  RETURNS trigger
@@ -1636,6 +1669,38 @@ BEGIN
             OR NOT pg_catalog.pg_has_role(acting, 'qinglong_operator', 'MEMBER')) THEN
         RAISE EXCEPTION 'qinglong:transition_refused: operator (% → %)', OLD.status, NEW.status
             USING ERRCODE = 'QLT01';
+    END IF;
+    RETURN NEW;
+END
+$function$;
+
+-- function qinglong.check_target_holder()
+CREATE OR REPLACE FUNCTION qinglong.check_target_holder()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    now_ms pg_catalog.int8;
+    holder pg_catalog.text;
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock(1903326210, pg_catalog.hashtext(NEW.target));
+    now_ms := qinglong.db_now_ms();
+    -- A lease: the live proceeding rows (the unique index holds the others); a proceeding
+    -- row's start or renewal: every row that holds the target.
+    SELECT b.dispatch_id INTO holder
+    FROM qinglong.approved_action_dispatch_executions AS b
+    WHERE b.target = NEW.target AND b.status IN ('leased', 'executing')
+      AND b.dispatch_id <> NEW.dispatch_id
+      AND CASE WHEN NEW.status = 'leased'
+               THEN b.status = 'executing' AND b.proceed_on_unknown
+                    AND b.lease_expires_at_ms > now_ms
+               ELSE b.status = 'leased' OR NOT b.proceed_on_unknown
+                    OR b.lease_expires_at_ms > now_ms END
+    LIMIT 1;
+    IF holder IS NOT NULL THEN
+        RAISE EXCEPTION 'qinglong:target_refused: % holds the target of % (% → %)', holder,
+            NEW.dispatch_id, OLD.status, NEW.status USING ERRCODE = 'QLH01';
     END IF;
     RETURN NEW;
 END
@@ -1797,9 +1862,12 @@ CREATE OR REPLACE FUNCTION qinglong.dispatch_window_of_policy()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    delay pg_catalog.int8;
-    span  pg_catalog.int8;
-    opens pg_catalog.int8;
+    delay      pg_catalog.int8;
+    span       pg_catalog.int8;
+    asked_from pg_catalog.int8;
+    asked_for  pg_catalog.int8;
+    now_ms     pg_catalog.int8;
+    opens      pg_catalog.int8;
 BEGIN
     NEW.not_before_ms := NULL;
     NEW.not_after_ms := NULL;
@@ -1808,15 +1876,25 @@ BEGIN
     JOIN qinglong.approval_policies AS p
         ON p.name = r.policy_name AND p.version = r.policy_version
     WHERE r.approval_request_id = NEW.approval_request_id;
-    IF delay IS NULL AND span IS NULL THEN
+    SELECT a.not_before_ms, a.window_for_ms INTO asked_from, asked_for
+    FROM qinglong.approval_requests AS a
+    WHERE a.approval_request_id = NEW.approval_request_id;
+    IF delay IS NULL AND span IS NULL AND asked_from IS NULL AND asked_for IS NULL THEN
         RETURN NEW;
     END IF;
-    opens := qinglong.db_now_ms() OPERATOR(pg_catalog.+) COALESCE(delay, 0);
+    now_ms := qinglong.db_now_ms();
+    opens := now_ms OPERATOR(pg_catalog.+) COALESCE(delay, 0);
     IF delay IS NOT NULL THEN
         NEW.not_before_ms := opens;
     END IF;
     IF span IS NOT NULL THEN
         NEW.not_after_ms := opens OPERATOR(pg_catalog.+) span;
+    END IF;
+    -- GREATEST and LEAST pass over a NULL: an open side takes the other's bound.
+    NEW.not_before_ms := GREATEST(NEW.not_before_ms, asked_from);
+    IF asked_for IS NOT NULL THEN
+        NEW.not_after_ms := LEAST(NEW.not_after_ms,
+            COALESCE(asked_from, now_ms) OPERATOR(pg_catalog.+) asked_for);
     END IF;
     RETURN NEW;
 END
@@ -1846,6 +1924,27 @@ BEGIN
 END
 $function$;
 ALTER FUNCTION qinglong.event_target() OWNER TO qinglong_recorder;
+
+-- function qinglong.execution_rule_of_policy()
+CREATE OR REPLACE FUNCTION qinglong.execution_rule_of_policy()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    NEW.proceed_on_unknown := COALESCE((
+        SELECT p.proceed_on_unknown
+        FROM qinglong.approved_action_dispatches AS d
+        JOIN qinglong.approval_request_policies AS r
+            ON r.approval_request_id = d.approval_request_id
+        JOIN qinglong.approval_policies AS p
+            ON p.name = r.policy_name AND p.version = r.policy_version
+        WHERE d.dispatch_id = NEW.dispatch_id), false);
+    RETURN NEW;
+END
+$function$;
+ALTER FUNCTION qinglong.execution_rule_of_policy() OWNER TO qinglong_recorder;
 
 -- function qinglong.execution_target_of_dispatch()
 CREATE OR REPLACE FUNCTION qinglong.execution_target_of_dispatch()
@@ -2438,6 +2537,19 @@ BEGIN
 END
 $function$;
 
+-- function qinglong.guard_execution_rule()
+CREATE OR REPLACE FUNCTION qinglong.guard_execution_rule()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RAISE EXCEPTION 'an execution''s rule on an unknown outcome is its policy''s and never changes'
+        USING ERRCODE = 'QLI01';
+END
+$function$;
+GRANT EXECUTE ON FUNCTION qinglong.guard_execution_rule() TO PUBLIC;
+
 -- function qinglong.guard_execution_target()
 CREATE OR REPLACE FUNCTION qinglong.guard_execution_target()
  RETURNS trigger
@@ -2736,6 +2848,18 @@ BEGIN
     RAISE EXCEPTION 'the policy of an approval request never changes' USING ERRCODE = 'QLA03';
 END
 $function$;
+
+-- function qinglong.guard_requested_window()
+CREATE OR REPLACE FUNCTION qinglong.guard_requested_window()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RAISE EXCEPTION 'an approval request''s window never changes' USING ERRCODE = 'QLI01';
+END
+$function$;
+GRANT EXECUTE ON FUNCTION qinglong.guard_requested_window() TO PUBLIC;
 
 -- function qinglong.guard_resubmitted_from()
 CREATE OR REPLACE FUNCTION qinglong.guard_resubmitted_from()
@@ -3269,7 +3393,7 @@ END
 $function$;
 ALTER FUNCTION qinglong.tell_recovery_required() OWNER TO qinglong_recorder;
 
--- triggers (92)
+-- triggers (97)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
@@ -3291,6 +3415,8 @@ CREATE TRIGGER approval_requests_resubmitted_from_new BEFORE INSERT ON qinglong.
 CREATE TRIGGER approval_requests_tell AFTER INSERT OR UPDATE ON qinglong.approval_requests FOR EACH ROW EXECUTE FUNCTION qinglong.tell_approval_request();
 CREATE TRIGGER approval_requests_traceparent_immutable BEFORE UPDATE OF traceparent ON qinglong.approval_requests FOR EACH ROW WHEN ((old.traceparent IS DISTINCT FROM new.traceparent)) EXECUTE FUNCTION qinglong.guard_approval_traceparent();
 CREATE TRIGGER approval_requests_vote_recorded AFTER UPDATE ON qinglong.approval_requests FOR EACH ROW WHEN (((old.status = 'pending'::text) AND (new.status = 'approved'::text))) EXECUTE FUNCTION qinglong.check_direct_approval();
+CREATE TRIGGER approval_requests_window_immutable BEFORE UPDATE OF not_before_ms, window_for_ms ON qinglong.approval_requests FOR EACH ROW WHEN (((old.not_before_ms IS DISTINCT FROM new.not_before_ms) OR (old.window_for_ms IS DISTINCT FROM new.window_for_ms))) EXECUTE FUNCTION qinglong.guard_requested_window();
+CREATE TRIGGER approval_requests_window_possible AFTER INSERT ON qinglong.approval_requests FOR EACH ROW WHEN ((new.window_for_ms IS NOT NULL)) EXECUTE FUNCTION qinglong.check_requested_window();
 CREATE TRIGGER approval_votes_count AFTER INSERT ON qinglong.approval_votes FOR EACH ROW EXECUTE FUNCTION qinglong.count_approval_votes();
 CREATE TRIGGER approval_votes_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.approval_votes FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_vote();
 CREATE TRIGGER approved_action_dispatch_executions_accountable BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_execution_accountable();
@@ -3301,7 +3427,10 @@ CREATE TRIGGER approved_action_dispatch_executions_ledger_insert AFTER INSERT ON
 CREATE TRIGGER approved_action_dispatch_executions_ledger_update AFTER UPDATE ON qinglong.approved_action_dispatch_executions REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION qinglong.record_execution_changes();
 CREATE TRIGGER approved_action_dispatch_executions_prune_only BEFORE DELETE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER approved_action_dispatch_executions_receipt BEFORE INSERT OR UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_execution_receipt();
+CREATE TRIGGER approved_action_dispatch_executions_rule_immutable BEFORE UPDATE OF proceed_on_unknown ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((old.proceed_on_unknown IS DISTINCT FROM new.proceed_on_unknown)) EXECUTE FUNCTION qinglong.guard_execution_rule();
+CREATE TRIGGER approved_action_dispatch_executions_rule_of_policy BEFORE INSERT ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.execution_rule_of_policy();
 CREATE TRIGGER approved_action_dispatch_executions_state_machine BEFORE INSERT OR UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.check_execution_change();
+CREATE TRIGGER approved_action_dispatch_executions_target_holder BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.target IS NOT NULL) AND (((new.status = 'leased'::text) AND ((old.status <> 'leased'::text) OR (new.lease_token IS DISTINCT FROM old.lease_token))) OR (new.proceed_on_unknown AND (new.status = 'executing'::text) AND ((old.status <> 'executing'::text) OR (new.lease_expires_at_ms IS DISTINCT FROM old.lease_expires_at_ms)))))) EXECUTE FUNCTION qinglong.check_target_holder();
 CREATE TRIGGER approved_action_dispatch_executions_target_immutable BEFORE UPDATE OF target ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((old.target IS DISTINCT FROM new.target)) EXECUTE FUNCTION qinglong.guard_execution_target();
 CREATE TRIGGER approved_action_dispatch_executions_target_of_dispatch BEFORE INSERT ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.execution_target_of_dispatch();
 CREATE TRIGGER approved_action_dispatch_executions_tell AFTER UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.status IS DISTINCT FROM old.status) AND (new.status = ANY (ARRAY['failed'::text, 'blocked'::text, 'succeeded'::text])))) EXECUTE FUNCTION qinglong.tell_execution_outcome();

@@ -76,7 +76,8 @@ CREATE TABLE approval_policies (
     CHECK (remind_before_ms BETWEEN 1000 AND 2592000000
            AND remind_before_ms < coalesce(lifetime_ms, 2592000001)), not_before_delay_ms INTEGER
     CHECK (not_before_delay_ms BETWEEN 0 AND 2592000000), window_ms INTEGER
-    CHECK (window_ms BETWEEN 1000 AND 2592000000),
+    CHECK (window_ms BETWEEN 1000 AND 2592000000), proceed_on_unknown INTEGER NOT NULL DEFAULT 0
+    CHECK (proceed_on_unknown IN (0, 1)),
     PRIMARY KEY (name, version)
 );
 
@@ -113,7 +114,8 @@ CREATE TABLE approval_requests (
         traceparent IS NULL OR (traceparent GLOB
         '00-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f][0-9a-f]-[0-9a-f][0-9a-f]'
         AND substr(traceparent, 4, 32) <> '00000000000000000000000000000000'
-        AND substr(traceparent, 37, 16) <> '0000000000000000')), decision_comment TEXT
+        AND substr(traceparent, 37, 16) <> '0000000000000000')), not_before_ms INTEGER CHECK (not_before_ms > 0), window_for_ms INTEGER
+    CHECK (window_for_ms BETWEEN 1000 AND 2592000000), decision_comment TEXT
     CONSTRAINT approval_requests_decision_comment_line CHECK (
         decision_comment IS NULL OR (length(decision_comment) BETWEEN 1 AND 500 AND decision_comment NOT GLOB '*[' || char(1) || '-' || char(31) || char(127) || ']*')
     ), resubmitted_from TEXT,
@@ -155,7 +157,7 @@ CREATE TABLE "approved_action_dispatch_executions" (
     created_at_ms       INTEGER NOT NULL,
     updated_at_ms       INTEGER NOT NULL, lease_proof_digest TEXT, lease_proof TEXT CHECK (lease_proof IS NULL), result_receipt_json TEXT
     CHECK (result_receipt_json IS NULL OR length(CAST(result_receipt_json AS BLOB)) <= 16384), result_receipt_digest TEXT
-    CHECK (result_receipt_digest IS NULL OR length(result_receipt_digest) = 64), takeovers INTEGER NOT NULL DEFAULT 0 CHECK (takeovers >= 0), target TEXT, not_before_ms INTEGER, not_after_ms INTEGER,
+    CHECK (result_receipt_digest IS NULL OR length(result_receipt_digest) = 64), takeovers INTEGER NOT NULL DEFAULT 0 CHECK (takeovers >= 0), target TEXT, not_before_ms INTEGER, not_after_ms INTEGER, proceed_on_unknown INTEGER NOT NULL DEFAULT 0 CHECK (proceed_on_unknown IN (0, 1)),
     -- eligible_at_ms is the due-index key: set exactly in the claimable states.
     CHECK ((eligible_at_ms IS NOT NULL) = (status IN ('pending', 'leased', 'retry_wait'))),
     CHECK (status NOT IN ('leased', 'executing')
@@ -609,7 +611,7 @@ CREATE TABLE uncertain_outcomes (
     lease_proof       TEXT CHECK (lease_proof IS NULL)  -- PostgreSQL's column; never set here
 ) STRICT;
 
--- indexes (35)
+-- indexes (36)
 
 -- index api_tokens_principal
 CREATE INDEX api_tokens_principal ON api_tokens (principal);
@@ -655,6 +657,12 @@ CREATE INDEX approved_action_dispatch_executions_finished
 
 -- index approved_action_dispatch_executions_one_per_target
 CREATE UNIQUE INDEX approved_action_dispatch_executions_one_per_target
+    ON approved_action_dispatch_executions (target)
+    WHERE target IS NOT NULL
+      AND (status = 'leased' OR (status = 'executing' AND proceed_on_unknown = 0));
+
+-- index approved_action_dispatch_executions_past_claim
+CREATE INDEX approved_action_dispatch_executions_past_claim
     ON approved_action_dispatch_executions (target)
     WHERE target IS NOT NULL AND status IN ('leased', 'executing');
 
@@ -741,7 +749,7 @@ CREATE INDEX ui_sessions_principal ON ui_sessions (principal, created_at_ms);
 -- index ui_sessions_token
 CREATE INDEX ui_sessions_token ON ui_sessions (token_id);
 
--- triggers (129)
+-- triggers (136)
 
 -- trigger action_plans_clear_or_sealed
 CREATE TRIGGER action_plans_clear_or_sealed BEFORE INSERT ON action_plans
@@ -955,6 +963,22 @@ END;
 CREATE TRIGGER approval_request_policies_no_update BEFORE UPDATE ON approval_request_policies
 BEGIN
     SELECT RAISE(ABORT, 'approval_request_policies: the policy of a request never changes');
+END;
+
+-- trigger approval_request_policies_window_possible
+CREATE TRIGGER approval_request_policies_window_possible
+AFTER INSERT ON approval_request_policies
+WHEN EXISTS (
+    SELECT 1 FROM approval_requests AS a
+    JOIN approval_policies AS p ON p.name = NEW.policy_name AND p.version = NEW.policy_version
+    WHERE a.approval_request_id = NEW.approval_request_id AND a.window_for_ms IS NOT NULL
+      AND coalesce(a.not_before_ms,
+                   CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+          + a.window_for_ms
+          <= CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+             + coalesce(p.not_before_delay_ms, 0))
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:window_empty: the requested window ends before the policy lets it start');
 END;
 
 -- trigger approval_requests_audit_insert
@@ -1232,6 +1256,24 @@ BEGIN
     SELECT RAISE(ABORT, 'approval_requests: not a permitted change of the request');
 END;
 
+-- trigger approval_requests_window_immutable
+CREATE TRIGGER approval_requests_window_immutable
+BEFORE UPDATE OF not_before_ms, window_for_ms ON approval_requests
+WHEN NEW.not_before_ms IS NOT OLD.not_before_ms OR NEW.window_for_ms IS NOT OLD.window_for_ms
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:window_refused: a request''s window never changes');
+END;
+
+-- trigger approval_requests_window_possible
+CREATE TRIGGER approval_requests_window_possible
+BEFORE INSERT ON approval_requests
+WHEN NEW.window_for_ms IS NOT NULL
+    AND coalesce(NEW.not_before_ms, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+        + NEW.window_for_ms <= CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:window_empty: the requested window ends before it can start');
+END;
+
 -- trigger approval_votes_decide
 CREATE TRIGGER approval_votes_decide AFTER INSERT ON approval_votes
 WHEN (SELECT status FROM approval_requests
@@ -1427,6 +1469,24 @@ BEGIN
     SELECT RAISE(ABORT, 'qinglong:transition_refused: receipt');
 END;
 
+-- trigger approved_action_dispatch_executions_rule_immutable
+CREATE TRIGGER approved_action_dispatch_executions_rule_immutable
+BEFORE UPDATE OF proceed_on_unknown ON approved_action_dispatch_executions
+WHEN NEW.proceed_on_unknown IS NOT OLD.proceed_on_unknown
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:target_refused: a rule never changes');
+END;
+
+-- trigger approved_action_dispatch_executions_rule_of_policy
+CREATE TRIGGER approved_action_dispatch_executions_rule_of_policy
+BEFORE INSERT ON approved_action_dispatch_executions
+WHEN NEW.proceed_on_unknown IS NOT coalesce((
+    SELECT u.proceed_on_unknown FROM dispatch_unknown_rules AS u
+    WHERE u.dispatch_id = NEW.dispatch_id), 0)
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:target_refused: an execution carries its policy''s rule');
+END;
+
 -- trigger approved_action_dispatch_executions_settle_guard
 CREATE TRIGGER approved_action_dispatch_executions_settle_guard
 BEFORE UPDATE ON approved_action_dispatch_executions
@@ -1514,6 +1574,22 @@ BEGIN
     END;
 END;
 
+-- trigger approved_action_dispatch_executions_target_holder
+CREATE TRIGGER approved_action_dispatch_executions_target_holder
+BEFORE UPDATE ON approved_action_dispatch_executions
+WHEN NEW.target IS NOT NULL AND NEW.proceed_on_unknown = 1 AND NEW.status = 'executing'
+    AND (OLD.status <> 'executing' OR NEW.lease_expires_at_ms IS NOT OLD.lease_expires_at_ms)
+    AND EXISTS (
+        SELECT 1 FROM approved_action_dispatch_executions AS b
+        WHERE b.target = NEW.target AND b.status IN ('leased', 'executing')
+          AND b.dispatch_id <> NEW.dispatch_id
+          AND (b.status = 'leased' OR b.proceed_on_unknown = 0
+               OR b.lease_expires_at_ms
+                  > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)))
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:target_refused: another execution holds the target');
+END;
+
 -- trigger approved_action_dispatch_executions_target_immutable
 CREATE TRIGGER approved_action_dispatch_executions_target_immutable
 BEFORE UPDATE OF target ON approved_action_dispatch_executions
@@ -1529,6 +1605,21 @@ WHEN NEW.target IS NOT (
     SELECT d.target FROM approved_action_dispatches AS d WHERE d.dispatch_id = NEW.dispatch_id)
 BEGIN
     SELECT RAISE(ABORT, 'qinglong:target_refused: an execution names its dispatch''s target');
+END;
+
+-- trigger approved_action_dispatch_executions_target_proceeding
+CREATE TRIGGER approved_action_dispatch_executions_target_proceeding
+BEFORE UPDATE ON approved_action_dispatch_executions
+WHEN NEW.target IS NOT NULL AND NEW.status = 'leased'
+    AND (OLD.status <> 'leased' OR NEW.lease_token IS NOT OLD.lease_token)
+    AND EXISTS (
+        SELECT 1 FROM approved_action_dispatch_executions AS b
+        WHERE b.target = NEW.target AND b.status = 'executing' AND b.proceed_on_unknown = 1
+          AND b.dispatch_id <> NEW.dispatch_id
+          AND b.lease_expires_at_ms
+              > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+BEGIN
+    SELECT RAISE(ABORT, 'qinglong:target_refused: another execution holds the target');
 END;
 
 -- trigger approved_action_dispatch_executions_tell
@@ -2250,7 +2341,7 @@ CREATE TRIGGER uncertain_outcomes_prune_only BEFORE DELETE ON uncertain_outcomes
 WHEN NOT EXISTS (SELECT 1 FROM prune_permits AS p WHERE p.dispatch_id = OLD.dispatch_id)
 BEGIN SELECT RAISE(ABORT, 'uncertain_outcomes: only a prune deletes an outcome'); END;
 
--- views (3)
+-- views (4)
 
 -- view approval_policies_in_force
 CREATE VIEW approval_policies_in_force AS
@@ -2260,15 +2351,22 @@ WHERE NOT p.retired
 
 -- view approval_request_windows
 CREATE VIEW approval_request_windows AS
-SELECT r.approval_request_id,
-       CASE WHEN p.not_before_delay_ms IS NOT NULL
-            THEN CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-                 + p.not_before_delay_ms END AS not_before_ms,
-       CASE WHEN p.window_ms IS NOT NULL
-            THEN CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-                 + coalesce(p.not_before_delay_ms, 0) + p.window_ms END AS not_after_ms
-FROM approval_request_policies AS r
-JOIN approval_policies AS p ON p.name = r.policy_name AND p.version = r.policy_version;
+SELECT w.approval_request_id,
+       CASE WHEN w.delay IS NULL THEN w.asked_from
+            WHEN w.asked_from IS NULL THEN w.now_ms + w.delay
+            ELSE max(w.now_ms + w.delay, w.asked_from) END AS not_before_ms,
+       CASE WHEN w.asked_for IS NULL THEN w.now_ms + coalesce(w.delay, 0) + w.span
+            WHEN w.span IS NULL THEN coalesce(w.asked_from, w.now_ms) + w.asked_for
+            ELSE min(w.now_ms + coalesce(w.delay, 0) + w.span,
+                     coalesce(w.asked_from, w.now_ms) + w.asked_for) END AS not_after_ms
+FROM (SELECT a.approval_request_id,
+             CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) AS now_ms,
+             p.not_before_delay_ms AS delay, p.window_ms AS span,
+             a.not_before_ms AS asked_from, a.window_for_ms AS asked_for
+      FROM approval_requests AS a
+      LEFT JOIN approval_request_policies AS r ON r.approval_request_id = a.approval_request_id
+      LEFT JOIN approval_policies AS p
+        ON p.name = r.policy_name AND p.version = r.policy_version) AS w;
 
 -- view dispatch_freezes
 CREATE VIEW dispatch_freezes AS
@@ -2283,3 +2381,10 @@ WHERE f.ended_at_ms IS NULL
   AND f.from_ms <= CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
   AND NOT EXISTS (SELECT 1 FROM freeze_lifts AS l
                   WHERE l.dispatch_id = d.dispatch_id AND l.freeze_id = f.freeze_id);
+
+-- view dispatch_unknown_rules
+CREATE VIEW dispatch_unknown_rules AS
+SELECT d.dispatch_id, coalesce(p.proceed_on_unknown, 0) AS proceed_on_unknown
+FROM approved_action_dispatches AS d
+LEFT JOIN approval_request_policies AS r ON r.approval_request_id = d.approval_request_id
+LEFT JOIN approval_policies AS p ON p.name = r.policy_name AND p.version = r.policy_version;

@@ -26,6 +26,7 @@ def add_submit_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentPa
     s.add_argument("--approved-by", default="cli", metavar="W", help="approver (cli)")
     s.add_argument("--from-jsonl", type=Path, metavar="FILE", help="one plan object per line")
     _traceparent_argument(s)
+    window_arguments(s)
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=parsing.lazy("submitting", "cmd_submit"))
     t: argparse.ArgumentParser = submit_sub.add_parser(
@@ -63,6 +64,7 @@ def add_approval_arguments(p: argparse.ArgumentParser, shared: argparse.Argument
     a.add_argument("--plan", required=True, type=Path, metavar="FILE")
     a.add_argument("--requested-by", required=True, metavar="W")
     _traceparent_argument(a)
+    window_arguments(a)
     a.add_argument("--json", action="store_true")
     a = approval_sub.add_parser(
         "approve",
@@ -155,4 +157,19 @@ def _traceparent_argument(p: argparse.ArgumentParser) -> None:
         "--traceparent",
         metavar="TP",
         help="W3C trace context the dispatch joins (00-<trace id>-<span id>-<flags>)",
+    )
+
+
+def window_arguments(p: argparse.ArgumentParser) -> None:
+    """`--not-before T --window-for D`: the requester's narrowing of the policy's window."""
+    p.add_argument(
+        "--not-before",
+        metavar="T",
+        help="start no earlier than T: ISO 8601 with a zone, or a DURATION from now (4h)",
+    )
+    p.add_argument(
+        "--window-for",
+        metavar="D",
+        help="start within D of --not-before (of the approval without it), or not at all; "
+        "the policy's window still bounds both",
     )

@@ -189,6 +189,7 @@ def _lines(detail: dispatch_views.Detail) -> list[str]:
         f"{'plan':<12} {plan}",
         f"{'status':<12} {status}",
         f"{'target':<12} {d.target or '-'}"
+        + ("" if d.target is None else f" (on unknown: {e.on_unknown})")
         + ("" if e.waiting_for_target is None else f" ({e.waiting_for_target})"),
         f"{'window':<12} "
         + (

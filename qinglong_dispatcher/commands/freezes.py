@@ -8,21 +8,17 @@ import argparse
 import datetime
 
 from qinglong_dispatcher import clock
-from qinglong_dispatcher.commands import common, moments
+from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.config.settings import Settings
-from qinglong_dispatcher.domain import approval_policies, errors, freezes
+from qinglong_dispatcher.domain import errors, freezes, waits
 
 
 def _moment(text: str, what: str, now_ms: int) -> int:
     """Milliseconds of an ISO 8601 time with a zone, or now plus a DURATION (`4h`, `2d`)."""
     try:
-        return now_ms + approval_policies.parse_duration(text, what)
-    except errors.InvalidInput:
-        pass
-    moment = moments.parse_iso(text, what)
-    if moment is None:
-        raise common.UsageError(f"argument --{what}: not an ISO 8601 time nor a duration")
-    return moment
+        return waits.parse_moment(text, what, now_ms)
+    except errors.InvalidInput as exc:
+        raise common.UsageError(f"argument --{exc}") from exc
 
 
 def _new(args: argparse.Namespace) -> freezes.NewFreeze:

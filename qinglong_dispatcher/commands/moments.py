@@ -4,26 +4,22 @@ for a freeze's `--until`, back for a list's `--from` and `--to`)."""
 from __future__ import annotations
 
 import argparse
-import datetime
 from typing import Final
 
 from qinglong_dispatcher.commands import common
-from qinglong_dispatcher.domain import errors, principals
+from qinglong_dispatcher.domain import errors, principals, waits
 
 _BACK_BOUNDS: Final = (1_000, 3650 * 86_400_000, "1 second", "3650 days")
 """How far back a list's duration may reach."""
 
 
 def parse_iso(text: str, option: str) -> int | None:
-    """Milliseconds of an ISO 8601 time with a zone; None when `text` is none; a time without
-    its zone is a usage error naming `--option`."""
+    """Milliseconds of an ISO 8601 time with a zone (`waits.parse_iso`); None when `text` is
+    none; a time without its zone is a usage error naming `--option`."""
     try:
-        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        raise common.UsageError(f"argument --{option}: give the time zone (Z or ±HH:MM)")
-    return int(moment.timestamp() * 1000)
+        return waits.parse_iso(text, f"--{option}")
+    except errors.InvalidInput as exc:
+        raise common.UsageError(f"argument {exc}") from exc
 
 
 def back_from(text: str | None, option: str, now_ms: int) -> int | None:

@@ -44,6 +44,7 @@ def _new(args: argparse.Namespace) -> policies.NewPolicy:
             remind_before_ms=remind,
             not_before_delay_ms=delay,
             window_ms=window,
+            proceed_on_unknown=args.proceed_on_unknown,
         ).check()
     except errors.InvalidInput as exc:
         raise common.UsageError(f"argument: {exc}") from exc
@@ -83,7 +84,8 @@ def _summary(policy: policies.Policy) -> str:
         f"lifetime={_duration(policy.lifetime_ms)} "
         f"remind-before={_duration(policy.remind_before_ms)} "
         f"not-before-delay={_duration(policy.not_before_delay_ms)} "
-        f"window={_duration(policy.window_ms)}{retired}"
+        f"window={_duration(policy.window_ms)} "
+        f"on-unknown={'proceed' if policy.proceed_on_unknown else 'hold'}{retired}"
     )
 
 

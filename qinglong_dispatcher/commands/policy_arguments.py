@@ -62,6 +62,22 @@ def add_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentParser) -
         help="its dispatches may start only within this long after the window opens; past it "
         "a waiting dispatch ends cancelled (window_expired), never late (default: no end)",
     )
+    rule = s.add_mutually_exclusive_group()
+    rule.add_argument(
+        "--hold-on-unknown",
+        dest="proceed_on_unknown",
+        action="store_false",
+        default=False,
+        help="a target whose last effect's outcome is unknown (recovery_required) starts "
+        "nothing else until that is settled (the default)",
+    )
+    rule.add_argument(
+        "--proceed-on-unknown",
+        dest="proceed_on_unknown",
+        action="store_true",
+        help="the next dispatch on such a target may start once it is recovery_required "
+        "(never while its lease is live)",
+    )
     s.add_argument("--json", action="store_true")
     listing = sub.add_parser("list", parents=[shared], help="the policies in force, by name")
     listing.add_argument("--all", action="store_true", help="the retired ones too")

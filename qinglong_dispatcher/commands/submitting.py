@@ -12,7 +12,7 @@ from qinglong_dispatcher.actions.tool_invoke import sandbox
 from qinglong_dispatcher.actions.tool_invoke import tables as tool_invoke_tables
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.config.settings import Settings
-from qinglong_dispatcher.domain import canonical, errors, ids, plans, traces
+from qinglong_dispatcher.domain import canonical, errors, ids, plans, traces, waits
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.usecases import (
     approving,
@@ -134,6 +134,7 @@ async def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     plans.require_identifier("requested-by", args.requested_by)
     plans.require_identifier("approved-by", args.approved_by)
     traceparent = traces.optional_traceparent(args.traceparent)
+    narrowing = _narrowing(args)
     store = await common.open_store(settings)
     try:
         consumed = await submitting.submit(
@@ -144,6 +145,7 @@ async def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
             requested_by=args.requested_by,
             approved_by=args.approved_by,
             traceparent=traceparent,
+            narrowing=narrowing,
         )
         run_ids = await _run_ids(store, [c.dispatch_id for c in consumed])
     except (errors.SelfApprovalRefused, errors.ApprovalNotPermitted) as exc:
@@ -255,6 +257,7 @@ async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
                 plan,
                 requested_by=args.requested_by,
                 traceparent=traces.optional_traceparent(args.traceparent),
+                narrowing=_narrowing(args),
             )
             out: dict[str, object] = {
                 "approval_request_id": approval.approval_request_id,
@@ -308,6 +311,23 @@ async def cmd_approval(settings: Settings, args: argparse.Namespace) -> int:
     else:
         print(out.get("dispatch_id") or out["approval_request_id"])
     return common.EXIT_OK
+
+
+def _narrowing(args: argparse.Namespace) -> waits.Narrowing | None:
+    """`--not-before T --window-for D`, checked on this clock; None without either."""
+    if args.not_before is None and args.window_for is None:
+        return None
+    try:
+        return waits.narrowing(
+            args.not_before,
+            args.window_for,
+            now_ms=clock.SystemClock().now_ms(),
+            names=("not-before", "window-for"),
+        )
+    except errors.WindowEmpty:
+        raise
+    except errors.InvalidInput as exc:
+        raise common.UsageError(f"argument --{exc}") from exc
 
 
 def _approval_ids(args: argparse.Namespace) -> list[str]:

@@ -75,6 +75,9 @@ class NewPolicy:
     """The execution window opens this long after the dispatch is written (None: at once)."""
     window_ms: int | None = None
     """The window stays open this long after it opens (None: no end)."""
+    proceed_on_unknown: bool = False
+    """Whether the next dispatch on a target may start once this one's outcome is unknown
+    (`recovery_required`); False: the target is held until it is settled."""
 
     def check(self) -> NewPolicy:
         """`self` when every value is one the database accepts, else `InvalidInput`."""
@@ -130,6 +133,7 @@ class Policy:
     remind_before_ms: int | None
     not_before_delay_ms: int | None
     window_ms: int | None
+    proceed_on_unknown: bool
     retired: bool
     written_by: str
     written_at_ms: int

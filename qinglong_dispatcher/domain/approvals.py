@@ -190,6 +190,10 @@ class NewApproval:
     resubmitted_from: str | None = None
     """What it is requested again from (`Approval.resubmitted_from`), which the database
     checks."""
+    not_before_ms: int | None = None
+    window_for_ms: int | None = None
+    """The requester's narrowing of the window (`waits.Narrowing`): the database intersects
+    it with the policy's when it writes the dispatch."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

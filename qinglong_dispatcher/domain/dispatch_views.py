@@ -189,6 +189,8 @@ class ExecutionView:
     updated_at_ms: int
     waiting_for_target: targets.TargetWait | None = None
     """Why it waits for its target, if it does (`domain/targets.py`)."""
+    on_unknown: str = targets.HOLD
+    """Its policy's rule should its outcome be unknown (`targets.HOLD`, `targets.PROCEED`)."""
     window: waits.Window | None = None
     wait: waits.Wait | None = None
 
@@ -219,6 +221,7 @@ class ExecutionView:
             created_at_ms=row["created_at_ms"],
             updated_at_ms=row["updated_at_ms"],
             waiting_for_target=targets.TargetWait.from_row(row, settling_ms=settling_ms),
+            on_unknown=targets.PROCEED if row["proceed_on_unknown"] else targets.HOLD,
             window=waits.window_of(row),
             wait=waits.Wait.from_row(row, now_ms=settling_ms),
         )

@@ -58,6 +58,13 @@ class ApprovalError(QinglongError):
     code = "approval_refused"
 
 
+class WindowEmpty(ApprovalError):
+    """The requested execution window ends before it can start: the requester may only
+    narrow the policy's window, and this narrowing leaves nothing of it."""
+
+    code = "window_empty"
+
+
 class ApprovalNotFound(ApprovalError):
     """No approval request has this id."""
 

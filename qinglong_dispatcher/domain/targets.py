@@ -26,6 +26,13 @@ WAITING_FOR_TARGET: Final = "waiting_for_target"
 _WAITS: Final = frozenset({ExecutionStatus.PENDING, ExecutionStatus.RETRY_WAIT})
 """The stored statuses a dispatch waits for its target in (claimable but for the target)."""
 
+HOLD: Final = "hold"
+"""The default rule: a target whose last effect's outcome is unknown is held until it is
+settled."""
+PROCEED: Final = "proceed"
+"""A policy's other rule: the next dispatch on the target may start once the row is
+`recovery_required` (never while its lease is live: decision 0051)."""
+
 T = TypeVar("T")
 
 

@@ -9,8 +9,9 @@ an operator can do now.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 
-from qinglong_dispatcher.domain import records
+from qinglong_dispatcher.domain import approval_policies, errors, records
 from qinglong_dispatcher.domain.states import ExecutionStatus
 
 FROZEN_BY = "frozen_by"
@@ -65,3 +66,63 @@ def window_of(row: records.RowLike) -> Window | None:
     if row["not_before_ms"] is None and row["not_after_ms"] is None:
         return None
     return Window(not_before_ms=row["not_before_ms"], not_after_ms=row["not_after_ms"])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Narrowing:
+    """The requester's narrowing of its dispatch's window (migration 0040): start no earlier
+    than `not_before_ms`, and within `window_for_ms` of it (of the moment the dispatch is
+    written, without one). The database intersects it with the policy's window: it only
+    narrows, never widens."""
+
+    not_before_ms: int | None = None
+    window_for_ms: int | None = None
+
+    def check(self, *, now_ms: int) -> Narrowing:
+        """Itself; `WindowEmpty` if it ended already (the database refuses the same, and one
+        that ends before its policy's delay)."""
+        if self.window_for_ms is not None:
+            start = now_ms if self.not_before_ms is None else self.not_before_ms
+            if start + self.window_for_ms <= now_ms:
+                raise errors.WindowEmpty(
+                    "the requested window ends before it can start: it closed "
+                    f"{now_ms - start - self.window_for_ms} ms ago"
+                )
+        return self
+
+
+def parse_moment(text: str, what: str, now_ms: int) -> int:
+    """Milliseconds of an ISO 8601 time with a zone, or now plus a DURATION (`4h`, `2d`)."""
+    try:
+        return now_ms + approval_policies.parse_duration(text, what)
+    except errors.InvalidInput:
+        pass
+    moment = parse_iso(text, what)
+    if moment is None:
+        raise errors.InvalidInput(f"{what}: not an ISO 8601 time nor a duration")
+    return moment
+
+
+def parse_iso(text: str, what: str) -> int | None:
+    """Milliseconds of an ISO 8601 time with a zone; None when `text` is none; a time without
+    its zone is refused, naming `what`."""
+    try:
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        raise errors.InvalidInput(f"{what}: give the time zone (Z or ±HH:MM)")
+    return int(moment.timestamp() * 1000)
+
+
+def narrowing(
+    not_before: str | None, window_for: str | None, *, now_ms: int, names: tuple[str, str]
+) -> Narrowing:
+    """The narrowing of a start (`parse_moment`) and a span (a DURATION), checked; `names`:
+    how the caller calls them (`not-before`, `window-for` on the command line)."""
+    return Narrowing(
+        not_before_ms=None if not_before is None else parse_moment(not_before, names[0], now_ms),
+        window_for_ms=None
+        if window_for is None
+        else approval_policies.parse_duration(window_for, names[1]),
+    ).check(now_ms=now_ms)

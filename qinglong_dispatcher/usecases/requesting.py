@@ -11,7 +11,15 @@ from typing import Final, Protocol
 from qinglong_dispatcher import ports, tracing
 from qinglong_dispatcher.actions.run_create import plan as run_create
 from qinglong_dispatcher.actions.tool_invoke import plan as tool_invoke
-from qinglong_dispatcher.domain import approvals, canonical, digests, ids, plans, principals
+from qinglong_dispatcher.domain import (
+    approvals,
+    canonical,
+    digests,
+    ids,
+    plans,
+    principals,
+    waits,
+)
 from qinglong_dispatcher.usecases import policy
 
 CORE_PLAN_MODELS: Final[plans.PlanModels] = MappingProxyType(
@@ -61,10 +69,11 @@ def new_approval(
     plan_digests: digests.PlanDigests,
     traceparent: str | None = None,
     resubmitted_from: str | None = None,
+    narrowing: waits.Narrowing | None = None,
 ) -> approvals.NewApproval:
     """The pending approval request for a validated plan: its canonical bytes and digests
     (`plan_digests`: the store's, keyed where plans are sealed; `resubmitted_from`: what it is
-    requested again from)."""
+    requested again from), and the requester's `narrowing` of its window."""
     plans.require_identifier("requested-by", requested_by)
     plan_dict = plan.to_canonical_dict()
     return approvals.NewApproval(
@@ -80,6 +89,8 @@ def new_approval(
         target=plans.plan_target(plan),
         traceparent=traceparent,
         resubmitted_from=resubmitted_from,
+        not_before_ms=None if narrowing is None else narrowing.not_before_ms,
+        window_for_ms=None if narrowing is None else narrowing.window_for_ms,
     )
 
 
@@ -93,10 +104,12 @@ async def request_approval(
     context: principals.RequestContext | None = None,
     traceparent: str | None = None,
     resubmitted_from: str | None = None,
+    narrowing: waits.Narrowing | None = None,
 ) -> approvals.Approval:
     """Write the plan and its pending request, expiring after the policy's TTL (`context`: an
     API request's, for its audit row; `traceparent`: the caller's checked W3C context, stored
-    with the request, or with tracing on its `approval.submit` span's, a child of it)."""
+    with the request, or with tracing on its `approval.submit` span's, a child of it;
+    `narrowing`: the requester's narrowing of the window, checked again on this clock)."""
     with submit_span(plan.ACTION_TYPE, plan.project_id, traceparent) as span:
         now = clock.now_ms()
         new = new_approval(
@@ -107,6 +120,7 @@ async def request_approval(
             plan_digests=store.plan_digests,
             traceparent=span.traceparent or traceparent,
             resubmitted_from=resubmitted_from,
+            narrowing=None if narrowing is None else narrowing.check(now_ms=now),
         )
         span.set("qinglong.approval_request_id", new.approval_request_id)
         span.set("qinglong.target", new.target)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions.tool_invoke import plan as tool_invoke
-from qinglong_dispatcher.domain import approvals, errors, ids, plans
+from qinglong_dispatcher.domain import approvals, errors, ids, plans, waits
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.domain.tools import steps
 from qinglong_dispatcher.usecases import policy, requesting
@@ -30,9 +30,10 @@ async def submit(
     requested_by: str,
     approved_by: str,
     traceparent: str | None = None,
+    narrowing: waits.Narrowing | None = None,
 ) -> list[approvals.Consumed]:
     """Create, approve and consume every plan in one transaction: all or nothing
-    (`traceparent`: the caller's checked W3C context, as `requesting.request_approval`)."""
+    (`traceparent`, `narrowing`: as `requesting.request_approval`, for every plan)."""
     if len(plan_list) > MAX_SUBMIT_ITEMS:
         raise errors.InvalidInput(f"at most {MAX_SUBMIT_ITEMS} plans per submit")
     plans.require_identifier("approved-by", approved_by)
@@ -42,6 +43,7 @@ async def submit(
     ) as span:
         now = clock.now_ms()
         stored = span.traceparent or traceparent
+        narrowed = None if narrowing is None else narrowing.check(now_ms=now)
         items = [
             requesting.new_approval(
                 p,
@@ -50,6 +52,7 @@ async def submit(
                 approval_ttl_ms=the_policy.approval_ttl_ms,
                 plan_digests=store.plan_digests,
                 traceparent=stored,
+                narrowing=narrowed,
             )
             for p in plan_list
         ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from qinglong_dispatcher.domain import approval_views, principals, states
-from qinglong_dispatcher.web import context, idempotency, problems, schemas
+from qinglong_dispatcher.web import context, idempotency, openapi_submits, problems, schemas
 
 _ID: Final = schemas.ID
 _MS: Final = schemas.MS
@@ -112,10 +112,13 @@ def paths() -> dict[str, Any]:
                 "The action ref has a plan already, or the Idempotency-Key is in "
                 "flight (`idempotency_key_in_flight`)"
             ),
-            "422": _problem("The Idempotency-Key was used with another body"),
+            "422": _problem(
+                "The Idempotency-Key was used with another body, or the requested window "
+                "ends before it can start (`window_empty`)"
+            ),
         },
     )
-    submit["parameters"] = [idempotency_parameter("201"), TRACEPARENT_PARAMETER]
+    submit["parameters"] = [idempotency_parameter("201"), openapi_submits.TRACEPARENT_PARAMETER]
     return {
         "/dispatches": {"post": submit},
         "/approvals/{approval_request_id}/approve": {
@@ -227,20 +230,6 @@ def approval_properties() -> dict[str, Any]:
     }
 
 
-TRACEPARENT_PARAMETER: dict[str, Any] = {
-    "name": "traceparent",
-    "in": "header",
-    "required": False,
-    "description": "W3C trace context the request and its dispatch join (docs/traces.md); "
-    "malformed, or given twice: 400 `traceparent_invalid`",
-    "schema": {
-        "type": "string",
-        "pattern": "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-.*)?$",
-        "maxLength": 512,
-    },
-}
-
-
 def idempotency_parameter(status: str) -> dict[str, Any]:
     """The `Idempotency-Key` header of a write that answers `status`."""
     return {
@@ -317,13 +306,7 @@ def all_schemas() -> dict[str, Any]:
                 "version": {"type": ["integer", "null"]},
             },
         ),
-        "SubmitBody": object_schema(
-            ["action", "plan"],
-            {
-                "action": {**_ID, "description": "the action type"},
-                "plan": {"type": "object", "description": "the exact-shape plan"},
-            },
-        ),
+        "SubmitBody": openapi_submits.SUBMIT_BODY,
         "ReasonBody": object_schema(["reason"], {"reason": reason}),
         "CommentBody": object_schema([], {"comment": COMMENT}),
         "SettleBody": object_schema(

@@ -144,6 +144,12 @@ def all_schemas() -> dict[str, Any]:
         "created_at_ms": MS,
         "updated_at_ms": MS,
         "waiting_for_target": TARGET_WAIT,
+        "on_unknown": {
+            "type": "string",
+            "enum": ["hold", "proceed"],
+            "description": "its policy's rule should its effect's outcome be unknown: hold its "
+            "target until it is settled, or let the next dispatch on it proceed",
+        },
         "window": WINDOW,
         "wait": WAIT,
     }

@@ -49,19 +49,19 @@ APPLICATION_NAME = "qinglong-dispatcher"
 APPROVAL_SQLSTATES: dict[str, type[errors.ApprovalError]] = {
     "QLA01": errors.ApprovalNotPermitted,
     "QLA02": errors.SelfApprovalRefused,
-    "QLA03": errors.ApprovalTransitionRefused,
+    **dict.fromkeys(("QLA03", "QLA05"), errors.ApprovalTransitionRefused),
     "QLA04": errors.ApprovalExpired,
-    "QLA05": errors.ApprovalTransitionRefused,
+    "QLW02": errors.WindowEmpty,
 }
-"""The refusals of the approval trigger (migration 0005): decisions, not store faults."""
+"""The refusals of the approval trigger (migration 0005) and of a window never open (0040)."""
 
 TRANSITION_REFUSED = "QLT01"
 """SQLSTATE of the state-machine triggers (migration 0006)."""
 
 INTEGRITY_REFUSED = frozenset(
-    {"QLF01", "QLF02", "QLF03", "QLR01", "QLI01", "QLI02", "QLW01", "QLZ01", "QLZ02"}
+    {"QLF01", "QLF02", "QLF03", "QLH01", "QLR01", "QLI01", "QLI02", "QLW01", "QLZ01", "QLZ02"}
 )
-"""SQLSTATEs of the guards of fences, resolutions, records, windows and freezes (0011 on)."""
+"""SQLSTATEs of the guards of fences, resolutions, records, holds, windows and freezes."""
 
 SUBMIT_DECLINED = "QLS01"
 """SQLSTATE of migration 0018's `submit_one` when one of its updates matched nothing: it rolled

@@ -45,9 +45,13 @@ async def submit_fast(
     grants) is raised typed, as from the shared transaction. It is not fenced, so a lost
     connection is raised, never replayed.
     """
-    if new.target is not None or new.traceparent is not None:
-        # `submit_one` (migration 0018) writes no target and no traceparent: a plan with one
-        # takes the shared transaction, which does.
+    if (
+        new.target is not None
+        or new.traceparent is not None
+        or (new.not_before_ms is not None or new.window_for_ms is not None)
+    ):
+        # `submit_one` (migration 0018) writes no target, no traceparent and no narrowed
+        # window: a plan with one takes the shared transaction, which does.
         return None
     dispatch_id = ids.new_dispatch_id(now_ms)
     params = {

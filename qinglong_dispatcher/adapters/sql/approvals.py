@@ -95,6 +95,8 @@ def request_row(
         "now_ms": now_ms,
         "traceparent": new.traceparent,
         "resubmitted_from": new.resubmitted_from,
+        "not_before_ms": new.not_before_ms,
+        "window_for_ms": new.window_for_ms,
     }
 
 

@@ -35,6 +35,7 @@ def _policy(row: query.Row) -> policies.Policy:
         remind_before_ms=row["remind_before_ms"],
         not_before_delay_ms=row["not_before_delay_ms"],
         window_ms=row["window_ms"],
+        proceed_on_unknown=bool(row["proceed_on_unknown"]),
         retired=bool(row["retired"]),
         written_by=row["written_by"],
         written_at_ms=int(row["written_at_ms"]),
@@ -68,6 +69,7 @@ async def set_policy(
             "remind_before_ms": new.remind_before_ms,
             "not_before_delay_ms": new.not_before_delay_ms,
             "window_ms": new.window_ms,
+            "proceed_on_unknown": new.proceed_on_unknown,
             "principal": principal.name,
         },
     )

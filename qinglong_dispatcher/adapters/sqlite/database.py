@@ -37,6 +37,9 @@ WINDOW_REFUSED = ("qinglong:window_refused", "qinglong:freeze_refused")
 VOTE_REFUSED = "approval_votes:"
 """Prefix of the vote triggers' refusals (migration 0026)."""
 
+WINDOW_EMPTY = "qinglong:window_empty: "
+"""Prefix of the refusal of a requested window that can never open (migration 0040)."""
+
 
 def _vote_refusal(message: str) -> errors.ApprovalError:
     """The typed refusal of a vote, as PostgreSQL's SQLSTATEs give it."""
@@ -150,6 +153,8 @@ def translate(exc: sqlite3.Error) -> errors.StoreError | errors.ApprovalError:
         return errors.TransitionRefused(str(exc))
     if code == sqlite3.SQLITE_CONSTRAINT_TRIGGER and str(exc).startswith(APPROVAL_EXPIRED):
         return errors.ApprovalExpired(str(exc))
+    if code == sqlite3.SQLITE_CONSTRAINT_TRIGGER and str(exc).startswith(WINDOW_EMPTY):
+        return errors.WindowEmpty(str(exc).removeprefix(WINDOW_EMPTY))
     if code == sqlite3.SQLITE_CONSTRAINT_TRIGGER and str(exc).startswith(VOTE_REFUSED):
         return _vote_refusal(str(exc))
     if primary == sqlite3.SQLITE_CONSTRAINT:

@@ -38,11 +38,11 @@ CROSS JOIN LATERAL (
 INSERT INTO qinglong.approval_requests (
     approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
     requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms,
-    traceparent, resubmitted_from
+    traceparent, resubmitted_from, not_before_ms, window_for_ms
 ) VALUES (
     :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending', 1,
     :requested_by, NULL, qinglong.acting_principal(), :expires_at_ms, :now_ms::bigint, :now_ms::bigint,
-    :traceparent::text, :resubmitted_from::text
+    :traceparent::text, :resubmitted_from::text, :not_before_ms::bigint, :window_for_ms::bigint
 )
 
 -- select_approval --

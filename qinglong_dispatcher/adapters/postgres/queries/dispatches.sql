@@ -14,7 +14,7 @@ RETURNING version
 -- target_holder_columns --
 -- The target and the one other execution past its claim on it (the partial unique index of
 -- migration 0030 allows one): what `domain/targets.TargetWait` reads. No lease token.
-e.target, h.dispatch_id AS target_holder_id, h.status AS target_holder_status,
+e.target, e.proceed_on_unknown, h.dispatch_id AS target_holder_id, h.status AS target_holder_status,
 h.lease_expires_at_ms AS target_holder_lease_expires_at_ms,
 -- The window and the freeze a waiting row waits for (migration 0035, `domain/waits.py`).
 e.not_before_ms, e.not_after_ms,
@@ -25,6 +25,9 @@ CASE WHEN e.status IN ('pending', 'retry_wait')
 LEFT JOIN qinglong.approved_action_dispatch_executions AS h
     ON h.target = e.target AND h.status IN ('leased', 'executing')
    AND h.dispatch_id <> e.dispatch_id
+   -- The one row that holds it: a proceeding row whose lease ran out does not (0040).
+   AND (h.status = 'leased' OR NOT h.proceed_on_unknown
+        OR h.lease_expires_at_ms > qinglong.db_now_ms())
 
 -- list_dispatches --
 -- `dispatch list`: newest first, a keyset page after (:after_created_at_ms, :after_dispatch_id);

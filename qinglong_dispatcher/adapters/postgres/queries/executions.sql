@@ -39,7 +39,11 @@ WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms::bigint
   AND CASE WHEN e.target IS NULL THEN true
            WHEN EXISTS (SELECT 1 FROM qinglong.approved_action_dispatch_executions AS b
                         WHERE b.target = e.target AND b.status IN ('leased', 'executing')
-                          AND b.dispatch_id <> e.dispatch_id) THEN false
+                          AND b.dispatch_id <> e.dispatch_id
+                          -- A proceeding row holds only while its lease lives (0040).
+                          AND (b.status = 'leased' OR NOT b.proceed_on_unknown
+                               OR b.lease_expires_at_ms > (SELECT qinglong.db_now_ms())))
+                THEN false
            ELSE pg_catalog.pg_try_advisory_xact_lock(1903326210, pg_catalog.hashtext(e.target))
       END
   -- A row past its window waits for the reconcile pass to end it (migration 0035).
@@ -95,7 +99,9 @@ WHERE e.dispatch_id = k.dispatch_id AND e.version = k.version
   AND (e.target IS NULL OR NOT EXISTS (
       SELECT 1 FROM qinglong.approved_action_dispatch_executions AS b
       WHERE b.target = e.target AND b.status IN ('leased', 'executing')
-        AND b.dispatch_id <> e.dispatch_id))
+        AND b.dispatch_id <> e.dispatch_id
+        AND (b.status = 'leased' OR NOT b.proceed_on_unknown
+             OR b.lease_expires_at_ms > (SELECT qinglong.db_now_ms()))))
   -- Within the window on the database's clock, a second short of its end so the trigger
   -- (QLW01) never undoes the page (migration 0035); a row without one tests two NULLs.
   AND CASE WHEN e.not_before_ms IS NULL AND e.not_after_ms IS NULL THEN true

@@ -6,18 +6,19 @@
 -- policy_columns --
 name, version, action_type, project_id, target_prefix, approvals_required, denials_to_reject,
 pg_catalog.to_jsonb(approver_groups)::text AS approver_groups, reason_required, lifetime_ms,
-remind_before_ms, not_before_delay_ms, window_ms, retired, written_by, written_at_ms
+remind_before_ms, not_before_delay_ms, window_ms, proceed_on_unknown, retired, written_by,
+written_at_ms
 
 -- insert_policy --
 INSERT INTO qinglong.approval_policies (
     name, version, action_type, project_id, target_prefix, approvals_required,
     denials_to_reject, approver_groups, reason_required, lifetime_ms, remind_before_ms,
-    not_before_delay_ms, window_ms
+    not_before_delay_ms, window_ms, proceed_on_unknown
 ) VALUES (
     :name, 1, :action_type, :project_id, :target_prefix, :approvals_required::int, :denials_to_reject::int,
     ARRAY(SELECT pg_catalog.jsonb_array_elements_text(:approver_groups::jsonb)),
     :reason_required::boolean, :lifetime_ms::bigint, :remind_before_ms::bigint,
-    :not_before_delay_ms::bigint, :window_ms::bigint
+    :not_before_delay_ms::bigint, :window_ms::bigint, :proceed_on_unknown::boolean
 )
 RETURNING {policy_columns}
 
@@ -26,11 +27,11 @@ RETURNING {policy_columns}
 INSERT INTO qinglong.approval_policies (
     name, version, action_type, project_id, target_prefix, approvals_required,
     denials_to_reject, approver_groups, reason_required, lifetime_ms, remind_before_ms,
-    not_before_delay_ms, window_ms, retired
+    not_before_delay_ms, window_ms, proceed_on_unknown, retired
 )
 SELECT name, version + 1, action_type, project_id, target_prefix, approvals_required,
        denials_to_reject, approver_groups, reason_required, lifetime_ms, remind_before_ms,
-       not_before_delay_ms, window_ms, true
+       not_before_delay_ms, window_ms, proceed_on_unknown, true
 FROM qinglong.approval_policies
 WHERE name = :name
 ORDER BY version DESC

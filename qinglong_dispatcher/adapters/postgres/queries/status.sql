@@ -61,6 +61,8 @@ SELECT count(*) AS n,
            ELSE 0 END), 0) AS held
 FROM qinglong.approved_action_dispatch_executions
 WHERE target IS NOT NULL AND status IN ('leased', 'executing')
+  -- A proceeding row whose lease ran out holds nothing (migration 0040).
+  AND (status = 'leased' OR NOT proceed_on_unknown OR lease_expires_at_ms > qinglong.db_now_ms())
 
 -- held_targets --
 -- The held targets others wait on (the inbox): each one's holder, recovery_required as
@@ -71,7 +73,7 @@ SELECT h.target, h.dispatch_id, d.action_type, d.project_id, h.lease_expires_at_
         WHERE w.target = h.target AND w.status IN ('pending', 'retry_wait')) AS waiting
 FROM qinglong.approved_action_dispatch_executions AS h
 JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = h.dispatch_id
-WHERE h.target IS NOT NULL AND h.status = 'executing'
+WHERE h.target IS NOT NULL AND h.status = 'executing' AND NOT h.proceed_on_unknown
   AND h.lease_expires_at_ms <= least(:now_ms::bigint,
       (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
   AND EXISTS (SELECT 1 FROM qinglong.approved_action_dispatch_executions AS w

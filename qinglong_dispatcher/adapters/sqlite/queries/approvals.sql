@@ -36,12 +36,12 @@ JOIN action_plans AS p
 INSERT INTO approval_requests (
     approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
     requested_by, decided_by, requested_principal, expires_at_ms, created_at_ms, updated_at_ms,
-    db_expires_at_ms, traceparent, resubmitted_from
+    db_expires_at_ms, traceparent, resubmitted_from, not_before_ms, window_for_ms
 )
 SELECT :approval_request_id, :project_id, :action_type, :action_ref, :action_digest, 'pending',
        1, :requested_by, NULL, :principal, :now_ms + l.lifetime_ms, :now_ms, :now_ms,
        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + l.lifetime_ms,
-       :traceparent, :resubmitted_from
+       :traceparent, :resubmitted_from, :not_before_ms, :window_for_ms
 FROM (SELECT coalesce(
         (SELECT p.lifetime_ms FROM action_plans AS a
          JOIN approval_policies_in_force AS p
@@ -119,7 +119,8 @@ INSERT INTO approved_action_dispatches (
      WHERE p.project_id = :project_id AND p.action_ref = :action_ref),
     (SELECT a.traceparent FROM approval_requests AS a
      WHERE a.approval_request_id = :approval_request_id),
-    -- The window of the request's policy, from the database's clock (likewise).
+    -- The window of the request's policy narrowed by its own, from the database's clock
+    -- (likewise).
     (SELECT w.not_before_ms FROM approval_request_windows AS w
      WHERE w.approval_request_id = :approval_request_id),
     (SELECT w.not_after_ms FROM approval_request_windows AS w
@@ -129,13 +130,16 @@ INSERT INTO approved_action_dispatches (
 -- insert_execution --
 INSERT INTO approved_action_dispatch_executions (
     dispatch_id, project_id, status, version, attempt, max_attempts, eligible_at_ms,
-    created_at_ms, updated_at_ms, target, not_before_ms, not_after_ms
+    created_at_ms, updated_at_ms, target, not_before_ms, not_after_ms, proceed_on_unknown
 )
--- The dispatch's target and window (the triggers refuse any other); due at the window's start.
+-- The dispatch's target and window and its policy's rule on an unknown outcome (the triggers
+-- refuse any other); due at the window's start.
 SELECT :dispatch_id, :project_id, 'pending', 0, 0, :max_attempts,
        max(:now_ms, coalesce(d.not_before_ms, :now_ms)), :now_ms, :now_ms, d.target,
-       d.not_before_ms, d.not_after_ms
-FROM approved_action_dispatches AS d WHERE d.dispatch_id = :dispatch_id
+       d.not_before_ms, d.not_after_ms, u.proceed_on_unknown
+FROM approved_action_dispatches AS d
+JOIN dispatch_unknown_rules AS u ON u.dispatch_id = d.dispatch_id
+WHERE d.dispatch_id = :dispatch_id
 
 -- submit_one --
 -- PostgreSQL's submit of one plan in one round trip (its migration 0018). SQLite has no round

@@ -35,7 +35,11 @@ WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms
   AND (e.target IS NULL OR NOT EXISTS (
       SELECT 1 FROM approved_action_dispatch_executions AS b
       WHERE b.target = e.target AND b.status IN ('leased', 'executing')
-        AND b.dispatch_id <> e.dispatch_id))
+        AND b.dispatch_id <> e.dispatch_id
+        -- A proceeding row holds only while its lease lives (migration 0040).
+        AND (b.status = 'leased' OR b.proceed_on_unknown = 0
+             OR b.lease_expires_at_ms
+                > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))))
   -- A row past its window waits for the reconcile pass to end it (migration 0035).
   AND (e.not_after_ms IS NULL OR e.not_after_ms > :now_ms)
   -- A dispatch a freeze covers waits, unless lifted for it (migration 0035); the probe
@@ -89,7 +93,11 @@ WHERE e.dispatch_id = k.value ->> 'dispatch_id' AND e.version = k.value ->> 'ver
   AND (e.target IS NULL OR NOT EXISTS (
       SELECT 1 FROM approved_action_dispatch_executions AS b
       WHERE b.target = e.target AND b.status IN ('leased', 'executing')
-        AND b.dispatch_id <> e.dispatch_id))
+        AND b.dispatch_id <> e.dispatch_id
+        -- A proceeding row holds only while its lease lives (migration 0040).
+        AND (b.status = 'leased' OR b.proceed_on_unknown = 0
+             OR b.lease_expires_at_ms
+                > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))))
   -- Within the window on the database's clock, a second short of its end so the trigger
   -- (QLW01) never undoes the page (migration 0035); a row without one tests two NULLs.
   AND CASE WHEN e.not_before_ms IS NULL AND e.not_after_ms IS NULL THEN true

@@ -5,19 +5,19 @@
 -- policy_columns --
 name, version, action_type, project_id, target_prefix, approvals_required, denials_to_reject,
 approver_groups, reason_required, lifetime_ms, remind_before_ms, not_before_delay_ms,
-window_ms, retired, written_by, written_at_ms
+window_ms, proceed_on_unknown, retired, written_by, written_at_ms
 
 -- insert_policy --
 INSERT INTO approval_policies (
     name, version, action_type, project_id, target_prefix, approvals_required,
     denials_to_reject, approver_groups, reason_required, lifetime_ms, remind_before_ms,
-    not_before_delay_ms, window_ms, written_by
+    not_before_delay_ms, window_ms, proceed_on_unknown, written_by
 ) VALUES (
     :name,
     (SELECT coalesce(max(version), 0) + 1 FROM approval_policies WHERE name = :name),
     :action_type, :project_id, :target_prefix, :approvals_required, :denials_to_reject, :approver_groups,
     :reason_required, :lifetime_ms, :remind_before_ms, :not_before_delay_ms, :window_ms,
-    :principal
+    :proceed_on_unknown, :principal
 )
 RETURNING {policy_columns}
 
@@ -26,11 +26,11 @@ RETURNING {policy_columns}
 INSERT INTO approval_policies (
     name, version, action_type, project_id, target_prefix, approvals_required,
     denials_to_reject, approver_groups, reason_required, lifetime_ms, remind_before_ms,
-    not_before_delay_ms, window_ms, retired, written_by
+    not_before_delay_ms, window_ms, proceed_on_unknown, retired, written_by
 )
 SELECT name, version + 1, action_type, project_id, target_prefix, approvals_required,
        denials_to_reject, approver_groups, reason_required, lifetime_ms, remind_before_ms,
-       not_before_delay_ms, window_ms, 1, :principal
+       not_before_delay_ms, window_ms, proceed_on_unknown, 1, :principal
 FROM approval_policies
 WHERE name = :name
 ORDER BY version DESC

@@ -60,6 +60,9 @@ SELECT count(*) AS n,
            ELSE 0 END), 0) AS held
 FROM approved_action_dispatch_executions
 WHERE target IS NOT NULL AND status IN ('leased', 'executing')
+  -- A proceeding row whose lease ran out holds nothing (migration 0040).
+  AND (status = 'leased' OR proceed_on_unknown = 0
+       OR lease_expires_at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
 
 -- held_targets --
 -- The held targets others wait on (the inbox): each one's holder, recovery_required as
@@ -70,7 +73,7 @@ SELECT h.target, h.dispatch_id, d.action_type, d.project_id, h.lease_expires_at_
         WHERE w.target = h.target AND w.status IN ('pending', 'retry_wait')) AS waiting
 FROM approved_action_dispatch_executions AS h
 JOIN approved_action_dispatches AS d ON d.dispatch_id = h.dispatch_id
-WHERE h.target IS NOT NULL AND h.status = 'executing'
+WHERE h.target IS NOT NULL AND h.status = 'executing' AND h.proceed_on_unknown = 0
   AND h.lease_expires_at_ms <= min(:now_ms,
       CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
   AND EXISTS (SELECT 1 FROM approved_action_dispatch_executions AS w

@@ -1,0 +1,171 @@
+"""A policy's rule on an unknown outcome (hold or proceed), attacked from plain logins holding
+only their documented roles (PostgreSQL: the runtime login of docs/security.md; SQLite: a plain
+connection to the file): no login flips the rule its execution carries; under hold a second
+dispatch is never leased on a target whose last effect is `recovery_required`; under proceed
+it is leased once the first is `recovery_required`, through the real claim, and never while
+the first's lease lives (nothing changed)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import pytest
+
+from qinglong_dispatcher.domain import approval_policies, errors, records
+from tests.support import faults, refusals, stores
+from tests.support.clock import ManualClock
+from tests.support.targets import TARGET_TYPE, claim_and_start
+from tests.support.windows import submit_windowed
+
+LONG_LEASE_MS = 3_600_000
+UNIQUE_TARGET = {
+    "postgres": "23505",
+    "sqlite": "UNIQUE constraint failed: approved_action_dispatch_executions.target",
+}
+PROCEEDING = {
+    "postgres": "QLH01",
+    "sqlite": "qinglong:target_refused: another execution holds the target",
+}
+
+
+@pytest.fixture
+def now() -> ManualClock:
+    """The real clock: the database's clock must see these leases as the test means them."""
+    return ManualClock(int(time.time() * 1000))
+
+
+async def _rule(h: stores.Harness, *, proceed: bool) -> None:
+    owner = await h.owner()
+    await owner.set_policy(
+        approval_policies.NewPolicy(
+            name="on-unknown", action_type=TARGET_TYPE, proceed_on_unknown=proceed
+        )
+    )
+
+
+def _executions(h: stores.Harness) -> str:
+    return faults.table(h, "approved_action_dispatch_executions")
+
+
+async def _snapshot(h: stores.Harness, dispatch_id: str) -> tuple[Any, ...]:
+    row = await h.raw(f"SELECT * FROM {_executions(h)} WHERE dispatch_id = '{dispatch_id}'")
+    events = await h.scalar(
+        f"SELECT count(*) FROM {faults.table(h, 'execution_events')} "
+        f"WHERE dispatch_id = '{dispatch_id}'"
+    )
+    return row[0], events
+
+
+def _lease_sql(h: stores.Harness, now_ms: int, dispatch_id: str) -> str:
+    """The runtime's own lease of a waiting row, written by hand (what `lease_page` writes)."""
+    expires = now_ms + LONG_LEASE_MS
+    proof = ", lease_proof = 'mallory'" if h.dialect == "postgres" else ""
+    return (
+        f"UPDATE {_executions(h)} SET status = 'leased', version = version + 1, "
+        "attempt = attempt + 1, lease_owner = 'mallory', lease_token = 'mallory', "
+        f"lease_expires_at_ms = {expires}, eligible_at_ms = {expires}, "
+        f"updated_at_ms = {now_ms}{proof} WHERE dispatch_id = '{dispatch_id}'"
+    )
+
+
+async def _refused_as_runtime(h: stores.Harness, sql: str) -> str:
+    if h.dialect == "postgres":
+        database = str(await h.scalar("SELECT current_database()"))
+        return await refusals.sqlstate_as(stores.runtime_url(database), sql)
+    return await refusals.sqlite_abort(h, sql)
+
+
+async def _started(
+    h: stores.Harness, clock: ManualClock, *, lease_ms: int
+) -> records.ExecutionIdentity:
+    """A change of router-1 claimed and started under a lease of `lease_ms`."""
+    first = await submit_windowed(h, clock, "act-1", "router-1")
+    dispatch, identity = await claim_and_start(h.store, clock, lease_ms=lease_ms)
+    assert dispatch.dispatch_id == first
+    return identity
+
+
+@pytest.mark.parametrize("proceed", [False, True])
+async def test_no_login_flips_the_rule_of_its_execution(
+    harness: stores.Harness, now: ManualClock, proceed: bool
+) -> None:
+    await _rule(harness, proceed=proceed)
+    dispatch_id = await submit_windowed(harness, now, "act-1", "router-1")
+    before = await _snapshot(harness, dispatch_id)
+    value = {"postgres": {True: "false", False: "true"}, "sqlite": {True: "0", False: "1"}}
+    flip = (
+        f"UPDATE {_executions(harness)} SET proceed_on_unknown = "
+        f"{value[harness.dialect][proceed]} WHERE dispatch_id = '{dispatch_id}'"
+    )
+
+    refusal = await _refused_as_runtime(harness, flip)
+
+    expected = {"postgres": "QLI01", "sqlite": "qinglong:target_refused: a rule never changes"}
+    assert refusal == expected[harness.dialect]
+    assert await _snapshot(harness, dispatch_id) == before
+    assert bool(before[0]["proceed_on_unknown"]) is proceed
+
+
+async def test_under_hold_a_recovery_required_target_is_never_leased_again(
+    harness: stores.Harness, now: ManualClock
+) -> None:
+    await _rule(harness, proceed=False)
+    await _started(harness, now, lease_ms=200)
+    await anyio.sleep(0.3)
+    now.ms = int(time.time() * 1000)
+    second = await submit_windowed(harness, now, "act-2", "router-1")
+    before = await _snapshot(harness, second)
+
+    batch = await harness.store.claim_due(now_ms=now.ms, owner="w2", limit=8, lease_ms=30_000)
+    assert not batch.claimed
+    refusal = await _refused_as_runtime(harness, _lease_sql(harness, now.ms, second))
+
+    assert refusal == UNIQUE_TARGET[harness.dialect]
+    assert await _snapshot(harness, second) == before
+
+
+async def test_under_proceed_a_live_lease_still_holds_the_target(
+    harness: stores.Harness, now: ManualClock
+) -> None:
+    await _rule(harness, proceed=True)
+    await _started(harness, now, lease_ms=LONG_LEASE_MS)
+    second = await submit_windowed(harness, now, "act-2", "router-1")
+    before = await _snapshot(harness, second)
+
+    batch = await harness.store.claim_due(now_ms=now.ms, owner="w2", limit=8, lease_ms=30_000)
+    assert not batch.claimed
+    refusal = await _refused_as_runtime(harness, _lease_sql(harness, now.ms, second))
+
+    assert refusal == PROCEEDING[harness.dialect]
+    assert await _snapshot(harness, second) == before
+
+
+async def test_under_proceed_a_recovery_required_target_is_leased_again(
+    harness: stores.Harness, now: ManualClock
+) -> None:
+    await _rule(harness, proceed=True)
+    started_ms = now.ms
+    identity = await _started(harness, now, lease_ms=200)
+    first = identity.dispatch_id
+    await anyio.sleep(0.3)
+    now.ms = int(time.time() * 1000)
+    second = await submit_windowed(harness, now, "act-2", "router-1")
+
+    batch = await harness.store.claim_due(now_ms=now.ms, owner="w2", limit=8, lease_ms=30_000)
+
+    assert [c.dispatch_id for c in batch.claimed] == [second]
+    rows = await harness.raw(
+        f"SELECT dispatch_id, status FROM {_executions(harness)} ORDER BY dispatch_id"
+    )
+    assert {r["dispatch_id"]: r["status"] for r in rows} == {
+        first: "executing",
+        second: "leased",
+    }
+    # Its holder, whose clock lags, renews: the target is another's now, and it never comes
+    # back to life beside it.
+    before = await _snapshot(harness, first)
+    with pytest.raises(errors.StoreError):
+        await harness.store.renew(identity.as_lease(), now_ms=started_ms, lease_ms=LONG_LEASE_MS)
+    assert await _snapshot(harness, first) == before
