@@ -78,6 +78,25 @@ def recovery_span(dispatch: records.Dispatch) -> contextlib.AbstractContextManag
     )
 
 
+def resolve_span(
+    dispatch_id: str, dispatch: records.Dispatch | None, *, resolution: str, principal: str
+) -> contextlib.AbstractContextManager[ports.Span]:
+    """The `recovery.resolve` span of a resolution by hand: an operator's decision on the
+    request, so a child of the trace its dispatch was submitted under, as a vote is (the
+    request's span ended when it was submitted; the dead attempt is no parent); a new trace
+    when the dispatch has none (or tracing read none: `dispatch` None)."""
+    stored = None if dispatch is None else dispatch.traceparent
+    named = (
+        span_attributes(dispatch) if dispatch is not None else {"qinglong.dispatch_id": dispatch_id}
+    )
+    return current().span(
+        "recovery.resolve",
+        parent=stored,
+        new_trace=stored is None,
+        attributes={**named, "qinglong.resolution": resolution, "qinglong.principal": principal},
+    )
+
+
 def mark_decision(name: str, approval: approvals.Approval, **attributes: str | None) -> None:
     """A span for a step an approval took (`approval.vote`, `approval.consume`), once its
     transaction committed: a child of the trace the request was submitted under."""
