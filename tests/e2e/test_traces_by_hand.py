@@ -4,14 +4,20 @@ PostgreSQL, exported to a real OTLP/HTTP receiver (`tests.support.otlp_receiver`
 - `submit tool-invoke --traceparent` (the real console script): the request's span is a child
   of the caller's context, and the tool step's claim and steps hang under it; a bad one is one
   line and writes nothing;
-- a resolution by hand (`recovery resolve`'s use case, the API's resolve and its bulk settle,
-  in this process with tracing on): its `recovery.resolve` span is a child of the request's
-  span, naming the outcome and the principal, never the reason's comment or a token.
+- a resolution by hand (`recovery resolve` of a tool step whose process was SIGKILLed; the
+  API's resolve and its bulk settle, in this process with tracing on): its `recovery.resolve`
+  span is a child of the request's span, naming the outcome and the principal, never the
+  reason's comment or a token.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +41,7 @@ TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
 GIVEN = f"00-{TRACE}-{CALLER_SPAN}-01"
 COMMENT = "called-the-vendor-7731"
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(params=stores.DIALECTS)
@@ -44,7 +51,11 @@ async def traced(
     sandbox = tmp_path / "sandbox"
     sandbox.mkdir()
     async with otlp_receiver.serving() as receiver:
-        env = {**otlp_receiver.exporting_env(receiver), "QINGLONG_TOOL_SANDBOX_DIR": str(sandbox)}
+        env = {
+            **otlp_receiver.exporting_env(receiver),
+            "QINGLONG_TOOL_SANDBOX_DIR": str(sandbox),
+            "QINGLONG_LEASE_SECONDS": "1",
+        }
         async with cli_target.target(request.param, tmp_path, env) as made:
             yield made, receiver
 
@@ -62,9 +73,9 @@ def _found(value: Any, key: str) -> Any:
     return None
 
 
-def _tool_step(t: Target, *traceparent: str) -> Any:
+def _tool_step(t: Target, *traceparent: str, tick: bool = True) -> Any:
     """A Run, then a tool step of it submitted with `--traceparent` (and ticked when it is
-    accepted): the submit's process result and its JSON when it succeeded."""
+    accepted and `tick`): the submit's process result and its JSON when it succeeded."""
     assert t.run(t.admin, "migrate").returncode == 0
     made = json_out(
         t.run(
@@ -85,8 +96,8 @@ def _tool_step(t: Target, *traceparent: str) -> Any:
         *traceparent,
         "--json",
     )
-    if done.returncode != 0:
-        return done, None
+    if done.returncode != 0 or not tick:
+        return done, json.loads(done.stdout) if done.returncode == 0 else None
     ticked = json_out(t.run(t.runtime, "tick", "--once", "--json"))
     assert ticked["outcomes"] == {"succeeded": 1}, ticked
     return done, json.loads(done.stdout)
@@ -142,6 +153,63 @@ async def test_a_tool_step_with_a_bad_traceparent_is_one_line_and_writes_nothing
     status = json_out(t.run(t.runtime, "status", "--json"))
     assert sum(status["executions"].values()) == 1  # the Run's dispatch alone
     assert status["step_runs"].get("waiting_approval", 0) == 0
+
+
+def _resolved_by_the_cli(t: Target) -> str:
+    """A tool step submitted under GIVEN whose process was SIGKILLed after its file was
+    written (`tests.support.tool_crash`), left `recovery_required` (no tick settles it by its
+    evidence first), then `recovery resolve` by the operator's login: its dispatch id."""
+    _, out = _tool_step(t, "--traceparent", GIVEN, tick=False)
+    login = dict(zip(t.runtime[::2], t.runtime[1::2], strict=True))
+    settings = {
+        "QINGLONG_PROFILE": login.get("--profile", "edge"),
+        "QINGLONG_DATABASE_URL": login["--database"],
+    }
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("QINGLONG_", "OTEL_"))}
+    victim = subprocess.run(
+        [sys.executable, "-m", "tests.support.tool_crash"],
+        cwd=REPO,
+        env={**clean, **t.env, **settings, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert victim.returncode == -signal.SIGKILL, victim.stderr
+    time.sleep(1.2)  # the dead process's lease (1 s) runs out: recovery_required
+    operator = t.runtime
+    if t.database is not None:
+        operator = ["--profile", "cluster", "--database", stores.operator_url(t.database)]
+    resolve = ("recovery", "resolve", out["dispatch_id"], "--as", "succeeded")
+    done = t.run(operator, *resolve, "--operator", "ops-on-call", "--reason", "checked")
+    assert done.returncode == 0, done.stderr
+    return str(out["dispatch_id"])
+
+
+async def test_a_resolution_by_the_cli_is_a_child_of_the_request_in_its_trace(
+    traced: tuple[Target, otlp_receiver.Receiver],
+) -> None:
+    t, receiver = traced
+    dispatch_id = await anyio.to_thread.run_sync(_resolved_by_the_cli, t)
+    await receiver.wait_for(lambda: bool(receiver.named("recovery.resolve")))
+    (submit,) = [s for s in receiver.of_dispatch(dispatch_id) if s.name == "approval.submit"]
+    (resolved,) = receiver.named("recovery.resolve")
+    assert (resolved.trace_id, resolved.parent_span_id, resolved.links) == (
+        TRACE,
+        submit.span_id,
+        (),
+    )
+    assert {k: resolved.attributes[f"qinglong.{k}"] for k in KEYS} == {
+        "dispatch_id": dispatch_id,
+        "action_type": "tool.invoke",
+        "resolution": "succeeded",
+        "principal": "ops-on-call",
+        "outcome": "resolved_succeeded",
+    }
+    assert receiver.refused == 0
+
+
+KEYS = ("dispatch_id", "action_type", "resolution", "principal", "outcome")
 
 
 @pytest.fixture
