@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 
 from opentelemetry import context as otel_context
@@ -25,21 +26,20 @@ from qinglong_dispatcher import ports
 
 DEFAULT_SERVICE_NAME = "qinglong-dispatcher"
 _PROPAGATOR = TraceContextTextMapPropagator()
-_STORED_LENGTH = 55
+_STORED = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 _EMPTY = otel_context.Context()
 
 
 def _context_of(traceparent: str) -> trace.SpanContext | None:
     """The span context of a traceparent: read by position in the one form the database and
     the submits keep (`domain.traces`, version 00), else by the SDK's propagator."""
-    if len(traceparent) == _STORED_LENGTH and traceparent.startswith("00-"):
-        try:
-            trace_id, span_id = int(traceparent[3:35], 16), int(traceparent[36:52], 16)
-            flags = trace.TraceFlags(int(traceparent[53:55], 16))
-        except ValueError:
-            trace_id = span_id = 0
+    stored = _STORED.fullmatch(traceparent)
+    if stored is not None:
+        trace_id, span_id = int(stored[1], 16), int(stored[2], 16)
         if trace_id and span_id:
+            flags = trace.TraceFlags(int(stored[3], 16))
             return trace.SpanContext(trace_id, span_id, is_remote=True, trace_flags=flags)
+        return None
     ctx = _PROPAGATOR.extract({"traceparent": traceparent})
     found = trace.get_current_span(ctx).get_span_context()
     return found if found.is_valid else None
