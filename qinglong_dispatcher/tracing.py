@@ -50,14 +50,50 @@ def claim_span(
     """The `dispatch.claim` span of one claimed item: a child of the trace its dispatch was
     submitted under on the first claim; a retry or a takeover starts a new trace linked to
     that one, never a child of the attempt before it (whose process may be dead)."""
+    tracer = current()
+    if not tracer.enabled:
+        return tracer.span("dispatch.claim")  # no attributes built for nothing
+    parent, links, attributes = _claim(dispatch, lease, taken_over=taken_over)
+    return tracer.span(
+        "dispatch.claim",
+        parent=parent,
+        new_trace=parent is None,
+        links=links,
+        attributes=attributes,
+    )
+
+
+def mark_committed_claim(
+    dispatch: records.Dispatch, lease: records.Lease, *, taken_over: bool
+) -> None:
+    """The `dispatch.claim` span of an item a page transaction committed (its start, effect
+    and completion were that one transaction): parented as `claim_span`'s, recorded once the
+    page committed, with nothing under it."""
+    tracer = current()
+    if not tracer.enabled:
+        return
+    parent, links, attributes = _claim(dispatch, lease, taken_over=taken_over)
+    attributes["qinglong.page"] = True
+    attributes["qinglong.outcome"] = "succeeded"
+    tracer.mark(
+        "dispatch.claim",
+        parent=parent,
+        new_trace=parent is None,
+        links=links,
+        attributes=attributes,
+    )
+
+
+def _claim(
+    dispatch: records.Dispatch, lease: records.Lease, *, taken_over: bool
+) -> tuple[str | None, tuple[str, ...], dict[str, ports.tracing.AttributeValue | None]]:
+    """A claim span's parent (None: a new trace), links and attributes."""
     fresh = lease.attempt <= 1 and not taken_over
     stored = dispatch.traceparent
-    return current().span(
-        "dispatch.claim",
-        parent=stored if fresh else None,
-        new_trace=not fresh or stored is None,
-        links=() if fresh or stored is None else (stored,),
-        attributes={
+    return (
+        stored if fresh else None,
+        () if fresh or stored is None else (stored,),
+        {
             **span_attributes(dispatch),
             "qinglong.attempt": lease.attempt,
             "qinglong.owner": lease.owner,
@@ -70,11 +106,33 @@ def recovery_span(dispatch: records.Dispatch) -> contextlib.AbstractContextManag
     """The `recovery.settle` span of one reconcile of a dispatch: a new trace (the attempt it
     settles may have died with its process) linked to the one it was submitted under."""
     stored = dispatch.traceparent
-    return current().span(
+    tracer = current()
+    if not tracer.enabled:
+        return tracer.span("recovery.settle")
+    return tracer.span(
         "recovery.settle",
         new_trace=True,
         links=() if stored is None else (stored,),
         attributes=span_attributes(dispatch),
+    )
+
+
+def resolve_span(
+    dispatch_id: str, dispatch: records.Dispatch | None, *, resolution: str, principal: str
+) -> contextlib.AbstractContextManager[ports.Span]:
+    """The `recovery.resolve` span of a resolution by hand: an operator's decision on the
+    request, so a child of the trace its dispatch was submitted under, as a vote is (the
+    request's span ended when it was submitted; the dead attempt is no parent); a new trace
+    when the dispatch has none (or tracing read none: `dispatch` None)."""
+    stored = None if dispatch is None else dispatch.traceparent
+    named = (
+        span_attributes(dispatch) if dispatch is not None else {"qinglong.dispatch_id": dispatch_id}
+    )
+    return current().span(
+        "recovery.resolve",
+        parent=stored,
+        new_trace=stored is None,
+        attributes={**named, "qinglong.resolution": resolution, "qinglong.principal": principal},
     )
 
 
@@ -84,7 +142,7 @@ def mark_decision(name: str, approval: approvals.Approval, **attributes: str | N
     tracer = current()
     if not tracer.enabled:
         return
-    with tracer.span(
+    tracer.mark(
         name,
         parent=approval.traceparent,
         new_trace=approval.traceparent is None,
@@ -95,5 +153,4 @@ def mark_decision(name: str, approval: approvals.Approval, **attributes: str | N
             "qinglong.status": approval.status.value,
             **{f"qinglong.{key}": value for key, value in attributes.items()},
         },
-    ):
-        pass
+    )

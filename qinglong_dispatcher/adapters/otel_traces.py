@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 
 from opentelemetry import context as otel_context
@@ -25,12 +26,40 @@ from qinglong_dispatcher import ports
 
 DEFAULT_SERVICE_NAME = "qinglong-dispatcher"
 _PROPAGATOR = TraceContextTextMapPropagator()
+_STORED = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+_EMPTY = otel_context.Context()
 
 
 def _context_of(traceparent: str) -> trace.SpanContext | None:
+    """The span context of a traceparent: read by position in the one form the database and
+    the submits keep (`domain.traces`, version 00), else by the SDK's propagator."""
+    stored = _STORED.fullmatch(traceparent)
+    if stored is not None:
+        trace_id, span_id = int(stored[1], 16), int(stored[2], 16)
+        if trace_id and span_id:
+            flags = trace.TraceFlags(int(stored[3], 16))
+            return trace.SpanContext(trace_id, span_id, is_remote=True, trace_flags=flags)
+        return None
     ctx = _PROPAGATOR.extract({"traceparent": traceparent})
     found = trace.get_current_span(ctx).get_span_context()
     return found if found.is_valid else None
+
+
+def _parent_context(parent: str | None, new_trace: bool) -> otel_context.Context | None:
+    """The context a span starts in: `parent`'s (an invalid one: a new trace, as the
+    propagator would), an empty one for `new_trace`, else None (the current task's)."""
+    if parent is not None:
+        found = _context_of(parent)
+        if found is None:
+            return otel_context.Context()
+        return trace.set_span_in_context(trace.NonRecordingSpan(found), _EMPTY)
+    return otel_context.Context() if new_trace else None
+
+
+def _kept(
+    attributes: Mapping[str, ports.tracing.AttributeValue | None] | None,
+) -> dict[str, ports.tracing.AttributeValue]:
+    return {k: v for k, v in (attributes or {}).items() if v is not None}
 
 
 def _w3c(span_context: trace.SpanContext) -> str | None:
@@ -84,21 +113,36 @@ class OtelTracer:
         attributes: Mapping[str, ports.tracing.AttributeValue | None] | None = None,
     ) -> Iterator[ports.Span]:
         """An SDK span, current in this task for the block."""
-        context: otel_context.Context | None = None
-        if parent is not None:
-            context = _PROPAGATOR.extract({"traceparent": parent})
-        elif new_trace:
-            context = otel_context.Context()
         linked = [trace.Link(c) for c in map(_context_of, links) if c is not None]
-        kept = {k: v for k, v in (attributes or {}).items() if v is not None}
         with self._tracer.start_as_current_span(
             name,
-            context=context,
+            context=_parent_context(parent, new_trace),
             links=linked,
-            attributes=kept,
+            attributes=_kept(attributes),
             record_exception=False,
         ) as span:
             yield _Span(span)
+
+    def mark(
+        self,
+        name: str,
+        *,
+        parent: str | None = None,
+        new_trace: bool = False,
+        links: Sequence[str] = (),
+        attributes: Mapping[str, ports.tracing.AttributeValue | None] | None = None,
+    ) -> None:
+        """An SDK span started and ended at once, never attached to this task's context (no
+        context switch, no wrapper: what a span costs the caller, measured in
+        docs/performance.md)."""
+        linked = [trace.Link(c) for c in map(_context_of, links) if c is not None]
+        self._tracer.start_span(
+            name,
+            context=_parent_context(parent, new_trace),
+            links=linked,
+            attributes=_kept(attributes),
+            record_exception=False,
+        ).end()
 
     def current_ids(self) -> tuple[str, str] | None:
         """The ids of the span open in this task, if it is recorded."""

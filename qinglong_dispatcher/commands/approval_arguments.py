@@ -44,6 +44,7 @@ def add_submit_arguments(p: argparse.ArgumentParser, shared: argparse.ArgumentPa
     )
     t.add_argument("--requested-by", default="cli", metavar="W", help="requester (cli)")
     t.add_argument("--approved-by", default="cli", metavar="W", help="approver (cli)")
+    _traceparent_argument(t)
     t.add_argument("--json", action="store_true")
     t.set_defaults(handler=parsing.lazy("submitting", "cmd_submit_tool"))
 

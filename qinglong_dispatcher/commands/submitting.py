@@ -198,6 +198,7 @@ async def cmd_submit_tool(settings: Settings, args: argparse.Namespace) -> int:
         tool_id=args.tool,
         content=content,
     )
+    traceparent = traces.optional_traceparent(args.traceparent)
     await anyio.to_thread.run_sync(sandbox.root, settings.tool_sandbox_dir)
     store = await common.open_store(settings)
     try:
@@ -212,6 +213,7 @@ async def cmd_submit_tool(settings: Settings, args: argparse.Namespace) -> int:
             content=content,
             requested_by=args.requested_by,
             approved_by=args.approved_by,
+            traceparent=traceparent,
         )
     except (errors.SelfApprovalRefused, errors.ApprovalNotPermitted) as exc:
         raise _as_steps(exc) from None

@@ -165,7 +165,6 @@ def _trace_committed(claim: records.Claim) -> None:
         return
     assert claim.dispatch is not None
     assert claim.lease is not None
-    taken_over = claim.taken_over is not None
-    with tracing.claim_span(claim.dispatch, claim.lease, taken_over=taken_over) as span:
-        span.set("qinglong.page", True)
-        span.set("qinglong.outcome", "succeeded")
+    tracing.mark_committed_claim(
+        claim.dispatch, claim.lease, taken_over=claim.taken_over is not None
+    )

@@ -52,6 +52,19 @@ class Tracer(Protocol):
         else the span open in this task, if any. `links` are traceparents it follows from."""
         ...
 
+    def mark(
+        self,
+        name: str,
+        *,
+        parent: str | None = None,
+        new_trace: bool = False,
+        links: Sequence[str] = (),
+        attributes: Mapping[str, AttributeValue | None] | None = None,
+    ) -> None:
+        """A span for a step that has already happened (a committed vote, a page's item):
+        recorded and ended at once, never the task's current span; its parent as `span`'s."""
+        ...
+
     def current_ids(self) -> tuple[str, str] | None:
         """The hex trace id and span id of the span open in this task (for log lines)."""
         ...
@@ -96,6 +109,17 @@ class NoopTracer:
     ) -> Iterator[Span]:
         """The inert span."""
         yield _NOOP_SPAN
+
+    def mark(
+        self,
+        name: str,
+        *,
+        parent: str | None = None,
+        new_trace: bool = False,
+        links: Sequence[str] = (),
+        attributes: Mapping[str, AttributeValue | None] | None = None,
+    ) -> None:
+        """Nothing is recorded."""
 
     def current_ids(self) -> tuple[str, str] | None:
         """None: no span is open."""

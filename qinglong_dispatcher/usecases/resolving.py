@@ -27,22 +27,29 @@ async def resolve_manually(
     plans.require_identifier("operator", operator)
     plans.require_identifier("reason", reason)
     said = principals.typed_comment(comment)
-    with tracing.current().span(
-        "recovery.resolve",
-        new_trace=True,
-        attributes={"qinglong.dispatch_id": dispatch_id, "qinglong.resolution": resolution.value},
-    ):
-        return await _resolve(
-            store,
-            clock,
-            dispatch_id,
-            resolution=resolution,
-            operator=operator,
-            reason=reason,
-            acting=acting,
-            context=context,
-            comment=said,
-        )
+    tracer = tracing.current()
+    # One read more, only with tracing on: the trace the dispatch was submitted under.
+    dispatch = await store.get_dispatch(dispatch_id) if tracer.enabled else None
+    with tracing.resolve_span(
+        dispatch_id, dispatch, resolution=resolution.value, principal=operator
+    ) as span:
+        try:
+            done = await _resolve(
+                store,
+                clock,
+                dispatch_id,
+                resolution=resolution,
+                operator=operator,
+                reason=reason,
+                acting=acting,
+                context=context,
+                comment=said,
+            )
+        except errors.QinglongError:
+            span.set("qinglong.outcome", "refused")
+            raise
+        span.set("qinglong.outcome", f"resolved_{resolution.value}")
+        return done
 
 
 async def _resolve(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions.tool_invoke import plan as tool_invoke
-from qinglong_dispatcher.domain import approvals, errors, ids, plans, waits
+from qinglong_dispatcher.domain import approvals, errors, ids, plans, traces, waits
 from qinglong_dispatcher.domain.tools import registry as tool_registry
 from qinglong_dispatcher.domain.tools import steps
 from qinglong_dispatcher.usecases import policy, requesting
@@ -111,12 +111,15 @@ async def submit_tool_invocation(
     content: str,
     requested_by: str,
     approved_by: str,
+    traceparent: str | None = None,
 ) -> ToolSubmission:
     """Validate everything first, then write plan, approval and StepRun, approve and consume
     in one transaction of `tool.invoke`'s repository (`steps_repository`, over `store`): all
-    or nothing (a missing or finished Run writes nothing)."""
+    or nothing (a missing or finished Run writes nothing). `traceparent`: the caller's checked
+    W3C context, as `submit`."""
     plans.require_identifier("requested-by", requested_by)
     plans.require_identifier("approved-by", approved_by)
+    traceparent = traces.optional_traceparent(traceparent)
     step_run_id = ids.new_step_run_id()
     plan = tool_invoke_plan(
         project_id=project_id,
@@ -125,17 +128,34 @@ async def submit_tool_invocation(
         tool_id=tool_id,
         content=content,
     )
+    with requesting.submit_span(plan.ACTION_TYPE, plan.project_id, traceparent) as span:
+        now = clock.now_ms()
+        new = requesting.new_approval(
+            plan,
+            requested_by=requested_by,
+            now_ms=now,
+            approval_ttl_ms=the_policy.approval_ttl_ms,
+            plan_digests=store.plan_digests,
+            traceparent=span.traceparent or traceparent,
+        )
+        consumed = await steps_repository.submit_tool_invocation(
+            new,
+            _waiting_step(plan, new, step_run_id),
+            approved_by=approved_by,
+            now_ms=now,
+            max_attempts=the_policy.max_attempts,
+        )
+        span.set("qinglong.dispatch_id", consumed.dispatch_id)
+    return ToolSubmission(consumed=consumed, step_run_id=step_run_id)
+
+
+def _waiting_step(
+    plan: tool_invoke.ToolInvocationPlan, new: approvals.NewApproval, step_run_id: str
+) -> steps.NewStepRun:
+    """The StepRun of `plan`, waiting for its approval `new`."""
     definition = tool_registry.lookup(plan.tool_id, plan.tool_version)
     assert definition is not None
-    now = clock.now_ms()
-    new = requesting.new_approval(
-        plan,
-        requested_by=requested_by,
-        now_ms=now,
-        approval_ttl_ms=the_policy.approval_ttl_ms,
-        plan_digests=store.plan_digests,
-    )
-    step = steps.NewStepRun(
+    return steps.NewStepRun(
         binding=steps.Binding(
             step_run_id=step_run_id,
             run_id=plan.run_id,
@@ -150,7 +170,3 @@ async def submit_tool_invocation(
         ),
         status=steps.StepRunStatus.WAITING_APPROVAL,
     )
-    consumed = await steps_repository.submit_tool_invocation(
-        new, step, approved_by=approved_by, now_ms=now, max_attempts=the_policy.max_attempts
-    )
-    return ToolSubmission(consumed=consumed, step_run_id=step_run_id)

@@ -158,18 +158,23 @@ def daemon_env(path: Path, site: Path | None, port: int) -> dict[str, str]:
     }
 
 
+def rows_sql(schema: str = "") -> str:
+    """The query of `rows`, its tables in `schema` (`qinglong.` on PostgreSQL)."""
+    return (
+        "SELECT dispatch_id, status, attempt, takeovers, result_code, eligible_at_ms, "
+        f"(SELECT count(*) FROM {schema}execution_events AS v "
+        "WHERE v.dispatch_id = e.dispatch_id AND v.to_status = 'executing') AS starts "
+        f"FROM {schema}approved_action_dispatch_executions AS e"
+    )
+
+
 def rows(path: Path) -> dict[str, dict[str, Any]]:
     """Every execution row with its count of starts, read on a connection of the test's own
     (WAL: never in a daemon's way)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
     conn.row_factory = sqlite3.Row
     try:
-        found = conn.execute(
-            "SELECT dispatch_id, status, attempt, takeovers, result_code, eligible_at_ms, "
-            "(SELECT count(*) FROM execution_events AS v WHERE v.dispatch_id = e.dispatch_id "
-            " AND v.to_status = 'executing') AS starts "
-            "FROM approved_action_dispatch_executions AS e"
-        ).fetchall()
+        found = conn.execute(rows_sql()).fetchall()
         return {r["dispatch_id"]: dict(r) for r in found}
     finally:
         conn.close()
