@@ -45,6 +45,9 @@ class Operation(enum.StrEnum):
     """Settle a `recovery_required` execution by hand."""
     NOTE = "note"
     """Write a note on a request or a dispatch that waits on people (the inbox's rows)."""
+    TEST_SUBSCRIPTION = "test_subscription"
+    """Send one signed sample to a subscription's destination, as `notify test` does (nothing
+    is written: the web layer sends it, never the store)."""
 
 
 ALL = frozenset(Role)
@@ -61,6 +64,7 @@ MAY: Mapping[Operation, frozenset[Role]] = types.MappingProxyType(
         Operation.CANCEL: frozenset({Role.OPERATOR}),
         Operation.RESOLVE: frozenset({Role.OPERATOR}),
         Operation.NOTE: frozenset({Role.APPROVER, Role.OPERATOR}),
+        Operation.TEST_SUBSCRIPTION: frozenset({Role.OPERATOR}),
     }
 )
 """The roles that may perform each operation."""
@@ -71,7 +75,7 @@ APPROVAL_STEPS = frozenset(
 """Operations on approval requests: the store refuses them `ApprovalNotPermitted`, the others
 `PrincipalNotPermitted`."""
 
-WEB_ONLY = frozenset({Operation.SESSION})
+WEB_ONLY = frozenset({Operation.SESSION, Operation.TEST_SUBSCRIPTION})
 """Operations the store never performs as the principal."""
 
 
