@@ -149,8 +149,7 @@ async def test_a_change_nobody_hears_builds_no_event_at_all(
     event, while the failure someone hears writes its own."""
     if harness.dialect == "postgres":
         await harness.raw(
-            "DROP TRIGGER notification_events_while_someone_listens "
-            "ON qinglong.notification_events"
+            "DROP TRIGGER notification_events_while_someone_listens ON qinglong.notification_events"
         )
     else:
         await harness.raw("DROP TRIGGER notification_events_while_someone_listens")
