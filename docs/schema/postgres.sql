@@ -3267,6 +3267,13 @@ CREATE OR REPLACE FUNCTION qinglong.tell_approval_reminder()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
+    IF NOT EXISTS (
+            SELECT 1 FROM qinglong.notification_subscriptions AS s
+            WHERE pg_catalog.strpos(s.kinds_json,
+                                    '"' OPERATOR(pg_catalog.||) NEW.kind
+                                    OPERATOR(pg_catalog.||) '"') > 0) THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO qinglong.notification_events (
         kind, subject_id, project_id, action_type, at_ms, payload_json
     )
@@ -3308,6 +3315,13 @@ BEGIN
     ELSE
         RETURN NULL;
     END IF;
+    IF NOT EXISTS (
+            SELECT 1 FROM qinglong.notification_subscriptions AS s
+            WHERE pg_catalog.strpos(s.kinds_json,
+                                    '"' OPERATOR(pg_catalog.||) kind
+                                    OPERATOR(pg_catalog.||) '"') > 0) THEN
+        RETURN NULL;
+    END IF;
     SELECT p.policy_name, p.policy_version INTO policy, policy_version
         FROM qinglong.approval_request_policies AS p
         WHERE p.approval_request_id OPERATOR(pg_catalog.=) NEW.approval_request_id;
@@ -3338,6 +3352,13 @@ CREATE OR REPLACE FUNCTION qinglong.tell_execution_outcome()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
+    IF NOT EXISTS (
+            SELECT 1 FROM qinglong.notification_subscriptions AS s
+            WHERE pg_catalog.strpos(s.kinds_json,
+                                    '"dispatch.' OPERATOR(pg_catalog.||) NEW.status
+                                    OPERATOR(pg_catalog.||) '"') > 0) THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO qinglong.notification_events (
         kind, subject_id, project_id, action_type, at_ms, payload_json
     )
@@ -3367,6 +3388,12 @@ CREATE OR REPLACE FUNCTION qinglong.tell_recovery_required()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
+    IF NOT EXISTS (
+            SELECT 1 FROM qinglong.notification_subscriptions AS s
+            WHERE pg_catalog.strpos(s.kinds_json, '"dispatch.recovery_required"') > 0
+               OR pg_catalog.strpos(s.kinds_json, '"target.held"') > 0) THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO qinglong.notification_events (
         kind, subject_id, project_id, action_type, at_ms, payload_json
     )

@@ -850,6 +850,8 @@ END;
 
 -- trigger approval_events_tell
 CREATE TRIGGER approval_events_tell AFTER INSERT ON approval_events
+WHEN EXISTS (SELECT 1 FROM notification_subscriptions AS s
+             WHERE instr(s.kinds_json, '"' || NEW.kind || '"') > 0)
 BEGIN
     INSERT INTO notification_events (
         kind, subject_id, project_id, action_type, at_ms, payload_json
@@ -1173,6 +1175,8 @@ END;
 
 -- trigger approval_requests_tell_insert
 CREATE TRIGGER approval_requests_tell_insert AFTER INSERT ON approval_requests
+WHEN EXISTS (SELECT 1 FROM notification_subscriptions AS s
+             WHERE instr(s.kinds_json, '"approval.requested"') > 0)
 BEGIN
     INSERT INTO notification_events (
         kind, subject_id, project_id, action_type, at_ms, payload_json
@@ -1205,6 +1209,8 @@ END;
 -- trigger approval_requests_tell_update
 CREATE TRIGGER approval_requests_tell_update AFTER UPDATE ON approval_requests
 WHEN NEW.status IS NOT OLD.status AND NEW.status IN ('approved', 'rejected', 'expired')
+ AND EXISTS (SELECT 1 FROM notification_subscriptions AS s
+             WHERE instr(s.kinds_json, '"approval.' || NEW.status || '"') > 0)
 BEGIN
     INSERT INTO notification_events (
         kind, subject_id, project_id, action_type, at_ms, payload_json
@@ -1626,6 +1632,8 @@ END;
 CREATE TRIGGER approved_action_dispatch_executions_tell
 AFTER UPDATE ON approved_action_dispatch_executions
 WHEN NEW.status IS NOT OLD.status AND NEW.status IN ('failed', 'blocked', 'succeeded')
+ AND EXISTS (SELECT 1 FROM notification_subscriptions AS s
+             WHERE instr(s.kinds_json, '"dispatch.' || NEW.status || '"') > 0)
 BEGIN
     INSERT INTO notification_events (
         kind, subject_id, project_id, action_type, at_ms, payload_json
@@ -2074,7 +2082,9 @@ BEGIN SELECT RAISE(ABORT, 'recovery_required_marks: only a prune deletes a mark'
 
 -- trigger recovery_required_marks_tell
 CREATE TRIGGER recovery_required_marks_tell AFTER INSERT ON recovery_required_marks
-WHEN EXISTS (SELECT 1 FROM notification_subscriptions)
+WHEN EXISTS (SELECT 1 FROM notification_subscriptions AS s
+             WHERE instr(s.kinds_json, '"dispatch.recovery_required"') > 0
+                OR instr(s.kinds_json, '"target.held"') > 0)
 BEGIN
     INSERT INTO notification_events (
         kind, subject_id, project_id, action_type, at_ms, payload_json

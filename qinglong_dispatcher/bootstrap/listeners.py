@@ -50,6 +50,7 @@ def api_server(
 
     Until a token store fills `authenticator`, every token is refused (deny by default). The
     writes act as each token's principal through `acting` (by default `store` itself)."""
+    from qinglong_dispatcher.notifying import samples
     from qinglong_dispatcher.web import auth, context, events, limits, server
     from qinglong_dispatcher.web.ui import sessions
 
@@ -88,6 +89,7 @@ def api_server(
             lifetime_s=settings.ui_session_lifetime_seconds,
         ),
         oidc=None if settings.oidc_file is None else _oidc(settings.oidc_file),
+        samples=samples.Samples(ui_base=settings.public_url),
     )
     return server.ApiServer(
         address=address, ctx=ctx, max_connections=settings.api_max_connections, tls=tls

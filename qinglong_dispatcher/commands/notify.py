@@ -9,8 +9,6 @@ this process's environment and posts one signed sample event, recorded nowhere.
 from __future__ import annotations
 
 import argparse
-import secrets as random_ids
-import time
 
 from qinglong_dispatcher.actions import secrets
 from qinglong_dispatcher.commands import common
@@ -44,54 +42,29 @@ def _summary(sub: n.Subscription) -> str:
     )
 
 
-def sample(name: str) -> n.Event:
-    """The event `notify test` posts: a request of no real action, with its own message id."""
-    return n.Event(
-        id=0,
-        kind="approval.requested",
-        subject_id="a-sample",
-        project_id="sample",
-        action_type="sample",
-        at_ms=int(time.time() * 1000),
-        payload={"approvalRequestId": "a-sample", "sample": True, "subscription": name},
-        message=f"qle_test_{random_ids.token_hex(8)}",
-    )
-
-
 async def _test(sub: n.Subscription, as_json: bool, ui_base: str | None) -> int:
-    from qinglong_dispatcher.notifying import sending
+    from qinglong_dispatcher.notifying import samples
 
     try:
-        key = n.webhook_key(secrets.SecretRef.parse(sub.secret_ref).read())
+        key = samples.key_of(sub)
     except (ValueError, secrets.SecretUnavailable, n.SubscriptionInvalid) as exc:
         raise common.UsageError(f"subscription {sub.name}: {exc}") from None
-    async with sending.client(10.0) as session:
-        event = sample(sub.name)
-        sent = await sending.send(
-            session,
-            sub.url,
-            key,
-            event,
-            sub.format,
-            timestamp_s=int(time.time()),
-            ui_base=ui_base,
-        )
-    ok = sent.code is not None and 200 <= sent.code < 300
+    sent = await samples.post(sub, key, ui_base=ui_base)
     if as_json:
         common.print_json(
             {
                 "name": sub.name,
-                "webhook_id": event.message_id,
+                "webhook_id": sent.webhook_id,
                 "status": sent.code,
                 "error": sent.error_code,
                 "latency_ms": sent.latency_ms,
-                "delivered": ok,
+                "delivered": sent.delivered,
             }
         )
     else:
         answer = sent.code if sent.code is not None else sent.error_code
-        print(f"{sub.name}: {event.message_id} answered {answer} in {sent.latency_ms} ms")
-    return common.EXIT_OK if ok else common.EXIT_REFUSED
+        print(f"{sub.name}: {sent.webhook_id} answered {answer} in {sent.latency_ms} ms")
+    return common.EXIT_OK if sent.delivered else common.EXIT_REFUSED
 
 
 async def cmd_notify(settings: Settings, args: argparse.Namespace) -> int:

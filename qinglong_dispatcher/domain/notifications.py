@@ -46,6 +46,11 @@ _REF = re.compile(r"(credential|file|env):\S+")
 _PREFIX = re.compile(r"[!-~]{1,128}")
 
 
+def is_name(value: str) -> bool:
+    """Whether `value` may name a subscription (what `Subscription.check` accepts)."""
+    return _NAME.fullmatch(value) is not None
+
+
 class SubscriptionInvalid(errors.InvalidInput):
     """The subscription asked for is not one the dispatcher can keep."""
 
@@ -80,7 +85,7 @@ class Subscription:
 
     def check(self) -> Subscription:
         """Itself when every field is one the database accepts; `SubscriptionInvalid` else."""
-        if not _NAME.fullmatch(self.name):
+        if not is_name(self.name):
             raise SubscriptionInvalid("a name is 1-63 of a-z 0-9 _ . - starting with a-z or 0-9")
         if not _URL.fullmatch(self.url) or len(self.url) > 2048:
             raise SubscriptionInvalid("the URL must be http:// or https:// (at most 2048 bytes)")

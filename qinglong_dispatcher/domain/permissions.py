@@ -48,6 +48,9 @@ class Operation(enum.StrEnum):
     LIFT = "lift"
     """Lift the freezes covering one waiting dispatch, for it alone (never its requester's:
     the database refuses that whatever the role)."""
+    TEST_SUBSCRIPTION = "test_subscription"
+    """Send one signed sample to a subscription's destination, as `notify test` does (nothing
+    is written: the web layer sends it, never the store)."""
 
 
 ALL = frozenset(Role)
@@ -65,6 +68,7 @@ MAY: Mapping[Operation, frozenset[Role]] = types.MappingProxyType(
         Operation.RESOLVE: frozenset({Role.OPERATOR}),
         Operation.NOTE: frozenset({Role.APPROVER, Role.OPERATOR}),
         Operation.LIFT: frozenset({Role.OPERATOR}),
+        Operation.TEST_SUBSCRIPTION: frozenset({Role.OPERATOR}),
     }
 )
 """The roles that may perform each operation."""
@@ -75,7 +79,7 @@ APPROVAL_STEPS = frozenset(
 """Operations on approval requests: the store refuses them `ApprovalNotPermitted`, the others
 `PrincipalNotPermitted`."""
 
-WEB_ONLY = frozenset({Operation.SESSION})
+WEB_ONLY = frozenset({Operation.SESSION, Operation.TEST_SUBSCRIPTION})
 """Operations the store never performs as the principal."""
 
 

@@ -78,12 +78,15 @@ class PruneCounts:
     dispatches: int = 0
     audit_events: int = 0
     notification_events: int = 0
+    notification_deliveries: int = 0
+    """The deliveries that went with the events (each event's, to each subscription)."""
 
     def __add__(self, other: PruneCounts) -> PruneCounts:
         return PruneCounts(
             dispatches=self.dispatches + other.dispatches,
             audit_events=self.audit_events + other.audit_events,
             notification_events=self.notification_events + other.notification_events,
+            notification_deliveries=(self.notification_deliveries + other.notification_deliveries),
         )
 
     @property

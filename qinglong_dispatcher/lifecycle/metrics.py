@@ -9,6 +9,7 @@ import prometheus_client
 from prometheus_client import metrics_core
 
 import qinglong_dispatcher
+from qinglong_dispatcher.domain import retention
 from qinglong_dispatcher.lifecycle import (
     api_metrics,
     approval_metrics,
@@ -81,6 +82,8 @@ SERIES_NAMES = (
     *target_metrics.SERIES_NAMES,
     "qinglong_dispatcher_pruned_dispatches_total",
     "qinglong_dispatcher_pruned_audit_events_total",
+    "qinglong_dispatcher_pruned_notification_events_total",
+    "qinglong_dispatcher_pruned_notification_deliveries_total",
     "qinglong_dispatcher_wakeups_total",
     "qinglong_dispatcher_wakeup_listener_up",
     "qinglong_dispatcher_wakeup_listener_reconnects_total",
@@ -248,6 +251,16 @@ class Metrics:
             "Security audit records deleted by their (longer) retention.",
             registry=reg,
         )
+        self._pruned_events = prometheus_client.Counter(
+            p + "pruned_notification_events",
+            "Outbox events deleted by retention once delivered or dead-lettered.",
+            registry=reg,
+        )
+        self._pruned_deliveries = prometheus_client.Counter(
+            p + "pruned_notification_deliveries",
+            "Deliveries (one per event and subscription) deleted with their events.",
+            registry=reg,
+        )
         self._wakeups = prometheus_client.Counter(
             p + "wakeups",
             "Wake-up notifications received (cluster: a dispatch became due); 0 on edge.",
@@ -352,10 +365,12 @@ class Metrics:
         if reconnected:
             self._wakeup_reconnects.inc()
 
-    def record_pruned(self, *, dispatches: int, audit_events: int) -> None:
+    def record_pruned(self, counts: retention.PruneCounts) -> None:
         """Count what one prune batch deleted."""
-        self._pruned_dispatches.inc(dispatches)
-        self._pruned_audit_events.inc(audit_events)
+        self._pruned_dispatches.inc(counts.dispatches)
+        self._pruned_audit_events.inc(counts.audit_events)
+        self._pruned_events.inc(counts.notification_events)
+        self._pruned_deliveries.inc(counts.notification_deliveries)
 
     def record_api_auth_failure(self) -> None:
         """Count one API request refused for its credentials."""

@@ -70,15 +70,14 @@ class Pruner:
             batches += 1
             total += counts
             if self._metrics is not None:
-                self._metrics.record_pruned(
-                    dispatches=counts.dispatches, audit_events=counts.audit_events
-                )
+                self._metrics.record_pruned(counts)
             if not counts.empty:
                 log.info(
                     "prune.batch",
                     dispatches=counts.dispatches,
                     audit_events=counts.audit_events,
                     notification_events=counts.notification_events,
+                    notification_deliveries=counts.notification_deliveries,
                     duration_s=round(time.monotonic() - batch_started, 4),
                 )
             if counts.short_of(self._limit):
@@ -91,6 +90,7 @@ class Pruner:
             dispatches=total.dispatches,
             audit_events=total.audit_events,
             notification_events=total.notification_events,
+            notification_deliveries=total.notification_deliveries,
             batches=batches,
             complete=complete,
             duration_s=round(time.monotonic() - started, 4),

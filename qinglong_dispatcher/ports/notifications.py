@@ -125,3 +125,28 @@ class DeliveryObserver(Protocol):
     def stats(self, stats: DeliveryStats) -> None:
         """The store's reading after a pass."""
         ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Tested:
+    """What one signed sample posted to a subscription's destination came back with (`code`
+    None: no answer, `error_code` says why). Recorded nowhere; never the secret or the URL."""
+
+    webhook_id: str
+    code: int | None
+    error_code: str | None
+    latency_ms: int
+
+    @property
+    def delivered(self) -> bool:
+        """Whether the destination acknowledged it (2xx)."""
+        return self.code is not None and 200 <= self.code < 300
+
+
+class SampleSender(Protocol):
+    """Posts `notify test`'s signed sample to a subscription's destination, writing nothing."""
+
+    async def send_sample(self, subscription: notifications.Subscription) -> Tested:
+        """One signed sample to `subscription`; an unreadable secret or a destination that does
+        not answer is a `Tested` saying so, never an exception."""
+        ...

@@ -36,7 +36,7 @@ class ToolExecutionStartBarrierRepository(Protocol):
     """The atomic start of a Tool StepRun: evidence, mutation, RunEvent and barrier at once."""
 
     async def prepare(self, command: tool_start.StartCommand) -> StartBarrierResult:
-        """One transaction in docs/decisions/0057's fixed order; all facts commit, or none do."""
+        """One transaction in docs/decisions/0054's fixed order; all facts commit, or none do."""
         ...
 
     async def get_by_start_id(self, start_id: str) -> tool_barrier_checks.StoredBarrier | None:

@@ -71,6 +71,7 @@ ROUTES: Final[tuple[tuple[str, str, Handler], ...]] = (
     ("POST", "/dispatches/{dispatch_id}/lift-freeze", freezes.lift),
     ("POST", "/recovery/{dispatch_id}/resolve", operations.resolve),
     ("POST", "/recovery/settle", settling.settle),
+    ("POST", "/subscriptions/{name}/test", subscriptions.test_subscription),
 )
 """Every route but the OpenAPI document's own, under `PREFIX`."""
 

@@ -12,6 +12,7 @@ from aiohttp import web
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import plan_previews, plans, principals
 from qinglong_dispatcher.lifecycle import http, metrics
+from qinglong_dispatcher.ports import notifications as notify_ports
 from qinglong_dispatcher.usecases.policy import Policy
 from qinglong_dispatcher.web import events, idempotency, limits
 from qinglong_dispatcher.web.oidc import flow as oidc_flow
@@ -52,6 +53,9 @@ class Context:
     """The operator UI's sign-in sessions, kept in the store (web/ui/sessions.py)."""
     oidc: oidc_flow.Oidc | None = None
     """The OIDC sign-in's relying party (`QINGLONG_OIDC_FILE`); None: tokens only."""
+    samples: notify_ports.SampleSender | None = None
+    """What posts a subscription's signed sample (the daemon's listener always has one; None
+    only in an application built to list its routes)."""
 
 
 CONTEXT: Final = web.AppKey("context", Context)

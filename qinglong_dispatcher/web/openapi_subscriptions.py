@@ -1,4 +1,5 @@
-"""The OpenAPI operation and schemas of the subscriptions' read (web/subscriptions.py)."""
+"""The OpenAPI operations and schemas of the subscriptions' read and test
+(web/subscriptions.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,43 @@ from qinglong_dispatcher.domain import notifications as n
 from qinglong_dispatcher.web import openapi_writes, schemas
 
 
-def paths(errors: dict[str, Any]) -> dict[str, Any]:
-    """The route's path item (`errors`: the reads' error responses)."""
+def _test(errors: dict[str, Any]) -> dict[str, Any]:
+    problem = errors["403"]["content"]
     return {
+        "operationId": "testSubscription",
+        "summary": "Send one signed sample to the subscription's destination, as notify test "
+        "does, and report its answer; nothing is written (role operator)",
+        "security": [{"bearer": []}],
+        "parameters": [
+            {
+                "name": "name",
+                "in": "path",
+                "required": True,
+                "schema": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_.-]{0,62}$"},
+            }
+        ],
+        "responses": {
+            "200": {
+                "description": "The sample was sent, or could not be: `delivered`, the status "
+                "code or the `error` that stood for one, the latency",
+                "content": {"application/json": {"schema": schemas.ref("SubscriptionTest")}},
+            },
+            **errors,
+            "404": {"description": "No subscription has this name", "content": problem},
+            "429": {
+                "description": "Too many writes by this principal (a test counts as one), or "
+                "too many failed authentications from this address",
+                "content": problem,
+                "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+            },
+        },
+    }
+
+
+def paths(errors: dict[str, Any]) -> dict[str, Any]:
+    """The routes' path items (`errors`: the reads' error responses)."""
+    return {
+        "/subscriptions/{name}/test": {"post": _test(errors)},
         "/subscriptions": {
             "get": {
                 "operationId": "listSubscriptions",
@@ -26,7 +61,7 @@ def paths(errors: dict[str, Any]) -> dict[str, Any]:
                     **errors,
                 },
             }
-        }
+        },
     }
 
 
@@ -55,4 +90,19 @@ def all_schemas() -> dict[str, Any]:
             "changed_by": {"type": "string", "description": "how the schema's owner changes them"},
         },
     )
-    return {"Subscription": item, "Subscriptions": answer}
+    tested = openapi_writes.object_schema(
+        ["name", "destination", "webhook_id", "delivered", "status", "error", "latency_ms"],
+        {
+            "name": {"type": "string"},
+            "destination": {"type": "string", "description": "scheme://host[:port] of the URL"},
+            "webhook_id": {"type": "string", "description": "the sample's webhook-id header"},
+            "delivered": {"type": "boolean", "description": "the destination answered 2xx"},
+            "status": {"type": ["integer", "null"], "description": "its HTTP status code"},
+            "error": {
+                "enum": [None, "http_status", "timeout", "connect_failed", "secret_unavailable"],
+                "description": "why it is not delivered (null: it is)",
+            },
+            "latency_ms": {"type": "integer", "minimum": 0},
+        },
+    )
+    return {"Subscription": item, "Subscriptions": answer, "SubscriptionTest": tested}

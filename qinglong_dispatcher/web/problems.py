@@ -76,6 +76,7 @@ KINDS: Final[Mapping[str, Kind]] = {
     "freeze_refused": Kind(409, "The freeze, its end or its lift was refused"),
     "freeze_not_found": Kind(404, "No open freeze has this id"),
     "window_empty": Kind(422, "The requested execution window ends before it can start"),
+    "subscription_not_found": Kind(404, "No subscription has this name"),
     "step_run_refused": Kind(409, "The StepRun's Run, state or binding does not allow this"),
     # The server.
     "too_many_streams": Kind(503, "Too many event streams are open: retry later"),

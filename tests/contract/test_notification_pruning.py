@@ -13,6 +13,8 @@ import pytest
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.domain import notifications as n
+from qinglong_dispatcher.domain import retention
+from qinglong_dispatcher.lifecycle import metrics, pruning
 from qinglong_dispatcher.notifying import deliverer
 from tests.support import outbox, refusals, stores, webhook_receiver
 from tests.support.actions import submit_runs
@@ -98,11 +100,13 @@ async def test_the_prune_takes_what_was_delivered_and_keeps_what_is_pending(
     dry = await _pruner(harness).prune_batch(
         cutoff_ms=cutoff, audit_cutoff_ms=0, limit=500, dry_run=True
     )
-    assert dry.notification_events == 4
+    assert (dry.notification_events, dry.notification_deliveries) == (4, 4)
     # Two batches of at most three: every delivered event goes, and nothing else.
     first = await _pruner(harness).prune_batch(cutoff_ms=cutoff, audit_cutoff_ms=0, limit=3)
     second = await _pruner(harness).prune_batch(cutoff_ms=cutoff, audit_cutoff_ms=0, limit=3)
     assert (first.notification_events, second.notification_events) == (3, 1)
+    # Each went with its one delivery (to "ops": "down" came after them).
+    assert (first.notification_deliveries, second.notification_deliveries) == (3, 1)
     assert {e["id"] for e in await outbox.events(harness)} == pending
     for table in ("notification_deliveries", "notification_attempts", "notification_fanouts"):
         rows = await harness.raw(f"SELECT event_id FROM {outbox.table(harness, table)}")
@@ -123,6 +127,25 @@ async def test_the_prune_takes_what_was_delivered_and_keeps_what_is_pending(
         assert kept == set()
         assert last.notification_events == 2
     assert done.isdisjoint(kept)
+
+
+async def test_the_prune_counts_the_events_and_deliveries_it_removes(
+    harness: Harness, clock: ManualClock, receiver: webhook_receiver.Receiver
+) -> None:
+    """What a pass of the prune removes of the outbox is in its metrics, as its dispatch trees
+    and audit records are."""
+    await _done_and_pending(harness, clock, receiver)
+    the_metrics = metrics.Metrics(profile="edge", cadence_s=1.0, process_metrics=False)
+    pruner = pruning.Pruner(_pruner(harness), clock, metrics=the_metrics, batch_limit=3)
+    cutoff = int(time.time() * 1000) + 1_000
+    report = await pruner.prune(retention.Cutoffs(dispatch_before_ms=cutoff, audit_before_ms=0))
+    assert (report.counts.notification_events, report.counts.notification_deliveries) == (4, 4)
+    assert report.batches == 2
+    exposed = the_metrics.render()
+    assert b"qinglong_dispatcher_pruned_notification_events_total 4.0" in exposed
+    assert b"qinglong_dispatcher_pruned_notification_deliveries_total 4.0" in exposed
+    # The two events still pending keep theirs: each to both subscriptions.
+    assert await _count(harness, "notification_deliveries") == 4
 
 
 async def test_no_one_deletes_an_event_that_is_not_done(

@@ -139,3 +139,40 @@ async def test_an_event_no_subscription_hears_is_not_kept(
         ("dispatch.failed", told[0]["subject_id"])
     ]
     assert stuck.dispatch_id != told[0]["subject_id"]
+
+
+async def test_a_change_nobody_hears_builds_no_event_at_all(
+    harness: Harness, clock: ManualClock
+) -> None:
+    """The telling triggers ask before they build (migration 0042): with the keep trigger
+    gone, a request, its approval, a success and a recovery mark nobody hears still write no
+    event, while the failure someone hears writes its own."""
+    if harness.dialect == "postgres":
+        await harness.raw(
+            "DROP TRIGGER notification_events_while_someone_listens ON qinglong.notification_events"
+        )
+    else:
+        await harness.raw("DROP TRIGGER notification_events_while_someone_listens")
+    owner = await harness.owner()
+    await owner.add_subscription(
+        n.Subscription(
+            name="failures",
+            url="https://listener.invalid/hook",
+            secret_ref="env:QL_LISTENER",
+            kinds=("dispatch.failed",),
+        )
+    )
+    await submit_runs(harness.approver_store, clock, 3)
+    for completion in (states.Completion.SUCCEEDED, states.Completion.FAILED):
+        identity = await started(harness, clock)
+        await harness.store.complete(
+            identity,
+            mutation_id=f"m-{completion.value}",
+            completion=completion,
+            result_code="done",
+            now_ms=clock.now_ms(),
+        )
+    await started(harness, clock)
+    clock.advance(ms=LEASE_MS + 1)
+    assert (await bootstrap.build_reconciler(harness.store, clock).reconcile_pass()).observed == 1
+    assert [e["kind"] for e in await outbox.events(harness)] == ["dispatch.failed"]

@@ -1,5 +1,5 @@
 """PostgreSQL: the tool start barrier decides on row locks taken in one order, not on
-SERIALIZABLE (docs/decisions/0057).
+SERIALIZABLE (docs/decisions/0054).
 
 The barrier locks the Run, then the StepRun, before it reads anything else, so a rival
 barrier of the same StepRun waits for the first to commit and then sees everything it

@@ -10,7 +10,15 @@ import pytest
 from qinglong_dispatcher.bench import notify_path
 from qinglong_dispatcher.config.settings import load_settings
 
-KEYS = {"dispatches", "kinds", "per_s_off", "per_s_on", "ratio"}
+KEYS = {
+    "dispatches",
+    "kinds",
+    "per_s_off",
+    "per_s_on",
+    "ratio",
+    "cpu_s_per_1000_off",
+    "cpu_s_per_1000_on",
+}
 
 
 async def test_edge_notification_phase_measures_both_sides(
@@ -22,4 +30,5 @@ async def test_edge_notification_phase_measures_both_sides(
     assert report["kinds"] == list(notify_path.FAILURE_KINDS)
     assert report["per_s_off"] > 0
     assert report["per_s_on"] > 0
+    assert report["cpu_s_per_1000_on"] > 0
     assert report["ratio"] == pytest.approx(report["per_s_on"] / report["per_s_off"], 0.01)

@@ -1,7 +1,7 @@
-"""The tool execution start barrier (docs/decisions/0019, 0057): one transaction, every fact
+"""The tool execution start barrier (docs/decisions/0019, 0054): one transaction, every fact
 or none.
 
-`prepare` runs in the fixed order of docs/decisions/0057: (1) Run and StepRun locked, in the
+`prepare` runs in the fixed order of docs/decisions/0054: (1) Run and StepRun locked, in the
 order every transaction that moves a StepRun keeps; (2) every start/replay identity, an exact
 replay returning `existing`; (3) the rows re-verified (`tool_barrier_checks.start_refusal`);
 (4) audit event, Trace anchor, Audit receipt; (5) StepRun → `running`; (6) Run version/event
@@ -26,7 +26,7 @@ from qinglong_dispatcher.domain.tools import steps
 from qinglong_dispatcher.ports import transactions as tx
 
 TIMEOUTS = {"statement_timeout": "5s", "lock_timeout": "2s", "idle_timeout": "10s"}
-"""Fixed bounds of the barrier transaction (docs/decisions/0057): PostgreSQL sets them LOCAL to it;
+"""Fixed bounds of the barrier transaction (docs/decisions/0054): PostgreSQL sets them LOCAL to it;
 SQLite's statement only selects them back (the one connection's busy timeout bounds it)."""
 
 
@@ -168,7 +168,7 @@ async def _evidence(
 async def prepare(
     q: tx.Query, shared: tx.Shared, command: tool_start.StartCommand, *, principal: str | None
 ) -> ports.StartBarrierResult:
-    """The eight steps of docs/decisions/0057 in the caller's transaction.
+    """The eight steps of docs/decisions/0054 in the caller's transaction.
 
     `principal` names the audit event on SQLite (the OS user); PostgreSQL's statement writes
     `session_user` instead.

@@ -44,30 +44,27 @@ async def prune_batch(
     await q.run("prune_grant_audit_permit", params)
     audit_events = len(await q.all("prune_audit_events", params))
     await q.run("prune_clear_audit_permits")
+    events, deliveries = await _prune_notifications(q, cutoff_ms=cutoff_ms, limit=limit)
     return retention.PruneCounts(
         dispatches=dispatches,
         audit_events=audit_events,
-        notification_events=await _prune_notifications(q, cutoff_ms=cutoff_ms, limit=limit),
+        notification_events=events,
+        notification_deliveries=deliveries,
     )
 
 
-NOTIFICATION_DELETES = (
-    "prune_notification_attempts",
-    "prune_notification_deliveries",
-    "prune_notification_fanouts",
-)
-"""An event's rows before the event: its deliveries and match point at it."""
-
-
-async def _prune_notifications(q: query.Query, *, cutoff_ms: int, limit: int) -> int:
-    """One batch of the outbox: the first `limit` prunable events and what names them."""
+async def _prune_notifications(q: query.Query, *, cutoff_ms: int, limit: int) -> tuple[int, int]:
+    """One batch of the outbox: the first `limit` prunable events and what names them, child
+    rows first (an event's attempts, deliveries and match point at it); the events and the
+    deliveries that went."""
     bound = await q.one("prune_notification_bound", {"cutoff_ms": cutoff_ms, "limit": limit})
     if bound is None or bound["through"] is None:
-        return 0
+        return 0, 0
     params = {"cutoff_ms": cutoff_ms, "through": int(bound["through"])}
-    for name in NOTIFICATION_DELETES:
-        await q.run(name, params)
-    return len(await q.all("prune_notification_events", params))
+    await q.run("prune_notification_attempts", params)
+    deliveries = len(await q.all("prune_notification_deliveries", params))
+    await q.run("prune_notification_fanouts", params)
+    return len(await q.all("prune_notification_events", params)), deliveries
 
 
 async def count_prunable(
@@ -79,4 +76,7 @@ async def count_prunable(
         dispatches=int((await q.one("prune_count_dispatches", params))["n"]),
         audit_events=int((await q.one("prune_count_audit_events", params))["n"]),
         notification_events=int((await q.one("prune_count_notification_events", params))["n"]),
+        notification_deliveries=int(
+            (await q.one("prune_count_notification_deliveries", params))["n"]
+        ),
     )

@@ -1,6 +1,6 @@
 """The start barrier's rules: refusing a start, building the barrier, re-checking a stored one.
 
-`start_refusal` decides step 3 of docs/decisions/0057 on the rows the barrier transaction holds,
+`start_refusal` decides step 3 of docs/decisions/0054 on the rows the barrier transaction holds,
 the same function for both dialects. A stored barrier is trusted only after its JSON re-normalises
 to the stored bytes, its digest matches, every mirror column equals its JSON member, and the
 ledger line, RunEvent, Trace anchor, Audit event and receipt it references still hash to what

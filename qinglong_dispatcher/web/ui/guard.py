@@ -157,12 +157,18 @@ async def read_form(request: web.Request) -> dict[str, str]:
     return fields
 
 
-async def admit(request: web.Request, body: dict[str, object]) -> writing.Write:
-    """Admit a write of the signed-in principal exactly as the API admits its own: the
-    principal's write limit (`Refused` 429), then the store acting as the principal."""
+def spend_write(request: web.Request) -> None:
+    """Spend one of the signed-in principal's writes, as the API does (`Refused` 429 when
+    none is left): a form that sends something out but writes nothing counts as one too."""
     refused = auth.write_refusal(request)
     if refused is not None:
         raise Refused("rate_limited", "too many writes", Retry_After=refused.headers["Retry-After"])
+
+
+async def admit(request: web.Request, body: dict[str, object]) -> writing.Write:
+    """Admit a write of the signed-in principal exactly as the API admits its own: the
+    principal's write limit (`Refused` 429), then the store acting as the principal."""
+    spend_write(request)
     return await writing.acting(request, body)
 
 

@@ -51,6 +51,7 @@ ROUTES: Final[tuple[tuple[str, str, guard.Handler], ...]] = (
     ("POST", "/ui/approvals/{approval_request_id}/reject", approval_pages.reject),
     ("GET", "/ui/policies", vote_pages.policies_page),
     ("GET", "/ui/subscriptions", subscription_pages.page),
+    ("POST", "/ui/subscriptions/{name}/test", subscription_pages.test),
     ("GET", "/ui/recovery", recovery_pages.queue),
     ("POST", "/ui/recovery/{dispatch_id}/resolve", recovery_pages.resolve),
     ("GET", "/ui/audit", audit_pages.audit),

@@ -170,6 +170,7 @@ WHERE event_id IN (SELECT e.id {prunable_notification_events} AND e.id <= :throu
 -- prune_notification_deliveries --
 DELETE FROM qinglong.notification_deliveries
 WHERE event_id IN (SELECT e.id {prunable_notification_events} AND e.id <= :through::bigint)
+RETURNING event_id
 
 -- prune_notification_fanouts --
 DELETE FROM qinglong.notification_fanouts
@@ -182,3 +183,7 @@ RETURNING id
 
 -- prune_count_notification_events --
 SELECT count(*) AS n {prunable_notification_events}
+
+-- prune_count_notification_deliveries --
+SELECT count(*) AS n FROM qinglong.notification_deliveries
+WHERE event_id IN (SELECT e.id {prunable_notification_events})

@@ -167,6 +167,7 @@ WHERE event_id IN (SELECT e.id {prunable_notification_events} AND e.id <= :throu
 -- prune_notification_deliveries --
 DELETE FROM notification_deliveries
 WHERE event_id IN (SELECT e.id {prunable_notification_events} AND e.id <= :through)
+RETURNING event_id
 
 -- prune_notification_fanouts --
 DELETE FROM notification_fanouts
@@ -179,3 +180,7 @@ RETURNING id
 
 -- prune_count_notification_events --
 SELECT count(*) AS n {prunable_notification_events}
+
+-- prune_count_notification_deliveries --
+SELECT count(*) AS n FROM notification_deliveries
+WHERE event_id IN (SELECT e.id {prunable_notification_events})
