@@ -36,6 +36,9 @@ WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms
       SELECT 1 FROM approved_action_dispatch_executions AS b
       WHERE b.target = e.target AND b.status IN ('leased', 'executing')
         AND b.dispatch_id <> e.dispatch_id))
+  -- The actions a passage has just taken a full page of wait for the next claim (decision
+  -- 0056); an empty list skips nothing.
+  AND d.action_type NOT IN (SELECT value FROM json_each(:skip_action_types))
   -- A row past its window waits for the reconcile pass to end it (migration 0035).
   AND (e.not_after_ms IS NULL OR e.not_after_ms > :now_ms)
   -- A dispatch a freeze covers waits, unless lifted for it (migration 0035); the probe
