@@ -136,6 +136,7 @@ class Dispatcher:
         )
         now_ms = self._clock.now_ms()
         report.observed = max(report.observed, batch.observed)
+        self._passages.claimed(c.dispatch.action_type for c in batch.claims if c.dispatch)
         for claim in batch.claims:
             report.claims[claim.outcome.value] += 1
             if claim.outcome is Outcome.EXHAUSTED:

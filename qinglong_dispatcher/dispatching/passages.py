@@ -12,7 +12,7 @@ claimed by the same batch and goes the page or per-item path, which says why.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import structlog
 
@@ -62,13 +62,24 @@ class Passages:
             for action_type, handler in handlers.items()
             if isinstance(handler, ports.PassingHandler)
         }
+        self._idle: set[str] = set()
+        """Actions whose last passage found nothing due: not tried again (a write transaction
+        each batch for nothing) until the claim takes a row of theirs."""
+
+    def claimed(self, action_types: Iterable[str]) -> None:
+        """The claim took rows of these actions: their passages are worth trying again."""
+        self._idle.difference_update(action_types)
 
     async def run(self, count: Count) -> Passes:
         """One passage per transactional action: what they observed and which passed a full
         page (more of that action may be due)."""
         passes = Passes()
         for action_type, handler in self._transactional.items():
+            if action_type in self._idle:
+                continue
             batch = await self._pass(action_type, handler, count)
+            if batch.observed == 0:
+                self._idle.add(action_type)
             passes.observed = max(passes.observed, batch.observed)
             passes.passed += len(batch.passed)
             if len(batch.passed) >= self._config.page_size:
