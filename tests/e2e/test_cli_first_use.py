@@ -55,6 +55,8 @@ def test_ctrl_c_in_the_first_moments_of_a_command_prints_no_traceback(workdir: P
         time.sleep(offset)
         process.send_signal(signal.SIGINT)
         _out, err = process.communicate(timeout=30)
+        if _before_our_code(err):
+            continue
         seen.append((round(offset, 3), process.returncode))
         assert "Traceback" not in err, (offset, err)
         assert "KeyboardInterrupt" not in err, (offset, err)
@@ -62,7 +64,24 @@ def test_ctrl_c_in_the_first_moments_of_a_command_prints_no_traceback(workdir: P
         if process.returncode != 0:  # a status fast enough to finish before the signal: fine
             assert process.returncode == 130, (offset, process.returncode, err)
             assert err == "", (offset, err)
+    assert len(seen) >= 20, seen
     assert any(code == 130 for _, code in seen), seen
+
+
+def _before_our_code(err: str) -> bool:
+    """Whether the signal came before the first line of the package ran: on a loaded machine
+    one start may take longer than the slowest of `_interpreter_start_s`, and a SIGINT then
+    interrupts the import statement of pip's script itself (its only frame), where no code of
+    ours can answer it yet."""
+    lines = err.splitlines()
+    return (
+        len(lines) == 4
+        and lines[0] == "Traceback (most recent call last):"
+        and lines[1].strip().startswith('File "')
+        and lines[1].strip().endswith("in <module>")
+        and lines[2].strip() == "from qinglong_dispatcher.console import main"
+        and lines[3] == "KeyboardInterrupt"
+    )
 
 
 def test_a_mistyped_global_option_is_named_not_taken_for_the_command(tmp_path: Path) -> None:
