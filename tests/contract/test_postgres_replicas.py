@@ -44,6 +44,7 @@ async def _replica(database: str) -> postgres_store.PostgresStore:
     return await stores.open_postgres(stores.runtime_url(database), max_size=12)
 
 
+@pytest.mark.slow
 async def test_four_replicas_race_over_two_thousand_run_creates(database: str) -> None:
     the_clock = system_clock.SystemClock()
     replicas = [await _replica(database) for _ in range(REPLICAS)]

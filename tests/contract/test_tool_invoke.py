@@ -51,6 +51,7 @@ async def count(h: Harness, table: str) -> int:
     return int(await h.scalar(f"SELECT count(*) AS n FROM {faults.table(h, table)}"))
 
 
+@pytest.mark.slow
 async def test_fifty_approved_file_writes_make_fifty_files_and_fifty_barriers(
     harness: Harness, clock: ManualClock, sandbox_dir: Path
 ) -> None:

@@ -91,6 +91,7 @@ def principal_names() -> dict[str, str]:
     return {who: stores.session_principal(f"{who}_daemon") for who in ("alice", "bob")}
 
 
+@pytest.mark.slow
 async def test_a_control_plane_submits_and_an_approver_approves_through_the_daemons_api(
     tmp_path: Path, principal_names: dict[str, str]
 ) -> None:

@@ -57,6 +57,7 @@ def _get_as(port: int, target: str, token: str) -> tuple[int, str]:
         connection.close()
 
 
+@pytest.mark.slow
 def test_the_daemon_serves_the_api_to_a_token_of_its_store_until_revoked(workdir: Path) -> None:
     made = run_cli(
         "token", "create", "--principal", "vera", "--role", "viewer", "--json", cwd=workdir
@@ -94,6 +95,7 @@ def test_the_daemon_serves_the_api_to_a_token_of_its_store_until_revoked(workdir
         socket.create_connection(("127.0.0.1", api_port), timeout=1).close()
 
 
+@pytest.mark.slow
 def test_the_api_on_a_unix_socket_is_private_to_the_group_and_removed_at_stop(
     workdir: Path,
 ) -> None:
@@ -115,6 +117,7 @@ def test_the_api_on_a_unix_socket_is_private_to_the_group_and_removed_at_stop(
     assert not path.exists()
 
 
+@pytest.mark.slow
 def test_a_taken_api_address_stops_the_start_in_one_line(workdir: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -82,6 +82,7 @@ def _listener(kind: str, folder: Path) -> tuple[dict[str, str], Connect, Connect
     return env, with_certificate, without_certificate
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["unix", "mtls"])
 def test_a_control_plane_submits_an_approver_approves_and_the_edge_daemon_executes(
     tmp_path: Path, kind: str

@@ -14,6 +14,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from qinglong_dispatcher import api
 from tests.support.cli import json_out, run_cli
 from tests.support.daemon import free_port, ready, running, wait_until
@@ -90,6 +92,7 @@ def _submit_and_approve_own(tmp_path: Path, env: dict[str, str]) -> dict[str, An
     return {"own": own, "other": other, "unchanged": before == after_own}
 
 
+@pytest.mark.slow
 def test_by_default_a_token_principal_may_not_approve_its_own_request(tmp_path: Path) -> None:
     seen = _submit_and_approve_own(tmp_path, {})
     status, kind, problem = seen["own"]
@@ -105,6 +108,7 @@ def test_by_default_a_token_principal_may_not_approve_its_own_request(tmp_path: 
     assert approved["approval"]["decided_principal"] == "bob"
 
 
+@pytest.mark.slow
 def test_the_edge_grant_lets_a_token_principal_approve_its_own_request(tmp_path: Path) -> None:
     seen = _submit_and_approve_own(tmp_path, {"QINGLONG_API_SELF_APPROVAL": "true"})
     status, _, approved = seen["own"]
@@ -112,6 +116,7 @@ def test_the_edge_grant_lets_a_token_principal_approve_its_own_request(tmp_path:
     assert approved["approval"]["decided_principal"] == "alice"
 
 
+@pytest.mark.slow
 def test_the_os_user_setting_does_not_reach_token_principals(tmp_path: Path) -> None:
     # `QINGLONG_SELF_APPROVAL` is the file owner's (the CLI's `submit`); a token's principal
     # is not the owner and keeps separation of duties.

@@ -10,6 +10,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+import pytest
+
 from tests.support.cli import error_lines, json_out, run_cli
 from tests.support.daemon import free_port, ready, running, wait_until
 
@@ -39,6 +41,7 @@ def _submit(cwd: Path, env: dict[str, str], first: int, n: int) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_a_live_database_and_its_ring_are_backed_up_and_restored_with_nothing_lost(
     tmp_path: Path,
 ) -> None:

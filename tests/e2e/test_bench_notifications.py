@@ -21,6 +21,7 @@ KEYS = {
 }
 
 
+@pytest.mark.slow
 async def test_edge_notification_phase_measures_both_sides(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -31,6 +31,7 @@ async def test_edge_policy_phase_counts_two_approvals(
     assert report["ratio"] == pytest.approx(report["per_s_with"] / report["per_s_without"], 0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 async def test_cluster_policy_phase_drops_its_principals_roles(
     monkeypatch: pytest.MonkeyPatch,

@@ -99,6 +99,7 @@ async def _seed(t: Target) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 async def test_rejected_rows_show_who_decided_how_and_when(target: Target) -> None:
     t = target
     seeded = await _seed(t)
@@ -129,6 +130,7 @@ async def test_rejected_rows_show_who_decided_how_and_when(target: Target) -> No
     assert consumed[0]["consumed_at_ms"] is not None
 
 
+@pytest.mark.slow
 async def test_status_all_pages_across_statuses_and_a_cursor_keeps_its_place(
     target: Target,
 ) -> None:

@@ -64,6 +64,7 @@ def _edge_counts(workdir: Path) -> tuple[int, ...]:
         conn.close()
 
 
+@pytest.mark.slow
 def test_edge_submit_without_self_approval_is_one_line_and_writes_nothing(workdir: Path) -> None:
     line = _one_line_refusal(run_cli(*SUBMIT, cwd=workdir, env=NO_SELF_APPROVAL))
     assert "self-approval is not allowed" in line
@@ -94,6 +95,7 @@ def test_edge_submit_without_self_approval_is_one_line_and_writes_nothing(workdi
     assert run_cli(*SUBMIT, cwd=workdir).returncode == 0
 
 
+@pytest.mark.slow
 def test_approval_reject_cancels_a_pending_request(workdir: Path) -> None:
     created = json_out(
         run_cli(
@@ -124,6 +126,7 @@ def test_approval_reject_cancels_a_pending_request(workdir: Path) -> None:
     assert "not found" in _one_line_refusal(unknown)
 
 
+@pytest.mark.slow
 def test_edge_submit_tool_invoke_without_self_approval_is_refused(workdir: Path) -> None:
     assert run_cli(*SUBMIT, cwd=workdir).returncode == 0
     assert run_cli("tick", "--once", cwd=workdir).returncode == 0
@@ -176,6 +179,7 @@ async def _cluster_counts(database: str) -> dict[str, int]:
     return dict(row)
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 async def test_cluster_submit_is_refused_for_logins_that_may_not_self_approve(
     database: str, tmp_path: Path

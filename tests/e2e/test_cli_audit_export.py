@@ -70,6 +70,7 @@ def _keys(lines: list[dict[str, Any]]) -> list[Key]:
     return [(line["source"], line["event_id"]) for line in lines]
 
 
+@pytest.mark.slow
 async def test_killed_and_restarted_it_exports_every_record_once_in_order(
     harness: stores.Harness, tmp_path: Path
 ) -> None:
@@ -163,6 +164,7 @@ def _http_plan() -> plans.AnyPlan:
     )
 
 
+@pytest.mark.slow
 async def test_no_secret_reaches_an_export_in_any_form(
     harness: stores.Harness, tmp_path: Path
 ) -> None:

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support import stores
 from tests.support.actions import submit_runs
 from tests.support.cli import error_lines, run_cli
@@ -34,6 +36,7 @@ def frames(sock: socket.socket, count: int) -> list[dict[str, Any]]:
     return [parse_syslog(sock.recv(65536)) for _ in range(count)]
 
 
+@pytest.mark.slow
 async def test_each_record_is_one_rfc5424_message_over_udp_and_a_local_socket(
     tmp_path: Path,
 ) -> None:
@@ -87,6 +90,7 @@ async def test_each_record_is_one_rfc5424_message_over_udp_and_a_local_socket(
     assert all(f'cursor="{r["cursor"]}"' in f["sd"] for f, r in zip(got, records[4:], strict=True))
 
 
+@pytest.mark.slow
 def test_a_receiver_that_is_gone_stops_the_export_with_one_line_and_exit_69(
     tmp_path: Path,
 ) -> None:

@@ -103,6 +103,7 @@ def test_a_bad_environment_value_is_one_line_naming_it_and_exit_78(
     _assert_refused(result.stderr, result.returncode, field)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field", list(BAD))
 def test_a_bad_config_file_value_is_one_line_naming_it_and_exit_78(
     workdir: Path, field: str
@@ -115,6 +116,7 @@ def test_a_bad_config_file_value_is_one_line_naming_it_and_exit_78(
     _assert_refused(result.stderr, result.returncode, field)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("setting", "text"),
     [

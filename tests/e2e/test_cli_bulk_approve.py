@@ -83,6 +83,7 @@ async def _all_or_nothing(
     assert set((await statuses()).values()) == {"approved"}
 
 
+@pytest.mark.slow
 async def test_edge_bulk_approval_is_one_call_and_all_or_nothing(tmp_path: Path) -> None:
     assert run_cli("migrate", cwd=tmp_path).returncode == 0
     path = tmp_path / "var" / "qinglong.db"
@@ -117,6 +118,7 @@ async def database() -> AsyncIterator[str]:
         yield name
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 async def test_cluster_bulk_approval_by_a_separate_approver(database: str, tmp_path: Path) -> None:
     runtime = await stores.open_postgres(stores.runtime_url(database), max_size=1)

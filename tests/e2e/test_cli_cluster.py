@@ -85,6 +85,7 @@ def _drain_from_two_processes(runtime: str, cwd: Path) -> list[Any]:
     return reports
 
 
+@pytest.mark.slow
 async def test_migrate_submit_two_concurrent_drains_and_status(
     database: str, tmp_path: Path
 ) -> None:
@@ -165,6 +166,7 @@ async def _bookkeeping(database: str, dispatch_id: str) -> dict[str, Any]:
     return row
 
 
+@pytest.mark.slow
 async def test_the_database_refuses_a_manual_resolution_from_the_runtime_login(
     tmp_path: Path,
 ) -> None:
@@ -261,6 +263,7 @@ async def test_the_database_refuses_a_manual_resolution_from_the_runtime_login(
         assert (after["status"], after["events"]) == ("failed", before["events"] + 1)
 
 
+@pytest.mark.slow
 def test_connection_errors_name_the_server_and_its_reason_never_the_password(
     tmp_path: Path,
 ) -> None:
@@ -280,6 +283,7 @@ def test_connection_errors_name_the_server_and_its_reason_never_the_password(
     assert "s3cret-pw" not in closed.stderr + closed.stdout
 
 
+@pytest.mark.slow
 async def test_migrate_warns_while_every_login_may_create_temporary_objects(
     database: str, tmp_path: Path
 ) -> None:

@@ -59,6 +59,7 @@ def submit(workdir: Path, task: str) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 def test_list_pages_then_show_the_first(workdir: Path) -> None:
     submitted = [submit(workdir, f"t{i}") for i in range(3)]
     for out in submitted:
@@ -145,6 +146,7 @@ def test_list_pages_then_show_the_first(workdir: Path) -> None:
     assert snapshot(workdir) == before  # read only
 
 
+@pytest.mark.slow
 def test_recovery_required_is_listed_and_shown(workdir: Path) -> None:
     dispatch_id = submit(workdir, "t1")["dispatch_id"]
     conn = sqlite3.connect(workdir / "var" / "qinglong.db")
@@ -181,6 +183,7 @@ def test_recovery_required_is_listed_and_shown(workdir: Path) -> None:
     assert "tok-secret" not in text.stdout
 
 
+@pytest.mark.slow
 def test_show_counts_a_takeover_against_its_bound(workdir: Path) -> None:
     taken, fresh = (submit(workdir, task)["dispatch_id"] for task in ("t1", "t2"))
     # A dispatcher that died holding the claim before the barrier; the tick takes it over.
@@ -224,6 +227,7 @@ BAD_INPUT = [
 """Unknown or malformed ids are refusals (1); bad options are usage errors (2)."""
 
 
+@pytest.mark.slow
 def test_bad_input_and_unknown_ids_are_one_line_and_write_nothing(workdir: Path) -> None:
     submit(workdir, "t1")
     before = snapshot(workdir)
@@ -245,6 +249,7 @@ def test_reading_never_creates_a_file_or_folder(tmp_path: Path, args: list[str])
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 async def test_cluster_list_as_runtime_and_show_as_operator(tmp_path: Path) -> None:
     async with stores.fresh_database() as database:
@@ -272,6 +277,7 @@ async def test_cluster_list_as_runtime_and_show_as_operator(tmp_path: Path) -> N
         await anyio.to_thread.run_sync(scenario)
 
 
+@pytest.mark.slow
 def test_cancel_a_pending_dispatch_then_refuse_it_again(workdir: Path) -> None:
     first, second = submit(workdir, "t1"), submit(workdir, "t2")
     cancelled = json_out(
@@ -317,6 +323,7 @@ def test_cancel_a_pending_dispatch_then_refuse_it_again(workdir: Path) -> None:
     assert snapshot(workdir) == before
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 async def test_cluster_cancel_needs_an_operator_login(tmp_path: Path) -> None:
     async with stores.fresh_database() as database:

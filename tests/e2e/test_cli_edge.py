@@ -37,6 +37,7 @@ def count(workdir: Path, sql: str) -> int:
         conn.close()
 
 
+@pytest.mark.slow
 def test_submit_twenty_drain_and_status(workdir: Path) -> None:
     ids = set()
     for i in range(20):
@@ -78,6 +79,7 @@ def test_submit_twenty_drain_and_status(workdir: Path) -> None:
     assert json_out(run_cli("health", "--json", cwd=workdir)) == {"ok": True, "reason": "ok"}
 
 
+@pytest.mark.slow
 def test_bulk_submit_validates_every_line_before_writing(workdir: Path) -> None:
     good = {"projectId": "p1", "taskId": "t1", "taskRevision": 1}
     path = workdir / "plans.jsonl"
@@ -94,6 +96,7 @@ def test_bulk_submit_validates_every_line_before_writing(workdir: Path) -> None:
     assert count(workdir, "SELECT count(*) FROM approved_action_dispatch_executions") == 5
 
 
+@pytest.mark.slow
 def test_approval_steps_and_their_errors(workdir: Path) -> None:
     plan = {
         "schemaVersion": 1,
@@ -182,6 +185,7 @@ def _create_short_lived(workdir: Path, action_ref: str, ttl_seconds: str) -> str
     return approval_id
 
 
+@pytest.mark.slow
 def test_a_timed_out_request_is_expired_by_tick_and_shown_so(workdir: Path) -> None:
     approval_id = _create_short_lived(workdir, "act-short", "0.05")
     shown = json_out(run_cli("approval", "show", approval_id, "--json", cwd=workdir))
@@ -200,6 +204,7 @@ def test_a_timed_out_request_is_expired_by_tick_and_shown_so(workdir: Path) -> N
     assert_one_line_error(unknown, 1)
 
 
+@pytest.mark.slow
 def test_an_expired_approval_is_refused(workdir: Path) -> None:
     approval_id = _create_short_lived(workdir, "act-2", "0.001")
     expired = run_cli("approval", "approve", approval_id, "--by", "bob", cwd=workdir)
@@ -252,6 +257,7 @@ def test_bad_input_is_one_line_and_writes_nothing(workdir: Path, args: list[str]
     assert count(workdir, "SELECT count(*) FROM execution_events") == 0
 
 
+@pytest.mark.slow
 def test_migrate_and_recovery_resolve_print_json(tmp_path: Path) -> None:
     first = json_out(run_cli("migrate", "--json", cwd=tmp_path))
     assert first["current"] is True
@@ -285,6 +291,7 @@ def test_bad_configuration_exits_78(workdir: Path, env: dict[str, str], code: in
     assert next(iter(env)) in result.stderr
 
 
+@pytest.mark.slow
 def test_unmigrated_and_tampered_schemas_are_refused(tmp_path: Path) -> None:
     fresh = run_cli("tick", "--once", cwd=tmp_path)
     assert_one_line_error(fresh, 69)
@@ -314,6 +321,7 @@ def test_unmigrated_and_tampered_schemas_are_refused(tmp_path: Path) -> None:
     assert json.loads(health.stdout) == {"ok": False, "reason": "schema_tampered"}
 
 
+@pytest.mark.slow
 def test_an_unopenable_store_exits_69(tmp_path: Path) -> None:
     (tmp_path / "blocker").write_text("a file where a folder should be")
     result = run_cli("--database", "sqlite:///blocker/q.db", "migrate", cwd=tmp_path)
@@ -325,6 +333,7 @@ def test_an_unopenable_store_exits_69(tmp_path: Path) -> None:
     assert "a-folder.db cannot be used: unable to open database file" in folder.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [["status"], ["health"], ["recovery", "list"], ["migrate", "--check"], ["tick", "--once"]],
@@ -340,6 +349,7 @@ def test_commands_that_read_never_create_a_file_or_folder(tmp_path: Path, args: 
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_global_options_work_after_the_command(workdir: Path) -> None:
     result = run_cli(
         "status",
@@ -357,6 +367,7 @@ def test_global_options_work_after_the_command(workdir: Path) -> None:
     assert_one_line_error(mismatch, 78)
 
 
+@pytest.mark.slow
 def test_tick_reconciles_and_recovery_commands_settle_by_hand(workdir: Path) -> None:
     out = json_out(
         run_cli(
@@ -471,6 +482,7 @@ def test_the_readme_status_sample_is_what_status_prints(workdir: Path) -> None:
     assert shape(sample) == shape(real)
 
 
+@pytest.mark.slow
 def test_the_readme_quick_start_runs_as_pasted(workdir: Path) -> None:
     """The quick-start block, run by bash from a folder laid out like the clone after
     `make run` (a `.venv` with the command, `./var/qinglong.db` migrated, `./var/plan-keys`)."""

@@ -84,6 +84,7 @@ def _before_our_code(err: str) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_a_mistyped_global_option_is_named_not_taken_for_the_command(tmp_path: Path) -> None:
     result = run_cli("--profle", "cluster", "status", cwd=tmp_path)
     assert result.returncode == 2
@@ -115,6 +116,7 @@ def test_revoking_an_unknown_token_is_an_error_line_with_the_prefix(workdir: Pat
     assert error_lines(odd.stderr) == [PREFIX + "no token (not a token id)"]
 
 
+@pytest.mark.slow
 def test_token_list_shows_each_tokens_expiry_under_a_header(workdir: Path) -> None:
     helped = run_cli("token", "create", "--help", cwd=workdir)
     assert "(default: 30d)" in " ".join(helped.stdout.split())
@@ -151,6 +153,7 @@ def test_token_list_shows_each_tokens_expiry_under_a_header(workdir: Path) -> No
     assert {r.split()[0]: r.split()[3] for r in rows}[short["token_id"]] == "revoked"
 
 
+@pytest.mark.slow
 def test_every_column_of_dispatch_list_has_a_header(workdir: Path) -> None:
     submitted = run_cli(
         "submit", "run-create", "--project", "demo", "--task", "build", "--revision", "1",

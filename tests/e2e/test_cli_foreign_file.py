@@ -44,6 +44,7 @@ def test_another_programs_database_is_refused_in_one_line_and_left_byte_for_byte
     assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.db"]
 
 
+@pytest.mark.slow
 def test_an_empty_file_is_still_migrated(tmp_path: Path) -> None:
     database = tmp_path / "empty.db"
     database.touch()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.cli import error_lines, json_out, run_cli
 
 DB = ("--profile", "edge", "--database", "sqlite:///w.db")
@@ -17,6 +19,7 @@ def _cli(tmp_path: Path, *args: str):  # type: ignore[no-untyped-def]
     return run_cli(*args, *DB, cwd=tmp_path)
 
 
+@pytest.mark.slow
 def test_a_freeze_holds_a_dispatch_until_it_ends(tmp_path: Path) -> None:
     assert _cli(tmp_path, "migrate").returncode == 0
     submitted = json_out(
@@ -61,6 +64,7 @@ def test_a_freeze_holds_a_dispatch_until_it_ends(tmp_path: Path) -> None:
     assert shown["execution"]["status"] == "succeeded", shown["execution"]
 
 
+@pytest.mark.slow
 def test_bad_freezes_and_windows_are_one_line(tmp_path: Path) -> None:
     assert _cli(tmp_path, "migrate").returncode == 0
     for args in (

@@ -59,6 +59,7 @@ def _tick_on_a_terminal(workdir: Path, env: dict[str, str]) -> str:
     return shown.decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_a_terminal_gets_console_lines(workdir: Path) -> None:
     _submit(workdir)
     shown = _tick_on_a_terminal(workdir, _env())

@@ -53,6 +53,7 @@ async def receiver(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[webhook_rec
         yield r
 
 
+@pytest.mark.slow
 async def test_add_list_test_remove_round_trip(
     setup: Setup, receiver: webhook_receiver.Receiver
 ) -> None:
@@ -95,6 +96,7 @@ BAD_INPUT = [
 ]
 
 
+@pytest.mark.slow
 async def test_bad_input_or_a_login_not_the_owner_is_one_line_and_writes_nothing(
     setup: Setup,
 ) -> None:

@@ -138,6 +138,7 @@ async def _seed(t: Target) -> str:
     return consumed.dispatch_id
 
 
+@pytest.mark.slow
 async def test_a_sensitive_value_never_reaches_show_or_approval_list_and_the_rest_does(
     target: Target,
 ) -> None:
@@ -167,6 +168,7 @@ async def test_a_sensitive_value_never_reaches_show_or_approval_list_and_the_res
     assert all(MARKER not in printed for printed in t.printed)
 
 
+@pytest.mark.slow
 async def test_dispatch_show_plan_gives_a_plan_reader_the_whole_plan_with_one_audit_row(
     target: Target,
 ) -> None:

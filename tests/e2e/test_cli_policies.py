@@ -106,6 +106,7 @@ def _one_line(result: subprocess.CompletedProcess[str], code: int) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 async def test_set_list_show_delete_round_trip(setup: Setup) -> None:
     first = json_out(
         await setup.cli(
@@ -199,6 +200,7 @@ BAD_INPUT = [
 ]
 
 
+@pytest.mark.slow
 async def test_bad_input_is_one_line_exit_2_and_writes_nothing(setup: Setup) -> None:
     base = ("policy", "set", "p1", "--action", "run.create")
     for extra, said in BAD_INPUT:
@@ -216,6 +218,7 @@ async def test_bad_input_is_one_line_exit_2_and_writes_nothing(setup: Setup) -> 
     assert await setup.count("{s}security_audit_events WHERE kind LIKE 'approval.policy%'") == 0
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 @pytest.mark.parametrize("setup", ["cluster"], indirect=True)
 async def test_a_login_that_does_not_own_the_schema_is_refused_by_the_database(
@@ -235,6 +238,7 @@ async def test_a_login_that_does_not_own_the_schema_is_refused_by_the_database(
     assert await setup.count("{s}security_audit_events WHERE kind LIKE 'approval.policy%'") == 1
 
 
+@pytest.mark.slow
 async def test_a_request_lives_its_policys_lifetime_and_is_reminded_once(setup: Setup) -> None:
     written = await setup.cli(
         setup.owner,

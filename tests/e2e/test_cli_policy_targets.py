@@ -112,6 +112,7 @@ def _set_policies(t: Target) -> list[dict[str, Any]]:
     return listed
 
 
+@pytest.mark.slow
 async def test_a_prod_target_needs_two_votes_and_a_staging_one_needs_one(target: Target) -> None:
     t = target
     listed = await anyio.to_thread.run_sync(_set_policies, t)

@@ -29,6 +29,7 @@ async def _finished_in_2023(path: Path, clock: ManualClock, count: int) -> None:
         await store.close()
 
 
+@pytest.mark.slow
 async def test_prune_on_edge_counts_then_prunes_and_keeps_what_is_not_finished(
     tmp_path: Path, clock: ManualClock
 ) -> None:

@@ -57,6 +57,7 @@ def _without_ref(plan_json: str) -> dict[str, Any]:
     return plan
 
 
+@pytest.mark.slow
 def test_a_cancelled_dispatch_and_an_expired_request_are_requested_again(workdir: Path) -> None:
     cancelled, done = _submit(workdir, "t1"), _submit(workdir, "t2")
     out = run_cli("dispatch", "cancel", cancelled["dispatch_id"], "--reason", "x", cwd=workdir)
@@ -117,6 +118,7 @@ def test_a_cancelled_dispatch_and_an_expired_request_are_requested_again(workdir
     assert expired["requested_again"] == [renewed["approval_request_id"]]
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 async def test_cluster_resubmit_is_the_logins_to_make(tmp_path: Path) -> None:
     submitter = stores.session_login("resubmitter")

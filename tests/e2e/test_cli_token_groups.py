@@ -53,6 +53,7 @@ async def _quorum_by_groups(store: ports.Store) -> None:
 # -- edge --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_edge_token_groups_are_members_in_the_file(tmp_path: Path) -> None:
     assert cli.run_cli("migrate", cwd=tmp_path).returncode == 0
     db = tmp_path / "var" / "qinglong.db"
@@ -171,6 +172,7 @@ async def _admin(sql: str, *args: Any) -> Any:
         await conn.close()
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 async def test_cluster_token_groups_are_marked_roles_granted_to_the_principal(
     cluster: str, tmp_path: Path
@@ -219,6 +221,7 @@ async def test_cluster_token_groups_are_marked_roles_granted_to_the_principal(
         await store.close()
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 async def test_cluster_a_group_role_the_installation_did_not_make_is_refused(
     cluster: str, tmp_path: Path

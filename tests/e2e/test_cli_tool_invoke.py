@@ -63,6 +63,7 @@ def submit(
     return run_cli("submit", "tool-invoke", *flat, *extra, cwd=workdir, env=env)
 
 
+@pytest.mark.slow
 def test_submit_tick_and_status(fresh: Path) -> None:
     workdir = fresh
     out = json_out(submit(workdir, "--json"))
@@ -104,6 +105,7 @@ def _refused(workdir: Path, result: subprocess.CompletedProcess[str], code: int,
     assert not (workdir / "var" / "tool-sandbox" / "p1").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("project", "text"),
     [("..", "project: must match"), ("a/b", "project: must match"), ("../p1", "project")],
@@ -119,6 +121,7 @@ def test_a_missing_sandbox_is_refused(workdir: Path) -> None:
     _refused(workdir, result, 78, "does not exist")
 
 
+@pytest.mark.slow
 def test_oversize_or_binary_content_is_refused(workdir: Path) -> None:
     (workdir / "big.txt").write_text("x" * (32 * 1024 + 1))
     _refused(workdir, submit(workdir, content_file="big.txt"), 2, "larger than 32768 bytes")

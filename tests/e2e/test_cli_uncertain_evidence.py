@@ -135,6 +135,7 @@ def cli_operator(t: Target) -> list[str]:
     return ["--profile", "cluster", "--database", stores.operator_url(t.database)]
 
 
+@pytest.mark.slow
 async def test_an_uncertain_command_keeps_its_evidence_and_the_ledger_names_its_settler(
     target: Target,
 ) -> None:

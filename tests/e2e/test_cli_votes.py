@@ -77,6 +77,7 @@ async def _votes(database: str) -> list[dict[str, Any]]:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 async def test_cluster_quorum_of_two_from_three_through_the_cli(
     database: str, tmp_path: Path
@@ -237,6 +238,7 @@ async def edge(tmp_path: Path) -> AsyncIterator[tuple[Path, ports.Store]]:
         await store.close()
 
 
+@pytest.mark.slow
 async def test_edge_quorum_of_two_from_three(edge: tuple[Path, ports.Store]) -> None:
     workdir, store = edge
     the_clock = clock.SystemClock()
@@ -269,6 +271,7 @@ async def test_edge_quorum_of_two_from_three(edge: tuple[Path, ports.Store]) -> 
     assert (await anyio.to_thread.run_sync(finish))["outcomes"]["succeeded"] == 1
 
 
+@pytest.mark.slow
 async def test_edge_the_requesters_vote_and_a_long_reason_are_refused_through_the_cli(
     edge: tuple[Path, ports.Store],
 ) -> None:

@@ -135,6 +135,7 @@ def _end_to_end(t: Target, token: str) -> None:
     assert _tick(t) == {}  # nothing runs twice
 
 
+@pytest.mark.slow
 async def test_an_approved_command_runs_once_and_an_uncertain_run_is_settled_by_its_check(
     target: Target,
 ) -> None:

@@ -78,6 +78,7 @@ def _share(url: str, approver: str, cwd: Path) -> tuple[float, list[str]]:
     return elapsed, logs
 
 
+@pytest.mark.slow
 async def test_two_daemons_share_500_dispatches_and_start_each_once(
     database: str, tmp_path: Path
 ) -> None:

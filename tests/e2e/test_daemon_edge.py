@@ -32,6 +32,7 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_the_daemon_dispatches_serves_metrics_notifies_and_stops_cleanly(workdir: Path) -> None:
     port = free_port()
     notify_path = workdir / "notify.sock"
@@ -207,6 +208,7 @@ def test_a_second_daemon_on_the_same_file_refuses_to_start(workdir: Path) -> Non
         assert third.wait(timeout=25) == 0, third.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("link", ["symlinked folder", "symlinked file", "hard link"])
 def test_a_second_daemon_reaching_the_same_file_through_a_link_refuses_to_start(
     workdir: Path, link: str

@@ -115,6 +115,7 @@ def names() -> dict[str, str]:
     return {who: stores.session_principal(f"{who}_dvote") for who in WHO}
 
 
+@pytest.mark.slow
 def test_two_of_three_through_the_edge_daemons_api(tmp_path: Path, names: dict[str, str]) -> None:
     assert run_cli("migrate", cwd=tmp_path).returncode == 0
     tokens = _tokens([], tmp_path, names)
@@ -131,6 +132,7 @@ def test_two_of_three_through_the_edge_daemons_api(tmp_path: Path, names: dict[s
     _quorum({}, tmp_path, tokens, names)
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 async def test_two_of_three_through_the_cluster_daemons_api(
     tmp_path: Path, names: dict[str, str]

@@ -58,6 +58,7 @@ async def _flood(database: str, seconds: float) -> int:
     return sent
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unclaimable", [False, True], ids=["idle", "unclaimable_due_row"])
 async def test_a_notify_flood_buys_a_bounded_number_of_ticks_and_one_notify_ticks_at_once(
     database: str, tmp_path: Path, unclaimable: bool

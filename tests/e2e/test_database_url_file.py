@@ -29,6 +29,7 @@ def _refused(result_stderr: str, code: int) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_an_edge_url_file_with_a_trailing_newline_is_used_end_to_end(tmp_path: Path) -> None:
     database = tmp_path / "data" / "q.db"
     url_file = tmp_path / "url"

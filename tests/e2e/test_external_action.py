@@ -158,6 +158,7 @@ def _end_to_end(t: Target) -> None:
     assert sorted(p.name for p in t.notes.iterdir()) == [f"{dispatch_id}.json"]
 
 
+@pytest.mark.slow
 async def test_the_example_action_is_installed_and_dispatched_end_to_end(target: Target) -> None:
     await anyio.to_thread.run_sync(_end_to_end, target)
 
@@ -218,6 +219,7 @@ async def test_after_a_kill_the_evidence_settles_the_effect_and_leaves_the_rest(
     await anyio.to_thread.run_sync(_crash_and_recover, target)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("entries", "text"),
     [

@@ -230,6 +230,7 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@pytest.mark.slow
 async def test_approved_requests_are_sent_once_receipted_and_recovered_by_the_receivers_record(
     target: Target, receiver: tuple[Receiver, str]
 ) -> None:

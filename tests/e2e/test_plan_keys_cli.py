@@ -100,6 +100,7 @@ def _other_ring(t: Target) -> Path:
     return other
 
 
+@pytest.mark.slow
 async def test_a_ring_is_made_rotated_checked_and_required_by_the_daemon(target: Target) -> None:
     await anyio.to_thread.run_sync(_life_of_a_ring, target)
 
@@ -123,6 +124,7 @@ def _group_readable_ring(t: Target) -> None:
     assert still.returncode == 78, still.stderr
 
 
+@pytest.mark.slow
 async def test_a_group_readable_ring_is_accepted_only_when_the_setting_says_so(
     target: Target,
 ) -> None:

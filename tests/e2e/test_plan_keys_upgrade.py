@@ -58,6 +58,7 @@ def _old_cli(source: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.slow
 def test_a_file_of_the_previous_release_is_sealed_by_rotate_and_runs_as_approved(
     tmp_path: Path,
 ) -> None:

@@ -97,6 +97,7 @@ def _submit_and_tick(t: Target) -> tuple[str, str]:
     return approval, dispatch_id
 
 
+@pytest.mark.slow
 async def test_a_dispatch_is_one_trace_from_its_request_to_the_commands_environment(
     traced: tuple[Target, otlp_receiver.Receiver],
 ) -> None:
@@ -151,6 +152,7 @@ async def test_a_dispatch_is_one_trace_from_its_request_to_the_commands_environm
     ]
 
 
+@pytest.mark.slow
 async def test_a_bad_traceparent_is_one_line_and_writes_nothing(
     traced: tuple[Target, otlp_receiver.Receiver],
 ) -> None:
@@ -217,6 +219,7 @@ def _probe(tmp_path: Path, env: dict[str, str]) -> list[bool]:
     return imported
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("on", [False, True])
 async def test_without_the_otel_variables_nothing_of_opentelemetry_is_imported(
     tmp_path: Path, on: bool

@@ -123,6 +123,7 @@ def shots(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 async def test_request_approve_refuse_settle_and_a_cross_site_form_in_a_browser(
     served: Served, shots: Path
 ) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
 from qinglong_dispatcher.domain import recovery
@@ -54,6 +55,7 @@ async def _no_sideways_scroll(ui: Ui, shot: str | None = None) -> None:
         await ui.shot(shot)
 
 
+@pytest.mark.slow
 async def test_the_inbox_shows_what_waits_on_each_person(served: Served, shots: Path) -> None:
     chromium = system_tools.chromium()
     it = served

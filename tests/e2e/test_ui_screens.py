@@ -164,6 +164,7 @@ async def _navigation_visible(page: Page, width: int) -> None:
     assert await page.locator("header button:has-text('Sign out')").is_visible()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("served", ["sqlite"], indirect=True)
 async def test_every_page_fits_every_screen_without_scrolling_sideways(
     served: Served, shots: Path, tmp_path: Path
@@ -203,6 +204,7 @@ def _violations(results: Any) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("served", ["sqlite"], indirect=True)
 async def test_axe_finds_no_violation_on_any_page(served: Served, shots: Path) -> None:
     chromium = system_tools.chromium()

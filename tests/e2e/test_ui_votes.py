@@ -77,6 +77,7 @@ async def _signed_in(browser: Browser, it: Served, who: str, shots: Path) -> Vot
     return voter
 
 
+@pytest.mark.slow
 async def test_two_of_three_vote_in_a_browser(served: Served, shots: Path) -> None:
     it = served
     chromium = system_tools.chromium()

@@ -10,6 +10,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from qinglong_dispatcher import api
 from tests.support.cli import error_lines, json_out, run_cli
 from tests.support.sqlite_files import execution_statuses
@@ -56,6 +58,7 @@ def _dispatches(cwd: Path) -> dict[str, tuple[str, str | None]]:
     return {d["dispatch_id"]: (d["status"], d["result_code"]) for d in listed["dispatches"]}
 
 
+@pytest.mark.slow
 def test_a_damaged_plan_row_is_blocked_by_name_and_the_rest_still_runs(tmp_path: Path) -> None:
     assert run_cli("migrate", cwd=tmp_path).returncode == 0
     good = _submit(tmp_path, 1)

@@ -243,6 +243,7 @@ async def test_neither_command_takes_a_role_an_administrator_made(tmp_path: Path
             assert [r["rolname"] for r in made] == [runtime]
 
 
+@pytest.mark.slow
 async def test_neither_command_takes_a_role_with_a_membership_it_did_not_grant(
     tmp_path: Path,
 ) -> None:

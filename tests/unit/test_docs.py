@@ -262,6 +262,7 @@ def _ready(port: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_the_readme_edge_quick_start_runs_as_pasted(tmp_path: Path) -> None:
     """In a folder laid out like the clone (the Makefile and a `.venv` holding the command),
     the first block (`make run`, a foreground daemon) is started and waited for until ready;
@@ -409,6 +410,7 @@ def _run_the_api_quick_start(clone: Path, env: dict[str, str]) -> None:
         _wait(succeeded, "the API's dispatch did not succeed within the daemon's cadences")
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_the_readme_cluster_quick_start_runs_as_pasted_with_two_replicas(tmp_path: Path) -> None:
     """The administrator's block, then the replica block in two terminals at once (each takes
