@@ -122,8 +122,7 @@ class Dispatcher:
         # rows, so that the passages keep theirs.
         passed = await self._passages.run(report.count)
         report.observed = passed.observed
-        if passed.passed:  # the report names only the outcomes that happened
-            report.claims[Outcome.CLAIMED.value] += passed.passed
+        report.claims[Outcome.CLAIMED.value] += passed.passed
         if passed.full and self._claims_deferred < CLAIMS_DEFERRED_MAX:
             self._claims_deferred += 1
             return report
