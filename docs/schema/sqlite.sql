@@ -9,7 +9,7 @@ PRAGMA auto_vacuum = 2;
 PRAGMA user_version = 0;
 PRAGMA application_id = 0;
 
--- tables (41)
+-- tables (40)
 
 -- table action_plans
 CREATE TABLE action_plans (
@@ -585,11 +585,6 @@ CREATE TABLE trace_anchors (
     trace_digest    TEXT NOT NULL CHECK (length(trace_digest) = 64),
     committed_at_ms INTEGER NOT NULL
 ) STRICT;
-
--- table transactional_action_types
-CREATE TABLE transactional_action_types (
-    action_type TEXT PRIMARY KEY CHECK (length(action_type) BETWEEN 1 AND 128)
-);
 
 -- table ui_sessions
 CREATE TABLE ui_sessions (
@@ -1376,8 +1371,7 @@ CREATE TRIGGER approved_action_dispatch_executions_freeze
 BEFORE UPDATE ON approved_action_dispatch_executions
 WHEN ((NEW.status = 'leased' AND (OLD.status <> 'leased'
                                   OR NEW.lease_token IS NOT OLD.lease_token))
-      OR (NEW.status = 'executing' AND OLD.status <> 'executing')
-      OR (NEW.status = 'succeeded' AND OLD.status = 'pending'))
+      OR (NEW.status = 'executing' AND OLD.status <> 'executing'))
     AND EXISTS (SELECT 1 FROM dispatch_freezes AS z WHERE z.dispatch_id = NEW.dispatch_id)
 BEGIN
     SELECT RAISE(ABORT, 'qinglong:freeze_refused: a freeze covers this dispatch');
@@ -1526,7 +1520,6 @@ BEGIN
         WHEN NOT CASE OLD.status
             WHEN 'pending' THEN NEW.status = 'leased' OR NEW.status = 'blocked'
                 OR NEW.status = 'cancelled' OR NEW.status = 'pending'
-                OR NEW.status = 'succeeded'
             WHEN 'retry_wait' THEN NEW.status = 'leased' OR NEW.status = 'blocked'
                 OR NEW.status = 'cancelled'
             WHEN 'leased' THEN NEW.status = 'leased' OR NEW.status = 'blocked'
@@ -1538,30 +1531,6 @@ BEGIN
             ELSE 0
         END
             THEN RAISE(ABORT, 'qinglong:transition_refused: transition')
-        -- A passage (point 2): for a type marked transactional, the next attempt within
-        -- the budget as a claim would take it, its holder, start and completion named, its
-        -- receipt (for exactly this attempt, start and version) already written.
-        WHEN OLD.status = 'pending' AND NEW.status = 'succeeded'
-            THEN CASE
-                WHEN NOT EXISTS (
-                        SELECT 1 FROM approved_action_dispatches AS d
-                        JOIN transactional_action_types AS t ON t.action_type = d.action_type
-                        WHERE d.dispatch_id = NEW.dispatch_id)
-                    THEN RAISE(ABORT, 'qinglong:transition_refused: not transactional')
-                WHEN NEW.attempt IS NOT OLD.attempt + 1 OR NEW.attempt > NEW.max_attempts
-                    OR NEW.takeovers IS NOT OLD.takeovers
-                    OR NEW.lease_owner IS NULL OR NEW.lease_token IS NULL
-                    OR NEW.started_at_ms IS NULL OR NEW.completed_at_ms IS NULL
-                    OR NEW.result_mutation_id IS NULL
-                    THEN RAISE(ABORT, 'qinglong:transition_refused: passage')
-                WHEN NOT EXISTS (
-                        SELECT 1 FROM approved_run_action_receipts AS r
-                        WHERE r.dispatch_id = NEW.dispatch_id
-                          AND r.execution_attempt = NEW.attempt
-                          AND r.execution_version = NEW.version
-                          AND r.started_at_ms = NEW.started_at_ms)
-                    THEN RAISE(ABORT, 'qinglong:transition_refused: a passage commits with its receipt')
-            END
         -- A handler wait made due earlier: only its due time moves back, nothing else.
         WHEN OLD.status = 'pending' AND NEW.status = 'pending'
             THEN CASE
@@ -1689,8 +1658,7 @@ BEFORE UPDATE ON approved_action_dispatch_executions
 WHEN (NEW.not_before_ms IS NOT NULL OR NEW.not_after_ms IS NOT NULL)
     AND ((NEW.status = 'leased' AND (OLD.status <> 'leased'
                                      OR NEW.lease_token IS NOT OLD.lease_token))
-         OR (NEW.status = 'executing' AND OLD.status <> 'executing')
-         OR (NEW.status = 'succeeded' AND OLD.status = 'pending'))
+         OR (NEW.status = 'executing' AND OLD.status <> 'executing'))
     AND (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) < NEW.not_before_ms
          OR CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) >= NEW.not_after_ms)
 BEGIN
@@ -1805,12 +1773,8 @@ WHEN NOT EXISTS (
     JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
     JOIN runs AS r ON r.run_id = NEW.resource_id
     WHERE e.dispatch_id = NEW.dispatch_id
-      AND (((e.status = 'executing' OR e.status = 'succeeded')
-            AND e.attempt = NEW.execution_attempt AND e.started_at_ms = NEW.started_at_ms)
-           OR (e.status = 'pending' AND e.attempt + 1 = NEW.execution_attempt
-               AND e.version < NEW.execution_version
-               AND EXISTS (SELECT 1 FROM transactional_action_types AS t
-                           WHERE t.action_type = d.action_type)))
+      AND (e.status = 'executing' OR e.status = 'succeeded')
+      AND e.attempt = NEW.execution_attempt AND e.started_at_ms = NEW.started_at_ms
       AND d.approval_request_id = NEW.approval_request_id
       AND d.project_id = NEW.project_id AND d.action_type = NEW.action_type
       AND d.action_digest = NEW.action_digest
@@ -2212,11 +2176,7 @@ WHEN NEW.trigger_type = 'approved_action'
     AND NOT EXISTS (
         SELECT 1 FROM approved_action_dispatch_executions AS e
         WHERE e.dispatch_id = NEW.idempotency_key
-          AND (e.status = 'leased' OR e.status = 'executing' OR e.status = 'succeeded'
-               OR (e.status = 'pending' AND EXISTS (
-                   SELECT 1 FROM approved_action_dispatches AS d
-                   JOIN transactional_action_types AS t ON t.action_type = d.action_type
-                   WHERE d.dispatch_id = e.dispatch_id))))
+          AND (e.status = 'leased' OR e.status = 'executing' OR e.status = 'succeeded'))
 BEGIN
     SELECT RAISE(ABORT, 'runs: a Run of a dispatch is written while the dispatch is held');
 END;

@@ -47,14 +47,8 @@ async def crash(the_dispatcher: dispatcher.Dispatcher) -> None:
 
 
 async def starts(harness: Harness, dispatch_id: str) -> int:
-    """Start barriers and passages (a passage is a claim, a start and a completion at once)."""
     events = await harness.store.execution_events(dispatch_id)
-    passage = (ExecutionStatus.PENDING, ExecutionStatus.SUCCEEDED)
-    return sum(
-        1
-        for e in events
-        if e.to_status is ExecutionStatus.EXECUTING or (e.from_status, e.to_status) == passage
-    )
+    return sum(1 for e in events if e.to_status is ExecutionStatus.EXECUTING)
 
 
 MARKER_POINTS = {
@@ -124,13 +118,7 @@ RUN_CREATE_POINTS = {
     "inside_page": "pre",  # in the page transaction, before its commit: nothing started
     "after_page": "succeeded",  # the page transaction had committed start, Run and completion
 }
-"""Crash points of run.create on the page path (one transaction for start, effect, complete),
-which serves the rows a passage leaves to the claim."""
-
-PASSAGE_RUN_CREATE_POINTS = {
-    "inside_passage": "pre",  # in the passage, before its commit: nothing written at all
-}
-"""The passage: claim, start, effect and completion in one transaction."""
+"""Crash points of run.create on the page path (one transaction for start, effect, complete)."""
 
 PER_ITEM_RUN_CREATE_POINTS = {
     "after_claim": "pre",
@@ -142,22 +130,17 @@ PER_ITEM_RUN_CREATE_POINTS = {
 """The same on the per-item path, which serves every item the page transaction did not take."""
 
 
-def _crash_inside(store: object, point: str, after: str) -> None:
+def _crash_inside_page(store: object) -> None:
     def crash() -> None:
-        raise SimulatedCrash(point)
+        raise SimulatedCrash("inside_page")
 
-    page_crash.crash_inside(store, after=after, crash=crash)
-
-
-POINTS = {
-    "passage": PASSAGE_RUN_CREATE_POINTS,
-    "page": RUN_CREATE_POINTS,
-    "per_item": PER_ITEM_RUN_CREATE_POINTS,
-}
+    page_crash.crash_inside(store, after="complete_page", crash=crash)
 
 
 @pytest.mark.parametrize(
-    ("path", "point"), [(path, p) for path, points in POINTS.items() for p in sorted(points)]
+    ("path", "point"),
+    [("page", p) for p in sorted(RUN_CREATE_POINTS)]
+    + [("per_item", p) for p in sorted(PER_ITEM_RUN_CREATE_POINTS)],
 )
 async def test_run_create_crash_points(
     harness: Harness, clock: ManualClock, path: str, point: str
@@ -170,16 +153,8 @@ async def test_run_create_crash_points(
     )
     if path == "per_item":
         handler = page_crash.PerItemOnly(handler)
-    elif path == "page":
-        handler = page_crash.PageOnly(
-            run_create.RunCreateHandler(
-                crashing, repositories.runs(crashing), clock, fault_hook=hook
-            )
-        )
     if point == "inside_page":
-        _crash_inside(crashing, point, after="complete_page")
-    if point == "inside_passage":
-        _crash_inside(crashing, point, after="pass_after_effects")
+        _crash_inside_page(crashing)
     first = make_dispatcher(
         crashing, clock, owner="w1", handlers={"run.create": handler}, fault_hook=hook
     )
@@ -192,7 +167,7 @@ async def test_run_create_crash_points(
     row = await harness.store.get_execution(consumed.dispatch_id)
     assert row is not None
     runs = int(await harness.scalar(f"SELECT count(*) AS n FROM {faults.table(harness, 'runs')}"))
-    expected = POINTS[path][point]
+    expected = (RUN_CREATE_POINTS if path == "page" else PER_ITEM_RUN_CREATE_POINTS)[point]
     assert await starts(harness, consumed.dispatch_id) == 1
     if expected == "pre":
         assert row.status is ExecutionStatus.SUCCEEDED
