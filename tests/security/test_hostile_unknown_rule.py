@@ -1,6 +1,7 @@
 """A policy's rule on an unknown outcome (hold or proceed), attacked from plain logins holding
 only their documented roles (PostgreSQL: the runtime login of docs/security.md; SQLite: a plain
-connection to the file): no login flips the rule its execution carries; under hold a second
+connection to the file): no login flips the rule its execution carries, nor names another in
+a consume written by hand (the approver login on PostgreSQL); under hold a second
 dispatch is never leased on a target whose last effect is `recovery_required`; under proceed
 it is leased once the first is `recovery_required`, through the real claim, and never while
 the first's lease lives (nothing changed)."""
@@ -11,13 +12,15 @@ import time
 from typing import Any
 
 import anyio
+import asyncpg
 import pytest
 
-from qinglong_dispatcher.domain import approval_policies, errors, records
+from qinglong_dispatcher.domain import approval_policies, errors, plans, records
+from qinglong_dispatcher.usecases import approving, requesting
 from tests.support import faults, refusals, stores
 from tests.support.clock import ManualClock
-from tests.support.targets import TARGET_TYPE, claim_and_start
-from tests.support.windows import submit_windowed
+from tests.support.targets import MODELS, TARGET_TYPE, claim_and_start
+from tests.support.windows import SETTINGS, another_approver, execution, submit_windowed
 
 LONG_LEASE_MS = 3_600_000
 UNIQUE_TARGET = {
@@ -169,3 +172,99 @@ async def test_under_proceed_a_recovery_required_target_is_leased_again(
     with pytest.raises(errors.StoreError):
         await harness.store.renew(identity.as_lease(), now_ms=started_ms, lease_ms=LONG_LEASE_MS)
     assert await _snapshot(harness, first) == before
+
+
+async def _approved(h: stores.Harness, clock: ManualClock) -> str:
+    """A change of router-1 requested under the policy in force and approved by another
+    principal, not consumed; its request id."""
+    plan = plans.parse_plan(
+        TARGET_TYPE,
+        {"schemaVersion": 1, "actionRef": "act-1", "projectId": "p1", "router": "router-1"},
+        models=MODELS,
+    )
+    created = await requesting.request_approval(
+        h.approver_store, clock, SETTINGS, plan, requested_by="tester"
+    )
+    other = await another_approver(h)
+    try:
+        await approving.approve(other, clock, created.approval_request_id, decided_by="approver")
+    finally:
+        await other.close()
+    return created.approval_request_id
+
+
+def _forged_consume(
+    h: stores.Harness, approval_request_id: str, now_ms: int, *, proceed: bool
+) -> list[str]:
+    """The approver's consume written by hand: the request consumed, its dispatch, and its
+    execution naming the rule `proceed` (SQLite: the dispatch's target and window too, which
+    its own triggers compare)."""
+    requests = faults.table(h, "approval_requests")
+    dispatches = faults.table(h, "approved_action_dispatches")
+    where = f"WHERE approval_request_id = '{approval_request_id}'"
+    if h.dialect == "postgres":
+        return [
+            f"UPDATE {requests} SET status = 'consumed', version = 3, consumed_at_ms = {now_ms}, "
+            f"consumed_principal = session_user, updated_at_ms = {now_ms} {where}",
+            f"INSERT INTO {dispatches} (dispatch_id, approval_request_id, project_id, "
+            "action_type, action_ref, action_digest, approved_by, created_at_ms) "
+            "SELECT 'd-forged', approval_request_id, project_id, action_type, action_ref, "
+            f"action_digest, decided_by, {now_ms} FROM {requests} {where}",
+            f"INSERT INTO {_executions(h)} (dispatch_id, project_id, status, version, attempt, "
+            "max_attempts, eligible_at_ms, created_at_ms, updated_at_ms, proceed_on_unknown) "
+            f"VALUES ('d-forged', 'p1', 'pending', 0, 0, 5, {now_ms}, {now_ms}, {now_ms}, "
+            f"{'true' if proceed else 'false'})",
+        ]
+    return [
+        f"UPDATE {requests} SET status = 'consumed', version = 3, consumed_at_ms = {now_ms}, "
+        f"consumed_principal = 'mallory', updated_at_ms = {now_ms} {where}",
+        f"INSERT INTO {dispatches} (dispatch_id, approval_request_id, project_id, action_type, "
+        "action_ref, action_digest, approved_by, created_at_ms, target, traceparent, "
+        "not_before_ms, not_after_ms) "
+        "SELECT 'd-forged', a.approval_request_id, a.project_id, a.action_type, a.action_ref, "
+        f"a.action_digest, a.decided_by, {now_ms}, p.target, a.traceparent, w.not_before_ms, "
+        "w.not_after_ms FROM approval_requests AS a "
+        "JOIN action_plans AS p ON p.project_id = a.project_id AND p.action_ref = a.action_ref "
+        "JOIN approval_request_windows AS w ON w.approval_request_id = a.approval_request_id "
+        f"WHERE a.approval_request_id = '{approval_request_id}'",
+        f"INSERT INTO {_executions(h)} (dispatch_id, project_id, status, version, attempt, "
+        "max_attempts, eligible_at_ms, created_at_ms, updated_at_ms, target, not_before_ms, "
+        f"not_after_ms, proceed_on_unknown) SELECT 'd-forged', project_id, 'pending', 0, 0, 5, "
+        f"{now_ms}, {now_ms}, {now_ms}, target, not_before_ms, not_after_ms, {int(proceed)} "
+        "FROM approved_action_dispatches WHERE dispatch_id = 'd-forged'",
+    ]
+
+
+@pytest.mark.parametrize("proceed", [False, True])
+async def test_a_hand_written_consume_cannot_name_another_rule(
+    harness: stores.Harness, now: ManualClock, proceed: bool
+) -> None:
+    """PostgreSQL: the recorder's definer overwrites the forged rule with the policy's.
+    SQLite: the trigger refuses the execution, and nothing is written; the same execution
+    naming the policy's rule is admitted."""
+    await _rule(harness, proceed=proceed)
+    request = await _approved(harness, now)
+    update, dispatch, forged = _forged_consume(harness, request, now.ms, proceed=not proceed)
+    if harness.dialect == "postgres":
+        database = str(await harness.scalar("SELECT current_database()"))
+        connection = await asyncpg.connect(stores.approver_url(database), timeout=5)
+        try:
+            async with connection.transaction():
+                for sql in (update, dispatch, forged):
+                    await connection.execute(sql)
+        finally:
+            await connection.close()
+        assert (await execution(harness, "d-forged"))["proceed_on_unknown"] is proceed
+        return
+    await harness.raw(update)
+    await harness.raw(dispatch)
+    refusal = await refusals.sqlite_abort(harness, forged)
+    assert refusal == "qinglong:target_refused: an execution carries its policy's rule"
+    assert (
+        await harness.raw(f"SELECT * FROM {_executions(harness)} WHERE dispatch_id = 'd-forged'")
+        == []
+    )
+    # The rule alone was refused: the same execution naming the policy's is written.
+    *_, honest = _forged_consume(harness, request, now.ms, proceed=proceed)
+    await harness.raw(honest)
+    assert (await execution(harness, "d-forged"))["proceed_on_unknown"] == int(proceed)
