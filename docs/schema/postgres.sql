@@ -33,7 +33,7 @@ GRANT USAGE ON SCHEMA qinglong TO qinglong_runtime;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_submitter;
 GRANT USAGE ON SCHEMA qinglong TO qinglong_viewer;
 
--- tables (39)
+-- tables (40)
 
 -- table action_plans
 CREATE TABLE qinglong.action_plans (
@@ -264,6 +264,7 @@ CREATE TABLE qinglong.approved_action_dispatch_executions (
     CONSTRAINT approved_action_dispatch_executions_check2 CHECK (((status <> 'executing'::text) OR (started_at_ms IS NOT NULL))),
     CONSTRAINT approved_action_dispatch_executions_dispatch_id_fkey FOREIGN KEY (dispatch_id) REFERENCES qinglong.approved_action_dispatches(dispatch_id),
     CONSTRAINT approved_action_dispatch_executions_max_attempts_check CHECK ((max_attempts >= 1)),
+    CONSTRAINT approved_action_dispatch_executions_passage_receipt TRIGGER DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT approved_action_dispatch_executions_pkey PRIMARY KEY (dispatch_id),
     CONSTRAINT approved_action_dispatch_executions_proof_not_stored CHECK ((lease_proof IS NULL)),
     CONSTRAINT approved_action_dispatch_executions_result_receipt_digest_check CHECK (((result_receipt_digest IS NULL) OR (length(result_receipt_digest) = 64))),
@@ -917,6 +918,16 @@ CREATE TABLE qinglong.trace_anchors (
 GRANT SELECT ON TABLE qinglong.trace_anchors TO qinglong_operator;
 GRANT INSERT, SELECT ON TABLE qinglong.trace_anchors TO qinglong_runtime;
 
+-- table transactional_action_types
+CREATE TABLE qinglong.transactional_action_types (
+    action_type text NOT NULL,
+    CONSTRAINT transactional_action_types_action_type_check CHECK (((length(action_type) >= 1) AND (length(action_type) <= 128))),
+    CONSTRAINT transactional_action_types_pkey PRIMARY KEY (action_type)
+);
+GRANT SELECT ON TABLE qinglong.transactional_action_types TO qinglong_operator;
+GRANT SELECT ON TABLE qinglong.transactional_action_types TO qinglong_runtime;
+GRANT SELECT ON TABLE qinglong.transactional_action_types TO qinglong_viewer;
+
 -- table ui_sessions
 CREATE TABLE qinglong.ui_sessions (
     session_sha256 text NOT NULL,
@@ -986,7 +997,7 @@ GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_runtime;
 GRANT USAGE ON SEQUENCE qinglong.security_audit_events_event_id_seq TO qinglong_submitter;
 
--- indexes (97; those of primary keys and UNIQUE constraints too)
+-- indexes (98; those of primary keys and UNIQUE constraints too)
 CREATE UNIQUE INDEX action_plans_pkey ON qinglong.action_plans USING btree (project_id, action_ref);
 CREATE UNIQUE INDEX api_tokens_pkey ON qinglong.api_tokens USING btree (token_id);
 CREATE INDEX api_tokens_principal ON qinglong.api_tokens USING btree (principal);
@@ -1079,13 +1090,14 @@ CREATE UNIQUE INDEX tool_execution_start_barriers_run_id_step_run_id_started_st_
 CREATE UNIQUE INDEX tool_execution_start_barriers_trace_id_key ON qinglong.tool_execution_start_barriers USING btree (trace_id);
 CREATE UNIQUE INDEX trace_anchors_pkey ON qinglong.trace_anchors USING btree (trace_id);
 CREATE UNIQUE INDEX trace_anchors_start_id_key ON qinglong.trace_anchors USING btree (start_id);
+CREATE UNIQUE INDEX transactional_action_types_pkey ON qinglong.transactional_action_types USING btree (action_type);
 CREATE INDEX ui_sessions_expires ON qinglong.ui_sessions USING btree (expires_at_ms);
 CREATE UNIQUE INDEX ui_sessions_pkey ON qinglong.ui_sessions USING btree (session_sha256);
 CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principal, created_at_ms);
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (71)
+-- functions (72)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -1358,7 +1370,8 @@ BEGIN
             ('leased', 'retry_wait'), ('leased', 'pending'), ('leased', 'executing'),
             ('executing', 'executing'), ('executing', 'succeeded'),
             ('executing', 'failed'), ('executing', 'blocked'),
-            ('pending', 'cancelled'), ('retry_wait', 'cancelled'), ('leased', 'cancelled')) THEN
+            ('pending', 'cancelled'), ('retry_wait', 'cancelled'), ('leased', 'cancelled'),
+            ('pending', 'succeeded')) THEN
         RAISE EXCEPTION 'qinglong:transition_refused: transition (% → %)', OLD.status, NEW.status
             USING ERRCODE = 'QLT01';
     END IF;
@@ -1397,6 +1410,41 @@ BEGIN
     IF NEW.lease_expires_at_ms > now_ms + 86400000 THEN
         RAISE EXCEPTION 'qinglong:fence_refused: lease beyond the bound (% → %)', OLD.status,
             NEW.status USING ERRCODE = 'QLF03';
+    END IF;
+    -- A passage (point 2): the runtime alone, for a type the owner marked transactional,
+    -- taking the next attempt within the budget as a claim would, started and completed by
+    -- this one write under the holder's proof (the Run and the receipt written after it in the
+    -- same transaction present that proof; the receipt is checked at commit, point 3).
+    IF OLD.status = 'pending' AND NEW.status = 'succeeded' THEN
+        acting := qinglong.acting_role();
+        IF acting IS NULL
+                OR NOT pg_catalog.pg_has_role(acting, 'qinglong_runtime', 'MEMBER') THEN
+            RAISE EXCEPTION 'qinglong:transition_refused: runtime (% → %)', OLD.status,
+                NEW.status USING ERRCODE = 'QLT01';
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM qinglong.approved_action_dispatches AS d
+                       JOIN qinglong.transactional_action_types AS t
+                         ON t.action_type = d.action_type
+                       WHERE d.dispatch_id = NEW.dispatch_id) THEN
+            RAISE EXCEPTION 'qinglong:transition_refused: not transactional (% → %)',
+                OLD.status, NEW.status USING ERRCODE = 'QLT01';
+        END IF;
+        IF NEW.attempt IS DISTINCT FROM OLD.attempt + 1 OR NEW.attempt > NEW.max_attempts
+                OR NEW.takeovers IS DISTINCT FROM OLD.takeovers
+                OR NEW.lease_owner IS NULL OR NEW.lease_token IS NULL
+                OR NEW.started_at_ms IS NULL OR NEW.completed_at_ms IS NULL
+                OR NEW.result_mutation_id IS NULL THEN
+            RAISE EXCEPTION 'qinglong:transition_refused: passage (% → %)', OLD.status,
+                NEW.status USING ERRCODE = 'QLT01';
+        END IF;
+        IF NEW.lease_proof IS NULL THEN
+            RAISE EXCEPTION 'qinglong:fence_refused: a passage presents its proof (% → %)',
+                OLD.status, NEW.status USING ERRCODE = 'QLF01';
+        END IF;
+        NEW.lease_proof_digest := pg_catalog.encode(pg_catalog.sha256(
+            pg_catalog.convert_to(NEW.lease_proof, 'UTF8')), 'hex');
+        NEW.lease_proof := NULL;
+        RETURN NEW;
     END IF;
     -- A handler wait made due earlier: only its due time moves back, nothing else.
     IF OLD.status = 'pending' AND NEW.status = 'pending' THEN
@@ -1550,6 +1598,25 @@ BEGIN
 END
 $function$;
 GRANT EXECUTE ON FUNCTION qinglong.check_execution_window() TO PUBLIC;
+
+-- function qinglong.check_passage_receipt()
+CREATE OR REPLACE FUNCTION qinglong.check_passage_receipt()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM qinglong.approved_run_action_receipts AS r
+                   WHERE r.dispatch_id = NEW.dispatch_id
+                     AND r.execution_attempt = NEW.attempt
+                     AND r.execution_version = NEW.version
+                     AND r.started_at_ms = NEW.started_at_ms) THEN
+        RAISE EXCEPTION 'qinglong:transition_refused: a passage commits with its receipt (% → %)',
+            OLD.status, NEW.status USING ERRCODE = 'QLT01';
+    END IF;
+    RETURN NULL;
+END
+$function$;
 
 -- function qinglong.check_requested_window()
 CREATE OR REPLACE FUNCTION qinglong.check_requested_window()
@@ -3420,7 +3487,7 @@ END
 $function$;
 ALTER FUNCTION qinglong.tell_recovery_required() OWNER TO qinglong_recorder;
 
--- triggers (97)
+-- triggers (98)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
@@ -3449,9 +3516,10 @@ CREATE TRIGGER approval_votes_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglon
 CREATE TRIGGER approved_action_dispatch_executions_accountable BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_execution_accountable();
 CREATE TRIGGER approved_action_dispatch_executions_due_insert AFTER INSERT ON qinglong.approved_action_dispatch_executions FOR EACH STATEMENT EXECUTE FUNCTION qinglong.notify_dispatch_due();
 CREATE TRIGGER approved_action_dispatch_executions_due_yield AFTER UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.status = 'pending'::text) AND (old.status IS DISTINCT FROM 'pending'::text))) EXECUTE FUNCTION qinglong.notify_dispatch_due();
-CREATE TRIGGER approved_action_dispatch_executions_freeze BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((((new.status = 'leased'::text) AND ((old.status <> 'leased'::text) OR (new.lease_token IS DISTINCT FROM old.lease_token))) OR ((new.status = 'executing'::text) AND (old.status <> 'executing'::text)))) EXECUTE FUNCTION qinglong.check_execution_freeze();
+CREATE TRIGGER approved_action_dispatch_executions_freeze BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((((new.status = 'leased'::text) AND ((old.status <> 'leased'::text) OR (new.lease_token IS DISTINCT FROM old.lease_token))) OR ((new.status = 'executing'::text) AND (old.status <> 'executing'::text)) OR ((new.status = 'succeeded'::text) AND (old.status = 'pending'::text)))) EXECUTE FUNCTION qinglong.check_execution_freeze();
 CREATE TRIGGER approved_action_dispatch_executions_ledger_insert AFTER INSERT ON qinglong.approved_action_dispatch_executions REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION qinglong.record_execution_changes();
 CREATE TRIGGER approved_action_dispatch_executions_ledger_update AFTER UPDATE ON qinglong.approved_action_dispatch_executions REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION qinglong.record_execution_changes();
+CREATE CONSTRAINT TRIGGER approved_action_dispatch_executions_passage_receipt AFTER UPDATE ON qinglong.approved_action_dispatch_executions DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (((old.status = 'pending'::text) AND (new.status = 'succeeded'::text))) EXECUTE FUNCTION qinglong.check_passage_receipt();
 CREATE TRIGGER approved_action_dispatch_executions_prune_only BEFORE DELETE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER approved_action_dispatch_executions_receipt BEFORE INSERT OR UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_execution_receipt();
 CREATE TRIGGER approved_action_dispatch_executions_rule_immutable BEFORE UPDATE OF proceed_on_unknown ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((old.proceed_on_unknown IS DISTINCT FROM new.proceed_on_unknown)) EXECUTE FUNCTION qinglong.guard_execution_rule();
@@ -3461,7 +3529,7 @@ CREATE TRIGGER approved_action_dispatch_executions_target_holder BEFORE UPDATE O
 CREATE TRIGGER approved_action_dispatch_executions_target_immutable BEFORE UPDATE OF target ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((old.target IS DISTINCT FROM new.target)) EXECUTE FUNCTION qinglong.guard_execution_target();
 CREATE TRIGGER approved_action_dispatch_executions_target_of_dispatch BEFORE INSERT ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.execution_target_of_dispatch();
 CREATE TRIGGER approved_action_dispatch_executions_tell AFTER UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.status IS DISTINCT FROM old.status) AND (new.status = ANY (ARRAY['failed'::text, 'blocked'::text, 'succeeded'::text])))) EXECUTE FUNCTION qinglong.tell_execution_outcome();
-CREATE TRIGGER approved_action_dispatch_executions_window BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((((new.not_before_ms IS NOT NULL) OR (new.not_after_ms IS NOT NULL)) AND (((new.status = 'leased'::text) AND ((old.status <> 'leased'::text) OR (new.lease_token IS DISTINCT FROM old.lease_token))) OR ((new.status = 'executing'::text) AND (old.status <> 'executing'::text))))) EXECUTE FUNCTION qinglong.check_execution_window();
+CREATE TRIGGER approved_action_dispatch_executions_window BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((((new.not_before_ms IS NOT NULL) OR (new.not_after_ms IS NOT NULL)) AND (((new.status = 'leased'::text) AND ((old.status <> 'leased'::text) OR (new.lease_token IS DISTINCT FROM old.lease_token))) OR ((new.status = 'executing'::text) AND (old.status <> 'executing'::text)) OR ((new.status = 'succeeded'::text) AND (old.status = 'pending'::text))))) EXECUTE FUNCTION qinglong.check_execution_window();
 CREATE TRIGGER approved_action_dispatch_executions_window_immutable BEFORE UPDATE OF not_before_ms, not_after_ms ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((old.not_before_ms IS DISTINCT FROM new.not_before_ms) OR (old.not_after_ms IS DISTINCT FROM new.not_after_ms))) EXECUTE FUNCTION qinglong.guard_execution_window_copy();
 CREATE TRIGGER approved_action_dispatch_executions_window_of_dispatch BEFORE INSERT ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.execution_window_of_dispatch();
 CREATE TRIGGER approved_action_dispatches_guard BEFORE INSERT ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.guard_dispatch_insert();

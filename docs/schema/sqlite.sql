@@ -9,7 +9,7 @@ PRAGMA auto_vacuum = 2;
 PRAGMA user_version = 0;
 PRAGMA application_id = 0;
 
--- tables (40)
+-- tables (41)
 
 -- table action_plans
 CREATE TABLE action_plans (
@@ -157,7 +157,9 @@ CREATE TABLE "approved_action_dispatch_executions" (
     created_at_ms       INTEGER NOT NULL,
     updated_at_ms       INTEGER NOT NULL, lease_proof_digest TEXT, lease_proof TEXT CHECK (lease_proof IS NULL), result_receipt_json TEXT
     CHECK (result_receipt_json IS NULL OR length(CAST(result_receipt_json AS BLOB)) <= 16384), result_receipt_digest TEXT
-    CHECK (result_receipt_digest IS NULL OR length(result_receipt_digest) = 64), takeovers INTEGER NOT NULL DEFAULT 0 CHECK (takeovers >= 0), target TEXT, not_before_ms INTEGER, not_after_ms INTEGER, proceed_on_unknown INTEGER NOT NULL DEFAULT 0 CHECK (proceed_on_unknown IN (0, 1)),
+    CHECK (result_receipt_digest IS NULL OR length(result_receipt_digest) = 64), takeovers INTEGER NOT NULL DEFAULT 0 CHECK (takeovers >= 0), target TEXT, not_before_ms INTEGER, not_after_ms INTEGER, proceed_on_unknown INTEGER NOT NULL DEFAULT 0 CHECK (proceed_on_unknown IN (0, 1)), passage_receipt TEXT
+    REFERENCES approved_run_action_receipts (dispatch_id) DEFERRABLE INITIALLY DEFERRED
+    CHECK (passage_receipt IS NULL OR (passage_receipt = dispatch_id AND status = 'succeeded')),
     -- eligible_at_ms is the due-index key: set exactly in the claimable states.
     CHECK ((eligible_at_ms IS NOT NULL) = (status IN ('pending', 'leased', 'retry_wait'))),
     CHECK (status NOT IN ('leased', 'executing')
@@ -585,6 +587,11 @@ CREATE TABLE trace_anchors (
     trace_digest    TEXT NOT NULL CHECK (length(trace_digest) = 64),
     committed_at_ms INTEGER NOT NULL
 ) STRICT;
+
+-- table transactional_action_types
+CREATE TABLE transactional_action_types (
+    action_type TEXT PRIMARY KEY CHECK (length(action_type) BETWEEN 1 AND 128)
+);
 
 -- table ui_sessions
 CREATE TABLE ui_sessions (
@@ -1371,7 +1378,8 @@ CREATE TRIGGER approved_action_dispatch_executions_freeze
 BEFORE UPDATE ON approved_action_dispatch_executions
 WHEN ((NEW.status = 'leased' AND (OLD.status <> 'leased'
                                   OR NEW.lease_token IS NOT OLD.lease_token))
-      OR (NEW.status = 'executing' AND OLD.status <> 'executing'))
+      OR (NEW.status = 'executing' AND OLD.status <> 'executing')
+      OR (NEW.status = 'succeeded' AND OLD.status = 'pending'))
     AND EXISTS (SELECT 1 FROM dispatch_freezes AS z WHERE z.dispatch_id = NEW.dispatch_id)
 BEGIN
     SELECT RAISE(ABORT, 'qinglong:freeze_refused: a freeze covers this dispatch');
@@ -1520,6 +1528,7 @@ BEGIN
         WHEN NOT CASE OLD.status
             WHEN 'pending' THEN NEW.status = 'leased' OR NEW.status = 'blocked'
                 OR NEW.status = 'cancelled' OR NEW.status = 'pending'
+                OR NEW.status = 'succeeded'
             WHEN 'retry_wait' THEN NEW.status = 'leased' OR NEW.status = 'blocked'
                 OR NEW.status = 'cancelled'
             WHEN 'leased' THEN NEW.status = 'leased' OR NEW.status = 'blocked'
@@ -1531,6 +1540,27 @@ BEGIN
             ELSE 0
         END
             THEN RAISE(ABORT, 'qinglong:transition_refused: transition')
+        -- A passage (points 2 and 3): for a type marked transactional, the next attempt
+        -- within the budget as a claim would take it, its holder, start and completion named,
+        -- its receipt named under foreign keys enforced (the receipt's own guard binds it to
+        -- exactly this attempt and start when it is written).
+        WHEN OLD.status = 'pending' AND NEW.status = 'succeeded'
+            THEN CASE
+                WHEN NOT EXISTS (
+                        SELECT 1 FROM approved_action_dispatches AS d
+                        JOIN transactional_action_types AS t ON t.action_type = d.action_type
+                        WHERE d.dispatch_id = NEW.dispatch_id)
+                    THEN RAISE(ABORT, 'qinglong:transition_refused: not transactional')
+                WHEN NEW.attempt IS NOT OLD.attempt + 1 OR NEW.attempt > NEW.max_attempts
+                    OR NEW.takeovers IS NOT OLD.takeovers
+                    OR NEW.lease_owner IS NULL OR NEW.lease_token IS NULL
+                    OR NEW.started_at_ms IS NULL OR NEW.completed_at_ms IS NULL
+                    OR NEW.result_mutation_id IS NULL
+                    THEN RAISE(ABORT, 'qinglong:transition_refused: passage')
+                WHEN NEW.passage_receipt IS NOT NEW.dispatch_id
+                    OR NOT (SELECT foreign_keys FROM pragma_foreign_keys)
+                    THEN RAISE(ABORT, 'qinglong:transition_refused: a passage commits with its receipt')
+            END
         -- A handler wait made due earlier: only its due time moves back, nothing else.
         WHEN OLD.status = 'pending' AND NEW.status = 'pending'
             THEN CASE
@@ -1574,6 +1604,7 @@ BEGIN
                 - (CASE WHEN OLD.status = 'leased' AND NEW.status = 'pending' THEN 1 ELSE 0 END)
             THEN RAISE(ABORT, 'qinglong:transition_refused: attempt')
         WHEN NEW.lease_owner IS NOT OLD.lease_owner OR NEW.lease_token IS NOT OLD.lease_token
+            OR NEW.passage_receipt IS NOT OLD.passage_receipt
             OR (NEW.started_at_ms IS NOT OLD.started_at_ms
                 AND NOT (OLD.status = 'leased' AND NEW.status = 'executing'))
             THEN RAISE(ABORT, 'qinglong:transition_refused: fence')
@@ -1658,7 +1689,8 @@ BEFORE UPDATE ON approved_action_dispatch_executions
 WHEN (NEW.not_before_ms IS NOT NULL OR NEW.not_after_ms IS NOT NULL)
     AND ((NEW.status = 'leased' AND (OLD.status <> 'leased'
                                      OR NEW.lease_token IS NOT OLD.lease_token))
-         OR (NEW.status = 'executing' AND OLD.status <> 'executing'))
+         OR (NEW.status = 'executing' AND OLD.status <> 'executing')
+         OR (NEW.status = 'succeeded' AND OLD.status = 'pending'))
     AND (CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) < NEW.not_before_ms
          OR CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) >= NEW.not_after_ms)
 BEGIN

@@ -111,6 +111,16 @@ class PlanReader:
             raise errors.PlanInvalid("plan is of another model", code="plan_type_mismatch")
         return plan, digest
 
+    def checked(
+        self, stored: ports.StoredPlan, dispatch: records.Dispatch, model: type[P]
+    ) -> tuple[P, str]:
+        """The plan (a `model`) and its action digest from `stored`, a plan the caller read
+        itself (a passage, in its own transaction): checked as `resolve` checks, no read."""
+        plan, digest = self._remember(dispatch, self._checked(stored, dispatch))
+        if not isinstance(plan, model):
+            raise errors.PlanInvalid("plan is of another model", code="plan_type_mismatch")
+        return plan, digest
+
     def kept(self, dispatch: records.Dispatch, model: type[P]) -> tuple[P, str] | None:
         """The plan and digest `resolve` gave for this dispatch, if the reader still keeps it
         (no read: for a step that must not touch the store)."""

@@ -231,7 +231,9 @@ async def trickle(
                 e.to_status: e.committed_at_ms for e in await store.execution_events(dispatch_id)
             }
             eligible = events[ExecutionStatus.PENDING]
-            starts.append(events[ExecutionStatus.EXECUTING] - eligible)
+            # A passage starts and completes at once (decision 0055): its one line is both.
+            started = events.get(ExecutionStatus.EXECUTING, events[ExecutionStatus.SUCCEEDED])
+            starts.append(started - eligible)
             completes.append(events[ExecutionStatus.SUCCEEDED] - eligible)
     finally:
         await store.close()

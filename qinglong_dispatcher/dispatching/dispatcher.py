@@ -16,7 +16,7 @@ import anyio
 import structlog
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.dispatching import claimed_item, page_path
+from qinglong_dispatcher.dispatching import claimed_item, page_path, passages
 from qinglong_dispatcher.dispatching.claimed_item import DispatchConfig, FaultHook, RenewalObserver
 from qinglong_dispatcher.domain import errors, records, states
 from qinglong_dispatcher.domain.records import Outcome
@@ -28,6 +28,8 @@ __all__ = ["BatchReport", "DispatchConfig", "Dispatcher", "FaultHook", "RenewalO
 
 FIRST_IDS = 5
 """How many dispatch ids a page's `dispatch.claimed` event names (with the page's count)."""
+CLAIMS_DEFERRED_MAX = 15
+"""How many batches in a row full passages may put off the claim (decision 0055)."""
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -85,6 +87,8 @@ class Dispatcher:
             on_renewal=on_renewal,
         )
         self._page = page_path.PagePath(store, handlers, clock, config, fault_hook=fault_hook)
+        self._passages = passages.Passages(store, handlers, clock, config)
+        self._claims_deferred = 0
 
     async def aclose(self) -> None:
         """Release what the handlers hold (an HTTP client's connections), once no batch runs."""
@@ -109,16 +113,31 @@ class Dispatcher:
     async def dispatch_batch(self) -> BatchReport:
         """Claim one page of due executions and carry each as far as it may go."""
         config = self._config
+        report = BatchReport(page_size=config.page_size)
         if self.draining:
-            return BatchReport(page_size=config.page_size)
+            return report
+        # Transactional actions first: a passage commits its page whole, nothing to give back.
+        # After a full one more is due, most likely more of the same: the claim waits a few
+        # batches (the other actions' rows are never starved), then takes only other actions'
+        # rows, so that the passages keep theirs.
+        passed = await self._passages.run(report.count)
+        report.observed = passed.observed
+        if passed.passed:  # the report names only the outcomes that happened
+            report.claims[Outcome.CLAIMED.value] += passed.passed
+        if passed.full and self._claims_deferred < CLAIMS_DEFERRED_MAX:
+            self._claims_deferred += 1
+            return report
+        self._claims_deferred = 0
         batch = await self._store.claim_due(
             now_ms=self._clock.now_ms(),
             owner=config.owner,
             limit=config.page_size,
             lease_ms=config.lease_ms,
+            skip_action_types=passed.full_types,
         )
         now_ms = self._clock.now_ms()
-        report = BatchReport(page_size=config.page_size, observed=batch.observed)
+        report.observed = max(report.observed, batch.observed)
+        self._passages.claimed(c.dispatch.action_type for c in batch.claims if c.dispatch)
         for claim in batch.claims:
             report.claims[claim.outcome.value] += 1
             if claim.outcome is Outcome.EXHAUSTED:

@@ -77,6 +77,10 @@ ALLOWED_TRANSITIONS: frozenset[tuple[ExecutionStatus | None, ExecutionStatus]] =
         (ExecutionStatus.EXECUTING, ExecutionStatus.BLOCKED),
         (ExecutionStatus.PENDING, ExecutionStatus.CANCELLED),  # operator, under the claim fence
         (ExecutionStatus.RETRY_WAIT, ExecutionStatus.CANCELLED),
+        # A passage: a transactional action's claim, start, effect, receipt and completion in
+        # one transaction, only for a type marked transactional and with its receipt
+        # (decision 0055).
+        (ExecutionStatus.PENDING, ExecutionStatus.SUCCEEDED),
     }
 )
 """Every status change the store records in the ledger; anything else is a bug or tampering.

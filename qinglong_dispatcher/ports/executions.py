@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Collection, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from qinglong_dispatcher.domain import (
     records,
@@ -14,6 +14,9 @@ from qinglong_dispatcher.domain import (
     uncertainty,
 )
 from qinglong_dispatcher.ports.transactions import Query
+
+if TYPE_CHECKING:
+    from qinglong_dispatcher.ports.approvals import StoredPlan
 
 E = TypeVar("E")
 
@@ -25,9 +28,16 @@ class ExecutionStore(Protocol):
     """Claim, renew, start, release and complete executions under fences (docs/state-machine.md)."""
 
     async def claim_due(
-        self, *, now_ms: int, owner: str, limit: int, lease_ms: int
+        self,
+        *,
+        now_ms: int,
+        owner: str,
+        limit: int,
+        lease_ms: int,
+        skip_action_types: Collection[str] = (),
     ) -> records.ClaimBatch:
-        """One due observation (≤ limit rows) and a fenced claim of each, in one transaction."""
+        """One due observation (≤ limit rows) and a fenced claim of each, in one transaction;
+        rows of `skip_action_types` are not observed."""
         ...
 
     async def claim(
@@ -190,8 +200,48 @@ class PageEffects(Protocol):
         ...
 
 
+EffectOf = Callable[[records.Dispatch, "StoredPlan", int], object]
+"""A transactional action's effect for a dispatch, from its plan as the passage read it and
+the start time (`PassingHandler.passage_effect`); raises `errors.QinglongError` when
+the plan is not the approved one (the row is then left to the claim)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Passed:
+    """One dispatch a passage committed: its fence, as a start would have named it."""
+
+    dispatch: records.Dispatch
+    identity: records.ExecutionIdentity
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class PassageBatch:
+    """What one passage read (`observed`, ≤ its limit) and committed."""
+
+    passed: tuple[Passed, ...]
+    observed: int
+
+
 class PageStore(Protocol):
-    """The page transaction of transactional actions (docs/decisions/0006)."""
+    """The page transaction of transactional actions (docs/decisions/0006), and their
+    passage (docs/decisions/0055)."""
+
+    async def pass_due(
+        self,
+        action_type: str,
+        effects: PageEffects,
+        effect_of: EffectOf,
+        *,
+        now_ms: int,
+        owner: str,
+        limit: int,
+    ) -> PassageBatch:
+        """In ONE transaction: the due waiting rows of `action_type` (≤ limit; on PostgreSQL
+        locked, skipping those another replica holds), each taken from `pending` straight to
+        `succeeded` with its effect and receipt (`effects`, `effect_of`), one ledger line each.
+        A row whose plan does not resolve, whose effect exists, or that the database would not
+        admit is left waiting for the claim; a failure undoes the whole passage."""
+        ...
 
     async def commit_page(
         self,

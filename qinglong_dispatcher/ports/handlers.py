@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from qinglong_dispatcher.domain import records, recovery, states
+from qinglong_dispatcher.ports.approvals import StoredPlan
 from qinglong_dispatcher.ports.executions import PageEffects
 
 
@@ -126,6 +127,22 @@ class TransactionalHandler(Protocol):
     def page_effect(self, dispatch: records.Dispatch, *, started_at_ms: int) -> object:
         """This dispatch's effect if it starts at `started_at_ms` (`PageItem.effect`); called
         only after a ready `inspect` of the same dispatch, and side-effect free."""
+        ...
+
+
+@runtime_checkable
+class PassingHandler(TransactionalHandler, Protocol):
+    """A transactional handler whose due rows pass: claim, start, effect, receipt and
+    completion in one transaction, the row from `pending` straight to `succeeded`
+    (docs/decisions/0055; the database admits it only for a type the owner marked
+    transactional). A row a passage leaves is claimed and takes the page transaction."""
+
+    def passage_effect(
+        self, dispatch: records.Dispatch, stored: StoredPlan, *, started_at_ms: int
+    ) -> object:
+        """This dispatch's effect in a passage (`ports.EffectOf`): its plan `stored` as the
+        passage's transaction read it, checked against the approved digest as `inspect` would
+        (`errors.QinglongError` otherwise); side-effect free, no I/O."""
         ...
 
 

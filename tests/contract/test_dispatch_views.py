@@ -251,9 +251,7 @@ async def test_show_a_succeeded_run_create(harness: Harness, clock: ManualClock)
     assert e.lease_owner == "w1"
     assert [(ev.from_status, ev.to_status) for ev in detail.events] == [
         (None, Status.PENDING),
-        (ExecutionStatus.PENDING, Status.LEASED),
-        (ExecutionStatus.LEASED, Status.EXECUTING),
-        (ExecutionStatus.EXECUTING, Status.SUCCEEDED),
+        (ExecutionStatus.PENDING, Status.SUCCEEDED),  # a passage: one line names the path
     ]
     # Database times, from the ledger itself (the manual clock is years behind them).
     stored = await harness.store.execution_events(one.dispatch_id)

@@ -1,6 +1,7 @@
-"""One claimed page holding `run.create` and `tool.invoke` items: the `run.create` items start,
-take effect and complete in the page transaction; each `tool.invoke` item takes the per-item
-path (its own start barrier, the StepRun barrier, the adapter, then its completion)."""
+"""One batch of `run.create` and `tool.invoke` items: the `run.create` items are claimed,
+started, take effect and complete in one passage (docs/decisions/0055); each `tool.invoke`
+item is claimed and takes the per-item path (its own start barrier, the StepRun barrier, the
+adapter, then its completion)."""
 
 from __future__ import annotations
 
@@ -103,26 +104,19 @@ async def test_a_page_of_run_create_and_tool_invoke_commits_each_kind_its_own_wa
     report = await the_dispatcher.dispatch_batch()
     commits = store.commits - commits_before
 
-    assert report.claims["claimed"] == RUN_CREATES + TOOL_INVOKES, report
+    assert report.claims["claimed"] == RUN_CREATES + TOOL_INVOKES, report  # a passage claims
     assert report.outcomes["succeeded"] == RUN_CREATES + TOOL_INVOKES, report
-    # One claim, ONE page transaction for every run.create, each tool item its own three.
+    # ONE passage for every run.create, one claim of the tool items, each its own three.
     assert commits == 1 + 1 + COMMITS_PER_TOOL_ITEM * TOOL_INVOKES
 
-    # run.create: start and completion in the same transaction.
+    # run.create: claim, start and completion in the same transaction, one ledger line.
     page_clocks = set()
     for dispatch_id in run_create_ids:
         events = await store.execution_events(dispatch_id)
-        assert [(e.from_status, e.to_status) for e in events][2:] == [
-            (ExecutionStatus.LEASED, ExecutionStatus.EXECUTING),
-            (ExecutionStatus.EXECUTING, ExecutionStatus.SUCCEEDED),
+        assert [(e.from_status, e.to_status) for e in events][1:] == [
+            (ExecutionStatus.PENDING, ExecutionStatus.SUCCEEDED),
         ]
-        start, end = events[2], events[3]
-        # PostgreSQL's ledger clock is the transaction's (one instant per commit); SQLite's
-        # triggers read the clock once per statement, so there the page's instants only order.
-        if harness.dialect == "postgres":
-            assert start.committed_at_ms == end.committed_at_ms
-        assert start.committed_at_ms <= end.committed_at_ms
-        page_clocks.add(start.committed_at_ms)
+        page_clocks.add(events[1].committed_at_ms)
         row = await store.get_execution(dispatch_id)
         assert row is not None
         assert row.status is ExecutionStatus.SUCCEEDED
@@ -130,7 +124,7 @@ async def test_a_page_of_run_create_and_tool_invoke_commits_each_kind_its_own_wa
         receipt = await repositories.runs(store).get_receipt(dispatch_id)
         assert receipt is not None
         assert receipt.is_intact()
-    if harness.dialect == "postgres":  # transaction_timestamp(): the whole page, one commit
+    if harness.dialect == "postgres":  # transaction_timestamp(): the whole passage, one commit
         assert len(page_clocks) == 1
 
     # tool.invoke: the per-item path, its start committed before the tool ran.
@@ -147,7 +141,7 @@ async def test_a_page_of_run_create_and_tool_invoke_commits_each_kind_its_own_wa
         assert s.tool_status == "executing", s  # the start barrier had committed alone
         assert s.tool_ledger == started_ledger, s  # and its completion had not
         assert s.tool_barriers == 1, s  # the StepRun barrier too, before the adapter
-        assert s.run_create_statuses == ["succeeded"] * RUN_CREATES, s  # the page was done
+        assert s.run_create_statuses == ["succeeded"] * RUN_CREATES, s  # the passage was done
         assert s.file_exists is (s.point == "after_adapter"), s
     for item in tool_items:
         dispatch_id = item.consumed.dispatch_id

@@ -31,6 +31,9 @@ S = steps.StepRunStatus
 
 EXHAUSTS = {(E.PENDING, E.BLOCKED), (E.RETRY_WAIT, E.BLOCKED)}
 """A waiting row blocked: only by exhausting a spent budget (`attempts_exhausted`)."""
+PASSAGES = {(E.PENDING, E.SUCCEEDED)}
+"""A passage: only for a transactional type, as a claim and start and completion would be
+written, with its receipt (tests/security/test_hostile_passages.py)."""
 
 
 async def test_the_trigger_allows_exactly_the_domain_execution_row_updates(
@@ -50,10 +53,12 @@ async def test_the_trigger_allows_exactly_the_domain_execution_row_updates(
             # Allowed only once the budget is spent, which these fresh rows' is not
             # (test_a_claim_never_goes_beyond_the_attempt_budget spends it).
             assert rule == "blocked", (before, after, rule)
+        elif (before, after) in PASSAGES:
+            assert rule in ("passage", "not transactional"), (before, after, rule)
         else:
             # The pair itself is refused, not some incidental column of the attempt.
             assert rule == "transition", (before, after, rule)
-    assert allowed == set(states.ROW_UPDATES) - EXHAUSTS
+    assert allowed == set(states.ROW_UPDATES) - EXHAUSTS - PASSAGES
 
 
 async def test_a_terminal_execution_refuses_every_change(

@@ -7,8 +7,10 @@ from pathlib import Path
 import structlog
 
 from qinglong_dispatcher import bootstrap
+from qinglong_dispatcher.actions.run_create import handler as run_create
 from qinglong_dispatcher.config.settings import load_settings
 from qinglong_dispatcher.lifecycle import daemon
+from tests.support import page_crash, repositories
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import make_dispatcher
@@ -65,7 +67,9 @@ async def test_a_first_claim_is_no_takeover(
     with structlog.testing.capture_logs() as logs:
         assert await daemon.Daemon(parts).tick()
     assert [e for e in logs if e["event"] == "lease.taken_over"] == []
-    assert [e["event"] for e in logs if e["event"] == "dispatch.claimed"] == ["dispatch.claimed"]
+    # run.create passes: its claim is the passage's (one event for it).
+    passed = [e for e in logs if e["event"] == "dispatch.page_committed"]
+    assert [(e["path"], e["count"]) for e in passed] == [("passage", 2)]
     assert _takeovers(parts) == "qinglong_dispatcher_takeovers_total 0.0"
 
 
@@ -120,8 +124,13 @@ async def test_a_page_claim_logs_its_count_and_only_the_first_ids(
     harness: Harness, clock: ManualClock
 ) -> None:
     consumed = await submit_runs(harness.approver_store, clock, 12)
+    # Claimed, not passed: run.create as it was before passages (the page transaction).
+    handler = page_crash.PageOnly(
+        run_create.RunCreateHandler(harness.store, repositories.runs(harness.store), clock)
+    )
+    the_dispatcher = make_dispatcher(harness.store, clock, handlers={"run.create": handler})
     with structlog.testing.capture_logs() as logs:
-        report = await make_dispatcher(harness.store, clock).dispatch_batch()
+        report = await the_dispatcher.dispatch_batch()
     assert report.outcomes["succeeded"] == 12
     (claimed,) = [e for e in logs if e["event"] == "dispatch.claimed"]
     assert claimed["count"] == 12

@@ -63,7 +63,7 @@ def _tick_on_a_terminal(workdir: Path, env: dict[str, str]) -> str:
 def test_a_terminal_gets_console_lines(workdir: Path) -> None:
     _submit(workdir)
     shown = _tick_on_a_terminal(workdir, _env())
-    lines = [line for line in shown.splitlines() if "dispatch.claimed" in line]
+    lines = [line for line in shown.splitlines() if "dispatch.page_committed" in line]
     assert lines, shown
     assert not lines[0].lstrip().startswith("{")
 
@@ -71,13 +71,13 @@ def test_a_terminal_gets_console_lines(workdir: Path) -> None:
 def test_an_explicit_setting_wins_on_a_terminal(workdir: Path) -> None:
     _submit(workdir)
     shown = _tick_on_a_terminal(workdir, _env(QINGLONG_LOG_FORMAT="json"))
-    (line,) = [line for line in shown.splitlines() if "dispatch.claimed" in line]
-    assert json.loads(line)["event"] == "dispatch.claimed"
+    (line,) = [line for line in shown.splitlines() if "dispatch.page_committed" in line]
+    assert json.loads(line)["event"] == "dispatch.page_committed"
 
 
 def test_a_pipe_gets_json_lines(workdir: Path) -> None:
     _submit(workdir)
     done = run_cli("tick", "--once", cwd=workdir)  # stderr is a pipe
     assert done.returncode == 0, done.stderr
-    (line,) = [line for line in done.stderr.splitlines() if "dispatch.claimed" in line]
-    assert json.loads(line)["event"] == "dispatch.claimed"
+    (line,) = [line for line in done.stderr.splitlines() if "dispatch.page_committed" in line]
+    assert json.loads(line)["event"] == "dispatch.page_committed"

@@ -85,10 +85,12 @@ async def test_two_daemons_share_500_dispatches_and_start_each_once(
     elapsed, _ = await anyio.to_thread.run_sync(
         _share, stores.runtime_url(database), stores.approver_url(database), tmp_path
     )
+    # A start is the barrier's line, or a passage's (claim, start and completion at once).
     starts = await stores.raw(
         database,
         "SELECT dispatch_id, count(*) AS n FROM qinglong.execution_events "
-        "WHERE from_status = 'leased' AND to_status = 'executing' GROUP BY dispatch_id",
+        "WHERE (from_status, to_status) IN (('leased', 'executing'), ('pending', 'succeeded')) "
+        "GROUP BY dispatch_id",
     )
     assert len(starts) == DISPATCHES
     assert {r["n"] for r in starts} == {1}
@@ -97,8 +99,10 @@ async def test_two_daemons_share_500_dispatches_and_start_each_once(
     per_owner = await stores.raw(
         database,
         "SELECT lease_owner, "
-        "count(*) FILTER (WHERE to_status = 'leased') AS claimed, "
-        "count(*) FILTER (WHERE to_status = 'executing') AS started "
+        "count(*) FILTER (WHERE to_status = 'leased' OR to_status = 'succeeded' "
+        "AND from_status = 'pending') AS claimed, "
+        "count(*) FILTER (WHERE to_status = 'executing' OR to_status = 'succeeded' "
+        "AND from_status = 'pending') AS started "
         "FROM qinglong.execution_events WHERE lease_owner IS NOT NULL "
         "GROUP BY lease_owner ORDER BY lease_owner",
     )

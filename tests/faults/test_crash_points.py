@@ -47,8 +47,14 @@ async def crash(the_dispatcher: dispatcher.Dispatcher) -> None:
 
 
 async def starts(harness: Harness, dispatch_id: str) -> int:
+    """Start barriers and passages (a passage is a claim, a start and a completion at once)."""
     events = await harness.store.execution_events(dispatch_id)
-    return sum(1 for e in events if e.to_status is ExecutionStatus.EXECUTING)
+    passage = (ExecutionStatus.PENDING, ExecutionStatus.SUCCEEDED)
+    return sum(
+        1
+        for e in events
+        if e.to_status is ExecutionStatus.EXECUTING or (e.from_status, e.to_status) == passage
+    )
 
 
 MARKER_POINTS = {
@@ -118,7 +124,13 @@ RUN_CREATE_POINTS = {
     "inside_page": "pre",  # in the page transaction, before its commit: nothing started
     "after_page": "succeeded",  # the page transaction had committed start, Run and completion
 }
-"""Crash points of run.create on the page path (one transaction for start, effect, complete)."""
+"""Crash points of run.create on the page path (one transaction for start, effect, complete),
+which serves the rows a passage leaves to the claim."""
+
+PASSAGE_RUN_CREATE_POINTS = {
+    "inside_passage": "pre",  # in the passage, before its commit: nothing written at all
+}
+"""The passage: claim, start, effect and completion in one transaction."""
 
 PER_ITEM_RUN_CREATE_POINTS = {
     "after_claim": "pre",
@@ -130,17 +142,22 @@ PER_ITEM_RUN_CREATE_POINTS = {
 """The same on the per-item path, which serves every item the page transaction did not take."""
 
 
-def _crash_inside_page(store: object) -> None:
+def _crash_inside(store: object, point: str, after: str) -> None:
     def crash() -> None:
-        raise SimulatedCrash("inside_page")
+        raise SimulatedCrash(point)
 
-    page_crash.crash_inside(store, after="complete_page", crash=crash)
+    page_crash.crash_inside(store, after=after, crash=crash)
+
+
+POINTS = {
+    "passage": PASSAGE_RUN_CREATE_POINTS,
+    "page": RUN_CREATE_POINTS,
+    "per_item": PER_ITEM_RUN_CREATE_POINTS,
+}
 
 
 @pytest.mark.parametrize(
-    ("path", "point"),
-    [("page", p) for p in sorted(RUN_CREATE_POINTS)]
-    + [("per_item", p) for p in sorted(PER_ITEM_RUN_CREATE_POINTS)],
+    ("path", "point"), [(path, p) for path, points in POINTS.items() for p in sorted(points)]
 )
 async def test_run_create_crash_points(
     harness: Harness, clock: ManualClock, path: str, point: str
@@ -153,8 +170,16 @@ async def test_run_create_crash_points(
     )
     if path == "per_item":
         handler = page_crash.PerItemOnly(handler)
+    elif path == "page":
+        handler = page_crash.PageOnly(
+            run_create.RunCreateHandler(
+                crashing, repositories.runs(crashing), clock, fault_hook=hook
+            )
+        )
     if point == "inside_page":
-        _crash_inside_page(crashing)
+        _crash_inside(crashing, point, after="complete_page")
+    if point == "inside_passage":
+        _crash_inside(crashing, point, after="pass_rows")
     first = make_dispatcher(
         crashing, clock, owner="w1", handlers={"run.create": handler}, fault_hook=hook
     )
@@ -167,7 +192,7 @@ async def test_run_create_crash_points(
     row = await harness.store.get_execution(consumed.dispatch_id)
     assert row is not None
     runs = int(await harness.scalar(f"SELECT count(*) AS n FROM {faults.table(harness, 'runs')}"))
-    expected = (RUN_CREATE_POINTS if path == "page" else PER_ITEM_RUN_CREATE_POINTS)[point]
+    expected = POINTS[path][point]
     assert await starts(harness, consumed.dispatch_id) == 1
     if expected == "pre":
         assert row.status is ExecutionStatus.SUCCEEDED

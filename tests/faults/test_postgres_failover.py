@@ -198,7 +198,8 @@ async def _check(cluster: pg_ha.Cluster, seen: dict[str, Any]) -> None:
         cluster,
         "SELECT DISTINCT e.lease_owner FROM qinglong.execution_events AS e "
         "JOIN qinglong.approved_action_dispatch_executions AS x USING (dispatch_id) "
-        f"WHERE x.project_id = '{project}' AND e.to_status = 'executing' "
+        f"WHERE x.project_id = '{project}' AND (e.to_status = 'executing' "
+        "OR e.from_status = 'pending' AND e.to_status = 'succeeded') "
         f"AND e.committed_at_ms > {seen['failed_over_ms']}",
     )
     assert len(owners) == REPLICAS, owners
@@ -208,7 +209,8 @@ async def _check(cluster: pg_ha.Cluster, seen: dict[str, Any]) -> None:
         cluster,
         "SELECT x.dispatch_id, x.status, x.attempt, "
         "(SELECT count(*) FROM qinglong.execution_events AS e WHERE e.dispatch_id = x.dispatch_id "
-        " AND e.from_status = 'leased' AND e.to_status = 'executing') AS starts, "
+        " AND (e.from_status, e.to_status) IN (('leased', 'executing'), ('pending', 'succeeded'))) "
+        "AS starts, "
         "(SELECT count(*) FROM qinglong.runs AS r WHERE r.project_id = x.project_id "
         " AND r.idempotency_key = x.dispatch_id) AS runs, "
         "(SELECT count(*) FROM qinglong.approved_run_action_receipts AS c "

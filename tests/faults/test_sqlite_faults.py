@@ -88,7 +88,8 @@ def _invariants(db: Path) -> dict[str, int]:
         assert orphans == 0
         starts = conn.execute(
             "SELECT max(n) FROM (SELECT count(*) AS n FROM execution_events "
-            "WHERE to_status = 'executing' GROUP BY dispatch_id)"
+            "WHERE to_status = 'executing' OR from_status = 'pending' AND to_status = 'succeeded' "
+            "GROUP BY dispatch_id)"
         ).fetchone()[0]
         assert starts == 1
         now_ms = int(time.time() * 1000)

@@ -180,6 +180,7 @@ async def test_a_replicas_open_claim_keeps_its_targets_other_rows_from_another_r
                 "limit": limit,
                 "after_eligible_at_ms": -(2**63),
                 "after_dispatch_id": "",
+                "skip_action_types": "[]",
             }
         )
 

@@ -91,7 +91,7 @@ def expected_refusal(
     exhaustion (its code, not `sql`). On PostgreSQL the runtime login (who writes here) may
     never cancel: that is an operator's decision; on SQLite a cancel needs its audit row first.
     pending → pending is the wake of a handler wait, which only a `handler_missing` row due
-    later admits.
+    later admits; pending → succeeded is a passage (migration 0043), admitted only whole.
     """
     if row.status in states.TERMINAL:
         return "terminal"
@@ -106,6 +106,10 @@ def expected_refusal(
         and now_ms < row.eligible_at_ms
     ):
         return "wake"
+    if (row.status, to) == (ExecutionStatus.PENDING, ExecutionStatus.SUCCEEDED):
+        # Only as a whole passage, its claim's and start's columns and its receipt with it
+        # (tests/security/test_hostile_passages.py); this update names neither.
+        return "passage"
     if to is ExecutionStatus.CANCELLED and dialect == "postgres":
         return "operator"
     if to is ExecutionStatus.CANCELLED:

@@ -113,18 +113,20 @@ class Witness:
                 if before != chain.last and chain.broken is None:
                     chain.broken = f"{before} → {after} after {chain.last}"
                 chain.last = after
-            if after == LEASED:
+            # A passage (`pending → succeeded`) is a claim and a start at once.
+            passage = (before, after) == (PENDING, SUCCEEDED)
+            if after == LEASED or passage:
                 chain.claims += 1
-            if after == EXECUTING:
+            if after == EXECUTING or passage:
                 chain.starts += 1
                 chain.start_attempt = attempt
 
     def verdict(self, submitted: Iterable[str], runs: dict[str, list[str]]) -> Verdict:
         """The strict checks of the SIGKILL tests, over everything read.
 
-        0 duplicates: one `→ executing` line per dispatch, one Run per dispatch, one receipt
-        naming that Run and the started attempt. 0 lost: every submitted dispatch's ledger is
-        whole and ends `succeeded`, and nothing else is in the file.
+        0 duplicates: one `→ executing` (or passage) line per dispatch, one Run per dispatch,
+        one receipt naming that Run and the started attempt. 0 lost: every submitted
+        dispatch's ledger is whole and ends `succeeded`, and nothing else is in the file.
         """
         problems: list[str] = []
         wanted = set(submitted)

@@ -1,4 +1,5 @@
-"""Crash points inside a store transaction, and a way to keep an action off the page path.
+"""Crash points inside a store transaction, and ways to keep an action off the passage or
+the page path.
 
 `crash_inside(store, after=NAME, crash=...)` wraps the store's runner so that, in any write
 transaction, `crash()` runs right after the named statement ran and before the commit: raise
@@ -11,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from qinglong_dispatcher import ports
+from qinglong_dispatcher.actions.run_create import handler as run_create
 from qinglong_dispatcher.adapters.sql import query
 from qinglong_dispatcher.adapters.sql.store import SqlStore
 from qinglong_dispatcher.domain import records
@@ -81,3 +83,16 @@ class PerItemOnly:
 
     async def execute(self, ctx: ports.ExecutionContext) -> ports.ExecuteResult:
         return await self._handler.execute(ctx)
+
+
+class PageOnly(PerItemOnly):
+    """An action as it was before passages: transactional (its claimed items take the page
+    transaction), but its due rows never pass."""
+
+    def __init__(self, handler: run_create.RunCreateHandler) -> None:
+        super().__init__(handler)
+        self._transactional = handler
+        self.page_effects = handler.page_effects
+
+    def page_effect(self, dispatch: records.Dispatch, *, started_at_ms: int) -> object:
+        return self._transactional.page_effect(dispatch, started_at_ms=started_at_ms)

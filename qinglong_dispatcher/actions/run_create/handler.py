@@ -61,7 +61,7 @@ def build_run(
 
 
 class RunCreateHandler:
-    """The `run.create` action (a `ports.TransactionalHandler`)."""
+    """The `run.create` action (a `ports.PassingHandler`)."""
 
     action_type = ACTION_TYPE
     page_effects: ports.PageEffects = tables.TABLES
@@ -103,6 +103,22 @@ class RunCreateHandler:
         if resolved is None:
             raise errors.PlanInvalid("plan not inspected", code="plan_not_inspected")
         plan, _ = resolved
+        return build_run(
+            plan,
+            dispatch,
+            run_id=ids.new_run_id(started_at_ms),
+            started_at_ms=started_at_ms,
+            now_ms=started_at_ms,
+        )
+
+    def passage_effect(
+        self, dispatch: records.Dispatch, stored: ports.StoredPlan, *, started_at_ms: int
+    ) -> runs.Run:
+        """See `ports.PassingHandler.passage_effect`: the Run it creates, if its plan is
+        exactly the approved one."""
+        plan, digest = self._plans.checked(stored, dispatch, plan_model.RunCreatePlan)
+        if digest != dispatch.action_digest:
+            raise errors.PlanInvalid("plan differs from the approved one", code="digest_drift")
         return build_run(
             plan,
             dispatch,

@@ -9,7 +9,7 @@ domain only why a write matched nothing. Releases and completions live in `compl
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from qinglong_dispatcher import ports
@@ -42,13 +42,19 @@ def _due_params(*, now_ms: int, limit: int, after: tuple[int, str] | None) -> qu
 
 
 async def claim_due(
-    q: query.Query, *, now_ms: int, owner: str, limit: int, lease_ms: int
+    q: query.Query,
+    *,
+    now_ms: int,
+    owner: str,
+    limit: int,
+    lease_ms: int,
+    skip_action_types: Collection[str] = (),
 ) -> records.ClaimBatch:
-    """One due observation and a fenced claim of each observed row, in this transaction.
-
-    On PostgreSQL the observation locks what it sees and skips what other replicas hold.
-    """
-    found = await q.all("claim_due_rows", _due_params(now_ms=now_ms, limit=limit, after=None))
+    """One due observation and a fenced claim of each observed row, in this transaction (on
+    PostgreSQL the observation locks what it sees and skips what other replicas hold)."""
+    params = dict(_due_params(now_ms=now_ms, limit=limit, after=None))
+    params["skip_action_types"] = json.dumps(sorted(skip_action_types))
+    found = await q.all("claim_due_rows", params)
     page = [(records.Execution.from_row(r), records.Dispatch.from_joined_row(r)) for r in found]
     # A lease taken over before goes in a page of its own; `observed` still counts the whole
     # observation, so a full one sends the dispatcher on to the next page.

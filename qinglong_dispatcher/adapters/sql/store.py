@@ -27,6 +27,7 @@ from qinglong_dispatcher.adapters.sql import (
     notes,
     notifications,
     page,
+    passage,
     plan_store,
     policies,
     policy_reads,
@@ -277,7 +278,31 @@ class SqlStore(
     # one plan in one round trip first).
     submit_sealed = as_approver(submits.submit)
 
-    # -- the page transaction ----------------------------------------------------------------
+    # -- the passage and the page transaction ------------------------------------------------
+
+    async def pass_due(
+        self,
+        action_type: str,
+        effects: ports.PageEffects,
+        effect_of: ports.EffectOf,
+        *,
+        now_ms: int,
+        owner: str,
+        limit: int,
+    ) -> ports.PassageBatch:
+        """See `ports.PageStore.pass_due` (each sealed plan opened in the transaction)."""
+        return await self.runner.transaction(
+            lambda q: passage.pass_due(
+                q,
+                action_type,
+                effects,
+                effect_of,
+                envelopes=self.envelopes,
+                now_ms=now_ms,
+                owner=owner,
+                limit=limit,
+            )
+        )
 
     async def commit_page(
         self,

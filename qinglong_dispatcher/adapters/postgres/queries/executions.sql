@@ -46,6 +46,9 @@ WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms::bigint
                 THEN false
            ELSE pg_catalog.pg_try_advisory_xact_lock(1903326210, pg_catalog.hashtext(e.target))
       END
+  -- The actions a passage has just taken a full page of wait for the next claim (decision
+  -- 0055); an empty list skips nothing.
+  AND d.action_type NOT IN (SELECT jsonb_array_elements_text(:skip_action_types::jsonb))
   -- A row past its window waits for the reconcile pass to end it (migration 0035).
   AND (e.not_after_ms IS NULL OR e.not_after_ms > :now_ms::bigint)
   -- A dispatch a freeze covers waits, unless lifted for it (migration 0035); the probe

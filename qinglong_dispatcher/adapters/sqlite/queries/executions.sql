@@ -40,6 +40,9 @@ WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms
         AND (b.status = 'leased' OR b.proceed_on_unknown = 0
              OR b.lease_expires_at_ms
                 > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))))
+  -- The actions a passage has just taken a full page of wait for the next claim (decision
+  -- 0055); an empty list skips nothing.
+  AND d.action_type NOT IN (SELECT value FROM json_each(:skip_action_types))
   -- A row past its window waits for the reconcile pass to end it (migration 0035).
   AND (e.not_after_ms IS NULL OR e.not_after_ms > :now_ms)
   -- A dispatch a freeze covers waits, unless lifted for it (migration 0035); the probe
