@@ -257,11 +257,13 @@ CREATE TABLE qinglong.approved_action_dispatch_executions (
     not_before_ms bigint,
     not_after_ms bigint,
     proceed_on_unknown boolean DEFAULT false NOT NULL,
+    passage_receipt text,
     CONSTRAINT approved_action_dispatch_executions_attempt_check CHECK ((attempt >= 0)),
     CONSTRAINT approved_action_dispatch_executions_cancelled_unstarted CHECK (((status <> 'cancelled'::text) OR (started_at_ms IS NULL))),
     CONSTRAINT approved_action_dispatch_executions_check CHECK (((eligible_at_ms IS NOT NULL) = (status = ANY (ARRAY['pending'::text, 'leased'::text, 'retry_wait'::text])))),
     CONSTRAINT approved_action_dispatch_executions_check1 CHECK (((status <> ALL (ARRAY['leased'::text, 'executing'::text])) OR ((lease_owner IS NOT NULL) AND (lease_token IS NOT NULL) AND (lease_expires_at_ms IS NOT NULL)))),
     CONSTRAINT approved_action_dispatch_executions_check2 CHECK (((status <> 'executing'::text) OR (started_at_ms IS NOT NULL))),
+    CONSTRAINT approved_action_dispatch_executions_check3 CHECK (((passage_receipt IS NULL) OR ((passage_receipt = dispatch_id) AND (status = 'succeeded'::text)))),
     CONSTRAINT approved_action_dispatch_executions_dispatch_id_fkey FOREIGN KEY (dispatch_id) REFERENCES qinglong.approved_action_dispatches(dispatch_id),
     CONSTRAINT approved_action_dispatch_executions_max_attempts_check CHECK ((max_attempts >= 1)),
     CONSTRAINT approved_action_dispatch_executions_passage_receipt TRIGGER DEFERRABLE INITIALLY DEFERRED,
@@ -281,6 +283,7 @@ GRANT SELECT ON TABLE qinglong.approved_action_dispatch_executions TO qinglong_s
 GRANT SELECT ON TABLE qinglong.approved_action_dispatch_executions TO qinglong_viewer;
 GRANT SELECT (dispatch_id, status, version, attempt, lease_owner, lease_expires_at_ms) ON TABLE qinglong.approved_action_dispatch_executions TO qinglong_recorder;
 GRANT UPDATE (status, version, eligible_at_ms, retry_at_ms, result_mutation_id, result_code, completed_at_ms, updated_at_ms) ON TABLE qinglong.approved_action_dispatch_executions TO qinglong_operator;
+GRANT UPDATE (passage_receipt) ON TABLE qinglong.approved_action_dispatch_executions TO qinglong_runtime;
 
 -- table approved_action_dispatches
 CREATE TABLE qinglong.approved_action_dispatches (
@@ -1433,7 +1436,8 @@ BEGIN
                 OR NEW.takeovers IS DISTINCT FROM OLD.takeovers
                 OR NEW.lease_owner IS NULL OR NEW.lease_token IS NULL
                 OR NEW.started_at_ms IS NULL OR NEW.completed_at_ms IS NULL
-                OR NEW.result_mutation_id IS NULL THEN
+                OR NEW.result_mutation_id IS NULL
+                OR NEW.passage_receipt IS DISTINCT FROM NEW.dispatch_id THEN
             RAISE EXCEPTION 'qinglong:transition_refused: passage (% → %)', OLD.status,
                 NEW.status USING ERRCODE = 'QLT01';
         END IF;

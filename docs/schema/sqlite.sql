@@ -618,7 +618,7 @@ CREATE TABLE uncertain_outcomes (
     lease_proof       TEXT CHECK (lease_proof IS NULL)  -- PostgreSQL's column; never set here
 ) STRICT;
 
--- indexes (36)
+-- indexes (37)
 
 -- index api_tokens_principal
 CREATE INDEX api_tokens_principal ON api_tokens (principal);
@@ -667,6 +667,10 @@ CREATE UNIQUE INDEX approved_action_dispatch_executions_one_per_target
     ON approved_action_dispatch_executions (target)
     WHERE target IS NOT NULL
       AND (status = 'leased' OR (status = 'executing' AND proceed_on_unknown = 0));
+
+-- index approved_action_dispatch_executions_passage_receipt
+CREATE INDEX approved_action_dispatch_executions_passage_receipt
+    ON approved_action_dispatch_executions (passage_receipt) WHERE passage_receipt IS NOT NULL;
 
 -- index approved_action_dispatch_executions_past_claim
 CREATE INDEX approved_action_dispatch_executions_past_claim

@@ -14,7 +14,10 @@
 --    version (a deferred constraint trigger, checked at commit: the receipt and its Run are
 --    written after the row, since both present the proof the row now holds): QLT01 at commit.
 --    No other action's barrier can be skipped by it; a passage never leaves a started row
---    behind, so a transactional dispatch that passed is never `recovery_required`.
+--    behind, so a transactional dispatch that passed is never `recovery_required`. The row
+--    names the receipt it commits with (`passage_receipt`, its own dispatch id, written by
+--    that edge alone), as on SQLite, whose only check at commit is a foreign key on it: here
+--    the deferred trigger checks more (the attempt, version and start), so no key is needed.
 
 CREATE TABLE qinglong.transactional_action_types (
     action_type TEXT PRIMARY KEY CHECK (length(action_type) BETWEEN 1 AND 128)
@@ -23,6 +26,12 @@ INSERT INTO qinglong.transactional_action_types (action_type) VALUES ('run.creat
 -- Read by the state machine on the passage edge (as the runtime), and by whoever shows it.
 GRANT SELECT ON qinglong.transactional_action_types
     TO qinglong_runtime, qinglong_operator, qinglong_viewer;
+
+-- Point 3: the receipt the passage names (the same column as SQLite's).
+ALTER TABLE qinglong.approved_action_dispatch_executions ADD COLUMN passage_receipt TEXT
+    CHECK (passage_receipt IS NULL OR (passage_receipt = dispatch_id AND status = 'succeeded'));
+GRANT UPDATE (passage_receipt) ON qinglong.approved_action_dispatch_executions
+    TO qinglong_runtime;
 
 -- The state machine of migration 0035, with the edge of point 2.
 CREATE OR REPLACE FUNCTION qinglong.check_execution_change() RETURNS trigger
@@ -136,7 +145,8 @@ BEGIN
                 OR NEW.takeovers IS DISTINCT FROM OLD.takeovers
                 OR NEW.lease_owner IS NULL OR NEW.lease_token IS NULL
                 OR NEW.started_at_ms IS NULL OR NEW.completed_at_ms IS NULL
-                OR NEW.result_mutation_id IS NULL THEN
+                OR NEW.result_mutation_id IS NULL
+                OR NEW.passage_receipt IS DISTINCT FROM NEW.dispatch_id THEN
             RAISE EXCEPTION 'qinglong:transition_refused: passage (% → %)', OLD.status,
                 NEW.status USING ERRCODE = 'QLT01';
         END IF;

@@ -29,6 +29,9 @@ INSERT INTO transactional_action_types (action_type) VALUES ('run.create');
 ALTER TABLE approved_action_dispatch_executions ADD COLUMN passage_receipt TEXT
     REFERENCES approved_run_action_receipts (dispatch_id) DEFERRABLE INITIALLY DEFERRED
     CHECK (passage_receipt IS NULL OR (passage_receipt = dispatch_id AND status = 'succeeded'));
+-- A receipt deleted (by a prune) looks for the rows naming it through this index, not a scan.
+CREATE INDEX approved_action_dispatch_executions_passage_receipt
+    ON approved_action_dispatch_executions (passage_receipt) WHERE passage_receipt IS NOT NULL;
 
 -- The state machine of migration 0035, with the edge of point 2.
 DROP TRIGGER approved_action_dispatch_executions_state_machine;

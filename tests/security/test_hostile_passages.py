@@ -78,12 +78,11 @@ def _passage(
 ) -> list[str]:
     """What a passage writes, by hand: the row once, `pending → succeeded`, then the
     dispatch's Run and receipt (their guards admit them once the row holds the dispatch; on
-    PostgreSQL they present the proof it holds now; on SQLite the row names its receipt)."""
+    PostgreSQL they present the proof it holds now); the row names its receipt."""
     postgres = h.dialect == "postgres"
-    if postgres:
-        proof = f", lease_proof = '{PROOF}'"
-    else:
-        proof = ", passage_receipt = dispatch_id" if named else ""
+    proof = f", lease_proof = '{PROOF}'" if postgres else ""
+    if named:
+        proof += ", passage_receipt = dispatch_id"
     row = (
         f"UPDATE {_t(h, 'approved_action_dispatch_executions')} SET status = 'succeeded', "
         "version = version + 1, attempt = attempt + 1, lease_owner = 'w1', lease_token = 'w1', "
@@ -291,3 +290,29 @@ async def test_a_sqlite_passage_names_its_receipt_under_enforced_foreign_keys(
 
     assert refusal == UNNAMED
     assert await _snapshot(edge, consumed.dispatch_id) == before
+
+
+async def test_a_passage_names_its_receipt_on_its_row_and_nothing_else_does(
+    harness: stores.Harness, now: ManualClock
+) -> None:
+    """A passage that writes its receipt but does not name it on its row is refused, and no
+    other change of a row names one (the started row's completion included)."""
+    (consumed,) = await submit_runs(harness.approver_store, now, 1)
+    before = await _snapshot(harness, consumed.dispatch_id)
+    unnamed = _passage(harness, consumed.dispatch_id, now.ms, named=False)
+
+    refusal = await _refused(harness, "runtime", unnamed)
+
+    assert refusal == ("QLT01" if harness.dialect == "postgres" else UNNAMED)
+    assert await _snapshot(harness, consumed.dispatch_id) == before
+    # A waiting row naming a receipt: refused by the state machine.
+    naming = (
+        f"UPDATE {_t(harness, 'approved_action_dispatch_executions')} "
+        f"SET passage_receipt = dispatch_id WHERE dispatch_id = '{consumed.dispatch_id}'"
+    )
+    if harness.dialect == "postgres":
+        assert await _refused(harness, "runtime", [naming]) == "QLT01"
+    else:
+        with pytest.raises(sqlite3.IntegrityError, match="qinglong:transition_refused"):
+            await _as(harness, "runtime", [naming])
+    assert await _snapshot(harness, consumed.dispatch_id) == before

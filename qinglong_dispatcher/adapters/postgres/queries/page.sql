@@ -74,7 +74,8 @@ SET status = 'succeeded', version = e.version + 1, attempt = e.attempt + 1,
     lease_owner = :owner::text, lease_token = k.token, lease_proof = k.proof,
     started_at_ms = :now_ms::bigint, completed_at_ms = :now_ms::bigint,
     result_mutation_id = k.mutation_id, result_code = :result_code::text,
-    eligible_at_ms = NULL, retry_at_ms = NULL, updated_at_ms = :now_ms::bigint
+    eligible_at_ms = NULL, retry_at_ms = NULL, updated_at_ms = :now_ms::bigint,
+    passage_receipt = e.dispatch_id
 FROM jsonb_to_recordset(:page::jsonb) AS k (dispatch_id text, version bigint, token text,
                                             proof text, mutation_id text)
 WHERE e.dispatch_id = k.dispatch_id AND e.version = k.version AND e.status = 'pending'
