@@ -9,6 +9,7 @@ that saves). Eighty random bits follow, so two ids never collide.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
@@ -70,6 +71,7 @@ _PROOF_KEY = secrets.token_bytes(32)
 """This process's own key: drawn at start, never stored, never sent."""
 
 
+@functools.lru_cache(maxsize=1024)
 def lease_proof(token: str) -> str:
     """What this process presents to move a lease it holds (docs/security.md, "The fence").
 
@@ -77,6 +79,7 @@ def lease_proof(token: str) -> str:
     move of the lease for the proof again. The proof is an HMAC of the public token under this
     process's key: the process that claimed can present it again (a replayed claim or start
     after an unacknowledged commit), and no other process or login can, though the token
-    itself is readable by all of them.
+    itself is readable by all of them. Remembered for the last tokens: a page's start, effect
+    and completion present the same proof, and it never changes within the process.
     """
     return hmac.new(_PROOF_KEY, token.encode("utf-8"), hashlib.sha256).hexdigest()
