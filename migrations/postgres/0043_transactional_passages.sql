@@ -159,6 +159,11 @@ BEGIN
         NEW.lease_proof := NULL;
         RETURN NEW;
     END IF;
+    -- Only a passage names a receipt on its row (point 3).
+    IF NEW.passage_receipt IS DISTINCT FROM OLD.passage_receipt THEN
+        RAISE EXCEPTION 'qinglong:transition_refused: passage receipt (% → %)', OLD.status,
+            NEW.status USING ERRCODE = 'QLT01';
+    END IF;
     -- A handler wait made due earlier: only its due time moves back, nothing else.
     IF OLD.status = 'pending' AND NEW.status = 'pending' THEN
         IF OLD.result_code IS DISTINCT FROM 'handler_missing'

@@ -19,10 +19,11 @@ import anyio
 import asyncpg
 import pytest
 
-from qinglong_dispatcher.domain import freezes
+from qinglong_dispatcher.domain import freezes, ids
 from tests.support import faults, stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
+from tests.support.recovery import started_execution
 from tests.support.targets import TARGET_TYPE, submit_change
 from tests.support.windows import submit_windowed, window_policy
 
@@ -316,3 +317,31 @@ async def test_a_passage_names_its_receipt_on_its_row_and_nothing_else_does(
         with pytest.raises(sqlite3.IntegrityError, match="qinglong:transition_refused"):
             await _as(harness, "runtime", [naming])
     assert await _snapshot(harness, consumed.dispatch_id) == before
+
+
+async def test_a_started_rows_completion_names_no_receipt(
+    harness: stores.Harness, clock: ManualClock
+) -> None:
+    """The runtime completing a started row as it may, but naming a receipt as a passage
+    does: refused (`passage_receipt` is the passage's alone), nothing changed."""
+    await submit_runs(harness.approver_store, clock, 1)
+    dispatch, identity = await started_execution(harness, clock)
+    proof = f", lease_proof = '{ids.lease_proof(identity.token)}'"
+    complete = (
+        f"UPDATE {_t(harness, 'approved_action_dispatch_executions')} SET status = 'succeeded', "
+        "version = version + 1, result_mutation_id = 'm-1', result_code = 'run_created', "
+        f"completed_at_ms = {clock.ms}, updated_at_ms = {clock.ms}"
+        f"{proof if harness.dialect == 'postgres' else ''}"
+    )
+    where = f" WHERE dispatch_id = '{dispatch.dispatch_id}'"
+    before = await _snapshot(harness, dispatch.dispatch_id)
+
+    refusal = await _refused(
+        harness, "runtime", [complete + ", passage_receipt = dispatch_id" + where]
+    )
+
+    assert refusal == (
+        "QLT01" if harness.dialect == "postgres" else "qinglong:transition_refused: fence"
+    )
+    assert await _snapshot(harness, dispatch.dispatch_id) == before
+    await _as(harness, "runtime", [complete + where])  # the same completion, naming none
