@@ -98,9 +98,11 @@ async def test_no_login_flips_the_rule_of_its_execution(
     dispatch_id = await submit_windowed(harness, now, "act-1", "router-1")
     before = await _snapshot(harness, dispatch_id)
     value = {"postgres": {True: "false", False: "true"}, "sqlite": {True: "0", False: "1"}}
-    flip = (
-        f"UPDATE {_executions(harness)} SET proceed_on_unknown = "
-        f"{value[harness.dialect][proceed]} WHERE dispatch_id = '{dispatch_id}'"
+    # Riding on the runtime's own lease, a change the state machine admits, so that only the
+    # rule's guard can refuse it (whatever order a dialect fires its triggers in).
+    flip = _lease_sql(harness, now.ms, dispatch_id).replace(
+        " WHERE dispatch_id",
+        f", proceed_on_unknown = {value[harness.dialect][proceed]} WHERE dispatch_id",
     )
 
     refusal = await _refused_as_runtime(harness, flip)
