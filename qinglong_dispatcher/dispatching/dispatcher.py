@@ -161,7 +161,7 @@ class Dispatcher:
         self._claims_deferred = 0
         limit = config.page_size
         if slots is not None:
-            # Claim only rows that start at once: one per free slot, after waiting for one.
+            # Claim only rows that start at once: one per free slot, once half of them are.
             await slots.wait_free(self._draining.is_set)
             if self.draining:
                 return self._finish(report)

@@ -4,9 +4,11 @@ A page of `Dispatcher.dispatch_batch` waits for its slowest item, so one slow ex
 `http.request` to a slow receiver) holds back the next claim while the other workers idle.
 Inside `Dispatcher.overlapping` (the daemon, the bench's replicas) each claimed item runs in a
 slot of one long-lived task group instead: a batch returns once its claims are handed to
-slots, and the next claims as soon as a slot is free. A claim asks for no more rows than there
-are free slots, so no claimed row waits for a worker: its lease needs no renewal before its
-start and no other replica waits for a row that sits in a queue (decision 0056).
+slots, and the next claims once at least half the slots are free. A claim asks for no more
+rows than there are free slots, so no claimed row waits for a worker: its lease needs no
+renewal before its start and no other replica waits for a row that sits in a queue. Waiting
+for half the slots keeps the items that start together, whose start barriers (and then
+completions) commit in one transaction, as many as half the workers (decision 0056).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class Slots:
         self._group = group
         self._limit = concurrency
         self._busy = 0
+        self._enough = (concurrency + 1) // 2
         self._changed = anyio.Event()
         self.finished = Finished()
         self.peak = 0
@@ -63,8 +66,9 @@ class Slots:
         return self._busy
 
     async def wait_free(self, draining: Callable[[], bool]) -> None:
-        """Until a slot is free or the dispatcher drains (`wake` says so)."""
-        while self.free <= 0 and not draining():
+        """Until at least half the slots are free (one of one, one of two, two of three) or
+        the dispatcher drains (`wake` says so)."""
+        while self.free < self._enough and not draining():
             await self._changed.wait()
 
     def wake(self) -> None:
