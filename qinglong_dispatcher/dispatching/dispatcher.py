@@ -2,7 +2,9 @@
 
 The dispatcher owns no timer: the lifecycle (or `tick`) calls `dispatch_batch`. It claims a
 page, works it `concurrency` items at a time, keeps the queued claims' leases alive, and on
-shutdown gives back what has not started (`claimed_item` has the per-item protocol).
+shutdown gives back what has not started (`claimed_item` has the per-item protocol). Inside
+`overlapping` (the daemon, the bench's replicas) a batch instead claims one row per free slot
+and returns once they are handed over, so pages overlap (`overlap`, decision 0056).
 """
 
 from __future__ import annotations
