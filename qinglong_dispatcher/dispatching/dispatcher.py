@@ -123,14 +123,19 @@ class Dispatcher:
 
     @contextlib.asynccontextmanager
     async def overlapping(self) -> AsyncIterator[overlap.Slots]:
-        """Pages overlap while inside: each batch hands its claims to slots (at most
-        `concurrency` items in flight across pages) and returns without waiting for them.
+        """Pages overlap while inside (with more than one worker): each batch hands its claims
+        to slots (at most `concurrency` items in flight across pages) and returns without
+        waiting for them.
         Leaving waits for the items in flight; their outcomes not yet in a report are left in
         the slots' `finished` for the caller. Cancelled, the items are cancelled with it."""
         if self._slots is not None:
             raise RuntimeError("the dispatcher overlaps already")
         async with anyio.create_task_group() as group:
-            self._slots = slots = overlap.Slots(group, self._config.concurrency)
+            slots = overlap.Slots(group, self._config.concurrency)
+            # One worker runs a page's items one after another either way: overlapping would
+            # only cost a claim per item (an edge device's commits), so its pages stay whole.
+            if self._config.concurrency > 1:
+                self._slots = slots
             try:
                 yield slots
                 await slots.idle()

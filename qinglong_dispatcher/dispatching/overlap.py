@@ -66,7 +66,7 @@ class Slots:
         return self._busy
 
     async def wait_free(self, draining: Callable[[], bool]) -> None:
-        """Until at least half the slots are free (one of one, one of two, two of three) or
+        """Until at least half the slots are free (one of two, two of three, four of eight) or
         the dispatcher drains (`wake` says so)."""
         while self.free < self._enough and not draining():
             await self._changed.wait()

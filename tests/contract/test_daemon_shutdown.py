@@ -99,16 +99,13 @@ async def test_shutdown_lets_the_running_execute_finish_and_yields_the_rest(
     finished = rows[handler.executed[0]]
     assert finished is not None
     assert finished.status is ExecutionStatus.SUCCEEDED
-    # Pages overlap: with its one slot busy the daemon claims nothing more, so the others
-    # were never leased and are due now for any replica (a claim in hand at the stop goes
-    # back at once: tests/contract/test_pages_overlap.py).
-    untouched = [r for k, r in rows.items() if k != handler.executed[0]]
-    for row in untouched:
+    given_back = [r for k, r in rows.items() if k != handler.executed[0]]
+    for row in given_back:
         assert row is not None
         assert (row.status, row.attempt) == (ExecutionStatus.PENDING, 0)
         assert row.eligible_at_ms is not None
         assert row.eligible_at_ms <= the_clock.now_ms()
-        assert row.result_code is None
+        assert row.result_code == "shutdown"
 
 
 class _SignalAtReadiness(http.Health):
