@@ -291,18 +291,14 @@ class SqlStore(
         limit: int,
     ) -> ports.PassageBatch:
         """See `ports.PageStore.pass_due` (each sealed plan opened in the transaction)."""
-        return await self.runner.transaction(
-            lambda q: passage.pass_due(
-                q,
-                action_type,
-                effects,
-                effect_of,
-                envelopes=self.envelopes,
-                now_ms=now_ms,
-                owner=owner,
-                limit=limit,
-            )
-        )
+
+        def work(q: query.Query) -> Coroutine[Any, Any, ports.PassageBatch]:
+            return passage.pass_due(
+                q, action_type, effects, effect_of, envelopes=self.envelopes, now_ms=now_ms,
+                owner=owner, limit=limit
+            )  # fmt: skip
+
+        return await self.runner.transaction(work)
 
     async def commit_page(
         self,
