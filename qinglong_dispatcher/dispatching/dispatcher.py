@@ -152,6 +152,8 @@ class Dispatcher:
         config = self._config
         report = BatchReport(page_size=config.page_size)
         slots = self._slots
+        if slots is not None and (failure := slots.take_failure()) is not None:
+            raise failure  # an item's, after the batch that handed it over had returned
         if self.draining:
             return self._finish(report)
         # Transactional actions first: a passage commits its page whole, nothing to give back.

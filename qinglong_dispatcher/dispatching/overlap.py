@@ -54,6 +54,13 @@ class Slots:
         self.finished = Finished()
         self.peak = 0
         """The most items ever in flight at once (tests check it never passes the limit)."""
+        self.failure: errors.StoreError | None = None
+        """A store fault that escaped an item, for the next batch to raise."""
+
+    def take_failure(self) -> errors.StoreError | None:
+        """The store fault an item met since the last call, if any (handed out once)."""
+        failure, self.failure = self.failure, None
+        return failure
 
     @property
     def free(self) -> int:
@@ -93,9 +100,12 @@ class Slots:
             await item()
         except errors.StoreError as exc:
             # The item path answers its own store faults; one that escapes it must not stop
-            # the other slots (a page's would have failed its tick): the lease expires and
-            # another claim takes the row over.
+            # the other slots: the lease expires and another claim takes the row over. The
+            # next batch raises it, so the tick handles it as it handled a page's (a full
+            # disk makes the daemon unwritable, an unreachable store unhealthy).
             log.warning("dispatch.item_failed", dispatch_id=dispatch_id, code=exc.code)
+            if self.failure is None:
+                self.failure = exc
         finally:
             self._busy -= 1
             self.wake()

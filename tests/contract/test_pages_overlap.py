@@ -7,13 +7,14 @@ from __future__ import annotations
 import dataclasses
 
 import anyio
+import pytest
 from prometheus_client import CollectorRegistry
 
 from qinglong_dispatcher import clock as system_clock
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.config.settings import load_settings
 from qinglong_dispatcher.dispatching import dispatcher
-from qinglong_dispatcher.domain import records
+from qinglong_dispatcher.domain import errors, records
 from qinglong_dispatcher.domain.states import ExecutionStatus
 from qinglong_dispatcher.lifecycle import daemon, http, metrics, systemd
 from qinglong_dispatcher.recovery import reconciler
@@ -260,3 +261,35 @@ async def test_the_daemon_stops_after_its_overlapping_items_and_counts_each_once
         "qinglong_dispatcher_claims_total", {"result": "claimed"}
     )
     assert claimed == len(handler.executed) + pending
+
+
+async def test_a_store_fault_an_item_meets_reaches_the_next_batch(
+    harness: Harness, clock: ManualClock
+) -> None:
+    """A store fault that escapes an item in a slot stops neither the other slots nor passes
+    unseen: the next batch raises it, so the tick handles it as it handled a page's."""
+    consumed = await submit_runs(harness.approver_store, clock, 2)
+    handler = GatedHandler()
+    handler.gate.set()
+
+    async def fault(point: str, dispatch: records.Dispatch) -> None:
+        if point == "after_complete" and dispatch.dispatch_id == consumed[0].dispatch_id:
+            raise errors.StoreFull("the disk is full", code="store_full")
+
+    the_dispatcher = make_dispatcher(
+        harness.store,
+        clock,
+        handlers={"run.create": handler},
+        concurrency=2,
+        fault_hook=fault,
+    )
+    async with the_dispatcher.overlapping() as slots:
+        await the_dispatcher.dispatch_batch()
+        with anyio.fail_after(20):
+            await slots.idle()
+        with pytest.raises(errors.StoreFull):
+            await the_dispatcher.dispatch_batch()
+        await the_dispatcher.dispatch_batch()  # raised once, then batches go on
+    assert sorted(handler.executed) == sorted(c.dispatch_id for c in consumed)
+    statuses = await _statuses(harness, [c.dispatch_id for c in consumed])
+    assert set(statuses.values()) == {ExecutionStatus.SUCCEEDED}
