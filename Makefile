@@ -56,8 +56,15 @@ typecheck: $(STAMP)
 # `make test` leaves out the tests marked slow (failover, SIGKILLs, the edge device under its
 # limits, 200,000 dispatches, the random state machine, the bench); `make test-slow` runs
 # them, and CI (.ci/run) runs both.
+# `make test` runs its tests on PYTEST_WORKERS processes (pytest-xdist), each test wherever a
+# worker is free: most of them start command-line or daemon processes or wait on a database or
+# a socket, so one process leaves the cores idle. Each worker is a process of its own, so its
+# databases, logins and temporary files carry its own process id (tests/support/stores.py).
+# `--dist loadgroup` keeps the tests of one `xdist_group` mark on one worker. The slow tests
+# (SIGKILLs, failovers, Patroni, timing under load) stay on one process.
+PYTEST_WORKERS ?= 3
 pytest: $(STAMP)
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest -m "not slow" -n $(PYTEST_WORKERS) --dist loadgroup
 
 test: lint typecheck pytest
 
