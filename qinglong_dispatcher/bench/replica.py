@@ -35,13 +35,11 @@ async def _drain(start_at: float) -> dict[str, float]:
         begun = time.time()
         dispatched = 0
         try:
-            # Overlapping pages, as the daemon dispatches: leaving waits for the items in flight.
-            async with the_dispatcher.overlapping():
-                while True:
-                    report = await the_dispatcher.dispatch_batch()
-                    dispatched += sum(report.claims.get(k, 0) for k in ("claimed", "replayed"))
-                    if report.observed == 0:
-                        break
+            while True:
+                report = await the_dispatcher.dispatch_batch()
+                dispatched += sum(report.claims.get(k, 0) for k in ("claimed", "replayed"))
+                if report.observed == 0:
+                    break
             ended = time.time()
             usage = procstat.of_self()
             written = procstat.bytes_written_by_self() - written_before

@@ -2,24 +2,21 @@
 
 The dispatcher owns no timer: the lifecycle (or `tick`) calls `dispatch_batch`. It claims a
 page, works it `concurrency` items at a time, keeps the queued claims' leases alive, and on
-shutdown gives back what has not started (`claimed_item` has the per-item protocol). Inside
-`overlapping` (the daemon, the bench's replicas) a batch instead claims one row per free slot
-and returns once they are handed over, so pages overlap (`overlap`, decision 0056).
+shutdown gives back what has not started (`claimed_item` has the per-item protocol).
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import anyio
 import structlog
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.dispatching import claimed_item, overlap, page_path, passages
+from qinglong_dispatcher.dispatching import claimed_item, page_path, passages
 from qinglong_dispatcher.dispatching.claimed_item import DispatchConfig, FaultHook, RenewalObserver
 from qinglong_dispatcher.domain import errors, records, states
 from qinglong_dispatcher.domain.records import Outcome
@@ -48,21 +45,11 @@ class BatchReport:
     """Claims that replaced another owner's expired lease."""
     takeovers_exhausted: int = 0
     """Rows blocked because every claim of them died before the barrier (a poison pill)."""
-    full: bool | None = None
-    """Overlapping: whether the passages filled their page or the claim its limit."""
-    pages: float = 1.0
-    """What the batch spends of a tick's page cap (overlapping: its claim limit's share)."""
 
     @property
     def full_page(self) -> bool:
         """Whether the observation filled the page (more may be due)."""
-        return self.observed >= self.page_size if self.full is None else self.full
-
-    def absorb(self, finished: dict[str, collections.Counter[str]]) -> None:
-        """Add outcomes of items that ended in slots (overlapping)."""
-        for action_type, counts in finished.items():
-            self.outcomes.update(counts)
-            self.by_action.setdefault(action_type, collections.Counter()).update(counts)
+        return self.observed >= self.page_size
 
     def count(self, action_type: str, outcome: str) -> None:
         """Add one item outcome."""
@@ -102,7 +89,6 @@ class Dispatcher:
         self._page = page_path.PagePath(store, handlers, clock, config, fault_hook=fault_hook)
         self._passages = passages.Passages(store, handlers, clock, config)
         self._claims_deferred = 0
-        self._slots: overlap.Slots | None = None
 
     async def aclose(self) -> None:
         """Release what the handlers hold (an HTTP client's connections), once no batch runs."""
@@ -118,29 +104,6 @@ class Dispatcher:
     def drain(self) -> None:
         """Shutdown: claim nothing more; give back claimed items that have not started."""
         self._draining.set()
-        if self._slots is not None:
-            self._slots.wake()  # a batch waiting for a free slot returns now
-
-    @contextlib.asynccontextmanager
-    async def overlapping(self) -> AsyncIterator[overlap.Slots]:
-        """Pages overlap while inside (with more than one worker): each batch hands its claims
-        to slots (at most `concurrency` items in flight across pages) and returns without
-        waiting for them.
-        Leaving waits for the items in flight; their outcomes not yet in a report are left in
-        the slots' `finished` for the caller. Cancelled, the items are cancelled with it."""
-        if self._slots is not None:
-            raise RuntimeError("the dispatcher overlaps already")
-        async with anyio.create_task_group() as group:
-            slots = overlap.Slots(group, self._config.concurrency)
-            # One worker runs a page's items one after another either way: overlapping would
-            # only cost a claim per item (an edge device's commits), so its pages stay whole.
-            if self._config.concurrency > 1:
-                self._slots = slots
-            try:
-                yield slots
-                await slots.idle()
-            finally:
-                self._slots = None
 
     @property
     def draining(self) -> bool:
@@ -151,11 +114,8 @@ class Dispatcher:
         """Claim one page of due executions and carry each as far as it may go."""
         config = self._config
         report = BatchReport(page_size=config.page_size)
-        slots = self._slots
-        if slots is not None and (failure := slots.take_failure()) is not None:
-            raise failure  # an item's, after the batch that handed it over had returned
         if self.draining:
-            return self._finish(report)
+            return report
         # Transactional actions first: a passage commits its page whole, nothing to give back.
         # After a full one more is due, most likely more of the same: the claim waits a few
         # batches (the other actions' rows are never starved), then takes only other actions'
@@ -166,20 +126,12 @@ class Dispatcher:
             report.claims[Outcome.CLAIMED.value] += passed.passed
         if passed.full and self._claims_deferred < CLAIMS_DEFERRED_MAX:
             self._claims_deferred += 1
-            return self._finish(report)
+            return report
         self._claims_deferred = 0
-        limit = config.page_size
-        if slots is not None:
-            # Claim only rows that start at once: one per free slot, once half of them are.
-            await slots.wait_free(self._draining.is_set)
-            if self.draining:
-                return self._finish(report)
-            limit = min(limit, slots.free)
-            report.pages = limit / config.page_size
         batch = await self._store.claim_due(
             now_ms=self._clock.now_ms(),
             owner=config.owner,
-            limit=limit,
+            limit=config.page_size,
             lease_ms=config.lease_ms,
             skip_action_types=passed.full_types,
         )
@@ -217,55 +169,6 @@ class Dispatcher:
         await self._prefetch(claimed)
         if not self.draining:
             claimed = await self._page.run(claimed, report.count)
-        if slots is not None:
-            report.full = passed.full or batch.observed >= limit
-            self._hand_to_slots(slots, claimed)
-            return self._finish(report)
-        await self._work_page(claimed, report)
-        return report
-
-    def _finish(self, report: BatchReport) -> BatchReport:
-        """Overlapping: the report takes the outcomes of items that ended since the last one,
-        so every outcome reaches exactly one report."""
-        if self._slots is not None:
-            report.absorb(self._slots.finished.take())
-        return report
-
-    def _hand_to_slots(self, slots: overlap.Slots, claimed: Sequence[records.Claim]) -> None:
-        """Each claimed item into a free slot. They start together: announced before any of
-        them runs, so their start barriers commit in one transaction."""
-        self._items.announce(len(claimed))
-        for claim in claimed:
-            slots.start(self._slot_item(claim, slots.finished), dispatch_id=claim.dispatch_id)
-
-    def _slot_item(
-        self, claim: records.Claim, finished: overlap.Finished
-    ) -> Callable[[], Awaitable[None]]:
-        async def item() -> None:
-            assert claim.lease is not None
-            assert claim.dispatch is not None
-            announced = True
-            try:
-                if self.draining:  # shutdown began after the claim: back at once
-                    outcome = await self._items.give_back(claim.lease, claim.dispatch)
-                else:
-                    announced = False
-                    outcome = await self._items.process(
-                        claim.lease,
-                        claim.dispatch,
-                        announced=True,
-                        taken_over=claim.taken_over is not None,
-                    )
-                finished.count(claim.dispatch.action_type, outcome)
-            finally:
-                if announced:
-                    self._items.withdraw()
-
-        return item
-
-    async def _work_page(self, claimed: Sequence[records.Claim], report: BatchReport) -> None:
-        """The page's items `concurrency` at a time, until every one of them is done."""
-        config = self._config
         queue = collections.deque(claimed)
         # Taking an item from the queue and renewing the queued ones exclude each other, so a
         # worker never starts with a version the renewal has just made stale.
@@ -330,6 +233,7 @@ class Dispatcher:
                     workers.start_soon(work)
             waiting.cancel()
             keeping.cancel()
+        return report
 
     async def _renew_queued(
         self, queue: collections.deque[records.Claim], report: BatchReport

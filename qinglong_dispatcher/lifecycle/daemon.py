@@ -198,18 +198,13 @@ class Daemon:
             await self._wake_handler_waits()
             schedule = cadence.Cadence(self._p.settings.cadence_seconds)
             waker = self._waker if self._p.wakeup is not None else None
-            # Pages overlap: a tick returns once its claims have slots, and leaving waits for
-            # the items still in flight (the stop's grace bounds that wait).
-            async with self._p.dispatcher.overlapping() as slots:
-                while await schedule.wait(self._stop, waker):
-                    if self._p.wakeup is not None:
-                        await self._p.wakeup.resume()  # hearing again before the tick looks
-                    ok = await self.tick()
-                    if self._found_work:
-                        schedule.found_work()
-                    self._after_tick(ok)
-            # Items that ended after the last tick's report: counted all the same.
-            self._p.metrics.observe_outcomes({k: dict(v) for k, v in slots.finished.take().items()})
+            while await schedule.wait(self._stop, waker):
+                if self._p.wakeup is not None:
+                    await self._p.wakeup.resume()  # hearing again before the tick looks
+                ok = await self.tick()
+                if self._found_work:
+                    schedule.found_work()
+                self._after_tick(ok)
         finally:
             self._dispatch_done.set()
 

@@ -309,10 +309,6 @@ class Metrics:
         for result, n in claims.items():
             if n > 0:
                 self._claims.labels(result=result).inc(n)
-        self.observe_outcomes(outcomes)
-
-    def observe_outcomes(self, outcomes: Mapping[str, Mapping[str, int]]) -> None:
-        """Record item outcomes no batch reported (they ended after the daemon's last tick)."""
         for action_type, counts in outcomes.items():
             for outcome, n in counts.items():
                 if n > 0:

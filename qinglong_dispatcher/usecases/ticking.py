@@ -94,8 +94,8 @@ async def tick(
 ) -> Tick:
     """Check the clocks (`guard`; None on edge), then `durable` (the daemon's synchronous
     standby check), then dispatch pages until one is not full, `stopping()` says so, or
-    `max_pages` pages' worth ran. A refusal claims nothing. A store error propagates: the
-    caller's tick handles it."""
+    `max_pages` ran. A refusal claims nothing. A store error propagates: the caller's tick
+    handles it."""
     done = Tick()
     if guard is not None:
         done.skew = await guard.check(store)
@@ -105,16 +105,12 @@ async def tick(
     if durable is not None and not await durable():
         done.refused = True
         return done
-    # Overlapping pages claim only as many rows as slots are free: a batch spends its claim
-    # limit's share of a page, so the cap stays `max_pages` pages' worth of rows.
-    spent = 0.0
-    while spent < max_pages:
+    for _ in range(max_pages):
         started = time.monotonic()
         report = await the_dispatcher.dispatch_batch()
         done.add(report)
         if on_batch is not None:
             on_batch(report, time.monotonic() - started)
-        spent += report.pages
         if not report.full_page or stopping():
             break
     return done
