@@ -66,8 +66,10 @@ from tests.support.receiver_client import Receiver, receivers
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(240)]
 
-DISPATCHES = 1_200
-"""`run.create` dispatches a generation: the effect (the Run) commits with the completion."""
+DISPATCHES = 6_000
+"""`run.create` dispatches a generation: the effect (the Run) commits with the completion. So
+many, since a `run.create` passes (decision 0055) and the replicas pass a thousand or more a
+second: the fault must come while the generation still drains."""
 SENDS = 6
 """`http.request` dispatches a generation, submitted after the first FAIL_AT share of the
 `run.create` ones: their effect is outside the database, on a receiver that holds its answer
