@@ -23,12 +23,6 @@ from qinglong_dispatcher.domain import errors, records
 # The dispatcher's logger: the event names and their source stay what operators know.
 log = structlog.get_logger("qinglong_dispatcher.dispatcher")
 
-PASSAGE_PAGE = 64
-"""The rows one passage takes at most: the largest page, whatever `page_size` says. A claim's
-page is held under leases while its items run one by one, so an edge device keeps it small;
-a passage holds nothing once it commits, and on SQLite each commit's sync costs more CPU than
-a dispatch's rows do (decision 0055)."""
-
 Count = Callable[[str, str], None]
 """Adds one item outcome to the batch report: (action type, outcome)."""
 
@@ -88,7 +82,7 @@ class Passages:
                 self._idle.add(action_type)
             passes.observed = max(passes.observed, batch.observed)
             passes.passed += len(batch.passed)
-            if len(batch.passed) >= PASSAGE_PAGE:
+            if len(batch.passed) >= self._config.page_size:
                 passes.full_types.add(action_type)
         return passes
 
@@ -106,7 +100,7 @@ class Passages:
                 effect_of,
                 now_ms=self._clock.now_ms(),
                 owner=config.owner,
-                limit=PASSAGE_PAGE,
+                limit=config.page_size,
             )
         except errors.StoreFull:
             raise  # the tick fails (one event), as a full page transaction does
