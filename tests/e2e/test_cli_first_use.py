@@ -36,6 +36,7 @@ def _interpreter_start_s() -> float:
     return slowest
 
 
+@pytest.mark.slow  # its signals are timed against the interpreter's start: one process alone
 def test_ctrl_c_in_the_first_moments_of_a_command_prints_no_traceback(workdir: Path) -> None:
     """SIGINT at points spread over the first 0.3 s of `status` (the imports of argparse,
     pydantic, anyio and the commands, the settings, the store): always exit 130 and nothing on
@@ -72,8 +73,15 @@ def _before_our_code(err: str) -> bool:
     """Whether the signal came before the first line of the package ran: on a loaded machine
     one start may take longer than the slowest of `_interpreter_start_s`, and a SIGINT then
     interrupts the import statement of pip's script itself (its only frame), where no code of
-    ours can answer it yet."""
+    ours can answer it yet. Earlier still, it interrupts the interpreter's own start (its
+    `site` import), which Python reports as a fatal error of its own."""
     lines = err.splitlines()
+    if (
+        err.startswith("Fatal Python error: init_import_site: Failed to import the site module")
+        and lines[-1] == "KeyboardInterrupt"
+        and "qinglong_dispatcher" not in err
+    ):
+        return True
     return (
         len(lines) == 4
         and lines[0] == "Traceback (most recent call last):"
