@@ -249,14 +249,15 @@ def check_costs(costs: object, *, cluster: bool, pure: bool) -> None:
     """What a dispatch cost, per dispatch: on SQLite the replicas' writes and worker-thread
     time, on PostgreSQL the server's WAL, rows per table, function time (the bench logs in as
     a superuser, so `track_functions` is on) and, without `pg_stat_statements`, no statements.
-    A run.create writes ten rows: its execution three times (claim, start, completion), three
-    ledger lines, the Run, its attempt, its event and the receipt."""
+    A run.create passes (decision 0055) and writes six rows: its execution once, one ledger
+    line, the Run, its attempt, its event and the receipt; a mixed drain's other actions take
+    the claim, start and completion, three writes of their execution each."""
     assert isinstance(costs, dict)
     if not cluster:
         assert set(costs) == STORE_COSTS
         if pure:
-            assert costs["rows_changed"] == pytest.approx(10.0, abs=0.5)
-        assert costs["rows_changed"] >= 9
+            assert costs["rows_changed"] == pytest.approx(6.0, abs=0.5)
+        assert costs["rows_changed"] >= 5.5
         assert costs["pages_written"] == pytest.approx(costs["bytes_written"] / 4096, rel=0.01)
         assert costs["pages_written"] > 0.1
         assert costs["worker_cpu_ms"] > 0
@@ -270,14 +271,19 @@ def check_costs(costs: object, *, cluster: bool, pure: bool) -> None:
     assert costs["server_commits"] > 0
     assert costs["blocks_touched"] > 0
     executions = costs["tables"][EXECUTIONS]
-    assert executions["upd"] == pytest.approx(3.0, abs=0.2)
+    writes = costs["functions"]["check_execution_change"]["calls"]
+    if pure:
+        assert executions["upd"] == pytest.approx(1.0, abs=0.2)
+        assert writes == pytest.approx(1.0, abs=0.2)
+    else:
+        assert 1.0 <= executions["upd"] <= 3.0
+        assert writes == pytest.approx(executions["upd"], abs=0.2)
     assert executions["ins"] == 0
     assert 0 <= costs["hot_ratio"] <= 1
     assert 0 <= executions["hot_ratio"] <= 1
-    assert costs["rows"]["ins"] >= 6
+    assert costs["rows"]["ins"] >= 4  # a passage: its line, the Run, attempt, event, receipt
     if pure:
-        assert costs["rows_written"] == pytest.approx(10.0, abs=0.5)
-    assert costs["functions"]["check_execution_change"]["calls"] == pytest.approx(3.0, abs=0.2)
+        assert costs["rows_written"] == pytest.approx(6.0, abs=0.5)
     assert costs["function_self_ms"] > 0
     if costs["statements"] is None:
         assert costs["top_statements"] is None
