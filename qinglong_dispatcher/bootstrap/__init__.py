@@ -202,6 +202,7 @@ def dispatch_config(settings: Settings, *, owner: str) -> dispatcher.DispatchCon
     return dispatcher.DispatchConfig(
         owner=owner,
         page_size=settings.page_size,
+        passage_page_size=settings.passage_page_size,
         lease_ms=settings.lease_ms,
         concurrency=settings.concurrency,
         retry_backoff_ms=int(settings.retry_backoff_seconds * 1000),

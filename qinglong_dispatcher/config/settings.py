@@ -70,6 +70,9 @@ class Settings(BaseSettings, _ActionFields, web_settings.WebSettings):
     database_url: str = Field("sqlite:///var/qinglong.db", description="store URL")
     cadence_seconds: float = Field(5.0, gt=0, le=_HOUR, description="dispatch tick interval")
     page_size: int = Field(16, ge=1, le=64, description="due page size")
+    passage_page_size: int = Field(
+        64, ge=1, le=64, description="rows one transactional action's passage commits at once"
+    )
     max_pages_per_tick: int = Field(4, ge=1, le=10_000, description="page cap per tick")
     concurrency: int = Field(1, ge=1, le=1024, description="executes in flight")
     lease_seconds: float = Field(30.0, gt=0, le=_DAY, description="lease length")

@@ -38,6 +38,11 @@ class BatchReport:
 
     page_size: int
     observed: int = 0
+    """The most rows one observation found: the claim's, or one passage's."""
+    claim_observed: int = 0
+    """What the claim observed (0 when full passages put it off)."""
+    passages_full: bool = False
+    """Whether a passage passed a whole passage page (more of that action may be due)."""
     claims: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     outcomes: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     by_action: dict[str, collections.Counter[str]] = dataclasses.field(default_factory=dict)
@@ -48,8 +53,9 @@ class BatchReport:
 
     @property
     def full_page(self) -> bool:
-        """Whether the observation filled the page (more may be due)."""
-        return self.observed >= self.page_size
+        """Whether the claim's observation filled the page, or a passage filled its own: more
+        may be due."""
+        return self.passages_full or self.claim_observed >= self.page_size
 
     def count(self, action_type: str, outcome: str) -> None:
         """Add one item outcome."""
@@ -122,6 +128,7 @@ class Dispatcher:
         # rows, so that the passages keep theirs.
         passed = await self._passages.run(report.count)
         report.observed = passed.observed
+        report.passages_full = passed.full
         if passed.passed:  # the report names only the outcomes that happened
             report.claims[Outcome.CLAIMED.value] += passed.passed
         if passed.full and self._claims_deferred < CLAIMS_DEFERRED_MAX:
@@ -136,6 +143,7 @@ class Dispatcher:
             skip_action_types=passed.full_types,
         )
         now_ms = self._clock.now_ms()
+        report.claim_observed = batch.observed
         report.observed = max(report.observed, batch.observed)
         self._passages.claimed(c.dispatch.action_type for c in batch.claims if c.dispatch)
         for claim in batch.claims:

@@ -82,7 +82,7 @@ class Passages:
                 self._idle.add(action_type)
             passes.observed = max(passes.observed, batch.observed)
             passes.passed += len(batch.passed)
-            if len(batch.passed) >= self._config.page_size:
+            if len(batch.passed) >= self._config.passage_page_size:
                 passes.full_types.add(action_type)
         return passes
 
@@ -100,7 +100,7 @@ class Passages:
                 effect_of,
                 now_ms=self._clock.now_ms(),
                 owner=config.owner,
-                limit=config.page_size,
+                limit=config.passage_page_size,
             )
         except errors.StoreFull:
             raise  # the tick fails (one event), as a full page transaction does

@@ -73,6 +73,28 @@ async def test_a_tick_follows_full_pages_up_to_its_cap_and_stops_at_a_short_one(
     assert (capped.batches, capped.observed, capped.outcomes) == (3, 5, {"succeeded": 5})
 
 
+async def test_a_passage_page_of_its_own_is_one_commit_and_the_tick_follows_it(
+    harness: Harness, clock: ManualClock
+) -> None:
+    await submit_runs(harness.approver_store, clock, 7)
+    pages = make_dispatcher(harness.store, clock, page_size=2, passage_page_size=3)
+    seen: list[tuple[int, int]] = []
+    commits = harness.store.commits
+
+    def on_batch(report: dispatcher.BatchReport, seconds: float) -> None:
+        nonlocal commits
+        seen.append((report.outcomes["succeeded"], harness.store.commits - commits))
+        commits = harness.store.commits
+
+    done = await ticking.tick(pages, harness.store, guard=None, max_pages=10, on_batch=on_batch)
+    assert done.outcomes == {"succeeded": 7}
+    # Passages of three rows, more than the claim's page, each one commit; a full one puts off
+    # the claim; the short last one lets it look (and find nothing), which ends the tick.
+    assert seen[:2] == [(3, 1), (3, 1)]
+    assert seen[2][0] == 1
+    assert len(seen) == 3
+
+
 async def test_a_stopping_daemon_ends_its_tick_after_the_page_in_hand(
     harness: Harness, clock: ManualClock
 ) -> None:

@@ -17,6 +17,7 @@ def make_dispatcher(
     owner: str = "w1",
     handlers: Mapping[str, ports.ApprovedActionHandler] | None = None,
     page_size: int = 16,
+    passage_page_size: int | None = None,
     concurrency: int = 1,
     lease_ms: int = LEASE_MS,
     execute_timeout_ms: int | None = None,
@@ -25,7 +26,9 @@ def make_dispatcher(
 ) -> dispatcher.Dispatcher:
     """A dispatcher with the built-in actions unless `handlers` replaces them; `group_wait_s`
     replaces how long a start barrier or a completion waits for the items beside it (a test
-    that counts grouped commits sets it long, so a slow machine cannot split a group)."""
+    that counts grouped commits sets it long, so a slow machine cannot split a group). A
+    passage takes `page_size` rows unless `passage_page_size` says otherwise, so that a test's
+    page is one page whichever path its rows take."""
     waits = (
         {}
         if group_wait_s is None
@@ -38,6 +41,7 @@ def make_dispatcher(
         dispatcher.DispatchConfig(
             owner=owner,
             page_size=page_size,
+            passage_page_size=passage_page_size or page_size,
             lease_ms=lease_ms,
             concurrency=concurrency,
             retry_backoff_ms=1000,

@@ -39,6 +39,7 @@ def test_edge_defaults() -> None:
     assert loaded.database_url == "sqlite:///var/qinglong.db"
     assert loaded.dialect == "sqlite"
     assert (loaded.cadence_seconds, loaded.page_size, loaded.max_pages_per_tick) == (5.0, 16, 4)
+    assert loaded.passage_page_size == 64
     assert (loaded.concurrency, loaded.lease_seconds, loaded.max_attempts) == (1, 30.0, 5)
     assert (loaded.reconcile_seconds, loaded.shutdown_grace_seconds) == (60.0, 20.0)
     assert (loaded.metrics_host, loaded.metrics_port) == ("127.0.0.1", 9464)
@@ -134,6 +135,13 @@ def test_settings_are_frozen() -> None:
 def test_page_size_out_of_range_is_one_line() -> None:
     message = _error(environ={"QINGLONG_PAGE_SIZE": "65"})
     assert message == "QINGLONG_PAGE_SIZE: must be between 1 and 64 (got 65)"
+
+
+def test_a_passage_page_of_its_own_is_set_and_bounded_like_the_page() -> None:
+    loaded = settings.load_settings(environ={"QINGLONG_PASSAGE_PAGE_SIZE": "8"})
+    assert (loaded.page_size, loaded.passage_page_size) == (16, 8)
+    message = _error(environ={"QINGLONG_PASSAGE_PAGE_SIZE": "0"})
+    assert message == "QINGLONG_PASSAGE_PAGE_SIZE: must be between 1 and 64 (got 0)"
 
 
 def test_out_of_range_from_config_file_names_env_variable(tmp_path: Path) -> None:
