@@ -71,7 +71,11 @@ def test_a_live_database_and_its_ring_are_backed_up_and_restored_with_nothing_lo
             first += 20
 
     # One dispatch a tick: the backup is taken mid-drain.
-    slow = {"QINGLONG_PAGE_SIZE": "1", "QINGLONG_MAX_PAGES_PER_TICK": "1"}
+    slow = {
+        "QINGLONG_PAGE_SIZE": "1",
+        "QINGLONG_PASSAGE_PAGE_SIZE": "1",
+        "QINGLONG_MAX_PAGES_PER_TICK": "1",
+    }
     # A reader holding an old snapshot (any long read does) keeps every later commit in the
     # WAL, unmerged: a copy of the main file alone would miss them.
     reader = sqlite3.connect(f"file:{database}?mode=ro", uri=True, isolation_level=None)

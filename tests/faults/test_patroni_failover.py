@@ -96,6 +96,7 @@ def _env(
         # long enough for the fault, and the failover after it, to come in the middle of it.
         "QINGLONG_CADENCE_SECONDS": "0.5",
         "QINGLONG_PAGE_SIZE": "8",
+        "QINGLONG_PASSAGE_PAGE_SIZE": "8",
         "QINGLONG_MAX_PAGES_PER_TICK": "1",
         "QINGLONG_RECONCILE_SECONDS": "1",
         "QINGLONG_LEASE_SECONDS": str(LEASE_SECONDS),

@@ -65,6 +65,7 @@ def _env(url: str, owner: str, port: int = 0) -> dict[str, str]:
         # lasts long enough for the primary to be lost in the middle of it.
         "QINGLONG_CADENCE_SECONDS": "0.25",
         "QINGLONG_PAGE_SIZE": "16",
+        "QINGLONG_PASSAGE_PAGE_SIZE": "16",
         "QINGLONG_MAX_PAGES_PER_TICK": "1",
         "QINGLONG_RECONCILE_SECONDS": "1",
         "QINGLONG_LEASE_SECONDS": str(LEASE_SECONDS),

@@ -117,7 +117,12 @@ def _invariants(db: Path) -> dict[str, int]:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_sigkill_mid_drain_loses_nothing_and_runs_nothing_twice(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
-    env = {"QINGLONG_LEASE_SECONDS": "1", "QINGLONG_PAGE_SIZE": "4"}
+    # Pages of four, passages too: the drain lasts long enough for the kill to land in it.
+    env = {
+        "QINGLONG_LEASE_SECONDS": "1",
+        "QINGLONG_PAGE_SIZE": "4",
+        "QINGLONG_PASSAGE_PAGE_SIZE": "4",
+    }
     assert run_cli("migrate", cwd=tmp_path).returncode == 0
     lines = [f'{{"projectId":"p","taskId":"t{i}","taskRevision":{i}}}' for i in range(300)]
     (tmp_path / "plans.jsonl").write_text("\n".join(lines))
