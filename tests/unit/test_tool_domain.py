@@ -189,6 +189,7 @@ def test_a_barrier_stays_within_16_kib_and_refuses_anything_else() -> None:
     stored = tool_barrier_checks.build(
         command,
         tool_barrier_checks.Evidence(
+            command_digest=command.digest,
             mutation=mutation,
             started_step_run_digest="1" * 64,
             trace_digest="2" * 64,
@@ -200,6 +201,7 @@ def test_a_barrier_stays_within_16_kib_and_refuses_anything_else() -> None:
         ),
     )
     assert len(stored.barrier_json.encode()) <= canonical.BARRIER_MAX_BYTES
+    assert stored.barrier.command_digest == command.digest
     assert stored.barrier_digest == digests.digest(
         tool_start.BARRIER_SCHEMA, stored.barrier_json.encode()
     )

@@ -55,7 +55,9 @@ async def get_by_started_version(
     return None if row is None else tool_barrier_checks.verify_row(row)
 
 
-async def _replay(q: tx.Query, command: tool_start.StartCommand) -> ports.StartBarrierResult | None:
+async def _replay(
+    q: tx.Query, command: tool_start.StartCommand, command_digest: str
+) -> ports.StartBarrierResult | None:
     """Step 2: None when no identity of the command is taken yet."""
     step, evidence = command.step_run, command.evidence
     found = await q.all(
@@ -74,7 +76,7 @@ async def _replay(q: tx.Query, command: tool_start.StartCommand) -> ports.StartB
     if not found:
         return None
     if len(found) == 1 and found[0]["start_id"] == command.start_id:
-        if found[0]["command_digest"] != command.digest:
+        if found[0]["command_digest"] != command_digest:
             return ports.StartBarrierResult(
                 outcome=ports.StartOutcome.CONFLICT, reason="start_id_reused"
             )
@@ -104,7 +106,7 @@ async def _dispatch(
 
 
 async def _evidence(
-    q: tx.Query, command: tool_start.StartCommand, *, principal: str | None
+    q: tx.Query, command: tool_start.StartCommand, command_digest: str, *, principal: str | None
 ) -> tuple[Any, str, str]:
     """Step 4: the audit event, the Trace anchor and the Audit receipt; their ids and digests."""
     wanted, evidence = command.step_run, command.evidence
@@ -125,7 +127,7 @@ async def _evidence(
         run_id=wanted.run_id,
         step_run_id=wanted.step_run_id,
         start_id=command.start_id,
-        command_digest=command.digest,
+        command_digest=command_digest,
     )
     await q.run(
         "insert_trace_anchor",
@@ -135,7 +137,7 @@ async def _evidence(
             "run_id": wanted.run_id,
             "step_run_id": wanted.step_run_id,
             "start_id": command.start_id,
-            "command_digest": command.digest,
+            "command_digest": command_digest,
             "trace_digest": trace,
         },
     )
@@ -175,7 +177,10 @@ async def prepare(
     """
     bounds = await q.one("barrier_timeouts", TIMEOUTS)  # and the database's clock
     run, step = await _locked_rows(q, command)  # 1
-    replay = await _replay(q, command)  # 2
+    # The command's canonical JSON hashed once: the replay check, the Trace anchor and the
+    # barrier all bind this one digest (each hash is a canonical dump of the whole command).
+    command_digest = command.digest
+    replay = await _replay(q, command, command_digest)  # 2
     if replay is not None:
         return replay
     dispatch = await _dispatch(q, shared, command)
@@ -186,7 +191,9 @@ async def prepare(
     assert run is not None
     assert step is not None
     now_ms = int(bounds["now_ms"])
-    audit_event_id, trace, receipt = await _evidence(q, command, principal=principal)  # 4
+    audit_event_id, trace, receipt = await _evidence(  # 4
+        q, command, command_digest, principal=principal
+    )
     mutation = await tool_steps.advance(  # 5, 6, 7
         q,
         step,
@@ -202,6 +209,7 @@ async def prepare(
     stored = tool_barrier_checks.build(
         command,
         tool_barrier_checks.Evidence(
+            command_digest=command_digest,
             mutation=mutation,
             started_step_run_digest=steps.started_digest(
                 step.binding_digest,

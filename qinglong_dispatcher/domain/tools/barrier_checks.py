@@ -52,6 +52,8 @@ class StoredBarrier:
 class Evidence:
     """What the transaction wrote before the barrier, as the barrier must bind it."""
 
+    command_digest: str
+    """The command's digest, as its Trace anchor holds it."""
     mutation: steps.Mutation
     started_step_run_digest: str
     trace_digest: str
@@ -133,7 +135,7 @@ def build(command: tool_start.StartCommand, evidence: Evidence) -> StoredBarrier
             "stepRunId": step.step_run_id,
             "startedStepRunVersion": step.started_version,
             "startedStepRunDigest": evidence.started_step_run_digest,
-            "commandDigest": command.digest,
+            "commandDigest": evidence.command_digest,
             "snapshotDigest": command.snapshot_digest,
             "toolId": command.tool.tool_id,
             "toolVersion": command.tool.tool_version,
@@ -156,10 +158,12 @@ def build(command: tool_start.StartCommand, evidence: Evidence) -> StoredBarrier
         },
         strict=True,
     )
+    # One canonical dump for both the digest and the stored JSON.
+    canonical_bytes = barrier.canonical_bytes()
     return StoredBarrier(
         barrier=barrier,
-        barrier_digest=barrier.digest,
-        barrier_json=barrier.canonical_bytes().decode("utf-8"),
+        barrier_digest=tool_start.barrier_digest(canonical_bytes),
+        barrier_json=canonical_bytes.decode("utf-8"),
     )
 
 
@@ -264,9 +268,11 @@ def verify_row(row: records.RowLike) -> StoredBarrier:
         barrier = tool_start.parse_barrier(text)
     except errors.InvalidInput:
         raise _corrupted(start_id, "barrier JSON") from None
-    if barrier.canonical_bytes().decode("utf-8") != text:
+    canonical_bytes = barrier.canonical_bytes()
+    if canonical_bytes.decode("utf-8") != text:
         raise _corrupted(start_id, "canonical form")
-    if row["barrier_digest"] != barrier.digest or row["schema_version"] != 1:
+    digest = tool_start.barrier_digest(canonical_bytes)
+    if row["barrier_digest"] != digest or row["schema_version"] != 1:
         raise _corrupted(start_id, "barrier digest")
     mirrors: Mapping[str, object] = barrier.columns()
     for name, value in mirrors.items():
@@ -274,4 +280,4 @@ def verify_row(row: records.RowLike) -> StoredBarrier:
             raise _corrupted(start_id, f"column {name}")
     _check_mutation(row, barrier)
     _check_evidence(row, barrier)
-    return StoredBarrier(barrier=barrier, barrier_digest=barrier.digest, barrier_json=text)
+    return StoredBarrier(barrier=barrier, barrier_digest=digest, barrier_json=text)

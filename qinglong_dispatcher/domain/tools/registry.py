@@ -37,13 +37,26 @@ class Contract:
 
     contract_id: str
     terms: Mapping[str, object]
+    _digest: str = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Hashed once: every tool step binds and re-checks these digests several times (its
+        # command, its barrier, the StepRun's binding), and they never change. The terms are
+        # copied read-only, so nothing can move them under the digest.
+        terms = MappingProxyType(dict(self.terms))
+        object.__setattr__(self, "terms", terms)
+        object.__setattr__(
+            self,
+            "_digest",
+            digests.evidence_digest(
+                CONTRACT_TAG, {"contractId": self.contract_id, "terms": dict(terms)}
+            ),
+        )
 
     @property
     def digest(self) -> str:
         """Digest of identity and terms in domain CONTRACT_TAG."""
-        return digests.evidence_digest(
-            CONTRACT_TAG, {"contractId": self.contract_id, "terms": dict(self.terms)}
-        )
+        return self._digest
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,6 +71,13 @@ class ToolDefinition:
     adapter: Contract
     redaction: Contract
     audit: Contract
+    _digest: str = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Hashed once, as a contract's: every field is immutable (see `Contract`).
+        object.__setattr__(
+            self, "_digest", digests.evidence_digest(DEFINITION_TAG, self.canonical_fields())
+        )
 
     def canonical_fields(self) -> dict[str, object]:
         """Every bound field, camelCase, contracts by identity and digest."""
@@ -78,7 +98,7 @@ class ToolDefinition:
     @property
     def digest(self) -> str:
         """Digest of the definition in domain DEFINITION_TAG."""
-        return digests.evidence_digest(DEFINITION_TAG, self.canonical_fields())
+        return self._digest
 
 
 FILE_WRITE_V1: Final = ToolDefinition(
@@ -152,11 +172,20 @@ class ToolPolicy:
 
     sandbox_root: str
     max_content_bytes: int = MAX_CONTENT_BYTES
+    _fence: str = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Hashed once per policy, not once per tool step: both settings are immutable.
+        object.__setattr__(
+            self,
+            "_fence",
+            digests.evidence_digest(
+                POLICY_TAG,
+                {"sandboxRoot": self.sandbox_root, "maxContentBytes": self.max_content_bytes},
+            ),
+        )
 
     @property
     def fence(self) -> str:
         """The policy fence: digest of the settings in domain POLICY_TAG."""
-        return digests.evidence_digest(
-            POLICY_TAG,
-            {"sandboxRoot": self.sandbox_root, "maxContentBytes": self.max_content_bytes},
-        )
+        return self._fence

@@ -228,13 +228,18 @@ class StartBarrier(_Exact):
     @property
     def digest(self) -> str:
         """`barrierDigest`: domain-separated by the schema id."""
-        return digests.digest(BARRIER_SCHEMA, self.canonical_bytes())
+        return barrier_digest(self.canonical_bytes())
 
     def columns(self) -> dict[str, object]:
         """The mirror columns (snake_case field names), as the table stores them."""
         values = self.model_dump(by_alias=False, mode="python")
         del values["schema_id"]
         return values
+
+
+def barrier_digest(canonical_bytes: bytes) -> str:
+    """`barrierDigest` of a barrier's canonical JSON (`StartBarrier.canonical_bytes`)."""
+    return digests.digest(BARRIER_SCHEMA, canonical_bytes)
 
 
 def _invalid(what: str, exc: pydantic.ValidationError) -> errors.InvalidInput:
