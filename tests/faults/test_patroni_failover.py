@@ -66,10 +66,11 @@ from tests.support.receiver_client import Receiver, receivers
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(240)]
 
-DISPATCHES = 6_000
-"""`run.create` dispatches a generation: the effect (the Run) commits with the completion. So
-many, since a `run.create` passes (decision 0055) and the replicas pass a thousand or more a
-second: the fault must come while the generation still drains."""
+DISPATCHES = 3_000
+"""`run.create` dispatches a generation: the effect (the Run) commits with the completion. A
+`run.create` passes (decision 0055), a passage of 8 per replica per tick (about 48 a second
+for three): the sends are claimed once full passages have put the claim off 15 batches in a
+row, so some 800 to 1,200 pass before the fault, and the rest drain in 50 s or less."""
 SENDS = 6
 """`http.request` dispatches a generation, submitted after the first FAIL_AT share of the
 `run.create` ones: their effect is outside the database, on a receiver that holds its answer
@@ -163,7 +164,10 @@ async def _wait_for(
     predicate: Callable[[], Awaitable[bool]],
     cluster: patroni_cluster.Cluster,
     seconds: float = SETTLE_SECONDS,
+    project: str | None = None,
 ) -> None:
+    """Wait until `predicate`; else fail with the cluster's log and, given a `project`, how
+    many of its executions are in each state (a drain too slow tells apart from one stuck)."""
     with anyio.move_on_after(seconds):
         while True:
             # The node asked may be the one going away.
@@ -171,7 +175,16 @@ async def _wait_for(
                 if await predicate():
                     return
             await anyio.sleep(0.1)
-    raise AssertionError(f"{what} not reached in {seconds:g}s\n{cluster.log_tail()}")
+    states = ""
+    if project is not None:
+        with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            rows = await _sql(
+                cluster,
+                "SELECT status, count(*) AS n FROM qinglong.approved_action_dispatch_executions "
+                f"WHERE project_id = '{project}' GROUP BY status ORDER BY status",
+            )
+            states = " (" + ", ".join(f"{r['status']} {r['n']}" for r in rows) + ")"
+    raise AssertionError(f"{what} not reached in {seconds:g}s{states}\n{cluster.log_tail()}")
 
 
 def _now_ms() -> int:
@@ -272,7 +285,7 @@ async def _generation(
             f"AND lease_expires_at_ms > {NOW_MS}))",
         )
 
-    await _wait_for("the drain after the failover", drained, cluster)
+    await _wait_for("the drain after the failover", drained, cluster, project=project)
     drained_at = time.monotonic()
     # The reconcile passes settle what became recovery_required (the sends by the
     # receiver's record); what they cannot settle stays, and must be explained.
