@@ -43,9 +43,7 @@ class DispatchConfig:
     completion_wait_s: float = grouped_completions.MAX_WAIT_S
     """Longest a completion waits for the items finishing beside it."""
     passage_page_size: int = 64
-    """Rows one passage of a transactional action commits at once. Apart from `page_size`:
-    a passage carries no item through a worker, and its commit's sync is most of what it
-    costs, so a larger page costs less per dispatch (docs/performance.md)."""
+    """Rows one passage commits at once: its commit's sync is most of what it costs."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.page_size <= 64:
