@@ -7,7 +7,6 @@ barrier: a failed completion write leaves the row `executing`.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
@@ -17,6 +16,7 @@ import structlog
 
 from qinglong_dispatcher import ports, tracing
 from qinglong_dispatcher.dispatching import grouped_completions, item_results, start_barriers
+from qinglong_dispatcher.dispatching.dispatch_config import DispatchConfig
 from qinglong_dispatcher.domain import errors, fencing, records, states
 from qinglong_dispatcher.domain.records import Outcome
 
@@ -26,32 +26,6 @@ log = structlog.get_logger("qinglong_dispatcher.dispatcher")
 HANDLER_MISSING_WAIT_MS = 60_000
 """How long a dispatch whose action has no handler here waits (jittered ×0.5–1.5) before it
 is looked at again; the attempt is refunded, so it may wait for as long as it takes."""
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class DispatchConfig:
-    """The dispatcher's budget, from the profile."""
-
-    owner: str
-    page_size: int
-    lease_ms: int
-    concurrency: int
-    retry_backoff_ms: int
-    execute_timeout_ms: int
-    barrier_wait_s: float = start_barriers.MAX_WAIT_S
-    """Longest a start barrier waits for the page's other carried items to reach theirs."""
-    completion_wait_s: float = grouped_completions.MAX_WAIT_S
-    """Longest a completion waits for the items finishing beside it."""
-    passage_page_size: int = 64
-    """Rows one passage commits at once: its commit's sync is most of what it costs."""
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.page_size <= 64:
-            raise errors.ConfigurationError("page size must be between 1 and 64")
-        if not 1 <= self.passage_page_size <= 64:
-            raise errors.ConfigurationError("passage page size must be between 1 and 64")
-        if self.execute_timeout_ms >= self.lease_ms:
-            raise errors.ConfigurationError("execute timeout must be below the lease")
 
 
 class RenewalObserver(Protocol):

@@ -17,7 +17,8 @@ import structlog
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.dispatching import claimed_item, page_path, passages
-from qinglong_dispatcher.dispatching.claimed_item import DispatchConfig, FaultHook, RenewalObserver
+from qinglong_dispatcher.dispatching.claimed_item import FaultHook, RenewalObserver
+from qinglong_dispatcher.dispatching.dispatch_config import DispatchConfig
 from qinglong_dispatcher.domain import errors, records, states
 from qinglong_dispatcher.domain.records import Outcome
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 import structlog
 
 from qinglong_dispatcher import ports, tracing
-from qinglong_dispatcher.dispatching.claimed_item import DispatchConfig
+from qinglong_dispatcher.dispatching.dispatch_config import DispatchConfig
 from qinglong_dispatcher.domain import errors, records
 
 # The dispatcher's logger: the event names and their source stay what operators know.
