@@ -18,6 +18,15 @@ WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms::bigint
 ORDER BY e.eligible_at_ms, e.dispatch_id
 LIMIT :limit::bigint
 
+-- due_order --
+-- A due read (the claim's, a passage's) takes its page in the due index's order whatever the
+-- statistics say, for the rest of its transaction (whose other statements are key lookups).
+-- Right after a burst of submits the statistics still count few due rows, and the planner
+-- would read every due row, join and sort them, for each page: a page's cost would grow with
+-- the backlog (docs/performance.md, "Due pages read in index order").
+SELECT pg_catalog.set_config('enable_sort', 'off', true),
+       pg_catalog.set_config('enable_bitmapscan', 'off', true)
+
 -- claim_due_rows --
 -- The due observation of `claim_due` locks what it sees, and skips (never waits for) the
 -- rows another replica holds: their claims are that replica's.

@@ -34,15 +34,6 @@ WHERE e.dispatch_id = k.dispatch_id AND e.status = 'executing'
   AND e.attempt = k.attempt AND e.started_at_ms = :now_ms::bigint AND e.version = k.version
 RETURNING e.dispatch_id, e.version
 
--- passage_plan --
--- The passage reads its page in the due index's order whatever the statistics say, for the
--- rest of its transaction (whose other statements are key lookups). Right after a burst of
--- submits the table's statistics still count few due rows, and the planner would read every
--- due row of every action, join and sort them, for each page: a passage's cost would grow
--- with the backlog (docs/performance.md, "A passage reads in index order").
-SELECT pg_catalog.set_config('enable_sort', 'off', true),
-       pg_catalog.set_config('enable_bitmapscan', 'off', true)
-
 -- passage_rows --
 -- A passage's page (`adapters/sql/passage.py`, migration 0043): the due waiting rows of one
 -- transactional action type, without a target, the budget not spent, within their window

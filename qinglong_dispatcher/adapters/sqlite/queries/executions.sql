@@ -18,6 +18,12 @@ WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms
 ORDER BY e.eligible_at_ms, e.dispatch_id
 LIMIT :limit
 
+-- due_order --
+-- Nothing to set: SQLite's due reads stay on the due index, in its order, by how they are
+-- written (a status condition beside it carries the unary +, which keeps its index out of the
+-- planner's choice). PostgreSQL's planner is told (its `due_order`).
+SELECT 1
+
 -- claim_due_rows --
 -- The due observation of `claim_due`. BEGIN IMMEDIATE already holds the database's one write
 -- lock, so no other writer can take an observed row: the plain due read is the locked one.

@@ -32,12 +32,6 @@ WHERE e.dispatch_id = k.value ->> 'dispatch_id' AND +e.status = 'executing'
   AND e.started_at_ms = :now_ms AND e.version = k.value ->> 'version'
 RETURNING dispatch_id, version
 
--- passage_plan --
--- Nothing to set: the read below keeps SQLite on the due index, in its order (the unary +
--- takes the status index out of the planner's choice; with it, the planner would read every
--- pending row of every action and sort them, for each page).
-SELECT 1
-
 -- passage_rows --
 -- A passage's page (`adapters/sql/passage.py`, migration 0043): the due waiting rows of one
 -- transactional action type, without a target, the budget not spent, within their window
@@ -51,6 +45,7 @@ SELECT {execution_columns},
 FROM approved_action_dispatch_executions AS e
 JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
 WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms
+  -- The unary + keeps the planner on the due index, in its order (`due_order`).
   AND +e.status = 'pending' AND d.action_type = :action_type AND e.target IS NULL
   AND e.attempt < e.max_attempts
   AND CASE WHEN e.not_before_ms IS NULL AND e.not_after_ms IS NULL THEN true

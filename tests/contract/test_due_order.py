@@ -1,13 +1,16 @@
-"""A passage reads its page in the due index's order, right after a burst of submits as
-later: its cost is a page's, not the backlog's. The plan is the database's own (EXPLAIN of
-the store's own statements, bound as the store binds them): with the status index, or a
-sort of every due row, each page of a drain would read the whole backlog again."""
+"""The due reads (the claim's, a passage's) take their page in the due index's order, right
+after a burst of submits as later: a page costs a page's reads, not the backlog's. The plan is
+the database's own: EXPLAIN of the store's own statements, bound as the store binds them, after
+its `due_order`. With the status index, or a sort of every due row, each page of a drain would
+read the whole backlog again."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import asyncpg
+import pytest
 
 from tests.contract.test_named_sql import POSTGRES_Q, _sqlite_blocks
 from tests.support import stores
@@ -17,16 +20,25 @@ from tests.support.stores import Harness
 
 BACKLOG = 300
 DUE_INDEX = "approved_action_dispatch_executions_due"
+READS = ("passage_rows", "claim_due_rows")
 
 
-def _params(clock: ManualClock) -> dict[str, Any]:
-    return {"action_type": "run.create", "now_ms": clock.now_ms() + 60_000, "limit": 64}
+def _params(read: str, clock: ManualClock) -> dict[str, Any]:
+    now_ms = clock.now_ms() + 60_000
+    if read == "passage_rows":
+        return {"action_type": "run.create", "now_ms": now_ms, "limit": 64}
+    return {
+        "now_ms": now_ms,
+        "limit": 64,
+        "after_eligible_at_ms": -1,
+        "after_dispatch_id": "",
+        "skip_action_types": json.dumps([]),
+    }
 
 
-async def _plan(harness: Harness, clock: ManualClock) -> str:
-    params = _params(clock)
+async def _plan(harness: Harness, read: str, params: dict[str, Any]) -> str:
     if harness.dialect == "sqlite":
-        sql = _sqlite_blocks()["passage_rows"]
+        sql = _sqlite_blocks()[read]
         for name, value in params.items():  # EXPLAIN through the harness's plain connection
             sql = sql.replace(f":{name}", repr(value))
         rows = await harness.raw(f"EXPLAIN QUERY PLAN {sql}")
@@ -35,20 +47,21 @@ async def _plan(harness: Harness, clock: ManualClock) -> str:
     conn = await asyncpg.connect(stores.pg_url(database), timeout=5)
     try:
         async with conn.transaction():
-            await conn.execute(POSTGRES_Q["passage_plan"].text)
-            read = POSTGRES_Q["passage_rows"]
-            rows = await conn.fetch(f"EXPLAIN {read.text}", *read.args(params))
+            await conn.execute(POSTGRES_Q["due_order"].text)
+            statement = POSTGRES_Q[read]
+            rows = await conn.fetch(f"EXPLAIN {statement.text}", *statement.args(params))
         return "\n".join(row[0] for row in rows)
     finally:
         await conn.close()
 
 
-async def test_a_passage_reads_a_fresh_backlog_in_the_due_index_order(
-    harness: Harness, clock: ManualClock
+@pytest.mark.parametrize("read", READS)
+async def test_a_due_read_takes_a_fresh_backlog_in_the_due_index_order(
+    harness: Harness, clock: ManualClock, read: str
 ) -> None:
     # Submitted at once and never analysed: the statistics count none of these rows.
     await submit_runs(harness.approver_store, clock, BACKLOG)
-    plan = await _plan(harness, clock)
+    plan = await _plan(harness, read, _params(read, clock))
     assert DUE_INDEX in plan, plan
     assert "approved_action_dispatch_executions_status" not in plan, plan
     if harness.dialect == "sqlite":
