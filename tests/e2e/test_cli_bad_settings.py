@@ -18,6 +18,7 @@ BAD: dict[str, str] = {
     "database_url": "mysql://db/x",
     "cadence_seconds": "nan",
     "page_size": "65",
+    "passage_page_size": "0",
     "max_pages_per_tick": "9" * 30,
     "concurrency": "-1",
     "lease_seconds": "1e308",
