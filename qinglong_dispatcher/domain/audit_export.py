@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Final, Literal
 
-from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.domain import errors, instants
 
 SCHEMA_VERSION: Final = 1
 """`schema_version` of every record (docs/audit/record-v1.schema.json)."""
@@ -150,7 +150,7 @@ class Record:
         return {
             "schema_version": SCHEMA_VERSION,
             "cursor": str(cursor),
-            "at": rfc3339(self.committed_at_ms),
+            "at": instants.rfc3339(self.committed_at_ms),
             **fields,
         }
 
@@ -189,12 +189,6 @@ def merge(
             position = Cursor(position.audit, record.event_id)
         taken.append((record, position))
     return Page(tuple(taken), position)
-
-
-def rfc3339(ms: int) -> str:
-    """`ms` since the epoch as RFC 3339 UTC with milliseconds (`2026-12-06T13:26:26.000Z`)."""
-    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_since(text: str) -> int:

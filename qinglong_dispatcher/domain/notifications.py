@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import datetime
 import hashlib
 import hmac
 import json
@@ -15,7 +14,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
-from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.domain import errors, instants
 
 KINDS: Final = (
     "approval.requested",
@@ -162,7 +161,7 @@ def envelope(event: Event) -> dict[str, object]:
         "source": SOURCE,
         "type": event.kind,
         "subject": event.subject_id,
-        "time": _rfc3339(event.at_ms),
+        "time": instants.rfc3339(event.at_ms),
         "datacontenttype": "application/json",
         "data": {
             "projectId": event.project_id,
@@ -232,9 +231,3 @@ def backoff_ms(attempt: int, *, base_ms: int, cap_ms: int, jitter: float) -> int
     `cap_ms`, scaled by `jitter` in [0.5, 1] (full-range jitter halves the herd)."""
     exponent = min(max(attempt - 1, 0), 30)
     return int(min(base_ms * (2**exponent), cap_ms) * min(max(jitter, 0.5), 1.0))
-
-
-def _rfc3339(ms: int) -> str:
-    """An instant in milliseconds as RFC 3339 UTC (a conversion: no clock is read)."""
-    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
-from qinglong_dispatcher.domain import approval_policies, audit_export, errors, records
+from qinglong_dispatcher.domain import approval_policies, errors, instants, records
 from qinglong_dispatcher.domain.states import ExecutionStatus
 
 FROZEN_BY = "frozen_by"
@@ -86,7 +86,7 @@ class Narrowing:
             if start + self.window_for_ms <= now_ms:
                 raise errors.WindowEmpty(
                     "the requested window ends before it can start: it closed at "
-                    f"{audit_export.rfc3339(start + self.window_for_ms)}"
+                    f"{instants.rfc3339(start + self.window_for_ms)}"
                 )
         return self
 
