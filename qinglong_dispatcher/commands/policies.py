@@ -13,7 +13,7 @@ import datetime
 from qinglong_dispatcher.commands import common
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import approval_policies as policies
-from qinglong_dispatcher.domain import errors
+from qinglong_dispatcher.domain import errors, instants
 
 
 def _new(args: argparse.Namespace) -> policies.NewPolicy:
@@ -63,12 +63,7 @@ def _when(ms: int) -> str:
 
 
 def _duration(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000)):
-        if ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms // 1000}s"
+    return "-" if ms is None else instants.duration(ms)
 
 
 def _summary(policy: policies.Policy) -> str:

@@ -85,6 +85,8 @@ async def cmd_approval_list(settings: Settings, args: argparse.Namespace) -> int
             f"requested by {row.requested_by} ({row.requested_principal})  "
             f"created {_iso(row.created_at_ms)}  expires {_iso(row.expires_at_ms)}"
         )
+        if (window := row.narrowing.text()) is not None:
+            print(f"  window {window}")
         if row.decided_by is not None:
             when = "" if row.decided_at_ms is None else f" at {_iso(row.decided_at_ms)}"
             print(
@@ -123,6 +125,7 @@ async def cmd_approval_show(settings: Settings, args: argparse.Namespace) -> int
         f"{found.action_type}  {found.project_id}  "
         f"requested by {found.requested_by} ({found.requested_principal})  decided by {decided}  "
         f"created {_iso(found.created_at_ms)}  expires {_iso(found.expires_at_ms)}"
+        + ("" if (window := found.narrowing.text()) is None else f"  window {window}")
         + ("" if found.resubmitted_from is None else f"  again from {found.resubmitted_from}")
         + (f"  again as {', '.join(again)}" if again else "")
     )

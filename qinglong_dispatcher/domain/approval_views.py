@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Final
 
-from qinglong_dispatcher.domain import errors, keysets, records
+from qinglong_dispatcher.domain import errors, keysets, records, waits
 
 DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 500
@@ -136,6 +136,9 @@ class WaitingApproval:
     """The authenticated principal that created the request (`requested_by` is a label)."""
     created_at_ms: int
     expires_at_ms: int
+    not_before_ms: int | None
+    window_for_ms: int | None
+    """The requester's narrowing of the window (`waits.Narrowing`); None, None: none named."""
     plan: Mapping[str, object] | None
     """The plan's redacted preview; None when it cannot be shown (see `plan_code`)."""
     plan_code: str | None
@@ -167,6 +170,8 @@ class WaitingApproval:
             requested_principal=row["requested_principal"],
             created_at_ms=row["created_at_ms"],
             expires_at_ms=row["expires_at_ms"],
+            not_before_ms=row["not_before_ms"],
+            window_for_ms=row["window_for_ms"],
             plan=plan,
             plan_code=plan_code,
             status=row["status"],
@@ -177,6 +182,11 @@ class WaitingApproval:
             consumed_at_ms=row["consumed_at_ms"],
             reasons=reasons_of(row["reasons_json"]),
         )
+
+    @property
+    def narrowing(self) -> waits.Narrowing:
+        """The requester's narrowing of the window, as the approvers approve it."""
+        return waits.Narrowing(not_before_ms=self.not_before_ms, window_for_ms=self.window_for_ms)
 
     @property
     def cursor(self) -> Cursor:

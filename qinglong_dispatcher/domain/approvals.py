@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from qinglong_dispatcher.domain import errors, permissions, records
+from qinglong_dispatcher.domain import errors, permissions, records, waits
 
 
 class ApprovalStatus(enum.StrEnum):
@@ -153,6 +153,10 @@ class Approval:
     resubmitted_from: str | None = None
     """What it was requested again from (decision 0048): the failed, blocked or cancelled
     dispatch, or the expired request; None for a request made afresh."""
+    not_before_ms: int | None = None
+    window_for_ms: int | None = None
+    """The requester's narrowing of the window (`waits.Narrowing`), what the approvers
+    approve with it; None, None: none named."""
 
     @classmethod
     def from_row(cls, row: records.RowLike) -> Approval:
@@ -160,6 +164,11 @@ class Approval:
         values = {f.name: row[f.name] for f in dataclasses.fields(cls)}
         values["status"] = ApprovalStatus(str(row["status"]))
         return cls(**values)
+
+    @property
+    def narrowing(self) -> waits.Narrowing:
+        """The requester's narrowing of the window, as the approvers approve it."""
+        return waits.Narrowing(not_before_ms=self.not_before_ms, window_for_ms=self.window_for_ms)
 
     def is_expired(self, now_ms: int) -> bool:
         """An approval is usable only strictly before its expiry."""

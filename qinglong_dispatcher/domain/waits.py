@@ -90,6 +90,15 @@ class Narrowing:
                 )
         return self
 
+    def text(self) -> str | None:
+        """In words, as an approver reads it (`not before 2026-12-24T02:00:00.000Z, within
+        2h`; `within 2h of its dispatch`); None when it narrows nothing."""
+        within = None if self.window_for_ms is None else instants.duration(self.window_for_ms)
+        if self.not_before_ms is None:
+            return None if within is None else f"within {within} of its dispatch"
+        start = f"not before {instants.rfc3339(self.not_before_ms)}"
+        return start if within is None else f"{start}, within {within}"
+
 
 def parse_moment(text: str, what: str, now_ms: int) -> int:
     """Milliseconds of an ISO 8601 time with a zone, or now plus a DURATION (`4h`, `2d`)."""

@@ -33,6 +33,8 @@ def approval_json(approval: approvals.Approval) -> dict[str, object]:
         "consumed_principal": approval.consumed_principal,
         "created_at_ms": approval.created_at_ms,
         "expires_at_ms": approval.expires_at_ms,
+        "not_before_ms": approval.not_before_ms,
+        "window_for_ms": approval.window_for_ms,
         "resubmitted_from": approval.resubmitted_from,
     }
 

@@ -206,6 +206,20 @@ def object_schema(required: list[str], properties: dict[str, Any]) -> dict[str, 
     }
 
 
+NARROWING: dict[str, Any] = {
+    "not_before_ms": {
+        "type": ["integer", "null"],
+        "description": "the requester's narrowing: start no earlier than this (null: none)",
+    },
+    "window_for_ms": {
+        "type": ["integer", "null"],
+        "description": "the requester's narrowing: start within this long of `not_before_ms` "
+        "(of the dispatch's writing without one; null: none)",
+    },
+}
+"""The requester's narrowing of the window, which the approvers approve with the request."""
+
+
 def approval_properties() -> dict[str, Any]:
     """The members of an approval request (`Approval`, and the detail's first ones)."""
     return {
@@ -223,6 +237,7 @@ def approval_properties() -> dict[str, Any]:
         "consumed_principal": _STR,
         "created_at_ms": _MS,
         "expires_at_ms": _MS,
+        **NARROWING,
         "resubmitted_from": {
             **_STR,
             "description": "what it was requested again from: a dispatch, or an expired request",
@@ -255,6 +270,7 @@ def all_schemas() -> dict[str, Any]:
         "requested_principal": {"type": "string"},
         "created_at_ms": _MS,
         "expires_at_ms": _MS,
+        **NARROWING,
         "plan": {"type": ["object", "null"], "description": "the redacted preview"},
         "plan_code": _STR,
         "status": {"type": "string", "enum": list(approval_views.STATUSES[:-1])},

@@ -1,6 +1,7 @@
 """The requester's narrowing of the execution window (docs/state-machine.md#windows-and-freezes),
 on every dialect: the database writes the dispatch's window as the intersection of the
-policy's and the request's, and refuses at submit a narrowing that can never open."""
+policy's and the request's, and refuses at submit a narrowing that can never open; the request
+reads its narrowing back wherever approvers read it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import time
 
 import pytest
 
-from qinglong_dispatcher.domain import errors, plans, waits
+from qinglong_dispatcher.actions import builtin
+from qinglong_dispatcher.domain import approval_views, errors, plan_previews, plans, waits
 from qinglong_dispatcher.usecases import approving, consuming, requesting
 from tests.support import faults
 from tests.support.actions import make_api
@@ -25,6 +27,7 @@ from tests.support.windows import (
 )
 
 HOUR_MS = 3_600_000
+SHOWN = plan_previews.shown_by_type(builtin.PLAN_MODELS)
 
 
 @pytest.fixture
@@ -175,3 +178,58 @@ async def test_the_python_api_refuses_a_span_out_of_bounds(
             [_plan("act-1")], requested_by="tester", approved_by="approver", window_for_ms=10
         )
     assert await _requests(harness) == 0
+
+
+async def test_the_request_reads_its_narrowing_back_wherever_approvers_read_it(
+    harness: Harness, now: ManualClock
+) -> None:
+    """What the approvers approve is the request with its narrowing: the request itself and
+    each list they read (waiting, of one status, all) carry it, and a request without one
+    carries none."""
+    start = now.ms + HOUR_MS
+    narrowed = await requesting.request_approval(
+        harness.approver_store,
+        now,
+        SETTINGS,
+        _plan("act-1"),
+        requested_by="tester",
+        narrowing=waits.Narrowing(not_before_ms=start, window_for_ms=2 * HOUR_MS),
+    )
+    spanned = await requesting.request_approval(
+        harness.approver_store,
+        now,
+        SETTINGS,
+        _plan("act-2"),
+        requested_by="tester",
+        narrowing=waits.Narrowing(window_for_ms=HOUR_MS),
+    )
+    plain = await requesting.request_approval(
+        harness.approver_store, now, SETTINGS, _plan("act-3"), requested_by="tester"
+    )
+    wanted = {
+        narrowed.approval_request_id: (start, 2 * HOUR_MS),
+        spanned.approval_request_id: (None, HOUR_MS),
+        plain.approval_request_id: (None, None),
+    }
+    for approval_id, window in wanted.items():
+        found = await harness.approver_store.get_approval(approval_id)
+        assert found is not None
+        assert (found.not_before_ms, found.window_for_ms) == window
+    for status in (approval_views.WAITING, approval_views.ALL):
+        page = await harness.approver_store.list_waiting_approvals(
+            approval_views.ListQuery(status=status), now_ms=now.ms, shown=SHOWN
+        )
+        listed = {
+            row.approval_request_id: (row.not_before_ms, row.window_for_ms)
+            for row in page.approvals
+        }
+        assert listed == wanted, status
+    other = await another_approver(harness)
+    try:
+        await approving.approve(other, now, narrowed.approval_request_id, decided_by="approver")
+    finally:
+        await other.close()
+    page = await harness.approver_store.list_waiting_approvals(
+        approval_views.ListQuery(status="approved"), now_ms=now.ms, shown=SHOWN
+    )
+    assert [(r.not_before_ms, r.window_for_ms) for r in page.approvals] == [(start, 2 * HOUR_MS)]

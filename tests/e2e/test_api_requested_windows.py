@@ -1,5 +1,6 @@
 """`not_before` and `window_for` on the API's submit, over a real listener on 127.0.0.1 and a
-real SQLite store: the narrowing is stored with the request; a malformed one is an
+real SQLite store: the narrowing is stored with the request, and its answer and the
+approvers' list carry it; a malformed one is an
 `invalid_input` problem naming the field, one that ended already a `window_empty` problem, and
 neither writes anything."""
 
@@ -18,7 +19,7 @@ import pytest
 from qinglong_dispatcher import api
 from qinglong_dispatcher.domain import principals
 from tests.support import api_server
-from tests.support.api_server import TOKENS, bearer
+from tests.support.api_server import TOKENS, VIEWER, bearer
 from tests.support.clock import ManualClock
 
 PROBLEM = "application/problem+json"
@@ -38,6 +39,13 @@ class Served:
             return list(conn.execute("SELECT not_before_ms, window_for_ms FROM approval_requests"))
         finally:
             conn.close()
+
+    async def approvals(self) -> list[dict[str, Any]]:
+        url = self.url.replace("/dispatches", "/approvals")
+        async with self.session.get(url, headers=bearer(VIEWER)) as response:
+            assert response.status == 200
+            answer: dict[str, Any] = await response.json()
+            return list(answer["approvals"])
 
     async def submit(self, **narrowing: object) -> tuple[int, str, Any]:
         plan = api.run_create_plan({"projectId": "p", "taskId": "t", "taskRevision": 1})
@@ -77,6 +85,13 @@ async def test_a_submit_stores_the_requesters_narrowing(served: Served) -> None:
     status, _, created = await served.submit(not_before="2099-01-01T00:00:00Z", window_for="2h")
     assert status == 201, (created.get("detail"), created.get("field"))
     assert served.windows() == [(4070908800000, 2 * HOUR_MS)]
+    # The answer and the approvers' list carry the narrowing they approve with the request.
+    approval = created["approval"]
+    assert (approval["not_before_ms"], approval["window_for_ms"]) == (4070908800000, 2 * HOUR_MS)
+    listed = await served.approvals()
+    assert [(a["not_before_ms"], a["window_for_ms"]) for a in listed] == [
+        (4070908800000, 2 * HOUR_MS)
+    ]
 
 
 @pytest.mark.parametrize(

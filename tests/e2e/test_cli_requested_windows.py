@@ -1,6 +1,7 @@
 """The requester's narrowing of the window through the real console script on the edge
 profile: `submit run-create --not-before T --window-for D` and `approval create` with the same
-flags write the window into the dispatch (`dispatch show` says `not_before T`); a narrowing
+flags write the window into the dispatch (`dispatch show` says `not_before T`), and `approval
+show` and `approval list` show a request's narrowing to its approvers; a narrowing
 that ended already is one line, exit 1, and a malformed one one line, exit 2; neither writes
 anything."""
 
@@ -80,7 +81,22 @@ def test_a_submit_narrows_its_dispatchs_window(tmp_path: Path) -> None:
         "--json",
     )
     assert created.returncode == 0, created.stderr
-    assert json.loads(created.stdout)["status"] == "pending"
+    request = json.loads(created.stdout)
+    assert request["status"] == "pending"
+    # What the approvers read carries the narrowing they approve with the request.
+    approval_id = request["approval_request_id"]
+    shown_request = json_out(_cli(tmp_path, "approval", "show", approval_id, "--json"))
+    assert shown_request["window_for_ms"] is None
+    later = shown_request["not_before_ms"] - shown_request["created_at_ms"]
+    assert 3 * HOUR_MS - 60_000 <= later <= 3 * HOUR_MS, shown_request
+    opens = datetime.datetime.fromtimestamp(shown_request["not_before_ms"] / 1000, datetime.UTC)
+    words = f"window not before {opens.isoformat(timespec='milliseconds').replace('+00:00', 'Z')}"
+    assert words in _cli(tmp_path, "approval", "show", approval_id).stdout
+    assert f"  {words}\n" in _cli(tmp_path, "approval", "list").stdout
+    listed = json_out(_cli(tmp_path, "approval", "list", "--json"))["approvals"]
+    assert [(a["not_before_ms"], a["window_for_ms"]) for a in listed] == [
+        (shown_request["not_before_ms"], None)
+    ]
 
 
 def test_a_bad_or_empty_narrowing_is_one_line_and_writes_nothing(tmp_path: Path) -> None:

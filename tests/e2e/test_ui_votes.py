@@ -83,7 +83,9 @@ async def test_two_of_three_vote_in_a_browser(served: Served, shots: Path) -> No
     chromium = system_tools.chromium()
     async with two_of_three(it) as group, async_playwright() as playwright:
         requested = (await api_submit(it, "sam", "v1"))["approval_request_id"]
-        denied = (await api_submit(it, "sam", "v2"))["approval_request_id"]
+        denied = (
+            await api_submit(it, "sam", "v2", not_before="2099-01-01T02:00:00Z", window_for="2h")
+        )["approval_request_id"]
         browser = await playwright.chromium.launch(executable_path=chromium, headless=True)
         try:
             bob = await _signed_in(browser, it, "bob", shots)
@@ -135,6 +137,10 @@ async def test_two_of_three_vote_in_a_browser(served: Served, shots: Path) -> No
 
             erin = await _signed_in(browser, it, "erin", shots)
             await erin.open(denied)
+            # The requester's narrowing is what the approvers approve with the request.
+            facts = await erin.text("main dl")
+            assert "not before 2099-01-01T02:00:00.000Z, within 2h" in facts, facts
+            assert "window" not in await bob.text("main dl")  # the first names none
             await erin.vote("Deny…", "the change window is closed")
             assert "it is rejected" in await erin.text("p.notice")
             await erin.open(denied)

@@ -176,8 +176,9 @@ def assert_problem(answer: tuple[int, CIMultiDict[str], Any], status: int, code:
     assert isinstance(body["title"], str)
 
 
-async def submit(it: Served, who: str, task: str = "t") -> dict[str, Any]:
-    status, _, body = await it.call("POST", "/dispatches", who, plan_body(task))
+async def submit(it: Served, who: str, task: str = "t", **narrowing: str) -> dict[str, Any]:
+    """A request of `who` through the API (`narrowing`: `not_before`, `window_for`)."""
+    status, _, body = await it.call("POST", "/dispatches", who, {**plan_body(task), **narrowing})
     assert status == 201, body
     approval: dict[str, Any] = body["approval"]
     return approval

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from qinglong_dispatcher.domain import approval_views, errors, permissions, plans
+from qinglong_dispatcher.domain import approval_views, errors, permissions, plans, waits
 from qinglong_dispatcher.usecases import requesting
 from qinglong_dispatcher.web import approvals, bodies, context, reads, submits
 from qinglong_dispatcher.web.ui import guard, live, markup, paging, sessions
@@ -62,6 +62,13 @@ def _decided(row: approval_views.WaitingApproval, now_ms: int) -> list[tuple[str
     return decided
 
 
+def window_facts(narrowing: waits.Narrowing) -> list[tuple[str, str]]:
+    """The requester's narrowing of the window, a fact of its own when it narrows anything:
+    what the approvers approve with the request."""
+    text = narrowing.text()
+    return [] if text is None else [("window", markup.esc(text))]
+
+
 def _row(row: approval_views.WaitingApproval, session: sessions.Session, now_ms: int) -> str:
     href = markup.url("/ui/approvals/" + markup.segment(row.approval_request_id))
     facts = markup.facts(
@@ -71,6 +78,7 @@ def _row(row: approval_views.WaitingApproval, session: sessions.Session, now_ms:
             ("requested by", markup.esc(row.requested_principal)),
             ("created", markup.ago(row.created_at_ms, now_ms)),
             ("expires", markup.ago(row.expires_at_ms, now_ms)),
+            *window_facts(row.narrowing),
             *_decided(row, now_ms),
             ("action digest", f"<code>{markup.esc(row.action_digest)}</code>"),
         )

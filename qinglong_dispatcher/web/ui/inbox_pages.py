@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from qinglong_dispatcher.domain import errors, inbox, notes, permissions, plans, states
+from qinglong_dispatcher.domain import errors, inbox, instants, notes, permissions, plans, states
 from qinglong_dispatcher.web import context, dead_letters, reads, settling
 from qinglong_dispatcher.web import inbox as inbox_reads
 from qinglong_dispatcher.web import notes as note_writes
@@ -34,7 +34,6 @@ _PAGE = {
     inbox.Kind.HELD_TARGET: "/ui/dispatches/",
     inbox.Kind.FROZEN_DISPATCH: "/ui/dispatches/",
 }
-_UNITS = ((86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1_000, "s"))
 PICK = "pick-"
 """A ticked row's field name is `pick-<dispatch id>` (a form keeps one value per name)."""
 
@@ -51,16 +50,8 @@ def age(ms: int) -> str:
     return f"{minutes} min" if minutes else "under a minute"
 
 
-def duration(ms: int) -> str:
-    """`older_than` as it is typed: the largest unit that counts it whole (`2d`, `90m`)."""
-    for unit_ms, unit in _UNITS:
-        if ms % unit_ms == 0:
-            return f"{ms // unit_ms}{unit}"
-    return f"{ms // 1_000}s"
-
-
 def _filters(wanted: inbox.Filter) -> str:
-    older = "" if wanted.older_than_ms is None else duration(wanted.older_than_ms)
+    older = "" if wanted.older_than_ms is None else instants.duration(wanted.older_than_ms)
     fields = (
         markup.text_field("action", "Action", value=wanted.action_type or "", required=False)
         + markup.text_field("project", "Project", value=wanted.project_id or "", required=False)

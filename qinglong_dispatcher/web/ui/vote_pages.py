@@ -126,6 +126,7 @@ async def detail_page(request: web.Request, session: sessions.Session) -> web.St
             ("created", markup.when(approval.created_at_ms)),
             ("expires", markup.when(state.expires_at_ms)),
             ("time to expiry", markup.esc(_remaining(expires_in) if pending else "-")),
+            *approval_pages.window_facts(approval.narrowing),
             ("decided by", markup.esc(approval.decided_principal or "-")),
             *resubmit_pages.chain(
                 approval.resubmitted_from, await ctx.store.requested_again(approval_id)

@@ -58,7 +58,8 @@ FROM (SELECT coalesce(
 -- select_approval --
 SELECT approval_request_id, project_id, action_type, action_ref, action_digest, status, version,
        requested_by, decided_by, requested_principal, decided_principal, consumed_principal,
-       expires_at_ms, created_at_ms, updated_at_ms, traceparent, resubmitted_from
+       expires_at_ms, created_at_ms, updated_at_ms, traceparent, resubmitted_from,
+       not_before_ms, window_for_ms
 FROM approval_requests
 WHERE approval_request_id = :approval_request_id
 
@@ -161,7 +162,7 @@ WHERE 0 AND coalesce(:project_id, :action_ref, :action_type, :plan_json, :plan_d
 -- first); no plan value leaves the store.
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
-       a.status, a.decided_by, a.decided_principal, NULL AS decision_code,
+       a.not_before_ms, a.window_for_ms, a.status, a.decided_by, a.decided_principal, NULL AS decision_code,
        NULL AS decided_at_ms, a.consumed_at_ms, NULL AS reasons_json,
        CAST(p.plan_json AS BLOB) AS plan_json, p.plan_digest, p.plan_key_id, p.plan_algorithm,
        p.plan_sealed,
@@ -193,7 +194,7 @@ LIMIT :limit
 -- them). One status's page walks the index of migration 0036.
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
-       a.status, a.decided_by, a.decided_principal,
+       a.not_before_ms, a.window_for_ms, a.status, a.decided_by, a.decided_principal,
        CASE WHEN a.status = 'pending' THEN NULL
             WHEN a.status = 'expired' THEN 'db_clock'
             WHEN a.decided_principal = a.requested_principal THEN 'by_requester'
@@ -243,7 +244,7 @@ LIMIT :limit
 -- read an operator asks for now and then: no index of its own).
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
-       a.status, a.decided_by, a.decided_principal,
+       a.not_before_ms, a.window_for_ms, a.status, a.decided_by, a.decided_principal,
        CASE WHEN a.status = 'pending' THEN NULL
             WHEN a.status = 'expired' THEN 'db_clock'
             WHEN a.decided_principal = a.requested_principal THEN 'by_requester'
