@@ -41,6 +41,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dispatches", type=int, default=5_000, metavar="N")
     p.add_argument("--replicas", type=int, default=4, metavar="R", help="cluster replicas (4)")
     p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        metavar="K",
+        help=f"measure everything K times, alternating, and report each row's median ratio "
+        f"(1–{compare.MOST_ROUNDS}; 1)",
+    )
+    p.add_argument(
         "--peers-venv",
         type=Path,
         metavar="DIR",
@@ -54,6 +62,8 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
     """Measure both sides and the peers; print the table (or one JSON line)."""
     if args.replicas < 1:
         raise common.UsageError("--replicas must be at least 1")
+    if not 1 <= args.rounds <= compare.MOST_ROUNDS:
+        raise common.UsageError(f"--rounds must be 1–{compare.MOST_ROUNDS}")
     if args.dispatches < compare.LEAST_JOBS:
         raise common.UsageError(
             f"--dispatches must be ≥ {compare.LEAST_JOBS} (the peers' steady rate is timed "
@@ -65,13 +75,15 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
             dispatches=args.dispatches,
             replicas=args.replicas,
             venv=installation.venv_folder(args.peers_venv),
+            rounds=args.rounds,
         ),
     )
     if args.json:
         common.print_json({"peers": entry})
     else:
         pins = ", ".join(f"{name} {version}" for name, version in entry["versions"].items())
-        print(f"{PROG} ({args.dispatches} dispatches; {pins})")
+        rounds = "" if args.rounds == 1 else f", {args.rounds} rounds: medians"
+        print(f"{PROG} ({args.dispatches} dispatches{rounds}; {pins})")
         print(compare.table(entry))
     return common.EXIT_OK
 

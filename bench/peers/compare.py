@@ -11,12 +11,19 @@ Each peer runs twice: its no-op job (the queue's own cost, beside our whole `run
 its job doing equal work (a Run under a unique idempotency key, its receipt and an audit row,
 in one transaction: what its user writes to get what `run.create` gives). Both kinds of rows
 are in the one table, measured in the same run.
+
+With `rounds` above one, every measurement is made again in each round, ours and the peers'
+alternating, and a row's ratio is the median of its rounds' ratios: each ratio pairs two
+figures measured minutes apart, so a shared machine's drift between rounds (a third of a
+rate, run to run) moves every ratio of a round alike instead of one side of the table.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +41,8 @@ EQUAL_WORK = "equal work (its job: Run, receipt, audit row in one transaction)"
 """The rows whose peer job does what `run.create` gives, named in the table."""
 LEAST_JOBS = 100
 """Fewer leave too few samples between 10 % and 90 % done to time."""
+MOST_ROUNDS = 9
+"""Each round is every measurement again: a few minutes with 5,000 dispatches."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -43,6 +52,7 @@ class Options:
     dispatches: int = 5_000
     replicas: int = 4
     venv: Path = installation.DEFAULT_VENV
+    rounds: int = 1
 
 
 async def _ours(settings: Settings, count: int, replicas: int) -> dict[str, Any]:
@@ -87,18 +97,22 @@ def _edge_settings() -> Settings:
     return load_settings(profile="edge", database_url=f"sqlite:///{placeholder}")
 
 
-def _row(label: str, ours: float, peer: float) -> dict[str, Any]:
+def _row(label: str, ours: Sequence[float], peer: Sequence[float]) -> dict[str, Any]:
+    """A row over the rounds: the median of each side and of the rounds' ratios."""
+    ratios = [round(o / p, 3) for o, p in zip(ours, peer, strict=True)]
     return {
         "row": label,
-        "ours_per_s": ours,
-        "peer_per_s": peer,
-        "ratio": round(ours / peer, 3),
+        "ours_per_s": statistics.median(ours),
+        "peer_per_s": statistics.median(peer),
+        "ratio": statistics.median(ratios),
+        "ratios": ratios,
     }
 
 
-async def compare(settings: Settings, options: Options) -> dict[str, Any]:
-    """Every measurement of the table, in one run (`settings`: the cluster profile's)."""
-    python = await anyio.to_thread.run_sync(installation.ensure, options.venv)
+async def _round(
+    settings: Settings, options: Options, python: Path
+) -> tuple[dict[str, Any], dict[str, harness.PeerRun]]:
+    """Ours on both profiles, then each peer's two jobs: one round of every measurement."""
     count, replicas = options.dispatches, options.replicas
     ours = {
         "edge": await _ours(_edge_settings(), count, 1),
@@ -119,45 +133,72 @@ async def compare(settings: Settings, options: Options) -> dict[str, Any]:
             python, settings, count, batch_size=BATCH, work=equal
         ),
     }
-    peers = {name: round(run.steady_per_s, 1) for name, run in runs.items()}
-    edge, cluster = ours["edge"]["steady_per_s"], ours["cluster"]["steady_per_s"]
+    return ours, runs
+
+
+def rows(replicas: int, rounds: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The table's six rows over `rounds` (each `{"ours": …, "peer_runs": …}` as reported)."""
+
+    def ours(side: str) -> list[float]:
+        return [r["ours"][side]["steady_per_s"] for r in rounds]
+
+    def peer(name: str) -> list[float]:
+        return [r["peer_runs"][name]["steady_per_s"] for r in rounds]
+
+    edge, cluster = ours("edge"), ours("cluster")
+    batch = f"pgqueuer_batch_{BATCH}"
+    return [
+        _row("edge (SQLite, `run.create`) vs huey (SqliteHuey, 1 worker)", edge, peer("huey")),
+        _row(f"cluster R={replicas} (PostgreSQL) vs pgqueuer default", cluster, peer("pgqueuer")),
+        _row(f"cluster R={replicas} vs pgqueuer `batch_size={BATCH}`", cluster, peer(batch)),
+        _row(f"edge vs huey, {EQUAL_WORK}", edge, peer("huey_equal")),
+        _row(
+            f"cluster R={replicas} vs pgqueuer default, {EQUAL_WORK}",
+            cluster,
+            peer("pgqueuer_equal"),
+        ),
+        _row(
+            f"cluster R={replicas} vs pgqueuer `batch_size={BATCH}`, {EQUAL_WORK}",
+            cluster,
+            peer(f"{batch}_equal"),
+        ),
+    ]
+
+
+async def compare(settings: Settings, options: Options) -> dict[str, Any]:
+    """Every measurement of the table, `options.rounds` times, in one run (`settings`: the
+    cluster profile's)."""
+    python = await anyio.to_thread.run_sync(installation.ensure, options.venv)
+    by_round: list[dict[str, Any]] = []
+    for _ in range(options.rounds):
+        ours, runs = await _round(settings, options, python)
+        by_round.append(
+            {"ours": ours, "peer_runs": {name: run.report() for name, run in runs.items()}}
+        )
     return {
-        "dispatches": count,
+        "dispatches": options.dispatches,
         "versions": dict(installation.PINS),
-        "rows": [
-            _row("edge (SQLite, `run.create`) vs huey (SqliteHuey, 1 worker)", edge, peers["huey"]),
-            _row(
-                f"cluster R={replicas} (PostgreSQL) vs pgqueuer default",
-                cluster,
-                peers["pgqueuer"],
-            ),
-            _row(
-                f"cluster R={replicas} vs pgqueuer `batch_size={BATCH}`",
-                cluster,
-                peers[f"pgqueuer_batch_{BATCH}"],
-            ),
-            _row(f"edge vs huey, {EQUAL_WORK}", edge, peers["huey_equal"]),
-            _row(
-                f"cluster R={replicas} vs pgqueuer default, {EQUAL_WORK}",
-                cluster,
-                peers["pgqueuer_equal"],
-            ),
-            _row(
-                f"cluster R={replicas} vs pgqueuer `batch_size={BATCH}`, {EQUAL_WORK}",
-                cluster,
-                peers[f"pgqueuer_batch_{BATCH}_equal"],
-            ),
-        ],
-        "ours": ours,
-        "peer_runs": {name: run.report() for name, run in runs.items()},
+        "rounds": options.rounds,
+        "rows": rows(options.replicas, by_round),
+        "by_round": by_round,
     }
 
 
 def table(entry: dict[str, Any]) -> str:
-    """The rows as a Markdown table (dispatches or jobs per second; ratio ours / peer)."""
-    lines = ["| | ours | peer | ratio |", "|---|---|---|---|"]
-    lines += [
-        f"| {r['row']} | {r['ours_per_s']:,.1f}/s | {r['peer_per_s']:,.1f}/s | {r['ratio']:.3f} |"
-        for r in entry["rows"]
-    ]
+    """The rows as a Markdown table (dispatches or jobs per second; ratio ours / peer; over
+    several rounds the medians, and each round's ratio)."""
+    several = len(entry["rows"][0]["ratios"]) > 1 if entry["rows"] else False
+    lines = (
+        ["| | ours | peer | ratio | by round |", "|---|---|---|---|---|"]
+        if several
+        else ["| | ours | peer | ratio |", "|---|---|---|---|"]
+    )
+    for r in entry["rows"]:
+        line = (
+            f"| {r['row']} | {r['ours_per_s']:,.1f}/s | {r['peer_per_s']:,.1f}/s "
+            f"| {r['ratio']:.3f} |"
+        )
+        if several:
+            line += " " + ", ".join(f"{ratio:.2f}" for ratio in r["ratios"]) + " |"
+        lines.append(line)
     return "\n".join(lines)

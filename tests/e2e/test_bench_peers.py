@@ -75,22 +75,25 @@ def test_compare_peers_reports_six_rows_of_positive_rates(tmp_path: Path) -> Non
     entry = json.loads(lines[0])["peers"]
     assert entry["dispatches"] == DISPATCHES
     assert entry["versions"] == installation.PINS
+    assert entry["rounds"] == 1
     assert [row["row"] for row in entry["rows"]] == ROWS
     for row in entry["rows"]:
         assert row["ours_per_s"] > 0, row
         assert row["peer_per_s"] > 0, row
         assert row["ratio"] == pytest.approx(row["ours_per_s"] / row["peer_per_s"], abs=0.002)
-    assert entry["ours"]["edge"]["replicas"] == 1
-    assert entry["ours"]["cluster"]["replicas"] == 4
+        assert row["ratios"] == [row["ratio"]]
+    (measured,) = entry["by_round"]
+    assert measured["ours"]["edge"]["replicas"] == 1
+    assert measured["ours"]["cluster"]["replicas"] == 4
     # Steady rates on both sides: ours from the completion times the store recorded.
-    assert entry["rows"][0]["ours_per_s"] == entry["ours"]["edge"]["steady_per_s"]
-    assert entry["rows"][1]["ours_per_s"] == entry["ours"]["cluster"]["steady_per_s"]
+    assert entry["rows"][0]["ours_per_s"] == measured["ours"]["edge"]["steady_per_s"]
+    assert entry["rows"][1]["ours_per_s"] == measured["ours"]["cluster"]["steady_per_s"]
     # The same run of ours beside both of a peer's jobs.
     assert entry["rows"][3]["ours_per_s"] == entry["rows"][0]["ours_per_s"]
     assert entry["rows"][4]["ours_per_s"] == entry["rows"][5]["ours_per_s"]
     assert entry["rows"][4]["ours_per_s"] == entry["rows"][1]["ours_per_s"]
-    assert all(entry["ours"][side]["dispatch_per_s"] > 0 for side in ("edge", "cluster"))
-    runs = entry["peer_runs"]
+    assert all(measured["ours"][side]["dispatch_per_s"] > 0 for side in ("edge", "cluster"))
+    runs = measured["peer_runs"]
     assert set(runs) == {"huey", "pgqueuer", "pgqueuer_batch_100"} | EQUAL_RUNS
     assert all(run["jobs"] == DISPATCHES for run in runs.values())
     # The equal-work jobs wrote their three rows each, counted after the drain; the no-op
@@ -122,6 +125,11 @@ def test_compare_peers_reports_six_rows_of_positive_rates(tmp_path: Path) -> Non
             ["--database", "postgresql://postgres@127.0.0.1:5432/postgres", "--dispatches", "5"],
             2,
             "--dispatches must be ≥ 100",
+        ),
+        (
+            ["--database", "postgresql://postgres@127.0.0.1:5432/postgres", "--rounds", "0"],
+            2,
+            "--rounds must be 1–9",
         ),
     ],
 )

@@ -4,6 +4,7 @@ samples, the table, and where the peers' venv goes (the e2e test runs the real p
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,12 +36,49 @@ def test_samples_that_cannot_time_the_steady_part_are_refused(
 
 
 def test_the_table_has_a_row_per_comparison() -> None:
-    entry = {"rows": [{"row": "a vs b", "ours_per_s": 1500.0, "peer_per_s": 1000.0, "ratio": 1.5}]}
-    assert compare.table(entry).splitlines() == [
+    row = {"row": "a vs b", "ours_per_s": 1500.0, "peer_per_s": 1000.0, "ratio": 1.5}
+    assert compare.table({"rows": [{**row, "ratios": [1.5]}]}).splitlines() == [
         "| | ours | peer | ratio |",
         "|---|---|---|---|",
         "| a vs b | 1,500.0/s | 1,000.0/s | 1.500 |",
     ]
+    # Over several rounds: the medians, and each round's ratio.
+    assert compare.table({"rows": [{**row, "ratios": [1.25, 1.5, 2.0]}]}).splitlines() == [
+        "| | ours | peer | ratio | by round |",
+        "|---|---|---|---|---|",
+        "| a vs b | 1,500.0/s | 1,000.0/s | 1.500 | 1.25, 1.50, 2.00 |",
+    ]
+
+
+def _round(edge: float, cluster: float, peer: float) -> dict[str, Any]:
+    """One round as `compare` reports it: every peer run at `peer` jobs/s."""
+    names = ("huey", "pgqueuer", "pgqueuer_batch_100")
+    return {
+        "ours": {"edge": {"steady_per_s": edge}, "cluster": {"steady_per_s": cluster}},
+        "peer_runs": {
+            name + work: {"steady_per_s": peer} for name in names for work in ("", "_equal")
+        },
+    }
+
+
+def test_a_rows_ratio_is_the_median_of_its_rounds_ratios() -> None:
+    # The machine was a third slower in the second round, on both sides alike: each round's
+    # ratio is 1.5, and so is the row's, whichever side's medians come from which round.
+    rounds = [
+        _round(3000.0, 4000.0, 2000.0),
+        _round(2000.0, 2700.0, 1333.3),
+        _round(3300.0, 1000.0, 2200.0),
+    ]
+    edge, cluster = compare.rows(4, rounds)[:2]
+    assert edge["ratios"] == [1.5, 1.5, 1.5]
+    assert edge["ratio"] == 1.5
+    assert (edge["ours_per_s"], edge["peer_per_s"]) == (3000.0, 2000.0)
+    # One round's outlier moves the median ratio by nothing.
+    assert cluster["ratios"] == [2.0, 2.025, 0.455]
+    assert cluster["ratio"] == 2.0
+    assert [row["row"] for row in compare.rows(4, rounds)][1] == (
+        "cluster R=4 (PostgreSQL) vs pgqueuer default"
+    )
 
 
 def test_the_venv_folder_is_the_option_then_the_variable_then_var(
