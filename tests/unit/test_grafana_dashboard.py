@@ -200,6 +200,16 @@ def test_dashboard_covers_the_issue_signals() -> None:
         assert name in used, name
 
 
+def test_every_pruned_family_is_on_the_prune_panel() -> None:
+    """What the edge daemon's prune deleted, each kind it counts: a new kind of pruned row
+    gets its line, or this fails."""
+    pruned = {name for name in _exposed() if name.startswith("qinglong_dispatcher_pruned_")}
+    (panel,) = [p for p in _panels() if p["title"] == "Pruned (edge self-prune)"]
+    shown = {name for t in panel["targets"] for name in _metric_names(_concrete(t["expr"]))}
+    assert len(pruned) >= 4, pruned
+    assert shown == pruned, pruned ^ shown
+
+
 def test_provisioning_points_grafana_at_a_dashboard_folder() -> None:
     with PROVISIONING.open(encoding="utf-8") as f:
         doc = yaml.safe_load(f)
