@@ -10,7 +10,14 @@ import time
 import pytest
 
 from qinglong_dispatcher.actions import builtin
-from qinglong_dispatcher.domain import approval_views, errors, plan_previews, plans, waits
+from qinglong_dispatcher.domain import (
+    approval_views,
+    approvals,
+    errors,
+    plan_previews,
+    plans,
+    waits,
+)
 from qinglong_dispatcher.usecases import approving, consuming, requesting
 from tests.support import faults
 from tests.support.actions import make_api
@@ -44,11 +51,18 @@ def _plan(ref: str) -> plans.AnyPlan:
     )
 
 
-async def _narrowed(h: Harness, clock: ManualClock, ref: str, narrowing: waits.Narrowing) -> str:
-    """Request one change narrowed, approve it as another principal and consume it."""
-    created = await requesting.request_approval(
+async def _request(
+    h: Harness, clock: ManualClock, ref: str, narrowing: waits.Narrowing | None = None
+) -> approvals.Approval:
+    """Request one change as `tester`, narrowed or not."""
+    return await requesting.request_approval(
         h.approver_store, clock, SETTINGS, _plan(ref), requested_by="tester", narrowing=narrowing
     )
+
+
+async def _narrowed(h: Harness, clock: ManualClock, ref: str, narrowing: waits.Narrowing) -> str:
+    """Request one change narrowed, approve it as another principal and consume it."""
+    created = await _request(h, clock, ref, narrowing)
     other = await another_approver(h)
     try:
         await approving.approve(other, clock, created.approval_request_id, decided_by="approver")
@@ -149,24 +163,10 @@ async def test_the_database_refuses_a_window_that_ends_before_the_policys_delay(
     await window_policy(harness, delay_ms=2 * HOUR_MS)
     before = await _requests(harness)
     with pytest.raises(errors.WindowEmpty, match="before the policy lets it start"):
-        await requesting.request_approval(
-            harness.approver_store,
-            now,
-            SETTINGS,
-            _plan("act-1"),
-            requested_by="tester",
-            narrowing=waits.Narrowing(window_for_ms=HOUR_MS),
-        )
+        await _request(harness, now, "act-1", waits.Narrowing(window_for_ms=HOUR_MS))
     assert await _requests(harness) == before
     # One that ends after the delay is admitted.
-    admitted = await requesting.request_approval(
-        harness.approver_store,
-        now,
-        SETTINGS,
-        _plan("act-2"),
-        requested_by="tester",
-        narrowing=waits.Narrowing(window_for_ms=3 * HOUR_MS),
-    )
+    admitted = await _request(harness, now, "act-2", waits.Narrowing(window_for_ms=3 * HOUR_MS))
     assert admitted.status.value == "pending"
 
 
@@ -187,25 +187,11 @@ async def test_the_request_reads_its_narrowing_back_wherever_approvers_read_it(
     each list they read (waiting, of one status, all) carry it, and a request without one
     carries none."""
     start = now.ms + HOUR_MS
-    narrowed = await requesting.request_approval(
-        harness.approver_store,
-        now,
-        SETTINGS,
-        _plan("act-1"),
-        requested_by="tester",
-        narrowing=waits.Narrowing(not_before_ms=start, window_for_ms=2 * HOUR_MS),
+    narrowed = await _request(
+        harness, now, "act-1", waits.Narrowing(not_before_ms=start, window_for_ms=2 * HOUR_MS)
     )
-    spanned = await requesting.request_approval(
-        harness.approver_store,
-        now,
-        SETTINGS,
-        _plan("act-2"),
-        requested_by="tester",
-        narrowing=waits.Narrowing(window_for_ms=HOUR_MS),
-    )
-    plain = await requesting.request_approval(
-        harness.approver_store, now, SETTINGS, _plan("act-3"), requested_by="tester"
-    )
+    spanned = await _request(harness, now, "act-2", waits.Narrowing(window_for_ms=HOUR_MS))
+    plain = await _request(harness, now, "act-3")
     wanted = {
         narrowed.approval_request_id: (start, 2 * HOUR_MS),
         spanned.approval_request_id: (None, HOUR_MS),
