@@ -13,9 +13,9 @@ in one transaction: what its user writes to get what `run.create` gives). Both k
 are in the one table, measured in the same run.
 
 With `rounds` above one, every measurement is made again in each round, ours and the peers'
-alternating, and a row's ratio is the median of its rounds' ratios: each ratio pairs two
-figures measured minutes apart, so a shared machine's drift between rounds (a third of a
-rate, run to run) moves every ratio of a round alike instead of one side of the table.
+alternating, and a row shows its median round (by its ratio): each ratio pairs two figures
+measured minutes apart, so a shared machine's drift between rounds (a third of a rate, run to
+run) moves both sides of a ratio alike, and one round's outlier does not move the median.
 """
 
 from __future__ import annotations
@@ -98,14 +98,17 @@ def _edge_settings() -> Settings:
 
 
 def _row(label: str, ours: Sequence[float], peer: Sequence[float]) -> dict[str, Any]:
-    """A row over the rounds: the median of each side and of the rounds' ratios."""
+    """A row over the rounds: its median round's figures (the lower middle one of an even
+    count), so the row's ratio is its rates' ratio, and every round's ratio."""
     ratios = [round(o / p, 3) for o, p in zip(ours, peer, strict=True)]
+    middle = ratios.index(statistics.median_low(ratios))
     return {
         "row": label,
-        "ours_per_s": statistics.median(ours),
-        "peer_per_s": statistics.median(peer),
-        "ratio": statistics.median(ratios),
+        "ours_per_s": ours[middle],
+        "peer_per_s": peer[middle],
+        "ratio": ratios[middle],
         "ratios": ratios,
+        "round": middle + 1,
     }
 
 
@@ -186,7 +189,7 @@ async def compare(settings: Settings, options: Options) -> dict[str, Any]:
 
 def table(entry: dict[str, Any]) -> str:
     """The rows as a Markdown table (dispatches or jobs per second; ratio ours / peer; over
-    several rounds the medians, and each round's ratio)."""
+    several rounds each row's median round, and every round's ratio)."""
     several = len(entry["rows"][0]["ratios"]) > 1 if entry["rows"] else False
     lines = (
         ["| | ours | peer | ratio | by round |", "|---|---|---|---|---|"]
