@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         metavar="K",
-        help=f"measure everything K times, alternating, and report each row's median ratio "
+        help=f"measure everything K times, alternating, and show each row's median round "
         f"(1–{compare.MOST_ROUNDS}; 1)",
     )
     p.add_argument(

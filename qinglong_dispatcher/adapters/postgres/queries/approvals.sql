@@ -138,7 +138,8 @@ SELECT qinglong.submit_one(
 -- opened first); no plan value leaves the store.
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
-       a.not_before_ms, a.window_for_ms, a.status, a.decided_by, a.decided_principal, NULL::text AS decision_code,
+       a.not_before_ms, a.window_for_ms,
+       a.status, a.decided_by, a.decided_principal, NULL::text AS decision_code,
        NULL::bigint AS decided_at_ms, a.consumed_at_ms, NULL::text AS reasons_json,
        p.plan_json, p.plan_digest, p.plan_key_id, p.plan_algorithm, p.plan_sealed,
        p.plan_schema_version
@@ -170,7 +171,8 @@ LIMIT :limit::bigint
 -- index of migration 0036.
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
-       a.not_before_ms, a.window_for_ms, a.status, a.decided_by, a.decided_principal,
+       a.not_before_ms, a.window_for_ms,
+       a.status, a.decided_by, a.decided_principal,
        CASE WHEN a.status = 'pending' THEN NULL
             WHEN a.status = 'expired' THEN 'db_clock'
             WHEN a.decided_principal = a.requested_principal THEN 'by_requester'
@@ -205,7 +207,8 @@ LIMIT :limit::bigint
 -- read an operator asks for now and then: no index of its own).
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
-       a.not_before_ms, a.window_for_ms, a.status, a.decided_by, a.decided_principal,
+       a.not_before_ms, a.window_for_ms,
+       a.status, a.decided_by, a.decided_principal,
        CASE WHEN a.status = 'pending' THEN NULL
             WHEN a.status = 'expired' THEN 'db_clock'
             WHEN a.decided_principal = a.requested_principal THEN 'by_requester'

@@ -162,7 +162,8 @@ WHERE 0 AND coalesce(:project_id, :action_ref, :action_type, :plan_json, :plan_d
 -- first); no plan value leaves the store.
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
-       a.not_before_ms, a.window_for_ms, a.status, a.decided_by, a.decided_principal, NULL AS decision_code,
+       a.not_before_ms, a.window_for_ms,
+       a.status, a.decided_by, a.decided_principal, NULL AS decision_code,
        NULL AS decided_at_ms, a.consumed_at_ms, NULL AS reasons_json,
        CAST(p.plan_json AS BLOB) AS plan_json, p.plan_digest, p.plan_key_id, p.plan_algorithm,
        p.plan_sealed,
@@ -194,7 +195,8 @@ LIMIT :limit
 -- them). One status's page walks the index of migration 0036.
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
-       a.not_before_ms, a.window_for_ms, a.status, a.decided_by, a.decided_principal,
+       a.not_before_ms, a.window_for_ms,
+       a.status, a.decided_by, a.decided_principal,
        CASE WHEN a.status = 'pending' THEN NULL
             WHEN a.status = 'expired' THEN 'db_clock'
             WHEN a.decided_principal = a.requested_principal THEN 'by_requester'
@@ -244,7 +246,8 @@ LIMIT :limit
 -- read an operator asks for now and then: no index of its own).
 SELECT a.approval_request_id, a.project_id, a.action_type, a.action_ref, a.action_digest,
        a.requested_by, a.requested_principal, a.created_at_ms, a.expires_at_ms,
-       a.not_before_ms, a.window_for_ms, a.status, a.decided_by, a.decided_principal,
+       a.not_before_ms, a.window_for_ms,
+       a.status, a.decided_by, a.decided_principal,
        CASE WHEN a.status = 'pending' THEN NULL
             WHEN a.status = 'expired' THEN 'db_clock'
             WHEN a.decided_principal = a.requested_principal THEN 'by_requester'
