@@ -192,6 +192,18 @@ async def _race(
     return results["first"], results["rival"], waited
 
 
+def _renewal(
+    holder: ports.Store, identity: records.ExecutionIdentity, lagging_ms: int
+) -> Callable[[], Awaitable[records.Renewal]]:
+    """A's holder renewing on its lagging clock: the proceeding row's update that the trigger
+    checks against every other holder of TARGET."""
+
+    async def renew() -> records.Renewal:
+        return await holder.renew(identity.as_lease(), now_ms=lagging_ms, lease_ms=LONG_LEASE_MS)
+
+    return renew
+
+
 def _sqlstate(outcome: Any) -> str | None:
     """The SQLSTATE a refused store call met (the store types it; the driver's is its cause)."""
     if not isinstance(outcome, errors.TransitionRefused):
@@ -209,9 +221,6 @@ async def test_a_lease_waits_for_a_proceeding_renewal_then_is_refused(
     before = await _snapshot(pg, second)
     holding, release = _held(holder, monkeypatch)
 
-    async def renew() -> records.Renewal:
-        return await holder.renew(identity.as_lease(), now_ms=lagging_ms, lease_ms=LONG_LEASE_MS)
-
     page: list[records.ClaimBatch] = []
 
     async def page_claim() -> None:
@@ -227,7 +236,12 @@ async def test_a_lease_waits_for_a_proceeding_renewal_then_is_refused(
         )
 
     renewal, claimed, waited = await _race(
-        pg, renew, claim_by_id, holding, release, meanwhile=page_claim
+        pg,
+        _renewal(holder, identity, lagging_ms),
+        claim_by_id,
+        holding,
+        release,
+        meanwhile=page_claim,
     )
 
     assert renewal.outcome is records.Outcome.RENEWED
@@ -250,10 +264,9 @@ async def test_a_proceeding_renewal_waits_for_a_lease_then_is_refused(
     async def page_claim() -> records.ClaimBatch:
         return await claimer.claim_due(now_ms=now.ms, owner="w2", limit=8, lease_ms=30_000)
 
-    async def renew() -> records.Renewal:
-        return await holder.renew(identity.as_lease(), now_ms=lagging_ms, lease_ms=LONG_LEASE_MS)
-
-    batch, renewal, waited = await _race(pg, page_claim, renew, holding, release)
+    batch, renewal, waited = await _race(
+        pg, page_claim, _renewal(holder, identity, lagging_ms), holding, release
+    )
 
     assert [c.dispatch_id for c in batch.claimed] == [second]
     assert await _live_holders(pg) == [second], "not exactly one row holds the target"
