@@ -74,7 +74,7 @@ class Settings(BaseSettings, _ActionFields, web_settings.WebSettings):
         64, ge=1, le=64, description="rows one transactional action's passage commits at once"
     )
     max_pages_per_tick: int = Field(4, ge=1, le=10_000, description="page cap per tick")
-    concurrency: int = Field(1, ge=1, le=1024, description="executes in flight")
+    concurrency: int = Field(4, ge=1, le=1024, description="executes in flight")
     lease_seconds: float = Field(30.0, gt=0, le=_DAY, description="lease length")
     max_attempts: int = Field(5, ge=1, le=1000, description="claim budget")
     reconcile_seconds: float = Field(60.0, gt=0, le=_DAY, description="recovery pass interval")

@@ -6,7 +6,7 @@ Each completion is still fenced alone (`ExecutionStore.complete_many` runs each 
 `complete` in the transaction). If the shared transaction fails, nothing of it is kept and
 each item writes its completion alone, as it would have without the group (a replay of a
 completion whose transaction did commit finds its mutation and writes nothing). A lone item
-never waits: with one worker (the edge profile) every completion commits alone, as before.
+never waits: with one worker (`concurrency` 1) every completion commits alone.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def test_edge_defaults() -> None:
     assert loaded.dialect == "sqlite"
     assert (loaded.cadence_seconds, loaded.page_size, loaded.max_pages_per_tick) == (5.0, 16, 4)
     assert loaded.passage_page_size == 64
-    assert (loaded.concurrency, loaded.lease_seconds, loaded.max_attempts) == (1, 30.0, 5)
+    assert (loaded.concurrency, loaded.lease_seconds, loaded.max_attempts) == (4, 30.0, 5)
     assert (loaded.reconcile_seconds, loaded.shutdown_grace_seconds) == (60.0, 20.0)
     assert (loaded.metrics_host, loaded.metrics_port) == ("127.0.0.1", 9464)
     assert (loaded.log_format, loaded.log_level) == ("json", "info")
@@ -94,7 +94,7 @@ def test_profile_from_config_file(tmp_path: Path) -> None:
 def test_config_file_overrides_profile(tmp_path: Path) -> None:
     config = _config(tmp_path, "page_size = 8\nlog_level = 'DEBUG'\n")
     loaded = settings.load_settings(config_file=config, environ={})
-    assert (loaded.page_size, loaded.log_level, loaded.concurrency) == (8, "debug", 1)
+    assert (loaded.page_size, loaded.log_level, loaded.concurrency) == (8, "debug", 4)
 
 
 def test_env_overrides_config_file(tmp_path: Path) -> None:
