@@ -17,6 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from qinglong_dispatcher.config.settings import load_settings
 from tests.support import crash_actions
 from tests.support import daemon as daemons
 
@@ -26,6 +27,8 @@ CHAOS_S = 30.0
 """The chaos phase lasts this long (and at least `MIN_HOLDING_KILLS` kills of a daemon that
 held claims) unless every dispatch settled first; a survivor then finishes what it left."""
 MIN_HOLDING_KILLS = 3
+WORKERS = load_settings(profile="edge", environ={}).concurrency
+"""The edge daemon's executes in flight, which inspect side by side."""
 LIFE_S = (1.5, 4.0)
 """A daemon's life from its readiness to its SIGKILL: measured from readiness, so a loaded
 machine's slow start-up does not turn every life into a start-up that claims and dies."""
@@ -36,11 +39,12 @@ async def test_daemons_killed_every_second_or_two_drop_no_approved_dispatch(
 ) -> None:
     rng = random.Random(7)
     lives = [rng.uniform(*LIFE_S) for _ in range(MIN_HOLDING_KILLS)]
-    # More dispatches than the first lives can inspect one by one on an idle machine, and a
-    # page more: those kills land on claims however fast the machine is. Not many more: fresh
-    # rows come before expired leases in due order, so the later lives take over and die
-    # holding takeovers (claimed one to a page), what the takeover bound must survive.
-    count = int(sum(lives) / crash_actions.INSPECT_S) + 16
+    # More dispatches than the first lives can inspect on an idle machine (the profile's
+    # workers inspecting side by side), and a page more: those kills land on claims however
+    # fast the machine is. Not many more: fresh rows come before expired leases in due order,
+    # so the later lives take over and die holding takeovers (claimed one to a page), what the
+    # takeover bound must survive.
+    count = int(sum(lives) / crash_actions.INSPECT_S * WORKERS) + 16
     path = tmp_path / "qinglong.db"
     site = crash_actions.install(tmp_path / "site")
     ids = await crash_actions.submit_to_file(
