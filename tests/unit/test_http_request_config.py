@@ -12,6 +12,7 @@ import pytest
 from qinglong_dispatcher.actions.http_request import plan as plan_model
 from qinglong_dispatcher.actions.http_request import receivers
 from qinglong_dispatcher.actions.http_request import request as http
+from qinglong_dispatcher.config.settings import load_settings
 from qinglong_dispatcher.domain import digests, errors, plans
 from tests.unit import test_http_request_send as served
 
@@ -39,6 +40,24 @@ def test_a_receiver_file_loads_with_its_defaults(tmp_path: Path) -> None:
     )
     assert found.failed_statuses == {400, 401, 403, 422}
     assert found.idempotency.lookup == "none"
+
+
+@pytest.mark.parametrize("profile", ["edge", "cluster"])
+def test_a_receiver_that_names_no_timeouts_fits_the_profiles_execute_timeout(
+    tmp_path: Path, profile: str
+) -> None:
+    path = tmp_path / "receivers.toml"
+    path.write_text(
+        '[receivers.hooks]\nbase_url = "https://hooks.example"\nmethods = ["POST"]\n'
+        'path_prefixes = ["/v1"]\n'
+    )
+    url = "sqlite:///q.db" if profile == "edge" else "postgresql://runtime@db.example/qinglong"
+    execute_timeout = load_settings(profile=profile, database_url=url, environ={}).execute_timeout
+    loaded = receivers.load(path)
+    loaded.require_within(execute_timeout)  # refused at start otherwise
+    found = loaded.get("hooks")
+    assert found is not None
+    assert found.total_timeout_s < execute_timeout
 
 
 @pytest.mark.parametrize(
