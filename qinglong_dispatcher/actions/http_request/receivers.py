@@ -25,11 +25,6 @@ from qinglong_dispatcher.domain import errors, plans
 
 METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 DEFAULT_MAX_RESPONSE_BYTES: Final = 1024 * 1024
-DEFAULT_CONNECT_TIMEOUT_S: Final = 5.0
-DEFAULT_READ_TIMEOUT_S: Final = 10.0
-DEFAULT_TOTAL_TIMEOUT_S: Final = 12.0
-"""Below the execute timeout both profiles default to (half the 30 s lease), which a receiver's
-total must stay under: a receiver that names no timeouts starts on either profile."""
 DEFAULT_FAILED_STATUSES: Final = (400, 401, 403, 422)
 MAX_KEEP_HEADERS: Final = 16
 CA_FILE_MAX_BYTES: Final = 1024 * 1024
@@ -89,9 +84,9 @@ class Receiver:
     methods: frozenset[str]
     path_prefixes: tuple[str, ...]
     ca_pem: str | None = dataclasses.field(default=None, repr=False)
-    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
-    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
-    total_timeout_s: float = DEFAULT_TOTAL_TIMEOUT_S
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 10.0
+    total_timeout_s: float = 12.0  # below either profile's default execute timeout (15 s)
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     keep_headers: tuple[str, ...] = ()
     auth: secrets.SecretRef | None = None
@@ -199,9 +194,9 @@ class _Parser:
                 raise self.fail(_shown(key), "is not a receiver field")
         allow_plain = self.boolean(table, "allow_plain_http", False)
         base_url, host = self.base_url(table.get("base_url"), allow_plain=allow_plain)
-        connect = self.seconds(table, "connect_timeout_seconds", DEFAULT_CONNECT_TIMEOUT_S)
-        read = self.seconds(table, "read_timeout_seconds", DEFAULT_READ_TIMEOUT_S)
-        total = self.seconds(table, "total_timeout_seconds", DEFAULT_TOTAL_TIMEOUT_S)
+        connect = self.seconds(table, "connect_timeout_seconds", 5.0)
+        read = self.seconds(table, "read_timeout_seconds", 10.0)
+        total = self.seconds(table, "total_timeout_seconds", 12.0)
         if total < connect or total < read:
             raise self.fail(
                 "total_timeout_seconds", "must not be below the connect and read timeouts"
