@@ -1100,7 +1100,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (72)
+-- functions (71)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -2869,39 +2869,27 @@ CREATE OR REPLACE FUNCTION qinglong.guard_receipt()
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+DECLARE
+    held pg_catalog.text;
 BEGIN
-    IF NOT EXISTS (
-            SELECT 1
-            FROM qinglong.approved_action_dispatch_executions AS e
-            JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
-            JOIN qinglong.runs AS r ON r.run_id = NEW.resource_id
-            WHERE e.dispatch_id = NEW.dispatch_id AND e.status IN ('executing', 'succeeded')
-              AND e.attempt = NEW.execution_attempt AND e.started_at_ms = NEW.started_at_ms
-              AND d.approval_request_id = NEW.approval_request_id
-              AND d.project_id = NEW.project_id AND d.action_type = NEW.action_type
-              AND d.action_digest = NEW.action_digest
-              AND r.project_id = NEW.project_id AND r.idempotency_key = NEW.idempotency_key
-              AND r.idempotency_key = NEW.dispatch_id
-              AND r.request_id IS NOT DISTINCT FROM NEW.approval_request_id) THEN
+    SELECT e.lease_proof_digest INTO held
+    FROM qinglong.approved_action_dispatch_executions AS e
+    JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
+    JOIN qinglong.runs AS r ON r.run_id = NEW.resource_id
+    WHERE e.dispatch_id = NEW.dispatch_id AND e.status IN ('executing', 'succeeded')
+      AND e.attempt = NEW.execution_attempt AND e.started_at_ms = NEW.started_at_ms
+      AND d.approval_request_id = NEW.approval_request_id
+      AND d.project_id = NEW.project_id AND d.action_type = NEW.action_type
+      AND d.action_digest = NEW.action_digest
+      AND r.project_id = NEW.project_id AND r.idempotency_key = NEW.idempotency_key
+      AND r.idempotency_key = NEW.dispatch_id
+      AND r.request_id IS NOT DISTINCT FROM NEW.approval_request_id;
+    IF NOT FOUND THEN
         RAISE EXCEPTION 'a receipt binds its started execution and its dispatch''s Run'
             USING ERRCODE = 'QLI01';
     END IF;
-    RETURN NEW;
-END
-$function$;
-
--- function qinglong.guard_receipt_holder()
-CREATE OR REPLACE FUNCTION qinglong.guard_receipt_holder()
- RETURNS trigger
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-BEGIN
-    IF NEW.lease_proof IS NULL OR NOT EXISTS (
-            SELECT 1 FROM qinglong.approved_action_dispatch_executions AS e
-            WHERE e.dispatch_id = NEW.dispatch_id AND e.status IN ('executing', 'succeeded')
-              AND e.lease_proof_digest = pg_catalog.encode(pg_catalog.sha256(
-                  pg_catalog.convert_to(NEW.lease_proof, 'UTF8')), 'hex')) THEN
+    IF NEW.lease_proof IS NULL OR held IS DISTINCT FROM pg_catalog.encode(pg_catalog.sha256(
+            pg_catalog.convert_to(NEW.lease_proof, 'UTF8')), 'hex') THEN
         RAISE EXCEPTION 'qinglong:fence_refused: a receipt presents its holder''s proof'
             USING ERRCODE = 'QLF01';
     END IF;
@@ -2998,18 +2986,21 @@ CREATE OR REPLACE FUNCTION qinglong.guard_run_holder()
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+DECLARE
+    held pg_catalog.text;
 BEGIN
-    IF NEW.trigger_type = 'approved_action'
-            AND EXISTS (SELECT 1 FROM qinglong.approved_action_dispatches AS d
-                        WHERE d.dispatch_id = NEW.idempotency_key)
-            AND (NEW.lease_proof IS NULL OR NOT EXISTS (
-                SELECT 1 FROM qinglong.approved_action_dispatch_executions AS e
-                WHERE e.dispatch_id = NEW.idempotency_key
-                  AND e.status IN ('leased', 'executing', 'succeeded')
-                  AND e.lease_proof_digest = pg_catalog.encode(pg_catalog.sha256(
-                      pg_catalog.convert_to(NEW.lease_proof, 'UTF8')), 'hex'))) THEN
-        RAISE EXCEPTION 'qinglong:fence_refused: a Run of a dispatch presents its holder''s proof'
-            USING ERRCODE = 'QLF01';
+    IF NEW.trigger_type = 'approved_action' THEN
+        SELECT e.lease_proof_digest INTO held
+        FROM qinglong.approved_action_dispatches AS d
+        LEFT JOIN qinglong.approved_action_dispatch_executions AS e
+          ON e.dispatch_id = d.dispatch_id AND e.status IN ('leased', 'executing', 'succeeded')
+        WHERE d.dispatch_id = NEW.idempotency_key;
+        IF FOUND AND (NEW.lease_proof IS NULL OR held IS DISTINCT FROM pg_catalog.encode(
+                pg_catalog.sha256(pg_catalog.convert_to(NEW.lease_proof, 'UTF8')), 'hex')) THEN
+            RAISE EXCEPTION
+                'qinglong:fence_refused: a Run of a dispatch presents its holder''s proof'
+                USING ERRCODE = 'QLF01';
+        END IF;
     END IF;
     NEW.lease_proof := NULL;
     RETURN NEW;
@@ -3428,29 +3419,34 @@ CREATE OR REPLACE FUNCTION qinglong.tell_execution_outcome()
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    IF NOT EXISTS (
-            SELECT 1 FROM qinglong.notification_subscriptions AS s
-            WHERE pg_catalog.strpos(s.kinds_json,
-                                    '"dispatch.' OPERATOR(pg_catalog.||) NEW.status
-                                    OPERATOR(pg_catalog.||) '"') > 0) THEN
+    IF NOT EXISTS (SELECT 1 FROM qinglong.notification_subscriptions AS s
+                   WHERE pg_catalog.strpos(s.kinds_json, '"dispatch.') > 0) THEN
         RETURN NULL;
     END IF;
     INSERT INTO qinglong.notification_events (
         kind, subject_id, project_id, action_type, at_ms, payload_json
     )
-    SELECT 'dispatch.' OPERATOR(pg_catalog.||) NEW.status, NEW.dispatch_id, d.project_id,
+    SELECT 'dispatch.' OPERATOR(pg_catalog.||) n.status, n.dispatch_id, d.project_id,
         d.action_type, qinglong.db_now_ms(),
         pg_catalog.json_build_object(
-            'dispatchId', NEW.dispatch_id,
+            'dispatchId', n.dispatch_id,
             'approvalRequestId', d.approval_request_id,
             'actionRef', d.action_ref,
             'actionDigest', d.action_digest,
-            'status', NEW.status,
-            'attempt', NEW.attempt,
-            'resultCode', NEW.result_code
+            'status', n.status,
+            'attempt', n.attempt,
+            'resultCode', n.result_code
         )::pg_catalog.text
-    FROM qinglong.approved_action_dispatches AS d
-    WHERE d.dispatch_id OPERATOR(pg_catalog.=) NEW.dispatch_id;
+    FROM new_rows AS n
+    JOIN old_rows AS o ON o.dispatch_id OPERATOR(pg_catalog.=) n.dispatch_id
+    JOIN qinglong.approved_action_dispatches AS d
+      ON d.dispatch_id OPERATOR(pg_catalog.=) n.dispatch_id
+    WHERE n.status IS DISTINCT FROM o.status AND n.status IN ('failed', 'blocked', 'succeeded')
+      AND EXISTS (SELECT 1 FROM qinglong.notification_subscriptions AS s
+                  WHERE pg_catalog.strpos(s.kinds_json,
+                                          '"dispatch.' OPERATOR(pg_catalog.||) n.status
+                                          OPERATOR(pg_catalog.||) '"') > 0)
+    ORDER BY n.dispatch_id;
     RETURN NULL;
 END
 $function$;
@@ -3522,7 +3518,7 @@ CREATE TRIGGER approval_requests_window_immutable BEFORE UPDATE OF not_before_ms
 CREATE TRIGGER approval_requests_window_possible AFTER INSERT ON qinglong.approval_requests FOR EACH ROW WHEN ((new.window_for_ms IS NOT NULL)) EXECUTE FUNCTION qinglong.check_requested_window();
 CREATE TRIGGER approval_votes_count AFTER INSERT ON qinglong.approval_votes FOR EACH ROW EXECUTE FUNCTION qinglong.count_approval_votes();
 CREATE TRIGGER approval_votes_guard BEFORE INSERT OR DELETE OR UPDATE ON qinglong.approval_votes FOR EACH ROW EXECUTE FUNCTION qinglong.guard_approval_vote();
-CREATE TRIGGER approved_action_dispatch_executions_accountable BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_execution_accountable();
+CREATE TRIGGER approved_action_dispatch_executions_accountable BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.status = 'leased'::text) OR ((new.status IS DISTINCT FROM old.status) AND ((new.status = 'cancelled'::text) OR ((new.status = 'blocked'::text) AND (old.status = ANY (ARRAY['pending'::text, 'retry_wait'::text, 'leased'::text]))) OR ((old.status = 'executing'::text) AND (new.status = ANY (ARRAY['blocked'::text, 'succeeded'::text, 'failed'::text]))))))) EXECUTE FUNCTION qinglong.guard_execution_accountable();
 CREATE TRIGGER approved_action_dispatch_executions_due_insert AFTER INSERT ON qinglong.approved_action_dispatch_executions FOR EACH STATEMENT EXECUTE FUNCTION qinglong.notify_dispatch_due();
 CREATE TRIGGER approved_action_dispatch_executions_due_yield AFTER UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.status = 'pending'::text) AND (old.status IS DISTINCT FROM 'pending'::text))) EXECUTE FUNCTION qinglong.notify_dispatch_due();
 CREATE TRIGGER approved_action_dispatch_executions_freeze BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((((new.status = 'leased'::text) AND ((old.status <> 'leased'::text) OR (new.lease_token IS DISTINCT FROM old.lease_token))) OR ((new.status = 'executing'::text) AND (old.status <> 'executing'::text)) OR ((new.status = 'succeeded'::text) AND (old.status = 'pending'::text)))) EXECUTE FUNCTION qinglong.check_execution_freeze();
@@ -3530,14 +3526,15 @@ CREATE TRIGGER approved_action_dispatch_executions_ledger_insert AFTER INSERT ON
 CREATE TRIGGER approved_action_dispatch_executions_ledger_update AFTER UPDATE ON qinglong.approved_action_dispatch_executions REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION qinglong.record_execution_changes();
 CREATE CONSTRAINT TRIGGER approved_action_dispatch_executions_passage_receipt AFTER UPDATE ON qinglong.approved_action_dispatch_executions DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (((old.status = 'pending'::text) AND (new.status = 'succeeded'::text))) EXECUTE FUNCTION qinglong.check_passage_receipt();
 CREATE TRIGGER approved_action_dispatch_executions_prune_only BEFORE DELETE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
-CREATE TRIGGER approved_action_dispatch_executions_receipt BEFORE INSERT OR UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_execution_receipt();
+CREATE TRIGGER approved_action_dispatch_executions_receipt BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.result_receipt_json IS DISTINCT FROM old.result_receipt_json) OR (new.result_receipt_digest IS DISTINCT FROM old.result_receipt_digest))) EXECUTE FUNCTION qinglong.guard_execution_receipt();
+CREATE TRIGGER approved_action_dispatch_executions_receipt_insert BEFORE INSERT ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.result_receipt_json IS NOT NULL) OR (new.result_receipt_digest IS NOT NULL))) EXECUTE FUNCTION qinglong.guard_execution_receipt();
 CREATE TRIGGER approved_action_dispatch_executions_rule_immutable BEFORE UPDATE OF proceed_on_unknown ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((old.proceed_on_unknown IS DISTINCT FROM new.proceed_on_unknown)) EXECUTE FUNCTION qinglong.guard_execution_rule();
 CREATE TRIGGER approved_action_dispatch_executions_rule_of_policy BEFORE INSERT ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.execution_rule_of_policy();
 CREATE TRIGGER approved_action_dispatch_executions_state_machine BEFORE INSERT OR UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.check_execution_change();
 CREATE TRIGGER approved_action_dispatch_executions_target_holder BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.target IS NOT NULL) AND (((new.status = 'leased'::text) AND ((old.status <> 'leased'::text) OR (new.lease_token IS DISTINCT FROM old.lease_token))) OR (new.proceed_on_unknown AND (new.status = 'executing'::text) AND ((old.status <> 'executing'::text) OR (new.lease_expires_at_ms IS DISTINCT FROM old.lease_expires_at_ms)))))) EXECUTE FUNCTION qinglong.check_target_holder();
 CREATE TRIGGER approved_action_dispatch_executions_target_immutable BEFORE UPDATE OF target ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((old.target IS DISTINCT FROM new.target)) EXECUTE FUNCTION qinglong.guard_execution_target();
 CREATE TRIGGER approved_action_dispatch_executions_target_of_dispatch BEFORE INSERT ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.execution_target_of_dispatch();
-CREATE TRIGGER approved_action_dispatch_executions_tell AFTER UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.status IS DISTINCT FROM old.status) AND (new.status = ANY (ARRAY['failed'::text, 'blocked'::text, 'succeeded'::text])))) EXECUTE FUNCTION qinglong.tell_execution_outcome();
+CREATE TRIGGER approved_action_dispatch_executions_tell AFTER UPDATE ON qinglong.approved_action_dispatch_executions REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION qinglong.tell_execution_outcome();
 CREATE TRIGGER approved_action_dispatch_executions_window BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN ((((new.not_before_ms IS NOT NULL) OR (new.not_after_ms IS NOT NULL)) AND (((new.status = 'leased'::text) AND ((old.status <> 'leased'::text) OR (new.lease_token IS DISTINCT FROM old.lease_token))) OR ((new.status = 'executing'::text) AND (old.status <> 'executing'::text)) OR ((new.status = 'succeeded'::text) AND (old.status = 'pending'::text))))) EXECUTE FUNCTION qinglong.check_execution_window();
 CREATE TRIGGER approved_action_dispatch_executions_window_immutable BEFORE UPDATE OF not_before_ms, not_after_ms ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((old.not_before_ms IS DISTINCT FROM new.not_before_ms) OR (old.not_after_ms IS DISTINCT FROM new.not_after_ms))) EXECUTE FUNCTION qinglong.guard_execution_window_copy();
 CREATE TRIGGER approved_action_dispatch_executions_window_of_dispatch BEFORE INSERT ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.execution_window_of_dispatch();
@@ -3548,7 +3545,6 @@ CREATE TRIGGER approved_action_dispatches_target_of_plan BEFORE INSERT ON qinglo
 CREATE TRIGGER approved_action_dispatches_traceparent_of_request BEFORE INSERT ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.dispatch_traceparent_of_request();
 CREATE TRIGGER approved_action_dispatches_window_of_policy BEFORE INSERT ON qinglong.approved_action_dispatches FOR EACH ROW EXECUTE FUNCTION qinglong.dispatch_window_of_policy();
 CREATE TRIGGER approved_run_action_receipts_guard BEFORE INSERT ON qinglong.approved_run_action_receipts FOR EACH ROW EXECUTE FUNCTION qinglong.guard_receipt();
-CREATE TRIGGER approved_run_action_receipts_holder_proof BEFORE INSERT ON qinglong.approved_run_action_receipts FOR EACH ROW EXECUTE FUNCTION qinglong.guard_receipt_holder();
 CREATE TRIGGER approved_run_action_receipts_immutable BEFORE UPDATE OR TRUNCATE ON qinglong.approved_run_action_receipts FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER approved_run_action_receipts_prune_only BEFORE DELETE ON qinglong.approved_run_action_receipts FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER audit_prune_permits_guard BEFORE INSERT ON qinglong.audit_prune_permits FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_permit();

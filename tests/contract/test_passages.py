@@ -15,9 +15,9 @@ import pytest
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.actions.run_create import handler as run_create
 from qinglong_dispatcher.actions.run_create import tables as run_create_tables
-from qinglong_dispatcher.domain import errors, freezes, records
+from qinglong_dispatcher.domain import errors, freezes, notifications, records
 from qinglong_dispatcher.domain.states import ExecutionStatus
-from tests.support import faults, repositories, stores
+from tests.support import faults, outbox, repositories, stores
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import make_dispatcher
@@ -86,6 +86,40 @@ async def test_a_passage_writes_each_row_once_with_its_run_and_receipt(
         assert (receipt.execution_attempt, receipt.execution_version) == (1, row.version)
     # Nothing is left to pass or claim.
     assert (await _pass(harness, clock)).observed == 0
+
+
+@pytest.mark.parametrize("heard", [("dispatch.succeeded",), ("dispatch.failed",)])
+async def test_a_page_passed_in_one_statement_tells_each_outcome_heard_once(
+    harness: Harness, clock: ManualClock, heard: tuple[str, ...]
+) -> None:
+    """The page's rows change in one statement: each is told once, with its own ids, when
+    someone hears `dispatch.succeeded`; when only failures are heard, none is."""
+    owner = await harness.owner()
+    await owner.add_subscription(
+        notifications.Subscription(
+            name="listener", url="https://listener.invalid/hook", secret_ref="env:QL_L", kinds=heard
+        )
+    )
+    consumed = await submit_runs(harness.approver_store, clock, 4)
+
+    assert len((await _pass(harness, clock)).passed) == 4
+
+    told = [e for e in await outbox.events(harness) if e["kind"].startswith("dispatch.")]
+    if heard == ("dispatch.failed",):
+        assert told == []
+        return
+    assert sorted(e["subject_id"] for e in told) == sorted(c.dispatch_id for c in consumed)
+    by_id = {e["subject_id"]: e["payload"] for e in told}
+    for c in consumed:
+        assert by_id[c.dispatch_id] == {
+            "dispatchId": c.dispatch_id,
+            "approvalRequestId": c.approval_request_id,
+            "actionRef": by_id[c.dispatch_id]["actionRef"],
+            "actionDigest": by_id[c.dispatch_id]["actionDigest"],
+            "status": "succeeded",
+            "attempt": 1,
+            "resultCode": "run_created",
+        }
 
 
 async def test_a_row_whose_plan_is_not_the_approved_one_is_left_for_the_claim(

@@ -459,6 +459,32 @@ async def test_an_operator_cannot_write_a_receipt(pg: stores.Harness, now: Manua
     assert await _snapshot(pg, dispatch.dispatch_id) == before
 
 
+@pytest.mark.parametrize("login", ["runtime", "approver"])
+async def test_no_login_inserts_an_execution_that_carries_a_receipt(
+    pg: stores.Harness, now: ManualClock, login: str
+) -> None:
+    """Both logins that insert execution rows: a row is born without a receipt (`QLT01`, the
+    insert's own guard, before its key would refuse the copy)."""
+    (consumed,) = await submit_runs(pg.approver_store, now, 1)
+    database = await _database(pg)
+    url = stores.runtime_url(database) if login == "runtime" else stores.approver_url(database)
+    receipt_json, receipt_digest = digests.action_receipt({"status": 201})
+    before = await _snapshot(pg, consumed.dispatch_id)
+    state = await refusals.sqlstate_as(
+        url,
+        f"INSERT INTO {EXECUTIONS} (dispatch_id, project_id, status, version, attempt, "
+        "max_attempts, eligible_at_ms, created_at_ms, updated_at_ms, result_receipt_json, "
+        "result_receipt_digest) SELECT dispatch_id, project_id, status, version, attempt, "
+        f"max_attempts, eligible_at_ms, created_at_ms, updated_at_ms, $2, $3 FROM {EXECUTIONS} "
+        "WHERE dispatch_id = $1",
+        consumed.dispatch_id,
+        receipt_json,
+        receipt_digest,
+    )
+    assert state == "QLT01"
+    assert await _snapshot(pg, consumed.dispatch_id) == before
+
+
 # -- a stored plan changes only by being sealed again, by the owner ------------------------------
 
 

@@ -1,0 +1,3 @@
+-- Asking each check only where it can refuse is PostgreSQL's change (migration 0044 there):
+-- an edge database's triggers already name, in their WHEN clauses, the moves they refuse.
+-- This file holds no statement; it keeps the two dialects' migration numbers and names equal.
