@@ -2,7 +2,8 @@
 through the dispatcher: each due row goes from `pending` straight to `succeeded` with its Run
 and receipt in ONE transaction, one ledger line; a row whose plan is not the approved one, or
 whose effect exists, is left waiting for the claim; a frozen one is not read; the dispatcher's
-claim takes what the passage left (docs/decisions/0055)."""
+claim takes what the passage left (docs/decisions/0055); each outcome of a page's one statement
+is told once, to whoever hears it (docs/decisions/0057)."""
 
 from __future__ import annotations
 
