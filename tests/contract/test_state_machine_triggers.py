@@ -9,7 +9,7 @@ import time
 import asyncpg
 import pytest
 
-from qinglong_dispatcher.adapters.postgres import database as postgres_database
+from qinglong_dispatcher.adapters.postgres import driver_errors as postgres_errors
 from qinglong_dispatcher.adapters.sqlite import database as sqlite_database
 from qinglong_dispatcher.domain import errors, states
 from qinglong_dispatcher.domain.states import ExecutionStatus
@@ -349,7 +349,7 @@ async def test_a_refusal_leaves_the_adapter_as_transition_refused(
     if isinstance(caught.value, sqlite3.Error):
         translated = sqlite_database.translate(caught.value)
     else:
-        translated = postgres_database.translate(caught.value)
+        translated = postgres_errors.translate(caught.value)
     assert isinstance(translated, errors.TransitionRefused)
     assert translated.code == "transition_refused"
     assert "terminal" in str(translated)

@@ -24,9 +24,9 @@ def test_a_multi_host_url_is_accepted_and_redacted() -> None:
 
 
 def test_describe_url_names_every_host_and_no_password() -> None:
-    from qinglong_dispatcher.adapters.postgres import database
+    from qinglong_dispatcher.adapters.postgres import driver_errors
 
-    assert database.describe_url(MULTI_HOST) == "127.0.0.1:5433,127.0.0.1:5434/qinglong"
+    assert driver_errors.describe_url(MULTI_HOST) == "127.0.0.1:5433,127.0.0.1:5434/qinglong"
 
 
 def test_require_sync_standby_is_read_from_the_environment() -> None:

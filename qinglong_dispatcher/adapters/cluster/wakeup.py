@@ -28,7 +28,7 @@ import anyio
 import asyncpg
 
 from qinglong_dispatcher import ports
-from qinglong_dispatcher.adapters.postgres import database as db
+from qinglong_dispatcher.adapters.postgres import driver_errors
 
 CHANNEL = "qinglong_dispatch_due"
 """The channel of migration 0010's `qinglong.notify_dispatch_due()`; NOTIFY is per database."""
@@ -37,7 +37,7 @@ APPLICATION_NAME = "qinglong-dispatcher-wakeup"
 """How the listener's session shows in `pg_stat_activity` (apart from the pool's)."""
 
 
-_RESUME_FAILURES: tuple[type[BaseException], ...] = (TimeoutError, *db.DRIVER_ERRORS)
+_RESUME_FAILURES: tuple[type[BaseException], ...] = (TimeoutError, *driver_errors.DRIVER_ERRORS)
 """What ends the connection when `LISTEN` again fails: a silent server, or a driver error."""
 
 
@@ -117,7 +117,7 @@ class PostgresWakeup:
                 timeout=self._connect_timeout_s,
                 server_settings={"application_name": APPLICATION_NAME},
             )
-        except db.DRIVER_ERRORS as exc:
+        except driver_errors.DRIVER_ERRORS as exc:
             return _reason(exc), False
         ended = False
 
@@ -155,7 +155,7 @@ class PostgresWakeup:
                         self._hearing = False
                     self._pause = False
                     await conn.execute(statement, timeout=self._probe_timeout_s)
-        except db.DRIVER_ERRORS as exc:
+        except driver_errors.DRIVER_ERRORS as exc:
             return _reason(exc), subscribed
         finally:
             self._conn, self._hearing, self._pause = None, False, False
@@ -167,7 +167,7 @@ async def _close(conn: Any) -> None:
     if conn.is_closed():
         return
     with anyio.move_on_after(2, shield=True):
-        with contextlib.suppress(*db.DRIVER_ERRORS):
+        with contextlib.suppress(*driver_errors.DRIVER_ERRORS):
             await conn.close(timeout=2)
     if not conn.is_closed():
         conn.terminate()

@@ -4,7 +4,8 @@ Every store operation is one transaction on a pooled connection. A serialization
 deadlock (SQLSTATE 40001/40P01) rolls the whole transaction back, and every body here is
 safe to run again from the start, so it is retried at most `MAX_ATTEMPTS` times; any other
 driver error is re-raised as a typed `errors.StoreError` (or, for the approval trigger's own
-SQLSTATEs, a typed `errors.ApprovalError`) and nothing above this module sees asyncpg.
+SQLSTATEs, a typed `errors.ApprovalError`: `driver_errors`) and nothing above this module
+sees asyncpg.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
-import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,6 +20,12 @@ from typing import Any, TypeVar
 import anyio
 import asyncpg
 
+from qinglong_dispatcher.adapters.postgres.driver_errors import (
+    DRIVER_ERRORS,
+    RETRY_SQLSTATES,
+    opening_error,
+    translate,
+)
 from qinglong_dispatcher.adapters.postgres.queries import Statement, load
 from qinglong_dispatcher.adapters.sql import query
 from qinglong_dispatcher.domain import errors
@@ -35,40 +41,7 @@ Row = Any
 Transaction = Callable[[Connection], Awaitable[T]]
 
 MAX_ATTEMPTS = 3
-DRIVER_ERRORS: tuple[type[BaseException], ...] = (
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.exceptions.InternalClientError,
-    OSError,
-    TimeoutError,
-)
-"""What asyncpg raises; anything else (a typed refusal, a rollback signal) passes through."""
-RETRY_SQLSTATES = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
 APPLICATION_NAME = "qinglong-dispatcher"
-
-APPROVAL_SQLSTATES: dict[str, type[errors.ApprovalError]] = {
-    "QLA01": errors.ApprovalNotPermitted,
-    "QLA02": errors.SelfApprovalRefused,
-    **dict.fromkeys(("QLA03", "QLA05"), errors.ApprovalTransitionRefused),
-    "QLA04": errors.ApprovalExpired,
-    "QLW02": errors.WindowEmpty,
-}
-"""The refusals of the approval trigger (migration 0005) and of a window never open (0040)."""
-
-TRANSITION_REFUSED = "QLT01"
-"""SQLSTATE of the state-machine triggers (migration 0006)."""
-
-INTEGRITY_REFUSED = frozenset(
-    {"QLF01", "QLF02", "QLF03", "QLH01", "QLR01", "QLI01", "QLI02", "QLW01", "QLZ01", "QLZ02"}
-)
-"""SQLSTATEs of the guards of fences, resolutions, records, holds, windows and freezes."""
-
-SUBMIT_DECLINED = "QLS01"
-"""SQLSTATE of migration 0018's `submit_one` when one of its updates matched nothing: it rolled
-back, and the caller runs the shared submit transaction, which names the refusal."""
-
-Translated = errors.StoreError | errors.ApprovalError
-"""What a driver error becomes: a store fault, or the database's refusal of an approval step."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -96,79 +69,6 @@ class PoolConfig:
             # Short OLTP statements: JIT compilation would only add latency spikes.
             "jit": "off",
         }
-
-
-def translate(exc: BaseException) -> Translated:
-    """Map a driver error to a typed store error (messages carry no row contents)."""
-    if isinstance(exc, asyncpg.PostgresError):
-        return _translate_sqlstate(exc)
-    if isinstance(exc, asyncpg.exceptions.DataError):
-        return errors.StoreError("a value does not fit its column", code="invalid_value")
-    if isinstance(exc, asyncpg.InterfaceError | OSError | asyncpg.exceptions.InternalClientError):
-        return errors.StoreUnavailable(f"PostgreSQL cannot be used ({exc.__class__.__name__})")
-    if isinstance(exc, TimeoutError):
-        return errors.StoreUnavailable("PostgreSQL did not answer in time")
-    return errors.StoreError(f"PostgreSQL driver error ({exc.__class__.__name__})")
-
-
-def _translate_sqlstate(exc: Any) -> Translated:
-    state = str(getattr(exc, "sqlstate", "") or "")
-    name = exc.__class__.__name__
-    refusal = APPROVAL_SQLSTATES.get(state)
-    if refusal is not None:
-        # The trigger's message names no row contents beyond the request id and states.
-        return refusal(exc.args[0] if exc.args else None)
-    if state in RETRY_SQLSTATES or state in ("55P03", "57014"):
-        # Retries spent, a lock wait beyond lock_timeout, or statement_timeout: all rolled back.
-        return errors.StoreBusy(f"PostgreSQL is busy ({state} {name})")
-    if state.startswith(("08", "28")) or state in ("57P01", "57P02", "57P03", "53300", "3D000"):
-        return errors.StoreUnavailable(f"PostgreSQL cannot be used ({state} {name})")
-    if state == "25P03":  # idle_in_transaction_session_timeout ended the session
-        return errors.StoreUnavailable(f"PostgreSQL ended the session ({state} {name})")
-    if state == "53100":
-        return errors.StoreFull()
-    if state in ("XX001", "XX002"):
-        return errors.StoreCorrupted()
-    if state == TRANSITION_REFUSED or state in INTEGRITY_REFUSED:
-        # The trigger's message names the rule and the two statuses, never row contents.
-        return errors.TransitionRefused(exc.args[0] if exc.args else None)
-    if state.startswith("23"):
-        return errors.StoreError("a constraint refused the write", code="constraint_violation")
-    if state == SUBMIT_DECLINED:
-        return errors.StoreError("the one-statement submit declined", code="submit_declined")
-    if state == "42501":
-        return errors.StoreError(
-            f"PostgreSQL refused the privilege: {exc.args[0] if exc.args else name}",
-            code="permission_denied",
-        )
-    if state in ("42P01", "42703", "3F000"):
-        return errors.SchemaError(
-            f"the database schema does not match this release ({state}); run migrate"
-        )
-    return errors.StoreError(f"PostgreSQL error ({state} {name})")
-
-
-def describe_url(url: str) -> str:
-    """`host:port[,host:port…]/database` of a URL: what to name in an error, never the user's
-    password (nor the user: the server's own message names it where it matters)."""
-    parts = urllib.parse.urlsplit(url)
-    hosts = parts.netloc.rpartition("@")[2] or "localhost"
-    database = parts.path.lstrip("/") or "(default database)"
-    return f"{hosts}/{database}"
-
-
-def opening_error(url: str, exc: BaseException) -> Translated:
-    """The typed error of a failed connect, naming the server and why (its own message)."""
-    error = translate(exc)
-    if isinstance(exc, asyncpg.PostgresError):
-        reason = exc.args[0] if exc.args else exc.__class__.__name__
-    elif isinstance(exc, OSError) and exc.strerror:
-        reason = exc.strerror
-    elif isinstance(exc, TimeoutError):
-        reason = "no answer in time"
-    else:
-        reason = str(exc) or exc.__class__.__name__
-    return type(error)(f"PostgreSQL at {describe_url(url)} cannot be used: {reason}")
 
 
 def _retryable(exc: BaseException) -> bool:

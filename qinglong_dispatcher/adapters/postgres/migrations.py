@@ -17,6 +17,7 @@ import contextlib
 from qinglong_dispatcher.adapters import migration_files
 from qinglong_dispatcher.adapters.installation_roles import kinds
 from qinglong_dispatcher.adapters.postgres import database as db
+from qinglong_dispatcher.adapters.postgres import driver_errors
 from qinglong_dispatcher.domain import errors, installation, schema
 
 SCHEMA = "qinglong"
@@ -174,5 +175,5 @@ async def migrate(
         return applied_now
     finally:
         # A lost session released its locks already: keep the original error, not this one.
-        with contextlib.suppress(*db.DRIVER_ERRORS):
+        with contextlib.suppress(*driver_errors.DRIVER_ERRORS):
             await conn.execute("SELECT pg_catalog.pg_advisory_unlock($1)", LOCK_KEY)

@@ -15,7 +15,7 @@ import asyncpg
 
 from qinglong_dispatcher import ports
 from qinglong_dispatcher.adapters import named_sql
-from qinglong_dispatcher.adapters.postgres import database
+from qinglong_dispatcher.adapters.postgres import driver_errors
 from qinglong_dispatcher.bench.dialects import server_costs
 from qinglong_dispatcher.config.settings import Settings
 from qinglong_dispatcher.domain import errors, installation
@@ -31,8 +31,8 @@ def _with_database(url: str, name: str) -> str:
 async def _admin(url: str) -> asyncpg.Connection:
     try:
         return await asyncpg.connect(url, timeout=10)
-    except database.DRIVER_ERRORS as exc:
-        raise database.translate(exc) from exc
+    except driver_errors.DRIVER_ERRORS as exc:
+        raise driver_errors.translate(exc) from exc
 
 
 async def create_scratch(admin_url: str) -> str:
@@ -41,8 +41,8 @@ async def create_scratch(admin_url: str) -> str:
     conn = await _admin(admin_url)
     try:
         await conn.execute(f'CREATE DATABASE "{name}"')
-    except database.DRIVER_ERRORS as exc:
-        raise database.translate(exc) from exc
+    except driver_errors.DRIVER_ERRORS as exc:
+        raise driver_errors.translate(exc) from exc
     finally:
         await conn.close()
     return _with_database(admin_url, name)
@@ -61,8 +61,8 @@ async def drop_scratch(admin_url: str, scratch_url: str) -> None:
         made = await conn.fetch(B["principal_roles"], f"{name}_p_%")
         for role in [*(row["rolname"] for row in made), *installation.roles(name)]:
             await conn.execute(f"DROP ROLE IF EXISTS {role}")
-    except database.DRIVER_ERRORS as exc:
-        raise database.translate(exc) from exc
+    except driver_errors.DRIVER_ERRORS as exc:
+        raise driver_errors.translate(exc) from exc
     finally:
         await conn.close()
 
@@ -82,8 +82,8 @@ async def raw_commits_per_s(url: str, seconds: float) -> float:
                 await conn.execute(bump)
             count += 1
         return count / (time.perf_counter() - started)
-    except database.DRIVER_ERRORS as exc:
-        raise database.translate(exc) from exc
+    except driver_errors.DRIVER_ERRORS as exc:
+        raise driver_errors.translate(exc) from exc
     finally:
         await conn.close()
 
@@ -99,8 +99,8 @@ async def seed_terminal_rows(url: str, rows: int, now_ms: int) -> None:
             await conn.execute(B["seed_terminal_dispatches"], rows, now_ms)
             await conn.execute(B["seed_terminal_executions"], now_ms)
         await conn.execute("ANALYZE qinglong.approved_action_dispatch_executions")
-    except database.DRIVER_ERRORS as exc:
-        raise database.translate(exc) from exc
+    except driver_errors.DRIVER_ERRORS as exc:
+        raise driver_errors.translate(exc) from exc
     finally:
         await conn.close()
 
@@ -134,8 +134,8 @@ class PostgresBench:
         conn = await _admin(self.settings.database_url)
         try:
             await conn.execute(B["write_policy"], approvals)
-        except database.DRIVER_ERRORS as exc:
-            raise database.translate(exc) from exc
+        except driver_errors.DRIVER_ERRORS as exc:
+            raise driver_errors.translate(exc) from exc
         finally:
             await conn.close()
 

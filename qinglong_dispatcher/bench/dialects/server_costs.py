@@ -18,7 +18,7 @@ import anyio
 import asyncpg
 
 from qinglong_dispatcher.adapters import named_sql
-from qinglong_dispatcher.adapters.postgres import database
+from qinglong_dispatcher.adapters.postgres import driver_errors
 
 S = named_sql.load(Path(__file__).with_name("server_costs.sql"))
 
@@ -38,8 +38,8 @@ async def track_functions(scratch_url: str) -> None:
         await conn.execute(f"ALTER DATABASE \"{name}\" SET track_functions = 'all'")
     except asyncpg.InsufficientPrivilegeError:
         return
-    except database.DRIVER_ERRORS as exc:
-        raise database.translate(exc) from exc
+    except driver_errors.DRIVER_ERRORS as exc:
+        raise driver_errors.translate(exc) from exc
     finally:
         await conn.close()
 
@@ -47,8 +47,8 @@ async def track_functions(scratch_url: str) -> None:
 async def _connect(url: str) -> asyncpg.Connection:
     try:
         return await asyncpg.connect(url, timeout=10)
-    except database.DRIVER_ERRORS as exc:
-        raise database.translate(exc) from exc
+    except driver_errors.DRIVER_ERRORS as exc:
+        raise driver_errors.translate(exc) from exc
 
 
 async def snapshot(scratch_url: str) -> dict[str, Any]:
@@ -60,8 +60,8 @@ async def snapshot(scratch_url: str) -> dict[str, Any]:
                 break
             await anyio.sleep(POLL_S)
         return await _read(conn)
-    except database.DRIVER_ERRORS as exc:
-        raise database.translate(exc) from exc
+    except driver_errors.DRIVER_ERRORS as exc:
+        raise driver_errors.translate(exc) from exc
     finally:
         await conn.close()
 
