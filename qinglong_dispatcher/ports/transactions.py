@@ -15,6 +15,9 @@ completion, approving and consuming) the store hands over as a `Shared`.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import json
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -26,6 +29,24 @@ Params = Mapping[str, object]
 """Named parameters. A statement reads the names it uses; extra names are ignored."""
 
 NO_PARAMS: Params = {}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Rows:
+    """A page of rows that one statement takes at once (`Query.run_rows`), each row the
+    statement's names and their plain JSON values (str, int, bool or None).
+
+    SQLite binds each row in turn to the one prepared statement; PostgreSQL binds the page as
+    one JSON array, encoded once however many statements take the same rows.
+    """
+
+    items: list[dict[str, object]]
+
+    @functools.cached_property
+    def json(self) -> str:
+        """The rows as one JSON array (PostgreSQL's parameter `rows`)."""
+        return json.dumps(self.items)
+
 
 Row = records.RowLike
 
@@ -48,6 +69,14 @@ class Query(Protocol):
     async def run_many(self, name: str, params: Sequence[Params]) -> None:
         """Run a statement for its effect once per parameter set, in order (on PostgreSQL
         pipelined: one round trip for the lot, not one each)."""
+        ...
+
+    async def run_rows(self, name: str, rows: Rows, params: Params = NO_PARAMS) -> None:
+        """Run a statement for its effect on a page of rows at once.
+
+        The statement reads each row's names beside `params`: SQLite runs it once per row (a
+        row's values bound directly, never parsed from JSON), PostgreSQL once for the page
+        (the rows as one JSON array named `rows`, one round trip)."""
         ...
 
     async def savepoint(self, work: Work[T]) -> T:

@@ -44,10 +44,12 @@ ONE_STATEMENT_PATHS = {"create_run_fast"}
 so its block of that name is a stub that nothing runs (it binds none of those names)."""
 
 
-POSTGRES_ONLY_PARAMETERS = {"proof"}
+POSTGRES_ONLY_PARAMETERS = {"proof", "rows"}
 """The lease proof: PostgreSQL's trigger checks it against other logins of the server; on an
 edge device the OS user owning the file is the authority and SQLite stores no proof. Every
-call site of a fenced write passes it (`ids.lease_proof`)."""
+call site of a fenced write passes it (`ids.lease_proof`). And `rows`: a page that
+`Query.run_rows` binds as one JSON array on PostgreSQL, and row by row on SQLite, each row's
+own names (`test_a_page_of_rows_binds_on_sqlite_what_postgres_reads_of_it`)."""
 
 
 @pytest.mark.parametrize("name", sorted(set(POSTGRES_BLOCKS) - ONE_STATEMENT_PATHS))
@@ -55,6 +57,23 @@ def test_postgres_parameters_are_a_subset_of_the_sqlite_ones(name: str) -> None:
     # The call sites pass the SQLite mapping: a name only PostgreSQL wants would be missing.
     sqlite_names = set(_SQLITE_PARAMETER.findall(_sqlite_blocks().get(name, "")))
     assert set(POSTGRES_Q[name].names) - POSTGRES_ONLY_PARAMETERS <= sqlite_names
+
+
+_RECORDSET_COLUMNS = re.compile(r"jsonb_to_recordset\(:rows::jsonb\)\s+AS\s+\w+\s*\(([^)]*)\)")
+
+
+@pytest.mark.parametrize(
+    "name", sorted(name for name, sql in POSTGRES_BLOCKS.items() if ":rows::jsonb" in sql)
+)
+def test_a_page_of_rows_binds_on_sqlite_what_postgres_reads_of_it(name: str) -> None:
+    # One mapping per row serves both: each column PostgreSQL reads from the array is a name
+    # the SQLite statement binds (the proof aside, which SQLite never stores).
+    found = _RECORDSET_COLUMNS.search(POSTGRES_BLOCKS[name])
+    assert found is not None, f"{name}: the page is read with jsonb_to_recordset"
+    columns = {column.split()[0] for column in found.group(1).split(",")}
+    sqlite_names = set(_SQLITE_PARAMETER.findall(_sqlite_blocks()[name]))
+    assert columns - {"lease_proof"} <= sqlite_names
+    assert "rows" not in sqlite_names
 
 
 def test_placeholders_are_numbered_once_per_name_and_casts_survive() -> None:

@@ -48,6 +48,12 @@ class _CrashingQuery:
         await self._inner.run_many(name, params)
         self._ran(name)
 
+    async def run_rows(
+        self, name: str, rows: query.Rows, params: query.Params = query.NO_PARAMS
+    ) -> None:
+        await self._inner.run_rows(name, rows, params)
+        self._ran(name)
+
     async def savepoint(self, work: query.Work[T]) -> T:
         return await self._inner.savepoint(lambda _: work(self))
 

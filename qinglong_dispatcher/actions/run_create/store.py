@@ -5,7 +5,7 @@ replay, otherwise the fence is re-verified and Run, attempt, RunEvent, receipt a
 completion are written together. PostgreSQL first tries its one-statement happy path
 (`create_run_fast`, with the parameters of `one_statement`, run by the store's
 `fast_statement`) and falls back to this transaction. A page of them, in the dispatcher's
-page transaction (`adapters/sql/page.py`), writes the same rows as set statements
+page transaction (`adapters/sql/page.py`), writes the same rows a page at a time
 (`effects_taken`, `create_page`).
 
 Its named statements are `queries/sqlite.sql` and `queries/postgres.sql` beside this module
@@ -208,30 +208,33 @@ async def create_page(
     now_ms: int,
 ) -> None:
     """Run, attempt, RunEvent and receipt of each item a page transaction started (what
-    `create` writes for one), as set statements; the page transaction completes them."""
-    run_rows = json.dumps(
+    `create` writes for one), a page of rows per statement (`Query.run_rows`); the page
+    transaction completes them."""
+    run_rows = tx.Rows(
         [
             {**runs.run_row(item.effect), "lease_proof": ids.lease_proof(identity.token)}
             for item, identity in done
         ]
     )
-    await q.run("insert_page_runs", {"runs": run_rows})
-    await q.run("insert_page_run_attempts", {"runs": run_rows})
-    await q.run("insert_page_run_events", {"runs": run_rows, "event_type": runs.RUN_CREATED_EVENT})
-    receipts = [
-        {
-            **runs.receipt_row(
-                runs.receipt_for(
-                    dispatch=item.dispatch,
-                    attempt=identity.attempt,
-                    execution_version=identity.version,
-                    started_at_ms=identity.started_at_ms,
-                    run_id=item.effect.run_id,
-                    created_at_ms=now_ms,
-                )
-            ),
-            "lease_proof": ids.lease_proof(identity.token),
-        }
-        for item, identity in done
-    ]
-    await q.run("insert_page_receipts", {"receipts": json.dumps(receipts)})
+    await q.run_rows("insert_page_runs", run_rows)
+    await q.run_rows("insert_page_run_attempts", run_rows)
+    await q.run_rows("insert_page_run_events", run_rows, {"event_type": runs.RUN_CREATED_EVENT})
+    receipts = tx.Rows(
+        [
+            {
+                **runs.receipt_row(
+                    runs.receipt_for(
+                        dispatch=item.dispatch,
+                        attempt=identity.attempt,
+                        execution_version=identity.version,
+                        started_at_ms=identity.started_at_ms,
+                        run_id=item.effect.run_id,
+                        created_at_ms=now_ms,
+                    )
+                ),
+                "lease_proof": ids.lease_proof(identity.token),
+            }
+            for item, identity in done
+        ]
+    )
+    await q.run_rows("insert_page_receipts", receipts)

@@ -130,6 +130,12 @@ class PgQuery:
         statement = self._q[name]
         await self._conn.executemany(statement.text, [statement.args(p) for p in params])
 
+    async def run_rows(
+        self, name: str, rows: query.Rows, params: query.Params = query.NO_PARAMS
+    ) -> None:
+        """See `query.Query.run_rows`: one statement, the rows as the JSON array `rows`."""
+        await execute(self._conn, self._q[name], {**params, "rows": rows.json})
+
     async def savepoint(self, work: query.Work[T]) -> T:
         """See `query.Query.savepoint`."""
         return await query.in_savepoint(

@@ -16,6 +16,7 @@ from qinglong_dispatcher.ports.transactions import NO_PARAMS as NO_PARAMS
 from qinglong_dispatcher.ports.transactions import Params as Params
 from qinglong_dispatcher.ports.transactions import Query as Query
 from qinglong_dispatcher.ports.transactions import Row as Row
+from qinglong_dispatcher.ports.transactions import Rows as Rows
 from qinglong_dispatcher.ports.transactions import Runner as Runner
 from qinglong_dispatcher.ports.transactions import Work as Work
 

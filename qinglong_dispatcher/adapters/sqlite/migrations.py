@@ -54,7 +54,20 @@ def state(conn: sqlite3.Connection) -> schema.SchemaState:
 
 
 def migrate(conn: sqlite3.Connection, *, now_ms: int) -> list[int]:
-    """Apply pending migrations in order; refuse a tampered or newer schema. Returns versions."""
+    """Apply pending migrations in order; refuse a tampered or newer schema. Returns versions.
+
+    A migration, and the one `VACUUM` of a file from an older release, may rewrite whole
+    tables: meanwhile their temporary pages go to files, never to the memory the connection
+    otherwise keeps them in (`database.connect`)."""
+    kept = int(conn.execute("PRAGMA temp_store").fetchone()[0])
+    conn.execute("PRAGMA temp_store = FILE")
+    try:
+        return _apply(conn, now_ms=now_ms)
+    finally:
+        conn.execute(f"PRAGMA temp_store = {kept}")  # an int read back: no value from outside
+
+
+def _apply(conn: sqlite3.Connection, *, now_ms: int) -> list[int]:
     applied_now: list[int] = []
     files = migration_files.load("sqlite")
     # Before the first table of a new file; a file from an older release is rewritten once.

@@ -137,6 +137,8 @@ WHERE EXISTS (SELECT 1 FROM qinglong.approved_run_action_receipts AS r
               WHERE x.project_id = k.project_id AND x.idempotency_key = k.dispatch_id)
 
 -- insert_page_runs --
+-- A page's Runs (`store.create_page`, `Query.run_rows`): one statement, the rows one JSON
+-- array (one round trip for the page).
 INSERT INTO qinglong.runs (
     run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
     task_snapshot_ref, input_ref, status, trigger_type, execution_origin, execution_owner,
@@ -147,7 +149,7 @@ SELECT run_id, project_id, task_id, task_revision, executor_type, priority, task
        task_snapshot_ref, input_ref, status, trigger_type, execution_origin, execution_owner,
        request_id, idempotency_key, accepted_at_ms, version, event_seq, created_at_ms,
        created_at_ms, lease_proof
-FROM jsonb_to_recordset(:runs::jsonb) AS k (
+FROM jsonb_to_recordset(:rows::jsonb) AS k (
     run_id text, project_id text, task_id text, task_revision bigint, executor_type text,
     priority integer, task_name text, task_snapshot_ref text, input_ref text, status text,
     trigger_type text, execution_origin text, execution_owner text, request_id text,
@@ -157,13 +159,13 @@ FROM jsonb_to_recordset(:runs::jsonb) AS k (
 -- insert_page_run_attempts --
 INSERT INTO qinglong.run_attempts (run_id, attempt_no, status, created_at_ms)
 SELECT run_id, 1, status, created_at_ms
-FROM jsonb_to_recordset(:runs::jsonb) AS k (run_id text, status text, created_at_ms bigint)
+FROM jsonb_to_recordset(:rows::jsonb) AS k (run_id text, status text, created_at_ms bigint)
 
 -- insert_page_run_events --
 INSERT INTO qinglong.run_events (run_id, seq, event_type, run_version, committed_at_ms)
 SELECT run_id, event_seq, :event_type::text, version,
        (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
-FROM jsonb_to_recordset(:runs::jsonb) AS k (run_id text, event_seq bigint, version bigint)
+FROM jsonb_to_recordset(:rows::jsonb) AS k (run_id text, event_seq bigint, version bigint)
 
 -- insert_page_receipts --
 INSERT INTO qinglong.approved_run_action_receipts (
@@ -175,7 +177,7 @@ SELECT dispatch_id, schema_version, approval_request_id, project_id, action_type
        action_digest, execution_attempt, execution_version, started_at_ms, idempotency_key,
        outcome, result_code, resource_type, resource_id, created_at_ms, evidence_digest,
        lease_proof
-FROM jsonb_to_recordset(:receipts::jsonb) AS k (
+FROM jsonb_to_recordset(:rows::jsonb) AS k (
     dispatch_id text, schema_version integer, approval_request_id text, project_id text,
     action_type text, action_digest text, execution_attempt integer, execution_version bigint,
     started_at_ms bigint, idempotency_key text, outcome text, result_code text,

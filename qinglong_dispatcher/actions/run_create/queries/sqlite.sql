@@ -64,10 +64,9 @@ SELECT NULL AS version WHERE 0
 
 -- page_effects_taken --
 -- A page's run.create (`store.effects_taken`, `store.create_page`, run by the page transaction
--- `adapters/sql/page.py`) binds each item's values as one JSON array per statement, so a page
--- of 64 is a handful of statements. This one names the items whose effect already exists (a
--- receipt, or a Run holding the dispatch id as its idempotency key): the per-item path
--- replays or refuses those.
+-- `adapters/sql/page.py`) is a handful of statements. This read takes the page as one JSON
+-- array and names the items whose effect already exists (a receipt, or a Run holding the
+-- dispatch id as its idempotency key): the per-item path replays or refuses those.
 SELECT k.value ->> 'dispatch_id' AS dispatch_id
 FROM json_each(:page) AS k
 WHERE EXISTS (SELECT 1 FROM approved_run_action_receipts AS r
@@ -77,45 +76,39 @@ WHERE EXISTS (SELECT 1 FROM approved_run_action_receipts AS r
                 AND x.idempotency_key = k.value ->> 'dispatch_id')
 
 -- insert_page_runs --
+-- A page's Runs (`store.create_page`, `Query.run_rows`): the one prepared statement stepped
+-- once per row, each row's values bound as they are (extracting them from a JSON array in
+-- SQL cost more than the insert).
 INSERT INTO runs (
     run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
     task_snapshot_ref, input_ref, status, trigger_type, execution_origin, execution_owner,
     request_id, idempotency_key, accepted_at_ms, version, event_seq, created_at_ms, updated_at_ms
+) VALUES (
+    :run_id, :project_id, :task_id, :task_revision, :executor_type, :priority, :task_name,
+    :task_snapshot_ref, :input_ref, :status, :trigger_type, :execution_origin,
+    :execution_owner, :request_id, :idempotency_key, :accepted_at_ms, :version, :event_seq,
+    :created_at_ms, :created_at_ms
 )
-SELECT k.value ->> 'run_id', k.value ->> 'project_id', k.value ->> 'task_id',
-       k.value ->> 'task_revision', k.value ->> 'executor_type', k.value ->> 'priority',
-       k.value ->> 'task_name', k.value ->> 'task_snapshot_ref', k.value ->> 'input_ref',
-       k.value ->> 'status', k.value ->> 'trigger_type', k.value ->> 'execution_origin',
-       k.value ->> 'execution_owner', k.value ->> 'request_id', k.value ->> 'idempotency_key',
-       k.value ->> 'accepted_at_ms', k.value ->> 'version', k.value ->> 'event_seq',
-       k.value ->> 'created_at_ms', k.value ->> 'created_at_ms'
-FROM json_each(:runs) AS k
 
 -- insert_page_run_attempts --
 INSERT INTO run_attempts (run_id, attempt_no, status, created_at_ms)
-SELECT k.value ->> 'run_id', 1, k.value ->> 'status', k.value ->> 'created_at_ms'
-FROM json_each(:runs) AS k
+VALUES (:run_id, 1, :status, :created_at_ms)
 
 -- insert_page_run_events --
 INSERT INTO run_events (run_id, seq, event_type, run_version, committed_at_ms)
-SELECT k.value ->> 'run_id', k.value ->> 'event_seq', :event_type, k.value ->> 'version',
-       CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-FROM json_each(:runs) AS k
+VALUES (:run_id, :event_seq, :event_type, :version,
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
 
 -- insert_page_receipts --
 INSERT INTO approved_run_action_receipts (
     dispatch_id, schema_version, approval_request_id, project_id, action_type, action_digest,
     execution_attempt, execution_version, started_at_ms, idempotency_key, outcome, result_code,
     resource_type, resource_id, created_at_ms, evidence_digest
+) VALUES (
+    :dispatch_id, :schema_version, :approval_request_id, :project_id, :action_type,
+    :action_digest, :execution_attempt, :execution_version, :started_at_ms, :idempotency_key,
+    :outcome, :result_code, :resource_type, :resource_id, :created_at_ms, :evidence_digest
 )
-SELECT k.value ->> 'dispatch_id', k.value ->> 'schema_version',
-       k.value ->> 'approval_request_id', k.value ->> 'project_id', k.value ->> 'action_type',
-       k.value ->> 'action_digest', k.value ->> 'execution_attempt',
-       k.value ->> 'execution_version', k.value ->> 'started_at_ms',
-       k.value ->> 'idempotency_key', k.value ->> 'outcome', k.value ->> 'result_code',
-       k.value ->> 'resource_type', k.value ->> 'resource_id', k.value ->> 'created_at_ms',
-       k.value ->> 'evidence_digest'
-FROM json_each(:receipts) AS k
 
 -- select_run_ids_by_dispatch --
 -- The Run holding each dispatch id (a JSON array) as its idempotency key: `submit --json`.
