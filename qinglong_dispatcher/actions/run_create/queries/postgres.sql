@@ -128,13 +128,15 @@ SELECT version FROM done
 -- `adapters/sql/page.py`) binds each item's values as one JSON array per statement
 -- (jsonb_to_recordset: one round trip for the page, the one list form SQLite binds too). This
 -- one names the items whose effect already exists (a receipt, or a Run holding the dispatch
--- id as its idempotency key): the per-item path replays or refuses those.
+-- id as its idempotency key): the per-item path replays or refuses those. Each is one probe
+-- of a unique key per item: as `EXISTS … OR EXISTS …`, the planner hashed both whole tables
+-- for every page, a cost that grew with the history kept.
 SELECT k.dispatch_id
 FROM jsonb_to_recordset(:page::jsonb) AS k (dispatch_id text, project_id text)
-WHERE EXISTS (SELECT 1 FROM qinglong.approved_run_action_receipts AS r
-              WHERE r.dispatch_id = k.dispatch_id)
-   OR EXISTS (SELECT 1 FROM qinglong.runs AS x
-              WHERE x.project_id = k.project_id AND x.idempotency_key = k.dispatch_id)
+WHERE (SELECT true FROM qinglong.approved_run_action_receipts AS r
+       WHERE r.dispatch_id = k.dispatch_id)
+   OR (SELECT true FROM qinglong.runs AS x
+       WHERE x.project_id = k.project_id AND x.idempotency_key = k.dispatch_id)
 
 -- insert_page_runs --
 -- A page's Runs (`store.create_page`, `Query.run_rows`): one statement, the rows one JSON
