@@ -1,7 +1,7 @@
 """The due reads (the claim's, a passage's) take their page in the due index's order, right
 after a burst of submits as later: a page costs a page's reads, not the backlog's. The plan is
 the database's own: EXPLAIN of the store's own statements, bound as the store binds them, after
-its `due_order`. With the status index, or a sort of every due row, each page of a drain would
+its `page_plans`. With the status index, or a sort of every due row, each page of a drain would
 read the whole backlog again."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ async def _plan(harness: Harness, read: str, params: dict[str, Any]) -> str:
     conn = await asyncpg.connect(stores.pg_url(database), timeout=5)
     try:
         async with conn.transaction():
-            await conn.execute(POSTGRES_Q["due_order"].text)
+            await conn.execute(POSTGRES_Q["page_plans"].text)
             statement = POSTGRES_Q[read]
             rows = await conn.fetch(f"EXPLAIN {statement.text}", *statement.args(params))
         return "\n".join(row[0] for row in rows)

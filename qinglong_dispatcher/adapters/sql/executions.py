@@ -54,7 +54,7 @@ async def claim_due(
     PostgreSQL the observation locks what it sees and skips what other replicas hold)."""
     params = dict(_due_params(now_ms=now_ms, limit=limit, after=None))
     params["skip_action_types"] = json.dumps(sorted(skip_action_types))
-    await q.run("due_order")  # in the due index's order, whatever the statistics say
+    await q.run("page_plans")  # read in the due index's order, written by key
     found = await q.all("claim_due_rows", params)
     page = [(records.Execution.from_row(r), records.Dispatch.from_joined_row(r)) for r in found]
     # A lease taken over before goes in a page of its own; `observed` still counts the whole

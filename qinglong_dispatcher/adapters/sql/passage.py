@@ -44,7 +44,7 @@ async def pass_due(
     limit: int,
 ) -> ports.PassageBatch:
     """Read a page of due waiting rows of `action_type` and pass each that may pass."""
-    await q.run("due_order")  # in the due index's order, whatever the statistics say
+    await q.run("page_plans")  # read in the due index's order, written by key
     found = await q.all(
         "passage_rows", {"action_type": action_type, "now_ms": now_ms, "limit": limit}
     )

@@ -18,14 +18,17 @@ WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms::bigint
 ORDER BY e.eligible_at_ms, e.dispatch_id
 LIMIT :limit::bigint
 
--- due_order --
--- A due read (the claim's, a passage's) takes its page in the due index's order whatever the
--- statistics say, for the rest of its transaction (whose other statements are key lookups).
--- Right after a burst of submits the statistics still count few due rows, and the planner
--- would read every due row, join and sort them, for each page: a page's cost would grow with
--- the backlog (docs/performance.md, "Due pages read in index order").
+-- page_plans --
+-- A page transaction (the claim's, a passage's) reads its page in the due index's order and
+-- writes each row of it through its primary key, whatever the statistics say: no sort, no
+-- bitmap scan, no hash or merge join for the rest of the transaction. Right after a burst of
+-- submits the statistics still count few due rows, and the planner would read every due row,
+-- join and sort them, or read every waiting row to join the page to, for each page: a page's
+-- cost would grow with the backlog (docs/performance.md, "Pages read in index order and written by key").
 SELECT pg_catalog.set_config('enable_sort', 'off', true),
-       pg_catalog.set_config('enable_bitmapscan', 'off', true)
+       pg_catalog.set_config('enable_bitmapscan', 'off', true),
+       pg_catalog.set_config('enable_hashjoin', 'off', true),
+       pg_catalog.set_config('enable_mergejoin', 'off', true)
 
 -- claim_due_rows --
 -- The due observation of `claim_due` locks what it sees, and skips (never waits for) the
@@ -104,10 +107,13 @@ SET status = 'leased', version = e.version + 1,
 FROM jsonb_to_recordset(:page::jsonb) AS k (dispatch_id text, version bigint, token text,
                                             proof text)
 WHERE e.dispatch_id = k.dispatch_id AND e.version = k.version
-  AND e.status IN ('pending', 'leased', 'retry_wait') AND e.eligible_at_ms <= :now_ms::bigint
-  AND CASE WHEN e.status = 'leased' THEN e.takeovers < 4 * e.max_attempts
-           ELSE e.attempt < e.max_attempts END
-  AND (e.status <> 'leased' OR e.lease_expires_at_ms <= qinglong.db_now_ms())
+  -- Due, and within its budget; a live lease only once it expired on the database's clock too.
+  -- Inside CASE, no index but the primary key can serve these conditions (`page_plans`).
+  AND CASE WHEN e.eligible_at_ms IS NULL OR e.eligible_at_ms > :now_ms::bigint THEN false
+           WHEN e.status = 'leased' THEN e.takeovers < 4 * e.max_attempts
+                                         AND e.lease_expires_at_ms <= qinglong.db_now_ms()
+           WHEN e.status IN ('pending', 'retry_wait') THEN e.attempt < e.max_attempts
+           ELSE false END
   AND (e.target IS NULL OR NOT EXISTS (
       SELECT 1 FROM qinglong.approved_action_dispatch_executions AS b
       WHERE b.target = e.target AND b.status IN ('leased', 'executing')

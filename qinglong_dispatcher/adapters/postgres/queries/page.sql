@@ -68,7 +68,9 @@ FOR UPDATE OF e SKIP LOCKED
 -- pass_rows --
 -- The passage's one write of each row, `pending → succeeded` (the trigger keeps the proof's
 -- digest and writes the one ledger line): before the effects, whose Run and receipt present
--- the proof the row holds now; the receipt is checked at commit (migration 0043).
+-- the proof the row holds now; the receipt is checked at commit (migration 0043). Each row
+-- is one probe of the primary key (`page_plans`); its status is asked inside CASE, where no
+-- index can serve it, as SQLite's unary + keeps its index out.
 UPDATE qinglong.approved_action_dispatch_executions AS e
 SET status = 'succeeded', version = e.version + 1, attempt = e.attempt + 1,
     lease_owner = :owner::text, lease_token = k.token, lease_proof = k.proof,
@@ -78,5 +80,6 @@ SET status = 'succeeded', version = e.version + 1, attempt = e.attempt + 1,
     passage_receipt = e.dispatch_id
 FROM jsonb_to_recordset(:page::jsonb) AS k (dispatch_id text, version bigint, token text,
                                             proof text, mutation_id text)
-WHERE e.dispatch_id = k.dispatch_id AND e.version = k.version AND e.status = 'pending'
+WHERE e.dispatch_id = k.dispatch_id AND e.version = k.version
+  AND CASE WHEN e.status = 'pending' THEN true ELSE false END
 RETURNING e.dispatch_id

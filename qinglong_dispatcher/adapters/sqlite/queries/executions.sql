@@ -18,10 +18,11 @@ WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms
 ORDER BY e.eligible_at_ms, e.dispatch_id
 LIMIT :limit
 
--- due_order --
--- Nothing to set: SQLite's due reads stay on the due index, in its order, by how they are
--- written (a status condition beside it carries the unary +, which keeps its index out of the
--- planner's choice). PostgreSQL's planner is told (its `due_order`).
+-- page_plans --
+-- Nothing to set: SQLite's due reads stay on the due index, in its order, and its page writes
+-- on the primary key, by how they are written (a status or due condition beside the key
+-- carries the unary +, which keeps its index out of the planner's choice). PostgreSQL's
+-- planner is told (its `page_plans`).
 SELECT 1
 
 -- claim_due_rows --

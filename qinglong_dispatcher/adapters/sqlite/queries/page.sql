@@ -45,7 +45,7 @@ SELECT {execution_columns},
 FROM approved_action_dispatch_executions AS e
 JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
 WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms
-  -- The unary + keeps the planner on the due index, in its order (`due_order`).
+  -- The unary + keeps the planner on the due index, in its order (`page_plans`).
   AND +e.status = 'pending' AND d.action_type = :action_type AND e.target IS NULL
   AND e.attempt < e.max_attempts
   AND CASE WHEN e.not_before_ms IS NULL AND e.not_after_ms IS NULL THEN true
