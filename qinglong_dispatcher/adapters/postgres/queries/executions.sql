@@ -24,7 +24,8 @@ LIMIT :limit::bigint
 -- bitmap scan, no hash or merge join for the rest of the transaction. Right after a burst of
 -- submits the statistics still count few due rows, and the planner would read every due row,
 -- join and sort them, or read every waiting row to join the page to, for each page: a page's
--- cost would grow with the backlog (docs/performance.md, "Pages read in index order and written by key").
+-- cost would grow with the backlog (docs/performance.md, "Pages read in index order and
+-- written by key").
 SELECT pg_catalog.set_config('enable_sort', 'off', true),
        pg_catalog.set_config('enable_bitmapscan', 'off', true),
        pg_catalog.set_config('enable_hashjoin', 'off', true),
