@@ -1100,7 +1100,7 @@ CREATE INDEX ui_sessions_principal ON qinglong.ui_sessions USING btree (principa
 CREATE INDEX ui_sessions_token ON qinglong.ui_sessions USING btree (token_id);
 CREATE UNIQUE INDEX uncertain_outcomes_pkey ON qinglong.uncertain_outcomes USING btree (dispatch_id);
 
--- functions (71)
+-- functions (72)
 
 -- function qinglong.acting_principal()
 CREATE OR REPLACE FUNCTION qinglong.acting_principal()
@@ -1414,24 +1414,12 @@ BEGIN
         RAISE EXCEPTION 'qinglong:fence_refused: lease beyond the bound (% → %)', OLD.status,
             NEW.status USING ERRCODE = 'QLF03';
     END IF;
-    -- A passage (point 2): the runtime alone, for a type the owner marked transactional,
-    -- taking the next attempt within the budget as a claim would, started and completed by
-    -- this one write under the holder's proof (the Run and the receipt written after it in the
-    -- same transaction present that proof; the receipt is checked at commit, point 3).
+    -- A passage (migration 0043): taking the next attempt within the budget as a claim
+    -- would, started and completed by this one write under the holder's proof (the Run and
+    -- the receipt written after it in the same transaction present that proof; the receipt is
+    -- checked at commit). Who passes it, and for which type, the statement's check asks once
+    -- for all its rows (`check_passages`, below).
     IF OLD.status = 'pending' AND NEW.status = 'succeeded' THEN
-        acting := qinglong.acting_role();
-        IF acting IS NULL
-                OR NOT pg_catalog.pg_has_role(acting, 'qinglong_runtime', 'MEMBER') THEN
-            RAISE EXCEPTION 'qinglong:transition_refused: runtime (% → %)', OLD.status,
-                NEW.status USING ERRCODE = 'QLT01';
-        END IF;
-        IF NOT EXISTS (SELECT 1 FROM qinglong.approved_action_dispatches AS d
-                       JOIN qinglong.transactional_action_types AS t
-                         ON t.action_type = d.action_type
-                       WHERE d.dispatch_id = NEW.dispatch_id) THEN
-            RAISE EXCEPTION 'qinglong:transition_refused: not transactional (% → %)',
-                OLD.status, NEW.status USING ERRCODE = 'QLT01';
-        END IF;
         IF NEW.attempt IS DISTINCT FROM OLD.attempt + 1 OR NEW.attempt > NEW.max_attempts
                 OR NEW.takeovers IS DISTINCT FROM OLD.takeovers
                 OR NEW.lease_owner IS NULL OR NEW.lease_token IS NULL
@@ -1622,6 +1610,37 @@ BEGIN
                      AND r.started_at_ms = NEW.started_at_ms) THEN
         RAISE EXCEPTION 'qinglong:transition_refused: a passage commits with its receipt (% → %)',
             OLD.status, NEW.status USING ERRCODE = 'QLT01';
+    END IF;
+    RETURN NULL;
+END
+$function$;
+
+-- function qinglong.check_passages()
+CREATE OR REPLACE FUNCTION qinglong.check_passages()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    acting pg_catalog.text;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM new_rows AS n WHERE n.passage_receipt IS NOT NULL) THEN
+        RETURN NULL;
+    END IF;
+    acting := qinglong.acting_role();
+    IF acting IS NULL OR NOT pg_catalog.pg_has_role(acting, 'qinglong_runtime', 'MEMBER') THEN
+        RAISE EXCEPTION 'qinglong:transition_refused: runtime (pending → succeeded)'
+            USING ERRCODE = 'QLT01';
+    END IF;
+    IF EXISTS (SELECT 1 FROM new_rows AS n
+               WHERE n.passage_receipt IS NOT NULL
+                 AND NOT EXISTS (SELECT 1 FROM qinglong.approved_action_dispatches AS d
+                                 JOIN qinglong.transactional_action_types AS t
+                                   ON t.action_type = d.action_type
+                                 WHERE d.dispatch_id = n.dispatch_id))
+    THEN
+        RAISE EXCEPTION 'qinglong:transition_refused: not transactional (pending → succeeded)'
+            USING ERRCODE = 'QLT01';
     END IF;
     RETURN NULL;
 END
@@ -3492,7 +3511,7 @@ END
 $function$;
 ALTER FUNCTION qinglong.tell_recovery_required() OWNER TO qinglong_recorder;
 
--- triggers (98)
+-- triggers (99)
 CREATE TRIGGER action_plans_immutable BEFORE TRUNCATE ON qinglong.action_plans FOR EACH STATEMENT EXECUTE FUNCTION qinglong.refuse_mutation();
 CREATE TRIGGER action_plans_prune_only BEFORE DELETE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER action_plans_reseal_only BEFORE UPDATE ON qinglong.action_plans FOR EACH ROW EXECUTE FUNCTION qinglong.guard_plan_reseal();
@@ -3525,6 +3544,7 @@ CREATE TRIGGER approved_action_dispatch_executions_freeze BEFORE UPDATE ON qingl
 CREATE TRIGGER approved_action_dispatch_executions_ledger_insert AFTER INSERT ON qinglong.approved_action_dispatch_executions REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION qinglong.record_execution_changes();
 CREATE TRIGGER approved_action_dispatch_executions_ledger_update AFTER UPDATE ON qinglong.approved_action_dispatch_executions REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION qinglong.record_execution_changes();
 CREATE CONSTRAINT TRIGGER approved_action_dispatch_executions_passage_receipt AFTER UPDATE ON qinglong.approved_action_dispatch_executions DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (((old.status = 'pending'::text) AND (new.status = 'succeeded'::text))) EXECUTE FUNCTION qinglong.check_passage_receipt();
+CREATE TRIGGER approved_action_dispatch_executions_passages AFTER UPDATE ON qinglong.approved_action_dispatch_executions REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION qinglong.check_passages();
 CREATE TRIGGER approved_action_dispatch_executions_prune_only BEFORE DELETE ON qinglong.approved_action_dispatch_executions FOR EACH ROW EXECUTE FUNCTION qinglong.guard_prune_delete();
 CREATE TRIGGER approved_action_dispatch_executions_receipt BEFORE UPDATE ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.result_receipt_json IS DISTINCT FROM old.result_receipt_json) OR (new.result_receipt_digest IS DISTINCT FROM old.result_receipt_digest))) EXECUTE FUNCTION qinglong.guard_execution_receipt();
 CREATE TRIGGER approved_action_dispatch_executions_receipt_insert BEFORE INSERT ON qinglong.approved_action_dispatch_executions FOR EACH ROW WHEN (((new.result_receipt_json IS NOT NULL) OR (new.result_receipt_digest IS NOT NULL))) EXECUTE FUNCTION qinglong.guard_execution_receipt();

@@ -220,6 +220,56 @@ async def test_no_login_takes_the_passage_for_a_type_not_marked_transactional(
     assert await _snapshot(harness, dispatch_id) == before
 
 
+async def test_a_page_of_passages_with_one_row_of_a_type_not_marked_transactional_is_refused(
+    harness: stores.Harness, now: ManualClock
+) -> None:
+    # One statement passes a run.create row and a row of a type not marked transactional: the
+    # whole statement is refused, its transactional row with it, whichever row is checked.
+    (run,) = await submit_runs(harness.approver_store, now, 1)
+    other = await submit_change(harness.approver_store, now, "act-1", None)
+    before = [await _snapshot(harness, d) for d in (run.dispatch_id, other)]
+    first, *effects = _passage(harness, run.dispatch_id, now.ms)
+    _, *other_effects = _passage(harness, other, now.ms)
+    page = first.replace(
+        f"WHERE dispatch_id = '{run.dispatch_id}'",
+        f"WHERE dispatch_id IN ('{run.dispatch_id}', '{other}')",
+    )
+
+    refusal = await _refused(harness, "runtime", [page, *effects, *other_effects])
+    assert refusal == NOT_TRANSACTIONAL[harness.dialect]
+    assert [await _snapshot(harness, d) for d in (run.dispatch_id, other)] == before
+
+
+@pytest.mark.postgres
+async def test_the_apis_login_granted_the_runtime_by_mistake_cannot_pass_a_row(
+    pg: stores.Harness, now: ManualClock
+) -> None:
+    # The API's login as itself is nobody (migration 0015): granted the runtime's role by an
+    # administrator's mistake and become it, it holds the runtime's grants but does not act as
+    # the runtime, and a passage is the runtime's alone.
+    login = stores.session_login("api_runtime")
+    await stores.create_login(login, "qinglong_api")
+    await pg.raw(f"ALTER ROLE {login} NOINHERIT")
+    await pg.raw(f"GRANT qinglong_runtime TO {login}")
+    try:
+        (run,) = await submit_runs(pg.approver_store, now, 1)
+        before = await _snapshot(pg, run.dispatch_id)
+        database = str(await pg.scalar("SELECT current_database()"))
+        conn = await asyncpg.connect(stores.pg_url(database, login=login), timeout=5)
+        try:
+            with pytest.raises(asyncpg.PostgresError) as caught:
+                async with conn.transaction():
+                    await conn.execute("SET LOCAL ROLE qinglong_runtime")
+                    for sql in _passage(pg, run.dispatch_id, now.ms):
+                        await conn.execute(sql)
+        finally:
+            await conn.close()
+        assert caught.value.sqlstate == "QLT01"
+        assert await _snapshot(pg, run.dispatch_id) == before
+    finally:
+        await stores.drop_roles(login)
+
+
 async def test_a_passage_without_its_receipt_is_refused(
     harness: stores.Harness, now: ManualClock
 ) -> None:
