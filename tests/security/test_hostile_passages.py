@@ -125,13 +125,7 @@ async def _as(
     if h.dialect == "postgres":
         database = str(await h.scalar("SELECT current_database()"))
         url = {"runtime": stores.runtime_url, "operator": stores.operator_url}[login]
-        conn = await asyncpg.connect(url(database), timeout=5)
-        try:
-            async with conn.transaction():
-                for sql in statements:
-                    await conn.execute(sql)
-        finally:
-            await conn.close()
+        await _in_one_transaction(url(database), statements)
         return
     path = pathlib.Path(
         str(await h.scalar("SELECT file FROM pragma_database_list WHERE name = 'main'"))
@@ -153,6 +147,17 @@ async def _as(
             conn.close()
 
     await anyio.to_thread.run_sync(body)
+
+
+async def _in_one_transaction(url: str, statements: list[str]) -> None:
+    """The statements in one transaction on a connection of `url`'s login."""
+    conn = await asyncpg.connect(url, timeout=5)
+    try:
+        async with conn.transaction():
+            for sql in statements:
+                await conn.execute(sql)
+    finally:
+        await conn.close()
 
 
 async def _refused(
@@ -255,15 +260,9 @@ async def test_the_apis_login_granted_the_runtime_by_mistake_cannot_pass_a_row(
         (run,) = await submit_runs(pg.approver_store, now, 1)
         before = await _snapshot(pg, run.dispatch_id)
         database = str(await pg.scalar("SELECT current_database()"))
-        conn = await asyncpg.connect(stores.pg_url(database, login=login), timeout=5)
-        try:
-            with pytest.raises(asyncpg.PostgresError) as caught:
-                async with conn.transaction():
-                    await conn.execute("SET LOCAL ROLE qinglong_runtime")
-                    for sql in _passage(pg, run.dispatch_id, now.ms):
-                        await conn.execute(sql)
-        finally:
-            await conn.close()
+        statements = ["SET LOCAL ROLE qinglong_runtime", *_passage(pg, run.dispatch_id, now.ms)]
+        with pytest.raises(asyncpg.PostgresError) as caught:
+            await _in_one_transaction(stores.pg_url(database, login=login), statements)
         assert caught.value.sqlstate == "QLT01"
         assert await _snapshot(pg, run.dispatch_id) == before
     finally:
