@@ -33,11 +33,11 @@ NO_PARAMS: Params = {}
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Rows:
-    """A page of rows that one statement takes at once (`Query.run_rows`), each row the
-    statement's names and their plain JSON values (str, int, bool or None).
+    """A page of rows that one named block takes at once (`Query.run_rows`), each row the
+    block's names and their plain JSON values (str, int, bool or None).
 
-    SQLite binds each row in turn to the one prepared statement; PostgreSQL binds the page as
-    one JSON array, encoded once however many statements take the same rows.
+    SQLite binds each row in turn to each prepared statement of the block; PostgreSQL binds
+    the page as one JSON array, encoded once however many blocks take the same rows.
     """
 
     items: list[dict[str, object]]
@@ -72,11 +72,13 @@ class Query(Protocol):
         ...
 
     async def run_rows(self, name: str, rows: Rows, params: Params = NO_PARAMS) -> None:
-        """Run a statement for its effect on a page of rows at once.
+        """Run a named block for its effect on a page of rows at once.
 
-        The statement reads each row's names beside `params`: SQLite runs it once per row (a
-        row's values bound directly, never parsed from JSON), PostgreSQL once for the page
-        (the rows as one JSON array named `rows`, one round trip)."""
+        The block reads each row's names beside `params`: SQLite runs each of its statements
+        (one or a few, in order) once per row, a row's values bound directly, never parsed
+        from JSON; PostgreSQL runs its one statement once for the page (the rows as one JSON
+        array named `rows`, one round trip), where the tables a row writes are data-modifying
+        CTEs of that statement."""
         ...
 
     async def savepoint(self, work: Work[T]) -> T:

@@ -216,9 +216,7 @@ async def create_page(
             for item, identity in done
         ]
     )
-    await q.run_rows("insert_page_runs", run_rows)
-    await q.run_rows("insert_page_run_attempts", run_rows)
-    await q.run_rows("insert_page_run_events", run_rows, {"event_type": runs.RUN_CREATED_EVENT})
+    await q.run_rows("insert_page_runs", run_rows, {"event_type": runs.RUN_CREATED_EVENT})
     receipts = tx.Rows(
         [
             {

@@ -8,6 +8,7 @@ one per statement (docs/decisions/0004).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -168,6 +169,23 @@ def translate(exc: sqlite3.Error) -> errors.StoreError | errors.ApprovalError:
     return errors.StoreError(f"SQLite error ({exc.__class__.__name__})")
 
 
+@functools.cache
+def statements_of(block: str) -> tuple[str, ...]:
+    """A named block's statements in order, split where SQLite says a statement is complete
+    (never at a semicolon inside a string or a comment). The last one needs no semicolon:
+    the loader strips a block's last."""
+    found: list[str] = []
+    current = ""
+    for line in block.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            found.append(current.strip())
+            current = ""
+    if current.strip():
+        found.append(current.strip())
+    return tuple(found)
+
+
 class SqliteQuery:
     """`query.Query` over the one connection: every method returns without suspending."""
 
@@ -194,10 +212,12 @@ class SqliteQuery:
     async def run_rows(
         self, name: str, rows: query.Rows, params: query.Params = query.NO_PARAMS
     ) -> None:
-        """See `query.Query.run_rows`: one prepared statement stepped once per row (binding
-        a row's values costs a fraction of extracting them from a JSON array in SQL)."""
+        """See `query.Query.run_rows`: each statement of the block prepared once and stepped
+        once per row (binding a row's values costs a fraction of extracting them from a JSON
+        array in SQL)."""
         items = rows.items if not params else [{**row, **params} for row in rows.items]
-        self._conn.executemany(self._q[name], items)
+        for statement in statements_of(self._q[name]):
+            self._conn.executemany(statement, items)
 
     async def savepoint(self, work: query.Work[T]) -> T:
         """See `query.Query.savepoint`."""

@@ -139,35 +139,37 @@ WHERE (SELECT true FROM qinglong.approved_run_action_receipts AS r
        WHERE x.project_id = k.project_id AND x.idempotency_key = k.dispatch_id)
 
 -- insert_page_runs --
--- A page's Runs (`store.create_page`, `Query.run_rows`): one statement, the rows one JSON
--- array (one round trip for the page).
-INSERT INTO qinglong.runs (
-    run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
-    task_snapshot_ref, input_ref, status, trigger_type, execution_origin, execution_owner,
-    request_id, idempotency_key, accepted_at_ms, version, event_seq, created_at_ms, updated_at_ms,
-    lease_proof
+-- A page's Runs, each with its first attempt and its created event (`store.create_page`,
+-- `Query.run_rows`): one statement, the rows one JSON array read once, its three inserts
+-- data-modifying CTEs (their foreign keys are checked at the statement's end, the Runs
+-- written by then).
+WITH k AS (
+    SELECT * FROM jsonb_to_recordset(:rows::jsonb) AS k (
+        run_id text, project_id text, task_id text, task_revision bigint, executor_type text,
+        priority integer, task_name text, task_snapshot_ref text, input_ref text, status text,
+        trigger_type text, execution_origin text, execution_owner text, request_id text,
+        idempotency_key text, accepted_at_ms bigint, version bigint, event_seq bigint,
+        created_at_ms bigint, lease_proof text)
+), written_runs AS (
+    INSERT INTO qinglong.runs (
+        run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
+        task_snapshot_ref, input_ref, status, trigger_type, execution_origin, execution_owner,
+        request_id, idempotency_key, accepted_at_ms, version, event_seq, created_at_ms,
+        updated_at_ms, lease_proof
+    )
+    SELECT run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
+           task_snapshot_ref, input_ref, status, trigger_type, execution_origin,
+           execution_owner, request_id, idempotency_key, accepted_at_ms, version, event_seq,
+           created_at_ms, created_at_ms, lease_proof
+    FROM k
+), written_attempts AS (
+    INSERT INTO qinglong.run_attempts (run_id, attempt_no, status, created_at_ms)
+    SELECT run_id, 1, status, created_at_ms FROM k
 )
-SELECT run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
-       task_snapshot_ref, input_ref, status, trigger_type, execution_origin, execution_owner,
-       request_id, idempotency_key, accepted_at_ms, version, event_seq, created_at_ms,
-       created_at_ms, lease_proof
-FROM jsonb_to_recordset(:rows::jsonb) AS k (
-    run_id text, project_id text, task_id text, task_revision bigint, executor_type text,
-    priority integer, task_name text, task_snapshot_ref text, input_ref text, status text,
-    trigger_type text, execution_origin text, execution_owner text, request_id text,
-    idempotency_key text, accepted_at_ms bigint, version bigint, event_seq bigint,
-    created_at_ms bigint, lease_proof text)
-
--- insert_page_run_attempts --
-INSERT INTO qinglong.run_attempts (run_id, attempt_no, status, created_at_ms)
-SELECT run_id, 1, status, created_at_ms
-FROM jsonb_to_recordset(:rows::jsonb) AS k (run_id text, status text, created_at_ms bigint)
-
--- insert_page_run_events --
 INSERT INTO qinglong.run_events (run_id, seq, event_type, run_version, committed_at_ms)
 SELECT run_id, event_seq, :event_type::text, version,
        (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
-FROM jsonb_to_recordset(:rows::jsonb) AS k (run_id text, event_seq bigint, version bigint)
+FROM k
 
 -- insert_page_receipts --
 INSERT INTO qinglong.approved_run_action_receipts (

@@ -76,9 +76,9 @@ WHERE EXISTS (SELECT 1 FROM approved_run_action_receipts AS r
                 AND x.idempotency_key = k.value ->> 'dispatch_id')
 
 -- insert_page_runs --
--- A page's Runs (`store.create_page`, `Query.run_rows`): the one prepared statement stepped
--- once per row, each row's values bound as they are (extracting them from a JSON array in
--- SQL cost more than the insert).
+-- A page's Runs, each with its first attempt and its created event (`store.create_page`,
+-- `Query.run_rows`): three prepared statements, each stepped once per row, each row's values
+-- bound as they are (extracting them from a JSON array in SQL cost more than the insert).
 INSERT INTO runs (
     run_id, project_id, task_id, task_revision, executor_type, priority, task_name,
     task_snapshot_ref, input_ref, status, trigger_type, execution_origin, execution_owner,
@@ -88,13 +88,9 @@ INSERT INTO runs (
     :task_snapshot_ref, :input_ref, :status, :trigger_type, :execution_origin,
     :execution_owner, :request_id, :idempotency_key, :accepted_at_ms, :version, :event_seq,
     :created_at_ms, :created_at_ms
-)
-
--- insert_page_run_attempts --
+);
 INSERT INTO run_attempts (run_id, attempt_no, status, created_at_ms)
-VALUES (:run_id, 1, :status, :created_at_ms)
-
--- insert_page_run_events --
+VALUES (:run_id, 1, :status, :created_at_ms);
 INSERT INTO run_events (run_id, seq, event_type, run_version, committed_at_ms)
 VALUES (:run_id, :event_seq, :event_type, :version,
         CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
