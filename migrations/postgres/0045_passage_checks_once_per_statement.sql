@@ -1,5 +1,6 @@
 -- A passage's checks of who passes it and for which type, asked once per statement
--- (docs/state-machine.md#passages, docs/performance.md#what-makes-it-fast), in schema qinglong.
+-- (docs/decisions/0059-a-passages-actor-and-type-are-asked-once-per-statement.md), in schema
+-- qinglong.
 -- Every rule of migration 0043 stays; what changes is how often a page of passages pays for
 -- asking it. Each row of a passage asked who acts (two catalog reads through
 -- `acting_role`) and whether its dispatch's type is marked transactional (a join), though
