@@ -9,11 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import asyncpg
 import pytest
 
-from tests.contract.test_named_sql import POSTGRES_Q, _sqlite_blocks
-from tests.support import stores
+from tests.support import page_plans
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.stores import Harness
@@ -36,32 +34,13 @@ def _params(read: str, clock: ManualClock) -> dict[str, Any]:
     }
 
 
-async def _plan(harness: Harness, read: str, params: dict[str, Any]) -> str:
-    if harness.dialect == "sqlite":
-        sql = _sqlite_blocks()[read]
-        for name, value in params.items():  # EXPLAIN through the harness's plain connection
-            sql = sql.replace(f":{name}", repr(value))
-        rows = await harness.raw(f"EXPLAIN QUERY PLAN {sql}")
-        return "\n".join(str(row["detail"]) for row in rows)
-    database = (await harness.raw("SELECT current_database() AS name"))[0]["name"]
-    conn = await asyncpg.connect(stores.pg_url(database), timeout=5)
-    try:
-        async with conn.transaction():
-            await conn.execute(POSTGRES_Q["page_plans"].text)
-            statement = POSTGRES_Q[read]
-            rows = await conn.fetch(f"EXPLAIN {statement.text}", *statement.args(params))
-        return "\n".join(row[0] for row in rows)
-    finally:
-        await conn.close()
-
-
 @pytest.mark.parametrize("read", READS)
 async def test_a_due_read_takes_a_fresh_backlog_in_the_due_index_order(
     harness: Harness, clock: ManualClock, read: str
 ) -> None:
     # Submitted at once and never analysed: the statistics count none of these rows.
     await submit_runs(harness.approver_store, clock, BACKLOG)
-    plan = await _plan(harness, read, _params(read, clock))
+    plan = await page_plans.plan(harness, read, _params(read, clock))
     assert DUE_INDEX in plan, plan
     assert "approved_action_dispatch_executions_status" not in plan, plan
     if harness.dialect == "sqlite":

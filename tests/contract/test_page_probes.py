@@ -16,12 +16,10 @@ import json
 import re
 from typing import Any
 
-import asyncpg
 import pytest
 
 from qinglong_dispatcher.domain import ids
-from tests.contract.test_named_sql import POSTGRES_Q, _sqlite_blocks
-from tests.support import stores
+from tests.support import page_plans
 from tests.support.actions import submit_runs
 from tests.support.clock import ManualClock
 from tests.support.dispatching import make_dispatcher
@@ -32,26 +30,6 @@ BACKLOG = 300
 PAGE = 64
 EXECUTIONS = "approved_action_dispatch_executions"
 WRITES = ("lease_page", "pass_rows")
-
-
-async def _plan(harness: Harness, name: str, params: dict[str, Any]) -> str:
-    """The plan of the named statement; on PostgreSQL inside a page transaction's settings."""
-    if harness.dialect == "sqlite":
-        sql = _sqlite_blocks()[name]
-        for key, value in sorted(params.items(), key=lambda kv: -len(kv[0])):
-            sql = sql.replace(f":{key}", repr(value))
-        rows = await harness.raw(f"EXPLAIN QUERY PLAN {sql}")
-        return "\n".join(str(row["detail"]) for row in rows)
-    database = (await harness.raw("SELECT current_database() AS name"))[0]["name"]
-    conn = await asyncpg.connect(stores.pg_url(database), timeout=5)
-    try:
-        async with conn.transaction():
-            await conn.execute(POSTGRES_Q["page_plans"].text)
-            statement = POSTGRES_Q[name]
-            rows = await conn.fetch(f"EXPLAIN {statement.text}", *statement.args(params))
-        return "\n".join(row[0] for row in rows)
-    finally:
-        await conn.close()
 
 
 async def test_a_pages_effects_read_probes_each_item_whatever_the_history(
@@ -65,7 +43,7 @@ async def test_a_pages_effects_read_probes_each_item_whatever_the_history(
     await harness.raw("ANALYZE")
     waiting = await submit_runs(harness.approver_store, clock, PAGE)
     page = json.dumps([{"dispatch_id": c.dispatch_id, "project_id": "proj-1"} for c in waiting])
-    plan = await _plan(harness, "page_effects_taken", {"page": page})
+    plan = await page_plans.plan(harness, "page_effects_taken", {"page": page})
     if harness.dialect == "sqlite":
         # Each subquery names its table by its alias: a SEARCH is a probe, a SCAN reads all.
         for alias in ("r", "x"):
@@ -101,7 +79,7 @@ async def test_a_pages_write_probes_each_row_by_its_key_after_a_burst(
         {"dispatch_id": c.dispatch_id, "version": 0, "token": token, "proof": "p"}
         for c in waiting[:PAGE]
     ]
-    plan = await _plan(harness, name, _write_params(name, page, clock.now_ms() + 60_000))
+    plan = await page_plans.plan(harness, name, _write_params(name, page, clock.now_ms() + 60_000))
     if harness.dialect == "sqlite":
         assert re.search(
             rf"^SEARCH e USING (INDEX sqlite_autoindex_{EXECUTIONS}_1|PRIMARY KEY)",
