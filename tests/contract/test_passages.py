@@ -57,6 +57,24 @@ async def _ledger(harness: Harness, dispatch_id: str) -> list[tuple[E | None, E]
     return [(e.from_status, e.to_status) for e in await harness.store.execution_events(dispatch_id)]
 
 
+async def _attempts_and_events(
+    harness: Harness, run_id: str
+) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """The Run's attempts (number, status) and events (sequence, type), as written."""
+    attempts = await harness.raw(
+        f"SELECT attempt_no, status FROM {faults.table(harness, 'run_attempts')} "
+        f"WHERE run_id = '{run_id}' ORDER BY attempt_no"
+    )
+    events = await harness.raw(
+        f"SELECT seq, event_type FROM {faults.table(harness, 'run_events')} "
+        f"WHERE run_id = '{run_id}' ORDER BY seq"
+    )
+    return (
+        [(int(a["attempt_no"]), str(a["status"])) for a in attempts],
+        [(int(e["seq"]), str(e["event_type"])) for e in events],
+    )
+
+
 async def test_a_passage_writes_each_row_once_with_its_run_and_receipt(
     harness: Harness, clock: ManualClock
 ) -> None:
@@ -85,6 +103,10 @@ async def test_a_passage_writes_each_row_once_with_its_run_and_receipt(
         assert receipt is not None
         assert receipt.is_intact()
         assert (receipt.execution_attempt, receipt.execution_version) == (1, row.version)
+        assert await _attempts_and_events(harness, receipt.resource_id) == (
+            [(1, "queued")],
+            [(1, "run.created")],
+        )
     # Nothing is left to pass or claim.
     assert (await _pass(harness, clock)).observed == 0
 
