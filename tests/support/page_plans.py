@@ -1,6 +1,7 @@
 """The plan a database makes of one of the store's named statements, bound as the store binds
-it: on PostgreSQL inside a transaction that first ran `page_plans`, as a page transaction
-does; on SQLite through the harness's plain connection, the parameters written in."""
+it: on PostgreSQL in a transaction of its own (a page transaction's statement after
+`page_plans`, as a page transaction runs it); on SQLite through the harness's plain
+connection, the parameters written in."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from tests.support import stores
 from tests.support.stores import Harness
 
 
-async def plan(harness: Harness, name: str, params: dict[str, Any]) -> str:
+async def plan(
+    harness: Harness, name: str, params: dict[str, Any], *, page_transaction: bool = True
+) -> str:
     """EXPLAIN (PostgreSQL) or EXPLAIN QUERY PLAN (SQLite) of the named statement, one line a
     plan node."""
     if harness.dialect == "sqlite":
@@ -29,7 +32,8 @@ async def plan(harness: Harness, name: str, params: dict[str, Any]) -> str:
     conn = await asyncpg.connect(stores.pg_url(database), timeout=5)
     try:
         async with conn.transaction():
-            await conn.execute(statements["page_plans"].text)
+            if page_transaction:
+                await conn.execute(statements["page_plans"].text)
             statement = statements[name]
             rows = await conn.fetch(f"EXPLAIN {statement.text}", *statement.args(params))
         return "\n".join(row[0] for row in rows)

@@ -13,9 +13,11 @@ VALUES (:approval_request_id::text, :dispatch_id::text, qinglong.acting_principa
 RETURNING note_id, approval_request_id, dispatch_id, principal, note, written_at_ms
 
 -- select_notes --
--- The notes on the requests and dispatches of two JSON arrays of ids, oldest first.
+-- The notes on the requests and dispatches of two JSON arrays of ids, oldest first, read
+-- through the two indexes (each id list an array: `IN (SELECT …)` under OR was planned as
+-- hashed sub-plans over every note kept).
 SELECT note_id, approval_request_id, dispatch_id, principal, note, written_at_ms
 FROM qinglong.inbox_notes
-WHERE approval_request_id IN (SELECT jsonb_array_elements_text(:approval_ids::jsonb))
-   OR dispatch_id IN (SELECT jsonb_array_elements_text(:dispatch_ids::jsonb))
+WHERE approval_request_id = ANY (ARRAY(SELECT jsonb_array_elements_text(:approval_ids::jsonb)))
+   OR dispatch_id = ANY (ARRAY(SELECT jsonb_array_elements_text(:dispatch_ids::jsonb)))
 ORDER BY note_id
