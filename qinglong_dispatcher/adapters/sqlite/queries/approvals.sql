@@ -74,12 +74,13 @@ RETURNING approval_request_id, requested_principal
 
 -- approve_approvals --
 -- A submit's whole batch in one statement (the ids as one JSON array); the ids it did not
--- return the caller explains.
+-- return the caller explains. The unary + keeps the status index out: the batch's rows are
+-- read by their key, never every request that waits.
 UPDATE approval_requests
 SET status = 'approved', version = 2, decided_by = :decided_by,
     decided_principal = :principal, updated_at_ms = :now_ms
 WHERE approval_request_id IN (SELECT value FROM json_each(:ids))
-  AND status = 'pending' AND version = 1 AND expires_at_ms > :now_ms
+  AND +status = 'pending' AND version = 1 AND expires_at_ms > :now_ms
 RETURNING approval_request_id, requested_principal
 
 -- reject_approval --
@@ -100,12 +101,12 @@ WHERE approval_request_id = :approval_request_id AND status = 'approved' AND ver
 RETURNING project_id, action_type, action_ref, action_digest, decided_by
 
 -- consume_approvals --
--- `consume_approval` for a submit's whole batch, as `approve_approvals`.
+-- `consume_approval` for a submit's whole batch, as `approve_approvals` (its rows by key).
 UPDATE approval_requests
 SET status = 'consumed', version = 3, consumed_at_ms = :now_ms,
     consumed_principal = :principal, updated_at_ms = :now_ms
 WHERE approval_request_id IN (SELECT value FROM json_each(:ids))
-  AND status = 'approved' AND version = 2 AND expires_at_ms > :now_ms
+  AND +status = 'approved' AND version = 2 AND expires_at_ms > :now_ms
 RETURNING approval_request_id, project_id, action_type, action_ref, action_digest, decided_by
 
 -- insert_dispatch --
