@@ -109,21 +109,21 @@ async def fan_out(q: query.Query, owner: str, *, limit: int, settle_ms: int) -> 
         return []
     rows = await q.all("unfanned_events", {"limit": limit})
     events = [_event(row, with_target=True) for row in rows]
-    if not events:
-        return []
-    subscriptions = await list_subscriptions(q)
-    deliveries = [
-        {"event_id": e.id, "subscription": s.name, "subject_id": e.subject_id}
-        for e in events
-        for s in subscriptions
-        if s.matches(e)
-    ]
-    if deliveries:
-        await q.run_many("insert_delivery", deliveries)
-    await q.run_many("insert_fanout", [{"event_id": e.id} for e in events])
-    await q.run(
-        "advance_watermark", {"through": events[-1].id, "settle_ms": settle_ms, "owner": owner}
-    )
+    if events:
+        subscriptions = await list_subscriptions(q)
+        deliveries = [
+            {"event_id": e.id, "subscription": s.name, "subject_id": e.subject_id}
+            for e in events
+            for s in subscriptions
+            if s.matches(e)
+        ]
+        if deliveries:
+            await q.run_many("insert_delivery", deliveries)
+        await q.run_many("insert_fanout", [{"event_id": e.id} for e in events])
+    # With nothing new matched too: the events matched before they had settled are covered
+    # once they have (else only the next event to arrive would move the watermark past them).
+    through = events[-1].id if events else None
+    await q.run("advance_watermark", {"through": through, "settle_ms": settle_ms, "owner": owner})
     return [e.kind for e in events]
 
 

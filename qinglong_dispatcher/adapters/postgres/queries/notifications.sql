@@ -51,13 +51,22 @@ ON CONFLICT DO NOTHING
 
 -- advance_watermark --
 -- Every event at or below the last one matched and older than the settling time is matched:
--- a transaction still open that long would have been cut off by the statement timeouts.
+-- a transaction still open that long would have been cut off by the statement timeouts. Asked
+-- on every pass, with nothing new matched too (`:through` NULL: the last event matched), so
+-- the watermark reaches the events matched before they had settled once they have; the row
+-- is written only when the watermark moves.
 UPDATE qinglong.notification_deliverer
-SET fanned_out_through = coalesce((
+SET fanned_out_through = (
     SELECT max(e.id) FROM qinglong.notification_events AS e
-    WHERE e.id <= :through AND e.at_ms < qinglong.db_now_ms() - :settle_ms
-      AND e.id > qinglong.notification_deliverer.fanned_out_through), fanned_out_through)
+    WHERE e.id <= coalesce(:through, (SELECT max(f.event_id) FROM qinglong.notification_fanouts AS f))
+      AND e.at_ms < qinglong.db_now_ms() - :settle_ms
+      AND e.id > qinglong.notification_deliverer.fanned_out_through)
 WHERE owner = :owner AND lease_expires_at_ms > qinglong.db_now_ms()
+  AND EXISTS (
+      SELECT 1 FROM qinglong.notification_events AS e
+      WHERE e.id <= coalesce(:through, (SELECT max(f.event_id) FROM qinglong.notification_fanouts AS f))
+        AND e.at_ms < qinglong.db_now_ms() - :settle_ms
+        AND e.id > qinglong.notification_deliverer.fanned_out_through)
 
 -- holds_deliverer --
 -- The lease's time left, when `:owner` holds it.
