@@ -55,18 +55,18 @@ ON CONFLICT DO NOTHING
 -- on every pass, with nothing new matched too (`:through` NULL: the last event matched), so
 -- the watermark reaches the events matched before they had settled once they have; the row
 -- is written only when the watermark moves.
+WITH settled AS (
+    SELECT max(e.id) AS through
+    FROM qinglong.notification_events AS e, qinglong.notification_deliverer AS w
+    WHERE e.id > w.fanned_out_through AND e.at_ms < qinglong.db_now_ms() - :settle_ms
+      AND e.id <= coalesce(:through,
+                           (SELECT max(f.event_id) FROM qinglong.notification_fanouts AS f))
+)
 UPDATE qinglong.notification_deliverer
-SET fanned_out_through = (
-    SELECT max(e.id) FROM qinglong.notification_events AS e
-    WHERE e.id <= coalesce(:through, (SELECT max(f.event_id) FROM qinglong.notification_fanouts AS f))
-      AND e.at_ms < qinglong.db_now_ms() - :settle_ms
-      AND e.id > qinglong.notification_deliverer.fanned_out_through)
-WHERE owner = :owner AND lease_expires_at_ms > qinglong.db_now_ms()
-  AND EXISTS (
-      SELECT 1 FROM qinglong.notification_events AS e
-      WHERE e.id <= coalesce(:through, (SELECT max(f.event_id) FROM qinglong.notification_fanouts AS f))
-        AND e.at_ms < qinglong.db_now_ms() - :settle_ms
-        AND e.id > qinglong.notification_deliverer.fanned_out_through)
+SET fanned_out_through = settled.through
+FROM settled
+WHERE settled.through IS NOT NULL
+  AND owner = :owner AND lease_expires_at_ms > qinglong.db_now_ms()
 
 -- holds_deliverer --
 -- The lease's time left, when `:owner` holds it.

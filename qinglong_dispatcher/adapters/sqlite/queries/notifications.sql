@@ -55,18 +55,18 @@ ON CONFLICT DO NOTHING
 -- on every pass, with nothing new matched too (`:through` NULL: the last event matched), so
 -- the watermark reaches the events matched before they had settled once they have; the row
 -- is written only when the watermark moves.
+WITH settled AS (
+    SELECT max(e.id) AS through
+    FROM notification_events AS e, notification_deliverer AS w
+    WHERE e.id > w.fanned_out_through AND e.at_ms < CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - :settle_ms
+      AND e.id <= coalesce(:through,
+                           (SELECT max(f.event_id) FROM notification_fanouts AS f))
+)
 UPDATE notification_deliverer
-SET fanned_out_through = (
-    SELECT max(e.id) FROM notification_events AS e
-    WHERE e.id <= coalesce(:through, (SELECT max(f.event_id) FROM notification_fanouts AS f))
-      AND e.at_ms < CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - :settle_ms
-      AND e.id > notification_deliverer.fanned_out_through)
-WHERE owner = :owner AND lease_expires_at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-  AND EXISTS (
-      SELECT 1 FROM notification_events AS e
-      WHERE e.id <= coalesce(:through, (SELECT max(f.event_id) FROM notification_fanouts AS f))
-        AND e.at_ms < CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - :settle_ms
-        AND e.id > notification_deliverer.fanned_out_through)
+SET fanned_out_through = settled.through
+FROM settled
+WHERE settled.through IS NOT NULL
+  AND owner = :owner AND lease_expires_at_ms > CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 
 -- holds_deliverer --
 -- The lease's time left, when `:owner` holds it.
