@@ -79,6 +79,14 @@ class Gate:
             if connection.busy == 0:
                 connection.force_close()
 
+    def close_remaining(self) -> None:
+        """Close every connection still open, its request in progress or not (the end of the
+        shutdown grace)."""
+        self._closing = True
+        for connection in list(self._open):
+            self.release(connection)
+            connection.force_close()
+
 
 class Connection(web.RequestHandler):
     """aiohttp's request handler with the gate and the header deadline."""

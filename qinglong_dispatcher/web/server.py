@@ -70,6 +70,7 @@ class ApiServer:
         self._tls = tls
         self._gate = connections.Gate(limit=max_connections, the_metrics=ctx.metrics)
         self._runner: web.AppRunner | None = None
+        self._handlers: web.Server | None = None
         self._server: asyncio.Server | None = None
         self._closed = False
         self.port: int | None = None
@@ -81,10 +82,12 @@ class ApiServer:
         return len(self._gate)
 
     def _connection(self) -> connections.Connection:
-        assert self._runner is not None
-        assert self._runner.server is not None
+        # The handler server is kept apart from the runner, which drops it at cleanup: a
+        # connection accepted just before the listener closed still gets a protocol, which the
+        # closing gate refuses and closes, instead of a factory error leaving its socket open.
+        assert self._handlers is not None
         return connections.Connection(
-            self._runner.server,
+            self._handlers,
             loop=asyncio.get_running_loop(),
             gate=self._gate,
             read_timeout_s=self._ctx.read_timeout_s,
@@ -107,6 +110,7 @@ class ApiServer:
         )
         await runner.setup()
         self._runner = runner
+        self._handlers = runner.server
         loop = asyncio.get_running_loop()
         try:
             if self.address.path is not None:
@@ -165,7 +169,8 @@ class ApiServer:
                 await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop accepting, end the event streams, give requests in progress a grace period."""
+        """Stop accepting, end the event streams, give requests in progress a grace period, then
+        close every connection still open."""
         if self._closed:
             return
         self._closed = True
@@ -174,8 +179,13 @@ class ApiServer:
             self._server.close()
         self._gate.close_all()
         if self._runner is not None:
-            with anyio.move_on_after(SHUTDOWN_GRACE_S + 1):
-                await self._runner.cleanup()
+            try:
+                with anyio.move_on_after(SHUTDOWN_GRACE_S + 1):
+                    await self._runner.cleanup()
+            finally:
+                # A request still running past the grace (a cleanup the deadline cut short, or
+                # one that raised) keeps its connection open otherwise, until the process ends.
+                self._gate.close_remaining()
         if self.address.path is not None:
             with contextlib.suppress(OSError):
                 self.address.path.unlink()
