@@ -37,7 +37,8 @@ class ExecutionStore(Protocol):
         skip_action_types: Collection[str] = (),
     ) -> records.ClaimBatch:
         """One due observation (≤ limit rows) and a fenced claim of each, in one transaction;
-        rows of `skip_action_types` are not observed."""
+        rows of `skip_action_types` are not observed, and while it skips any it looks among
+        the next due rows only (a window of a fixed size, decision 0060)."""
         ...
 
     async def claim(

@@ -171,16 +171,16 @@ async def test_a_replicas_open_claim_keeps_its_targets_other_rows_from_another_r
     now.advance(ms=1)
     second = await submit_change(pg.approver_store, now, "act-2", "router-1")
     free = await submit_change(pg.approver_store, now, "act-3", "router-2")
-    statement = postgres_queries.load(stores.TABLES.statements)["claim_due_rows"]
+    statements = postgres_queries.load(stores.TABLES.statements)
+    statement, plans = statements["claim_due_rows"], statements["page_plans"].text
 
     def observe(limit: int) -> list[object]:
         return statement.args(
             {
                 "now_ms": now.ms + 1,
                 "limit": limit,
-                "after_eligible_at_ms": -(2**63),
-                "after_dispatch_id": "",
                 "skip_action_types": "[]",
+                "ahead": 0,
             }
         )
 
@@ -188,8 +188,10 @@ async def test_a_replicas_open_claim_keeps_its_targets_other_rows_from_another_r
     one, two = await asyncpg.connect(url, timeout=5), await asyncpg.connect(url, timeout=5)
     try:
         async with one.transaction():
+            await one.execute(plans)  # as `claim_due` opens its transaction
             seen_one = [r["dispatch_id"] for r in await one.fetch(statement.text, *observe(1))]
             async with two.transaction():
+                await two.execute(plans)
                 found = await two.fetch(statement.text, *observe(16))
                 seen_two = [r["dispatch_id"] for r in found]
     finally:

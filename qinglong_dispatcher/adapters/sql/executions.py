@@ -22,20 +22,14 @@ from qinglong_dispatcher.domain.states import ExecutionStatus
 _BEFORE_ALL = (-(2**63), "")
 """A keyset position before every row of the due index."""
 
+SKIPPING_WINDOW = 1024
+"""Due rows a claim that skips the actions of full passages looks among at most (decision
+0060): behind a backlog of those actions it costs this window, not the backlog."""
+
 Observed = tuple[records.Execution, records.Dispatch]
 
 EXPIRED_OWNERS = 5
 """How many owners `status` names for the expired leases (the most affected first)."""
-
-
-def _due_params(*, now_ms: int, limit: int, after: tuple[int, str] | None) -> query.Params:
-    first = after or _BEFORE_ALL
-    return {
-        "now_ms": now_ms,
-        "limit": limit,
-        "after_eligible_at_ms": first[0],
-        "after_dispatch_id": first[1],
-    }
 
 
 # -- claims ------------------------------------------------------------------------------
@@ -52,8 +46,9 @@ async def claim_due(
 ) -> records.ClaimBatch:
     """One due observation and a fenced claim of each observed row, in this transaction (on
     PostgreSQL the observation locks what it sees and skips what other replicas hold)."""
-    params = dict(_due_params(now_ms=now_ms, limit=limit, after=None))
-    params["skip_action_types"] = json.dumps(sorted(skip_action_types))
+    skip = json.dumps(sorted(skip_action_types))
+    ahead = SKIPPING_WINDOW if skip_action_types else 0  # 0: no window
+    params = {"now_ms": now_ms, "limit": limit, "skip_action_types": skip, "ahead": ahead}
     await q.run("page_plans")  # read in the due index's order, written by key
     found = await q.all("claim_due_rows", params)
     page = [(records.Execution.from_row(r), records.Dispatch.from_joined_row(r)) for r in found]
@@ -354,7 +349,9 @@ async def list_due(
     q: query.Query, *, now_ms: int, limit: int, after: tuple[int, str] | None = None
 ) -> list[records.Execution]:
     """A keyset page of the due index, read only (no locks)."""
-    found = await q.all("select_due", _due_params(now_ms=now_ms, limit=limit, after=after))
+    first = after or _BEFORE_ALL
+    keyset = {"after_eligible_at_ms": first[0], "after_dispatch_id": first[1]}
+    found = await q.all("select_due", {"now_ms": now_ms, "limit": limit, **keyset})
     return [records.Execution.from_row(row) for row in found]
 
 

@@ -21,15 +21,29 @@ LIMIT :limit::bigint
 -- page_plans --
 -- A page transaction (the claim's, a passage's) reads its page in the due index's order and
 -- writes each row of it through its primary key, whatever the statistics say: no sort, no
--- bitmap scan, no hash or merge join for the rest of the transaction. Right after a burst of
--- submits the statistics still count few due rows, and the planner would read every due row,
--- join and sort them, or read every waiting row to join the page to, for each page: a page's
--- cost would grow with the backlog (docs/performance.md, "Pages read in index order and
+-- bitmap scan, no hash or merge join, no materialised rescan for the rest of the transaction.
+-- Right after a burst of submits the statistics still count few due rows, and the planner
+-- would read every due row, join and sort them, or read every waiting row (or every dispatch,
+-- for the claim's window) once to join the page to, for each page: a page's cost would grow
+-- with the backlog or the history (docs/performance.md, "Pages read in index order and
 -- written by key").
 SELECT pg_catalog.set_config('enable_sort', 'off', true),
        pg_catalog.set_config('enable_bitmapscan', 'off', true),
        pg_catalog.set_config('enable_hashjoin', 'off', true),
-       pg_catalog.set_config('enable_mergejoin', 'off', true)
+       pg_catalog.set_config('enable_mergejoin', 'off', true),
+       pg_catalog.set_config('enable_material', 'off', true)
+
+-- due_window --
+-- The next `:ahead` due rows (every due row when `:ahead` is 0), in the due index's order:
+-- what a claim that skips the actions of full passages looks among (decision 0060). The read
+-- that joins it takes its rows one at a time and stops once its page is full, so the window
+-- costs the rows it gave, and at most `:ahead` whatever else is due before them. The read joins each row again by its tuple id (`ctid`, the row version this
+-- statement's snapshot saw; no index descent), since only a table, not a subquery, is locked.
+(SELECT a.eligible_at_ms, a.dispatch_id, a.ctid
+ FROM qinglong.approved_action_dispatch_executions AS a
+ WHERE a.eligible_at_ms IS NOT NULL AND a.eligible_at_ms <= :now_ms::bigint
+ ORDER BY a.eligible_at_ms, a.dispatch_id
+ LIMIT NULLIF(:ahead::bigint, 0)) AS w
 
 -- claim_due_rows --
 -- The due observation of `claim_due` locks what it sees, and skips (never waits for) the
@@ -41,14 +55,20 @@ SELECT pg_catalog.set_config('enable_sort', 'off', true),
 -- rows of one target in transactions that cannot see each other (the index would refuse the
 -- second, 23505, undoing its whole page). CASE keeps the order: no probe, no lock, for a row
 -- without a target; no lock for a busy one.
+-- While it skips the actions of full passages it looks among the next `:ahead` due rows only
+-- (`due_window`): behind a backlog of those actions its cost is that window's, not the
+-- backlog's (decision 0060). Each row of the window is read again by its
+-- tuple id, the version the window saw; its due time is asked again, inside CASE where no
+-- index can serve it, so that a row another replica leased meanwhile is checked again in its
+-- newest version when it is locked.
 SELECT {execution_columns},
        d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
        d.created_at_ms AS dispatch_created_at_ms, d.target,
        d.traceparent
-FROM qinglong.approved_action_dispatch_executions AS e
+FROM {due_window}
+JOIN qinglong.approved_action_dispatch_executions AS e ON e.ctid = w.ctid
 JOIN qinglong.approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
-WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms::bigint
-  AND (e.eligible_at_ms, e.dispatch_id) > (:after_eligible_at_ms::bigint, :after_dispatch_id::text)
+WHERE CASE WHEN e.eligible_at_ms <= :now_ms::bigint THEN true ELSE false END
   AND CASE WHEN e.target IS NULL THEN true
            WHEN EXISTS (SELECT 1 FROM qinglong.approved_action_dispatch_executions AS b
                         WHERE b.target = e.target AND b.status IN ('leased', 'executing')
@@ -74,7 +94,7 @@ WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms::bigint
         AND (f.target_prefix IS NULL OR pg_catalog.starts_with(d.target, f.target_prefix))
         AND NOT EXISTS (SELECT 1 FROM qinglong.freeze_lifts AS l
                         WHERE l.dispatch_id = e.dispatch_id AND l.freeze_id = f.freeze_id))
-ORDER BY e.eligible_at_ms, e.dispatch_id
+ORDER BY w.eligible_at_ms, w.dispatch_id
 LIMIT :limit::bigint
 FOR UPDATE OF e SKIP LOCKED
 

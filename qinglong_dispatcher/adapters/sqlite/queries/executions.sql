@@ -25,20 +25,37 @@ LIMIT :limit
 -- planner is told (its `page_plans`).
 SELECT 1
 
+-- due_window --
+-- The key of the `:ahead`-th row down the due index, or a key after every row when fewer are
+-- due or `:ahead` is 0 (no window). A claim that skips the actions of full passages stops
+-- there, so that its cost is that window's, not the backlog's (decision 0060). It costs one
+-- read of the due index's first `:ahead` keys: SQLite sorts a subquery's rows before an
+-- outer ORDER BY may take them, so a window in FROM (PostgreSQL's) would read them all first.
+-- (The aggregates of one row or none: that row's key, or the key after every row.)
+(SELECT coalesce(max(w.eligible_at_ms), :now_ms), coalesce(max(w.dispatch_id), char(1114111))
+ FROM (SELECT a.eligible_at_ms, a.dispatch_id FROM approved_action_dispatch_executions AS a
+       WHERE :ahead > 0 AND a.eligible_at_ms IS NOT NULL AND a.eligible_at_ms <= :now_ms
+       ORDER BY a.eligible_at_ms, a.dispatch_id
+       LIMIT 1 OFFSET :ahead - 1) AS w)
+
 -- claim_due_rows --
 -- The due observation of `claim_due`. BEGIN IMMEDIATE already holds the database's one write
 -- lock, so no other writer can take an observed row: the plain due read is the locked one.
 -- A row whose target another row holds past its claim (busy, or held: recovery_required) is
 -- not observed at all, so its claim spends nothing; the probe is one read of the partial
 -- unique index, and a row without a target never makes it.
+-- While it skips the actions of full passages it looks among the next `:ahead` due rows only
+-- (`due_window`): behind a backlog of those actions its cost is that window's, not the
+-- backlog's (decision 0060).
 SELECT {execution_columns},
        d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
        d.created_at_ms AS dispatch_created_at_ms, d.target,
        d.traceparent
 FROM approved_action_dispatch_executions AS e
 JOIN approved_action_dispatches AS d ON d.dispatch_id = e.dispatch_id
-WHERE e.eligible_at_ms IS NOT NULL AND e.eligible_at_ms <= :now_ms
-  AND (e.eligible_at_ms, e.dispatch_id) > (:after_eligible_at_ms, :after_dispatch_id)
+-- The window's last key is due by `:now_ms` (its key after every row, too), so it is the
+-- read's one upper bound: with a second one SQLite would bound the index by that one.
+WHERE e.eligible_at_ms IS NOT NULL AND (e.eligible_at_ms, e.dispatch_id) <= {due_window}
   AND (e.target IS NULL OR NOT EXISTS (
       SELECT 1 FROM approved_action_dispatch_executions AS b
       WHERE b.target = e.target AND b.status IN ('leased', 'executing')
