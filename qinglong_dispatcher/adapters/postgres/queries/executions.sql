@@ -37,8 +37,9 @@ SELECT pg_catalog.set_config('enable_sort', 'off', true),
 -- The next `:ahead` due rows (every due row when `:ahead` is 0), in the due index's order:
 -- what a claim that skips the actions of full passages looks among (decision 0060). The read
 -- that joins it takes its rows one at a time and stops once its page is full, so the window
--- costs the rows it gave, and at most `:ahead` whatever else is due before them. The read joins each row again by its tuple id (`ctid`, the row version this
--- statement's snapshot saw; no index descent), since only a table, not a subquery, is locked.
+-- costs the rows it gave, and at most `:ahead` whatever else is due before them. The read
+-- joins each row again by its tuple id (`ctid`, the row version this statement's snapshot
+-- saw; no index descent), since only a table, not a subquery, is locked.
 (SELECT a.eligible_at_ms, a.dispatch_id, a.ctid
  FROM qinglong.approved_action_dispatch_executions AS a
  WHERE a.eligible_at_ms IS NOT NULL AND a.eligible_at_ms <= :now_ms::bigint
@@ -57,10 +58,10 @@ SELECT pg_catalog.set_config('enable_sort', 'off', true),
 -- without a target; no lock for a busy one.
 -- While it skips the actions of full passages it looks among the next `:ahead` due rows only
 -- (`due_window`): behind a backlog of those actions its cost is that window's, not the
--- backlog's (decision 0060). Each row of the window is read again by its
--- tuple id, the version the window saw; its due time is asked again, inside CASE where no
--- index can serve it, so that a row another replica leased meanwhile is checked again in its
--- newest version when it is locked.
+-- backlog's (decision 0060). Each row of the window is read again by its tuple id, the
+-- version the window saw; its due time is asked again, inside CASE where no index can serve
+-- it, so that a row another replica leased meanwhile is checked again in its newest version
+-- when it is locked.
 SELECT {execution_columns},
        d.approval_request_id, d.action_type, d.action_ref, d.action_digest, d.approved_by,
        d.created_at_ms AS dispatch_created_at_ms, d.target,
