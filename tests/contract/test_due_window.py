@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import asyncpg
+import pytest
 
 from qinglong_dispatcher.adapters.postgres import queries as postgres_queries
 from qinglong_dispatcher.adapters.sql import executions
@@ -114,3 +115,46 @@ async def _due_rows_read(harness: Harness, name: str, params: dict[str, Any]) ->
         if node.get("Index Name") == DUE_INDEX:
             read += int(node["Actual Rows"]) * int(node["Actual Loops"])
     return read
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("skipping", [False, True])
+async def test_two_replicas_open_claims_observe_disjoint_rows(
+    pg: Harness, clock: ManualClock, skipping: bool
+) -> None:
+    """As two replicas run it at once (the runtime login, each after `page_plans`): while one
+    claim transaction is open, the other skips the rows it locked, through the window too."""
+    await submit_runs(pg.approver_store, clock, 4)
+    change = await _backlog_then_a_change(pg, clock, 0)
+    statements = postgres_queries.load(stores.TABLES.statements)
+    statement, plans = statements["claim_due_rows"], statements["page_plans"].text
+    skip = ["run.create"] if skipping else []
+
+    def observe(limit: int) -> list[object]:
+        return statement.args(
+            {
+                "now_ms": clock.now_ms() + 1,
+                "limit": limit,
+                "skip_action_types": json.dumps(skip),
+                "ahead": WINDOW if skipping else 0,
+            }
+        )
+
+    database = (await pg.raw("SELECT current_database() AS name"))[0]["name"]
+    url = stores.runtime_url(database)
+    one, two = await asyncpg.connect(url, timeout=5), await asyncpg.connect(url, timeout=5)
+    try:
+        async with one.transaction():
+            await one.execute(plans)
+            first = [r["dispatch_id"] for r in await one.fetch(statement.text, *observe(2))]
+            async with two.transaction():
+                await two.execute(plans)
+                second = [r["dispatch_id"] for r in await two.fetch(statement.text, *observe(16))]
+    finally:
+        await one.close()
+        await two.close()
+    assert first
+    assert not set(first) & set(second)
+    assert len(first) + len(second) == (1 if skipping else 5)
+    if skipping:
+        assert first == [change]
